@@ -1,0 +1,3 @@
+from gpuemu_ci.cli.main import main
+
+raise SystemExit(main())

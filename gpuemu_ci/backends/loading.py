@@ -1,0 +1,177 @@
+"""Turning a CallTarget into something the worker can call (runs inside the worker only).
+
+- CALLABLE: "pkg.mod:func" (dotted attributes allowed: "pkg.mod:Class.method"), or "path/to/file.py:func";
+  imported with the target's root first on sys.path; called as `func(**inputs, **kwargs)`.
+- REFERENCE_SCRIPT: a .py file (relative to root) defining `reference(inputs: dict, **kwargs)`, upstream's
+  reference-script contract, called in-process instead of one `python3 script` per case.
+- OP_SCRIPT: a .py file defining `run(inputs: dict, **kwargs)` (or `op`), for `execution_mode =
+  "script_based"`. Upstream's `client_side` / `daemon_orchestrated` modes are the CALLABLE kind: the gate
+  imports and calls the op itself rather than waiting for a client to submit outputs.
+- CUDA_KERNEL: see cuda.py.
+Each target is loaded once per worker process and cached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import sys
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpuemu_ci.backends.frameworks import get_bridge
+from gpuemu_ci.backends.interface import CallTarget, TargetKind
+
+_OWN_DIR = str(Path(__file__).resolve().parent)
+Invoke = Callable[[dict[str, Any], dict[str, Any]], Any]
+
+
+class LoadError(Exception):
+    """The target could not be imported or does not provide the expected function."""
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A ready-to-call target: `invoke(inputs, kwargs)`."""
+
+    invoke: Invoke
+    label: str
+
+
+def user_traceback(exc: BaseException, limit: int = 8) -> str:
+    """The last `limit` frames that belong to user code (not gpuemu's worker or importlib), formatted."""
+    frames = [
+        f
+        for f in traceback.extract_tb(exc.__traceback__)
+        if not f.filename.startswith(_OWN_DIR) and not f.filename.startswith("<frozen importlib")
+    ]
+    if not frames:
+        return ""
+    return "".join(traceback.format_list(frames[-limit:])).rstrip()
+
+
+def describe_exception(exc: BaseException) -> str:
+    """'Type: message' followed by the user frames of the traceback."""
+    head = f"{type(exc).__name__}: {exc}".rstrip(": ").strip()
+    tail = user_traceback(exc)
+    return f"{head}\n{tail}" if tail else head
+
+
+def _ensure_on_path(directory: Path) -> None:
+    text = str(directory)
+    if text not in sys.path:
+        sys.path.insert(0, text)
+
+
+def _import_module(name: str, root: Path) -> Any:
+    _ensure_on_path(root)
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if missing and (name == missing or name.startswith(missing + ".")):
+            raise LoadError(
+                f"cannot import module {name!r}: no module named {missing!r} (searched {root} and sys.path)"
+            ) from None
+        raise LoadError(f"importing {name!r} failed: {describe_exception(exc)}") from None
+    except BaseException as exc:  # SyntaxError, an exception or sys.exit() at module level
+        raise LoadError(f"importing {name!r} failed: {describe_exception(exc)}") from None
+
+
+def _load_file(path: Path) -> Any:
+    if not path.is_file():
+        raise LoadError(f"script not found: {path}")
+    _ensure_on_path(path.parent)  # scripts often import helpers that sit next to them
+    digest = hashlib.sha1(str(path).encode()).hexdigest()[:12]
+    name = f"_gpuemu_script_{path.stem}_{digest}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise LoadError(f"cannot load {path} as a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses and pickling inside the script look themselves up here
+    try:
+        spec.loader.exec_module(module)
+    except BaseException as exc:
+        del sys.modules[name]
+        raise LoadError(f"running {path} failed: {describe_exception(exc)}") from None
+    return module
+
+
+def _attribute(owner: Any, dotted: str, where: str) -> Any:
+    obj = owner
+    for part in dotted.split("."):
+        if not hasattr(obj, part):
+            raise LoadError(f"{where} has no attribute {part!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise LoadError(f"{where}:{dotted} is a {type(obj).__name__}, not a function")
+    return obj
+
+
+def _load_callable(target: CallTarget) -> Loaded:
+    module_part, sep, attr = target.spec.partition(":")
+    if not sep or not module_part or not attr:
+        raise LoadError(f"target {target.spec!r} must look like 'package.module:function'")
+    if module_part.endswith(".py"):
+        module = _load_file((target.root / module_part).resolve())
+    else:
+        module = _import_module(module_part, target.root)
+    fn = _attribute(module, attr, module_part)
+
+    def invoke(inputs: dict[str, Any], kwargs: dict[str, Any]) -> Any:
+        return fn(**inputs, **kwargs)
+
+    return Loaded(invoke, target.spec)
+
+
+def _load_script(target: CallTarget, names: tuple[str, ...]) -> Loaded:
+    path_part, _, explicit = target.spec.partition(":")  # "script.py" or "script.py:function"
+    module = _load_file((target.root / path_part).resolve())
+    candidates = (explicit,) if explicit else names
+    for name in candidates:
+        fn = getattr(module, name, None)
+        if callable(fn):
+            break
+    else:
+        wanted = " or ".join(f"`{n}(inputs: dict, **kwargs)`" for n in candidates)
+        raise LoadError(f"{path_part} defines no function {wanted}")
+
+    def invoke(inputs: dict[str, Any], kwargs: dict[str, Any]) -> Any:
+        return fn(inputs, **kwargs)
+
+    return Loaded(invoke, target.spec)
+
+
+_CACHE: dict[CallTarget, Loaded] = {}
+
+
+def load_target(target: CallTarget) -> Loaded:
+    """Import/load a target once per process; raises LoadError with a message meant for the user."""
+    cached = _CACHE.get(target)
+    if cached is not None:
+        return cached
+    try:
+        get_bridge(target.framework)
+    except ImportError as exc:
+        raise LoadError(
+            f"framework {target.framework.value!r} is not usable in the worker: {exc} "
+            f"(install it, e.g. pip install 'gpuemu-ci[{target.framework.value}]')"
+        ) from None
+    if target.kind is TargetKind.CALLABLE:
+        loaded = _load_callable(target)
+    elif target.kind is TargetKind.REFERENCE_SCRIPT:
+        loaded = _load_script(target, ("reference",))
+    elif target.kind is TargetKind.OP_SCRIPT:
+        loaded = _load_script(target, ("run", "op"))
+    else:
+        from gpuemu_ci.backends.cuda import load_kernel  # CuPy is imported only for kernels
+
+        loaded = load_kernel(target)
+    _CACHE[target] = loaded
+    return loaded

@@ -1,0 +1,213 @@
+"""`gpuemu-ci lint`: compile every [[kernels]] entry, report what ptxas did, apply the artifact checks.
+
+A human table goes to stderr; `--json` prints the LintReport document on stdout. Exit codes: 0 clean,
+1 a check failed or a kernel does not compile, 2 config or usage error, 3 no toolchain.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+import click
+
+from gpuemu_ci.config.model import KernelSpec
+from gpuemu_ci.errors import ExitCode, GpuemuError, UsageError
+from gpuemu_ci.lint.model import (
+    KernelLintResult,
+    KernelMetrics,
+    KernelStatus,
+    LintReport,
+    LintStatus,
+    Severity,
+)
+from gpuemu_ci.lint.run import lint_kernels
+
+_LOG_LINES = 12  # compiler output shown under a compile error
+
+
+def _opt(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def _row(k: KernelLintResult, e: KernelMetrics) -> list[str]:
+    cmem = ",".join(f"{b}:{n}" for b, n in sorted(e.constant.items())) or "-"
+    sass = "-" if e.sass_instructions is None else str(sum(e.sass_instructions.values()))
+    spills = f"{_opt(e.spill_stores)}/{_opt(e.spill_loads)}"
+    return [
+        k.name,
+        e.kernel,
+        e.arch,
+        _opt(e.registers),
+        _opt(e.stack_frame),
+        spills,
+        _opt(e.shared_memory),
+        _opt(e.local_memory),
+        cmem,
+        _opt(e.barriers),
+        str(sum(e.ptx_instructions.values())),
+        sass,
+    ]
+
+
+def _table(rows: list[list[str]], header: list[str]) -> list[str]:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [header, *rows]]
+
+
+def format_report(report: LintReport) -> str:
+    """The human summary: toolchain, one row per kernel entry x arch, then failures, errors and warnings."""
+    lines: list[str] = []
+    tc = report.toolchain
+    if report.status is not LintStatus.RAN or tc is None:
+        return f"lint {report.status.value}: {report.reason or ''}".rstrip()
+    sass = (
+        f"{tc.sass_tool} {tc.sass_tool_version or ''}".strip()
+        if tc.sass_tool
+        else "none (no cuobjdump/nvdisasm)"
+    )
+    lines.append(
+        f"lint: nvcc {tc.nvcc_version or '-'}, ptxas {tc.ptxas_version or '-'}, SASS: {sass}; "
+        f"{len(report.kernels)} kernel(s), {report.jobs} parallel job(s), {report.duration_s:.1f} s"
+    )
+    header = [
+        "CONFIG",
+        "KERNEL",
+        "ARCH",
+        "REGS",
+        "STACK",
+        "SPILL ST/LD",
+        "SMEM",
+        "LMEM",
+        "CMEM",
+        "BAR",
+        "PTX",
+        "SASS",
+    ]
+    rows = [_row(k, e) for k in report.kernels for e in k.entries]
+    if rows:
+        lines += ["", *_table(rows, header)]
+    for k in report.kernels:
+        where = f"{k.source}, config line {k.line}" if k.line else k.source
+        defaults = " (default arch)" if k.arch_source.value == "toolchain_default" else ""
+        errors = [v for v in k.violations if v.severity is Severity.ERROR]
+        if k.error is not None:
+            loc = f"{k.error.location}: " if k.error.location else ""
+            lines += [
+                "",
+                f"FAIL {k.name} ({where}) does not compile for {k.error.arch}{defaults}:",
+                f"  {loc}error: {k.error.message}",
+            ]
+            lines += [f"    | {ln}" for ln in k.error.log.strip().splitlines()[:_LOG_LINES]]
+        if errors:
+            lines += ["", f"FAIL {k.name} ({where}): {len(errors)} violation(s)"]
+            lines += [f"  {v.message}" for v in errors]
+        if k.warnings:
+            lines += ["", f"WARN {k.name} ({where}): {len(k.warnings)} check(s) NOT CARRIED OUT"]
+            lines += [f"  {v.message}" for v in k.warnings]
+    failed, errored = len(report.failed), len(report.errored)
+    passed = sum(1 for k in report.kernels if k.status is KernelStatus.PASSED)
+    warnings = sum(len(k.warnings) for k in report.kernels)
+    summary = f"lint: {passed} passed, {failed} failed"
+    if errored:
+        summary += f", {errored} error (toolchain)"
+    if warnings:
+        summary += f", {warnings} check(s) not carried out"
+    lines += ["", summary]
+    return "\n".join(lines)
+
+
+def select_kernels(kernels: Sequence[KernelSpec], names: Sequence[str]) -> tuple[KernelSpec, ...]:
+    """The [[kernels]] entries named by --kernel (all when none are named); unknown names are UsageErrors."""
+    if not names:
+        return tuple(kernels)
+    known = {k.name: k for k in kernels}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        listing = ", ".join(sorted(known)) or "(no [[kernels]] in the config)"
+        raise UsageError(f"--kernel {unknown[0]!r} is not a [[kernels]] name; the config has: {listing}")
+    return tuple(known[n] for n in dict.fromkeys(names))
+
+
+def run_lint(
+    kernels: Sequence[KernelSpec],
+    *,
+    root: Path | None,
+    kernel_names: Sequence[str] = (),
+    archs: Sequence[str] = (),
+    as_json: bool = False,
+    jobs: int | None = None,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """Everything `gpuemu-ci lint` does after loading the config; returns the exit code."""
+    out = out if out is not None else sys.stdout
+    err = err if err is not None else sys.stderr
+    try:
+        selected = select_kernels(kernels, kernel_names)
+        if not selected:
+            raise UsageError("the config has no [[kernels]] entries: there is nothing to lint")
+        report = lint_kernels(selected, archs=archs or None, jobs=jobs, root=root)
+    except GpuemuError as e:
+        print(f"gpuemu-ci lint: {e.diagnostics()}", file=err)
+        return int(e.exit_code)
+    print(format_report(report), file=err)
+    if as_json:
+        print(json.dumps(report.to_json(), indent=2), file=out)
+    return int(report.exit_code)
+
+
+@click.command("lint")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="gpuemu.toml to read (default: the nearest one from the current directory up).",
+)
+@click.option(
+    "--kernel",
+    "kernel_names",
+    multiple=True,
+    metavar="NAME",
+    help="Lint only this [[kernels]] entry (repeatable).",
+)
+@click.option(
+    "--arch",
+    "archs",
+    multiple=True,
+    metavar="sm_XX",
+    help="Target arch for every kernel, instead of the config's archs (repeatable).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the lint report as JSON on stdout.")
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Compiles run at once (default: the number of CPUs).",
+)
+@click.pass_context
+def lint_command(
+    ctx: click.Context,
+    config_path: Path | None,
+    kernel_names: tuple[str, ...],
+    archs: tuple[str, ...],
+    as_json: bool,
+    jobs: int | None,
+) -> None:
+    """Compile each [[kernels]] source per arch; check registers, spills, memory and instruction patterns."""
+    from gpuemu_ci.config.load import load_config
+
+    try:
+        config = load_config(config_path)
+    except GpuemuError as e:
+        click.echo(f"gpuemu-ci lint: {e.diagnostics()}", err=True)
+        ctx.exit(int(e.exit_code))
+        return
+    code = run_lint(
+        config.kernels, root=config.root, kernel_names=kernel_names, archs=archs, as_json=as_json, jobs=jobs
+    )
+    ctx.exit(code if code in tuple(ExitCode) else int(ExitCode.INFRASTRUCTURE))

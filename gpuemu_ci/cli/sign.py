@@ -1,0 +1,338 @@
+"""`gpuemu-ci keygen`, `sign` and `verify`: thin commands over `gpuemu_ci.publish`.
+
+Exit codes: keygen and sign use errors.ExitCode (0 done, 2 usage: bad key, bad results file,
+missing repo or commit). verify uses VerifyExit: 0 valid, 1 bad signature (wrong key, altered
+envelope, unsigned report), 2 expectation mismatch (repo, commit, age, artifact), 3 malformed
+input (report or public key). A wrongly spelled flag is a usage error and exits 2, as click does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import stat
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import click
+
+from gpuemu_ci.errors import GpuemuError, UsageError
+from gpuemu_ci.publish import dsse, keys
+from gpuemu_ci.publish.statement import (
+    RunContext,
+    build_statement,
+    canonical_bytes,
+    context_for_results,
+    format_time,
+    normalize_commit,
+    normalize_repo,
+)
+from gpuemu_ci.publish.verify_policy import (
+    AllOf,
+    ArtifactDigest,
+    Check,
+    CommitIs,
+    MaxAge,
+    RepoIdIs,
+    RepoIs,
+    VerifyExit,
+    VerifyOutcome,
+    format_duration,
+    parse_duration,
+    verify_report,
+)
+
+DEFAULT_KEY_ENV = "GPUEMU_SIGNING_KEY"
+
+
+@contextmanager
+def _user_errors() -> Iterator[None]:
+    """Turn a GpuemuError into its message on stderr and its exit code; never a traceback."""
+    try:
+        yield
+    except GpuemuError as e:
+        click.echo(f"gpuemu-ci: error: {e.diagnostics()}", err=True)
+        raise click.exceptions.Exit(int(e.exit_code)) from None
+
+
+def _checked(convert: Callable[[str], Any]) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """A click callback applying `convert` to the value(s), with its ValueError as a usage error."""
+
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        if value is None:
+            return None
+        try:
+            return convert(value)
+        except ValueError as e:
+            raise click.BadParameter(str(e)) from None
+
+    return callback
+
+
+def _digits(text: str) -> str:
+    if not text.isdigit():
+        raise ValueError(f"{text!r} is not a number")
+    return text
+
+
+@click.command("keygen")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="Private key file to create (mode 0600); the public key goes to OUTPUT.pub.",
+)
+@click.option("--force", is_flag=True, help="Replace existing key files.")
+def keygen_command(output: Path, force: bool) -> None:
+    """Create an Ed25519 signing key pair for signed reports."""
+    with _user_errors():
+        key = keys.generate()
+        private_path, public_path = keys.write_keypair(output, key, force=force)
+    click.echo(f"private key: {private_path} (mode 0600; keep it secret, e.g. as secret {DEFAULT_KEY_ENV})")
+    click.echo(f"public key:  {public_path} (give it to whoever verifies reports)")
+    click.echo(f"key id:      {key.keyid}")
+    click.echo(f"fingerprint: {key.public.fingerprint}")
+
+
+@click.command("sign")
+@click.argument("results", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--key", "key_path", type=click.Path(dir_okay=False, path_type=Path), help="Private key file (PEM)."
+)
+@click.option(
+    "--key-env", metavar="NAME", help=f"Read the PEM private key from env var NAME (e.g. {DEFAULT_KEY_ENV})."
+)
+@click.option(
+    "--unsigned", is_flag=True, help="No key available (fork PRs): write an envelope without signatures."
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("gpuemu-report.dsse.json"),
+    show_default=True,
+    help="Where to write the DSSE envelope.",
+)
+@click.option(
+    "--repo", metavar="O/R", callback=_checked(normalize_repo), help="owner/name [GITHUB_REPOSITORY]."
+)
+@click.option(
+    "--repo-id", metavar="N", callback=_checked(_digits), help="Numeric repository id [GITHUB_REPOSITORY_ID]."
+)
+@click.option(
+    "--commit",
+    metavar="SHA",
+    callback=_checked(normalize_commit),
+    help="Tested commit, full id [results git.commit, GITHUB_SHA].",
+)
+@click.option(
+    "--pr", type=click.IntRange(min=1), metavar="N", help="Pull request number [from GITHUB_EVENT_PATH]."
+)
+@click.option("--event", metavar="NAME", help="Triggering event name [GITHUB_EVENT_NAME].")
+@click.option("--run-id", metavar="N", callback=_checked(_digits), help="Workflow run id [GITHUB_RUN_ID].")
+@click.option(
+    "--run-attempt", type=click.IntRange(min=1), metavar="N", help="Run attempt [GITHUB_RUN_ATTEMPT]."
+)
+@click.option("--job", metavar="ID", help="Job id [GITHUB_JOB].")
+@click.option("--server-url", metavar="URL", help="Server URL for the commit subject [GITHUB_SERVER_URL].")
+def sign_command(
+    results: Path,
+    key_path: Path | None,
+    key_env: str | None,
+    unsigned: bool,
+    output: Path,
+    **flags: Any,
+) -> None:
+    """Sign RESULTS (results.json) as an in-toto statement in a DSSE envelope.
+
+    The run context comes from the flags, then from the results document, then from the
+    GITHUB_* environment. The key is never printed.
+    """
+    with _user_errors():
+        if sum((key_path is not None, key_env is not None, unsigned)) != 1:
+            raise UsageError("give exactly one of --key PATH, --key-env NAME or --unsigned")
+        data = _read_bytes(results, "results file")
+        try:
+            document = json.loads(data)
+        except ValueError as e:
+            raise UsageError(f"{results} is not JSON: {e}") from None
+        if not isinstance(document, dict):
+            raise UsageError(f"{results} is not a results document (expected a JSON object)")
+
+        signing_key = _load_signing_key(key_path, key_env)
+        context = context_for_results(document, RunContext.from_environment(os.environ), RunContext(**flags))
+        statement = build_statement(
+            document,
+            results_name=results.name,
+            results_sha256=_sha256(data),
+            context=context,
+            signer_keyid=None if signing_key is None else signing_key.keyid,
+            issued_at=datetime.now(timezone.utc),
+            nonce=secrets.token_hex(16),
+        )
+        payload = canonical_bytes(statement)
+        if signing_key is None:
+            envelope = dsse.unsigned(payload, dsse.PAYLOAD_TYPE_IN_TOTO)
+        else:
+            envelope = dsse.sign(
+                payload, dsse.PAYLOAD_TYPE_IN_TOTO, signing_key.private_key, signing_key.keyid
+            )
+        _write_atomically(output, envelope.to_json())
+
+    run = statement["predicate"]["run"]
+    what = f"{results} (verdict {statement['predicate']['verdict']}) for {run['repo']}@{run['commit'][:12]}"
+    if signing_key is None:
+        click.echo(f"wrote an UNSIGNED report for {what} to {output}", err=True)
+    else:
+        click.echo(f"signed {what} with key {signing_key.keyid} ({signing_key.public.fingerprint})", err=True)
+        click.echo(f"wrote {output}", err=True)
+
+
+@click.command("verify")
+@click.argument("report", type=click.Path(path_type=Path))
+@click.option(
+    "--key",
+    "key_paths",
+    type=click.Path(path_type=Path),
+    multiple=True,
+    required=True,
+    help="Public key (PEM); repeat to accept any of several keys.",
+)
+@click.option(
+    "--repo", metavar="O/R", callback=_checked(normalize_repo), help="Require this owner/name repository."
+)
+@click.option(
+    "--repo-id", metavar="N", callback=_checked(_digits), help="Require this numeric repository id."
+)
+@click.option(
+    "--commit", metavar="SHA", callback=_checked(normalize_commit), help="Require this commit (full id)."
+)
+@click.option(
+    "--max-age",
+    metavar="DURATION",
+    callback=_checked(parse_duration),
+    help="Require issued_at within e.g. 7d, 12h, 30m, 3600s.",
+)
+@click.option(
+    "--artifact",
+    "artifacts",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    multiple=True,
+    help="Require this file's sha256 among the signed subjects (e.g. gpuemu.toml, a kernel source).",
+)
+@click.pass_context
+def verify_command(
+    ctx: click.Context,
+    report: Path,
+    key_paths: tuple[Path, ...],
+    repo: str | None,
+    repo_id: str | None,
+    commit: str | None,
+    max_age: Any,
+    artifacts: tuple[Path, ...],
+) -> None:
+    """Verify a signed REPORT offline: the signature first, then the expectations.
+
+    Exit 0 valid, 1 bad signature (or unsigned), 2 expectation mismatch, 3 malformed input.
+    """
+    try:
+        public_keys = [keys.load_public_key_file(path) for path in key_paths]
+        data = _read_bytes(report, "report")
+    except GpuemuError as e:
+        click.echo(f"gpuemu-ci: error: {e.diagnostics()}", err=True)
+        ctx.exit(int(VerifyExit.MALFORMED))
+    checks: list[Check] = []
+    if repo is not None:
+        checks.append(RepoIs(repo))
+    if repo_id is not None:
+        checks.append(RepoIdIs(repo_id))
+    if commit is not None:
+        checks.append(CommitIs(commit))
+    if max_age is not None:
+        checks.append(MaxAge(max_age, now=datetime.now(timezone.utc)))
+    try:
+        checks.extend(ArtifactDigest.from_file(path) for path in artifacts)
+    except OSError as e:
+        click.echo(f"gpuemu-ci: error: cannot read artifact {e.filename}: {e.strerror}", err=True)
+        ctx.exit(int(VerifyExit.MALFORMED))
+
+    outcome = verify_report(
+        data, {k.keyid: k.key for k in public_keys}, AllOf(tuple(checks)) if checks else None
+    )
+    _print_outcome(outcome, public_keys)
+    ctx.exit(int(outcome.exit))
+
+
+def _print_outcome(outcome: VerifyOutcome, public_keys: list[keys.PublicKey]) -> None:
+    if outcome.claims is None:
+        click.echo(f"gpuemu-ci: verify: {outcome.message}", err=True)
+        return
+    claims = outcome.claims
+    by_id = {k.keyid: k for k in public_keys}
+    signers = ", ".join(f"{kid} ({by_id[kid].fingerprint})" for kid in outcome.keyids)
+    age = datetime.now(timezone.utc) - claims.issued_at
+    when = f"{format_duration(age)} ago" if age >= timedelta(0) else f"{format_duration(-age)} in the future"
+    run = [
+        f"event {claims.event}" if claims.event else None,
+        f"PR #{claims.pr}" if claims.pr else None,
+        f"run {claims.run_id}" if claims.run_id else None,
+        f"attempt {claims.run_attempt}" if claims.run_attempt else None,
+        f"job {claims.job}" if claims.job else None,
+    ]
+    click.echo(f"signature: valid, key {signers}")
+    click.echo(f"repo:      {claims.repo}" + (f" (id {claims.repo_id})" if claims.repo_id else ""))
+    click.echo(f"commit:    {claims.commit}")
+    click.echo(f"run:       {', '.join(p for p in run if p) or '(not recorded)'}")
+    click.echo(f"issued_at: {format_time(claims.issued_at)} ({when})")
+    click.echo(f"verdict:   {claims.verdict}")
+    for result in outcome.results:
+        click.echo(f"{'ok' if result.ok else 'FAILED'}: {result.message}")
+    if outcome.exit is VerifyExit.VALID:
+        click.echo(
+            "report verified" + ("" if outcome.results else " (signature only: no expectations given)")
+        )
+    else:
+        click.echo(f"gpuemu-ci: verify: expectation not met: {outcome.message}", err=True)
+
+
+def _load_signing_key(key_path: Path | None, key_env: str | None) -> keys.SigningKey | None:
+    if key_path is not None:
+        key = keys.load_private_key_file(key_path)
+        mode = key_path.stat().st_mode
+        if os.name == "posix" and mode & (stat.S_IRWXG | stat.S_IRWXO):
+            click.echo(f"gpuemu-ci: warning: {key_path} is readable by other users (chmod 600 it)", err=True)
+        return key
+    if key_env is not None:
+        key = keys.load_private_key_env(key_env, os.environ)
+        # Nothing started later (hooks, subprocesses) should inherit the key.
+        os.environ.pop(key_env, None)
+        return key
+    return None
+
+
+def _read_bytes(path: Path, what: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as e:
+        raise UsageError(f"cannot read {what} {path}: {e.strerror}") from None
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    """Write via a temporary file in the same directory, so readers never see half a report."""
+    temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    try:
+        temporary.write_bytes(data)
+        os.replace(temporary, path)
+    except OSError as e:
+        temporary.unlink(missing_ok=True)
+        raise UsageError(f"cannot write {path}: {e.strerror}") from None

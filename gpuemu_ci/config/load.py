@@ -1,0 +1,371 @@
+"""gpuemu.toml -> Config: discovery, user defaults, strict parsing of every section.
+
+Compatible with upstream gpuemu's documented format (both tolerance forms, both invariant forms, the documented
+aliases) and strict where upstream is silent: unknown keys, wrong types and impossible values are ConfigErrors
+(exit 2) naming the file, line and closest valid key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from gpuemu_ci.config import ops as ops_parser
+from gpuemu_ci.config.model import (
+    ArtifactChecks,
+    CiSettings,
+    Config,
+    Framework,
+    KernelLaunch,
+    KernelSpec,
+    PatternCheck,
+    Policies,
+    Project,
+    Validation,
+)
+from gpuemu_ci.config.reader import SourceText, TableReader
+from gpuemu_ci.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+CONFIG_NAME = "gpuemu.toml"
+USER_CONFIG_ENV = "GPUEMU_USER_CONFIG"  # a path, or "none" to ignore user defaults
+USER_SECTIONS = ("validation", "ci", "policies")
+
+
+def find_config(cwd: Path | None = None) -> Path:
+    """`gpuemu.toml` in `cwd` or the nearest parent directory."""
+    start = (cwd or Path.cwd()).resolve()
+    for directory in (start, *start.parents):
+        candidate = directory / CONFIG_NAME
+        if candidate.is_file():
+            return candidate
+    raise ConfigError(
+        f"no {CONFIG_NAME} found in {start} or any parent directory. Create one (`gpuemu-ci init` writes a "
+        "starter) or pass --config PATH."
+    )
+
+
+def user_config_path(env: Mapping[str, str] | None = None) -> Path | None:
+    env = os.environ if env is None else env
+    explicit = env.get(USER_CONFIG_ENV)
+    if explicit:
+        return None if explicit.lower() == "none" else Path(explicit)
+    base = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "gpuemu" / "config.toml"
+
+
+def load_config(path: Path | None = None, cwd: Path | None = None, env: Mapping[str, str] | None = None) -> Config:
+    """Loads and validates a config; raises ConfigError with file and line on any problem."""
+    config_path = Path(path) if path is not None else find_config(cwd)
+    if not config_path.is_file():
+        raise ConfigError(f"config file not found: {config_path}")
+    raw_bytes = config_path.read_bytes()
+    data, source = _parse_toml(raw_bytes, str(config_path))
+    user_path = user_config_path(env)
+    if user_path is not None and user_path.is_file():
+        user_data, user_source = _parse_toml(user_path.read_bytes(), str(user_path))
+        _check_user_sections(user_data, user_source)
+        data = _merge_defaults(user_data, data)
+    return build_config(data, source, config_path.resolve(), hashlib.sha256(raw_bytes).hexdigest())
+
+
+def _parse_toml(raw: bytes, path: str) -> tuple[dict[str, Any], SourceText]:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", path=path) from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        line = getattr(exc, "lineno", None)
+        raise ConfigError(f"TOML syntax error: {exc}", path=path, line=line) from None
+    return data, SourceText(path, tuple(text.splitlines()))
+
+
+def _check_user_sections(data: Mapping[str, Any], source: SourceText) -> None:
+    for key in data:
+        if key not in USER_SECTIONS:
+            raise ConfigError(
+                f"user defaults may only hold {', '.join(f'[{s}]' for s in USER_SECTIONS)}; found `{key}`",
+                path=source.path,
+                line=source.key_line(key, None),
+            )
+
+
+def _merge_defaults(defaults: Mapping[str, Any], project: Mapping[str, Any]) -> dict[str, Any]:
+    """Project values win; tables merge key by key."""
+    merged: dict[str, Any] = dict(defaults)
+    for key, value in project.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _merge_defaults(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def build_config(data: Mapping[str, Any], source: SourceText, path: Path, sha256: str) -> Config:
+    top = TableReader(data, "gpuemu.toml", source)
+    root = path.parent
+    project = _project(top.table("project"))
+    validation = _validation(top.table("validation"), source)
+    ci = _ci(top.table("ci"))
+    policies = _policies(top.table("policies"))
+
+    ops_raw = top.raw("ops", [])
+    kernels_raw = top.raw("kernels", [])
+    top.finish()
+    if not isinstance(ops_raw, list):
+        raise ConfigError("`ops` must be an array of tables ([[ops]])", path=source.path)
+    if not isinstance(kernels_raw, list):
+        raise ConfigError("`kernels` must be an array of tables ([[kernels]])", path=source.path)
+
+    op_lines = _table_spans(source, "ops", len(ops_raw))
+    ops = tuple(
+        ops_parser.parse_op(TableReader(raw, f"ops[{i}]", source, start, end), validation, project, root)
+        for i, (raw, (start, end)) in enumerate(zip(ops_raw, op_lines))
+    )
+    _unique([op.name for op in ops], "ops", source, op_lines)
+
+    kernel_lines = _table_spans(source, "kernels", len(kernels_raw))
+    kernels = tuple(
+        _kernel(TableReader(raw, f"kernels[{i}]", source, start, end), validation, project, root)
+        for i, (raw, (start, end)) in enumerate(zip(kernels_raw, kernel_lines))
+    )
+    _unique([k.name for k in kernels], "kernels", source, kernel_lines)
+    for dtype in ci.quick_dtypes:
+        ops_parser.check_dtype(dtype, "ci.quick_dtypes", source)
+    return Config(path, root, sha256, project, validation, ops, kernels, policies, ci)
+
+
+def _table_spans(source: SourceText, name: str, count: int) -> list[tuple[int | None, int | None]]:
+    """(header line, end line) for each [[name]] table; sub-tables like [name.dims] stay inside."""
+    starts = source.header_lines(name)
+    all_headers = [
+        i + 1 for i, text in enumerate(source.lines)
+        if text.lstrip().startswith("[") and not text.lstrip().startswith(f"[{name}.")
+    ]
+    spans: list[tuple[int | None, int | None]] = []
+    for index in range(count):
+        if index >= len(starts):  # inline array of tables: no header lines to point at
+            spans.append((None, None))
+            continue
+        start = starts[index]
+        later = [h for h in all_headers if h > start]
+        spans.append((start, later[0] if later else None))
+    return spans
+
+
+def _unique(names: list[str], section: str, source: SourceText,
+            lines: list[tuple[int | None, int | None]]) -> None:
+    seen: set[str] = set()
+    for name, (line, _) in zip(names, lines):
+        if name in seen:
+            raise ConfigError(f"two [[{section}]] entries are named {name!r}; names must be unique",
+                              path=source.path, line=line)
+        seen.add(name)
+
+
+def _project(table: TableReader | None) -> Project:
+    if table is None:
+        return Project()
+    project = Project(
+        name=table.string("name", "unnamed") or "unnamed",
+        version=table.string("version"),
+        framework=table.choice("framework", Framework, Framework.NUMPY),
+    )
+    table.finish()
+    return project
+
+
+def _validation(table: TableReader | None, source: SourceText) -> Validation:
+    if table is None:
+        return Validation()
+    dtypes = table.string_list("dtypes", ("float32",)) or ("float32",)
+    for dtype in dtypes:
+        ops_parser.check_dtype(dtype, "validation.dtypes", source, table.line_of("dtypes"))
+    seed = table.integer("seed", None, minimum=0)
+    if seed is not None and seed >= 2**64:
+        raise table.error("seed", "must fit in 64 bits")
+    validation = Validation(
+        dtypes=tuple(ops_parser.canonical_dtype(d) for d in dtypes),
+        seed=seed,
+        check_nan=table.boolean("check_nan", True),
+        check_inf=table.boolean("check_inf", True),
+        tolerances=ops_parser.tolerances(table.table("tolerances")),
+        bias_z_threshold=table.number("bias_z_threshold", 6.0, positive=True) or 6.0,
+    )
+    table.finish()
+    return validation
+
+
+def _ci(table: TableReader | None) -> CiSettings:
+    if table is None:
+        return CiSettings()
+    defaults = CiSettings()
+    ci = CiSettings(
+        quick_dtypes=tuple(
+            ops_parser.canonical_dtype(d) for d in (table.string_list("quick_dtypes", defaults.quick_dtypes) or ())
+        ),
+        quick_iterations=table.integer("quick_iterations", defaults.quick_iterations, minimum=1)
+        or defaults.quick_iterations,
+        thorough_iterations=table.integer("thorough_iterations", defaults.thorough_iterations, minimum=1)
+        or defaults.thorough_iterations,
+        thorough_timeout=table.number("thorough_timeout", defaults.thorough_timeout, positive=True)
+        or defaults.thorough_timeout,
+        case_timeout=table.number("case_timeout", defaults.case_timeout, positive=True) or defaults.case_timeout,
+        parallel_jobs=table.integer("parallel_jobs", defaults.parallel_jobs, minimum=1) or 1,
+        lint=table.boolean("lint", defaults.lint),
+        require_gpu=table.boolean("require_gpu", defaults.require_gpu),
+    )
+    table.finish()
+    return ci
+
+
+def _policies(table: TableReader | None) -> Policies:
+    if table is None:
+        return Policies()
+    d = Policies()
+    policies = Policies(
+        fail_on_regression=table.boolean("fail_on_regression", d.fail_on_regression),
+        warn_threshold=table.number("warn_threshold", d.warn_threshold, positive=True) or d.warn_threshold,
+        max_register_increase=table.integer("max_register_increase", d.max_register_increase, minimum=0) or 0,
+        max_spill_increase=table.integer("max_spill_increase", d.max_spill_increase, minimum=0) or 0,
+        max_local_memory_increase=table.integer("max_local_memory_increase", d.max_local_memory_increase,
+                                                minimum=0) or 0,
+        max_shared_memory_increase=table.integer("max_shared_memory_increase", d.max_shared_memory_increase,
+                                                 minimum=0) or 0,
+        max_instruction_increase_pct=table.number("max_instruction_increase_pct",
+                                                  d.max_instruction_increase_pct) or 0.0,
+    )
+    table.finish()
+    return policies
+
+
+KERNEL_VALIDATION_KEYS = ("reference", "inputs", "input_names", "dims", "dtypes", "family", "tolerances",
+                          "invariants", "kwargs", "constraints", "output", "layouts", "distributions",
+                          "accumulator", "nonfinite", "deterministic", "timeout")
+
+
+def _kernel(table: TableReader, validation: Validation, project: Project, root: Path) -> KernelSpec:
+    name = table.string("name", required=True) or ""
+    source_text = table.string("source", required=True) or ""
+    source = (root / source_text).resolve()
+    if not source.is_file():
+        raise table.error("source", f"file not found: {source_text} (relative to {root})")
+    archs = table.string_list("archs", ()) or ()
+    for arch in archs:
+        if not arch.startswith(("sm_", "compute_")) or not arch.split("_", 1)[1].rstrip("af").isdigit():
+            raise table.error("archs", f"{arch!r} is not an arch like \"sm_80\" or \"sm_90a\"")
+    include_dirs = tuple((root / d).resolve() for d in table.string_list("include_dirs", ()) or ())
+    checks = _artifact_checks(table.table("artifact_checks", aliases={
+        "max_local_memory_bytes": "max_local_memory",
+        "max_shared_memory_bytes": "max_shared_memory",
+        "forbidden_instructions": "forbidden_patterns",
+        "max_regs": "max_registers",
+    }))
+    launch_table = table.table("launch")
+    launch = _launch(launch_table) if launch_table is not None else None
+    op = None
+    if launch is not None:
+        op = ops_parser.parse_kernel_op(table, name, validation, project, root)
+    elif any(table.has(k) for k in KERNEL_VALIDATION_KEYS if k != "reference"):
+        key = next(k for k in KERNEL_VALIDATION_KEYS if k != "reference" and table.has(k))
+        raise table.error(key, "numerical validation of a kernel needs a [kernels.launch] table "
+                               "(kernel entry, grid, block, args); without it the kernel is only linted")
+    else:
+        table.string("reference")  # upstream requires it; without a launch it has nothing to validate
+    kernel = KernelSpec(
+        name=name,
+        source=source,
+        archs=archs,
+        flags=table.string_list("flags", ()) or (),
+        include_dirs=include_dirs,
+        defines=table.string_list("defines", ()) or (),
+        entries=table.string_list("entries", ()) or (),
+        artifact_checks=checks,
+        launch=launch,
+        op=op,
+        line=table.line,
+    )
+    table.finish()
+    return kernel
+
+
+def _artifact_checks(table: TableReader | None) -> ArtifactChecks:
+    if table is None:
+        return ArtifactChecks()
+    checks = ArtifactChecks(
+        max_registers=table.integer("max_registers", None, minimum=0),
+        max_spills=table.integer("max_spills", None, minimum=0),
+        max_spill_stores=table.integer("max_spill_stores", None, minimum=0),
+        max_spill_loads=table.integer("max_spill_loads", None, minimum=0),
+        max_local_memory=table.integer("max_local_memory", None, minimum=0),
+        max_shared_memory=table.integer("max_shared_memory", None, minimum=0),
+        required_patterns=_patterns(table, "required_patterns"),
+        forbidden_patterns=_patterns(table, "forbidden_patterns"),
+    )
+    table.finish()
+    return checks
+
+
+def _patterns(table: TableReader, key: str) -> tuple[PatternCheck, ...]:
+    import re
+
+    raw = table.raw(key, [])
+    if not isinstance(raw, list):
+        raise table.error(key, "expected a list of regexes or {pattern, target} tables")
+    patterns = []
+    for item in raw:
+        if isinstance(item, str):
+            check = PatternCheck(item, "ptx")
+        elif isinstance(item, dict):
+            sub = TableReader(item, f"{table.where}.{key}[]", table.source, table.line_of(key))
+            check = PatternCheck(sub.string("pattern", required=True) or "",
+                                 sub.string("target", "ptx") or "ptx")
+            sub.finish()
+            if check.target not in ("ptx", "sass"):
+                raise table.error(key, f'target must be "ptx" or "sass", got {check.target!r}')
+        else:
+            raise table.error(key, "expected a list of regexes or {pattern, target} tables")
+        try:
+            re.compile(check.pattern)
+        except re.error as exc:
+            raise table.error(key, f"invalid regex {check.pattern!r}: {exc}") from None
+        patterns.append(check)
+    return tuple(patterns)
+
+
+def _launch(table: TableReader) -> KernelLaunch:
+    def exprs(key: str, required: bool) -> tuple[str, ...]:
+        raw = table.raw(key)
+        if raw is None:
+            if required:
+                raise table.error(key, "is required")
+            return ()
+        if not isinstance(raw, list) or not raw or not all(isinstance(v, (str, int)) for v in raw):
+            raise table.error(key, "expected a non-empty list of integers or expressions")
+        return tuple(str(v) for v in raw)
+
+    entry = table.string("kernel", required=True) or ""
+    output = table.raw("output")
+    if not isinstance(output, list) or not all(isinstance(v, (str, int)) for v in output):
+        raise table.error("output", "expected the output's dims, e.g. [\"M\", \"N\"]")
+    launch = KernelLaunch(
+        entry=entry,
+        grid=exprs("grid", True),
+        block=exprs("block", True),
+        args=exprs("args", True),
+        output_dims=tuple(output),
+        output_dtype=table.string("output_dtype"),
+        shared_mem=str(table.raw("shared_mem", "0")),
+    )
+    table.finish()
+    return launch

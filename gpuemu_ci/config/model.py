@@ -1,0 +1,297 @@
+"""The validated configuration: frozen dataclasses built once by `config.load`, trusted afterwards.
+
+Every later stage reads these types and never the raw TOML. A `Config` that exists is valid.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+
+class Family(str, Enum):
+    """Op family: picks the error model (oracle/families.py)."""
+
+    ELEMENTWISE = "elementwise"
+    REDUCTION = "reduction"
+    SCAN = "scan"
+    SOFTMAX = "softmax"
+    NORM = "norm"
+    MATMUL = "matmul"
+    ATTENTION = "attention"
+    CUSTOM = "custom"
+    EXACT = "exact"
+
+
+class Framework(str, Enum):
+    """What kind of arrays the op receives and returns."""
+
+    NUMPY = "numpy"
+    TORCH = "torch"
+    CUPY = "cupy"
+    JAX = "jax"
+
+
+class ExecutionMode(str, Enum):
+    """How the op is reached. Upstream's `client_side` and `daemon_orchestrated` map onto CALLABLE."""
+
+    CALLABLE = "callable"
+    SCRIPT = "script_based"
+
+
+class Suite(str, Enum):
+    QUICK = "quick"
+    THOROUGH = "thorough"
+    NIGHTLY = "nightly"
+
+
+class Layout(str, Enum):
+    """Real memory layouts handed to the op (fuzz/layouts.py)."""
+
+    CONTIGUOUS = "contiguous"
+    TRANSPOSED = "transposed"
+    STRIDED = "strided"
+    BROADCAST = "broadcast"
+    ODD_SIZE1 = "odd_size1"
+
+
+class Distribution(str, Enum):
+    """Value distributions (fuzz/values.py)."""
+
+    REGULAR = "regular"
+    BOUNDARY = "boundary"
+    ADVERSARIAL = "adversarial"
+
+
+class NonFinite(str, Enum):
+    """What the op promises about NaN/Inf. NONE: inputs never hold them; PROPAGATE: they are injected and the
+    output must match the reference's non-finite class exactly."""
+
+    NONE = "none"
+    PROPAGATE = "propagate"
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """allclose semantics: |y - r| <= atol + rtol * |r|."""
+
+    atol: float
+    rtol: float = 0.0
+
+
+@dataclass(frozen=True)
+class Invariants:
+    shape_preserved: bool = False
+    non_negative: bool = False
+    finite: bool = False
+    no_nan: bool = False
+    no_inf: bool = False
+    symmetric: bool = False
+    normalized: bool = False
+
+    def enabled(self) -> tuple[str, ...]:
+        return tuple(name for name in INVARIANT_NAMES if getattr(self, name))
+
+
+INVARIANT_NAMES: tuple[str, ...] = (
+    "shape_preserved",
+    "non_negative",
+    "finite",
+    "no_nan",
+    "no_inf",
+    "symmetric",
+    "normalized",
+)
+
+
+@dataclass(frozen=True)
+class DimSpec:
+    """A symbolic dimension. `typical` are the user's sizes; `low`/`high` bound the boundary sizes the fuzzer adds."""
+
+    name: str
+    typical: tuple[int, ...]
+    low: int
+    high: int
+
+
+@dataclass(frozen=True)
+class DimConstraint:
+    """A relation between dims, e.g. `D % 2 == 0`, `R <= D`; kept as text and evaluated on candidate dims."""
+
+    expression: str
+
+
+class ValueKind(str, Enum):
+    """What an input holds, beyond its dtype."""
+
+    ANY = "any"  # the case's value distribution
+    POSITIVE = "positive"
+    PROBABILITIES = "probabilities"  # rows sum to 1
+    LOG_PROBABILITIES = "log_probabilities"
+    AFFINE_WEIGHT = "affine_weight"  # near 1 (norm gamma)
+    INDEX = "index"  # integers in [low, high) (embedding ids, class targets)
+    SORTED_OFFSETS = "sorted_offsets"  # non-decreasing, from 0 to the bound (ragged batches)
+    COS_SIN = "cos_sin"  # rotary tables: values in [-1, 1]
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One input tensor of an op. `dtype` None means "the case dtype"."""
+
+    name: str
+    dims: tuple[str | int, ...]
+    dtype: str | None = None
+    kind: ValueKind = ValueKind.ANY
+    low: int | str | None = None  # int, or a dim name
+    high: int | str | None = None
+    ignore_value: int | None = None  # e.g. ignore_index for class targets
+    layouts: tuple[Layout, ...] | None = None  # None: the op's layouts
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    name: str
+    target: str  # "pkg.mod:func" or a script path; empty when script_based without a callable
+    reference: str  # "pkg.mod:func" or a path to a script defining `reference(inputs: dict, **kwargs)`
+    family: Family | None  # None: no error model declared -> allclose with per-dtype defaults
+    inputs: tuple[InputSpec, ...]
+    dims: tuple[DimSpec, ...]
+    output_dims: tuple[str | int, ...] | None
+    dtypes: tuple[str, ...]
+    output_dtype: str | None = None  # None: the case dtype
+    framework: Framework = Framework.NUMPY
+    execution_mode: ExecutionMode = ExecutionMode.CALLABLE
+    op_script: str | None = None
+    kwargs: tuple[tuple[str, tuple[object, ...]], ...] = ()  # name -> candidate values to fuzz over
+    tolerances: tuple[tuple[str, Tolerance], ...] = ()  # dtype -> tolerance (switches to allclose)
+    invariants: Invariants = field(default_factory=Invariants)
+    layouts: tuple[Layout, ...] = tuple(Layout)
+    distributions: tuple[Distribution, ...] = tuple(Distribution)
+    constraints: tuple[DimConstraint, ...] = ()
+    nonfinite: NonFinite = NonFinite.NONE
+    accumulator: str | None = None  # declared accumulator dtype (oracle u_acc)
+    flush_to_zero: bool = False
+    transcendental_ulps: float = 4.0  # k_f in the bound
+    deterministic: bool = False
+    out_arg: str | None = None  # name of a kwarg the op writes its output into
+    timeout_s: float | None = None
+    require_gpu: bool = False
+    inputs_hook: str | None = None  # "pkg.mod:make_inputs"
+    bound_hook: str | None = None  # custom family: "pkg.mod:error_scale"
+    naive: str | None = None  # baseline-relative rule: a naive same-dtype implementation
+    naive_factor: float = 2.0
+    bound_c: float = 4.0
+    line: int | None = None  # line of this [[ops]] table in gpuemu.toml
+
+    def tolerance_for(self, dtype: str) -> Tolerance | None:
+        return dict(self.tolerances).get(dtype)
+
+
+@dataclass(frozen=True)
+class PatternCheck:
+    """A regex that must (required) or must not (forbidden) match the kernel's PTX or SASS."""
+
+    pattern: str
+    target: str = "ptx"  # "ptx" | "sass"
+
+
+@dataclass(frozen=True)
+class ArtifactChecks:
+    """Limits from [kernels.artifact_checks]. None means "no limit"."""
+
+    max_registers: int | None = None
+    max_spills: int | None = None  # bytes, stores + loads
+    max_spill_stores: int | None = None
+    max_spill_loads: int | None = None
+    max_local_memory: int | None = None  # bytes (stack frame)
+    max_shared_memory: int | None = None  # bytes
+    required_patterns: tuple[PatternCheck, ...] = ()
+    forbidden_patterns: tuple[PatternCheck, ...] = ()
+
+
+@dataclass(frozen=True)
+class KernelLaunch:
+    """How to launch a [[kernels]] entry through CuPy on a GPU and validate it like an op."""
+
+    entry: str  # kernel (entry) name in the source
+    grid: tuple[str, ...]  # expressions over dims, e.g. "ceil(N / 256)"
+    block: tuple[str, ...]
+    args: tuple[str, ...]  # input names, "out", dim names, or literal scalars
+    output_dims: tuple[str | int, ...]
+    output_dtype: str | None = None  # None: the case dtype
+    shared_mem: str = "0"
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    name: str
+    source: Path
+    archs: tuple[str, ...]  # empty: toolchain default
+    flags: tuple[str, ...] = ()
+    include_dirs: tuple[Path, ...] = ()
+    defines: tuple[str, ...] = ()
+    entries: tuple[str, ...] = ()  # kernel names to report; empty: every entry in the source
+    artifact_checks: ArtifactChecks = field(default_factory=ArtifactChecks)
+    launch: KernelLaunch | None = None
+    op: OpSpec | None = None  # numerical validation through CuPy when `launch` is given
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class Policies:
+    fail_on_regression: bool = True
+    warn_threshold: float = 0.1  # headroom growth (relative) that warns
+    max_register_increase: int = 0
+    max_spill_increase: int = 0
+    max_local_memory_increase: int = 0
+    max_shared_memory_increase: int = 0
+    max_instruction_increase_pct: float = 10.0
+
+
+@dataclass(frozen=True)
+class CiSettings:
+    quick_dtypes: tuple[str, ...] = ("float32",)
+    quick_iterations: int = 12
+    thorough_iterations: int = 100
+    thorough_timeout: float = 3600.0  # seconds for the whole run
+    case_timeout: float = 60.0  # seconds for one case
+    parallel_jobs: int = 1
+    lint: bool = True
+    require_gpu: bool = False
+
+
+@dataclass(frozen=True)
+class Validation:
+    dtypes: tuple[str, ...] = ("float32",)
+    seed: int | None = None
+    check_nan: bool = True
+    check_inf: bool = True
+    tolerances: tuple[tuple[str, Tolerance], ...] = ()
+    bias_z_threshold: float = 6.0
+
+
+@dataclass(frozen=True)
+class Project:
+    name: str = "unnamed"
+    version: str | None = None
+    framework: Framework = Framework.NUMPY
+
+
+@dataclass(frozen=True)
+class Config:
+    path: Path  # the gpuemu.toml that was read
+    root: Path  # its directory: relative paths and imports resolve from here
+    sha256: str  # of the file's bytes
+    project: Project
+    validation: Validation
+    ops: tuple[OpSpec, ...]
+    kernels: tuple[KernelSpec, ...]
+    policies: Policies
+    ci: CiSettings
+
+    def op(self, name: str) -> OpSpec:
+        for op in self.ops:
+            if op.name == name:
+                return op
+        raise KeyError(name)

@@ -1,0 +1,450 @@
+"""Parsing of [[ops]] tables (and the op part of a launchable [[kernels]] entry) into OpSpec."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from gpuemu_ci import dtypes as dtype_table
+from gpuemu_ci.config.model import (
+    INVARIANT_NAMES,
+    DimConstraint,
+    DimSpec,
+    Distribution,
+    ExecutionMode,
+    Family,
+    Framework,
+    InputSpec,
+    Invariants,
+    Layout,
+    NonFinite,
+    OpSpec,
+    Project,
+    Tolerance,
+    Validation,
+    ValueKind,
+)
+from gpuemu_ci.config.reader import SourceText, TableReader
+from gpuemu_ci.errors import ConfigError
+
+# Upstream's builtin schemas (research gpuemu-upstream.md §4.3), reachable by `schema = "<name>"`.
+BUILTIN_SCHEMAS: dict[str, tuple[dict[str, tuple[int, ...]], dict[str, tuple[str, ...]], tuple[str, ...]]] = {
+    "matmul": (
+        {"M": (1, 2, 7, 31, 128, 257), "K": (1, 3, 16, 127, 256), "N": (1, 2, 15, 64, 255)},
+        {"a": ("M", "K"), "b": ("K", "N")},
+        ("M", "N"),
+    ),
+    "attention": (
+        {"B": (1, 2, 5), "H": (1, 3, 8), "S": (1, 2, 17, 128, 257), "D": (8, 16, 64, 65)},
+        {"q": ("B", "H", "S", "D"), "k": ("B", "H", "S", "D"), "v": ("B", "H", "S", "D")},
+        ("B", "H", "S", "D"),
+    ),
+    "elementwise": (
+        {"B": (1, 2, 8, 33), "S": (1, 7, 128, 513), "H": (1, 3, 256, 1025)},
+        {"input": ("B", "S", "H")},
+        ("B", "S", "H"),
+    ),
+}
+# Dims used when an op lists input names but declares no dims: every input gets [B, S, H].
+DEFAULT_DIMS = {"B": (1, 2, 8), "S": (7, 64, 128), "H": (3, 256, 1024)}
+
+OP_ALIASES = {"module": "op", "input_names": "inputs", "invariant": "invariants"}
+DIM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def canonical_dtype(name: str) -> str:
+    return dtype_table.canonical(name) or name
+
+
+def check_dtype(name: str, where: str, source: SourceText, line: int | None = None) -> None:
+    if dtype_table.canonical(name) is None:
+        import difflib
+
+        close = difflib.get_close_matches(name, list(dtype_table.DTYPES), n=1)
+        hint = f" (did you mean `{close[0]}`?)" if close else ""
+        raise ConfigError(
+            f"`{where}`: unknown dtype {name!r}{hint}. Known: {', '.join(dtype_table.DTYPES)}.",
+            path=source.path, line=line,
+        )
+
+
+def tolerances(table: TableReader | None) -> tuple[tuple[str, Tolerance], ...]:
+    """Both forms: `float16 = 1e-2` (atol) and `float16 = { atol = 1e-2, rtol = 1e-3 }`."""
+    if table is None:
+        return ()
+    result: list[tuple[str, Tolerance]] = []
+    for key in list(table._data):
+        check_dtype(key, f"{table.where}", table.source, table.line_of(key))
+        value = table.raw(key)
+        if isinstance(value, bool):
+            raise table.error(key, "expected a number (atol) or { atol, rtol }")
+        if isinstance(value, (int, float)):
+            tol = Tolerance(atol=float(value))
+        elif isinstance(value, dict):
+            sub = TableReader(value, f"{table.where}.{key}", table.source, table.line_of(key))
+            tol = Tolerance(atol=sub.number("atol", 0.0) or 0.0, rtol=sub.number("rtol", 0.0) or 0.0)
+            sub.finish()
+        else:
+            raise table.error(key, "expected a number (atol) or { atol, rtol }")
+        if tol.atol < 0 or tol.rtol < 0:
+            raise table.error(key, "tolerances must not be negative")
+        result.append((canonical_dtype(key), tol))
+    table.finish()
+    return tuple(result)
+
+
+def _invariants(table: TableReader) -> Invariants:
+    """Both forms: a list of names, or a table of name = bool."""
+    raw = table.raw("invariants")
+    if raw is None:
+        return Invariants()
+    if isinstance(raw, list):
+        if not all(isinstance(v, str) for v in raw):
+            raise table.error("invariants", "expected a list of invariant names")
+        chosen = dict.fromkeys(raw, True)
+    elif isinstance(raw, dict):
+        chosen = {}
+        for key, value in raw.items():
+            if not isinstance(value, bool):
+                raise table.error("invariants", f"`{key}` must be true or false")
+            chosen[key] = value
+    else:
+        raise table.error("invariants", "expected a list of names or a table of name = true/false")
+    for name in chosen:
+        if name not in INVARIANT_NAMES:
+            import difflib
+
+            close = difflib.get_close_matches(name, INVARIANT_NAMES, n=1)
+            hint = f" (did you mean `{close[0]}`?)" if close else ""
+            raise table.error("invariants", f"unknown invariant {name!r}{hint}. Known: {', '.join(INVARIANT_NAMES)}.")
+    return Invariants(**{k: v for k, v in chosen.items()})
+
+
+def _dims(table: TableReader, key: str) -> dict[str, DimSpec]:
+    sub = table.table(key)
+    if sub is None:
+        return {}
+    dims: dict[str, DimSpec] = {}
+    for name in list(sub._data):
+        if not DIM_NAME.match(name):
+            raise sub.error(name, "dim names are identifiers like M, K, seq_len")
+        dims[name] = _dim(sub, name)
+    sub.finish()
+    return dims
+
+
+def _dim(table: TableReader, name: str) -> DimSpec:
+    value = table.raw(name)
+    if isinstance(value, bool):
+        raise table.error(name, "expected sizes: a list, an integer or { min, max, typical }")
+    if isinstance(value, int):
+        value = [value]
+    if isinstance(value, list):
+        if not value or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
+            raise table.error(name, "expected a non-empty list of sizes >= 0")
+        typical = tuple(value)
+        return DimSpec(name, typical, low=min(1, min(typical)), high=max(typical))
+    if isinstance(value, dict):
+        sub = TableReader(value, f"{table.where}.{name}", table.source, table.line_of(name))
+        low = sub.integer("min", None, minimum=0)
+        high = sub.integer("max", None, minimum=0)
+        typical_raw = sub.raw("typical")
+        sub.finish()
+        if typical_raw is None:
+            typical_list = []
+        elif isinstance(typical_raw, int) and not isinstance(typical_raw, bool):
+            typical_list = [typical_raw]
+        elif isinstance(typical_raw, list) and all(isinstance(v, int) and not isinstance(v, bool)
+                                                     for v in typical_raw):
+            typical_list = list(typical_raw)
+        else:
+            raise table.error(name, "`typical` must be a size or a list of sizes")
+        if low is None and high is None and not typical_list:
+            raise table.error(name, "give `min` and `max`, or `typical` sizes")
+        low = low if low is not None else min([1, *typical_list])
+        high = high if high is not None else max([low, *typical_list])
+        if low > high:
+            raise table.error(name, f"min ({low}) is greater than max ({high})")
+        outside = [v for v in typical_list if not low <= v <= high]
+        if outside:
+            raise table.error(name, f"typical sizes {outside} lie outside [{low}, {high}]")
+        typical = tuple(typical_list) or tuple(sorted({low, high}))
+        return DimSpec(name, typical, low=low, high=high)
+    raise table.error(name, "expected sizes: a list, an integer or { min, max, typical }")
+
+
+def _dim_list(table: TableReader, key: str, value: Any) -> tuple[str | int, ...]:
+    if not isinstance(value, list) or not all(
+        (isinstance(v, str) and DIM_NAME.match(v)) or (isinstance(v, int) and not isinstance(v, bool))
+        for v in value
+    ):
+        raise table.error(key, 'expected a list of dim names or sizes, e.g. ["M", "K"]')
+    return tuple(value)
+
+
+def _inputs(table: TableReader, dims: dict[str, DimSpec], schema_inputs: dict[str, tuple[str, ...]] | None
+            ) -> tuple[tuple[InputSpec, ...], str | None]:
+    """Inputs as a list of names, a table name -> dims, or a table name -> { dims, dtype, kind, ... }.
+
+    A string is a hook "pkg.mod:make_inputs" that builds the arrays itself (names then come from `input_names`
+    of the hook's result, so the schema must still list them via dims)."""
+    spelled = "inputs" if table.has("inputs") else "input_names"
+    raw = table.raw("inputs")
+    if raw is None:
+        if schema_inputs is not None:
+            return tuple(InputSpec(n, d) for n, d in schema_inputs.items()), None
+        raise table.error("inputs", "is required: the op's input names, e.g. inputs = [\"x\"], or their dims, "
+                                    "e.g. [ops.inputs] a = [\"M\", \"K\"]")
+    if isinstance(raw, str):
+        if ":" not in raw:
+            raise table.error(spelled, 'a string here is an inputs hook "pkg.mod:function"')
+        names = schema_inputs or {}
+        return tuple(InputSpec(n, d) for n, d in names.items()), raw
+    if isinstance(raw, list):
+        if not raw or not all(isinstance(v, str) and v for v in raw):
+            raise table.error(spelled, "expected a non-empty list of input names")
+        if len(set(raw)) != len(raw):
+            raise table.error(spelled, "input names must be unique")
+        default = tuple(DEFAULT_DIMS) if not dims else None
+        if default is None:
+            raise table.error(spelled, "with [ops.dims] give each input's dims: [ops.inputs] x = [\"M\", \"N\"]")
+        return tuple(InputSpec(n, default) for n in raw), None
+    if isinstance(raw, dict):
+        specs = []
+        for name, value in raw.items():
+            if isinstance(value, list):
+                specs.append(InputSpec(name, _dim_list(table, spelled, value)))
+                continue
+            if not isinstance(value, dict):
+                raise table.error(spelled, f"input `{name}`: expected dims or a table")
+            sub = TableReader(value, f"{table.where}.inputs.{name}", table.source, table.line_of(spelled))
+            input_dims = _dim_list(sub, "dims", sub.raw("dims"))
+            dtype = sub.string("dtype")
+            if dtype is not None:
+                check_dtype(dtype, f"{sub.where}.dtype", table.source, sub.line)
+                dtype = canonical_dtype(dtype)
+            kind = sub.choice("kind", ValueKind, ValueKind.ANY)
+            low = _bound(sub, "low")
+            high = _bound(sub, "high")
+            ignore = sub.integer("ignore_value", None)
+            layouts = sub.string_list("layouts")
+            sub.finish()
+            if kind is ValueKind.INDEX and high is None:
+                raise sub.error("high", 'index inputs need `high` (an integer or a dim name, e.g. high = "V")')
+            specs.append(InputSpec(name, input_dims, dtype, kind, low, high, ignore,
+                                   _enum_list(sub, "layouts", layouts, Layout) if layouts else None))
+        return tuple(specs), None
+    raise table.error(spelled, "expected a list of names or a table of inputs")
+
+
+def _bound(table: TableReader, key: str) -> int | str | None:
+    value = table.raw(key)
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    if isinstance(value, str) and DIM_NAME.match(value):
+        return value
+    raise table.error(key, "expected an integer or a dim name")
+
+
+def _enum_list(table: TableReader, key: str, values: tuple[str, ...], enum: type) -> tuple:
+    members = [m.value for m in enum]
+    for value in values:
+        if value not in members:
+            raise table.error(key, f"unknown value {value!r}; expected some of {', '.join(members)}")
+    return tuple(enum(v) for v in values)
+
+
+def _kwargs(table: TableReader) -> tuple[tuple[str, tuple[object, ...]], ...]:
+    """`kwargs = { eps = 1e-5, axis = [-1, 0] }`: a list is a set of values to fuzz over (wrap a list value in a
+    list to pass it as one value)."""
+    sub = table.table("kwargs")
+    if sub is None:
+        return ()
+    result = []
+    for key in list(sub._data):
+        value = sub.raw(key)
+        candidates = tuple(value) if isinstance(value, list) else (value,)
+        if not candidates:
+            raise sub.error(key, "an empty list gives nothing to call the op with")
+        result.append((key, candidates))
+    sub.finish()
+    return tuple(result)
+
+
+def _target(text: str, root: Path, table: TableReader, key: str) -> str:
+    """A callable "pkg.mod:func" stays as is; a script path must exist (relative to the config)."""
+    if ":" in text and not text.endswith(".py") and "/" not in text.split(":")[0]:
+        module, _, attribute = text.partition(":")
+        if not module or not attribute or not all(DIM_NAME.match(p) for p in module.split(".")):
+            raise table.error(key, f'{text!r} is not "package.module:function"')
+        return text
+    path = (root / text)
+    if not path.is_file():
+        raise table.error(key, f"file not found: {text} (relative to {root}); give a script path or "
+                               '"package.module:function"')
+    return text
+
+
+def parse_op(table: TableReader, validation: Validation, project: Project, root: Path) -> OpSpec:
+    table.aliases.update(OP_ALIASES)
+    name = table.string("name", required=True) or ""
+    spec = _op_body(table, name, validation, project, root, need_target=True)
+    table.finish()
+    return spec
+
+
+def parse_kernel_op(table: TableReader, name: str, validation: Validation, project: Project, root: Path
+                    ) -> OpSpec:
+    """The validation part of a launchable [[kernels]] entry (its target is the kernel itself)."""
+    table.aliases.update({"input_names": "inputs"})
+    return _op_body(table, name, validation, project, root, need_target=False)
+
+
+def _op_body(table: TableReader, name: str, validation: Validation, project: Project, root: Path,
+             need_target: bool) -> OpSpec:
+    mode_raw = table.string("execution_mode")
+    if mode_raw in ("client_side", "daemon_orchestrated", None):
+        mode = ExecutionMode.CALLABLE
+    elif mode_raw == ExecutionMode.SCRIPT.value:
+        mode = ExecutionMode.SCRIPT
+    else:
+        raise table.error("execution_mode", f"unknown value {mode_raw!r}; expected \"script_based\", "
+                                            "\"client_side\" or \"daemon_orchestrated\"")
+    target_text = table.string("op") if need_target else None
+    op_script = table.string("op_script")
+    if need_target:
+        if mode is ExecutionMode.SCRIPT:
+            if not op_script:
+                raise table.error("op_script", "execution_mode = \"script_based\" needs `op_script`, the script "
+                                               "that computes the op's output (without it nothing is tested)")
+            op_script = _target(op_script, root, table, "op_script")
+        elif not target_text:
+            raise ConfigError(
+                f"op {name!r} has no `op` to test. Give `op = \"package.module:function\"`, or "
+                "`execution_mode = \"script_based\"` with `op_script`. (Upstream's client_side and "
+                "daemon_orchestrated modes compared the reference with itself; gpuemu-ci refuses to gate on that.)",
+                path=table.source.path, line=table.line)
+        elif op_script:
+            raise table.error("op_script", "only used with execution_mode = \"script_based\"")
+        if target_text:
+            target_text = _target(target_text, root, table, "op")
+    reference = _target(table.string("reference", required=True) or "", root, table, "reference")
+
+    family_raw = table.string("family")
+    family = table_choice(table, "family", family_raw, Family)
+    schema_name = table.string("schema")
+    schema = None
+    if schema_name is not None:
+        if schema_name not in BUILTIN_SCHEMAS:
+            raise table.error("schema", f"unknown builtin schema {schema_name!r}; expected one of "
+                                        f"{', '.join(BUILTIN_SCHEMAS)}")
+        schema = BUILTIN_SCHEMAS[schema_name]
+    dims = _dims(table, "dims")
+    if schema is not None:
+        for dim_name, sizes in schema[0].items():
+            dims.setdefault(dim_name, DimSpec(dim_name, sizes, low=1, high=max(sizes)))
+    inputs, hook = _inputs(table, dims, schema[1] if schema else None)
+    if not dims:
+        dims = {n: DimSpec(n, s, low=1, high=max(s)) for n, s in DEFAULT_DIMS.items()}
+    output_raw = table.raw("output")
+    output_dims = _dim_list(table, "output", output_raw) if output_raw is not None else (
+        schema[2] if schema else None)
+    for spec in inputs:
+        for dim in (*spec.dims, *(output_dims or ())):
+            if isinstance(dim, str) and dim not in dims:
+                raise table.error("dims", f"dim {dim!r} (used by `{spec.name}` or the output) is not declared "
+                                          f"in [ops.dims]; declared: {', '.join(dims) or 'none'}")
+        for bound in (spec.low, spec.high):
+            if isinstance(bound, str) and bound not in dims:
+                raise table.error("inputs", f"`{spec.name}` is bounded by dim {bound!r}, which is not declared")
+
+    dtype_list = table.string_list("dtypes")
+    if dtype_list is not None:
+        if not dtype_list:
+            raise table.error("dtypes", "an empty list gives nothing to test")
+        for dtype in dtype_list:
+            check_dtype(dtype, f"{table.where}.dtypes", table.source, table.line_of("dtypes"))
+    op_dtypes = tuple(canonical_dtype(d) for d in (dtype_list or validation.dtypes))
+    output_dtype = table.string("output_dtype")
+    if output_dtype is not None:
+        check_dtype(output_dtype, f"{table.where}.output_dtype", table.source, table.line_of("output_dtype"))
+        output_dtype = canonical_dtype(output_dtype)
+    layouts = table.string_list("layouts")
+    distributions = table.string_list("distributions")
+    constraints = table.string_list("constraints", ()) or ()
+    for text in constraints:
+        _check_constraint(table, text, dims)
+    timeout = table.number("timeout", None, positive=True)
+    tolerances_own = tolerances(table.table("tolerances"))
+    op_tolerances = dict(validation.tolerances)
+    op_tolerances.update(dict(tolerances_own))
+    accumulator = table.string("accumulator")
+    if accumulator is not None:
+        check_dtype(accumulator, f"{table.where}.accumulator", table.source, table.line_of("accumulator"))
+    bound_hook = table.string("error_scale")
+    if family is Family.CUSTOM and not bound_hook and not table.has("naive"):
+        raise table.error("family", 'family = "custom" needs `error_scale = "pkg.mod:func"` (returns the '
+                                    "per-element error scale S and length n) or `naive` (baseline-relative rule)")
+    return OpSpec(
+        name=name,
+        target=target_text or "",
+        reference=reference,
+        family=family,
+        inputs=inputs,
+        dims=tuple(dims.values()),
+        output_dims=output_dims,
+        dtypes=op_dtypes,
+        output_dtype=output_dtype,
+        framework=table.choice("framework", Framework, project.framework),
+        execution_mode=mode,
+        op_script=op_script,
+        kwargs=_kwargs(table),
+        # An op with a family is judged by the error bound unless it sets its own tolerances; an op without one
+        # uses allclose with [validation.tolerances] (upstream semantics).
+        tolerances=tuple(op_tolerances.items()) if family is None else tuple(tolerances_own),
+        invariants=_invariants(table),
+        layouts=_enum_list(table, "layouts", layouts, Layout) if layouts else tuple(Layout),
+        distributions=_enum_list(table, "distributions", distributions, Distribution)
+        if distributions else tuple(Distribution),
+        constraints=tuple(DimConstraint(c) for c in constraints),
+        nonfinite=table.choice("nonfinite", NonFinite, NonFinite.NONE),
+        accumulator=canonical_dtype(accumulator) if accumulator else None,
+        flush_to_zero=table.boolean("flush_to_zero", False),
+        transcendental_ulps=table.number("transcendental_ulps", 4.0) or 0.0,
+        deterministic=table.boolean("deterministic", False),
+        out_arg=table.string("out_arg"),
+        timeout_s=timeout,
+        require_gpu=table.boolean("require_gpu", False),
+        inputs_hook=hook,
+        bound_hook=bound_hook,
+        naive=table.string("naive"),
+        naive_factor=table.number("naive_factor", 2.0, positive=True) or 2.0,
+        bound_c=table.number("bound_c", 4.0, positive=True) or 4.0,
+        line=table.line,
+    )
+
+
+def table_choice(table: TableReader, key: str, value: str | None, enum: type) -> Any:
+    if value is None:
+        return None
+    members = [m.value for m in enum]
+    if value not in members:
+        import difflib
+
+        close = difflib.get_close_matches(value, members, n=1)
+        hint = f" (did you mean `{close[0]}`?)" if close else ""
+        raise table.error(key, f"unknown value {value!r}{hint}; expected one of {', '.join(members)}")
+    return enum(value)
+
+
+CONSTRAINT = re.compile(r"^\s*([A-Za-z_]\w*(?:\s*%\s*\d+)?)\s*(==|!=|<=|>=|<|>)\s*([A-Za-z_]\w*|\d+)\s*$")
+
+
+def _check_constraint(table: TableReader, text: str, dims: dict[str, DimSpec]) -> None:
+    match = CONSTRAINT.match(text)
+    if not match:
+        raise table.error("constraints", f"{text!r} is not a constraint like \"D % 2 == 0\" or \"R <= D\"")
+    for token in re.findall(r"[A-Za-z_]\w*", text):
+        if token not in dims:
+            raise table.error("constraints", f"{text!r} names {token!r}, which is not a declared dim")

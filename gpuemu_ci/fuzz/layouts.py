@@ -1,0 +1,110 @@
+"""Real memory layouts: the op receives views whose strides differ from C order, not metadata.
+
+- transposed: a contiguous allocation of the shape with its last two dims swapped, viewed back (swapaxes);
+- strided: a larger allocation whose gaps hold NaN (floats) or the dtype's maximum (integers), so an op that
+  reads past the logical elements or ignores strides produces visibly wrong output;
+- broadcast: one dim of size > 1 has stride 0 (the values repeat along it), as `expand` makes;
+- odd_size1: size-1 dims carry unusual strides, which a kernel must never use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuemu_ci.config.model import Layout
+from gpuemu_ci.dtypes import is_float_dtype
+from gpuemu_ci.rng import SeededRng
+
+ODD_STRIDE_ELEMENTS = 7919  # a prime: meaningless for a size-1 dim
+
+
+@dataclass(frozen=True)
+class LayoutChoice:
+    layout: Layout
+    broadcast_dim: int | None = None  # for Layout.BROADCAST
+
+
+def applicable(layout: Layout, shape: tuple[int, ...]) -> bool:
+    if layout is Layout.TRANSPOSED:
+        return len(shape) >= 2 and shape[-1] > 1 and shape[-2] > 1
+    if layout is Layout.BROADCAST:
+        return any(s > 1 for s in shape)
+    if layout is Layout.ODD_SIZE1:
+        return any(s == 1 for s in shape)
+    if layout is Layout.STRIDED:
+        return len(shape) >= 1 and all(s > 0 for s in shape)
+    return True
+
+
+def choose(layouts: tuple[Layout, ...], shape: tuple[int, ...], contiguous: bool, rng: SeededRng) -> LayoutChoice:
+    """Contiguous cases stay contiguous; others pick among the op's non-contiguous layouts that fit the shape."""
+    if contiguous:
+        return LayoutChoice(Layout.CONTIGUOUS)
+    options = [lay for lay in layouts if lay is not Layout.CONTIGUOUS and applicable(lay, shape)]
+    if not options:
+        return LayoutChoice(Layout.CONTIGUOUS)
+    layout = rng.choice(options)
+    if layout is Layout.BROADCAST:
+        candidates = [i for i, s in enumerate(shape) if s > 1]
+        return LayoutChoice(layout, rng.derive("broadcast_dim").choice(candidates))
+    return LayoutChoice(layout)
+
+
+def broadcast_source(values: np.ndarray, choice: LayoutChoice) -> np.ndarray:
+    """The logical values an op sees under a broadcast layout: constant along the broadcast dim."""
+    if choice.layout is not Layout.BROADCAST or choice.broadcast_dim is None:
+        return values
+    first = np.take(values, [0], axis=choice.broadcast_dim)
+    return np.broadcast_to(first, values.shape).copy()
+
+
+def materialize(values: np.ndarray, choice: LayoutChoice) -> np.ndarray:
+    """A view with the chosen layout holding exactly `values` (apply broadcast_source first for BROADCAST)."""
+    layout = choice.layout
+    if layout is Layout.CONTIGUOUS:
+        return np.ascontiguousarray(values)
+    if layout is Layout.TRANSPOSED:
+        return np.ascontiguousarray(np.swapaxes(values, -1, -2)).swapaxes(-1, -2)
+    if layout is Layout.STRIDED:
+        return _strided(values)
+    if layout is Layout.BROADCAST:
+        axis = choice.broadcast_dim if choice.broadcast_dim is not None else 0
+        first = np.ascontiguousarray(np.take(values, [0], axis=axis))
+        view = np.broadcast_to(first, values.shape)
+        return np.lib.stride_tricks.as_strided(first, shape=view.shape, strides=view.strides, writeable=False)
+    if layout is Layout.ODD_SIZE1:
+        base = np.ascontiguousarray(values)
+        strides = tuple(
+            ODD_STRIDE_ELEMENTS * base.itemsize if size == 1 else stride
+            for size, stride in zip(base.shape, base.strides)
+        )
+        return np.lib.stride_tricks.as_strided(base, shape=base.shape, strides=strides)
+    raise AssertionError(layout)
+
+
+def _poison(dtype: np.dtype) -> object:
+    if is_float_dtype(dtype):
+        return np.nan
+    if dtype == np.bool_:
+        return True
+    return np.iinfo(dtype).max
+
+
+def _strided(values: np.ndarray) -> np.ndarray:
+    """Every other element of the last dim, rows padded by one: gaps everywhere, all poisoned."""
+    padded_shape = (*values.shape[:-1], values.shape[-1] * 2)
+    if values.ndim >= 2:
+        padded_shape = (*values.shape[:-2], values.shape[-2] + 1, values.shape[-1] * 2)
+    buffer = np.full(padded_shape, _poison(values.dtype), dtype=values.dtype)
+    index = tuple(slice(0, s) for s in values.shape[:-1]) + (slice(0, None, 2),)
+    if values.ndim >= 2:
+        index = (*tuple(slice(0, s) for s in values.shape[:-2]), slice(1, None), slice(0, None, 2))
+    view = buffer[index]
+    view[...] = values
+    return view
+
+
+def element_strides(array: np.ndarray) -> tuple[int, ...]:
+    return tuple(s // array.itemsize for s in array.strides)

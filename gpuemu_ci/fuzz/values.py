@@ -1,0 +1,207 @@
+"""Input values from the seed stream with IEEE basic arithmetic only (+ - * /, exact scaling, sorting and
+correctly rounded casts): no libm calls, so the same seed gives the same bytes on every machine and NumPy.
+
+fp16 and bf16 are produced by round-to-nearest-even casts from float64 (NumPy and ml_dtypes); upstream truncated
+fp16 and wrote fp16 bits into bf16 (research gpuemu-upstream.md §4.1). Both fixes are deliberate and versioned by
+GENERATOR_VERSION.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from gpuemu_ci import dtypes
+from gpuemu_ci.config.model import InputSpec, NonFinite, ValueKind
+from gpuemu_ci.plan.model import ValueMode
+from gpuemu_ci.rng import SeededRng
+
+GENERATOR_VERSION = "2"
+
+TWO_POW_53 = float(2**53)
+LN2 = 0.6931471805599453  # a literal: log-probabilities are -k * ln 2 for dyadic probabilities
+# Centre of the "mean >> std" adversarial inputs, per dtype: large against a unit spread, small enough that the
+# dtype still resolves the spread.
+OFFSETS = {"float64": 2.0**12, "float32": 2.0**10, "float16": 2.0**8, "bfloat16": 2.0**7}
+# Magnitudes just under exp overflow of each dtype (exp(x) overflows at 11.09 / 88.72 / 709.78).
+NEAR_EXP_OVERFLOW = {"float64": 700.0, "float32": 87.0, "float16": 10.5, "bfloat16": 87.0}
+# Exponent spread for the wide-dynamic-range inputs.
+WIDE_EXPONENT = {"float64": 40, "float32": 20, "float16": 6, "bfloat16": 20}
+TAME_OFFSET = 4.0
+TAME_EXPONENT = 3
+INT_RANGE = {True: (-100, 100), False: (0, 200)}  # signed, unsigned
+
+
+def unit_floats(rng: SeededRng, n: int) -> np.ndarray:
+    """n floats in [0, 1) from the top 53 bits of each u64 (gen_f64's mapping, vectorised)."""
+    return (rng.u64_array(n) >> np.uint64(11)).astype(np.float64) / TWO_POW_53
+
+
+def regular(rng: SeededRng, n: int) -> np.ndarray:
+    """Roughly N(0, 1): 2 * (sum of three uniforms - 1.5) has mean 0 and variance 1."""
+    u = unit_floats(rng, 3 * n).reshape(3, n) if n else np.zeros((3, 0))
+    return 2.0 * (u[0] + u[1] + u[2] - 1.5)
+
+
+def generate(
+    spec: InputSpec,
+    shape: tuple[int, ...],
+    dtype_name: str,
+    mode: ValueMode,
+    rng: SeededRng,
+    dims: Mapping[str, int],
+    nonfinite: NonFinite = NonFinite.NONE,
+    tame: bool = False,
+) -> np.ndarray:
+    """The logical (C-contiguous) input array, already rounded to its dtype.
+
+    `tame` keeps magnitudes O(1) for ops whose exact result is ill-conditioned in its input scale (attention:
+    fp32 score errors grow with |q||k| and flip the softmax at large magnitudes, so huge inputs would test the
+    problem, not the kernel)."""
+    info = dtypes.info(dtype_name)
+    n = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    if spec.kind is not ValueKind.ANY:
+        values = _kind_values(spec, shape, n, info, rng, dims)
+    elif info.is_float:
+        values = _float_values(mode, shape, n, dtype_name, rng, nonfinite, tame)
+    else:
+        values = _int_values(mode, n, info, rng)
+    return np.asarray(values).reshape(shape).astype(info.numpy)
+
+
+def _float_values(mode: ValueMode, shape: tuple[int, ...], n: int, dtype_name: str, rng: SeededRng,
+                  nonfinite: NonFinite, tame: bool) -> np.ndarray:
+    base = regular(rng.derive("base"), n)
+    if mode is ValueMode.REGULAR:
+        return base
+    if mode is ValueMode.BOUNDARY:
+        return _boundary(base, dtype_name, rng.derive("special"), nonfinite, tame)
+    if mode is ValueMode.OFFSET:
+        sign = 1.0 if rng.derive("sign").gen_u64() & 1 else -1.0
+        return sign * (TAME_OFFSET if tame else OFFSETS[dtype_name]) + base
+    if mode is ValueMode.ASCENDING:
+        return np.sort(np.abs(base))  # global sort: every row ascending, later rows larger
+    if mode is ValueMode.ALL_NEGATIVE:
+        return -(np.abs(base) * 2.0 + 1.0)
+    if mode is ValueMode.WIDE_RANGE:
+        spread = TAME_EXPONENT if tame else WIDE_EXPONENT[dtype_name]
+        exponents = (rng.derive("exponent").u64_array(n) % np.uint64(2 * spread + 1)).astype(np.int64) - spread
+        return np.ldexp(base, exponents.astype(np.int32))
+    if mode is ValueMode.CANCELLATION:
+        values = base.copy()
+        pairs = n // 2
+        jitter = regular(rng.derive("jitter"), pairs) * 2.0**-8
+        values[1 : 2 * pairs : 2] = -values[0 : 2 * pairs : 2] * (1.0 + jitter)
+        return values
+    if mode is ValueMode.TIES:
+        choices = np.array([-2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0])
+        return choices[(rng.derive("ties").u64_array(n) % np.uint64(len(choices))).astype(np.int64)]
+    raise AssertionError(mode)
+
+
+def _boundary(base: np.ndarray, dtype_name: str, rng: SeededRng, nonfinite: NonFinite, tame: bool) -> np.ndarray:
+    """7 of 16 elements become special values: signed zeros, subnormals, the smallest normal, large values,
+    magnitudes near exp overflow, exact ties; NaN/Inf only where the op declares non-finite semantics."""
+    info = dtypes.info(dtype_name)
+    n = base.size
+    bits = rng.u64_array(n)
+    selector = (bits & np.uint64(15)).astype(np.int64)
+    sign = np.where((bits >> np.uint64(4)) & np.uint64(1), -1.0, 1.0)
+    small = ((bits >> np.uint64(5)) & np.uint64(3)).astype(np.float64) + 1.0
+    large = 2.0 ** (int(np.frexp(info.max_finite)[1]) // 4)  # frexp is exact; a quarter of the exponent range
+    if tame:
+        large = 4.0
+    values = base.copy()
+    specials = {
+        0: 0.0 * sign,
+        1: sign * info.min_subnormal * small,
+        2: sign * info.min_normal,
+        3: sign * large * small,
+        4: sign * (2.0 if tame else NEAR_EXP_OVERFLOW[dtype_name]),
+        5: sign * (small * 0.5),  # exact halves: ties and duplicates
+        6: sign * 1.0,
+    }
+    for key, special in specials.items():
+        mask = selector == key
+        values[mask] = special[mask] if isinstance(special, np.ndarray) else special
+    if nonfinite is NonFinite.PROPAGATE:
+        injected = ((bits >> np.uint64(8)) & np.uint64(63)).astype(np.int64)
+        values[injected == 0] = np.nan
+        values[injected == 1] = np.inf
+        values[injected == 2] = -np.inf
+    return values
+
+
+def _int_values(mode: ValueMode, n: int, info: dtypes.DtypeInfo, rng: SeededRng) -> np.ndarray:
+    if info.name == "bool":
+        return (rng.u64_array(n) >> np.uint64(63)).astype(np.bool_)
+    signed = np.issubdtype(info.numpy, np.signedinteger)
+    low, high = INT_RANGE[signed]
+    if mode is ValueMode.BOUNDARY:
+        low, high = (-128, 128) if signed else (0, 256)
+    elif mode is ValueMode.ALL_NEGATIVE and signed:
+        low, high = -100, -1
+    elif mode is ValueMode.TIES:
+        low, high = (-2, 3) if signed else (0, 3)
+    values = (rng.u64_array(n) % np.uint64(high - low)).astype(np.int64) + low
+    if mode is ValueMode.ASCENDING:
+        values = np.sort(values)
+    return np.clip(values, int(np.iinfo(info.numpy).min), int(np.iinfo(info.numpy).max))
+
+
+def _bound(value: int | str | None, dims: Mapping[str, int], default: int) -> int:
+    if value is None:
+        return default
+    return dims[value] if isinstance(value, str) else value
+
+
+def _kind_values(spec: InputSpec, shape: tuple[int, ...], n: int, info: dtypes.DtypeInfo, rng: SeededRng,
+                 dims: Mapping[str, int]) -> np.ndarray:
+    kind = spec.kind
+    if kind is ValueKind.INDEX:
+        low = _bound(spec.low, dims, 0)
+        high = _bound(spec.high, dims, 1)
+        span = max(high - low, 1)
+        values = (rng.u64_array(n) % np.uint64(span)).astype(np.int64) + low
+        if spec.ignore_value is not None and n:
+            ignored = (rng.derive("ignore").u64_array(n) % np.uint64(8)) == 0
+            values[ignored] = spec.ignore_value
+        return values
+    if kind is ValueKind.SORTED_OFFSETS:
+        high = _bound(spec.high, dims, n)
+        cuts = np.sort((rng.u64_array(n) % np.uint64(high + 1)).astype(np.int64)) if n else np.zeros(0, np.int64)
+        if n:
+            cuts[0], cuts[-1] = 0, high
+        return cuts
+    u = unit_floats(rng, n)
+    if kind is ValueKind.POSITIVE:
+        return u * 4.0 + 2.0**-4
+    if kind is ValueKind.AFFINE_WEIGHT:
+        return 1.0 + 0.2 * (u - 0.5)
+    if kind is ValueKind.COS_SIN:
+        return 2.0 * u - 1.0
+    rows = shape[-1] if shape else 1
+    if kind is ValueKind.PROBABILITIES:
+        p = (u + 0.01).reshape(-1, rows) if n else u.reshape(0, max(rows, 1))
+        return (p / p.sum(axis=1, keepdims=True)).reshape(-1)
+    if kind is ValueKind.LOG_PROBABILITIES:
+        return _dyadic_log_probabilities(rng, n, rows)
+    raise AssertionError(kind)
+
+
+def _dyadic_log_probabilities(rng: SeededRng, n: int, rows: int) -> np.ndarray:
+    """Rows of log p with p = 2^-k summing to exactly 1: split a random leaf of a binary tree until the row
+    is full, so log p = -k ln 2 needs no log call."""
+    if n == 0 or rows == 0:
+        return np.zeros(n)
+    out = np.empty(n)
+    picks = rng.u64_array(n)
+    for start in range(0, n, rows):
+        depths = [0]
+        for j in range(1, rows):
+            leaf = int(picks[start + j]) % len(depths)
+            depths[leaf] += 1
+            depths.append(depths[leaf])
+        out[start : start + rows] = -LN2 * np.array(depths, dtype=np.float64)
+    return out

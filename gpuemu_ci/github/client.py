@@ -1,0 +1,504 @@
+"""A thin GitHub REST client over httpx: the only module in gpuemu-ci that opens sockets.
+
+What it adds to httpx, following GitHub's documentation ("Best practices for using the REST
+API", "Rate limits for the REST API"):
+
+- the ``X-GitHub-Api-Version``, ``Accept`` and ``User-Agent`` headers on every API request;
+- ``Link: <...>; rel="next"`` pagination, refusing links that leave the API host;
+- retries: 429 and rate-limited 403 wait for ``Retry-After``, else until ``x-ratelimit-reset``
+  when ``x-ratelimit-remaining`` is 0, else at least a minute doubling each time; 5xx and
+  dropped connections back off exponentially. Every wait goes through the injected ``sleep`` and
+  the total is bounded by ``max_total_wait``: a wait that would exceed it fails at once;
+- non-idempotent requests (POST) are not resent after a 5xx or a connection lost mid-request,
+  since GitHub may have applied them; callers that can check (comments, issues) re-check instead;
+- artifact downloads follow the 302 to the storage host with a separate, token-less client;
+- every failure is a ``GitHubError`` (an ``InfraError``) whose message names the request and the
+  API's answer, and never contains the token.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import random
+import re
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+import httpx
+
+from gpuemu_ci import __version__
+from gpuemu_ci.errors import InfraError, UsageError
+
+API_VERSION = "2022-11-28"
+ACCEPT = "application/vnd.github+json"
+DEFAULT_API_URL = "https://api.github.com"
+USER_AGENT = f"gpuemu-ci/{__version__}"
+
+_SERVER_ERRORS = frozenset({500, 502, 503, 504})
+_IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "PATCH", "DELETE", "OPTIONS"})
+_LINK_NEXT = re.compile(r'<([^>]*)>\s*;\s*rel="?next"?')
+_SECONDARY_MIN_WAIT = 60.0  # GitHub: "wait for at least one minute before retrying"
+_BACKOFF_CAP = 60.0
+_NOT_RESENT = "not resent: GitHub may have applied it"
+
+log = logging.getLogger(__name__)
+
+
+class GitHubError(InfraError):
+    """A GitHub API request failed; ``status`` is the HTTP status (None for network failures)."""
+
+    hint = ""
+
+    def __init__(
+        self,
+        what: str,
+        detail: str,
+        *,
+        status: int | None = None,
+        api_message: str = "",
+        documentation_url: str = "",
+    ) -> None:
+        message = f"GitHub API {what} failed: {detail}"
+        if self.hint:
+            message += f" ({self.hint})"
+        super().__init__(message)
+        self.status = status
+        self.api_message = api_message
+        self.documentation_url = documentation_url
+
+
+class GitHubAuthError(GitHubError):
+    """401: the token is missing, expired or invalid."""
+
+    hint = "check the github_token input"
+
+
+class GitHubForbiddenError(GitHubError):
+    """403 that is not a rate limit: the token lacks a permission (read-only fork tokens)."""
+
+    hint = (
+        "the token lacks a permission: grant it in the workflow's `permissions:` block; pull requests "
+        "from forks only get a read-only token"
+    )
+
+
+class GitHubNotFoundError(GitHubError):
+    """404: the resource does not exist or the token cannot see it."""
+
+
+class GitHubGoneError(GitHubError):
+    """410: the resource existed but is gone (an expired artifact, a deleted issue)."""
+
+
+class GitHubValidationError(GitHubError):
+    """422: GitHub rejected the request body (for example a comment over 65,536 characters)."""
+
+
+class GitHubRateLimitError(GitHubError):
+    """Rate limited, and waiting longer was not allowed by the retry budget."""
+
+
+class GitHubServerError(GitHubError):
+    """5xx after the allowed retries (or once, for a request that must not be resent)."""
+
+
+class GitHubNetworkError(GitHubError):
+    """The connection failed (DNS, refused, reset, timeout) after the allowed retries."""
+
+
+class GitHubDownloadTooLargeError(GitHubError):
+    """A download exceeded the caller's byte cap; what was received is discarded."""
+
+
+_ERRORS_BY_STATUS: dict[int, type[GitHubError]] = {
+    401: GitHubAuthError,
+    403: GitHubForbiddenError,
+    404: GitHubNotFoundError,
+    410: GitHubGoneError,
+    422: GitHubValidationError,
+}
+
+
+class _RetryKind(Enum):
+    RATE_LIMIT = "rate limit"
+    SERVER = "server error"
+    NETWORK = "network error"
+
+
+@dataclass(frozen=True)
+class _Decision:
+    kind: _RetryKind
+    delay: float
+    header_less_secondary: bool = False
+
+
+@dataclass
+class _RetryState:
+    """Bookkeeping for one logical request across its attempts."""
+
+    attempt: int = 0
+    waited: float = 0.0
+    header_less_secondary: int = 0
+
+
+class GitHubClient:
+    """A GitHub REST client for one token and one API root (``GITHUB_API_URL`` on GHES).
+
+    ``transport`` lets tests substitute an httpx transport; ``sleep`` and ``clock`` let them
+    observe requested waits without waiting. Use as a context manager or call ``close()``.
+    """
+
+    def __init__(
+        self,
+        token: str,
+        api_url: str = DEFAULT_API_URL,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        max_retries: int = 4,
+        max_total_wait: float = 300.0,
+        timeout: float = 30.0,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.time,
+        jitter: Callable[[], float] = random.random,
+    ) -> None:
+        if any(ord(c) < 0x21 or ord(c) > 0x7E for c in token):
+            raise UsageError("the GitHub token contains characters that cannot be sent in an HTTP header")
+        parts = urlsplit(api_url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise UsageError(f"the GitHub API URL {api_url!r} is not an http(s) URL")
+        self.api_url = api_url.rstrip("/")
+        self._origin = (parts.scheme, parts.netloc.lower())
+        self._base_path = parts.path.rstrip("/")
+        self._authenticated = bool(token)
+        self.max_retries = max_retries
+        self.max_total_wait = max_total_wait
+        self._sleep = sleep
+        self._clock = clock
+        self._jitter = jitter
+        headers = {"Accept": ACCEPT, "X-GitHub-Api-Version": API_VERSION, "User-Agent": USER_AGENT}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        # Redirects are followed by hand so that the token never reaches another host.
+        self._http = httpx.Client(
+            headers=headers, transport=transport, timeout=timeout, follow_redirects=False
+        )
+        self._transport = transport
+        self._timeout = timeout
+        self._storage_client: httpx.Client | None = None  # made on the first download
+
+    def __repr__(self) -> str:
+        return f"GitHubClient(api_url={self.api_url!r}, authenticated={self._authenticated})"
+
+    def close(self) -> None:
+        """Close both connection pools."""
+        self._http.close()
+        if self._storage_client is not None:
+            self._storage_client.close()
+
+    def __enter__(self) -> GitHubClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- requests -------------------------------------------------------------------------
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        json: Any = None,
+        ok: tuple[int, ...] = (200,),
+        idempotent: bool | None = None,
+    ) -> httpx.Response:
+        """Send one API request with retries; return the response when its status is in ``ok``.
+
+        ``path`` is relative to the API root (``/repos/o/r/...``) or an absolute URL on the API
+        host (pagination links, ``archive_download_url``). ``idempotent`` defaults by method.
+        """
+        method = method.upper()
+        resend_ok = method in _IDEMPOTENT if idempotent is None else idempotent
+        url = self._url(path)
+        what = f"{method} {urlsplit(url).path}"
+        state = _RetryState()
+        while True:
+            try:
+                response = self._http.request(method, url, params=params, json=json)
+            except httpx.TransportError as exc:
+                # A refused connection never reached GitHub, so it is safe to resend anything.
+                safe = resend_ok or isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
+                if not safe or state.attempt >= self.max_retries:
+                    raise GitHubNetworkError(what, _describe_transport_error(exc)) from exc
+                self._pause(state, _Decision(_RetryKind.NETWORK, self._backoff(state.attempt)), what)
+                continue
+            if response.status_code in ok:
+                return response
+            decision = self._classify(response, state)
+            retryable = decision is not None and (decision.kind is _RetryKind.RATE_LIMIT or resend_ok)
+            if decision is None or not retryable or state.attempt >= self.max_retries:
+                note = ""
+                if decision is not None:
+                    note = f"gave up after {state.attempt} retries" if retryable else _NOT_RESENT
+                raise _error_for(what, response, decision, note)
+            self._pause(state, decision, what, response=response)
+
+    def get_json(self, path: str, params: Mapping[str, Any] | None = None) -> Any:
+        """GET and decode a JSON body."""
+        return _decode(self.request("GET", path, params=params))
+
+    def post_json(self, path: str, body: Any, *, idempotent: bool = False) -> Any:
+        """POST a JSON body, expecting 201 or 200; not resent after a 5xx unless ``idempotent``."""
+        return _decode(self.request("POST", path, json=body, ok=(200, 201), idempotent=idempotent))
+
+    def patch_json(self, path: str, body: Any) -> Any:
+        """PATCH a JSON body (idempotent: same body, same result), expecting 200."""
+        return _decode(self.request("PATCH", path, json=body))
+
+    def delete(self, path: str) -> None:
+        """DELETE a resource, expecting 204."""
+        self.request("DELETE", path, ok=(204,))
+
+    def paginate(
+        self,
+        path: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        item_key: str | None = None,
+        max_pages: int = 100,
+    ) -> Iterator[Any]:
+        """Yield the items of every page, following ``Link: rel="next"``.
+
+        ``item_key`` names the list inside a wrapping object (``"artifacts"``); None means the
+        body is the list. At most ``max_pages`` pages are read (GitHub itself caps filtered
+        listings at 1,000 results).
+        """
+        query: dict[str, Any] | None = {"per_page": 100, **(params or {})}
+        url: str | None = path
+        pages = 0
+        while url is not None:
+            response = self.request("GET", url, params=query)
+            data = _decode(response)
+            items = data.get(item_key) if item_key is not None and isinstance(data, dict) else data
+            if not isinstance(items, list):
+                raise GitHubError(f"GET {urlsplit(str(response.url)).path}", "the response is not a list")
+            yield from items
+            pages += 1
+            url = _next_link(response.headers.get("link"))
+            if url is not None and pages >= max_pages:
+                log.warning("stopped paginating %s after %d pages", path, pages)
+                return
+            query = None  # the next link carries the whole query
+
+    def download(self, path: str, dest: Path, *, max_bytes: int) -> int:
+        """Fetch an endpoint that answers 302 to a pre-signed storage URL; stream it into ``dest``.
+
+        The storage request carries no ``Authorization`` header (a separate client). Returns the
+        number of bytes written. Raises ``GitHubGoneError`` for 410 (an expired artifact) and
+        ``GitHubDownloadTooLargeError`` past ``max_bytes``.
+        """
+        response = self.request("GET", path, ok=(200, 302))
+        if response.status_code == 200:  # not in GitHub's description, but harmless to accept
+            return _write_capped(dest, [response.content], max_bytes, "the download")
+        location = response.headers.get("location")
+        if not location:
+            raise GitHubError(f"GET {urlsplit(str(response.url)).path}", "302 without a Location header")
+        return self._fetch_storage(urljoin(str(response.url), location), dest, max_bytes)
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _storage(self) -> httpx.Client:
+        # A separate client with no default headers: pre-signed storage URLs must not get the token.
+        if self._storage_client is None:
+            self._storage_client = httpx.Client(
+                headers={"User-Agent": USER_AGENT},
+                transport=self._transport,
+                timeout=self._timeout,
+                follow_redirects=True,
+            )
+        return self._storage_client
+
+    def _fetch_storage(self, url: str, dest: Path, max_bytes: int) -> int:
+        # Only the host is named in messages: the query string is a signature.
+        what = f"download from {urlsplit(url).netloc}"
+        state = _RetryState()
+        while True:
+            try:
+                with self._storage().stream("GET", url) as response:
+                    if response.status_code == 200:
+                        declared = response.headers.get("content-length")
+                        if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+                            raise GitHubDownloadTooLargeError(
+                                what, f"{int(declared):,} bytes is over the {max_bytes:,}-byte cap"
+                            )
+                        return _write_capped(dest, response.iter_bytes(), max_bytes, what)
+                    response.read()
+            except httpx.TransportError as exc:
+                if state.attempt >= self.max_retries:
+                    raise GitHubNetworkError(what, _describe_transport_error(exc)) from exc
+                self._pause(state, _Decision(_RetryKind.NETWORK, self._backoff(state.attempt)), what)
+                continue
+            decision = self._classify(response, state)
+            if decision is None or state.attempt >= self.max_retries:
+                raise GitHubError(what, f"{response.status_code}", status=response.status_code)
+            self._pause(state, decision, what, response=response)
+
+    def _url(self, path: str) -> str:
+        if "://" not in path:
+            return f"{self.api_url}/{path.lstrip('/')}"
+        parts = urlsplit(path)
+        if (parts.scheme, parts.netloc.lower()) != self._origin or not parts.path.startswith(self._base_path):
+            # A Link or download URL pointing elsewhere must not receive the token.
+            raise GitHubError("request", f"refusing to send the token to {parts.netloc or path}")
+        return path
+
+    def _classify(self, response: httpx.Response, state: _RetryState) -> _Decision | None:
+        status = response.status_code
+        headers = response.headers
+        retry_after = _parse_retry_after(headers.get("retry-after"), self._clock)
+        if status == 429 or (status == 403 and _is_rate_limited_403(response)):
+            if retry_after is not None:
+                return _Decision(_RetryKind.RATE_LIMIT, retry_after)
+            reset = _int_or_none(headers.get("x-ratelimit-reset"))
+            if headers.get("x-ratelimit-remaining") == "0" and reset is not None:
+                # One second of slack: the reset time is whole seconds and clocks differ.
+                return _Decision(_RetryKind.RATE_LIMIT, max(0.0, reset - self._clock()) + 1.0)
+            delay = _SECONDARY_MIN_WAIT * 2**state.header_less_secondary
+            return _Decision(_RetryKind.RATE_LIMIT, delay, header_less_secondary=True)
+        if status in _SERVER_ERRORS:
+            delay = retry_after if retry_after is not None else self._backoff(state.attempt)
+            return _Decision(_RetryKind.SERVER, delay)
+        return None
+
+    def _backoff(self, attempt: int) -> float:
+        base = min(_BACKOFF_CAP, 2.0**attempt)
+        return base * (1.0 + 0.25 * self._jitter())
+
+    def _pause(
+        self, state: _RetryState, decision: _Decision, what: str, *, response: httpx.Response | None = None
+    ) -> None:
+        """Sleep before the next attempt, or fail now if the wait would exceed the budget."""
+        status = f"{response.status_code} " if response is not None else ""
+        if state.waited + decision.delay > self.max_total_wait:
+            error = GitHubRateLimitError if decision.kind is _RetryKind.RATE_LIMIT else GitHubServerError
+            raise error(
+                what,
+                f"{status}{decision.kind.value}; GitHub asks to wait {decision.delay:.0f} s, over the "
+                f"remaining retry budget of {self.max_total_wait - state.waited:.0f} s",
+                status=response.status_code if response is not None else None,
+            )
+        log.warning(
+            "%s: %s%s, retrying in %.1f s (retry %d of %d)",
+            what,
+            status,
+            decision.kind.value,
+            decision.delay,
+            state.attempt + 1,
+            self.max_retries,
+        )
+        self._sleep(decision.delay)
+        state.waited += decision.delay
+        state.attempt += 1
+        if decision.header_less_secondary:
+            state.header_less_secondary += 1
+
+
+def _api_message(response: httpx.Response) -> tuple[str, str]:
+    try:
+        body = response.json()
+    except (ValueError, UnicodeDecodeError):
+        return "", ""
+    if not isinstance(body, dict):
+        return "", ""
+    message = body.get("message")
+    doc = body.get("documentation_url")
+    return (message if isinstance(message, str) else ""), (doc if isinstance(doc, str) else "")
+
+
+def _is_rate_limited_403(response: httpx.Response) -> bool:
+    if "retry-after" in response.headers or response.headers.get("x-ratelimit-remaining") == "0":
+        return True
+    message, _ = _api_message(response)
+    return "rate limit" in message.lower()
+
+
+def _error_for(what: str, response: httpx.Response, decision: _Decision | None, note: str) -> GitHubError:
+    status = response.status_code
+    message, doc = _api_message(response)
+    detail = f"{status} {response.reason_phrase}".rstrip()
+    if message:
+        detail += f": {message[:300]}"
+    if note:
+        detail += f" ({note})"
+    if decision is not None and decision.kind is _RetryKind.RATE_LIMIT:
+        cls: type[GitHubError] = GitHubRateLimitError
+    elif status >= 500:
+        cls = GitHubServerError
+    else:
+        cls = _ERRORS_BY_STATUS.get(status, GitHubError)
+    return cls(what, detail, status=status, api_message=message, documentation_url=doc)
+
+
+def _decode(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except (ValueError, UnicodeDecodeError) as exc:
+        path = urlsplit(str(response.url)).path
+        raise GitHubError(f"{response.request.method} {path}", "the response is not JSON") from exc
+
+
+def _next_link(header: str | None) -> str | None:
+    if not header:
+        return None
+    for part in header.split(","):
+        match = _LINK_NEXT.search(part)
+        if match:
+            return match.group(1)
+    return None
+
+
+def _parse_retry_after(value: str | None, clock: Callable[[], float]) -> float | None:
+    """Retry-After is delay-seconds or an HTTP-date (RFC 9110 §10.2.3)."""
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - clock())
+
+
+def _int_or_none(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _describe_transport_error(exc: httpx.TransportError) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _write_capped(dest: Path, chunks: Any, max_bytes: int, what: str) -> int:
+    total = 0
+    try:
+        with dest.open("wb") as fh:
+            for chunk in chunks:
+                total += len(chunk)
+                if total > max_bytes:
+                    raise GitHubDownloadTooLargeError(what, f"more than the {max_bytes:,}-byte cap")
+                fh.write(chunk)
+    except BaseException:
+        dest.unlink(missing_ok=True)
+        raise
+    return total

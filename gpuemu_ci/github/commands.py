@@ -1,0 +1,222 @@
+"""Workflow commands and the step's file commands (``GITHUB_OUTPUT``, ``GITHUB_STEP_SUMMARY``).
+
+Escaping follows the runner (``ActionCommand.cs``): in a command's message ``%``, CR and LF are
+percent-encoded; in its properties ``:`` and ``,`` too. Without that a message with a newline
+ends the command early and a file name with a comma splits into two properties.
+
+Limits that GitHub applies silently are applied here visibly: messages over 4,096 characters
+are cut by the runner, so they are cut first with a marker; at most 10 annotations per level are
+shown per step, so ``emit_annotations`` keeps the first 10 and adds a notice counting the rest;
+a step summary over 1 MiB is dropped whole, so ``append_step_summary`` truncates to fit.
+Outputs use the heredoc form with a random delimiter, so any value (multi-line, ``=``) is safe.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sys
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import TextIO
+
+STEP_SUMMARY_LIMIT = 1024 * 1024
+MESSAGE_LIMIT = 4096
+ANNOTATIONS_PER_LEVEL = 10
+_SUMMARY_CUT = "\n\n… (step summary truncated at GitHub's 1 MiB limit; the full report is in the artifact)\n"
+_OUTPUT_NAME_OK = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+
+
+class AnnotationLevel(Enum):
+    ERROR = "error"
+    WARNING = "warning"
+    NOTICE = "notice"
+
+
+@dataclass(frozen=True)
+class Annotation:
+    """One ``::error``/``::warning``/``::notice``; ``file`` relative to the repository root."""
+
+    level: AnnotationLevel
+    message: str
+    file: str | None = None
+    line: int | None = None
+    end_line: int | None = None
+    col: int | None = None
+    end_column: int | None = None
+    title: str | None = None
+
+
+@dataclass(frozen=True)
+class SummaryWrite:
+    """What ``append_step_summary`` wrote."""
+
+    bytes_written: int
+    truncated: bool
+
+
+def escape_data(value: str) -> str:
+    """Escape a command's message (the text after ``::``)."""
+    return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(value: str) -> str:
+    """Escape a command property value (``file=``, ``title=``)."""
+    return escape_data(value).replace(":", "%3A").replace(",", "%2C")
+
+
+def format_command(command: str, message: str = "", properties: Mapping[str, object] | None = None) -> str:
+    """``::command key=value,...::message`` with both parts escaped; None properties are left out."""
+    props = ",".join(
+        f"{key}={escape_property(str(value))}"
+        for key, value in (properties or {}).items()
+        if value is not None
+    )
+    return f"::{command}{' ' + props if props else ''}::{escape_data(message)}"
+
+
+def format_annotation(annotation: Annotation) -> str:
+    """The workflow command line for ``annotation`` (message cut to the runner's 4,096 characters)."""
+    message = annotation.message
+    if len(message) > MESSAGE_LIMIT:
+        message = message[: MESSAGE_LIMIT - 1] + "…"
+    properties = {
+        "file": annotation.file,
+        "line": annotation.line,
+        "endLine": annotation.end_line,
+        "col": annotation.col,
+        "endColumn": annotation.end_column,
+        "title": annotation.title,
+    }
+    return format_command(annotation.level.value, message, properties)
+
+
+def emit_annotations(
+    annotations: Iterable[Annotation], *, stream: TextIO | None = None, per_level: int = ANNOTATIONS_PER_LEVEL
+) -> int:
+    """Print annotations in the given order (most important first), at most ``per_level`` each.
+
+    GitHub drops the rest without a word; here a final notice says how many were left out.
+    Returns that number.
+    """
+    out = stream if stream is not None else sys.stdout
+    by_level: dict[AnnotationLevel, list[Annotation]] = {level: [] for level in AnnotationLevel}
+    for annotation in annotations:
+        by_level[annotation.level].append(annotation)
+    shown = {level: items[:per_level] for level, items in by_level.items()}
+    dropped = sum(len(by_level[level]) - len(shown[level]) for level in AnnotationLevel)
+    if dropped and len(shown[AnnotationLevel.NOTICE]) == per_level:
+        # The notice about dropped annotations needs a notice slot of its own.
+        shown[AnnotationLevel.NOTICE] = shown[AnnotationLevel.NOTICE][:-1]
+        dropped += 1
+    for items in shown.values():
+        for annotation in items:
+            print(format_annotation(annotation), file=out)
+    if dropped:
+        message = (
+            f"{dropped} more annotation(s) not shown: GitHub displays at most {per_level} per level and "
+            "step. See the step summary for all results."
+        )
+        print(format_annotation(Annotation(AnnotationLevel.NOTICE, message, title="gpuemu-ci")), file=out)
+    out.flush()
+    return dropped
+
+
+def add_mask(value: str, *, stream: TextIO | None = None) -> None:
+    """Ask the runner to mask ``value`` in logs; multi-line values also line by line."""
+    out = stream if stream is not None else sys.stdout
+    if not value:
+        return
+    print(format_command("add-mask", value), file=out)
+    lines = [line.strip() for line in value.splitlines()]
+    if len(lines) > 1:
+        for line in lines:
+            if len(line) >= 4:  # masking "}" or "" would blank unrelated log text
+                print(format_command("add-mask", line), file=out)
+    out.flush()
+
+
+@contextmanager
+def group(title: str, *, stream: TextIO | None = None) -> Iterator[None]:
+    """A collapsible log group."""
+    out = stream if stream is not None else sys.stdout
+    print(format_command("group", title), file=out, flush=True)
+    try:
+        yield
+    finally:
+        print("::endgroup::", file=out, flush=True)
+
+
+@contextmanager
+def stop_commands(*, stream: TextIO | None = None) -> Iterator[str]:
+    """Disable command processing while untrusted output (kernel logs) is echoed.
+
+    Output from code under test can contain ``::add-mask::`` or ``::error`` lines; between
+    ``::stop-commands::<token>`` and ``::<token>::`` the runner ignores them. The token is
+    random, so the untrusted text cannot guess it to resume processing early.
+    """
+    out = stream if stream is not None else sys.stdout
+    token = secrets.token_hex(16)
+    print(f"::stop-commands::{token}", file=out, flush=True)
+    try:
+        yield token
+    finally:
+        print(f"::{token}::", file=out, flush=True)
+
+
+def set_outputs(path: Path | str | None, outputs: Mapping[str, object]) -> bool:
+    """Append step outputs to the ``GITHUB_OUTPUT`` file; False when there is none (not in Actions).
+
+    Values: ``str(value)``, booleans as ``true``/``false``, None as empty.
+    """
+    if not path:
+        return False
+    chunks = []
+    for name, value in outputs.items():
+        if not name or not set(name) <= _OUTPUT_NAME_OK:
+            raise ValueError(f"invalid output name {name!r}")
+        text = _output_text(value)
+        delimiter = f"ghadelimiter_{secrets.token_hex(16)}"
+        while delimiter in text:  # vanishingly rare, but a collision would corrupt the file
+            delimiter = f"ghadelimiter_{secrets.token_hex(16)}"
+        chunks.append(f"{name}<<{delimiter}\n{text}\n{delimiter}\n")
+    with Path(path).open("a", encoding="utf-8", newline="\n") as fh:
+        fh.write("".join(chunks))
+    return True
+
+
+def append_step_summary(
+    path: Path | str | None, markdown: str, *, limit: int = STEP_SUMMARY_LIMIT
+) -> SummaryWrite:
+    """Append Markdown to ``GITHUB_STEP_SUMMARY``, keeping the file within ``limit`` bytes.
+
+    The runner rejects a summary over 1 MiB entirely; a cut summary with a note is more useful.
+    Does nothing (0 bytes) when ``path`` is empty.
+    """
+    if not path:
+        return SummaryWrite(0, False)
+    target = Path(path)
+    used = target.stat().st_size if target.exists() else 0
+    text = markdown if markdown.endswith("\n") else markdown + "\n"
+    data = text.encode("utf-8")
+    room = max(0, limit - used)
+    truncated = len(data) > room
+    if truncated:
+        note = _SUMMARY_CUT.encode("utf-8")
+        keep = max(0, room - len(note))
+        data = data[:keep].decode("utf-8", errors="ignore").encode("utf-8") + (
+            note if room >= len(note) else b""
+        )
+    with target.open("ab") as fh:
+        fh.write(data)
+    return SummaryWrite(len(data), truncated)
+
+
+def _output_text(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

@@ -1,0 +1,233 @@
+"""Compile one kernel source for one arch and capture everything lint reads: the ptxas -v log, the PTX, SASS.
+
+A `.cu` goes through `nvcc -cubin -Xptxas -v --keep` (one front-end run gives both the cubin and the exact
+PTX ptxas saw); a `.ptx` goes straight to `ptxas -v`. Jobs run in a thread pool: the work is in the child
+processes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+from gpuemu_ci.lint.model import CompileError, Toolchain
+from gpuemu_ci.lint.ptx import PtxModule, parse_ptx
+from gpuemu_ci.lint.ptxas_log import PtxasLog, parse_ptxas_log
+from gpuemu_ci.lint.sass import SassFunction, parse_nvdisasm_json, parse_sass_text
+
+DEFAULT_TIMEOUT_S = 600.0
+
+_NVCC_ERROR = re.compile(
+    r"^(?P<file>.+?)\((?P<line>\d+)\): (?:catastrophic )?error(?: #[\w-]+)?: (?P<msg>.+)$", re.MULTILINE
+)
+_GCC_ERROR = re.compile(
+    r"^(?P<file>[^\s:][^:\n]*):(?P<line>\d+):(?:\d+:)? (?:fatal )?error: (?P<msg>.+)$", re.MULTILINE
+)
+_FATAL = re.compile(r"^(?:nvcc|ptxas|cicc|cudafe\+\+)\s+fatal\s*:\s*(?P<msg>.+)$", re.MULTILINE)
+
+
+class SourceKind(str, Enum):
+    CUDA = "cu"
+    PTX = "ptx"
+
+
+def source_kind(path: Path) -> SourceKind:
+    return SourceKind.PTX if path.suffix.lower() == ".ptx" else SourceKind.CUDA
+
+
+@dataclass(frozen=True)
+class CompileJob:
+    """One compile: a source for one arch with the kernel's flags."""
+
+    kernel: str  # the [[kernels]] name, for messages
+    source: Path
+    arch: str
+    flags: tuple[str, ...] = ()
+    include_dirs: tuple[Path, ...] = ()
+    defines: tuple[str, ...] = ()
+
+    @property
+    def kind(self) -> SourceKind:
+        return source_kind(self.source)
+
+
+@dataclass(frozen=True)
+class CompileOutput:
+    job: CompileJob
+    command: tuple[str, ...]
+    returncode: int
+    log: str  # the compiler's stderr (ptxas -v goes there)
+    ptxas: PtxasLog
+    ptx: PtxModule | None
+    sass: tuple[SassFunction, ...] | None  # None: no SASS tool, or it failed (see sass_note)
+    sass_note: str | None
+    timed_out: bool
+    duration_s: float
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+
+def compile_command(job: CompileJob, toolchain: Toolchain, out_dir: Path) -> list[str]:
+    """The exact command for a job; the cubin goes to `out_dir/kernel.cubin`."""
+    cubin = str(out_dir / "kernel.cubin")
+    if job.kind is SourceKind.PTX:
+        assert toolchain.ptxas is not None
+        return [toolchain.ptxas, "-v", f"-arch={job.arch}", "-o", cubin, *job.flags, str(job.source)]
+    assert toolchain.nvcc is not None
+    cmd = [
+        toolchain.nvcc,
+        "-cubin",
+        f"-arch={job.arch}",
+        "-Xptxas",
+        "-v",
+        "--keep",
+        "--keep-dir",
+        str(out_dir),
+    ]
+    cmd += ["-o", cubin, *job.flags]
+    cmd += [f"-I{d}" for d in job.include_dirs]
+    cmd += [f"-D{d}" for d in job.defines]
+    cmd.append(str(job.source))
+    return cmd
+
+
+def _run(cmd: Sequence[str], timeout: float) -> tuple[int, str, str, bool]:
+    try:
+        proc = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as exc:
+        err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+        return -1, "", err, True
+    except OSError as exc:
+        return -1, "", f"could not start {cmd[0]}: {exc}", False
+    return proc.returncode, proc.stdout, proc.stderr, False
+
+
+def disassemble(
+    cubin: Path, toolchain: Toolchain, timeout: float
+) -> tuple[tuple[SassFunction, ...] | None, str | None]:
+    """SASS of a cubin: nvdisasm JSON, else nvdisasm text, else cuobjdump. (functions, note on failure)."""
+    attempts: list[tuple[list[str], bool]] = []
+    if toolchain.nvdisasm:
+        attempts.append(([toolchain.nvdisasm, "--emit-json", str(cubin)], True))  # 13.2+ only
+        attempts.append(([toolchain.nvdisasm, "-c", str(cubin)], False))
+    if toolchain.cuobjdump:
+        attempts.append(([toolchain.cuobjdump, "-sass", str(cubin)], False))
+    if not attempts:
+        return None, "no SASS tool (cuobjdump or nvdisasm) found"
+    notes: list[str] = []
+    for cmd, is_json in attempts:
+        rc, out, err, timed_out = _run(cmd, timeout)
+        if rc != 0 or timed_out:
+            notes.append(f"{Path(cmd[0]).name} {cmd[1]}: " + (err.strip().splitlines() or ["failed"])[-1])
+            continue
+        try:
+            functions = parse_nvdisasm_json(out) if is_json else parse_sass_text(out)
+        except ValueError as exc:
+            notes.append(str(exc))
+            continue
+        # A cross-version tool can print nothing for a cubin it does not understand: then try the next one.
+        if sum(f.total for f in functions) > 0:
+            return functions, None
+        notes.append(f"{Path(cmd[0]).name} {cmd[1]}: no instructions")
+    return None, "; ".join(notes)
+
+
+def _kept_ptx(out_dir: Path, source: Path) -> PtxModule | None:
+    preferred = out_dir / (source.stem + ".ptx")
+    candidates = [preferred] if preferred.is_file() else sorted(out_dir.glob("*.ptx"))
+    if not candidates:
+        return None
+    return parse_ptx(candidates[0].read_text(errors="replace"))
+
+
+def compile_one(
+    job: CompileJob, toolchain: Toolchain, *, timeout: float = DEFAULT_TIMEOUT_S
+) -> CompileOutput:
+    """Compile, parse the ptxas log, read the PTX and (when a tool exists) the SASS. Never raises."""
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="gpuemu-lint-") as tmp:
+        out_dir = Path(tmp)
+        cmd = compile_command(job, toolchain, out_dir)
+        rc, stdout, stderr, timed_out = _run(cmd, timeout)
+        log = stderr if not stdout.strip() else stdout + stderr
+        ptxas = parse_ptxas_log(log, default_arch=job.arch)
+        ptx: PtxModule | None = None
+        sass: tuple[SassFunction, ...] | None = None
+        note: str | None = None
+        if rc == 0 and not timed_out:
+            if job.kind is SourceKind.PTX:
+                ptx = parse_ptx(job.source.read_text(errors="replace"))
+            else:
+                ptx = _kept_ptx(out_dir, job.source)
+            sass, note = disassemble(out_dir / "kernel.cubin", toolchain, timeout)
+    return CompileOutput(
+        job=job,
+        command=tuple(cmd),
+        returncode=rc,
+        log=log,
+        ptxas=ptxas,
+        ptx=ptx,
+        sass=sass,
+        sass_note=note,
+        timed_out=timed_out,
+        duration_s=time.perf_counter() - start,
+    )
+
+
+def compile_all(
+    jobs: Sequence[CompileJob],
+    toolchain: Toolchain,
+    *,
+    workers: int | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+) -> list[CompileOutput]:
+    """Run every job, `workers` at a time (default: the CPU count); results in job order."""
+    if not jobs:
+        return []
+    n = max(1, min(workers or os.cpu_count() or 1, len(jobs)))
+    if n == 1:
+        return [compile_one(j, toolchain, timeout=timeout) for j in jobs]
+    with ThreadPoolExecutor(max_workers=n, thread_name_prefix="gpuemu-lint") as pool:
+        return list(pool.map(lambda j: compile_one(j, toolchain, timeout=timeout), jobs))
+
+
+def parse_compile_error(output: CompileOutput) -> CompileError:
+    """The first error the compiler printed, with the file and line it points at when it gives them."""
+    log, arch = output.log, output.job.arch
+    if output.timed_out:
+        return CompileError(
+            f"the compiler did not finish within the time limit ({arch})", None, None, arch, log
+        )
+    candidates = []
+    for pattern in (_NVCC_ERROR, _GCC_ERROR):
+        m = pattern.search(log)
+        if m is not None:
+            candidates.append((m.start(), m.group("msg").strip(), m.group("file"), int(m.group("line"))))
+    if candidates:
+        _, msg, file, line = min(candidates)
+        return CompileError(msg, file, line, arch, log)
+    ptxas_errors = output.ptxas.errors()
+    for diag in ptxas_errors:
+        if diag.file is not None:
+            where = "" if output.job.kind is SourceKind.PTX else f" (line {diag.line} of the generated PTX)"
+            file = str(output.job.source)
+            line = diag.line if output.job.kind is SourceKind.PTX else None
+            return CompileError(f"ptxas: {diag.message}{where}", file, line, arch, log)
+    m = _FATAL.search(log)
+    if m is not None:
+        return CompileError(m.group("msg").strip(), None, None, arch, log)
+    if ptxas_errors:
+        return CompileError(f"ptxas: {ptxas_errors[0].message}", None, None, arch, log)
+    lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
+    first = lines[0] if lines else f"the compiler exited with status {output.returncode} and printed nothing"
+    return CompileError(first, None, None, arch, log)

@@ -1,0 +1,190 @@
+"""Turn `[kernels.artifact_checks]` into violations for one kernel entry on one arch.
+
+Limits are checked against what ptxas reported for the entry, and spill/stack limits also against every
+non-inlined device function the entry calls (ptxas reports those separately, without a `Used` line).
+Patterns are regexes searched in each instruction (`opcode operands`, predicate left off) of the entry and
+the functions it calls; anchor them (`^ld\\.local`) to match opcodes only. A check that cannot be carried
+out (a SASS pattern without a SASS tool, a figure ptxas did not print) is a WARNING, never a silent pass.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gpuemu_ci.config.model import ArtifactChecks, PatternCheck
+from gpuemu_ci.errors import ConfigError
+from gpuemu_ci.lint.model import KernelMetrics, Severity, Violation
+
+PATTERN_TARGETS = ("ptx", "sass")
+
+
+@dataclass(frozen=True)
+class Listing:
+    """The instructions of one function, as text, for pattern checks."""
+
+    function: str  # demangled name, for messages
+    instructions: tuple[str, ...]
+
+
+def validate_checks(checks: ArtifactChecks, *, kernel: str) -> None:
+    """Reject a pattern that is not a valid regex or names an unknown target (ConfigError, exit 2)."""
+    for kind, patterns in (("required", checks.required_patterns), ("forbidden", checks.forbidden_patterns)):
+        for p in patterns:
+            if p.target not in PATTERN_TARGETS:
+                raise ConfigError(
+                    f"kernel {kernel!r}: {kind} pattern {p.pattern!r} has target {p.target!r}; "
+                    f"use one of {', '.join(PATTERN_TARGETS)}"
+                )
+            try:
+                re.compile(p.pattern)
+            except re.error as exc:
+                raise ConfigError(
+                    f"kernel {kernel!r}: {kind} pattern {p.pattern!r} is not a valid regex: {exc}"
+                ) from exc
+
+
+def _limit(
+    out: list[Violation],
+    m: KernelMetrics,
+    metric: str,
+    limit: int | None,
+    value: int | None,
+    what: str,
+    unit: str,
+) -> None:
+    if limit is None:
+        return
+    if value is None:
+        out.append(
+            Violation(
+                m.kernel,
+                m.arch,
+                metric,
+                limit,
+                None,
+                f"{m.kernel} [{m.arch}]: max_{metric} = {limit} NOT CHECKED: ptxas did not report {what}",
+                Severity.WARNING,
+            )
+        )
+    elif value > limit:
+        out.append(
+            Violation(
+                m.kernel,
+                m.arch,
+                metric,
+                limit,
+                value,
+                f"{m.kernel} [{m.arch}]: {what} {value}{unit} exceeds max_{metric} = {limit}{unit}",
+            )
+        )
+
+
+def check_limits(m: KernelMetrics, checks: ArtifactChecks) -> list[Violation]:
+    """Numeric limits on the entry and on the device functions it calls."""
+    out: list[Violation] = []
+    _limit(out, m, "registers", checks.max_registers, m.registers, "registers", "")
+    spills = m.spills
+    spill_detail = (
+        "spill bytes"
+        if spills is None
+        else f"spill bytes ({m.spill_stores} stored + {m.spill_loads} loaded) ="
+    )
+    _limit(out, m, "spills", checks.max_spills, spills, spill_detail, " B")
+    _limit(out, m, "spill_stores", checks.max_spill_stores, m.spill_stores, "spill stores", " B")
+    _limit(out, m, "spill_loads", checks.max_spill_loads, m.spill_loads, "spill loads", " B")
+    _limit(out, m, "local_memory", checks.max_local_memory, m.local_memory, "local memory (stack)", " B")
+    _limit(out, m, "shared_memory", checks.max_shared_memory, m.shared_memory, "static shared memory", " B")
+    for f in m.device_functions:
+        where = f"in device function {f.name} called from {m.kernel}"
+        pairs = (
+            (
+                "spills",
+                checks.max_spills,
+                None if f.spill_stores is None or f.spill_loads is None else f.spill_stores + f.spill_loads,
+                "spill bytes",
+            ),
+            ("spill_stores", checks.max_spill_stores, f.spill_stores, "spill stores"),
+            ("spill_loads", checks.max_spill_loads, f.spill_loads, "spill loads"),
+            ("local_memory", checks.max_local_memory, f.stack_frame, "stack frame"),
+        )
+        for metric, limit, value, what in pairs:
+            if limit is not None and value is not None and value > limit:
+                out.append(
+                    Violation(
+                        m.kernel,
+                        m.arch,
+                        metric,
+                        limit,
+                        value,
+                        f"{m.kernel} [{m.arch}]: {what} {value} B {where} exceeds max_{metric} = {limit} B",
+                    )
+                )
+    return out
+
+
+def _matches(pattern: re.Pattern[str], listings: Sequence[Listing]) -> list[tuple[str, str]]:
+    return [(lst.function, ins) for lst in listings for ins in lst.instructions if pattern.search(ins)]
+
+
+def check_patterns(
+    m: KernelMetrics,
+    checks: ArtifactChecks,
+    listings: dict[str, Sequence[Listing] | None],
+    *,
+    missing_reason: dict[str, str],
+) -> list[Violation]:
+    """Required/forbidden patterns. `listings[target]` is None when that target could not be produced."""
+    out: list[Violation] = []
+    groups: tuple[tuple[str, tuple[PatternCheck, ...]], ...] = (
+        ("required", checks.required_patterns),
+        ("forbidden", checks.forbidden_patterns),
+    )
+    for kind, patterns in groups:
+        for p in patterns:
+            metric = f"{kind}_{p.target}_pattern"
+            code = listings.get(p.target)
+            if code is None:
+                reason = missing_reason.get(p.target, f"no {p.target} available")
+                out.append(
+                    Violation(
+                        m.kernel,
+                        m.arch,
+                        metric,
+                        p.pattern,
+                        None,
+                        f"{m.kernel} [{m.arch}]: {kind} {p.target} pattern {p.pattern!r} "
+                        f"NOT CHECKED: {reason}",
+                        Severity.WARNING,
+                    )
+                )
+                continue
+            hits = _matches(re.compile(p.pattern), code)
+            if kind == "forbidden" and hits:
+                fn, first = hits[0]
+                where = "" if fn == m.kernel else f" (in {fn})"
+                out.append(
+                    Violation(
+                        m.kernel,
+                        m.arch,
+                        metric,
+                        p.pattern,
+                        len(hits),
+                        f"{m.kernel} [{m.arch}]: forbidden {p.target} pattern {p.pattern!r} matched "
+                        f"{len(hits)} instruction{'s' if len(hits) != 1 else ''}, first: {first}{where}",
+                    )
+                )
+            elif kind == "required" and not hits:
+                out.append(
+                    Violation(
+                        m.kernel,
+                        m.arch,
+                        metric,
+                        p.pattern,
+                        0,
+                        f"{m.kernel} [{m.arch}]: required {p.target} pattern {p.pattern!r} "
+                        "matched no instruction",
+                    )
+                )
+    return out

@@ -1,0 +1,326 @@
+"""The lint stage: validate the kernel specs, compile every kernel x arch in parallel, read what the compiler
+did, apply the artifact checks, and return one LintReport.
+
+Raises ConfigError (exit 2) for a spec that cannot be linted as written (missing source, bad arch, ambiguous
+or unknown entry, a flag that fights the lint's own) and InfraError (exit 3) when the compiler is missing.
+A source that does not compile is not an exception: it is a FAILED kernel carrying the compiler's message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import re
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from gpuemu_ci.config.model import KernelSpec
+from gpuemu_ci.errors import ConfigError, InfraError
+from gpuemu_ci.lint.compile import (
+    DEFAULT_TIMEOUT_S,
+    CompileJob,
+    CompileOutput,
+    SourceKind,
+    compile_all,
+    parse_compile_error,
+    source_kind,
+)
+from gpuemu_ci.lint.model import (
+    ArchSource,
+    DeviceFunctionMetrics,
+    KernelLintResult,
+    KernelMetrics,
+    KernelStatus,
+    LintReport,
+    LintStatus,
+    Severity,
+    Toolchain,
+    ToolIdentity,
+)
+from gpuemu_ci.lint.names import KernelName, kernel_names, select_entries
+from gpuemu_ci.lint.ptxas_log import FunctionUsage
+from gpuemu_ci.lint.rules import Listing, check_limits, check_patterns, validate_checks
+from gpuemu_ci.lint.toolchain import arch_supported, discover_toolchain
+
+# Flags the lint sets itself; a kernel's `flags` must not override them.
+_NVCC_OWN = (
+    "-arch",
+    "--gpu-architecture",
+    "-gencode",
+    "--generate-code",
+    "-code",
+    "--gpu-code",
+    "-o",
+    "--output-file",
+    "-c",
+    "--compile",
+    "-ptx",
+    "--ptx",
+    "-cubin",
+    "--cubin",
+    "-fatbin",
+    "--fatbin",
+    "-E",
+    "--preprocess",
+    "-keep-dir",
+    "--keep-dir",
+    "-lib",
+    "--lib",
+    "-link",
+    "--link",
+    "-run",
+    "--run",
+)
+_PTXAS_OWN = ("-arch", "--gpu-name", "-o", "--output-file")
+_ARCH_SHAPE = re.compile(r"^sm_\d+[a-z]?$")
+_INSTALL_HINT = (
+    "Install the CUDA toolkit (or `pip install nvidia-cuda-nvcc`) and put nvcc on PATH, or set CUDA_HOME; "
+    "or turn lint off with `[ci] lint = false`."
+)
+
+
+def _display(path: Path, root: Path | None) -> str:
+    if root is not None:
+        try:
+            return path.resolve().relative_to(root.resolve()).as_posix()
+        except ValueError:
+            pass
+    return str(path)
+
+
+def _check_flags(spec: KernelSpec, kind: SourceKind) -> None:
+    own = _PTXAS_OWN if kind is SourceKind.PTX else _NVCC_OWN
+    for flag in spec.flags:
+        for o in own:
+            if (
+                flag == o
+                or flag.startswith(o + "=")
+                or (o in ("-arch", "-gencode", "-code") and flag.startswith(o))
+            ):
+                raise ConfigError(
+                    f"kernel {spec.name!r}: flag {flag!r} conflicts with how lint compiles; "
+                    "set target archs with `archs = [...]` and leave outputs to gpuemu-ci",
+                    line=spec.line,
+                )
+    if kind is SourceKind.PTX and (spec.include_dirs or spec.defines):
+        raise ConfigError(
+            f"kernel {spec.name!r}: include_dirs/defines have no effect on a .ptx source "
+            f"({spec.source.name})",
+            line=spec.line,
+        )
+
+
+def _resolve_archs(
+    spec: KernelSpec, cli_archs: Sequence[str], toolchain: Toolchain
+) -> tuple[tuple[str, ...], ArchSource]:
+    if cli_archs:
+        archs, origin = tuple(cli_archs), ArchSource.COMMAND_LINE
+    elif spec.archs:
+        archs, origin = tuple(spec.archs), ArchSource.CONFIG
+    else:
+        target = None
+        if source_kind(spec.source) is SourceKind.PTX:
+            m = re.search(
+                r"^\s*\.target\s+(sm_\d+[a-z]?)", spec.source.read_text(errors="replace"), re.MULTILINE
+            )
+            target = m.group(1) if m else None
+        if target is not None:
+            archs, origin = (target,), ArchSource.PTX_TARGET
+        else:
+            archs, origin = (toolchain.default_arch or "sm_80",), ArchSource.TOOLCHAIN_DEFAULT
+    for arch in archs:
+        if not _ARCH_SHAPE.match(arch) or not arch_supported(arch, toolchain.supported_archs):
+            supported = ", ".join(toolchain.supported_archs) or "sm_XX (a real arch, not compute_XX)"
+            raise ConfigError(
+                f"kernel {spec.name!r}: arch {arch!r} is not one this toolchain (nvcc "
+                f"{toolchain.nvcc_version or '?'}) can build; it supports: {supported}",
+                line=spec.line,
+            )
+    return tuple(dict.fromkeys(archs)), origin
+
+
+def _validate(spec: KernelSpec, root: Path | None) -> KernelSpec:
+    source = spec.source if spec.source.is_absolute() else (root or Path.cwd()) / spec.source
+    if not source.is_file():
+        raise ConfigError(f"kernel {spec.name!r}: source {spec.source} does not exist", line=spec.line)
+    spec_abs = dataclasses.replace(spec, source=source)
+    _check_flags(spec_abs, source_kind(source))
+    validate_checks(spec.artifact_checks, kernel=spec.name)
+    return spec_abs
+
+
+def _local_memory(f: FunctionUsage) -> int | None:
+    if f.local_memory is not None:  # legacy `lmem` field
+        return f.local_memory
+    return f.cumulative_stack if f.cumulative_stack is not None else f.stack_frame
+
+
+def _metrics_for(
+    spec: KernelSpec, out: CompileOutput, names: dict[str, KernelName], toolchain: Toolchain, source: str
+) -> list[tuple[KernelMetrics, dict[str, list[Listing] | None]]]:
+    log = out.ptxas
+    entries = log.entries()
+    available = [names[f.name] for f in entries]
+    chosen = {k.raw for k in select_entries(available, spec.entries, kernel=spec.name, source=source)}
+    devices = {f.name: f for f in log.device_functions()}
+    sass = {f.name: f for f in out.sass} if out.sass is not None else None
+    kind = out.job.kind
+    flags = (*spec.flags, *(f"-D{d}" for d in spec.defines))
+    identity = ToolIdentity(
+        nvcc=toolchain.nvcc_version if kind is SourceKind.CUDA else None,
+        ptxas=toolchain.ptxas_version,
+        flags=flags,
+        arch=out.job.arch,
+    )
+    result = []
+    for f in entries:
+        if f.name not in chosen:
+            continue
+        n = names[f.name]
+        reach = out.ptx.reachable(f.name) if out.ptx is not None else ()
+        ptx_fn = out.ptx.function(f.name) if out.ptx is not None else None
+        called = [r.name for r in reach if r.name != f.name]
+        device_metrics = tuple(
+            DeviceFunctionMetrics(
+                names[c].demangled, names[c].mangled, d.stack_frame, d.spill_stores, d.spill_loads
+            )
+            for c in called
+            if (d := devices.get(c)) is not None
+        )
+        sass_fn = sass.get(f.name) if sass is not None else None
+        metrics = KernelMetrics(
+            kernel=n.demangled,
+            mangled=n.mangled,
+            arch=f.arch or out.job.arch,
+            registers=f.registers,
+            stack_frame=f.stack_frame,
+            spill_stores=f.spill_stores,
+            spill_loads=f.spill_loads,
+            shared_memory=f.shared_memory,
+            local_memory=_local_memory(f),
+            constant=dict(f.constant),
+            barriers=f.barriers,
+            ptx_instructions=ptx_fn.opcode_counts() if ptx_fn is not None else {},
+            sass_instructions=sass_fn.opcode_counts() if sass_fn is not None else None,
+            toolchain=identity,
+            device_functions=device_metrics,
+            unparsed=f.unparsed,
+        )
+        ptx_listing: list[Listing] | None = None
+        if out.ptx is not None:
+            ptx_listing = [
+                Listing(names[r.name].demangled, tuple(i.text for i in r.instructions)) for r in reach
+            ]
+        sass_listing: list[Listing] | None = None
+        if sass is not None:
+            wanted = [f.name, *called]
+            sass_listing = [
+                Listing(names[w].demangled, tuple(i.text for i in sass[w].body)) for w in wanted if w in sass
+            ]
+        result.append((metrics, {"ptx": ptx_listing, "sass": sass_listing}))
+    return result
+
+
+def _kernel_result(
+    spec: KernelSpec,
+    outputs: list[CompileOutput],
+    archs: tuple[str, ...],
+    origin: ArchSource,
+    names: dict[str, KernelName],
+    toolchain: Toolchain,
+    root: Path | None,
+) -> KernelLintResult:
+    source = _display(spec.source, root)
+    digest = hashlib.sha256(spec.source.read_bytes()).hexdigest()
+    entries: list[KernelMetrics] = []
+    violations = []
+    error = None
+    status = KernelStatus.PASSED
+    for out in outputs:
+        if not out.ok:
+            if error is None:
+                err = parse_compile_error(out)
+                error = dataclasses.replace(err, file=_display(Path(err.file), root) if err.file else None)
+            # A compiler that hung or could not start says nothing about the user's code.
+            tool_failure = out.timed_out or out.returncode < 0
+            status = (
+                KernelStatus.ERROR
+                if tool_failure and status is not KernelStatus.FAILED
+                else KernelStatus.FAILED
+            )
+            continue
+        reasons = {"sass": out.sass_note or "no SASS was produced", "ptx": "no PTX was produced"}
+        for metrics, listings in _metrics_for(spec, out, names, toolchain, source):
+            entries.append(metrics)
+            violations += check_limits(metrics, spec.artifact_checks)
+            violations += check_patterns(metrics, spec.artifact_checks, listings, missing_reason=reasons)
+    if error is None and not entries:
+        raise ConfigError(
+            f"kernel {spec.name!r}: {source} defines no __global__ kernel to lint", line=spec.line
+        )
+    if any(v.severity is Severity.ERROR for v in violations):
+        status = KernelStatus.FAILED
+    return KernelLintResult(
+        name=spec.name,
+        source=source,
+        source_sha256=digest,
+        line=spec.line,
+        status=status,
+        archs=archs,
+        arch_source=origin,
+        entries=tuple(entries),
+        violations=tuple(violations),
+        error=error,
+        duration_s=sum(o.duration_s for o in outputs),
+    )
+
+
+def lint_kernels(
+    kernels: Sequence[KernelSpec],
+    *,
+    archs: Sequence[str] | None = None,
+    jobs: int | None = None,
+    root: Path | None = None,
+    toolchain: Toolchain | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+) -> LintReport:
+    """Lint every kernel spec for its archs (`archs` overrides them all), `jobs` compiles at a time.
+
+    `root` (the config's directory) makes source paths in the report relative. `toolchain` defaults to what
+    `discover_toolchain()` finds.
+    """
+    started = time.perf_counter()
+    if not kernels:
+        return LintReport(status=LintStatus.NO_KERNELS, toolchain=None, reason="no [[kernels]] configured")
+    tc = toolchain if toolchain is not None else discover_toolchain()
+    specs = [_validate(k, root) for k in kernels]
+    kinds = {source_kind(s.source) for s in specs}
+    if SourceKind.CUDA in kinds and tc.nvcc is None:
+        raise InfraError(f"nvcc was not found, so the CUDA kernels cannot be linted. {_INSTALL_HINT}")
+    if SourceKind.PTX in kinds and tc.ptxas is None:
+        raise InfraError(f"ptxas was not found, so the .ptx kernels cannot be linted. {_INSTALL_HINT}")
+    plan = [(s, *_resolve_archs(s, archs or (), tc)) for s in specs]
+    compile_jobs = [
+        CompileJob(s.name, s.source, arch, s.flags, s.include_dirs, s.defines)
+        for s, arch_list, _ in plan
+        for arch in arch_list
+    ]
+    outputs = compile_all(compile_jobs, tc, workers=jobs, timeout=timeout)
+    raw = [f.name for o in outputs for f in o.ptxas.functions]
+    raw += [f.name for o in outputs if o.ptx is not None for f in o.ptx.functions]
+    names = kernel_names(raw, tc.cxxfilt)
+    results = []
+    index = 0
+    for spec, arch_list, origin in plan:
+        mine = outputs[index : index + len(arch_list)]
+        index += len(arch_list)
+        results.append(_kernel_result(spec, mine, arch_list, origin, names, tc, root))
+    return LintReport(
+        status=LintStatus.RAN,
+        toolchain=tc,
+        kernels=tuple(results),
+        duration_s=time.perf_counter() - started,
+        jobs=max(1, min(jobs or os.cpu_count() or 1, len(compile_jobs))),
+    )

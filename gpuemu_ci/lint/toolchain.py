@@ -1,0 +1,138 @@
+"""Find the CUDA tools (nvcc, ptxas, nvdisasm, cuobjdump, c++filt), their versions and the default arch.
+
+Search order for each tool: PATH, then `$CUDA_HOME/bin` / `$CUDA_PATH/bin`, then the directory of the nvcc
+found, then the `nvidia/cu13/bin` directory of NVIDIA's pip wheels (`nvidia-cuda-nvdisasm`, ...).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from gpuemu_ci.lint.model import Toolchain
+
+_RELEASE = re.compile(r"release (?P<maj>\d+)\.(?P<min>\d+), V(?P<full>[\d.]+)")
+_BUILD = re.compile(r"^Build (?P<build>\S+)", re.MULTILINE)
+_ARCH = re.compile(r"^sm_(?P<num>\d+)(?P<suffix>[a-z]?)$")
+
+PREFERRED_DEFAULT_ARCH = "sm_80"  # Ampere: the oldest arch every current datacenter toolkit still targets
+
+
+def _wheel_bin_dirs() -> list[Path]:
+    """`.../site-packages/nvidia/cu13/bin` (and friends) of NVIDIA's CUDA wheels, when installed."""
+    try:
+        spec = importlib.util.find_spec("nvidia")
+    except (ImportError, ValueError):
+        return []
+    if spec is None or spec.submodule_search_locations is None:
+        return []
+    dirs: list[Path] = []
+    for root in spec.submodule_search_locations:
+        base = Path(root)
+        for sub in ("cu13", "cu12", "cuda_nvcc", "cuda_cuobjdump", "cuda_nvdisasm"):
+            candidate = base / sub / "bin"
+            if candidate.is_dir():
+                dirs.append(candidate)
+    return dirs
+
+
+def find_tool(name: str, env: Mapping[str, str], extra_dirs: Sequence[Path] = ()) -> str | None:
+    """Absolute path of an executable `name`, or None."""
+    found = shutil.which(name, path=env.get("PATH", ""))
+    if found:
+        return found
+    dirs = [Path(env[v]) / "bin" for v in ("CUDA_HOME", "CUDA_PATH") if env.get(v)]
+    for d in [*dirs, *extra_dirs]:
+        candidate = d / name
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    return None
+
+
+def _run(cmd: Sequence[str], env: Mapping[str, str]) -> str | None:
+    try:
+        proc = subprocess.run(
+            list(cmd), capture_output=True, text=True, timeout=60, check=False, env=dict(env)
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.stdout + proc.stderr if proc.returncode == 0 else None
+
+
+def tool_version(path: str | None, env: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """("13.0.88", "cuda_13.0.r13.0/compiler.36424714_0") from `TOOL --version`, or (None, None)."""
+    if path is None:
+        return None, None
+    out = _run([path, "--version"], env)
+    if out is None:
+        return None, None
+    rel, build = _RELEASE.search(out), _BUILD.search(out)
+    return (rel.group("full") if rel else None), (build.group("build") if build else None)
+
+
+def arch_key(arch: str) -> tuple[int, str]:
+    m = _ARCH.match(arch)
+    return (int(m.group("num")), m.group("suffix")) if m else (0, arch)
+
+
+def supported_archs(nvcc: str | None, env: Mapping[str, str]) -> tuple[str, ...]:
+    """The real archs nvcc can build for (`nvcc --list-gpu-code`), lowest first; empty when unknown."""
+    if nvcc is None:
+        return ()
+    out = _run([nvcc, "--list-gpu-code"], env)
+    if out is None:
+        return ()
+    archs = {tok for tok in out.split() if _ARCH.match(tok)}
+    return tuple(sorted(archs, key=arch_key))
+
+
+def pick_default_arch(supported: Sequence[str]) -> str:
+    """sm_80 when the toolchain supports it, else the lowest arch it supports (older toolkits: sm_80 too)."""
+    if not supported or PREFERRED_DEFAULT_ARCH in supported:
+        return PREFERRED_DEFAULT_ARCH
+    return sorted(supported, key=arch_key)[0]
+
+
+def arch_supported(arch: str, supported: Sequence[str]) -> bool:
+    """True when nvcc lists the arch; `sm_90a`/`sm_100f` count as supported when their base is listed."""
+    if not supported:
+        return _ARCH.match(arch) is not None
+    m = _ARCH.match(arch)
+    return m is not None and (arch in supported or f"sm_{m.group('num')}" in supported)
+
+
+def discover_toolchain(env: Mapping[str, str] | None = None) -> Toolchain:
+    """Look for every tool and ask the compilers their versions. Never raises: missing tools are None."""
+    env = dict(os.environ if env is None else env)
+    wheel_dirs = _wheel_bin_dirs()
+    nvcc = find_tool("nvcc", env, wheel_dirs)
+    near = [Path(nvcc).resolve().parent] if nvcc else []
+    extra = [*near, *wheel_dirs]
+    # nvcc runs the ptxas beside it, so that one is the ptxas whose version the records must carry.
+    beside = near[0] / "ptxas" if near else None
+    ptxas = str(beside) if beside is not None and beside.is_file() else find_tool("ptxas", env, extra)
+    nvdisasm = find_tool("nvdisasm", env, extra)
+    cuobjdump = find_tool("cuobjdump", env, extra)
+    cxxfilt = find_tool("c++filt", env)
+    nvcc_version, nvcc_build = tool_version(nvcc, env)
+    ptxas_version, _ = tool_version(ptxas, env)
+    sass_version, _ = tool_version(nvdisasm or cuobjdump, env)
+    archs = supported_archs(nvcc, env)
+    return Toolchain(
+        nvcc=nvcc,
+        ptxas=ptxas,
+        cuobjdump=cuobjdump,
+        nvdisasm=nvdisasm,
+        cxxfilt=cxxfilt,
+        nvcc_version=nvcc_version,
+        ptxas_version=ptxas_version,
+        nvcc_build=nvcc_build,
+        sass_tool_version=sass_version,
+        supported_archs=archs,
+        default_arch=pick_default_arch(archs) if (nvcc or ptxas) else None,
+    )

@@ -1,0 +1,168 @@
+"""The a-priori error bound per op family (research oracles.md §4.5):
+
+    |y - r| <= c * (u_out |r| + g(n) u_acc S + k_f u_acc |r| + eta)
+
+with S and n from the family, c = 4, u the unit roundoff of the output and accumulator dtypes, eta half the
+output dtype's smallest subnormal (its smallest normal when the op allows flush-to-zero).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from math import prod, sqrt
+
+import numpy as np
+
+from gpuemu_ci import dtypes
+from gpuemu_ci.config.model import Family, OpSpec
+
+
+@dataclass(frozen=True)
+class BoundInputs:
+    """What a family's bound needs about one case, all in float64."""
+
+    reference: np.ndarray
+    inputs: Mapping[str, np.ndarray]  # the rounded inputs, as float64
+    reference_abs: np.ndarray | None  # the reference on |linear inputs|: |A||B|, sum |x|, P|V|
+    dims: Mapping[str, int]
+    kwargs: Mapping[str, object]
+    output_dtype: str
+    case_dtype: str
+
+
+def accumulator_roundoff(op: OpSpec, case_dtype: str) -> float:
+    """Declared accumulator, else fp32 for 16-bit inputs (what GPU kernels do), else the dtype itself."""
+    if op.accumulator:
+        return dtypes.info(op.accumulator).unit_roundoff
+    if case_dtype in ("float16", "bfloat16"):
+        return dtypes.info("float32").unit_roundoff
+    info = dtypes.info(case_dtype)
+    return info.unit_roundoff if info.is_float else dtypes.info("float32").unit_roundoff
+
+
+def floor_term(op: OpSpec, output_dtype: str) -> float:
+    info = dtypes.info(output_dtype)
+    return info.min_normal if op.flush_to_zero else info.min_subnormal / 2.0
+
+
+def abs_linear_inputs(op: OpSpec) -> tuple[str, ...]:
+    """Inputs the reference is linear in, for the |.|-reference that yields S."""
+    if op.family in (Family.MATMUL, Family.REDUCTION, Family.SCAN):
+        return tuple(spec.name for spec in op.inputs)
+    if op.family is Family.ATTENTION and op.inputs:
+        return (op.inputs[-1].name,)
+    return ()
+
+
+def contracted_length(op: OpSpec, dims: Mapping[str, int], reference: np.ndarray) -> int:
+    """n: the product of dims that appear in the inputs but not in the output (K for matmul, the reduced length
+    for reductions, N_kv for attention); the last dim for row-wise families."""
+    if op.family in (Family.SOFTMAX, Family.NORM, Family.SCAN, Family.ELEMENTWISE):
+        first = op.inputs[0] if op.inputs else None
+        if first is None or not first.dims:
+            return 1
+        last = first.dims[-1]
+        return max(1, dims[last] if isinstance(last, str) else last)
+    if op.output_dims is not None:
+        output_names = {d for d in op.output_dims if isinstance(d, str)}
+        contracted = {d for spec in op.inputs for d in spec.dims if isinstance(d, str) and d not in output_names}
+        return max(1, prod(dims[d] for d in contracted)) if contracted else 1
+    sizes = [int(np.prod([dims[d] if isinstance(d, str) else d for d in spec.dims])) for spec in op.inputs]
+    return max(1, max(sizes, default=1) // max(reference.size, 1))
+
+
+def _row_axis(kwargs: Mapping[str, object]) -> int:
+    for key in ("axis", "dim"):
+        value = kwargs.get(key)
+        if isinstance(value, int):
+            return value
+    return -1
+
+
+def allowed_error(op: OpSpec, case: BoundInputs) -> np.ndarray:
+    """Per-element allowance for the BOUND comparator (same shape as the reference)."""
+    r = np.abs(case.reference)
+    u_out = dtypes.info(case.output_dtype).unit_roundoff if dtypes.info(case.output_dtype).is_float else 0.0
+    u_acc = accumulator_roundoff(op, case.case_dtype)
+    eta = floor_term(op, case.output_dtype) if dtypes.info(case.output_dtype).is_float else 0.0
+    k_f = op.transcendental_ulps
+    n = contracted_length(op, case.dims, case.reference)
+    family = op.family or Family.ELEMENTWISE
+    if family is Family.ELEMENTWISE:
+        scale = r.copy()
+        for x in case.inputs.values():
+            if x.shape == r.shape:  # internal cancellation is bounded by the operands' magnitude
+                scale = np.maximum(scale, np.abs(x))
+        term = (1.0 + k_f) * u_acc * scale
+    elif family in (Family.MATMUL, Family.REDUCTION, Family.SCAN):
+        scale = case.reference_abs if case.reference_abs is not None else r * n
+        term = sqrt(n) * u_acc * np.abs(scale) + k_f * u_acc * r
+    elif family is Family.SOFTMAX:
+        x = next(iter(case.inputs.values()))
+        spread = np.zeros_like(r)
+        if x.shape == r.shape and x.size:
+            axis = _row_axis(case.kwargs)
+            finite = np.where(np.isfinite(x), x, 0.0)
+            spread = np.abs(finite - finite.max(axis=axis, keepdims=True))
+        term = (k_f + 2.0 + sqrt(n)) * u_acc * r + u_acc * r * spread
+    elif family is Family.NORM:
+        x = next(iter(case.inputs.values()))
+        scale = r.copy()
+        if x.shape == r.shape and x.size:
+            axis = _row_axis(case.kwargs)
+            eps = float(case.kwargs.get("eps", 0.0) or 0.0)  # type: ignore[arg-type]
+            mean = x.mean(axis=axis, keepdims=True)
+            sigma = np.sqrt(((x - mean) ** 2).mean(axis=axis, keepdims=True) + eps)
+            sigma = np.where(sigma > 0, sigma, 1.0)
+            gamma = max((float(np.abs(w).max()) for name, w in case.inputs.items()
+                         if w.ndim >= 1 and w.size and w.shape[-1] == x.shape[-1] and w is not x), default=1.0)
+            scale = (np.abs(mean) + np.abs(x)) / sigma * max(gamma, 1.0)
+        term = (sqrt(n) + 2.0 + k_f) * u_acc * np.maximum(scale, r)
+    elif family is Family.ATTENTION:
+        tensors = list(case.inputs.values())
+        q, k = (tensors[0], tensors[1]) if len(tensors) >= 3 else (tensors[0], tensors[0])
+        qk = _max_row_norm(q) * _max_row_norm(k)
+        u_p = dtypes.info(case.case_dtype).unit_roundoff if case.case_dtype in ("float16", "bfloat16") else u_acc
+        pv = case.reference_abs if case.reference_abs is not None else r
+        term = (u_p + sqrt(n) * u_acc + 2.0 * u_acc * qk + k_f * u_acc) * np.abs(pv)
+        # P is rounded to the input dtype before P @ V: where P is subnormal there its error is absolute
+        # (half the smallest subnormal), so add eta_p * sum_j |v_j| (v's keys run along axis -2).
+        v = tensors[-1]
+        if case.case_dtype in ("float16", "bfloat16") and v.ndim >= 2 and v.shape[-1] == r.shape[-1]:
+            eta_p = dtypes.info(case.case_dtype).min_subnormal / 2.0
+            v_sum = np.abs(np.where(np.isfinite(v), v, 0.0)).sum(axis=-2, keepdims=True)
+            try:
+                term = term + eta_p * np.broadcast_to(v_sum, r.shape)
+            except ValueError:
+                term = term + eta_p * float(v_sum.max(initial=0.0))
+    else:  # CUSTOM goes through error_scale hooks (oracle/judge.py); EXACT never gets here
+        term = (1.0 + k_f) * u_acc * r
+    if family is not Family.ELEMENTWISE:
+        # Products and partial sums that underflow in the accumulator each lose up to half its smallest
+        # subnormal, in absolute terms: n of them at most.
+        term = term + n * _accumulator_floor(op, case.case_dtype)
+    return op.bound_c * (u_out * r + term + eta)
+
+
+def _accumulator_floor(op: OpSpec, case_dtype: str) -> float:
+    name = op.accumulator or ("float32" if case_dtype in ("float16", "bfloat16") else case_dtype)
+    info = dtypes.info(name)
+    return info.min_subnormal / 2.0 if info.is_float else 0.0
+
+
+def _max_row_norm(x: np.ndarray) -> float:
+    if x.size == 0:
+        return 0.0
+    finite = np.where(np.isfinite(x), x, 0.0)
+    return float(np.sqrt((finite * finite).sum(axis=-1)).max())
+
+
+def custom_allowance(op: OpSpec, reference: np.ndarray, scale: np.ndarray, n: int, case_dtype: str,
+                     output_dtype: str) -> np.ndarray:
+    """family = "custom": the user's hook gave S and n."""
+    u_out = dtypes.info(output_dtype).unit_roundoff
+    u_acc = accumulator_roundoff(op, case_dtype)
+    r = np.abs(reference)
+    return op.bound_c * (u_out * r + sqrt(max(n, 1)) * u_acc * np.abs(scale) + op.transcendental_ulps * u_acc * r
+                         + floor_term(op, output_dtype))

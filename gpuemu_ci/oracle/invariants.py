@@ -1,0 +1,86 @@
+"""Invariants declared per op, checked on every dtype (upstream skipped fp16/bf16 and ignored no_nan/no_inf)."""
+
+from __future__ import annotations
+
+from math import sqrt
+
+import numpy as np
+
+from gpuemu_ci import dtypes
+from gpuemu_ci.config.model import Invariants
+from gpuemu_ci.oracle.model import FailureKind, Finding
+
+
+def check_invariants(invariants: Invariants, output: np.ndarray, first_input_shape: tuple[int, ...] | None,
+                     output_dtype: str, c: float = 4.0) -> list[Finding]:
+    y = np.asarray(output)
+    values = y.astype(np.float64) if y.dtype != np.bool_ else y.astype(np.float64)
+    findings: list[Finding] = []
+
+    def fail(name: str, text: str) -> None:
+        findings.append(Finding(FailureKind.INVARIANT, f"invariant `{name}` violated: {text}"))
+
+    if invariants.shape_preserved and first_input_shape is not None and tuple(y.shape) != tuple(first_input_shape):
+        fail("shape_preserved", f"output shape {tuple(y.shape)} != input shape {tuple(first_input_shape)}")
+    if invariants.non_negative:
+        negative = values < 0
+        if negative.any():
+            fail("non_negative", f"{int(negative.sum())} negative elements, e.g. {values[negative].flat[0]:.6g}")
+    if invariants.finite and not np.isfinite(values).all():
+        fail("finite", f"{int((~np.isfinite(values)).sum())} non-finite elements")
+    if invariants.no_nan and np.isnan(values).any():
+        fail("no_nan", f"{int(np.isnan(values).sum())} NaN elements")
+    if invariants.no_inf and np.isinf(values).any():
+        fail("no_inf", f"{int(np.isinf(values).sum())} infinite elements")
+    if invariants.symmetric:
+        if values.ndim < 2 or values.shape[-1] != values.shape[-2]:
+            fail("symmetric", f"output shape {tuple(values.shape)} is not square in its last two dims")
+        else:
+            info = dtypes.info(output_dtype)
+            u = info.unit_roundoff if info.is_float else 0.0
+            transposed = np.swapaxes(values, -1, -2)
+            allowed = c * 2.0 * u * np.maximum(np.abs(values), np.abs(transposed))
+            asym = np.abs(values - transposed) > allowed
+            asym &= np.isfinite(values) & np.isfinite(transposed)
+            if asym.any():
+                fail("symmetric", f"{int(asym.sum())} elements differ from their transpose")
+    if invariants.normalized and values.size:
+        info = dtypes.info(output_dtype)
+        u_out = info.unit_roundoff if info.is_float else 0.0
+        n = values.shape[-1] if values.ndim else 1
+        sums = values.reshape(-1, n).sum(axis=1)
+        allowed = c * (n * u_out + sqrt(n) * dtypes.info("float32").unit_roundoff)
+        off = np.abs(sums - 1.0) > allowed
+        if off.any():
+            fail("normalized", f"{int(off.sum())} of {off.size} rows do not sum to 1 (worst {sums[np.argmax(np.abs(sums - 1))]:.9g}"
+                               f", allowed ±{allowed:.3g})")
+    return findings
+
+
+def bias_z(output: np.ndarray, reference: np.ndarray, output_dtype: str) -> float | None:
+    """z-score of the mean signed rounding error in units of the output's spacing at the reference.
+
+    Round-to-nearest-even gives mean 0; truncating fp32 -> bf16 stores give about -0.25 ulp per element, a bias
+    that passes every elementwise tolerance (research oracles.md §2 row 14). Only for 16-bit float outputs."""
+    if output_dtype not in ("float16", "bfloat16"):
+        return None
+    y = np.asarray(output).astype(np.float64).ravel()
+    r = np.asarray(reference, dtype=np.float64).ravel()
+    info = dtypes.info(output_dtype)
+    usable = np.isfinite(y) & np.isfinite(r) & (np.abs(r) >= info.min_normal) & (np.abs(r) <= info.max_finite)
+    if usable.sum() < 256:
+        return None
+    # Each distinct reference value counts once: broadcast inputs repeat values, and repeated errors are not
+    # independent samples.
+    r, first = np.unique(r[usable], return_index=True)
+    y = y[usable][first]
+    if r.size < 256:
+        return None
+    _, exponent = np.frexp(r)
+    mantissa_bits = 11 if output_dtype == "float16" else 8
+    spacing = np.ldexp(1.0, exponent - mantissa_bits)
+    signed = np.sign(r) * (y - r) / spacing  # toward zero is negative
+    std = float(signed.std())
+    if std == 0.0:
+        return None
+    return float(signed.mean() / (std / sqrt(signed.size)))

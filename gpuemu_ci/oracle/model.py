@@ -1,0 +1,71 @@
+"""Verdicts of the oracle: plain data, one per case."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Comparator(str, Enum):
+    BOUND = "bound"  # a-priori error bound per op family
+    ALLCLOSE = "allclose"  # |y - r| <= atol + rtol |r| (explicit or default tolerances)
+    EXACT = "exact"  # y == r rounded to the output dtype
+    BASELINE_RELATIVE = "baseline_relative"  # err(y) <= k err(naive same-dtype implementation)
+
+
+class FailureKind(str, Enum):
+    MISMATCH = "mismatch"
+    NONFINITE = "nonfinite"
+    INVARIANT = "invariant"
+    SHAPE = "shape"
+    DTYPE = "dtype"
+    CRASHED = "crashed"
+    TIMEOUT = "timeout"
+    OOM = "oom"
+    RAISED = "raised"
+    BAD_OUTPUT = "bad_output"
+    INPUTS_MODIFIED = "inputs_modified"
+    NONDETERMINISTIC = "nondeterministic"
+    BIAS = "bias"
+    UNWRITTEN = "unwritten"
+
+
+# Kinds where the op ran and produced a wrong answer (the gate fails); the others mean it could not be judged.
+WRONG_ANSWER = frozenset({
+    FailureKind.MISMATCH, FailureKind.NONFINITE, FailureKind.INVARIANT, FailureKind.SHAPE, FailureKind.DTYPE,
+    FailureKind.INPUTS_MODIFIED, FailureKind.NONDETERMINISTIC, FailureKind.BIAS, FailureKind.UNWRITTEN,
+    FailureKind.CRASHED, FailureKind.TIMEOUT, FailureKind.OOM, FailureKind.RAISED, FailureKind.BAD_OUTPUT,
+})
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One reason a case failed."""
+
+    kind: FailureKind
+    message: str
+
+
+@dataclass(frozen=True)
+class ErrorStats:
+    """How far the op was from the reference, as judged by one comparator."""
+
+    comparator: Comparator
+    headroom: float | None  # worst |y - r| / allowed over elements (<= 1 passes); None when not measured
+    max_abs_error: float | None
+    worst_index: tuple[int, ...] | None
+    exceeded: int  # elements over the allowance
+    total: int
+    allowed_at_worst: float | None = None
+    bias_z: float | None = None
+
+
+@dataclass(frozen=True)
+class CaseVerdict:
+    passed: bool
+    findings: tuple[Finding, ...]
+    stats: ErrorStats | None
+
+    @property
+    def primary(self) -> Finding | None:
+        return self.findings[0] if self.findings else None

@@ -1,0 +1,288 @@
+"""Runs the planned cases of one op through a worker pool and judges each: -> OpResult."""
+
+from __future__ import annotations
+
+import importlib
+import math
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gpuemu_ci.backends.interface import CallStatus, CaseJob, CaseRun
+from gpuemu_ci.config.model import Config, Layout, OpSpec
+from gpuemu_ci.fuzz.case import CaseInputs, build_case
+from gpuemu_ci.fuzz.values import GENERATOR_VERSION
+from gpuemu_ci.oracle import bounds
+from gpuemu_ci.oracle.judge import CaseContext, comparator_for, judge
+from gpuemu_ci.oracle.model import CaseVerdict, ErrorStats, FailureKind
+from gpuemu_ci.pipeline.targets import naive_target, op_target, reference_target
+from gpuemu_ci.plan.model import CaseRef, ValueMode
+from gpuemu_ci.progress import Observer
+from gpuemu_ci.results.io import write_snapshot
+from gpuemu_ci.results.model import DtypeResult, FailureRecord, OpResult, OpStatus
+
+MAX_RECORDED_FAILURES = 20  # per op; the rest are counted (snapshots cost disk and comment space)
+
+
+class Pool:  # the part of backends.WorkerPool this module uses
+    def run(self, job: CaseJob) -> CaseRun: ...
+
+
+@dataclass
+class CaseOutcome:
+    ref: CaseRef
+    inputs: CaseInputs
+    run: CaseRun
+    verdict: CaseVerdict | None  # None: the case could not be judged (reference failed)
+    naive_output: np.ndarray | None = None
+
+
+@dataclass
+class OpTally:
+    """Accumulates case outcomes into per-dtype figures."""
+
+    cases: int = 0
+    failed: int = 0
+    errored: int = 0
+    worst_headroom: float | None = None
+    max_abs_error: float | None = None
+    comparator: str | None = None
+    worst_case: str | None = None
+
+    def add(self, outcome: CaseOutcome) -> None:
+        self.cases += 1
+        if outcome.verdict is None:
+            self.errored += 1
+            return
+        if not outcome.verdict.passed:
+            self.failed += 1
+        stats = outcome.verdict.stats
+        if stats is None:
+            return
+        self.comparator = stats.comparator.value
+        if stats.headroom is not None and (self.worst_headroom is None or stats.headroom > self.worst_headroom):
+            self.worst_headroom = stats.headroom
+            self.worst_case = outcome.ref.case_id
+        if stats.max_abs_error is not None:
+            self.max_abs_error = max(self.max_abs_error or 0.0, stats.max_abs_error)
+
+
+def json_float(value: float | None) -> float | None:
+    """JSON has no NaN or Infinity: NaN -> None, +-inf -> the largest double with its sign."""
+    if value is None or math.isnan(value):
+        return None
+    if math.isinf(value):
+        return math.copysign(sys.float_info.max, value)
+    return float(value)
+
+
+@dataclass
+class OpRunner:
+    config: Config
+    op: OpSpec
+    pool: Pool
+    out_dir: Path
+    master_seed: int
+    observer: Observer
+    deadline: float | None = None  # time.monotonic() value after which no new case starts
+    interpreter: str | None = None
+    cut_short: bool = False
+    _failures: list[FailureRecord] = field(default_factory=list)
+
+    def run(self, cases: Sequence[CaseRef]) -> OpResult:
+        self.observer.op_started(self.op.name, len(cases))
+        tallies: dict[str, OpTally] = {}
+        omitted = 0
+        error_scale = self._load_hook(self.op.bound_hook) if self.op.bound_hook else None
+        for ref in cases:
+            if self.deadline is not None and time.monotonic() > self.deadline:
+                self.cut_short = True
+                break
+            outcome = self.run_case(ref, error_scale)
+            if outcome.run.op.status is CallStatus.IMPORT_ERROR or (
+                outcome.run.reference.status is CallStatus.IMPORT_ERROR
+            ):
+                return self._import_failure(outcome, len(cases))
+            tallies.setdefault(outcome.inputs.dtype, OpTally()).add(outcome)
+            passed = outcome.verdict is not None and outcome.verdict.passed
+            self.observer.case_done(self.op.name, passed)
+            if not passed:
+                if len(self._failures) < MAX_RECORDED_FAILURES:
+                    self._failures.append(self._record(outcome))
+                else:
+                    omitted += 1
+        return self._result(tallies, omitted)
+
+    # --- one case ---------------------------------------------------------------------------------------
+    def run_case(self, ref: CaseRef, error_scale: Callable[..., Any] | None = None,
+                 inputs: CaseInputs | None = None) -> CaseOutcome:
+        root = self.config.root
+        case = inputs if inputs is not None else build_case(self.op, ref.seed, root)
+        timeout = self.op.timeout_s or self.config.ci.case_timeout
+        job = CaseJob(
+            op=op_target(self.op, root),
+            reference=reference_target(self.op, root),
+            inputs=case.arrays,
+            kwargs=case.kwargs,
+            timeout_s=timeout,
+            rerun_for_determinism=self.op.deterministic,
+            out_arg=self.op.out_arg,
+            out_dtype=self.op.output_dtype or case.dtype,
+            abs_reference_inputs=bounds.abs_linear_inputs(self.op)
+            if comparator_for(self.op, case.dtype).value == "bound" else (),
+        )
+        run = self.pool.run(job)
+        if run.interpreter:
+            self.interpreter = run.interpreter
+        if run.reference.status is not CallStatus.OK:
+            return CaseOutcome(ref, case, run, None)
+        naive_output = None
+        naive = naive_target(self.op, root)
+        if naive is not None and run.op.status is CallStatus.OK:
+            naive_run = self.pool.run(CaseJob(op=naive, reference=job.reference, inputs=case.arrays,
+                                              kwargs=case.kwargs, timeout_s=timeout))
+            if naive_run.op.status is not CallStatus.OK or not naive_run.op.outputs:
+                return CaseOutcome(ref, case, naive_run, None)
+            naive_output = naive_run.op.outputs[0]
+        context = CaseContext(case.dtype, case.dims, case.kwargs, case.logical, naive_output, error_scale,
+                              bias_test=case.stratum.mode is ValueMode.REGULAR
+                              and all(c.layout is not Layout.BROADCAST for c in case.layouts.values()))
+        return CaseOutcome(ref, case, run, judge(self.op, context, run, self.config.validation), naive_output)
+
+    def _load_hook(self, spec: str) -> Callable[..., Any]:
+        from gpuemu_ci.errors import ConfigError
+
+        module_name, _, attribute = spec.partition(":")
+        if str(self.config.root) not in sys.path:
+            sys.path.insert(0, str(self.config.root))
+        try:
+            return getattr(importlib.import_module(module_name), attribute)
+        except Exception as exc:
+            raise ConfigError(f"op {self.op.name!r}: error_scale hook {spec!r} does not import: "
+                              f"{type(exc).__name__}: {exc}", line=self.op.line) from None
+
+    # --- records ----------------------------------------------------------------------------------------
+    def _record(self, outcome: CaseOutcome) -> FailureRecord:
+        case = outcome.inputs
+        described = case.describe()
+        stats: ErrorStats | None = outcome.verdict.stats if outcome.verdict else None
+        if outcome.verdict is None:
+            failed_call = outcome.run.reference if outcome.run.reference.status is not CallStatus.OK else \
+                outcome.run.op
+            kind = failed_call.status.value if failed_call.status.value in {k.value for k in FailureKind} \
+                else FailureKind.RAISED.value
+            message = f"the reference {failed_call.status.value}: {failed_call.message}"
+            stderr = failed_call.stderr_tail or None
+            errored = True
+        else:
+            finding = outcome.verdict.primary
+            kind = finding.kind.value if finding else FailureKind.MISMATCH.value
+            message = "\n".join(f.message for f in outcome.verdict.findings)
+            stderr = outcome.run.op.stderr_tail or None if kind in ("crashed", "timeout", "oom", "raised") else None
+            errored = False
+        snapshot = write_snapshot(self.out_dir, dict(case.logical), self._snapshot_meta(outcome))
+        return FailureRecord(
+            case_id=outcome.ref.case_id,
+            case_index=outcome.ref.index,
+            case_seed=outcome.ref.seed,
+            dtype=case.dtype,
+            shapes=described["shapes"],
+            strides=described["strides"],
+            layouts=described["layouts"],
+            kwargs=dict(case.kwargs),
+            distribution=case.stratum.mode.value,
+            kind=kind,
+            message=message,
+            comparator=stats.comparator.value if stats else None,
+            headroom=json_float(stats.headroom) if stats else None,
+            max_abs_error=json_float(stats.max_abs_error) if stats else None,
+            worst_index=list(stats.worst_index) if stats and stats.worst_index is not None else None,
+            exceeded=stats.exceeded if stats else None,
+            total=stats.total if stats else None,
+            snapshot=snapshot,
+            replay=replay_command(self.config, self.op.name, outcome.ref.seed),
+            stderr_tail=stderr,
+            errored=errored,
+        )
+
+    def _snapshot_meta(self, outcome: CaseOutcome) -> dict[str, Any]:
+        case = outcome.inputs
+        return {
+            "op": self.op.name,
+            "case_seed": outcome.ref.seed,
+            "case_index": outcome.ref.index,
+            "master_seed": self.master_seed,
+            "generator_version": GENERATOR_VERSION,
+            "dtype": case.dtype,
+            "mode": case.stratum.mode.value,
+            "dims": dict(case.dims),
+            "kwargs": dict(case.kwargs),
+            "layouts": {name: {"layout": c.layout.value, "broadcast_dim": c.broadcast_dim}
+                        for name, c in case.layouts.items()},
+            "input_order": list(case.logical),
+        }
+
+    def _import_failure(self, outcome: CaseOutcome, planned: int) -> OpResult:
+        failed = outcome.run.op if outcome.run.op.status is CallStatus.IMPORT_ERROR else outcome.run.reference
+        who = "op" if failed is outcome.run.op else "reference"
+        message = f"the {who} could not be loaded: {failed.message}"
+        self.observer.op_finished(self.op.name, "error", message)
+        return OpResult(self.op.name, OpStatus.ERROR, _family(self.op), None, self.op.line,
+                        self.op.framework.value, None, None, message, 0, 0, 0, 0, import_error=True)
+
+    def _result(self, tallies: dict[str, OpTally], omitted: int) -> OpResult:
+        total = sum(t.cases for t in tallies.values())
+        failed = sum(t.failed for t in tallies.values())
+        errored = sum(t.errored for t in tallies.values())
+        dtype_results = tuple(
+            DtypeResult(dtype, _status(t.cases, t.failed, t.errored), t.cases, t.failed, t.errored,
+                        json_float(t.worst_headroom), json_float(t.max_abs_error), t.comparator, t.worst_case)
+            for dtype, t in tallies.items()
+        )
+        status = _status(total, failed, errored)
+        message = None
+        if total == 0:
+            message = "no case ran" + (" (the suite timeout expired first)" if self.cut_short else "")
+        elif errored and not failed:
+            message = f"{errored} of {total} cases could not be judged (the reference failed)"
+        comparators = sorted({t.comparator for t in tallies.values() if t.comparator})
+        detail = f"{total - failed - errored}/{total} cases passed"
+        if failed:
+            detail += f", {failed} failed"
+        if errored:
+            detail += f", {errored} errored"
+        self.observer.op_finished(self.op.name, status.value, detail)
+        return OpResult(
+            name=self.op.name, status=status, family=_family(self.op),
+            comparator=",".join(comparators) or None, line=self.op.line, framework=self.op.framework.value,
+            interpreter=self.interpreter, skip_reason=None, message=message, cases_total=total,
+            cases_passed=total - failed - errored, cases_failed=failed, cases_errored=errored,
+            dtypes=dtype_results, failures=tuple(self._failures), failures_omitted=omitted,
+        )
+
+
+def _status(total: int, failed: int, errored: int) -> OpStatus:
+    if failed:
+        return OpStatus.FAILED
+    if errored or total == 0:
+        return OpStatus.ERROR
+    return OpStatus.PASSED
+
+
+def _family(op: OpSpec) -> str | None:
+    return op.family.value if op.family else None
+
+
+def replay_command(config: Config, op_name: str, seed: int) -> str:
+    import shlex
+
+    try:
+        config_arg = str(config.path.relative_to(Path.cwd()))
+    except ValueError:
+        config_arg = config.path.name
+    return f"gpuemu-ci replay --config {shlex.quote(config_arg)} --op {shlex.quote(op_name)} --seed {seed}"

@@ -1,0 +1,54 @@
+"""Fixtures for the GitHub layer's tests: the fake API, checked against GitHub's OpenAPI contract.
+
+Every response the fake sent during a test is validated at teardown against the vendored subset
+of GitHub's published description (``openapi_check``), so the fake cannot drift from the real API
+without a test failing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fake_api import FakeGitHub
+from openapi_check import contract
+
+from gpuemu_ci.github.client import GitHubClient
+
+
+class SleepRecorder:
+    """An injected ``sleep``: records the waits the client asks for, and does not wait."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+
+
+@pytest.fixture
+def fake_github() -> Iterator[FakeGitHub]:
+    with FakeGitHub() as fake:
+        yield fake
+    spec = contract()
+    for response in fake.responses:
+        template = response.template or "/repos/{owner}/{repo}/issues"  # unmatched: basic-error
+        status = response.status if response.template else max(response.status, 400)
+        spec.validate(template, response.method, status, response.body, response.headers)
+
+
+@pytest.fixture
+def sleeps() -> SleepRecorder:
+    return SleepRecorder()
+
+
+@pytest.fixture
+def client(fake_github: FakeGitHub, sleeps: SleepRecorder) -> Iterator[GitHubClient]:
+    with GitHubClient(
+        fake_github.token,
+        fake_github.api_url,
+        sleep=sleeps,
+        clock=lambda: 1_700_000_000.0,
+        jitter=lambda: 0.0,
+    ) as gh:
+        yield gh

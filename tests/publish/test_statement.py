@@ -1,0 +1,260 @@
+"""The in-toto statement: subjects, predicate, canonical bytes, and the run context sources."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+import rfc8785
+
+from gpuemu_ci.errors import UsageError
+from gpuemu_ci.publish import statement
+from gpuemu_ci.publish.statement import RunContext
+
+ISSUED = datetime(2026, 11, 22, 10, 30, 0, tzinfo=timezone.utc)
+
+
+def build(document: dict[str, Any], **context: Any) -> dict[str, Any]:
+    merged = statement.context_for_results(document, RunContext(), RunContext(**context))
+    return statement.build_statement(
+        document,
+        results_name="results.json",
+        results_sha256="cd" * 32,
+        context=merged,
+        signer_keyid="ab" * 32,
+        issued_at=ISSUED,
+        nonce="n" * 32,
+    )
+
+
+class TestSubjects:
+    def test_commit_config_kernels_and_results_document(self, sample: Any) -> None:
+        document = sample.results()
+        subjects = build(document)["subject"]
+        assert subjects == [
+            {"name": "git+https://github.com/octo/kernels", "digest": {"gitCommit": sample.commit}},
+            {"name": "gpuemu.toml", "digest": {"sha256": hashlib.sha256(sample.config_text).hexdigest()}},
+            {"name": "kernels/gelu.cu", "digest": {"sha256": hashlib.sha256(sample.kernel_text).hexdigest()}},
+            {"name": "results.json", "digest": {"sha256": "cd" * 32}},
+        ]
+
+    def test_two_kernels_sharing_a_source_give_one_subject(self, sample: Any) -> None:
+        document = sample.results()
+        document["kernels"].append({**document["kernels"][0], "name": "gelu_fast"})
+        names = [s["name"] for s in build(document)["subject"]]
+        assert names.count("kernels/gelu.cu") == 1
+
+    def test_one_source_with_two_digests_is_refused(self, sample: Any) -> None:
+        document = sample.results()
+        document["kernels"].append({**document["kernels"][0], "source_sha256": "ee" * 32})
+        with pytest.raises(statement.ResultsFormatError, match="two different digests"):
+            build(document)
+
+    def test_kernel_without_source_digest_is_not_a_subject(self, sample: Any) -> None:
+        document = sample.results()
+        document["kernels"][0]["source_sha256"] = None
+        document["kernels"][0]["status"] = "error"
+        built = build(document)
+        assert "kernels/gelu.cu" not in [s["name"] for s in built["subject"]]
+        assert built["predicate"]["kernels"][0]["status"] == "error"
+
+
+class TestPredicate:
+    def test_verdict_per_op_and_dtype(self, sample: Any) -> None:
+        rows = build(sample.results())["predicate"]["results"]
+        assert [(r["op"], r["dtype"], r["status"]) for r in rows] == [
+            ("softmax", "float32", "passed"),
+            ("softmax", "float16", "failed"),
+            ("gemm", None, "skipped"),
+        ]
+        assert rows[2]["skip_reason"] == "no GPU"
+        assert rows[1]["worst_headroom"] == 812.0
+
+    def test_seeds_are_strings_even_beyond_double_precision(self, sample: Any) -> None:
+        document = sample.results(seed=2**64 - 1)
+        predicate = build(document)["predicate"]
+        assert predicate["seed"] == str(2**64 - 1)
+        assert predicate["failures"][0]["case_seed"] == "18446744073709551557"
+        assert predicate["failures"][0]["replay"].endswith("--seed 18446744073709551557")
+
+    def test_run_context_issue_time_and_nonce(self, sample: Any) -> None:
+        run = build(sample.results())["predicate"]["run"]
+        assert run == {
+            "repo": "octo/kernels",
+            "repo_id": "42",
+            "commit": sample.commit,
+            "pr": 5,
+            "event": "pull_request",
+            "run_id": "9000000001",
+            "run_attempt": 1,
+            "job": "gate",
+            "server_url": "https://github.com",
+            "issued_at": "2026-11-22T10:30:00Z",
+            "nonce": "n" * 32,
+        }
+
+    def test_versions_gpu_lint_and_diff(self, sample: Any) -> None:
+        gpu = {
+            "name": "NVIDIA H100",
+            "compute_capability": "9.0",
+            "driver_version": "580",
+            "runtime_version": "13",
+        }
+        document = sample.results(diff={"regressions": [{"op": "softmax", "headroom": float("inf")}]})
+        document["environment"]["gpu"] = gpu
+        predicate = build(document)["predicate"]
+        assert predicate["tool"] == {"name": "gpuemu-ci", "version": "0.1.0"}
+        assert predicate["generator_version"] == "2"
+        assert predicate["environment"]["gpu"] == gpu
+        assert predicate["lint"] == {"status": "ran", "toolchain": None}
+        # JCS has no Infinity; the copied diff says it in a string instead of failing to sign.
+        assert predicate["diff"]["regressions"][0]["headroom"] == "Infinity"
+
+    def test_unsigned_statement_says_so(self, sample: Any) -> None:
+        document = sample.results()
+        built = statement.build_statement(
+            document,
+            results_name="results.json",
+            results_sha256="cd" * 32,
+            context=statement.context_for_results(document, RunContext(), RunContext()),
+            signer_keyid=None,
+            issued_at=ISSUED,
+            nonce="n",
+        )
+        assert built["predicate"]["signature"]["status"] == "unsigned"
+        assert "fork" in built["predicate"]["signature"]["reason"]
+
+
+class TestCanonicalBytes:
+    def test_same_inputs_same_bytes_whatever_the_key_order(self, sample: Any) -> None:
+        document = sample.results()
+        shuffled = json.loads(json.dumps(document, sort_keys=True))
+        shuffled = dict(reversed(list(shuffled.items())))
+        first = statement.canonical_bytes(build(document))
+        assert first == statement.canonical_bytes(build(shuffled))
+        # The bytes are RFC 8785: parse and re-serialise gives them back unchanged.
+        assert rfc8785.dumps(json.loads(first)) == first
+        assert b" " not in first.split(b'"replay"')[0]
+
+    def test_statement_type_and_predicate_type(self, sample: Any) -> None:
+        built = build(sample.results())
+        assert built["_type"] == "https://in-toto.io/Statement/v1"
+        assert built["predicateType"].startswith("https://gpuemu.dev/")
+
+
+class TestBadResults:
+    @pytest.mark.parametrize(
+        ("change", "message"),
+        [
+            ({"schema_version": "2"}, "schema_version"),
+            ({"config": {"path": "gpuemu.toml"}}, "config.sha256 is missing"),
+            ({"config": {"path": "gpuemu.toml", "sha256": "xyz"}}, "not a sha256"),
+            ({"verdict": None}, "verdict is missing"),
+            ({"seed": -1}, "seed"),
+            ({"seed": True}, "seed must be"),
+            ({"ops": "softmax"}, "ops must be a list"),
+            ({"ops": [{"status": "passed"}]}, r"ops\[0\].name is missing"),
+            (
+                {"kernels": [{"name": "k", "source": "k.cu", "source_sha256": 5, "status": "passed"}]},
+                "source_sha256",
+            ),
+        ],
+    )
+    def test_named_field_in_the_error(self, sample: Any, change: dict[str, Any], message: str) -> None:
+        with pytest.raises(statement.ResultsFormatError, match=message) as info:
+            build(sample.results(**change))
+        assert info.value.exit_code == 2
+
+    def test_repo_and_commit_are_required(self, sample: Any) -> None:
+        with pytest.raises(UsageError, match="--repo"):
+            build(sample.results(run=None))
+        with pytest.raises(UsageError, match="--commit"):
+            build(sample.results(git=None))
+
+    @pytest.mark.parametrize(("field", "value"), [("repo", "not a repo"), ("commit", "abc123")])
+    def test_malformed_binding(self, sample: Any, field: str, value: str) -> None:
+        with pytest.raises(UsageError, match=field if field == "repo" else "commit id"):
+            build(sample.results(), **{field: value})
+
+
+class TestRunContext:
+    def test_from_environment_with_a_pull_request_event(self, tmp_path: Path) -> None:
+        event = tmp_path / "event.json"
+        event.write_text(json.dumps({"action": "synchronize", "number": 7, "pull_request": {"number": 7}}))
+        env = {
+            "GITHUB_REPOSITORY": "octo/kernels",
+            "GITHUB_REPOSITORY_ID": "42",
+            "GITHUB_SHA": "ab" * 20,
+            "GITHUB_EVENT_NAME": "pull_request",
+            "GITHUB_EVENT_PATH": str(event),
+            "GITHUB_RUN_ID": "123",
+            "GITHUB_RUN_ATTEMPT": "2",
+            "GITHUB_JOB": "gate",
+            "GITHUB_SERVER_URL": "https://ghe.example",
+        }
+        assert RunContext.from_environment(env) == RunContext(
+            repo="octo/kernels",
+            repo_id="42",
+            commit="ab" * 20,
+            pr=7,
+            event="pull_request",
+            run_id="123",
+            run_attempt=2,
+            job="gate",
+            server_url="https://ghe.example",
+        )
+
+    @pytest.mark.parametrize(
+        ("payload", "pr"),
+        [
+            ("pull_request.synchronize.json", 2),
+            ("push.branch.json", None),
+            ("workflow_run.completed.with_pr.json", 2),
+            ("workflow_run.completed.no_pr.json", None),
+        ],
+    )
+    def test_pr_number_from_real_webhook_payloads(self, payload: str, pr: int | None) -> None:
+        path = Path(__file__).resolve().parent.parent / "fixtures" / "github-events" / payload
+        assert RunContext.from_environment({"GITHUB_EVENT_PATH": str(path)}).pr == pr
+
+    def test_workflow_run_event_with_one_pull_request(self, tmp_path: Path) -> None:
+        event = tmp_path / "event.json"
+        event.write_text(json.dumps({"workflow_run": {"pull_requests": [{"number": 11}]}}))
+        assert RunContext.from_environment({"GITHUB_EVENT_PATH": str(event)}).pr == 11
+        event.write_text(json.dumps({"workflow_run": {"pull_requests": [{"number": 11}, {"number": 12}]}}))
+        assert RunContext.from_environment({"GITHUB_EVENT_PATH": str(event)}).pr is None
+
+    def test_push_event_and_missing_event_file(self, tmp_path: Path) -> None:
+        event = tmp_path / "event.json"
+        event.write_text(json.dumps({"ref": "refs/heads/main"}))
+        assert RunContext.from_environment({"GITHUB_EVENT_PATH": str(event)}).pr is None
+        assert RunContext.from_environment({"GITHUB_EVENT_PATH": str(tmp_path / "gone.json")}).pr is None
+        assert RunContext.from_environment({}) == RunContext()
+
+    def test_broken_event_file_and_bad_numbers(self, tmp_path: Path) -> None:
+        event = tmp_path / "event.json"
+        event.write_text("{not json")
+        with pytest.raises(UsageError, match="GITHUB_EVENT_PATH"):
+            RunContext.from_environment({"GITHUB_EVENT_PATH": str(event)})
+        with pytest.raises(UsageError, match="GITHUB_RUN_ATTEMPT"):
+            RunContext.from_environment({"GITHUB_RUN_ATTEMPT": "first"})
+
+    def test_flags_beat_the_results_document_which_beats_the_environment(self, sample: Any) -> None:
+        env = RunContext(repo="octo/kernels", commit="ee" * 20, job="sign", run_id="77", event="workflow_run")
+        merged = statement.context_for_results(sample.results(), env, RunContext(job="manual"))
+        assert merged.job == "manual"
+        assert merged.commit == sample.commit  # the tested commit, not the signing job's GITHUB_SHA
+        assert merged.run_id == "9000000001"
+        env_only = statement.context_for_results(sample.results(run=None), env, RunContext())
+        assert (env_only.repo, env_only.run_id, env_only.event) == ("octo/kernels", "77", "workflow_run")
+
+    def test_results_from_another_repository_are_not_signed_silently(self, sample: Any) -> None:
+        env = RunContext(repo="someone/else")
+        with pytest.raises(UsageError, match="--repo"):
+            statement.context_for_results(sample.results(), env, RunContext())
+        forced = statement.context_for_results(sample.results(), env, RunContext(repo="someone/else"))
+        assert forced.repo == "someone/else"
