@@ -35,6 +35,16 @@ class Expr:
     names: frozenset[str]  # free names it reads (dims, kwargs, array names inside stride()/size())
 
 
+def _literal_int(node: ast.AST) -> int | None:
+    """The value of an integer literal like `2` or `-1`, else None."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _literal_int(node.operand)
+        return None if inner is None else -inner
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    return None
+
+
 def _check(node: ast.AST, text: str, names: set[str]) -> None:
     if isinstance(node, ast.Expression):
         _check(node.body, text, names)
@@ -64,7 +74,11 @@ def _check(node: ast.AST, text: str, names: set[str]) -> None:
         for arg in node.args:
             _check(arg, text, names)
     else:
-        what = type(node).__name__
+        what = (
+            f"operator {type(node.op).__name__}"
+            if isinstance(node, ast.BinOp | ast.UnaryOp)
+            else type(node).__name__
+        )
         raise LaunchError(
             f"{text!r}: {what} is not allowed (use numbers, names, + - * / // %, ceil floor min max cdiv)"
         )
@@ -126,7 +140,8 @@ def _eval(node: ast.AST, env: Mapping[str, Number], arrays: Mapping[str, ArrayIn
     assert isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
     name = node.func.id
     if name in ("stride", "size"):
-        array, axis = node.args[0].id, node.args[1].value  # type: ignore[attr-defined]
+        array, axis = node.args[0].id, _literal_int(node.args[1])  # type: ignore[attr-defined]
+        assert axis is not None  # checked when parsed
         info = arrays.get(array)
         if info is None:
             raise LaunchError(f"{text!r}: {array!r} is not an input")

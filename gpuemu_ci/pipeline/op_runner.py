@@ -279,10 +279,9 @@ def _family(op: OpSpec) -> str | None:
 
 
 def replay_command(config: Config, op_name: str, seed: int) -> str:
+    import os
     import shlex
 
-    try:
-        config_arg = str(config.path.relative_to(Path.cwd()))
-    except ValueError:
-        config_arg = config.path.name
+    # Relative to where the command ran (the repository root in Actions), so it is copy-pasteable there.
+    config_arg = os.path.relpath(config.path, Path.cwd())
     return f"gpuemu-ci replay --config {shlex.quote(config_arg)} --op {shlex.quote(op_name)} --seed {seed}"

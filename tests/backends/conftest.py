@@ -14,7 +14,7 @@ from gpuemu_ci.backends import WorkerPool
 from gpuemu_ci.backends.interface import CallTarget, CaseJob, TargetKind
 from gpuemu_ci.config.model import Framework
 
-USER_OPS = '''
+USER_OPS = """
 import ctypes, os, sys, time
 import numpy as np
 
@@ -96,23 +96,23 @@ def ref_identity(x, **kw):
 
 def sum_rows(x, **kw):
     return x.sum(axis=-1)
-'''
+"""
 
-BROKEN = '''
+BROKEN = """
 raise RuntimeError("boom while importing")
-'''
+"""
 
-OP_SCRIPT = '''
+OP_SCRIPT = """
 def run(inputs, **kwargs):
     return inputs["a"] + inputs["b"] * kwargs.get("scale", 1.0)
-'''
+"""
 
-REF_SCRIPT = '''
+REF_SCRIPT = """
 import numpy as np
 
 def reference(inputs, **kwargs):
     return np.asarray(inputs["a"]) + np.asarray(inputs["b"]) * kwargs.get("scale", 1.0)
-'''
+"""
 
 
 def write_user_code(root: Path) -> Path:
@@ -142,7 +142,9 @@ def target(
     return CallTarget(kind, spec, root, framework)
 
 
-def make_job(root: Path, op: str, inputs: dict[str, np.ndarray], reference: str = "userops:ref_add", **kw: Any) -> CaseJob:
+def make_job(
+    root: Path, op: str, inputs: dict[str, np.ndarray], reference: str = "userops:ref_add", **kw: Any
+) -> CaseJob:
     framework = kw.pop("framework", Framework.NUMPY)
     return CaseJob(
         op=target(root, op, framework=framework),

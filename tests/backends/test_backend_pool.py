@@ -150,7 +150,9 @@ def test_parallel_jobs_from_threads(user_root: Path) -> None:
         def WorkerPool_run(op: str):  # noqa: N802
             return p.run(make_job(user_root, op, pair(), timeout_s=5))
 
-        threads = [threading.Thread(target=work, args=(op,)) for op in ["userops:add"] * 6 + ["userops:segfault"]]
+        threads = [
+            threading.Thread(target=work, args=(op,)) for op in ["userops:add"] * 6 + ["userops:segfault"]
+        ]
         for t in threads:
             t.start()
         for t in threads:

@@ -135,7 +135,9 @@ def test_out_arg_gets_a_nan_prefilled_buffer(pool: WorkerPool, user_root: Path) 
     assert full.op.status is CallStatus.OK, full.op.message
     np.testing.assert_array_equal(full.op.outputs[0], pair()["a"] + 1)
     assert full.op.outputs[0].dtype == np.float32  # the first float input's dtype
-    partial = pool.run(make_job(user_root, "userops:into_out_partial", pair(), out_arg="out", out_dtype="float64"))
+    partial = pool.run(
+        make_job(user_root, "userops:into_out_partial", pair(), out_arg="out", out_dtype="float64")
+    )
     out = partial.op.outputs[0]
     assert out.dtype == np.float64
     assert np.isnan(out[-1]).all() and not np.isnan(out[:-1]).any()
@@ -158,7 +160,9 @@ def test_reference_on_absolute_inputs(pool: WorkerPool, user_root: Path) -> None
 
 def test_large_outputs_use_raw_frames(pool: WorkerPool, user_root: Path) -> None:
     a = np.random.default_rng(1).standard_normal((512, 300)).astype(np.float32)  # 600 KB per output
-    run = pool.run(make_job(user_root, "userops:add", {"a": a, "b": a.T.copy().T}, rerun_for_determinism=True))
+    run = pool.run(
+        make_job(user_root, "userops:add", {"a": a, "b": a.T.copy().T}, rerun_for_determinism=True)
+    )
     np.testing.assert_array_equal(run.op.outputs[0], a + a)
     np.testing.assert_array_equal(run.reference.outputs[0], a.astype(np.float64) * 2)
     assert run.rerun is not None and run.rerun.outputs[0].flags.writeable

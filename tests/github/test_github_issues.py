@@ -138,5 +138,5 @@ def test_truncate_utf8_never_splits_a_character() -> None:
     text = "€" * 10  # 3 bytes each
     cut = truncate_utf8(text, 20, note="…")
     assert len(cut.encode()) <= 20 and cut.endswith("…")
-    cut.encode("utf-8")  # still valid text
+    assert cut == "€" * 5 + "…"  # 15 bytes of whole characters, then the 3-byte note
     assert truncate_utf8("short", 20) == "short"

@@ -1,0 +1,232 @@
+"""[[kernels]] launches: expressions, argument mapping and launch plans (pure Python), and a real GPU launch."""
+
+from __future__ import annotations
+
+import textwrap
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpuemu_ci.backends import WorkerPool
+from gpuemu_ci.backends.cuda import ArgKind, KernelProgram, kernel_target, nvrtc_options, plan_launch
+from gpuemu_ci.backends.expressions import ArrayInfo, LaunchError, evaluate, evaluate_int, parse_expression
+from gpuemu_ci.backends.gpu import detect_gpu
+from gpuemu_ci.backends.interface import CallStatus, CallTarget, CaseJob, TargetKind
+from gpuemu_ci.config.model import Family, InputSpec, KernelLaunch, KernelSpec, OpSpec
+
+
+@pytest.mark.parametrize(
+    ("text", "env", "value"),
+    [
+        ("ceil(N / 256)", {"N": 1}, 1),
+        ("ceil(N / 256)", {"N": 256}, 1),
+        ("ceil(N / 256)", {"N": 257}, 2),
+        ("cdiv(N, 128) * 2", {"N": 1000}, 16),
+        ("(M * N + 255) // 256", {"M": 3, "N": 100}, 2),
+        ("min(N, 1024)", {"N": 4096}, 1024),
+        ("max(1, N // 32)", {"N": 7}, 1),
+        ("N % 32 - -1", {"N": 70}, 7),
+        ("ceil(N / 3) * 3", {"N": 2**62 + 1}, 2**62 + 2),  # exact, no float rounding
+        ("floor(7 / 2)", {}, 3),
+    ],
+)
+def test_expressions_evaluate_exactly(text: str, env: dict[str, int], value: int) -> None:
+    assert evaluate_int(text, env) == value
+
+
+def test_division_is_rational() -> None:
+    assert evaluate("N / 4", {"N": 6}) == Fraction(3, 2)
+    with pytest.raises(LaunchError, match="not an integer"):
+        evaluate_int("N / 4", {"N": 6})
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("__import__('os').system('true')", "not allowed"),
+        ("N ** 2", "operator Pow is not allowed"),
+        ("x.shape", "not allowed"),
+        ("N[0]", "not allowed"),
+        ("N if N else 1", "not allowed"),
+        ("lambda: 1", "not allowed"),
+        ("'text'", "not allowed"),
+        ("N <", "not a valid expression"),
+        ("ceil(1, 2)", "wrong arguments to ceil()"),
+        ("stride(x, N)", "literal axis"),
+        ("open('f')", "not allowed"),
+    ],
+)
+def test_unsafe_or_malformed_expressions_are_rejected(text: str, words: str) -> None:
+    with pytest.raises(LaunchError, match=words):
+        parse_expression(text)
+
+
+def test_unknown_names_and_division_by_zero() -> None:
+    with pytest.raises(LaunchError, match="unknown name"):
+        parse_expression("ceil(Q / 2)", allowed={"N"})
+    with pytest.raises(LaunchError, match="no value"):
+        evaluate_int("Q + 1", {"N": 1})
+    with pytest.raises(LaunchError, match="division by zero"):
+        evaluate_int("N // (N - N)", {"N": 3})
+    with pytest.raises(LaunchError, match="longer than"):
+        parse_expression("1+" * 200 + "1")
+
+
+def test_stride_and_size_read_input_layouts() -> None:
+    arrays = {"x": ArrayInfo((4, 6), (12, 2))}
+    assert evaluate_int("stride(x, 0) + size(x, -1)", {}, arrays) == 18
+    with pytest.raises(LaunchError, match="no axis 2"):
+        evaluate_int("stride(x, 2)", {}, arrays)
+
+
+def _program(**changes: object) -> KernelProgram:
+    base = {
+        "source": "kernels/add.cu",
+        "entry": "add_rows",
+        "grid": ("cdiv(N, 128)", "M"),
+        "block": ("128",),
+        "args": ("x", "y", "out", "M", "N", "M*N:int64", "alpha:float32", "0.5", "stride(x, 0)"),
+        "output_dims": ("M", "N"),
+        "input_dims": (("x", ("M", "N")), ("y", ("M", "N"))),
+        "shared_mem": "4 * 128",
+    }
+    base.update(changes)
+    return KernelProgram(**base)  # type: ignore[arg-type]
+
+
+def test_launch_plan_maps_arguments_in_kernel_order() -> None:
+    arrays = {"x": ArrayInfo((3, 300), (600, 2)), "y": ArrayInfo((3, 300), (300, 1))}
+    plan = plan_launch(_program(), arrays, {"alpha": 1.5})
+    assert plan.grid == (3, 3, 1) and plan.block == (128, 1, 1) and plan.shared_mem == 512
+    assert plan.out_shape == (3, 300)
+    kinds = [(a.kind, a.name or a.value, a.dtype) for a in plan.args]
+    assert kinds == [
+        (ArgKind.ARRAY, "x", ""),
+        (ArgKind.ARRAY, "y", ""),
+        (ArgKind.OUT, 0, ""),
+        (ArgKind.SCALAR, 3, "int32"),
+        (ArgKind.SCALAR, 300, "int32"),
+        (ArgKind.SCALAR, 900, "int64"),
+        (ArgKind.SCALAR, 1.5, "float32"),
+        (ArgKind.SCALAR, 0.5, "float32"),
+        (ArgKind.SCALAR, 600, "int32"),
+    ]
+    assert plan.args[5].scalar().dtype == np.int64
+    assert plan.args[6].scalar().dtype == np.float32
+
+
+def test_launch_plan_rejects_inconsistent_or_impossible_launches() -> None:
+    with pytest.raises(LaunchError, match="dim N is 300 in one input and 301"):
+        plan_launch(_program(), {"x": ArrayInfo((3, 300), (300, 1)), "y": ArrayInfo((3, 301), (301, 1))}, {})
+    ok = {"x": ArrayInfo((3, 300), (300, 1)), "y": ArrayInfo((3, 300), (300, 1))}
+    with pytest.raises(LaunchError, match="at most 1024"):
+        plan_launch(_program(block=("64", "32")), ok, {"alpha": 1.0})
+    with pytest.raises(LaunchError, match="does not fit int32"):
+        plan_launch(_program(args=("M * 1000000000",)), ok, {})
+    with pytest.raises(LaunchError, match="unknown type"):
+        plan_launch(_program(args=("M:int128",)), ok, {})
+    with pytest.raises(LaunchError, match="has 1 dims"):
+        plan_launch(_program(), {"x": ArrayInfo((3,), (1,)), "y": ArrayInfo((3, 300), (300, 1))}, {})
+
+
+def test_kernel_target_round_trips_through_its_spec(tmp_path: Path) -> None:
+    op = OpSpec(
+        name="add_rows",
+        target="",
+        reference="refs:add",
+        family=Family.ELEMENTWISE,
+        inputs=(InputSpec("x", ("M", "N")), InputSpec("y", ("M", "N"))),
+        dims=(),
+        output_dims=("M", "N"),
+        dtypes=("float32",),
+    )
+    launch = KernelLaunch(
+        entry="add_rows", grid=("cdiv(N, 128)", "M"), block=("128",), args=("x", "y", "out", "N"),
+        output_dims=("M", "N"),
+    )  # fmt: skip
+    kernel = KernelSpec(
+        name="add_rows",
+        source=Path("kernels/add.cu"),
+        archs=("sm_90",),
+        flags=("-O3", "--use_fast_math", "-arch=sm_90", "-lineinfo"),
+        include_dirs=(Path("include"),),
+        defines=("TILE=128",),
+        launch=launch,
+        op=op,
+    )
+    target = kernel_target(kernel, tmp_path)
+    assert target.kind is TargetKind.CUDA_KERNEL
+    program = KernelProgram.decode(target.spec)
+    assert program.entry == "add_rows" and program.input_dims == (("x", ("M", "N")), ("y", ("M", "N")))
+    assert program.options == (
+        "-DTILE=128",
+        f"-I{(tmp_path / 'include').resolve()}",
+        "--use_fast_math",
+        "-lineinfo",
+    )
+    assert nvrtc_options(kernel, tmp_path) == program.options
+    with pytest.raises(LaunchError, match="malformed"):
+        KernelProgram.decode("{}")
+
+
+def test_a_kernel_without_gpu_is_an_import_error(tmp_path: Path) -> None:
+    (tmp_path / "refs.py").write_text("def add(x, y):\n    return x + y\n")
+    program = _program(source="add.cu")
+    job = CaseJob(
+        op=CallTarget(TargetKind.CUDA_KERNEL, program.encode(), tmp_path),
+        reference=CallTarget(TargetKind.CALLABLE, "refs:add", tmp_path),
+        inputs={"x": np.ones((2, 3), np.float32), "y": np.ones((2, 3), np.float32)},
+    )
+    try:
+        import cupy  # noqa: F401
+
+        pytest.skip("cupy is installed here")
+    except ImportError:
+        pass
+    with WorkerPool(1, tmp_path, gpu=None) as pool:
+        run = pool.run(job)
+    assert run.op.status is CallStatus.IMPORT_ERROR and "cupy" in run.op.message
+
+
+ADD_KERNEL = r"""
+extern "C" __global__ void add_rows(const float* x, const float* y, float* out, int M, int N, int x_stride) {
+    int col = blockIdx.x * blockDim.x + threadIdx.x;
+    int row = blockIdx.y;
+    if (col < N && row < M) {
+        out[row * N + col] = x[row * x_stride + col] + y[row * N + col];
+    }
+}
+"""
+
+
+@pytest.mark.gpu
+def test_cuda_kernel_launch_on_a_gpu(tmp_path: Path) -> None:
+    if detect_gpu() is None:
+        pytest.skip("no GPU on this machine")
+    pytest.importorskip("cupy")
+    (tmp_path / "add.cu").write_text(textwrap.dedent(ADD_KERNEL))
+    (tmp_path / "refs.py").write_text("def add(x, y):\n    return x + y\n")
+    program = KernelProgram(
+        source="add.cu",
+        entry="add_rows",
+        grid=("cdiv(N, 128)", "M"),
+        block=("128",),
+        args=("x", "y", "out", "M", "N", "stride(x, 0)"),
+        output_dims=("M", "N"),
+        input_dims=(("x", ("M", "N")), ("y", ("M", "N"))),
+    )
+    buf = np.full((5, 600), np.nan, np.float32)
+    x = buf[:, :300]  # a row stride of 600 elements, NaN in the padding
+    x[...] = np.arange(1500, dtype=np.float32).reshape(5, 300)
+    y = np.ones((5, 300), np.float32)
+    job = CaseJob(
+        op=CallTarget(TargetKind.CUDA_KERNEL, program.encode(), tmp_path),
+        reference=CallTarget(TargetKind.CALLABLE, "refs:add", tmp_path),
+        inputs={"x": x, "y": y},
+    )
+    with WorkerPool(1, tmp_path) as pool:
+        run = pool.run(job)
+    assert run.op.status is CallStatus.OK, run.op.message
+    np.testing.assert_array_equal(run.op.outputs[0], x + y)

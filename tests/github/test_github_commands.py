@@ -1,0 +1,219 @@
+"""Workflow commands, GITHUB_OUTPUT and GITHUB_STEP_SUMMARY, read back the way the runner reads them."""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import pytest
+
+from gpuemu_ci.github.commands import (
+    STEP_SUMMARY_LIMIT,
+    Annotation,
+    AnnotationLevel,
+    add_mask,
+    append_step_summary,
+    emit_annotations,
+    escape_data,
+    escape_property,
+    format_annotation,
+    group,
+    set_outputs,
+    stop_commands,
+)
+
+_COMMAND = re.compile(r"^::(?P<name>[a-z-]+)(?: (?P<props>[^:]*))?::(?P<data>.*)$")
+
+
+def unescape(value: str, *, prop: bool) -> str:
+    """The runner's decoding (ActionCommand.cs), used to check that what we encode survives."""
+    pairs = [("%0D", "\r"), ("%0A", "\n")] + ([("%3A", ":"), ("%2C", ",")] if prop else [])
+    for encoded, plain in pairs:
+        value = value.replace(encoded, plain)
+    return value.replace("%25", "%")
+
+
+def parse_command(line: str) -> tuple[str, dict[str, str], str]:
+    match = _COMMAND.match(line)
+    assert match, line
+    props = {}
+    for pair in filter(None, (match.group("props") or "").split(",")):
+        key, _, value = pair.partition("=")
+        props[key] = unescape(value, prop=True)
+    return match.group("name"), props, unescape(match.group("data"), prop=False)
+
+
+def parse_github_output(text: str) -> dict[str, str]:
+    """Read GITHUB_OUTPUT as the runner does: ``name=value`` lines or ``name<<DELIM`` blocks."""
+    outputs: dict[str, str] = {}
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if not line:
+            i += 1
+            continue
+        if "<<" in line and ("=" not in line or line.index("<<") < line.index("=")):
+            name, delimiter = line.split("<<", 1)
+            end = lines.index(delimiter, i + 1)
+            outputs[name] = "\n".join(lines[i + 1 : end])
+            i = end + 1
+        else:
+            name, value = line.split("=", 1)
+            outputs[name] = value
+            i += 1
+    return outputs
+
+
+def test_escaping_round_trips_through_the_runner_decoding() -> None:
+    nasty = "100% done\r\nfile: a,b.cu::error::injected"
+    assert escape_data("a%b\nc\rd") == "a%25b%0Ac%0Dd"
+    assert escape_property("gpuemu.toml:12,3") == "gpuemu.toml%3A12%2C3"
+    assert unescape(escape_data(nasty), prop=False) == nasty
+    assert unescape(escape_property(nasty), prop=True) == nasty
+    assert "\n" not in escape_data(nasty) and "," not in escape_property(nasty)
+
+
+def test_annotation_points_at_the_config_line() -> None:
+    line = format_annotation(
+        Annotation(
+            AnnotationLevel.ERROR,
+            "softmax: max error 3.2 ulp over the bound\nreplay: gpuemu-ci replay --seed 0x5eed",
+            file="gpuemu.toml",
+            line=12,
+            end_line=14,
+            title="softmax, float16: regression",
+        )
+    )
+    name, props, message = parse_command(line)
+    assert name == "error"
+    assert props == {
+        "file": "gpuemu.toml",
+        "line": "12",
+        "endLine": "14",
+        "title": "softmax, float16: regression",
+    }
+    assert message.endswith("--seed 0x5eed") and "\n" in message
+    assert "\n" not in line
+
+
+def test_messages_are_cut_to_the_runner_limit() -> None:
+    line = format_annotation(Annotation(AnnotationLevel.WARNING, "x" * 10_000))
+    _, _, message = parse_command(line)
+    assert len(message) == 4096 and message.endswith("…")
+
+
+def test_at_most_ten_per_level_and_a_notice_counts_the_rest() -> None:
+    out = io.StringIO()
+    annotations = [Annotation(AnnotationLevel.ERROR, f"error {i}") for i in range(13)]
+    annotations += [Annotation(AnnotationLevel.WARNING, f"warning {i}") for i in range(2)]
+    dropped = emit_annotations(annotations, stream=out)
+    commands = [parse_command(line) for line in out.getvalue().splitlines()]
+    errors = [m for n, _, m in commands if n == "error"]
+    assert errors == [f"error {i}" for i in range(10)]  # the first (most important) ten
+    assert [m for n, _, m in commands if n == "warning"] == ["warning 0", "warning 1"]
+    assert dropped == 3
+    assert commands[-1][0] == "notice" and commands[-1][2].startswith("3 more annotation(s) not shown")
+
+
+def test_the_summary_notice_takes_a_notice_slot_when_notices_are_full() -> None:
+    out = io.StringIO()
+    annotations = [Annotation(AnnotationLevel.NOTICE, f"n{i}") for i in range(12)]
+    dropped = emit_annotations(annotations, stream=out)
+    notices = out.getvalue().splitlines()
+    assert len(notices) == 10 and dropped == 3
+    assert parse_command(notices[-1])[2].startswith("3 more")
+
+
+def test_nothing_dropped_means_no_notice() -> None:
+    out = io.StringIO()
+    assert emit_annotations([Annotation(AnnotationLevel.ERROR, "one")], stream=out) == 0
+    assert out.getvalue().splitlines() == ["::error::one"]
+
+
+def test_outputs_are_multiline_safe(tmp_path: Path) -> None:
+    path = tmp_path / "output"
+    path.write_text("earlier=1\n", encoding="utf-8")
+    values = {
+        "verdict": "failed",
+        "regressions": "softmax\nmatmul=bf16",
+        "ops_passed": 3,
+        "comment": True,
+        "comment_url": None,
+        "tricky": "ghadelimiter_\nEOF\n<<",
+    }
+    assert set_outputs(path, values) is True
+    parsed = parse_github_output(path.read_text(encoding="utf-8"))
+    assert parsed == {
+        "earlier": "1",
+        "verdict": "failed",
+        "regressions": "softmax\nmatmul=bf16",
+        "ops_passed": "3",
+        "comment": "true",
+        "comment_url": "",
+        "tricky": "ghadelimiter_\nEOF\n<<",
+    }
+
+
+def test_outputs_outside_actions_are_a_no_op() -> None:
+    assert set_outputs(None, {"verdict": "passed"}) is False
+    assert set_outputs("", {"verdict": "passed"}) is False
+
+
+def test_output_names_are_checked(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="invalid output name"):
+        set_outputs(tmp_path / "o", {"bad name<<": "x"})
+
+
+def test_step_summary_appends_and_stays_under_one_mib(tmp_path: Path) -> None:
+    path = tmp_path / "summary.md"
+    first = append_step_summary(path, "# gpuemu-ci\n")
+    assert first.bytes_written == len("# gpuemu-ci\n") and not first.truncated
+    big = append_step_summary(path, "| op | ok |\n" * 200_000)  # 2.4 MB of table rows
+    assert big.truncated
+    data = path.read_bytes()
+    assert len(data) <= STEP_SUMMARY_LIMIT
+    assert data.startswith(b"# gpuemu-ci\n")
+    assert b"truncated at GitHub's 1 MiB limit" in data
+    full = append_step_summary(path, "more")  # the file is full: nothing more fits
+    assert full.truncated and full.bytes_written == 0
+    assert path.read_bytes() == data
+
+
+def test_step_summary_cut_keeps_utf8_valid(tmp_path: Path) -> None:
+    path = tmp_path / "summary.md"
+    append_step_summary(path, "ü" * 1000, limit=501)
+    path.read_bytes().decode("utf-8")  # raises if a character was split
+    assert len(path.read_bytes()) <= 501
+
+
+def test_step_summary_outside_actions(tmp_path: Path) -> None:
+    assert append_step_summary(None, "x").bytes_written == 0
+
+
+def test_add_mask_masks_the_value_and_each_line_of_a_key() -> None:
+    out = io.StringIO()
+    key = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIJ+secret\n-----END PRIVATE KEY-----"
+    add_mask(key, stream=out)
+    masked = [parse_command(line) for line in out.getvalue().splitlines()]
+    assert all(name == "add-mask" for name, _, _ in masked)
+    assert [m for _, _, m in masked] == [key, *key.split("\n")]
+
+
+def test_stop_commands_brackets_untrusted_output() -> None:
+    out = io.StringIO()
+    with stop_commands(stream=out) as token:
+        print("::add-mask::nothing\n::error::forged", file=out)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == f"::stop-commands::{token}" and lines[-1] == f"::{token}::"
+    assert re.fullmatch(r"[0-9a-f]{32}", token)
+    with stop_commands(stream=io.StringIO()) as other:
+        assert other != token
+
+
+def test_group() -> None:
+    out = io.StringIO()
+    with group("lint: sm_90", stream=out):
+        print("ptxas output", file=out)
+    assert out.getvalue().splitlines() == ["::group::lint: sm_90", "ptxas output", "::endgroup::"]
