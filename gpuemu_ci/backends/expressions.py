@@ -63,11 +63,7 @@ def _check(node: ast.AST, text: str, names: set[str]) -> None:
             raise LaunchError(f"{text!r}: wrong arguments to {node.func.id}()")
         if node.func.id in ("stride", "size"):
             array, axis = node.args
-            if (
-                not isinstance(array, ast.Name)
-                or not isinstance(axis, ast.Constant)
-                or type(axis.value) is not int
-            ):
+            if not isinstance(array, ast.Name) or _literal_int(axis) is None:
                 raise LaunchError(f"{text!r}: use {node.func.id}(input_name, axis) with a literal axis")
             names.add(array.id)
             return

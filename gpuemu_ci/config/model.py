@@ -252,7 +252,7 @@ class Policies:
 @dataclass(frozen=True)
 class CiSettings:
     quick_dtypes: tuple[str, ...] = ("float32",)
-    quick_iterations: int = 12
+    quick_iterations: int = 16  # one full round of the 16 coverage slots (plan/expand.py)
     thorough_iterations: int = 100
     thorough_timeout: float = 3600.0  # seconds for the whole run
     case_timeout: float = 60.0  # seconds for one case

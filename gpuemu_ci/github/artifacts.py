@@ -7,25 +7,20 @@ the newest one on the base branch is the fallback, and the match records which i
 comment can warn that unrelated changes on the branch are counted in the diff
 (research/actions-ecosystem.md §3.2).
 
-Artifacts come from code that ran in CI, so a downloaded zip is untrusted: entries with absolute
-paths, ``..``, symlinks or special files are refused, and sizes are capped on the bytes actually
-decompressed, not on the sizes the archive claims.
+Artifacts come from code that ran in CI, so a downloaded zip is unpacked by ``safezip``, which
+refuses entries that could escape the target directory and caps the bytes actually unpacked.
 """
 
 from __future__ import annotations
 
-import re
 import shutil
-import stat
 import tempfile
-import zipfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
-from gpuemu_ci.errors import InfraError
 from gpuemu_ci.github.client import (
     GitHubClient,
     GitHubDownloadTooLargeError,
@@ -34,29 +29,38 @@ from gpuemu_ci.github.client import (
     GitHubNotFoundError,
 )
 from gpuemu_ci.github.context import ActionContext
+from gpuemu_ci.github.safezip import (
+    DEFAULT_MAX_ENTRIES,
+    ArtifactError,
+    ArtifactTooLargeError,
+    UnsafeArtifactError,
+    extract_zip_safely,
+)
+
+__all__ = [
+    "BASELINE_ARTIFACT",
+    "Artifact",
+    "ArtifactError",
+    "ArtifactExpiredError",
+    "ArtifactTooLargeError",
+    "BaselineFetch",
+    "BaselineMatch",
+    "MatchKind",
+    "UnsafeArtifactError",
+    "download_artifact",
+    "extract_zip_safely",
+    "fetch_baseline",
+    "find_baseline_artifact",
+    "find_run_artifact",
+]
 
 BASELINE_ARTIFACT = "gpuemu-baseline"
 BASELINE_EVENTS = frozenset({"push", "schedule"})
 DEFAULT_MAX_BYTES = 100 * 1024 * 1024
-DEFAULT_MAX_ENTRIES = 10_000
-_CHUNK = 64 * 1024
-_DRIVE = re.compile(r"^[A-Za-z]:")
-
-
-class ArtifactError(InfraError):
-    """An artifact could not be used."""
 
 
 class ArtifactExpiredError(ArtifactError):
     """The artifact passed its retention period (GitHub answers 410 Gone)."""
-
-
-class ArtifactTooLargeError(ArtifactError):
-    """The artifact, or one of its files, is over the size cap."""
-
-
-class UnsafeArtifactError(ArtifactError):
-    """The zip is corrupt or has an entry that could write outside the target directory."""
 
 
 class MatchKind(Enum):
@@ -289,90 +293,6 @@ def fetch_baseline(
     except (ArtifactError, GitHubError) as exc:
         kind, reason = MatchKind.UNAVAILABLE, f"could not download the baseline: {exc.message}"
     return BaselineFetch(BaselineMatch(kind, reason, base_ref=match.base_ref, wanted_sha=match.wanted_sha))
-
-
-def extract_zip_safely(
-    zip_path: Path,
-    dest: Path,
-    *,
-    max_total_bytes: int,
-    max_file_bytes: int,
-    max_entries: int = DEFAULT_MAX_ENTRIES,
-) -> list[Path]:
-    """Unpack ``zip_path`` into the new directory ``dest``; return the files written.
-
-    Refuses (``UnsafeArtifactError``) absolute names, drive letters, backslashes, ``..``,
-    symlinks and other special files, encrypted or duplicate entries; caps (``ArtifactTooLargeError``)
-    the entry count and the decompressed bytes per file and in total.
-    """
-    try:
-        archive = zipfile.ZipFile(zip_path)
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise UnsafeArtifactError(f"{zip_path.name} is not a readable zip archive: {exc}") from exc
-    written: list[Path] = []
-    with archive:
-        infos = archive.infolist()
-        if len(infos) > max_entries:
-            raise ArtifactTooLargeError(
-                f"the archive has {len(infos):,} entries, over the {max_entries:,} cap"
-            )
-        dest.mkdir(parents=True)
-        root = dest.resolve()
-        total = 0
-        for info in infos:
-            relative = _safe_member_path(info)
-            target = root.joinpath(*relative.parts)
-            if not target.resolve().is_relative_to(root):
-                raise UnsafeArtifactError(f"archive entry {info.filename!r} resolves outside the target")
-            if info.is_dir():
-                target.mkdir(parents=True, exist_ok=True)
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            total += _extract_member(archive, info, target, max_file_bytes, max_total_bytes - total)
-            written.append(target)
-    return written
-
-
-def _safe_member_path(info: zipfile.ZipInfo) -> PurePosixPath:
-    name = info.filename
-    if not name or "\x00" in name or "\\" in name:
-        raise UnsafeArtifactError(f"archive entry {name!r} has a forbidden character")
-    if name.startswith("/") or _DRIVE.match(name):
-        raise UnsafeArtifactError(f"archive entry {name!r} is an absolute path")
-    parts = [p for p in PurePosixPath(name).parts if p != "."]
-    if ".." in parts:
-        raise UnsafeArtifactError(f"archive entry {name!r} climbs out of the target with '..'")
-    if not parts:
-        raise UnsafeArtifactError(f"archive entry {name!r} has an empty name")
-    kind = stat.S_IFMT(info.external_attr >> 16)
-    if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
-        what = "a symlink" if kind == stat.S_IFLNK else "a special file"
-        raise UnsafeArtifactError(f"archive entry {name!r} is {what}")
-    if info.flag_bits & 0x1:
-        raise UnsafeArtifactError(f"archive entry {name!r} is encrypted")
-    return PurePosixPath(*parts)
-
-
-def _extract_member(
-    archive: zipfile.ZipFile, info: zipfile.ZipInfo, target: Path, max_file: int, budget: int
-) -> int:
-    limit = min(max_file, budget)
-    size = 0
-    try:
-        with archive.open(info) as src, target.open("xb") as dst:
-            while chunk := src.read(_CHUNK):
-                size += len(chunk)
-                if size > limit:
-                    cap = "per-file" if max_file <= budget else "total"
-                    raise ArtifactTooLargeError(
-                        f"archive entry {info.filename!r} unpacks past the {cap} cap of {limit:,} bytes"
-                    )
-                dst.write(chunk)
-    except FileExistsError as exc:
-        raise UnsafeArtifactError(f"archive entry {info.filename!r} appears twice") from exc
-    except (zipfile.BadZipFile, EOFError, NotImplementedError) as exc:
-        raise UnsafeArtifactError(f"archive entry {info.filename!r} is corrupt: {exc}") from exc
-    return size
 
 
 def _candidates(

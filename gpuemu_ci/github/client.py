@@ -18,14 +18,11 @@ API", "Rate limits for the REST API"):
 
 from __future__ import annotations
 
-import email.utils
 import logging
 import random
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -33,118 +30,50 @@ from urllib.parse import urljoin, urlsplit
 import httpx
 
 from gpuemu_ci import __version__
-from gpuemu_ci.errors import InfraError, UsageError
+from gpuemu_ci.errors import UsageError
+from gpuemu_ci.github.api_errors import (
+    ERRORS_BY_STATUS,
+    GitHubAuthError,
+    GitHubDownloadTooLargeError,
+    GitHubError,
+    GitHubForbiddenError,
+    GitHubGoneError,
+    GitHubNetworkError,
+    GitHubNotFoundError,
+    GitHubRateLimitError,
+    GitHubServerError,
+    GitHubValidationError,
+)
+from gpuemu_ci.github.retry import Decision, RetryKind, RetryPolicy, RetryState, api_message
+
+__all__ = [
+    "ACCEPT",
+    "API_VERSION",
+    "DEFAULT_API_URL",
+    "GitHubAuthError",
+    "GitHubClient",
+    "GitHubDownloadTooLargeError",
+    "GitHubError",
+    "GitHubForbiddenError",
+    "GitHubGoneError",
+    "GitHubNetworkError",
+    "GitHubNotFoundError",
+    "GitHubRateLimitError",
+    "GitHubServerError",
+    "GitHubValidationError",
+]
+
 
 API_VERSION = "2022-11-28"
 ACCEPT = "application/vnd.github+json"
 DEFAULT_API_URL = "https://api.github.com"
 USER_AGENT = f"gpuemu-ci/{__version__}"
 
-_SERVER_ERRORS = frozenset({500, 502, 503, 504})
 _IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "PATCH", "DELETE", "OPTIONS"})
 _LINK_NEXT = re.compile(r'<([^>]*)>\s*;\s*rel="?next"?')
-_SECONDARY_MIN_WAIT = 60.0  # GitHub: "wait for at least one minute before retrying"
-_BACKOFF_CAP = 60.0
 _NOT_RESENT = "not resent: GitHub may have applied it"
 
 log = logging.getLogger(__name__)
-
-
-class GitHubError(InfraError):
-    """A GitHub API request failed; ``status`` is the HTTP status (None for network failures)."""
-
-    hint = ""
-
-    def __init__(
-        self,
-        what: str,
-        detail: str,
-        *,
-        status: int | None = None,
-        api_message: str = "",
-        documentation_url: str = "",
-    ) -> None:
-        message = f"GitHub API {what} failed: {detail}"
-        if self.hint:
-            message += f" ({self.hint})"
-        super().__init__(message)
-        self.status = status
-        self.api_message = api_message
-        self.documentation_url = documentation_url
-
-
-class GitHubAuthError(GitHubError):
-    """401: the token is missing, expired or invalid."""
-
-    hint = "check the github_token input"
-
-
-class GitHubForbiddenError(GitHubError):
-    """403 that is not a rate limit: the token lacks a permission (read-only fork tokens)."""
-
-    hint = (
-        "the token lacks a permission: grant it in the workflow's `permissions:` block; pull requests "
-        "from forks only get a read-only token"
-    )
-
-
-class GitHubNotFoundError(GitHubError):
-    """404: the resource does not exist or the token cannot see it."""
-
-
-class GitHubGoneError(GitHubError):
-    """410: the resource existed but is gone (an expired artifact, a deleted issue)."""
-
-
-class GitHubValidationError(GitHubError):
-    """422: GitHub rejected the request body (for example a comment over 65,536 characters)."""
-
-
-class GitHubRateLimitError(GitHubError):
-    """Rate limited, and waiting longer was not allowed by the retry budget."""
-
-
-class GitHubServerError(GitHubError):
-    """5xx after the allowed retries (or once, for a request that must not be resent)."""
-
-
-class GitHubNetworkError(GitHubError):
-    """The connection failed (DNS, refused, reset, timeout) after the allowed retries."""
-
-
-class GitHubDownloadTooLargeError(GitHubError):
-    """A download exceeded the caller's byte cap; what was received is discarded."""
-
-
-_ERRORS_BY_STATUS: dict[int, type[GitHubError]] = {
-    401: GitHubAuthError,
-    403: GitHubForbiddenError,
-    404: GitHubNotFoundError,
-    410: GitHubGoneError,
-    422: GitHubValidationError,
-}
-
-
-class _RetryKind(Enum):
-    RATE_LIMIT = "rate limit"
-    SERVER = "server error"
-    NETWORK = "network error"
-
-
-@dataclass(frozen=True)
-class _Decision:
-    kind: _RetryKind
-    delay: float
-    header_less_secondary: bool = False
-
-
-@dataclass
-class _RetryState:
-    """Bookkeeping for one logical request across its attempts."""
-
-    attempt: int = 0
-    waited: float = 0.0
-    header_less_secondary: int = 0
 
 
 class GitHubClient:
@@ -176,11 +105,7 @@ class GitHubClient:
         self._origin = (parts.scheme, parts.netloc.lower())
         self._base_path = parts.path.rstrip("/")
         self._authenticated = bool(token)
-        self.max_retries = max_retries
-        self.max_total_wait = max_total_wait
-        self._sleep = sleep
-        self._clock = clock
-        self._jitter = jitter
+        self.policy = RetryPolicy(max_retries, max_total_wait, sleep, clock, jitter)
         headers = {"Accept": ACCEPT, "X-GitHub-Api-Version": API_VERSION, "User-Agent": USER_AGENT}
         if token:
             headers["Authorization"] = f"Bearer {token}"
@@ -228,27 +153,27 @@ class GitHubClient:
         resend_ok = method in _IDEMPOTENT if idempotent is None else idempotent
         url = self._url(path)
         what = f"{method} {urlsplit(url).path}"
-        state = _RetryState()
+        state = RetryState()
         while True:
             try:
                 response = self._http.request(method, url, params=params, json=json)
             except httpx.TransportError as exc:
                 # A refused connection never reached GitHub, so it is safe to resend anything.
                 safe = resend_ok or isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
-                if not safe or state.attempt >= self.max_retries:
+                if not safe or self.policy.exhausted(state):
                     raise GitHubNetworkError(what, _describe_transport_error(exc)) from exc
-                self._pause(state, _Decision(_RetryKind.NETWORK, self._backoff(state.attempt)), what)
+                self.policy.pause(state, self.policy.network_retry(state), what)
                 continue
             if response.status_code in ok:
                 return response
-            decision = self._classify(response, state)
-            retryable = decision is not None and (decision.kind is _RetryKind.RATE_LIMIT or resend_ok)
-            if decision is None or not retryable or state.attempt >= self.max_retries:
+            decision = self.policy.classify(response, state)
+            retryable = decision is not None and (decision.kind is RetryKind.RATE_LIMIT or resend_ok)
+            if decision is None or not retryable or self.policy.exhausted(state):
                 note = ""
                 if decision is not None:
                     note = f"gave up after {state.attempt} retries" if retryable else _NOT_RESENT
                 raise _error_for(what, response, decision, note)
-            self._pause(state, decision, what, response=response)
+            self.policy.pause(state, decision, what, response.status_code)
 
     def get_json(self, path: str, params: Mapping[str, Any] | None = None) -> Any:
         """GET and decode a JSON body."""
@@ -328,7 +253,7 @@ class GitHubClient:
     def _fetch_storage(self, url: str, dest: Path, max_bytes: int) -> int:
         # Only the host is named in messages: the query string is a signature.
         what = f"download from {urlsplit(url).netloc}"
-        state = _RetryState()
+        state = RetryState()
         while True:
             try:
                 with self._storage().stream("GET", url) as response:
@@ -341,14 +266,14 @@ class GitHubClient:
                         return _write_capped(dest, response.iter_bytes(), max_bytes, what)
                     response.read()
             except httpx.TransportError as exc:
-                if state.attempt >= self.max_retries:
+                if self.policy.exhausted(state):
                     raise GitHubNetworkError(what, _describe_transport_error(exc)) from exc
-                self._pause(state, _Decision(_RetryKind.NETWORK, self._backoff(state.attempt)), what)
+                self.policy.pause(state, self.policy.network_retry(state), what)
                 continue
-            decision = self._classify(response, state)
-            if decision is None or state.attempt >= self.max_retries:
+            decision = self.policy.classify(response, state)
+            if decision is None or self.policy.exhausted(state):
                 raise GitHubError(what, f"{response.status_code}", status=response.status_code)
-            self._pause(state, decision, what, response=response)
+            self.policy.pause(state, decision, what, response.status_code)
 
     def _url(self, path: str) -> str:
         if "://" not in path:
@@ -359,90 +284,21 @@ class GitHubClient:
             raise GitHubError("request", f"refusing to send the token to {parts.netloc or path}")
         return path
 
-    def _classify(self, response: httpx.Response, state: _RetryState) -> _Decision | None:
-        status = response.status_code
-        headers = response.headers
-        retry_after = _parse_retry_after(headers.get("retry-after"), self._clock)
-        if status == 429 or (status == 403 and _is_rate_limited_403(response)):
-            if retry_after is not None:
-                return _Decision(_RetryKind.RATE_LIMIT, retry_after)
-            reset = _int_or_none(headers.get("x-ratelimit-reset"))
-            if headers.get("x-ratelimit-remaining") == "0" and reset is not None:
-                # One second of slack: the reset time is whole seconds and clocks differ.
-                return _Decision(_RetryKind.RATE_LIMIT, max(0.0, reset - self._clock()) + 1.0)
-            delay = _SECONDARY_MIN_WAIT * 2**state.header_less_secondary
-            return _Decision(_RetryKind.RATE_LIMIT, delay, header_less_secondary=True)
-        if status in _SERVER_ERRORS:
-            delay = retry_after if retry_after is not None else self._backoff(state.attempt)
-            return _Decision(_RetryKind.SERVER, delay)
-        return None
 
-    def _backoff(self, attempt: int) -> float:
-        base = min(_BACKOFF_CAP, 2.0**attempt)
-        return base * (1.0 + 0.25 * self._jitter())
-
-    def _pause(
-        self, state: _RetryState, decision: _Decision, what: str, *, response: httpx.Response | None = None
-    ) -> None:
-        """Sleep before the next attempt, or fail now if the wait would exceed the budget."""
-        status = f"{response.status_code} " if response is not None else ""
-        if state.waited + decision.delay > self.max_total_wait:
-            error = GitHubRateLimitError if decision.kind is _RetryKind.RATE_LIMIT else GitHubServerError
-            raise error(
-                what,
-                f"{status}{decision.kind.value}; GitHub asks to wait {decision.delay:.0f} s, over the "
-                f"remaining retry budget of {self.max_total_wait - state.waited:.0f} s",
-                status=response.status_code if response is not None else None,
-            )
-        log.warning(
-            "%s: %s%s, retrying in %.1f s (retry %d of %d)",
-            what,
-            status,
-            decision.kind.value,
-            decision.delay,
-            state.attempt + 1,
-            self.max_retries,
-        )
-        self._sleep(decision.delay)
-        state.waited += decision.delay
-        state.attempt += 1
-        if decision.header_less_secondary:
-            state.header_less_secondary += 1
-
-
-def _api_message(response: httpx.Response) -> tuple[str, str]:
-    try:
-        body = response.json()
-    except (ValueError, UnicodeDecodeError):
-        return "", ""
-    if not isinstance(body, dict):
-        return "", ""
-    message = body.get("message")
-    doc = body.get("documentation_url")
-    return (message if isinstance(message, str) else ""), (doc if isinstance(doc, str) else "")
-
-
-def _is_rate_limited_403(response: httpx.Response) -> bool:
-    if "retry-after" in response.headers or response.headers.get("x-ratelimit-remaining") == "0":
-        return True
-    message, _ = _api_message(response)
-    return "rate limit" in message.lower()
-
-
-def _error_for(what: str, response: httpx.Response, decision: _Decision | None, note: str) -> GitHubError:
+def _error_for(what: str, response: httpx.Response, decision: Decision | None, note: str) -> GitHubError:
     status = response.status_code
-    message, doc = _api_message(response)
+    message, doc = api_message(response)
     detail = f"{status} {response.reason_phrase}".rstrip()
     if message:
         detail += f": {message[:300]}"
     if note:
         detail += f" ({note})"
-    if decision is not None and decision.kind is _RetryKind.RATE_LIMIT:
+    if decision is not None and decision.kind is RetryKind.RATE_LIMIT:
         cls: type[GitHubError] = GitHubRateLimitError
     elif status >= 500:
         cls = GitHubServerError
     else:
-        cls = _ERRORS_BY_STATUS.get(status, GitHubError)
+        cls = ERRORS_BY_STATUS.get(status, GitHubError)
     return cls(what, detail, status=status, api_message=message, documentation_url=doc)
 
 
@@ -462,27 +318,6 @@ def _next_link(header: str | None) -> str | None:
         if match:
             return match.group(1)
     return None
-
-
-def _parse_retry_after(value: str | None, clock: Callable[[], float]) -> float | None:
-    """Retry-After is delay-seconds or an HTTP-date (RFC 9110 §10.2.3)."""
-    if value is None:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - clock())
-
-
-def _int_or_none(value: str | None) -> int | None:
-    try:
-        return int(value) if value is not None else None
-    except ValueError:
-        return None
 
 
 def _describe_transport_error(exc: httpx.TransportError) -> str:

@@ -53,12 +53,16 @@ def _helper(a):
 def describe(a, b, **kw):
     return np.array(a.strides + b.strides, dtype=np.int64), np.array(a.shape + b.shape, dtype=np.int64)
 
+def _wide(a):
+    # everything between the strided view's elements, through a wider view over the same memory
+    shape, strides = (a.shape[0], a.shape[1] * 2), (a.strides[0], a.itemsize)
+    return np.lib.stride_tricks.as_strided(a, shape=shape, strides=strides)
+
 def with_gaps(a, b, **kw):
-    # everything between the strided view's elements, read through a wider view over the same memory
-    return np.lib.stride_tricks.as_strided(a, shape=(a.shape[0], a.shape[1] * 2), strides=(a.strides[0], a.itemsize))
+    return _wide(a)
 
 def poke_gap(a, b, **kw):
-    wide = np.lib.stride_tricks.as_strided(a, shape=(a.shape[0], a.shape[1] * 2), strides=(a.strides[0], a.itemsize))
+    wide = _wide(a)
     wide[0, 1] = 0.0  # outside the view, inside its buffer
     return a + b
 

@@ -1,4 +1,4 @@
-"""[[kernels]] launches: expressions, argument mapping and launch plans (pure Python), and a real GPU launch."""
+"""[[kernels]] launches: expressions, argument mapping and launch plans (pure Python), and a GPU launch."""
 
 from __future__ import annotations
 

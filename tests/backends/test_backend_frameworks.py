@@ -59,7 +59,8 @@ def _row_softmax(out_ptr, x_ptr, x_row_stride, x_col_stride, out_row_stride, n_c
 def softmax(x):
     rows, cols = x.shape
     out = torch.empty((rows, cols), dtype=x.dtype)
-    _row_softmax[(rows,)](out, x, x.stride(0), x.stride(1), out.stride(0), cols, BLOCK=triton.next_power_of_2(cols))
+    block = triton.next_power_of_2(cols)
+    _row_softmax[(rows,)](out, x, x.stride(0), x.stride(1), out.stride(0), cols, BLOCK=block)
     return out
 """
 

@@ -140,15 +140,12 @@ def test_parallel_jobs_from_threads(user_root: Path) -> None:
     results: list[CallStatus] = []
     lock = threading.Lock()
 
-    def work(op: str) -> None:
-        run = WorkerPool_run(op)
-        with lock:
-            results.append(run.op.status)
-
     with WorkerPool(2, user_root, gpu=None) as p:
 
-        def WorkerPool_run(op: str):  # noqa: N802
-            return p.run(make_job(user_root, op, pair(), timeout_s=5))
+        def work(op: str) -> None:
+            run = p.run(make_job(user_root, op, pair(), timeout_s=5))
+            with lock:
+                results.append(run.op.status)
 
         threads = [
             threading.Thread(target=work, args=(op,)) for op in ["userops:add"] * 6 + ["userops:segfault"]

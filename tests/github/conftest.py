@@ -10,20 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from fake_api import FakeGitHub
+from fake_api import FakeGitHub, SleepRecorder
 from openapi_check import contract
 
 from gpuemu_ci.github.client import GitHubClient
-
-
-class SleepRecorder:
-    """An injected ``sleep``: records the waits the client asks for, and does not wait."""
-
-    def __init__(self) -> None:
-        self.waits: list[float] = []
-
-    def __call__(self, seconds: float) -> None:
-        self.waits.append(seconds)
 
 
 @pytest.fixture

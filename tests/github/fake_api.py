@@ -17,7 +17,6 @@ response is recorded in ``responses`` so tests can validate it against the OpenA
 from __future__ import annotations
 
 import io
-import json
 import re
 import secrets
 import threading
@@ -25,17 +24,15 @@ import zipfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import urlencode
 
 import fake_objects as obj
 import fake_routes as routes
+from fake_http import LoopbackServer, Recorded, RecordedResponse, Reply
 
 API_VERSION = "2022-11-28"
 _EPOCH = datetime(2026, 3, 1, tzinfo=timezone.utc)
-
-Reply = tuple[int, Any, dict[str, str]]
 
 
 @dataclass(frozen=True)
@@ -79,26 +76,14 @@ class Failure:
         return cls(403, obj.basic_error("Resource not accessible by integration", 403))
 
 
-@dataclass(frozen=True)
-class Recorded:
-    """One request as the server saw it (header names lower-cased)."""
+class SleepRecorder:
+    """An injected ``sleep``: records the waits the client asks for, and does not wait."""
 
-    method: str
-    path: str
-    query: dict[str, list[str]]
-    headers: dict[str, str]
-    body: bytes
+    def __init__(self) -> None:
+        self.waits: list[float] = []
 
-
-@dataclass(frozen=True)
-class RecordedResponse:
-    """One API response, with the OpenAPI path template of the operation it answered."""
-
-    template: str
-    method: str
-    status: int
-    body: Any
-    headers: dict[str, str]
+    def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
 
 
 @dataclass
@@ -149,8 +134,8 @@ class FakeGitHub:
         self._lock = threading.RLock()
         self._ids = 1000
         self._ticks = 0
-        self._api = _Server(self._handle_api, on_response=self.responses.append)
-        self._storage = _Server(self._handle_storage)
+        self._api = LoopbackServer(self._handle_api, on_response=self.responses.append)
+        self._storage = LoopbackServer(self._handle_storage)
         self.site = obj.Site(api=self._api.url)
         self.repo = obj.minimal_repository(self.site, repository, repository_id)
         self._routes = self._build_routes()
@@ -382,55 +367,10 @@ class FakeGitHub:
     # -- internals: HTTP ------------------------------------------------------------------
 
     def _build_routes(self) -> list[tuple[str, re.Pattern[str], str, Callable[..., Reply]]]:
-        table = [
-            ("GET", r"/actions/artifacts", "/actions/artifacts", routes.list_artifacts),
-            (
-                "GET",
-                r"/actions/artifacts/(?P<artifact_id>\d+)/(?P<archive_format>[^/]+)",
-                "/actions/artifacts/{artifact_id}/{archive_format}",
-                routes.download_artifact,
-            ),
-            ("GET", r"/actions/runs", "/actions/runs", routes.list_runs),
-            ("GET", r"/actions/runs/(?P<run_id>\d+)", "/actions/runs/{run_id}", routes.get_run),
-            (
-                "GET",
-                r"/actions/runs/(?P<run_id>\d+)/artifacts",
-                "/actions/runs/{run_id}/artifacts",
-                routes.list_run_artifacts,
-            ),
-            ("GET", r"/issues", "/issues", routes.list_issues),
-            ("POST", r"/issues", "/issues", routes.create_issue),
-            ("PATCH", r"/issues/(?P<issue_number>\d+)", "/issues/{issue_number}", routes.update_issue),
-            (
-                "GET",
-                r"/issues/(?P<issue_number>\d+)/comments",
-                "/issues/{issue_number}/comments",
-                routes.list_comments,
-            ),
-            (
-                "POST",
-                r"/issues/(?P<issue_number>\d+)/comments",
-                "/issues/{issue_number}/comments",
-                routes.create_comment,
-            ),
-            (
-                "PATCH",
-                r"/issues/comments/(?P<comment_id>\d+)",
-                "/issues/comments/{comment_id}",
-                routes.update_comment,
-            ),
-            (
-                "DELETE",
-                r"/issues/comments/(?P<comment_id>\d+)",
-                "/issues/comments/{comment_id}",
-                routes.delete_comment,
-            ),
-            ("GET", r"/pulls", "/pulls", routes.list_pulls),
-        ]
         prefix = re.escape(f"/repos/{self.repository}")
         return [
             (method, re.compile(f"^{prefix}{regex}$"), "/repos/{owner}/{repo}" + template, handler)
-            for method, regex, template, handler in table
+            for method, regex, template, handler in routes.ROUTES
         ]
 
     def _take_failure(self, method: str, path: str) -> Failure | None:
@@ -493,80 +433,3 @@ class FakeGitHub:
         # Like a pre-signed blob URL: the signature is the credential, no header is needed.
         signature = secrets.token_urlsafe(12)
         return f"{self.storage_url}/blob/{artifact_id}?sig={signature}&se=2026-03-01T00%3A01%3A00Z"
-
-
-class _Server:
-    """One ThreadingHTTPServer on an ephemeral loopback port, serving ``handle``."""
-
-    def __init__(
-        self,
-        handle: Callable[[Recorded], tuple[str, Reply]],
-        on_response: Callable[[RecordedResponse], None] | None = None,
-    ) -> None:
-        self._handle = handle
-        self._on_response = on_response
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever,
-            kwargs={"poll_interval": 0.02},
-            name=f"fake {self.url}",
-            daemon=True,
-        )
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:  # quiet test output
-                return
-
-            def _serve(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                parts = urlsplit(self.path)
-                request = Recorded(
-                    method=self.command,
-                    path=parts.path,
-                    query=parse_qs(parts.query),
-                    headers={k.lower(): v for k, v in self.headers.items()},
-                    body=self.rfile.read(length) if length else b"",
-                )
-                template, (status, body, headers) = server._handle(request)
-                self._send(template, request, status, body, headers)
-
-            def _send(
-                self, template: str, request: Recorded, status: int, body: Any, headers: dict[str, str]
-            ) -> None:
-                if isinstance(body, bytes):
-                    payload = body
-                elif body is None:
-                    payload = b""
-                else:
-                    payload = json.dumps(body).encode("utf-8")
-                    headers = {"Content-Type": "application/json; charset=utf-8", **headers}
-                if server._on_response is not None:
-                    lower = {k.lower(): v for k, v in headers.items()}
-                    server._on_response(RecordedResponse(template, request.method, status, body, lower))
-                self.send_response(status)
-                for key, value in headers.items():
-                    self.send_header(key, value)
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            do_GET = do_POST = do_PATCH = do_DELETE = do_PUT = _serve
-
-        return Handler

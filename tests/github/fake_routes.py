@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import fake_objects as obj
+from fake_http import Recorded, Reply
 
 if TYPE_CHECKING:
-    from fake_api import FakeGitHub, Recorded, Reply
+    from fake_api import FakeGitHub
 
 COMMENT_LIMIT = 65_536
 
@@ -211,3 +213,51 @@ def list_pulls(fake: FakeGitHub, params: dict[str, str], request: Recorded) -> R
     ]
     page, headers = _page(fake, request, _newest_first(items))
     return 200, page, headers
+
+
+# (method, path regex after /repos/{owner}/{repo}, OpenAPI path template suffix, handler)
+ROUTES: list[tuple[str, str, str, Callable[..., Reply]]] = [
+    ("GET", r"/actions/artifacts", "/actions/artifacts", list_artifacts),
+    (
+        "GET",
+        r"/actions/artifacts/(?P<artifact_id>\d+)/(?P<archive_format>[^/]+)",
+        "/actions/artifacts/{artifact_id}/{archive_format}",
+        download_artifact,
+    ),
+    ("GET", r"/actions/runs", "/actions/runs", list_runs),
+    ("GET", r"/actions/runs/(?P<run_id>\d+)", "/actions/runs/{run_id}", get_run),
+    (
+        "GET",
+        r"/actions/runs/(?P<run_id>\d+)/artifacts",
+        "/actions/runs/{run_id}/artifacts",
+        list_run_artifacts,
+    ),
+    ("GET", r"/issues", "/issues", list_issues),
+    ("POST", r"/issues", "/issues", create_issue),
+    ("PATCH", r"/issues/(?P<issue_number>\d+)", "/issues/{issue_number}", update_issue),
+    (
+        "GET",
+        r"/issues/(?P<issue_number>\d+)/comments",
+        "/issues/{issue_number}/comments",
+        list_comments,
+    ),
+    (
+        "POST",
+        r"/issues/(?P<issue_number>\d+)/comments",
+        "/issues/{issue_number}/comments",
+        create_comment,
+    ),
+    (
+        "PATCH",
+        r"/issues/comments/(?P<comment_id>\d+)",
+        "/issues/comments/{comment_id}",
+        update_comment,
+    ),
+    (
+        "DELETE",
+        r"/issues/comments/(?P<comment_id>\d+)",
+        "/issues/comments/{comment_id}",
+        delete_comment,
+    ),
+    ("GET", r"/pulls", "/pulls", list_pulls),
+]

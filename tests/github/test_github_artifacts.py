@@ -9,8 +9,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import SleepRecorder
-from fake_api import Failure, FakeGitHub, make_zip
+from fake_api import Failure, FakeGitHub, SleepRecorder, make_zip
 
 from gpuemu_ci.github.artifacts import (
     Artifact,

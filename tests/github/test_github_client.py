@@ -7,8 +7,7 @@ import socket
 from pathlib import Path
 
 import pytest
-from conftest import SleepRecorder
-from fake_api import Failure, FakeGitHub
+from fake_api import Failure, FakeGitHub, SleepRecorder
 
 from gpuemu_ci.errors import ExitCode, GpuemuError, UsageError
 from gpuemu_ci.github.client import (

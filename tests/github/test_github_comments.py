@@ -6,8 +6,7 @@ import copy
 import json
 from pathlib import Path
 
-from conftest import SleepRecorder
-from fake_api import Failure, FakeGitHub
+from fake_api import Failure, FakeGitHub, SleepRecorder
 from fake_objects import validation_error
 
 from gpuemu_ci.github.client import GitHubClient

@@ -1,0 +1,102 @@
+"""Harness overhead and parallel speedup of `gpuemu-ci run` on the quickstart suite, measured in one run.
+
+For each --jobs value it runs the whole pipeline (plan, fuzz, worker pool, oracle, results document; lint
+off, since ptxas time is not op time) through `run_pipeline`, with a WorkerPool wrapper that adds up the
+time each worker spent inside the user calls (CallResult.duration_s of the reference, |reference|, op and
+re-run calls). It prints, per jobs value, the best of --rounds:
+  wall       - seconds for run_pipeline, worker start-up included
+  calls      - seconds inside op + reference calls (summed over workers)
+  overhead   - wall / calls with --jobs 1 (target <= 1.15): everything that is not user code
+  speedup    - wall(jobs=1) / wall(jobs=N)
+
+    python bench/bench_harness.py [--config examples/quickstart/gpuemu.toml] [--jobs 1 2] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from gpuemu_ci.backends import WorkerPool
+from gpuemu_ci.backends.interface import CaseJob, CaseRun
+from gpuemu_ci.config.load import load_config
+from gpuemu_ci.config.model import Config
+from gpuemu_ci.pipeline.run import RunOptions, run_pipeline
+
+OVERHEAD_TARGET = 1.15
+DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "examples" / "quickstart" / "gpuemu.toml"
+
+
+class TimedPool:
+    """A WorkerPool that adds up the time spent inside user calls."""
+
+    def __init__(self, jobs: int, root: Path) -> None:
+        self.pool = WorkerPool(jobs, root)
+        self.call_s = 0.0
+        self.cases = 0
+        self._lock = threading.Lock()
+
+    def run(self, job: CaseJob) -> CaseRun:
+        run = self.pool.run(job)
+        calls = (run.reference, run.reference_abs, run.op, run.rerun)
+        spent = sum(c.duration_s for c in calls if c is not None)
+        with self._lock:
+            self.call_s += spent
+            self.cases += 1
+        return run
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def measure(config: Config, jobs: int, out_dir: Path) -> tuple[float, float, int, str]:
+    """(wall seconds, seconds inside calls, cases, verdict) of one pipeline run."""
+    pools: list[TimedPool] = []
+
+    def factory(n: int) -> TimedPool:
+        pools.append(TimedPool(n, config.root))
+        return pools[-1]
+
+    options = RunOptions(out_dir=out_dir, jobs=jobs, lint=False)
+    start = time.perf_counter()
+    document = run_pipeline(config, options, pool_factory=factory, gpu=None)
+    wall = time.perf_counter() - start
+    return wall, sum(p.call_s for p in pools), sum(p.cases for p in pools), document.verdict.value
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
+    parser.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args(argv)
+    config = load_config(args.config)
+    best: dict[int, tuple[float, float, int, str]] = {}
+    with tempfile.TemporaryDirectory(prefix="gpuemu-bench-") as tmp:
+        for round_no in range(args.rounds):
+            for jobs in args.jobs:  # interleaved, so machine load hits every setting alike
+                result = measure(config, jobs, Path(tmp) / f"r{round_no}-j{jobs}")
+                if jobs not in best or result[0] < best[jobs][0]:
+                    best[jobs] = result
+    base_wall = best[min(args.jobs)][0]
+    print(f"config: {args.config}  rounds: {args.rounds}  (best wall time of each setting)")
+    print(f"{'jobs':>4} {'cases':>6} {'wall s':>8} {'calls s':>8} {'wall/calls':>10} {'speedup':>8}  verdict")
+    for jobs in args.jobs:
+        wall, calls, cases, verdict = best[jobs]
+        ratio = wall / calls if calls else float("inf")
+        print(f"{jobs:>4} {cases:>6} {wall:>8.3f} {calls:>8.3f} {ratio:>10.3f} {base_wall / wall:>8.2f}x  {verdict}")
+    if 1 in best:
+        wall, calls, _, _ = best[1]
+        ratio = wall / calls if calls else float("inf")
+        verdict = "meets" if ratio <= OVERHEAD_TARGET else "misses"
+        print(f"harness overhead (jobs=1): {ratio:.3f} = wall / time inside calls; {verdict} the target "
+              f"<= {OVERHEAD_TARGET}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+../../buggy/softmax_tail_bug.py

@@ -1,0 +1,116 @@
+"""Unpack an untrusted zip archive (a downloaded artifact) without letting it escape its directory.
+
+Artifacts are produced by code that ran in CI, possibly a fork's. Entries with absolute paths,
+drive letters, backslashes or ``..`` are refused, as are symlinks, special files, encrypted and
+duplicate entries. Sizes are capped on the bytes actually decompressed, not on the sizes the
+archive claims, so a zip bomb stops at the cap.
+"""
+
+from __future__ import annotations
+
+import re
+import stat
+import zipfile
+from pathlib import Path, PurePosixPath
+
+from gpuemu_ci.errors import InfraError
+
+DEFAULT_MAX_ENTRIES = 10_000
+_CHUNK = 64 * 1024
+_DRIVE = re.compile(r"^[A-Za-z]:")
+
+
+class ArtifactError(InfraError):
+    """An artifact could not be used."""
+
+
+class ArtifactTooLargeError(ArtifactError):
+    """The artifact, or one of its files, is over the size cap."""
+
+
+class UnsafeArtifactError(ArtifactError):
+    """The zip is corrupt or has an entry that could write outside the target directory."""
+
+
+def extract_zip_safely(
+    zip_path: Path,
+    dest: Path,
+    *,
+    max_total_bytes: int,
+    max_file_bytes: int,
+    max_entries: int = DEFAULT_MAX_ENTRIES,
+) -> list[Path]:
+    """Unpack ``zip_path`` into the new directory ``dest``; return the files written.
+
+    Refuses (``UnsafeArtifactError``) absolute names, drive letters, backslashes, ``..``,
+    symlinks and other special files, encrypted or duplicate entries; caps (``ArtifactTooLargeError``)
+    the entry count and the decompressed bytes per file and in total.
+    """
+    try:
+        archive = zipfile.ZipFile(zip_path)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise UnsafeArtifactError(f"{zip_path.name} is not a readable zip archive: {exc}") from exc
+    written: list[Path] = []
+    with archive:
+        infos = archive.infolist()
+        if len(infos) > max_entries:
+            raise ArtifactTooLargeError(
+                f"the archive has {len(infos):,} entries, over the {max_entries:,} cap"
+            )
+        dest.mkdir(parents=True)
+        root = dest.resolve()
+        total = 0
+        for info in infos:
+            relative = _safe_member_path(info)
+            target = root.joinpath(*relative.parts)
+            if not target.resolve().is_relative_to(root):
+                raise UnsafeArtifactError(f"archive entry {info.filename!r} resolves outside the target")
+            if info.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            total += _extract_member(archive, info, target, max_file_bytes, max_total_bytes - total)
+            written.append(target)
+    return written
+
+
+def _safe_member_path(info: zipfile.ZipInfo) -> PurePosixPath:
+    name = info.filename
+    if not name or "\x00" in name or "\\" in name:
+        raise UnsafeArtifactError(f"archive entry {name!r} has a forbidden character")
+    if name.startswith("/") or _DRIVE.match(name):
+        raise UnsafeArtifactError(f"archive entry {name!r} is an absolute path")
+    parts = [p for p in PurePosixPath(name).parts if p != "."]
+    if ".." in parts:
+        raise UnsafeArtifactError(f"archive entry {name!r} climbs out of the target with '..'")
+    if not parts:
+        raise UnsafeArtifactError(f"archive entry {name!r} has an empty name")
+    kind = stat.S_IFMT(info.external_attr >> 16)
+    if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
+        what = "a symlink" if kind == stat.S_IFLNK else "a special file"
+        raise UnsafeArtifactError(f"archive entry {name!r} is {what}")
+    if info.flag_bits & 0x1:
+        raise UnsafeArtifactError(f"archive entry {name!r} is encrypted")
+    return PurePosixPath(*parts)
+
+
+def _extract_member(
+    archive: zipfile.ZipFile, info: zipfile.ZipInfo, target: Path, max_file: int, budget: int
+) -> int:
+    limit = min(max_file, budget)
+    size = 0
+    try:
+        with archive.open(info) as src, target.open("xb") as dst:
+            while chunk := src.read(_CHUNK):
+                size += len(chunk)
+                if size > limit:
+                    cap = "per-file" if max_file <= budget else "total"
+                    raise ArtifactTooLargeError(
+                        f"archive entry {info.filename!r} unpacks past the {cap} cap of {limit:,} bytes"
+                    )
+                dst.write(chunk)
+    except FileExistsError as exc:
+        raise UnsafeArtifactError(f"archive entry {info.filename!r} appears twice") from exc
+    except (zipfile.BadZipFile, EOFError, NotImplementedError) as exc:
+        raise UnsafeArtifactError(f"archive entry {info.filename!r} is corrupt: {exc}") from exc
+    return size
