@@ -6,7 +6,9 @@ time each worker spent inside the user calls (CallResult.duration_s of the refer
 re-run calls). It prints, per jobs value, the best of --rounds:
   wall       - seconds for run_pipeline, worker start-up included
   calls      - seconds inside op + reference calls (summed over workers)
-  overhead   - wall / calls with --jobs 1 (target <= 1.15): everything that is not user code
+  pool       - seconds callers spent inside WorkerPool.run (summed over threads): IPC, copies, start-up
+  overhead   - wall / calls with --jobs 1 (target <= 1.15): everything that is not user code;
+               pool / calls is the worker pool's share of it
   speedup    - wall(jobs=1) / wall(jobs=N)
 
     python bench/bench_harness.py [--config examples/quickstart/gpuemu.toml] [--jobs 1 2] [--rounds 3]
@@ -37,15 +39,19 @@ class TimedPool:
     def __init__(self, jobs: int, root: Path) -> None:
         self.pool = WorkerPool(jobs, root)
         self.call_s = 0.0
+        self.pool_s = 0.0
         self.cases = 0
         self._lock = threading.Lock()
 
     def run(self, job: CaseJob) -> CaseRun:
+        start = time.perf_counter()
         run = self.pool.run(job)
+        waited = time.perf_counter() - start
         calls = (run.reference, run.reference_abs, run.op, run.rerun)
         spent = sum(c.duration_s for c in calls if c is not None)
         with self._lock:
             self.call_s += spent
+            self.pool_s += waited
             self.cases += 1
         return run
 
@@ -53,8 +59,8 @@ class TimedPool:
         self.pool.close()
 
 
-def measure(config: Config, jobs: int, out_dir: Path) -> tuple[float, float, int, str]:
-    """(wall seconds, seconds inside calls, cases, verdict) of one pipeline run."""
+def measure(config: Config, jobs: int, out_dir: Path) -> tuple[float, float, float, int, str]:
+    """(wall seconds, seconds inside calls, seconds inside pool.run, cases, verdict) of one pipeline run."""
     pools: list[TimedPool] = []
 
     def factory(n: int) -> TimedPool:
@@ -65,17 +71,20 @@ def measure(config: Config, jobs: int, out_dir: Path) -> tuple[float, float, int
     start = time.perf_counter()
     document = run_pipeline(config, options, pool_factory=factory, gpu=None)
     wall = time.perf_counter() - start
-    return wall, sum(p.call_s for p in pools), sum(p.cases for p in pools), document.verdict.value
+    calls, in_pool = sum(p.call_s for p in pools), sum(p.pool_s for p in pools)
+    return wall, calls, in_pool, sum(p.cases for p in pools), document.verdict.value
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
     parser.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
     config = load_config(args.config)
-    best: dict[int, tuple[float, float, int, str]] = {}
+    best: dict[int, tuple[float, float, float, int, str]] = {}
     with tempfile.TemporaryDirectory(prefix="gpuemu-bench-") as tmp:
         for round_no in range(args.rounds):
             for jobs in args.jobs:  # interleaved, so machine load hits every setting alike
@@ -84,13 +93,17 @@ def main(argv: list[str] | None = None) -> int:
                     best[jobs] = result
     base_wall = best[min(args.jobs)][0]
     print(f"config: {args.config}  rounds: {args.rounds}  (best wall time of each setting)")
-    print(f"{'jobs':>4} {'cases':>6} {'wall s':>8} {'calls s':>8} {'wall/calls':>10} {'speedup':>8}  verdict")
+    print(f"{'jobs':>4} {'cases':>6} {'wall s':>8} {'calls s':>8} {'pool s':>8} {'wall/calls':>10} "
+          f"{'pool/calls':>10} {'speedup':>8}  verdict")  # fmt: skip
     for jobs in args.jobs:
-        wall, calls, cases, verdict = best[jobs]
+        wall, calls, in_pool, cases, verdict = best[jobs]
         ratio = wall / calls if calls else float("inf")
-        print(f"{jobs:>4} {cases:>6} {wall:>8.3f} {calls:>8.3f} {ratio:>10.3f} {base_wall / wall:>8.2f}x  {verdict}")
+        pool_ratio = in_pool / calls if calls else float("inf")
+        speedup = base_wall / wall
+        figures = f"{wall:>8.3f} {calls:>8.3f} {in_pool:>8.3f} {ratio:>10.3f} {pool_ratio:>10.3f}"
+        print(f"{jobs:>4} {cases:>6} {figures} {speedup:>8.2f}x  {verdict}")
     if 1 in best:
-        wall, calls, _, _ = best[1]
+        wall, calls, _, _, _ = best[1]
         ratio = wall / calls if calls else float("inf")
         verdict = "meets" if ratio <= OVERHEAD_TARGET else "misses"
         print(f"harness overhead (jobs=1): {ratio:.3f} = wall / time inside calls; {verdict} the target "

@@ -38,9 +38,18 @@ _MAX_LANES = 4096
 # Steps per block: rows of >= 256 bytes per lane make the transposing copy as fast as a plain copy.
 _BLOCK_STEPS = 64
 
-_S23 = np.uint64(23)
-_S17 = np.uint64(17)
-_S26 = np.uint64(26)
+
+def _shift_amount(bits: int) -> np.ndarray:
+    # A read-only 0-d array: a NumPy scalar operand is converted on every call, which adds ~70% to the
+    # fixed cost of each of the thousands of small ufunc calls below.
+    amount = np.array(bits, dtype=np.uint64)
+    amount.flags.writeable = False
+    return amount
+
+
+_S23 = _shift_amount(23)
+_S17 = _shift_amount(17)
+_S26 = _shift_amount(26)
 
 
 def _as_int(value: object, what: str) -> int:

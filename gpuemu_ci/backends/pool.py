@@ -7,12 +7,15 @@ code does (see process.py); it raises InfraError only when no worker process can
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import shutil
 import tempfile
+import threading
 import weakref
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +24,7 @@ import gpuemu_ci
 from gpuemu_ci.backends.gpu import GpuInfo, detect_gpu
 from gpuemu_ci.backends.interface import CaseJob, CaseRun
 from gpuemu_ci.backends.process import WorkerProcess
+from gpuemu_ci.errors import InfraError
 
 _AUTO = object()
 
@@ -40,7 +44,9 @@ def _worker_env(extra: Mapping[str, str] | None, gpu: GpuInfo | None, jobs: int)
     return env
 
 
-def _shutdown(workers: list[WorkerProcess], pool_dir: Path) -> None:
+def _shutdown(workers: list[WorkerProcess], pool_dir: Path, executor: list[ThreadPoolExecutor]) -> None:
+    for ex in executor:
+        ex.shutdown(wait=True)
     for worker in workers:
         worker.stop()
     shutil.rmtree(pool_dir, ignore_errors=True)
@@ -51,6 +57,8 @@ class WorkerPool:
 
     root: the working directory of the workers (the config's directory). env: extra environment variables.
     gpu: the detected GPU (detected when not given); without one, TRITON_INTERPRET=1 is set for the workers.
+    The processes are started at once, so they boot while the caller plans and generates its first cases.
+    Close the pool (or use it as a context manager) when done; close() waits for cases in flight.
     """
 
     def __init__(
@@ -79,7 +87,12 @@ class WorkerPool:
         for worker in self._workers:
             self._idle.put(worker)
         self._closed = False
-        self._finalizer = weakref.finalize(self, _shutdown, self._workers, self._dir)
+        self._executor: list[ThreadPoolExecutor] = []  # created by the first submit()
+        self._executor_lock = threading.Lock()
+        self._finalizer = weakref.finalize(self, _shutdown, self._workers, self._dir, self._executor)
+        for worker in self._workers:
+            with contextlib.suppress(InfraError):  # reported by the first run() that needs this worker
+                worker.spawn()
 
     @property
     def triton_interpreter(self) -> bool:
@@ -104,6 +117,16 @@ class WorkerPool:
             return worker.run(job)
         finally:
             self._idle.put(worker)
+
+    def submit(self, job: CaseJob) -> Future[CaseRun]:
+        """Queue a case; the Future resolves to its CaseRun (or the exception `run` would raise). At most
+        `jobs` cases run at once; the others wait in order."""
+        if self._closed:
+            raise RuntimeError("WorkerPool is closed")
+        with self._executor_lock:
+            if not self._executor:
+                self._executor.append(ThreadPoolExecutor(self.jobs, thread_name_prefix="gpuemu-pool"))
+            return self._executor[0].submit(self.run, job)
 
     def close(self) -> None:
         """Stop every worker, release shared memory and the log directory. Idempotent."""

@@ -38,10 +38,12 @@ class Stage(IntEnum):
 
 @dataclass(frozen=True)
 class ArenaRef:
-    """A shared-memory segment the worker must attach (sent once per arena)."""
+    """A shared-memory segment the worker must attach (sent once per arena): a POSIX shared-memory name, or
+    a file path when /dev/shm is too small for it (e.g. Docker's 64 MiB default)."""
 
     name: str
     size: int
+    path: str | None = None
 
 
 @dataclass(frozen=True)
@@ -90,11 +92,13 @@ class Hello:
 
 @dataclass(frozen=True)
 class OutputDesc:
-    """An output array; its bytes follow the reply as one raw frame (C order)."""
+    """An output array (C order). Its bytes sit in the arena at `arena_offset`, or (-1) travel with the
+    message: inline in CallDone.payload when there is one, else as one raw frame after the message."""
 
     dtype: str
     shape: tuple[int, ...]
     nbytes: int
+    arena_offset: int = -1
 
 
 @dataclass(frozen=True)
@@ -109,10 +113,11 @@ class CallReply:
 
 @dataclass(frozen=True)
 class CallDone:
-    """The result of one call (stage REFERENCE, REFERENCE_ABS, OP or RERUN). Small outputs travel inline in
-    `payload` (concatenated C-order bytes); large ones follow the message as one raw frame each. A worker
-    saves every finished CallDone in the arena (or sends it, when it does not fit) before starting its next
-    user call, so a later crash or timeout in the same case does not lose the results already computed."""
+    """The result of one call (stage REFERENCE, REFERENCE_ABS, OP or RERUN). Outputs are written into the
+    arena behind the inputs when they fit; otherwise small ones travel inline in `payload` (concatenated
+    C-order bytes) and large ones follow the message as raw frames. A worker saves every finished CallDone in
+    the arena (or sends it, when it does not fit) before starting its next user call, so a later crash or
+    timeout in the same case does not lose the results already computed."""
 
     stage: int
     reply: CallReply
@@ -127,6 +132,7 @@ class CaseDone:
     interpreter: str | None = None
     retire: bool = False  # the worker's state is unusable (e.g. a sticky CUDA error): replace it
     calls: tuple[CallDone, ...] = ()  # results not sent yet: one message per case in the common case
+    arena_wanted: int = 0  # arena bytes this case would have needed to keep every output in it
 
 
 _REPLY_TYPES = {cls.__name__: cls for cls in (Hello, OutputDesc, CallReply, CallDone, CaseDone)}

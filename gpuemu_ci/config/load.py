@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -85,7 +86,9 @@ def _parse_toml(raw: bytes, path: str) -> tuple[dict[str, Any], SourceText]:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        line = getattr(exc, "lineno", None)
+        # tomllib puts "(at line N, column M)" in the message; `lineno` exists only on newer Pythons.
+        found = re.search(r"at line (\d+)", str(exc))
+        line = getattr(exc, "lineno", None) or (int(found.group(1)) if found else None)
         raise ConfigError(f"TOML syntax error: {exc}", path=path, line=line) from None
     return data, SourceText(path, tuple(text.splitlines()))
 

@@ -286,8 +286,17 @@ def _target(text: str, root: Path, table: TableReader, key: str) -> str:
     return text
 
 
+OP_KEYS = (
+    "name", "op", "reference", "execution_mode", "op_script", "family", "schema", "dims", "inputs", "output",
+    "dtypes", "output_dtype", "framework", "kwargs", "tolerances", "invariants", "layouts", "distributions",
+    "constraints", "nonfinite", "accumulator", "flush_to_zero", "transcendental_ulps", "deterministic", "out_arg",
+    "timeout", "require_gpu", "error_scale", "naive", "naive_factor", "bound_c",
+)
+
+
 def parse_op(table: TableReader, validation: Validation, project: Project, root: Path) -> OpSpec:
     table.aliases.update(OP_ALIASES)
+    table.expect_keys(OP_KEYS)
     name = table.string("name", required=True) or ""
     spec = _op_body(table, name, validation, project, root, need_target=True)
     table.finish()

@@ -161,6 +161,13 @@ class TableReader:
                            aliases)
 
     # --- closing ------------------------------------------------------------------------------------
+    def expect_keys(self, keys: Iterable[str]) -> None:
+        """Declares the valid keys up front so a misspelling is reported before any "missing key" error
+        (a missing `inputs` is usually a misspelled one)."""
+        self._allowed.update(keys)
+        self._allowed.update(self.aliases)
+        self.finish()
+
     def finish(self) -> None:
         unknown = [k for k in self._data if k not in self._consumed and k not in self._allowed]
         if unknown:

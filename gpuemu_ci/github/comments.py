@@ -90,6 +90,8 @@ def upsert_comment(
     (the ``GITHUB_TOKEN``'s ``github-actions[bot]``, GitHub Apps) are preferred over others.
     Never raises for API failures.
     """
+    if not isinstance(pr, int) or isinstance(pr, bool) or pr < 1:
+        return CommentOutcome(CommentAction.FAILED, warning=f"no pull request to comment on (got {pr!r})")
     text = compose_body(body, key)
     size = len(text.encode("utf-8"))
     if size > MAX_COMMENT_BYTES:

@@ -106,8 +106,13 @@ def sync_nightly_issues(
     *,
     run_url: str | None = None,
     label: str = NIGHTLY_LABEL,
+    max_opened: int = 10,
 ) -> list[IssueOutcome]:
-    """Open, update or close one issue per op of ``repo``; one outcome per op, in order."""
+    """Open, update or close one issue per op of ``repo``; one outcome per op, in order.
+
+    At most ``max_opened`` new issues are opened per run: when many ops start failing at once
+    the cause is usually shared (a driver, a toolchain), and a flood of issues helps nobody.
+    """
     try:
         open_issues = _open_issues(client, repo, label)
     except GitHubError as exc:
@@ -121,8 +126,15 @@ def sync_nightly_issues(
             for op in ops
         ]
     outcomes = []
+    opened = 0
     for op in ops:
         issue = open_issues.get(nightly_marker(op.name))
+        if op.status is OpStatus.FAILED and issue is None:
+            if opened >= max_opened:
+                warning = f"no issue opened for {op.name}: over {max_opened} new failures in one run"
+                outcomes.append(IssueOutcome(op.name, IssueAction.FAILED, warning=warning))
+                continue
+            opened += 1
         try:
             outcomes.append(_sync_one(client, repo, op, issue, run_url, label))
         except GitHubError as exc:

@@ -201,3 +201,9 @@ def test_resolve_pull_request_for_a_fork_workflow_run(
         }
     )
     assert resolve_pull_request(client, stale) is None
+
+
+def test_no_pull_request_number_is_a_warning(fake_github: FakeGitHub, client: GitHubClient) -> None:
+    outcome = upsert_comment(client, fake_github.repository, None, "body", "gate")  # type: ignore[arg-type]
+    assert outcome.action is CommentAction.FAILED and "no pull request" in (outcome.warning or "")
+    assert fake_github.requests == []

@@ -140,3 +140,17 @@ def test_truncate_utf8_never_splits_a_character() -> None:
     assert len(cut.encode()) <= 20 and cut.endswith("…")
     assert cut == "€" * 5 + "…"  # 15 bytes of whole characters, then the 3-byte note
     assert truncate_utf8("short", 20) == "short"
+
+
+def test_a_flood_of_new_failures_opens_at_most_max_opened(
+    fake_github: FakeGitHub, client: GitHubClient
+) -> None:
+    ops = [failing(f"op{i}") for i in range(5)]
+    outcomes = sync_nightly_issues(client, fake_github.repository, ops, max_opened=3)
+    assert [o.action for o in outcomes] == [IssueAction.OPENED] * 3 + [IssueAction.FAILED] * 2
+    assert outcomes[4].warning is not None and "over 3 new failures" in outcomes[4].warning
+    assert len(fake_github.issues()) == 3
+    later = sync_nightly_issues(client, fake_github.repository, ops, run_url=RUN_2, max_opened=3)
+    # existing issues are updated without counting against the cap; the two left out open now
+    assert [o.action for o in later] == [IssueAction.UPDATED] * 3 + [IssueAction.OPENED] * 2
+    assert len(fake_github.issues()) == 5

@@ -1,0 +1,190 @@
+"""`gpuemu-ci run` end to end: verdicts, exit codes, results.json, and every kind of bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuemu_ci.cli.main import main
+from tests.conftest import EXAMPLES
+
+
+def run(args: list[str], capsys) -> tuple[int, str, str]:
+    code = main(["run", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_quickstart_passes_and_writes_results(tmp_path, capsys):
+    code, out, err = run(["--config", str(EXAMPLES / "quickstart" / "gpuemu.toml"), "--out", str(tmp_path)], capsys)
+    assert code == 0, err
+    assert out == ""  # machine output only with --json
+    document = json.loads((tmp_path / "results.json").read_text())
+    assert document["verdict"] == "passed" and document["exit_code"] == 0
+    assert document["summary"]["ops_passed"] == 6 and document["summary"]["cases_total"] == 6 * 32
+    assert document["seed"] == 20261122
+    assert all(op["failures"] == [] for op in document["ops"])
+    assert "PASSED" in err
+
+
+def test_buggy_example_fails_with_a_replayable_seed(tmp_path, capsys):
+    code, _, err = run(["--config", str(EXAMPLES / "buggy" / "gpuemu.toml"), "--out", str(tmp_path),
+                        "--op", "softmax", "--op", "gelu"], capsys)
+    assert code == 1
+    document = json.loads((tmp_path / "results.json").read_text())
+    softmax = document["ops"][0]
+    assert softmax["status"] == "failed" and document["ops"][1]["status"] == "passed"
+    failure = softmax["failures"][0]
+    assert failure["kind"] == "mismatch"
+    assert any(n % 64 for n in failure["shapes"]["x"][1:])  # the tail-mask bug needs N % BLOCK != 0
+    assert f"--seed {failure['case_seed']}" in failure["replay"] and failure["replay"] in err
+    assert (tmp_path / failure["snapshot"]).is_file()
+    # The printed replay command reproduces the failure.
+    code = main([*failure["replay"].split()[1:], "--out", str(tmp_path / "replay")])
+    assert code == 1
+    assert "REPRODUCED" in capsys.readouterr().err
+
+
+def test_json_flag_prints_exactly_the_results_file(tmp_path, capsys):
+    code, out, _ = run(["--config", str(EXAMPLES / "quickstart" / "gpuemu.toml"), "--out", str(tmp_path),
+                        "--op", "gelu", "--iterations", "2", "--json"], capsys)
+    assert code == 0
+    assert json.loads(out) == json.loads((tmp_path / "results.json").read_text())
+
+
+def test_seed_dtype_and_iterations_flags(tmp_path, capsys):
+    code, _, _ = run(["--config", str(EXAMPLES / "quickstart" / "gpuemu.toml"), "--out", str(tmp_path),
+                      "--op", "cumsum", "--dtype", "fp16", "--iterations", "3", "--seed", "99"], capsys)
+    assert code == 0
+    document = json.loads((tmp_path / "results.json").read_text())
+    (op,) = document["ops"]
+    assert document["seed"] == 99 and op["cases_total"] == 3
+    assert [d["dtype"] for d in op["dtypes"]] == ["float16"]
+
+
+def test_thorough_suite_runs_every_dtype(tmp_path, simple_project, capsys):
+    config = simple_project()
+    code, _, err = run(["--config", str(config), "--out", str(tmp_path), "--suite", "thorough",
+                        "--iterations", "2"], capsys)
+    assert code == 0, err
+    (op,) = json.loads((tmp_path / "results.json").read_text())["ops"]
+    assert sorted(d["dtype"] for d in op["dtypes"]) == ["float16", "float32"]
+
+
+@pytest.mark.parametrize(
+    ("op", "reference", "code", "kind", "text"),
+    [
+        ("myops.ops:wrong_shape", "myops.ops:scale_ref", 1, "shape", "shape"),
+        ("myops.ops:wrong_dtype", "myops.ops:scale_ref", 1, "dtype", "dtype float64 != expected"),
+    ],
+)
+def test_op_returning_wrong_shape_or_dtype_fails(tmp_path, simple_project, capsys, op, reference, code, kind, text):
+    got, _, err = run(["--config", str(simple_project(op, reference)), "--out", str(tmp_path)], capsys)
+    assert got == code
+    (op_result,) = json.loads((tmp_path / "results.json").read_text())["ops"]
+    assert op_result["failures"][0]["kind"] == kind and text in op_result["failures"][0]["message"]
+    assert "Traceback" not in err
+
+
+def test_reference_that_raises_is_an_error_not_a_pass(tmp_path, simple_project, capsys):
+    code, _, err = run(["--config", str(simple_project(reference="myops.ops:raises")), "--out", str(tmp_path)],
+                       capsys)
+    assert code == 3
+    document = json.loads((tmp_path / "results.json").read_text())
+    assert document["verdict"] == "error" and document["ops"][0]["status"] == "error"
+    assert "reference blew up" in document["ops"][0]["failures"][0]["message"]
+    assert "could not be judged" in err
+
+
+def test_op_that_does_not_import_is_a_config_error(tmp_path, simple_project, capsys):
+    code, _, err = run(["--config", str(simple_project(op="myops.nothere:scale")), "--out", str(tmp_path)], capsys)
+    assert code == 2
+    assert "could not be loaded" in err and "myops.nothere" in err
+    assert json.loads((tmp_path / "results.json").read_text())["ops"][0]["status"] == "error"
+
+
+def test_nothing_executed_is_exit_3_never_green(tmp_path, make_project, capsys):
+    config = make_project("""
+        [[ops]]
+        name = "gpu_only"
+        op = "m:f"
+        reference = "m:f"
+        framework = "cupy"
+        [ops.dims]
+        N = [8]
+        [ops.inputs]
+        x = ["N"]
+    """)
+    from gpuemu_ci.backends import detect_gpu
+
+    if detect_gpu() is not None:
+        pytest.skip("a GPU is present: the op would run")
+    code, _, err = run(["--config", str(config), "--out", str(tmp_path)], capsys)
+    document = json.loads((tmp_path / "results.json").read_text())
+    assert document["ops"][0]["status"] == "skipped" and document["ops"][0]["skip_reason"] == "no GPU"
+    assert code == 3 and document["verdict"] == "error"
+    assert "SKIP" in err
+    code, _, _ = run(["--config", str(config), "--out", str(tmp_path), "--require-gpu"], capsys)
+    assert code == 3
+    assert json.loads((tmp_path / "results.json").read_text())["ops"][0]["status"] == "error"
+
+
+def test_empty_config_runs_nothing_and_fails(tmp_path, make_project, capsys):
+    code, _, err = run(["--config", str(make_project("[project]\nname = 'empty'\n")), "--out", str(tmp_path)],
+                       capsys)
+    assert code == 3 and "ERROR" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "text"),
+    [
+        (["--config", "does-not-exist.toml"], "config file not found"),
+        (["--op", "nope"], "--op 'nope' is not an op"),
+        (["--dtype", "float99"], "--dtype 'float99' is not a dtype"),
+        (["--suite", "weekly"], "Invalid value for '--suite'"),
+    ],
+)
+def test_bad_usage_is_exit_2_with_a_message(tmp_path, capsys, args, text):
+    base = ["--config", str(EXAMPLES / "quickstart" / "gpuemu.toml"), "--out", str(tmp_path)]
+    code, _, err = run([*base, *args], capsys)
+    assert code == 2
+    assert text in err and "Traceback" not in err
+    assert not (tmp_path / "results.json").exists()  # nothing half-written
+
+
+def test_config_errors_through_the_real_entry_point(tmp_path):
+    (tmp_path / "gpuemu.toml").write_text("[[ops]]\nname = 'a'\nop = 'm:f'\nreference = 'm:f'\nfamly = 'x'\n")
+    result = subprocess.run([sys.executable, "-m", "gpuemu_ci", "run"], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 2
+    assert "gpuemu.toml:5: unknown key `famly`" in result.stderr and "did you mean `family`" in result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_suite_timeout_writes_partial_results_and_never_passes(tmp_path, capsys):
+    code, _, err = run(["--config", str(EXAMPLES / "quickstart" / "gpuemu.toml"), "--out", str(tmp_path),
+                        "--timeout", "0.001", "--jobs", "1"], capsys)
+    document = json.loads((tmp_path / "results.json").read_text())
+    assert code == 3 and document["verdict"] == "incomplete" and document["cut_short"] is True
+    assert "cut short" in err
+
+
+def test_results_validate_against_the_repository_example_path(tmp_path):
+    # The results name the config by file name and hash only: no machine paths leak into reports.
+    main(["run", "--config", str(EXAMPLES / "quickstart" / "gpuemu.toml"), "--out", str(tmp_path), "--op", "gelu",
+          "--iterations", "1"])
+    text = (tmp_path / "results.json").read_text()
+    assert str(EXAMPLES) not in text
+    assert json.loads(text)["config"]["path"] == "gpuemu.toml"
+
+
+def test_help_lists_every_command(capsys):
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for command in ("run", "replay", "minimize", "calibrate", "lint", "verify"):
+        assert command in out
+    assert Path  # keep the import used in type positions

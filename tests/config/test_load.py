@@ -1,0 +1,193 @@
+"""gpuemu.toml loading: both upstream forms, aliases, user defaults, and a clear exit-2 error for bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpuemu_ci.config.load import find_config, load_config
+from gpuemu_ci.config.model import Family, Layout, Tolerance
+from gpuemu_ci.errors import ConfigError, ExitCode
+
+OPS_FILE = {"m/__init__.py": "", "m/ops.py": "def f(x):\n    return x\n"}
+
+BASE = """
+[[ops]]
+name = "copy"
+op = "m.ops:f"
+reference = "m.ops:f"
+family = "exact"
+[ops.dims]
+N = [8]
+[ops.inputs]
+x = ["N"]
+"""
+
+
+def load_text(make_project, text: str) -> object:
+    return load_config(make_project(text, OPS_FILE))
+
+
+def error_of(make_project, text: str) -> ConfigError:
+    with pytest.raises(ConfigError) as info:
+        load_text(make_project, text)
+    assert info.value.exit_code is ExitCode.USAGE
+    return info.value
+
+
+def test_quickstart_example_loads_with_lines():
+    config = load_config(Path(__file__).parents[2] / "examples" / "quickstart" / "gpuemu.toml")
+    names = [op.name for op in config.ops]
+    assert names == ["softmax", "rmsnorm", "matmul", "gelu", "cumsum", "attention"]
+    text = config.path.read_text().splitlines()
+    for op in config.ops:  # each op's line is its [[ops]] header
+        assert text[op.line - 1].strip() == "[[ops]]"
+    assert config.op("matmul").family is Family.MATMUL
+    assert config.validation.seed == 20261122
+
+
+def test_both_tolerance_forms_and_both_invariant_forms(make_project):
+    config = load_text(make_project, """
+        [validation.tolerances]
+        float32 = 1e-4
+        float16 = { atol = 1e-2, rtol = 1e-3 }
+        [[ops]]
+        name = "a"
+        op = "m.ops:f"
+        reference = "m.ops:f"
+        invariants = ["non_negative", "finite"]
+        [ops.dims]
+        N = [8]
+        [ops.inputs]
+        x = ["N"]
+        [[ops]]
+        name = "b"
+        op = "m.ops:f"
+        reference = "m.ops:f"
+        [ops.invariants]
+        shape_preserved = true
+        no_nan = false
+        [ops.dims]
+        N = [8]
+        [ops.inputs]
+        x = ["N"]
+    """)
+    a, b = config.ops
+    # No family: allclose with the global tolerances (upstream semantics).
+    assert a.tolerance_for("float32") == Tolerance(1e-4, 0.0)
+    assert a.tolerance_for("float16") == Tolerance(1e-2, 1e-3)
+    assert a.invariants.enabled() == ("non_negative", "finite")
+    assert b.invariants.enabled() == ("shape_preserved",)
+
+
+def test_documented_aliases_are_accepted(make_project, tmp_path):
+    (tmp_path / "k.cu").write_text("__global__ void k(float* x) { x[0] = 1.0f; }\n")
+    config = load_text(make_project, """
+        [[ops]]
+        name = "a"
+        module = "m.ops:f"
+        reference = "m.ops:f"
+        input_names = ["x"]
+        [[kernels]]
+        name = "k"
+        source = "k.cu"
+        [kernels.artifact_checks]
+        max_local_memory_bytes = 0
+        forbidden_instructions = ["ld\\\\.local"]
+    """)
+    op = config.ops[0]
+    assert op.target == "m.ops:f"
+    assert [i.name for i in op.inputs] == ["x"]
+    checks = config.kernels[0].artifact_checks
+    assert checks.max_local_memory == 0
+    assert checks.forbidden_patterns[0].pattern == "ld\\.local"
+
+
+def test_alias_and_canonical_together_is_an_error(make_project):
+    error = error_of(make_project, BASE.replace('op = "m.ops:f"', 'op = "m.ops:f"\nmodule = "m.ops:f"'))
+    assert "`op` and `module` mean the same" in error.message
+
+
+def test_unknown_key_names_file_line_and_closest_key(make_project):
+    error = error_of(make_project, BASE.replace('family = "exact"', 'family = "exact"\ntolerence = 1e-3'))
+    assert "unknown key `tolerence`" in error.message
+    assert "did you mean `tolerances`" in error.message
+    assert error.line == 7  # BASE opens with a blank line: [[ops]] is line 2
+    assert error.message.startswith(str(error.path))
+
+
+def test_misspelled_section_is_an_error(make_project):
+    error = error_of(make_project, "[validaton]\nseed = 3\n" + BASE)
+    assert "unknown key `validaton`" in error.message and "`validation`" in error.message
+
+
+def test_syntax_error_has_line_and_column(make_project):
+    error = error_of(make_project, BASE + "\n[ci\n")
+    assert "TOML syntax error" in error.message
+    assert error.line == 12
+    assert "column" in error.message
+
+
+@pytest.mark.parametrize(
+    ("snippet", "expected"),
+    [
+        ('[ci]\nparallel_jobs = "four"\n', "expected an integer"),
+        ("[ci]\nparallel_jobs = 0\n", "must be at least 1"),
+        ('[validation]\ndtypes = ["float33"]\n', "unknown dtype 'float33' (did you mean `float32`?)"),
+        ("[validation]\nseed = -1\n", "must be at least 0"),
+        ('[policies]\nfail_on_regression = "yes"\n', "expected true or false"),
+    ],
+)
+def test_wrong_types_and_values(make_project, snippet, expected):
+    assert expected in error_of(make_project, snippet + BASE).message
+
+
+def test_op_without_anything_to_test_is_refused(make_project):
+    error = error_of(make_project, BASE.replace('op = "m.ops:f"\n', ""))
+    assert "has no `op` to test" in error.message
+
+
+def test_script_based_needs_op_script(make_project):
+    error = error_of(make_project, BASE.replace('op = "m.ops:f"', 'execution_mode = "script_based"'))
+    assert "needs `op_script`" in error.message
+
+
+def test_undeclared_dim_and_missing_reference_file(make_project):
+    assert "dim 'K'" in error_of(make_project, BASE.replace('x = ["N"]', 'x = ["N", "K"]')).message
+    assert "file not found: nope.py" in error_of(
+        make_project, BASE.replace('reference = "m.ops:f"', 'reference = "nope.py"')).message
+
+
+def test_dim_forms_and_layout_choice(make_project):
+    config = load_text(make_project, BASE.replace("N = [8]", "N = { min = 1, max = 300, typical = [64, 256] }")
+                       .replace('family = "exact"', 'family = "exact"\nlayouts = ["contiguous", "transposed"]'))
+    (dim,) = config.ops[0].dims
+    assert (dim.typical, dim.low, dim.high) == ((64, 256), 1, 300)
+    assert config.ops[0].layouts == (Layout.CONTIGUOUS, Layout.TRANSPOSED)
+    assert "typical sizes [500] lie outside" in error_of(
+        make_project, BASE.replace("N = [8]", "N = { min = 1, max = 300, typical = [500] }")).message
+
+
+def test_discovery_walks_up_and_missing_config_is_exit_2(tmp_path, make_project):
+    path = make_project(BASE, OPS_FILE)
+    nested = tmp_path / "a" / "b"
+    nested.mkdir(parents=True)
+    assert find_config(nested) == path
+    with pytest.raises(ConfigError) as info:
+        find_config(Path("/"))
+    assert "no gpuemu.toml found" in info.value.message
+
+
+def test_user_defaults_apply_under_the_project_file(make_project, tmp_path, monkeypatch):
+    user = tmp_path / "user.toml"
+    user.write_text("[ci]\nparallel_jobs = 3\ncase_timeout = 9\n[validation]\nseed = 11\n")
+    monkeypatch.setenv("GPUEMU_USER_CONFIG", str(user))
+    config = load_config(make_project("[ci]\ncase_timeout = 5\n" + BASE, OPS_FILE))
+    assert config.ci.parallel_jobs == 3  # from the user file
+    assert config.ci.case_timeout == 5.0  # the project wins
+    assert config.validation.seed == 11
+    user.write_text("[[ops]]\nname = 'x'\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(config.path)
+    assert "user defaults may only hold" in info.value.message

@@ -1,0 +1,89 @@
+"""Shared fixtures: a small project written to a temporary directory, and the repository's examples."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples"
+
+
+@pytest.fixture(autouse=True)
+def _no_user_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The developer's ~/.config/gpuemu/config.toml must not leak into tests."""
+    monkeypatch.setenv("GPUEMU_USER_CONFIG", "none")
+
+
+@pytest.fixture
+def make_project(tmp_path: Path) -> Callable[..., Path]:
+    """Writes gpuemu.toml (and any extra files) into tmp_path; returns the config path."""
+
+    def write(config: str, files: dict[str, str] | None = None) -> Path:
+        for name, text in (files or {}).items():
+            path = tmp_path / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(textwrap.dedent(text))
+        config_path = tmp_path / "gpuemu.toml"
+        config_path.write_text(textwrap.dedent(config))
+        return config_path
+
+    return write
+
+
+SIMPLE_OPS = """
+import numpy as np
+
+def scale(x, factor=2.0):
+    return (x.astype(np.float32) * np.float32(factor)).astype(x.dtype)
+
+def scale_ref(x, factor=2.0):
+    return x * factor
+
+def wrong_shape(x, factor=2.0):
+    return x[..., :-1] if x.shape[-1] > 1 else np.zeros((2, 2, 2), x.dtype)
+
+def wrong_dtype(x, factor=2.0):
+    return (x * factor).astype(np.float64)
+
+def raises(x, factor=2.0):
+    raise RuntimeError("reference blew up")
+"""
+
+
+@pytest.fixture
+def simple_project(make_project: Callable[..., Path]) -> Callable[..., Path]:
+    """A project with one elementwise op `scale` in package `myops`; `op`/`reference` can be swapped."""
+
+    def write(op: str = "myops.ops:scale", reference: str = "myops.ops:scale_ref", extra: str = "") -> Path:
+        return make_project(
+            f"""
+            [project]
+            name = "simple"
+
+            [validation]
+            dtypes = ["float32", "float16"]
+
+            [ci]
+            quick_iterations = 4
+
+            [[ops]]
+            name = "scale"
+            op = "{op}"
+            reference = "{reference}"
+            family = "elementwise"
+            kwargs = {{ factor = [2.0, 0.5] }}
+            {extra}
+            [ops.dims]
+            M = [4, 16]
+            N = {{ min = 1, max = 64, typical = [16, 32] }}
+            [ops.inputs]
+            x = ["M", "N"]
+            """,
+            {"myops/__init__.py": "", "myops/ops.py": SIMPLE_OPS},
+        )
+
+    return write
