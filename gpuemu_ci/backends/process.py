@@ -91,6 +91,7 @@ class WorkerProcess:
         self._log_fd: int | None = None
         self._target_ids: dict[CallTarget, int] = {}  # targets this worker process already knows
         self._ready = False
+        self.arena_wanted = 0  # the most arena bytes a case asked for (inputs + outputs): sizes the next one
 
     # ---- lifecycle ------------------------------------------------------------------------------------
 
@@ -123,6 +124,7 @@ class WorkerProcess:
         self._log_fd = os.open(self.log_path, os.O_RDONLY)
         self._target_ids = {}
         self._ready = False
+        self.arena_wanted = 0  # the most arena bytes a case asked for (inputs + outputs): sizes the next one
         self.starts += 1
 
     def _await_ready(self) -> None:
@@ -211,11 +213,12 @@ class WorkerProcess:
             self._await_ready()
         descs, needed, sources = plan_inputs(job.inputs)
         new_arena: ArenaRef | None = None
-        if self.arena is None or self.arena.size < needed:
+        if self.arena is None or self.arena.size < max(needed, self.arena_wanted):
             if self.arena is not None:
                 self.arena.close()  # the worker keeps its own mapping until it switches
-            self.arena = Arena(needed + needed // 2)
-            new_arena = ArenaRef(self.arena.name, self.arena.size)
+            # generous: untouched pages of a shared segment cost nothing, and outputs go behind the inputs
+            self.arena = Arena(max(4 * needed + (4 << 20), self.arena_wanted + self.arena_wanted // 4))
+            new_arena = self.arena.ref()
         self.arena.write_inputs(job.inputs, descs, sources)
         log_start = self._log_size()
         if log_start > _LOG_LIMIT:
@@ -258,6 +261,7 @@ class WorkerProcess:
         finally:
             if self.arena is not None:
                 self.arena.unlink()  # the worker has mapped it (or is dead): the name can go
+        self.arena_wanted = max(self.arena_wanted, done.arena_wanted)
         tail = self._tail(log_start) if any(c.status is not CallStatus.OK for c in calls.values()) else ""
         if done.retire:
             self._replace()
@@ -321,12 +325,17 @@ class WorkerProcess:
         with contextlib.suppress(Exception):  # a worker that died mid-write leaves nothing usable
             saved = loads_reply(blob)
             for done in saved if isinstance(saved, tuple) else ():
-                if isinstance(done, CallDone) and done.payload is not None and Stage(done.stage) not in calls:
+                if not isinstance(done, CallDone) or Stage(done.stage) in calls:
+                    continue
+                if done.payload is not None or all(d.arena_offset >= 0 for d in done.reply.outputs):
                     self._record(done, calls)
 
     def _record(self, done: CallDone, calls: dict[Stage, CallResult]) -> None:
         reply = done.reply
-        if done.payload is not None:
+        if reply.outputs and all(d.arena_offset >= 0 for d in reply.outputs):
+            assert self.arena is not None
+            outputs = self.arena.read_outputs(reply.outputs)
+        elif done.payload is not None:
             outputs = unpack_inline(done.payload, reply.outputs)
         else:
             assert self.conn is not None

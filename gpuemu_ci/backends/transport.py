@@ -3,7 +3,8 @@
 Inputs: the parent copies the whole memory region behind each input (its base buffer, so NaN-poisoned gaps
 between rows and past the view come along) into a shared-memory arena, and the worker rebuilds the identical
 view (same byte offset from an aligned region start, same shape, same byte strides, stride 0 included) over
-that arena. Outputs: raw C-order bytes, one frame per array, over the worker's socket.
+that arena. Outputs: written by the worker into the arena behind the inputs (the parent copies them out);
+when they do not fit, small ones ride inside the reply message and large ones follow it as raw frames.
 
 Shared-memory names never outlive a case: the parent unlinks a segment as soon as the worker has answered
 the first case that used it (or died trying), the memory itself staying mapped in both processes. The worker
@@ -20,6 +21,7 @@ import mmap
 import os
 import secrets
 import struct
+import tempfile
 from collections.abc import Mapping, Sequence
 from multiprocessing import shared_memory
 from multiprocessing.connection import Connection
@@ -32,6 +34,7 @@ from gpuemu_ci.backends.protocol import (
     LOADED_AT_OFFSET,
     RESCUE_OFFSET,
     STAGE_OFFSET,
+    ArenaRef,
     ArrayDesc,
     OutputDesc,
     Stage,
@@ -142,19 +145,45 @@ def plan_inputs(inputs: Mapping[str, np.ndarray]) -> tuple[tuple[ArrayDesc, ...]
     return tuple(descs), offset, tuple(sources)
 
 
+def _shm_has_room(size: int) -> bool:
+    """Whether /dev/shm (where Linux keeps POSIX shared memory) can hold `size` more bytes with room to
+    spare; a container's default is 64 MiB, and touching pages past a full tmpfs kills with SIGBUS."""
+    try:
+        st = os.statvfs("/dev/shm")
+    except OSError:
+        return True  # not Linux: no tmpfs to fill
+    return size <= st.f_bavail * st.f_frsize // 2
+
+
 class Arena:
-    """Parent side of one shared-memory segment (owned, created and unlinked by the parent)."""
+    """Parent side of one shared segment: created, owned and unlinked by the parent. POSIX shared memory
+    normally; a temporary file (page cache) when /dev/shm is too small for it."""
 
     def __init__(self, size: int) -> None:
         size = max(size, 1 << 20)
         size = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE * mmap.PAGESIZE
         self.name = f"{SHM_PREFIX}{os.getpid()}_{secrets.token_hex(6)}"
         self.size = size
-        self._shm: shared_memory.SharedMemory | None = shared_memory.SharedMemory(
-            name=self.name, create=True, size=size
-        )
+        self.path: str | None = None
+        self._shm: shared_memory.SharedMemory | None = None
+        self._mm: mmap.mmap | None = None
+        if _shm_has_room(size):
+            self._shm = shared_memory.SharedMemory(name=self.name, create=True, size=size)
+            buffer: memoryview | mmap.mmap = self._shm.buf
+        else:
+            fd, self.path = tempfile.mkstemp(prefix=self.name)
+            try:
+                os.ftruncate(fd, size)
+                self._mm = mmap.mmap(fd, size)
+            finally:
+                os.close(fd)
+            buffer = self._mm
         self._linked = True
-        self.u8: np.ndarray | None = np.frombuffer(self._shm.buf, dtype=np.uint8)
+        self.u8: np.ndarray | None = np.frombuffer(buffer, dtype=np.uint8)
+
+    def ref(self) -> ArenaRef:
+        """What the worker needs to map this arena."""
+        return ArenaRef(self.name, self.size, self.path)
 
     @property
     def linked(self) -> bool:
@@ -194,12 +223,27 @@ class Arena:
             return None
         return self.u8[offset : offset + length].tobytes()
 
+    def read_outputs(self, descs: Sequence[OutputDesc]) -> tuple[np.ndarray, ...]:
+        """Copies of outputs the worker wrote into the arena."""
+        assert self.u8 is not None
+        out = []
+        for d in descs:
+            if d.arena_offset < HEADER_BYTES or d.arena_offset + d.nbytes > self.size:
+                raise EOFError(f"output at {d.arena_offset} (+{d.nbytes}) lies outside the arena")
+            raw = self.u8[d.arena_offset : d.arena_offset + d.nbytes].copy()
+            out.append(raw.view(resolve_dtype(d.dtype)).reshape(d.shape))
+        return tuple(out)
+
     def unlink(self) -> None:
         """Remove the segment's name (the memory stays mapped while anyone has it)."""
-        if self._linked and self._shm is not None:
-            self._linked = False
-            with contextlib.suppress(FileNotFoundError):
+        if not self._linked:
+            return
+        self._linked = False
+        with contextlib.suppress(FileNotFoundError):
+            if self._shm is not None:
                 self._shm.unlink()
+            elif self.path is not None:
+                os.unlink(self.path)
 
     def close(self) -> None:
         self.unlink()
@@ -207,18 +251,27 @@ class Arena:
         if self._shm is not None:
             self._shm.close()
             self._shm = None
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
 
 
 # ---- worker side ---------------------------------------------------------------------------------------
 
 
-def attach(name: str, size: int) -> mmap.mmap:
+def attach(ref: ArenaRef) -> mmap.mmap:
     """Map the parent's segment without telling the resource tracker (the parent owns it)."""
+    if ref.path is not None:
+        fd = os.open(ref.path, os.O_RDWR)
+        try:
+            return mmap.mmap(fd, ref.size)
+        finally:
+            os.close(fd)
     import _posixshmem  # what multiprocessing.shared_memory itself uses on POSIX (3.10 to 3.14)
 
-    fd = _posixshmem.shm_open("/" + name, os.O_RDWR, mode=0o600)
+    fd = _posixshmem.shm_open("/" + ref.name, os.O_RDWR, mode=0o600)
     try:
-        return mmap.mmap(fd, size)
+        return mmap.mmap(fd, ref.size)
     finally:
         os.close(fd)
 
@@ -245,16 +298,41 @@ def write_loaded_at(u8: np.ndarray, when: float) -> None:
     struct.pack_into("<d", u8, LOADED_AT_OFFSET, when)
 
 
-def write_rescue(u8: np.ndarray, start: int, blob: bytes) -> bool:
-    """Save `blob` in the arena at `start` (64-byte aligned) for the parent to read if we die; False when it
-    does not fit. The length is written last, so a half-written blob is never read."""
+def write_rescue(u8: np.ndarray, start: int, blob: bytes) -> int | None:
+    """Save `blob` in the arena at `start` (64-byte aligned) for the parent to read if we die; returns where
+    it ends, or None when it does not fit. The length is written last: a half-written blob is never read."""
     start = _align(start)
     if start + len(blob) > u8.size:
-        return False
+        return None
     struct.pack_into("<qq", u8, RESCUE_OFFSET, 0, 0)
     u8[start : start + len(blob)] = np.frombuffer(blob, dtype=np.uint8)
     struct.pack_into("<qq", u8, RESCUE_OFFSET, start, len(blob))
-    return True
+    return start + len(blob)
+
+
+def span(arrays: Sequence[np.ndarray]) -> int:
+    """Arena bytes `place_outputs` needs for these arrays (each aligned)."""
+    return sum(_align(a.nbytes) for a in arrays)
+
+
+def place_outputs(
+    u8: np.ndarray, start: int, arrays: Sequence[np.ndarray]
+) -> tuple[list[OutputDesc], int] | None:
+    """Write C-contiguous arrays into the arena from `start`: (descriptors, end), or None if they do not
+    fit."""
+    offsets = []
+    cursor = _align(start)
+    for arr in arrays:
+        offsets.append(cursor)
+        cursor = _align(cursor + arr.nbytes)
+    if cursor > u8.size:
+        return None
+    descs = []
+    for arr, offset in zip(arrays, offsets, strict=True):
+        if arr.nbytes:
+            u8[offset : offset + arr.nbytes] = arr.reshape(-1).view(np.uint8)
+        descs.append(OutputDesc(dtype_name(arr.dtype), tuple(arr.shape), arr.nbytes, offset))
+    return descs, cursor
 
 
 # ---- output frames --------------------------------------------------------------------------------------

@@ -39,8 +39,10 @@ from gpuemu_ci.backends.transport import (
     describe,
     is_float_like,
     pack_inline,
+    place_outputs,
     resolve_dtype,
     send_arrays,
+    span,
     view_input,
     write_loaded_at,
     write_rescue,
@@ -129,6 +131,8 @@ class Worker:
         self.targets: dict[int, CallTarget] = {}
         self.pending: list[CallDone] = []  # small results, sent with CaseDone
         self.inputs_end = HEADER_BYTES  # where the arena's free space starts
+        self.cursor = HEADER_BYTES  # next free arena byte for outputs
+        self.wanted = HEADER_BYTES  # where the cursor would be if every output had fit
 
     def _stage(self, stage: Stage) -> None:
         if self.u8 is not None:
@@ -188,12 +192,13 @@ class Worker:
         reference, op = self.targets[req.reference], self.targets[req.op]
         if req.arena is not None:
             self.u8 = None
-            self.mm = attach(req.arena.name, req.arena.size)
+            self.mm = attach(req.arena)
             self.u8 = np.frombuffer(self.mm, dtype=np.uint8)
         self._stage(Stage.LOADING)
         views = {d.name: view_input(self.mm, d) for d in req.inputs}
         regions = {d.name: (d.region_offset, d.region_nbytes, d.data_offset) for d in req.inputs}
         self.inputs_end = max((o + n for o, n, _ in regions.values()), default=HEADER_BYTES)
+        self.cursor = self.wanted = self.inputs_end  # outputs and saved results go behind the inputs
         ref_loaded, ref_failure = self._load(reference)
         op_loaded, op_failure = self._load(op)
         _hook_triton()
@@ -255,12 +260,20 @@ class Worker:
             if _TRITON_LAUNCHES[0] > launches_before or (newly_imported and interpret):
                 interpreter = "triton-interpreter"
         self._stage(Stage.REPLY)
-        self.conn.send_bytes(dumps(CaseDone(modified, interpreter, retire, tuple(self.pending))))
+        done = CaseDone(modified, interpreter, retire, tuple(self.pending), self.wanted)
+        self.conn.send_bytes(dumps(done))
         self.pending.clear()
         self._stage(Stage.IDLE)
 
     def _send(self, stage: Stage, reply: CallReply, outputs: list[np.ndarray]) -> None:
-        """Queue a small result (sent by the next `_flush`), or send a large one now with raw frames."""
+        """Queue a result whose outputs fit in the arena or inline (sent with CaseDone), or send a large one
+        now with raw frames."""
+        self.wanted += span(outputs)
+        placed = place_outputs(self.u8, self.cursor, outputs) if self.u8 is not None else None
+        if placed is not None:
+            descs, self.cursor = placed
+            self.pending.append(CallDone(int(stage), replace(reply, outputs=tuple(descs))))
+            return
         if sum(a.nbytes for a in outputs) <= INLINE_LIMIT:
             self.pending.append(CallDone(int(stage), reply, pack_inline(outputs)))
             return
@@ -273,7 +286,9 @@ class Worker:
         arena behind the inputs (they still go out with CaseDone), or send them now if they do not fit."""
         if not self.pending:
             return
-        if self.u8 is not None and write_rescue(self.u8, self.inputs_end, dumps(tuple(self.pending))):
+        end = write_rescue(self.u8, self.cursor, dumps(tuple(self.pending))) if self.u8 is not None else None
+        if end is not None:
+            self.cursor = end  # later outputs must not overwrite the saved results
             return
         for done in self.pending:
             self.conn.send_bytes(dumps(done))

@@ -137,14 +137,17 @@ class BaselineMatch:
 
     @property
     def found(self) -> bool:
+        """True when an artifact was matched."""
         return self.artifact is not None
 
     @property
     def sha(self) -> str | None:
+        """The commit the baseline was built from."""
         return self.artifact.head_sha if self.artifact else None
 
     @property
     def run_id(self) -> int | None:
+        """The workflow run that uploaded the baseline."""
         return self.artifact.run_id if self.artifact else None
 
 

@@ -30,6 +30,8 @@ _OUTPUT_NAME_OK = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXY
 
 
 class AnnotationLevel(Enum):
+    """The workflow command of an annotation."""
+
     ERROR = "error"
     WARNING = "warning"
     NOTICE = "notice"

@@ -22,8 +22,13 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from gpuemu_ci.github.client import GitHubClient, GitHubError, GitHubForbiddenError, GitHubNetworkError
-from gpuemu_ci.github.client import GitHubServerError as _ServerError
+from gpuemu_ci.github.client import (
+    GitHubClient,
+    GitHubError,
+    GitHubForbiddenError,
+    GitHubNetworkError,
+    GitHubServerError,
+)
 from gpuemu_ci.github.context import ActionContext
 
 MAX_COMMENT_BYTES = 60_000
@@ -114,7 +119,7 @@ def upsert_comment(
                 return _outcome(CommentAction.UPDATED, updated)
             try:
                 created = client.post_json(f"{base}/{pr}/comments", {"body": text})
-            except (_ServerError, GitHubNetworkError) as exc:
+            except (GitHubServerError, GitHubNetworkError) as exc:
                 # The comment may exist now; look again rather than post twice.
                 log.warning("creating the PR comment failed (%s); checking whether it landed", exc.message)
                 continue

@@ -46,6 +46,7 @@ class EventKind(Enum):
 
     @classmethod
     def from_name(cls, name: str) -> EventKind:
+        """The kind of ``GITHUB_EVENT_NAME``; ``OTHER`` for events not listed."""
         try:
             return cls(name)
         except ValueError:
@@ -142,14 +143,17 @@ class ActionContext:
 
     @property
     def owner(self) -> str:
+        """The account part of ``owner/name``."""
         return self.repository.split("/", 1)[0]
 
     @property
     def name(self) -> str:
+        """The repository part of ``owner/name``."""
         return self.repository.split("/", 1)[1]
 
     @property
     def is_pull_request(self) -> bool:
+        """True for ``pull_request`` and ``pull_request_target`` events."""
         return self.event in (EventKind.PULL_REQUEST, EventKind.PULL_REQUEST_TARGET)
 
     @property

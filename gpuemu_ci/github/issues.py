@@ -52,6 +52,8 @@ class NightlyOp:
 
 
 class IssueAction(Enum):
+    """What ``sync_nightly_issues`` did for one op."""
+
     OPENED = "opened"
     UPDATED = "updated"
     CLOSED = "closed"
@@ -76,6 +78,7 @@ def nightly_marker(op: str) -> str:
 
 
 def issue_title(op: str) -> str:
+    """The title of the issue of ``op``."""
     return f"gpuemu-ci nightly: `{op[:150]}` fails"
 
 

@@ -31,6 +31,8 @@ log = logging.getLogger(__name__)
 
 
 class RetryKind(Enum):
+    """Why a request is retried."""
+
     RATE_LIMIT = "rate limit"
     SERVER = "server error"
     NETWORK = "network error"
@@ -88,9 +90,11 @@ class RetryPolicy:
         return min(BACKOFF_CAP, 2.0**attempt) * (1.0 + 0.25 * self.jitter())
 
     def network_retry(self, state: RetryState) -> Decision:
+        """The retry after a dropped connection: exponential backoff."""
         return Decision(RetryKind.NETWORK, self.backoff(state.attempt))
 
     def exhausted(self, state: RetryState) -> bool:
+        """True when no retries are left."""
         return state.attempt >= self.max_retries
 
     def pause(self, state: RetryState, decision: Decision, what: str, status: int | None = None) -> None:

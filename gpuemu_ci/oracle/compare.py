@@ -50,11 +50,9 @@ def compare(
     y_inf = np.isinf(y)
     near_threshold = ~r_nan & (np.abs(r) + allowed >= info.max_finite)
     inf_ok = y_inf & near_threshold & (np.sign(y) == np.sign(r))
-    max_ok = (np.abs(y) == info.max_finite) & r_over & (np.sign(y) == np.sign(r))
+    max_ok = (np.abs(y) == info.max_finite) & r_over & (np.abs(r) - allowed <= threshold) & (np.sign(y) == np.sign(r))
 
     bad_nan = (y_nan != r_nan) if check_nan else np.zeros_like(y_nan)
-    if not check_nan:
-        bad_nan &= False
     bad_inf = (y_inf & ~inf_ok) | (r_over & ~y_inf & ~max_ok & ~y_nan)
     if not check_inf:
         bad_inf = np.zeros_like(bad_inf)

@@ -1,0 +1,185 @@
+"""Kernel entry x arch classification: resource metrics against the policy deltas, lint status, and
+toolchain identity (a different nvcc, ptxas or flag set makes the numbers incomparable)."""
+
+from __future__ import annotations
+
+from gpuemu_ci.config.model import Policies
+from gpuemu_ci.diff.limits import DeltaLimits, limits_for
+from gpuemu_ci.diff.model import Classification, DiffEntry, EntryKind, Reason, Severity
+from gpuemu_ci.diff.snapshot import EntrySnapshot, KernelSnapshot, Snapshot, ToolSnapshot
+
+# (snapshot attribute, DeltaLimits field, words for the message, unit)
+BYTE_METRICS: tuple[tuple[str, str, str, str], ...] = (
+    ("registers", "registers", "registers", ""),
+    ("spills", "spills", "spill bytes (stores + loads)", " B"),
+    ("local_memory", "local_memory", "local memory (stack) per thread", " B"),
+    ("shared_memory", "shared_memory", "static shared memory", " B"),
+)
+
+
+def display_name(config_name: str, entry: str) -> str:
+    """The [[kernels]] name, or "name/entry" when the entry is named differently (several entries per source,
+    C++ names)."""
+    return config_name if entry == config_name else f"{config_name}/{entry}"
+
+
+def diff_kernels(base: Snapshot, current: Snapshot, policies: Policies) -> list[DiffEntry]:
+    """One entry per kernel entry x arch in either run (or per [[kernels]] table without entries)."""
+    out: list[DiffEntry] = []
+    for kernel in current.kernels:
+        old = base.kernel(kernel.name)
+        if old is None:
+            out.extend(_whole(kernel, Classification.NEW, Severity.INFO, "new kernel (not in the baseline)"))
+        else:
+            out.extend(_compare_kernel(old, kernel, policies))
+    for old in base.kernels:
+        if current.kernel(old.name) is None:
+            out.extend(_whole(old, Classification.REMOVED, Severity.WARNING,
+                              "removed: in the baseline, not in this run"))
+    return out
+
+
+def _whole(kernel: KernelSnapshot, classification: Classification, severity: Severity,
+           message: str) -> list[DiffEntry]:
+    new = classification is Classification.NEW
+    if not kernel.entries:
+        detail = f"{message}; status {kernel.status}" + (f": {kernel.error}" if kernel.error else "")
+        reason = Reason("status", None if new else kernel.status, kernel.status if new else None, detail)
+        return [DiffEntry(EntryKind.KERNEL, kernel.name, classification, severity, (reason,),
+                          config_name=kernel.name)]
+    out = []
+    for e in kernel.entries:
+        detail = f"{message}; {e.registers} registers" if e.registers is not None else message
+        reason = Reason("registers", None if new else e.registers, e.registers if new else None, detail)
+        out.append(_entry(kernel.name, e, classification, severity, [reason]))
+    return out
+
+
+def _entry(config_name: str, e: EntrySnapshot, classification: Classification, severity: Severity,
+           reasons: list[Reason]) -> DiffEntry:
+    return DiffEntry(EntryKind.KERNEL, display_name(config_name, e.kernel), classification, severity,
+                     tuple(reasons), arch=e.arch, config_name=config_name, entry=e.kernel)
+
+
+def _compare_kernel(old: KernelSnapshot, kernel: KernelSnapshot, policies: Policies) -> list[DiffEntry]:
+    out = []
+    for e in kernel.entries:
+        before = old.entry(e.kernel, e.arch)
+        if before is None:
+            reason = Reason("arch", None, e.arch, f"new entry or arch (not in the baseline); {e.registers} "
+                            "registers")
+            out.append(_entry(kernel.name, e, Classification.NEW, Severity.INFO, [reason]))
+            continue
+        limits = limits_for(policies, kernel.name, e.kernel)
+        lint = _lint_reasons(old, kernel, e)
+        out.append(compare_entry(kernel.name, before, e, limits, lint))
+    for before in old.entries:
+        if kernel.entry(before.kernel, before.arch) is not None:
+            continue
+        if kernel.status == "failed" and kernel.error:
+            reason = Reason("status", old.status, kernel.status, f"no longer compiles: {kernel.error}")
+            out.append(_entry(kernel.name, before, Classification.REGRESSED, Severity.FAILURE, [reason]))
+        elif kernel.status == "error":
+            reason = Reason("status", old.status, kernel.status, "could not be measured now (the toolchain "
+                            "failed; the run's own verdict reports it)")
+            out.append(_entry(kernel.name, before, Classification.REGRESSED, Severity.WARNING, [reason]))
+        else:
+            reason = Reason("arch", before.arch, None, "removed: the baseline measured this entry and arch, "
+                            "this run did not")
+            out.append(_entry(kernel.name, before, Classification.REMOVED, Severity.WARNING, [reason]))
+    return out
+
+
+def _lint_reasons(old: KernelSnapshot, kernel: KernelSnapshot, e: EntrySnapshot) -> tuple[list[Reason],
+                                                                                          list[Reason]]:
+    """(newly failing checks, checks that failed before and pass now) for one entry x arch."""
+
+    def failing(k: KernelSnapshot) -> dict[str, str]:
+        return {
+            v.message: v.metric or "lint"
+            for v in k.violations
+            if v.severity == "error" and v.arch in (None, e.arch) and v.kernel in (None, e.kernel, k.name)
+        }
+
+    before, now = failing(old), failing(kernel)
+    worse = [Reason("lint", "passed", "failed", f"check now fails: {m}") for m in now if m not in before]
+    better = [Reason("lint", "failed", "passed", f"check passes now: {m}") for m in before if m not in now]
+    return worse, better
+
+
+def compare_entry(config_name: str, old: EntrySnapshot, new: EntrySnapshot, limits: DeltaLimits,
+                  lint: tuple[list[Reason], list[Reason]] = ([], [])) -> DiffEntry:
+    """Classifies one kernel entry x arch present in both runs."""
+    toolchain = _toolchain_reasons(old.toolchain, new.toolchain)
+    over: list[Reason] = list(lint[0])
+    within: list[Reason] = []
+    better: list[Reason] = list(lint[1])
+    for attribute, field_name, words, unit in BYTE_METRICS:
+        a, b = getattr(old, attribute), getattr(new, attribute)
+        if attribute == "local_memory" and (a is None or b is None):
+            a, b = old.stack_frame, new.stack_frame
+        if a is None or b is None or a == b:
+            continue
+        limit = getattr(limits, field_name)
+        text = f"{words} {a}{unit} -> {b}{unit} ({b - a:+d}{unit}"
+        if b - a > limit:
+            over.append(Reason(attribute, a, b, f"{text}, more than {_limit(limits, field_name, limit)})"))
+        elif b > a:
+            within.append(Reason(attribute, a, b, f"{text}, within {_limit(limits, field_name, limit)})"))
+        else:
+            better.append(Reason(attribute, a, b, text + ")"))
+    instructions = _instructions(old, new, limits)
+    if instructions is not None:
+        {"over": over, "within": within, "better": better}[instructions[1]].append(instructions[0])
+
+    if toolchain:
+        reasons = [*toolchain, *(_not_counted(r) for r in (*over, *within, *better))]
+        return _entry(config_name, new, Classification.TOOLCHAIN_CHANGED, Severity.INFO, reasons)
+    if over:
+        return _entry(config_name, new, Classification.REGRESSED, Severity.FAILURE, [*over, *within, *better])
+    if better and not within:
+        return _entry(config_name, new, Classification.IMPROVED, Severity.INFO, better)
+    return _entry(config_name, new, Classification.UNCHANGED, Severity.INFO, [*within, *better])
+
+
+def _instructions(old: EntrySnapshot, new: EntrySnapshot, limits: DeltaLimits) -> tuple[Reason, str] | None:
+    """SASS counts when both runs have them (what the GPU runs), else PTX counts."""
+    if old.sass_instructions is not None and new.sass_instructions is not None:
+        metric, a, b = "sass_instructions", old.sass_instructions, new.sass_instructions
+    elif old.ptx_instructions is not None and new.ptx_instructions is not None:
+        metric, a, b = "ptx_instructions", old.ptx_instructions, new.ptx_instructions
+    else:
+        return None
+    if a == b:
+        return None
+    change = (b - a) / max(a, 1) * 100
+    text = f"{metric.replace('_', ' ')} {a} -> {b} ({change:+.1f}%"
+    limit = limits.instructions_pct
+    if change > limit:
+        return Reason(metric, a, b, f"{text}, more than {_limit(limits, 'instructions_pct', limit)})"), "over"
+    if b > a:
+        return Reason(metric, a, b, f"{text}, within {_limit(limits, 'instructions_pct', limit)})"), "within"
+    return Reason(metric, a, b, text + ")"), "better"
+
+
+def _toolchain_reasons(old: ToolSnapshot, new: ToolSnapshot) -> list[Reason]:
+    reasons = []
+    for attribute, words in (("nvcc", "nvcc"), ("ptxas", "ptxas")):
+        a, b = getattr(old, attribute), getattr(new, attribute)
+        if a != b:
+            reasons.append(Reason(f"toolchain.{attribute}", a, b, f"{words} {a or 'none'} -> {b or 'none'}"))
+    if old.flags != new.flags:
+        a, b = " ".join(old.flags), " ".join(new.flags)
+        reasons.append(Reason("toolchain.flags", a, b, f"compile flags [{a}] -> [{b}]"))
+    return reasons
+
+
+def _not_counted(reason: Reason) -> Reason:
+    return Reason(reason.metric, reason.old, reason.new, f"{reason.message}; not counted: the toolchain changed")
+
+
+def _limit(limits: DeltaLimits, field_name: str, value: float) -> str:
+    key = limits.key_for(field_name)
+    shown = f"{value:g}" if isinstance(value, float) else str(value)
+    suffix = "" if limits.source == "[policies]" else f" from {limits.source}"
+    return f"{key} = {shown}{suffix}"

@@ -1,0 +1,207 @@
+"""Op x dtype classification: pass/fail transitions and worst-headroom growth.
+
+Headroom is max over cases of error / allowed error (<= 1 passes), so "how close to failing" an op is.
+With the same seed, suite and generator the cases are bit-identical, so a headroom change is the code's."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuemu_ci.diff.model import Classification, DiffEntry, EntryKind, Reason, Severity
+from gpuemu_ci.diff.snapshot import DtypeSnapshot, OpSnapshot, Snapshot
+
+# Headroom growth is relative to max(old, this floor): below 1% of the error bound a run is at noise
+# level, and 1e-6 -> 1e-5 must not read as "+900%".
+HEADROOM_FLOOR = 0.01
+
+PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
+
+
+@dataclass(frozen=True)
+class CaseBasis:
+    """Whether both runs drew the same cases: same generator version, master seed and suite."""
+
+    generator_changed: bool
+    seed_changed: bool
+    suite_changed: bool
+    old_generator: str | None = None
+    new_generator: str | None = None
+
+    @classmethod
+    def of(cls, base: Snapshot, current: Snapshot) -> CaseBasis:
+        return cls(
+            generator_changed=base.generator_version != current.generator_version,
+            seed_changed=base.seed != current.seed,
+            suite_changed=base.suite != current.suite,
+            old_generator=base.generator_version,
+            new_generator=current.generator_version,
+        )
+
+    @property
+    def same_cases(self) -> bool:
+        return not (self.generator_changed or self.seed_changed or self.suite_changed)
+
+
+def diff_ops(base: Snapshot, current: Snapshot, warn_threshold: float) -> list[DiffEntry]:
+    """One entry per op x dtype in either run, current order first, then what only the baseline had."""
+    basis = CaseBasis.of(base, current)
+    entries: list[DiffEntry] = []
+    for op in current.ops:
+        old = base.op(op.name)
+        if old is None:
+            entries.extend(_whole_op(op, Classification.NEW, Severity.INFO, "new op (not in the baseline)"))
+        else:
+            entries.extend(_compare_op(old, op, basis, warn_threshold))
+    for old in base.ops:
+        if current.op(old.name) is None:
+            # Dropping an op drops its coverage: shown as a warning unless the suites differ anyway.
+            severity = Severity.INFO if basis.suite_changed else Severity.WARNING
+            entries.extend(_whole_op(old, Classification.REMOVED, severity,
+                                     "removed: in the baseline, not in this run"))
+    return entries
+
+
+def _whole_op(op: OpSnapshot, classification: Classification, severity: Severity,
+              message: str) -> list[DiffEntry]:
+    new = classification is Classification.NEW
+    if not op.dtypes:  # skipped or could not load: no per-dtype results
+        reason = Reason("status", None if new else op.status, op.status if new else None,
+                        f"{message}; status {op.status}" + (f" ({op.skip_reason})" if op.skip_reason else ""))
+        return [DiffEntry(EntryKind.OP, op.name, classification, severity, (reason,))]
+    out = []
+    for d in op.dtypes:
+        detail = f"status {d.status}"
+        if d.worst_headroom is not None:
+            detail += f", headroom {fmt(d.worst_headroom)}"
+        reason = Reason("status", None if new else d.status, d.status if new else None, f"{message}; {detail}")
+        out.append(DiffEntry(EntryKind.OP, op.name, classification, severity, (reason,), dtype=d.dtype))
+    return out
+
+
+def _compare_op(old: OpSnapshot, op: OpSnapshot, basis: CaseBasis, warn_threshold: float) -> list[DiffEntry]:
+    entries = []
+    for d in op.dtypes:
+        before = old.dtype(d.dtype)
+        if before is None:
+            reason = Reason("status", None, d.status, f"new dtype (the baseline did not run {d.dtype}); "
+                            f"status {d.status}")
+            entries.append(DiffEntry(EntryKind.OP, op.name, Classification.NEW, Severity.INFO, (reason,),
+                                     dtype=d.dtype))
+        else:
+            entries.append(compare_dtype(op.name, before, d, basis, warn_threshold))
+    for before in old.dtypes:
+        if op.dtype(before.dtype) is not None:
+            continue
+        entries.append(_missing_dtype(op, before, basis))
+    return entries
+
+
+def _missing_dtype(op: OpSnapshot, before: DtypeSnapshot, basis: CaseBasis) -> DiffEntry:
+    """A dtype the baseline judged and this run did not."""
+    if op.status == ERROR and before.status == PASSED:
+        why = op.message or "the op could not run"
+        reason = Reason("status", before.status, ERROR, f"passed in the baseline, could not be judged now: {why}")
+        return DiffEntry(EntryKind.OP, op.name, Classification.REGRESSED, Severity.WARNING, (reason,),
+                         dtype=before.dtype)
+    if op.status == SKIPPED:
+        why = op.skip_reason or op.message or "skipped"
+        reason = Reason("status", before.status, SKIPPED, f"not run this time ({why}); the baseline "
+                        f"had it {before.status}")
+    else:
+        reason = Reason("status", before.status, None, f"removed: the baseline ran {before.dtype}, this run "
+                        "did not")
+    severity = Severity.INFO if basis.suite_changed else Severity.WARNING
+    return DiffEntry(EntryKind.OP, op.name, Classification.REMOVED, severity, (reason,), dtype=before.dtype)
+
+
+def compare_dtype(name: str, old: DtypeSnapshot, new: DtypeSnapshot, basis: CaseBasis,
+                  warn_threshold: float) -> DiffEntry:
+    """Classifies one op x dtype present in both runs."""
+
+    def entry(classification: Classification, severity: Severity, *reasons: Reason) -> DiffEntry:
+        return DiffEntry(EntryKind.OP, name, classification, severity, (*reasons, *context), dtype=new.dtype)
+
+    context: list[Reason] = []
+    headroom = headroom_reason(old.worst_headroom, new.worst_headroom, warn_threshold)
+    if headroom is not None:
+        context.append(headroom[0])
+    if old.cases_total != new.cases_total and old.cases_total is not None and new.cases_total is not None:
+        context.append(Reason("cases_total", old.cases_total, new.cases_total,
+                              f"cases {old.cases_total} -> {new.cases_total}"))
+    status = Reason("status", old.status, new.status, f"{old.status} -> {new.status}" + _failed_part(new))
+
+    # The instrument changed: the cases or the rule that judges them differ, so nothing is attributed.
+    instrument: list[Reason] = []
+    if basis.generator_changed:
+        instrument.append(Reason("generator_version", basis.old_generator, basis.new_generator,
+                                 f"fuzz generator version {basis.old_generator} -> {basis.new_generator}: the "
+                                 "cases differ, so a change here is not counted as a regression"))
+    if old.comparator != new.comparator and old.comparator and new.comparator:
+        instrument.append(Reason("comparator", old.comparator, new.comparator, f"comparator {old.comparator} -> "
+                                 f"{new.comparator}: headroom is measured differently, not counted"))
+    if instrument:
+        reasons = [*instrument, status] if old.status != new.status else instrument
+        return entry(Classification.TOOLCHAIN_CHANGED, Severity.INFO, *reasons)
+
+    if old.status == PASSED and new.status == FAILED:
+        return entry(Classification.REGRESSED, Severity.FAILURE, status, *_seed_note(basis))
+    if new.status == ERROR and old.status != ERROR:
+        return entry(Classification.REGRESSED, Severity.WARNING, Reason(
+            "status", old.status, new.status, f"{old.status} -> error: could not be judged now (the run's own "
+            "verdict reports it)"))
+    if old.status in (FAILED, ERROR, SKIPPED) and new.status == PASSED:
+        return entry(Classification.IMPROVED, Severity.INFO, status)
+    if old.status != PASSED and new.status == FAILED:
+        note = "still failing" if old.status == FAILED else f"the baseline had no verdict ({old.status})"
+        return entry(Classification.UNCHANGED, Severity.INFO, Reason("status", old.status, new.status,
+                                                                     f"{note}{_failed_part(new)}"))
+    if headroom is not None and new.status == PASSED:
+        growth = headroom[1]
+        if growth > warn_threshold:
+            if basis.same_cases:
+                return entry(Classification.REGRESSED, Severity.WARNING)
+            return entry(Classification.UNCHANGED, Severity.INFO, *_seed_note(basis))
+        if growth < -warn_threshold:
+            return entry(Classification.IMPROVED, Severity.INFO)
+    return entry(Classification.UNCHANGED, Severity.INFO)
+
+
+def headroom_reason(old: float | None, new: float | None, warn_threshold: float) -> tuple[Reason, float] | None:
+    """(reason, relative growth) or None when either side has no headroom."""
+    if old is None or new is None:
+        return None
+    growth = (new - old) / max(old, HEADROOM_FLOOR)
+    message = f"worst headroom {fmt(old)} -> {fmt(new)} ({pct(growth)}"
+    if growth > warn_threshold:
+        message += f", more than warn_threshold {pct(warn_threshold, signed=False)}"
+    message += ")"
+    if new > 1 >= old:
+        message += "; above 1 means past the error bound"
+    return Reason("worst_headroom", old, new, message), growth
+
+
+def _failed_part(d: DtypeSnapshot) -> str:
+    if d.status == FAILED and d.cases_failed is not None and d.cases_total:
+        return f": {d.cases_failed} of {d.cases_total} cases failed"
+    return ""
+
+
+def _seed_note(basis: CaseBasis) -> list[Reason]:
+    if basis.same_cases:
+        return []
+    what = [w for w, changed in (("seed", basis.seed_changed), ("suite", basis.suite_changed)) if changed]
+    return [Reason("cases", None, None, f"the {' and '.join(what)} differ from the baseline's, so the "
+                   "cases differ: headroom changes are not attributed to the code")]
+
+
+def fmt(value: float) -> str:
+    """3 significant digits, no exponent for the usual headroom range."""
+    if value == 0 or 1e-3 <= abs(value) < 1e5:
+        return f"{value:.3g}"
+    return f"{value:.2e}"
+
+
+def pct(ratio: float, signed: bool = True) -> str:
+    value = ratio * 100
+    text = f"{value:+.0f}%" if signed else f"{value:.0f}%"
+    return text if abs(value) < 1e6 else (">+999999%" if value > 0 else "<-999999%")

@@ -1,0 +1,171 @@
+"""The comparator: error-bound families, allclose, exact, non-finite classes and invariants."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from gpuemu_ci.config.model import Family, InputSpec, Invariants, OpSpec
+from gpuemu_ci.oracle import bounds
+from gpuemu_ci.oracle.compare import compare, compare_exact
+from gpuemu_ci.oracle.invariants import bias_z, check_invariants
+from gpuemu_ci.oracle.model import Comparator, FailureKind
+
+
+def make_op(family: Family, inputs: tuple[InputSpec, ...], output=None, **extra) -> OpSpec:
+    return OpSpec(name="t", target="m:f", reference="m:f", family=family, inputs=inputs, dims=(),
+                  output_dims=output, dtypes=("float32",), **extra)
+
+
+def judge_bound(op, y, r, inputs, dims, case_dtype, reference_abs=None, kwargs=None):
+    allowed = bounds.allowed_error(op, bounds.BoundInputs(r, inputs, reference_abs, dims, kwargs or {},
+                                                          case_dtype, case_dtype))
+    return compare(y, r, allowed, Comparator.BOUND, case_dtype)
+
+
+def tiled_matmul(a, b, block_k=32, dtype=np.float32, drop_tail=False, acc_dtype=np.float32):
+    acc = np.zeros((a.shape[0], b.shape[1]), dtype=acc_dtype)
+    k = a.shape[1]
+    stop = (k // block_k) * block_k if drop_tail else k
+    if acc_dtype is not np.float32:  # a low-precision accumulator rounds after every product
+        for kk in range(stop):
+            acc = (acc + np.outer(a[:, kk], b[kk]).astype(np.float32)).astype(acc_dtype)
+        return acc.astype(dtype)
+    for k0 in range(0, stop, block_k):
+        acc += a[:, k0:k0 + block_k].astype(np.float32) @ b[k0:k0 + block_k].astype(np.float32)
+    return acc.astype(dtype)
+
+
+MATMUL = make_op(Family.MATMUL, (InputSpec("a", ("M", "K")), InputSpec("b", ("K", "N"))), output=("M", "N"))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("k", [1, 7, 64, 1000, 4096])
+def test_correct_matmuls_pass_the_bound_at_every_k(dtype, k):
+    """Fixed atol/rtol fails correct fp32 matmuls from K=1024; the bound must not (research oracles.md §4.4)."""
+    rng = np.random.default_rng(k)
+    a = rng.standard_normal((16, k)).astype(dtype)
+    b = (rng.standard_normal((k, 8)) * 3).astype(dtype)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    name = np.dtype(dtype).name
+    stats, findings = judge_bound(MATMUL, tiled_matmul(a, b, dtype=dtype), a64 @ b64, {"a": a64, "b": b64},
+                                  {"M": 16, "K": k, "N": 8}, name, reference_abs=np.abs(a64) @ np.abs(b64))
+    assert findings == [] and stats.headroom < 1.0
+    if dtype is np.float32 and k >= 1024:  # the field's default allclose would have failed this control
+        assert not np.allclose(tiled_matmul(a, b), a64 @ b64, rtol=1.3e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize(("bug", "kwargs"), [("dropped K tail", {"drop_tail": True}),
+                                              ("fp16 accumulator", {"acc_dtype": np.float16})])
+def test_matmul_bugs_exceed_the_bound(bug, kwargs):
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((16, 257)).astype(np.float16)
+    b = rng.standard_normal((257, 8)).astype(np.float16)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    stats, findings = judge_bound(MATMUL, tiled_matmul(a, b, dtype=np.float16, **kwargs), a64 @ b64,
+                                  {"a": a64, "b": b64}, {"M": 16, "K": 257, "N": 8}, "float16",
+                                  reference_abs=np.abs(a64) @ np.abs(b64))
+    assert [f.kind for f in findings] == [FailureKind.MISMATCH], bug
+    assert stats.headroom > 4 and stats.exceeded > 0
+
+
+def test_one_pass_variance_is_caught_by_the_norm_bound():
+    rng = np.random.default_rng(3)
+    x = (1000.0 + rng.standard_normal((8, 4096))).astype(np.float32)
+    x64 = x.astype(np.float64)
+    reference = (x64 - x64.mean(-1, keepdims=True)) / np.sqrt(x64.var(-1, keepdims=True) + 1e-5)
+    op = make_op(Family.NORM, (InputSpec("x", ("M", "N")),))
+    xf = x.astype(np.float32)
+    mean = xf.mean(-1, keepdims=True, dtype=np.float32)
+    two_pass = ((xf - mean) / np.sqrt(((xf - mean) ** 2).mean(-1, keepdims=True) + np.float32(1e-5)))
+    one_pass_var = (xf * xf).mean(-1, keepdims=True, dtype=np.float32) - mean * mean
+    one_pass = (xf - mean) / np.sqrt(np.maximum(one_pass_var, 0) + np.float32(1e-5))
+    dims = {"M": 8, "N": 4096}
+    assert judge_bound(op, two_pass.astype(np.float32), reference, {"x": x64}, dims, "float32",
+                       kwargs={"eps": 1e-5})[1] == []
+    assert judge_bound(op, one_pass.astype(np.float32), reference, {"x": x64}, dims, "float32",
+                       kwargs={"eps": 1e-5})[1]
+
+
+def test_elementwise_spec_mismatch_tanh_vs_erf_gelu():
+    from math import erf
+
+    x = np.linspace(-4, 4, 2001).astype(np.float32)
+    x64 = x.astype(np.float64)
+    erf_gelu = 0.5 * x64 * (1 + np.vectorize(erf)(x64 / np.sqrt(2)))
+    tanh_gelu = (0.5 * x64 * (1 + np.tanh(np.sqrt(2 / np.pi) * (x64 + 0.044715 * x64**3)))).astype(np.float32)
+    op = make_op(Family.ELEMENTWISE, (InputSpec("x", ("N",)),))
+    _, findings = judge_bound(op, tanh_gelu, erf_gelu, {"x": x64}, {"N": 2001}, "float32")
+    assert findings and findings[0].kind is FailureKind.MISMATCH
+    _, findings = judge_bound(op, erf_gelu.astype(np.float32), erf_gelu, {"x": x64}, {"N": 2001}, "float32")
+    assert findings == []
+
+
+def test_nonfinite_classes_must_match_exactly():
+    r = np.array([np.nan, np.inf, -np.inf, 1.0, 2.0])
+    good = r.astype(np.float32)
+    assert compare(good, r, np.full(5, 1e-6), Comparator.BOUND, "float32")[1] == []
+    for index, wrong in [(0, 0.0), (1, -np.inf), (2, 3.0), (3, np.nan), (4, np.inf)]:
+        y = good.copy()
+        y[index] = wrong
+        _, findings = compare(y, r, np.full(5, 1e-6), Comparator.BOUND, "float32")
+        assert findings[0].kind is FailureKind.NONFINITE, (index, wrong)
+
+
+def test_overflow_at_the_threshold_accepts_either_rounding():
+    top = float(np.finfo(np.float16).max)
+    r = np.array([top * 1.0002, top * 1.5])  # the first is within the allowance of the threshold
+    allowed = np.array([top * 0.001, top * 0.001])
+    assert compare(np.array([np.inf, np.inf], np.float16), r, allowed, Comparator.BOUND, "float16")[1] == []
+    assert compare(np.array([top, np.inf], np.float16), r, allowed, Comparator.BOUND, "float16")[1] == []
+    _, findings = compare(np.array([top, top], np.float16), r, allowed, Comparator.BOUND, "float16")
+    assert findings[0].kind is FailureKind.NONFINITE  # 1.5x the maximum must overflow
+
+
+def test_check_nan_false_ignores_nan_positions():
+    r = np.array([1.0, 2.0])
+    y = np.array([np.nan, 2.0], np.float32)
+    assert compare(y, r, np.full(2, 1e-6), Comparator.ALLCLOSE, "float32", check_nan=False)[1] == []
+    assert compare(y, r, np.full(2, 1e-6), Comparator.ALLCLOSE, "float32")[1]
+
+
+def test_exact_family_compares_to_the_reference_rounded_to_the_output_dtype():
+    r = np.array([1.0, 1.0 / 3.0, np.nan])
+    assert compare_exact(r.astype(np.float16), r, "float16")[1] == []
+    y = r.astype(np.float16)
+    y[1] = np.nextafter(y[1], np.float16(1))
+    stats, findings = compare_exact(y, r, "float16")
+    assert findings and stats.exceeded == 1 and stats.worst_index == (1,)
+    assert compare_exact(np.array([3, 4]), np.array([3, 5]), "int64")[1]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_every_invariant_on_every_dtype(dtype):
+    numpy_dtype = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
+    good = np.full((4, 4), 0.25).astype(numpy_dtype)
+    everything = Invariants(True, True, True, True, True, True, True)
+    assert check_invariants(everything, good, (4, 4), dtype) == []
+    cases = {
+        "shape_preserved": (good, (4, 5)),
+        "non_negative": (np.where(np.eye(4) > 0, -0.25, 0.25).astype(numpy_dtype), (4, 4)),
+        "no_nan": (np.where(np.eye(4) > 0, np.nan, 0.25).astype(numpy_dtype), (4, 4)),
+        "no_inf": (np.where(np.eye(4) > 0, np.inf, 0.25).astype(numpy_dtype), (4, 4)),
+        "symmetric": (np.triu(np.ones((4, 4))).astype(numpy_dtype) * 0.25, (4, 4)),
+        "normalized": (np.full((4, 4), 0.3).astype(numpy_dtype), (4, 4)),
+    }
+    for name, (output, shape) in cases.items():
+        findings = check_invariants(Invariants(**{name: True}), output, shape, dtype)
+        assert findings and name in findings[0].message, name
+    assert check_invariants(Invariants(finite=True), cases["no_inf"][0], (4, 4), dtype)
+
+
+def test_bias_z_test_catches_truncating_bf16_stores_not_rounding_ones():
+    rng = np.random.default_rng(0)
+    exact = rng.standard_normal(65536)
+    rounded = exact.astype(np.float32).astype(ml_dtypes.bfloat16)
+    truncated = (exact.astype(np.float32).view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32)
+    assert abs(bias_z(rounded, exact, "bfloat16")) < 6
+    assert bias_z(truncated.astype(ml_dtypes.bfloat16), exact, "bfloat16") < -50
+    # Both pass the usual elementwise tolerance for bf16:
+    assert np.allclose(truncated, exact, rtol=1.6e-2, atol=1e-5)
