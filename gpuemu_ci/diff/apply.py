@@ -24,9 +24,14 @@ HOW_TO_SEED = (
 )
 
 
-def apply_baseline(document: dict[str, Any], baseline_path: Path, policies: Policies,
-                   fail_on_regression: bool | None = None, *,
-                   provenance: dict[str, Any] | None = None) -> dict[str, Any]:
+def apply_baseline(
+    document: dict[str, Any],
+    baseline_path: Path,
+    policies: Policies,
+    fail_on_regression: bool | None = None,
+    *,
+    provenance: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """The document with its `diff` section filled; verdict "failed" and exit code 1 when a regression fails
     the gate. `provenance` (optional) records how the caller found the baseline, e.g. the Action's
     artifact match; it is copied into `diff.baseline.provenance`."""
@@ -39,27 +44,50 @@ def apply_baseline(document: dict[str, Any], baseline_path: Path, policies: Poli
         current, _ = snapshot_of(document)
         diff = diff_snapshots(base, source, str(baseline_path), current, policies, flag, provenance)
     except FormatError as exc:
-        diff = BaselineDiff(DiffStatus.UNREADABLE, f"the diff could not read this run's results ({exc}); "
-                            "gating on this run's own verdicts only", fail_on_regression=flag)
+        diff = BaselineDiff(
+            DiffStatus.UNREADABLE,
+            f"the diff could not read this run's results ({exc}); gating on this run's own verdicts only",
+            fail_on_regression=flag,
+        )
     except Exception as exc:  # a bug in the diff must not throw away a finished run's results
-        diff = BaselineDiff(DiffStatus.UNREADABLE, f"the baseline diff failed with an internal error "
-                            f"({type(exc).__name__}: {exc}; please report it); gating on this run's own "
-                            "verdicts only", fail_on_regression=flag)
+        diff = BaselineDiff(
+            DiffStatus.UNREADABLE,
+            f"the baseline diff failed with an internal error "
+            f"({type(exc).__name__}: {exc}; please report it); gating on this run's own "
+            "verdicts only",
+            fail_on_regression=flag,
+        )
     return gate_document(document, diff)
 
 
-def diff_snapshots(base: Snapshot, source: str, path: str, current: Snapshot, policies: Policies,
-                   fail_on_regression: bool, provenance: dict[str, Any] | None = None) -> BaselineDiff:
-    return compare(base, current, policies, fail_on_regression=fail_on_regression,
-                   info=baseline_info(base, source, path, provenance))
+def diff_snapshots(
+    base: Snapshot,
+    source: str,
+    path: str,
+    current: Snapshot,
+    policies: Policies,
+    fail_on_regression: bool,
+    provenance: dict[str, Any] | None = None,
+) -> BaselineDiff:
+    return compare(
+        base,
+        current,
+        policies,
+        fail_on_regression=fail_on_regression,
+        info=baseline_info(base, source, path, provenance),
+    )
 
 
 def unavailable(error: BaselineError, fail_on_regression: bool) -> BaselineDiff:
     """The diff section for a baseline that cannot be used."""
     if error.status is DiffStatus.NO_BASELINE:
-        message = (f"no baseline: {error.message} (a first run, or the baseline expired). No regression "
-                   f"check was done; gating on this run's own verdicts only. {HOW_TO_SEED}")
+        message = (
+            f"no baseline: {error.message} (a first run, or the baseline expired). No regression "
+            f"check was done; gating on this run's own verdicts only. {HOW_TO_SEED}"
+        )
     else:
-        message = (f"baseline unreadable: {error.message}. No regression check was done; gating on this "
-                   f"run's own verdicts only. Recreate it with `gpuemu-ci baseline create`.")
+        message = (
+            f"baseline unreadable: {error.message}. No regression check was done; gating on this "
+            f"run's own verdicts only. Recreate it with `gpuemu-ci baseline create`."
+        )
     return BaselineDiff(error.status, message, fail_on_regression=fail_on_regression)

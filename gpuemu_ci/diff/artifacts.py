@@ -34,19 +34,26 @@ def diff_kernels(base: Snapshot, current: Snapshot, policies: Policies) -> list[
             out.extend(_compare_kernel(old, kernel, policies))
     for old in base.kernels:
         if current.kernel(old.name) is None:
-            out.extend(_whole(old, Classification.REMOVED, Severity.WARNING,
-                              "removed: in the baseline, not in this run"))
+            out.extend(
+                _whole(
+                    old, Classification.REMOVED, Severity.WARNING, "removed: in the baseline, not in this run"
+                )
+            )
     return out
 
 
-def _whole(kernel: KernelSnapshot, classification: Classification, severity: Severity,
-           message: str) -> list[DiffEntry]:
+def _whole(
+    kernel: KernelSnapshot, classification: Classification, severity: Severity, message: str
+) -> list[DiffEntry]:
     new = classification is Classification.NEW
     if not kernel.entries:
         detail = f"{message}; status {kernel.status}" + (f": {kernel.error}" if kernel.error else "")
         reason = Reason("status", None if new else kernel.status, kernel.status if new else None, detail)
-        return [DiffEntry(EntryKind.KERNEL, kernel.name, classification, severity, (reason,),
-                          config_name=kernel.name)]
+        return [
+            DiffEntry(
+                EntryKind.KERNEL, kernel.name, classification, severity, (reason,), config_name=kernel.name
+            )
+        ]
     out = []
     for e in kernel.entries:
         detail = f"{message}; {e.registers} registers" if e.registers is not None else message
@@ -55,10 +62,23 @@ def _whole(kernel: KernelSnapshot, classification: Classification, severity: Sev
     return out
 
 
-def _entry(config_name: str, e: EntrySnapshot, classification: Classification, severity: Severity,
-           reasons: list[Reason]) -> DiffEntry:
-    return DiffEntry(EntryKind.KERNEL, display_name(config_name, e.kernel), classification, severity,
-                     tuple(reasons), arch=e.arch, config_name=config_name, entry=e.kernel)
+def _entry(
+    config_name: str,
+    e: EntrySnapshot,
+    classification: Classification,
+    severity: Severity,
+    reasons: list[Reason],
+) -> DiffEntry:
+    return DiffEntry(
+        EntryKind.KERNEL,
+        display_name(config_name, e.kernel),
+        classification,
+        severity,
+        tuple(reasons),
+        arch=e.arch,
+        config_name=config_name,
+        entry=e.kernel,
+    )
 
 
 def _compare_kernel(old: KernelSnapshot, kernel: KernelSnapshot, policies: Policies) -> list[DiffEntry]:
@@ -66,8 +86,9 @@ def _compare_kernel(old: KernelSnapshot, kernel: KernelSnapshot, policies: Polic
     for e in kernel.entries:
         before = old.entry(e.kernel, e.arch)
         if before is None:
-            reason = Reason("arch", None, e.arch, f"new entry or arch (not in the baseline); {e.registers} "
-                            "registers")
+            reason = Reason(
+                "arch", None, e.arch, f"new entry or arch (not in the baseline); {e.registers} registers"
+            )
             out.append(_entry(kernel.name, e, Classification.NEW, Severity.INFO, [reason]))
             continue
         limits = limits_for(policies, kernel.name, e.kernel)
@@ -80,18 +101,27 @@ def _compare_kernel(old: KernelSnapshot, kernel: KernelSnapshot, policies: Polic
             reason = Reason("status", old.status, kernel.status, f"no longer compiles: {kernel.error}")
             out.append(_entry(kernel.name, before, Classification.REGRESSED, Severity.FAILURE, [reason]))
         elif kernel.status == "error":
-            reason = Reason("status", old.status, kernel.status, "could not be measured now (the toolchain "
-                            "failed; the run's own verdict reports it)")
+            reason = Reason(
+                "status",
+                old.status,
+                kernel.status,
+                "could not be measured now (the toolchain failed; the run's own verdict reports it)",
+            )
             out.append(_entry(kernel.name, before, Classification.REGRESSED, Severity.WARNING, [reason]))
         else:
-            reason = Reason("arch", before.arch, None, "removed: the baseline measured this entry and arch, "
-                            "this run did not")
+            reason = Reason(
+                "arch",
+                before.arch,
+                None,
+                "removed: the baseline measured this entry and arch, this run did not",
+            )
             out.append(_entry(kernel.name, before, Classification.REMOVED, Severity.WARNING, [reason]))
     return out
 
 
-def _lint_reasons(old: KernelSnapshot, kernel: KernelSnapshot, e: EntrySnapshot) -> tuple[list[Reason],
-                                                                                          list[Reason]]:
+def _lint_reasons(
+    old: KernelSnapshot, kernel: KernelSnapshot, e: EntrySnapshot
+) -> tuple[list[Reason], list[Reason]]:
     """(newly failing checks, checks that failed before and pass now) for one entry x arch."""
 
     def failing(k: KernelSnapshot) -> dict[str, str]:
@@ -107,8 +137,13 @@ def _lint_reasons(old: KernelSnapshot, kernel: KernelSnapshot, e: EntrySnapshot)
     return worse, better
 
 
-def compare_entry(config_name: str, old: EntrySnapshot, new: EntrySnapshot, limits: DeltaLimits,
-                  lint: tuple[list[Reason], list[Reason]] = ([], [])) -> DiffEntry:
+def compare_entry(
+    config_name: str,
+    old: EntrySnapshot,
+    new: EntrySnapshot,
+    limits: DeltaLimits,
+    lint: tuple[list[Reason], list[Reason]] = ([], []),
+) -> DiffEntry:
     """Classifies one kernel entry x arch present in both runs."""
     toolchain = _toolchain_reasons(old.toolchain, new.toolchain)
     over: list[Reason] = list(lint[0])
@@ -175,7 +210,9 @@ def _toolchain_reasons(old: ToolSnapshot, new: ToolSnapshot) -> list[Reason]:
 
 
 def _not_counted(reason: Reason) -> Reason:
-    return Reason(reason.metric, reason.old, reason.new, f"{reason.message}; not counted: the toolchain changed")
+    return Reason(
+        reason.metric, reason.old, reason.new, f"{reason.message}; not counted: the toolchain changed"
+    )
 
 
 def _limit(limits: DeltaLimits, field_name: str, value: float) -> str:

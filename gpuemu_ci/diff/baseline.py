@@ -37,8 +37,9 @@ def create_baseline(results: dict[str, Any], *, created_at: str | None = None) -
         return doc
     version = f.string(doc, "schema_version", "", required=True)
     if version != SCHEMA_VERSION:
-        raise f.FormatError("schema_version", f"is {version!r}; this gpuemu-ci reads results version "
-                            f"{SCHEMA_VERSION!r}")
+        raise f.FormatError(
+            "schema_version", f"is {version!r}; this gpuemu-ci reads results version {SCHEMA_VERSION!r}"
+        )
     tool = f.optional_table(doc, "tool", "") or {}
     config = f.optional_table(doc, "config", "") or {}
     git = f.optional_table(doc, "git", "")
@@ -64,12 +65,16 @@ def create_baseline(results: dict[str, Any], *, created_at: str | None = None) -
             "sha256": f.string(config, "sha256", "config"),
             "project": f.string(config, "project", "config"),
         },
-        "git": None if git is None else {"commit": f.string(git, "commit", "git"), "ref": f.string(git, "ref", "git")},
+        "git": None
+        if git is None
+        else {"commit": f.string(git, "commit", "git"), "ref": f.string(git, "ref", "git")},
         "ci": f.optional_table(doc, "run", ""),
         "toolchain": f.optional_table(lint, "toolchain", "lint"),
         "lint_status": f.string(lint, "status", "lint"),
         "ops": [_op(f.table(op, where), where) for where, op in f.items(doc, "ops", "")],
-        "kernels": [_kernel(f.table(k, where), where) for where, k in f.items(doc, "kernels", "", required=False)],
+        "kernels": [
+            _kernel(f.table(k, where), where) for where, k in f.items(doc, "kernels", "", required=False)
+        ],
     }
 
 
@@ -77,17 +82,19 @@ def _op(op: dict[str, Any], where: str) -> dict[str, Any]:
     dtypes = []
     for path, d in f.items(op, "dtypes", where, required=False):
         d = f.table(d, path)
-        dtypes.append({
-            "dtype": f.string(d, "dtype", path, required=True),
-            "status": f.string(d, "status", path, required=True),
-            "cases_total": f.integer(d, "cases_total", path),
-            "cases_failed": f.integer(d, "cases_failed", path),
-            "cases_errored": f.integer(d, "cases_errored", path),
-            "worst_headroom": f.number(d, "worst_headroom", path),
-            "max_abs_error": f.number(d, "max_abs_error", path),
-            "comparator": f.string(d, "comparator", path),
-            "worst_case": f.string(d, "worst_case", path),
-        })
+        dtypes.append(
+            {
+                "dtype": f.string(d, "dtype", path, required=True),
+                "status": f.string(d, "status", path, required=True),
+                "cases_total": f.integer(d, "cases_total", path),
+                "cases_failed": f.integer(d, "cases_failed", path),
+                "cases_errored": f.integer(d, "cases_errored", path),
+                "worst_headroom": f.number(d, "worst_headroom", path),
+                "max_abs_error": f.number(d, "max_abs_error", path),
+                "comparator": f.string(d, "comparator", path),
+                "worst_case": f.string(d, "worst_case", path),
+            }
+        )
     return {
         "name": f.string(op, "name", where, required=True),
         "status": f.string(op, "status", where, required=True),
@@ -112,8 +119,9 @@ def _kernel(k: dict[str, Any], where: str) -> dict[str, Any]:
     violations = []
     for path, v in f.items(k, "violations", where, required=False):
         v = f.table(v, path)
-        violations.append({key: f.string(v, key, path) for key in ("kernel", "arch", "metric", "severity",
-                                                                    "message")})
+        violations.append(
+            {key: f.string(v, key, path) for key in ("kernel", "arch", "metric", "severity", "message")}
+        )
     return {
         "name": f.string(k, "name", where, required=True),
         "source": f.string(k, "source", where),
@@ -121,7 +129,9 @@ def _kernel(k: dict[str, Any], where: str) -> dict[str, Any]:
         "status": f.string(k, "status", where, required=True),
         "error": error,
         "violations": violations,
-        "entries": [_entry(f.table(e, path), path) for path, e in f.items(k, "entries", where, required=False)],
+        "entries": [
+            _entry(f.table(e, path), path) for path, e in f.items(k, "entries", where, required=False)
+        ],
     }
 
 
@@ -154,8 +164,12 @@ def _entry(e: dict[str, Any], where: str) -> dict[str, Any]:
 
 def snapshot_of(document: dict[str, Any]) -> tuple[Snapshot, str]:
     """(Snapshot, "baseline" | "results") of an in-memory document. Raises fields.FormatError."""
-    source = "baseline" if isinstance(document, dict) and "baseline_version" in document else "results"
-    return parse_snapshot(create_baseline(document)), source
+    if isinstance(document, dict) and "baseline_version" in document:
+        return parse_snapshot(create_baseline(document)), "baseline"
+    # A results.json used directly: it was "created" when its run finished.
+    finished = document.get("finished_at") if isinstance(document, dict) else None
+    created = finished if isinstance(finished, str) else None
+    return parse_snapshot(create_baseline(document, created_at=created)), "results"
 
 
 def read_document(path: Path, role: str = "baseline") -> dict[str, Any]:
@@ -172,11 +186,14 @@ def read_document(path: Path, role: str = "baseline") -> dict[str, Any]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise BaselineError(f"{role} {path} is not valid JSON ({exc.msg} at line {exc.lineno}, "
-                            f"column {exc.colno})") from None
+        raise BaselineError(
+            f"{role} {path} is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
+        ) from None
     if not isinstance(data, dict) or not ("baseline_version" in data or "schema_version" in data):
-        raise BaselineError(f"{role} {path} is not a gpuemu-ci results.json or baseline.json "
-                            "(no schema_version or baseline_version)")
+        raise BaselineError(
+            f"{role} {path} is not a gpuemu-ci results.json or baseline.json "
+            "(no schema_version or baseline_version)"
+        )
     return data
 
 

@@ -34,6 +34,9 @@ def gate_document(document: dict[str, Any], diff: BaselineDiff) -> dict[str, Any
         out["exit_code"] = int(ExitCode.GATE_FAILED)
         out["verdict"] = "failed"
     n = diff.regressions
-    out["notes"] = [*out.get("notes", []), f"the gate failed on {n} regression{'s' if n != 1 else ''} against "
-                    "the baseline (policies.fail_on_regression)"]
+    out["notes"] = [
+        *out.get("notes", []),
+        f"the gate failed on {n} regression{'s' if n != 1 else ''} against "
+        "the baseline (policies.fail_on_regression)",
+    ]
     return out

@@ -72,7 +72,9 @@ def _overrides(policies: Policies) -> dict[str, dict[str, Any]]:
         for key, field_name in POLICY_KEYS.items():
             item = value.get(key) if isinstance(value, Mapping) else getattr(value, key, None)
             if item is None:
-                item = value.get(field_name) if isinstance(value, Mapping) else getattr(value, field_name, None)
+                item = (
+                    value.get(field_name) if isinstance(value, Mapping) else getattr(value, field_name, None)
+                )
             if item is not None:
                 chosen[field_name] = float(item) if field_name == "instructions_pct" else int(item)
         result[str(name)] = chosen

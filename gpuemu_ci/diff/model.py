@@ -81,7 +81,7 @@ class DiffEntry:
 
     @property
     def label(self) -> str:
-        """"matmul [float32]" or "gelu [sm_80]"."""
+        """ "matmul [float32]" or "gelu [sm_80]"."""
         detail = self.dtype if self.kind is EntryKind.OP else self.arch
         return f"{self.name} [{detail}]" if detail else self.name
 

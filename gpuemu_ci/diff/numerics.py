@@ -56,24 +56,32 @@ def diff_ops(base: Snapshot, current: Snapshot, warn_threshold: float) -> list[D
         if current.op(old.name) is None:
             # Dropping an op drops its coverage: shown as a warning unless the suites differ anyway.
             severity = Severity.INFO if basis.suite_changed else Severity.WARNING
-            entries.extend(_whole_op(old, Classification.REMOVED, severity,
-                                     "removed: in the baseline, not in this run"))
+            entries.extend(
+                _whole_op(old, Classification.REMOVED, severity, "removed: in the baseline, not in this run")
+            )
     return entries
 
 
-def _whole_op(op: OpSnapshot, classification: Classification, severity: Severity,
-              message: str) -> list[DiffEntry]:
+def _whole_op(
+    op: OpSnapshot, classification: Classification, severity: Severity, message: str
+) -> list[DiffEntry]:
     new = classification is Classification.NEW
     if not op.dtypes:  # skipped or could not load: no per-dtype results
-        reason = Reason("status", None if new else op.status, op.status if new else None,
-                        f"{message}; status {op.status}" + (f" ({op.skip_reason})" if op.skip_reason else ""))
+        reason = Reason(
+            "status",
+            None if new else op.status,
+            op.status if new else None,
+            f"{message}; status {op.status}" + (f" ({op.skip_reason})" if op.skip_reason else ""),
+        )
         return [DiffEntry(EntryKind.OP, op.name, classification, severity, (reason,))]
     out = []
     for d in op.dtypes:
         detail = f"status {d.status}"
         if d.worst_headroom is not None:
             detail += f", headroom {fmt(d.worst_headroom)}"
-        reason = Reason("status", None if new else d.status, d.status if new else None, f"{message}; {detail}")
+        reason = Reason(
+            "status", None if new else d.status, d.status if new else None, f"{message}; {detail}"
+        )
         out.append(DiffEntry(EntryKind.OP, op.name, classification, severity, (reason,), dtype=d.dtype))
     return out
 
@@ -83,10 +91,12 @@ def _compare_op(old: OpSnapshot, op: OpSnapshot, basis: CaseBasis, warn_threshol
     for d in op.dtypes:
         before = old.dtype(d.dtype)
         if before is None:
-            reason = Reason("status", None, d.status, f"new dtype (the baseline did not run {d.dtype}); "
-                            f"status {d.status}")
-            entries.append(DiffEntry(EntryKind.OP, op.name, Classification.NEW, Severity.INFO, (reason,),
-                                     dtype=d.dtype))
+            reason = Reason(
+                "status", None, d.status, f"new dtype (the baseline did not run {d.dtype}); status {d.status}"
+            )
+            entries.append(
+                DiffEntry(EntryKind.OP, op.name, Classification.NEW, Severity.INFO, (reason,), dtype=d.dtype)
+            )
         else:
             entries.append(compare_dtype(op.name, before, d, basis, warn_threshold))
     for before in old.dtypes:
@@ -100,22 +110,31 @@ def _missing_dtype(op: OpSnapshot, before: DtypeSnapshot, basis: CaseBasis) -> D
     """A dtype the baseline judged and this run did not."""
     if op.status == ERROR and before.status == PASSED:
         why = op.message or "the op could not run"
-        reason = Reason("status", before.status, ERROR, f"passed in the baseline, could not be judged now: {why}")
-        return DiffEntry(EntryKind.OP, op.name, Classification.REGRESSED, Severity.WARNING, (reason,),
-                         dtype=before.dtype)
+        reason = Reason(
+            "status", before.status, ERROR, f"passed in the baseline, could not be judged now: {why}"
+        )
+        return DiffEntry(
+            EntryKind.OP, op.name, Classification.REGRESSED, Severity.WARNING, (reason,), dtype=before.dtype
+        )
     if op.status == SKIPPED:
         why = op.skip_reason or op.message or "skipped"
-        reason = Reason("status", before.status, SKIPPED, f"not run this time ({why}); the baseline "
-                        f"had it {before.status}")
+        reason = Reason(
+            "status",
+            before.status,
+            SKIPPED,
+            f"not run this time ({why}); the baseline had it {before.status}",
+        )
     else:
-        reason = Reason("status", before.status, None, f"removed: the baseline ran {before.dtype}, this run "
-                        "did not")
+        reason = Reason(
+            "status", before.status, None, f"removed: the baseline ran {before.dtype}, this run did not"
+        )
     severity = Severity.INFO if basis.suite_changed else Severity.WARNING
     return DiffEntry(EntryKind.OP, op.name, Classification.REMOVED, severity, (reason,), dtype=before.dtype)
 
 
-def compare_dtype(name: str, old: DtypeSnapshot, new: DtypeSnapshot, basis: CaseBasis,
-                  warn_threshold: float) -> DiffEntry:
+def compare_dtype(
+    name: str, old: DtypeSnapshot, new: DtypeSnapshot, basis: CaseBasis, warn_threshold: float
+) -> DiffEntry:
     """Classifies one op x dtype present in both runs."""
 
     def entry(classification: Classification, severity: Severity, *reasons: Reason) -> DiffEntry:
@@ -126,19 +145,38 @@ def compare_dtype(name: str, old: DtypeSnapshot, new: DtypeSnapshot, basis: Case
     if headroom is not None:
         context.append(headroom[0])
     if old.cases_total != new.cases_total and old.cases_total is not None and new.cases_total is not None:
-        context.append(Reason("cases_total", old.cases_total, new.cases_total,
-                              f"cases {old.cases_total} -> {new.cases_total}"))
+        context.append(
+            Reason(
+                "cases_total",
+                old.cases_total,
+                new.cases_total,
+                f"cases {old.cases_total} -> {new.cases_total}",
+            )
+        )
     status = Reason("status", old.status, new.status, f"{old.status} -> {new.status}" + _failed_part(new))
 
     # The instrument changed: the cases or the rule that judges them differ, so nothing is attributed.
     instrument: list[Reason] = []
     if basis.generator_changed:
-        instrument.append(Reason("generator_version", basis.old_generator, basis.new_generator,
-                                 f"fuzz generator version {basis.old_generator} -> {basis.new_generator}: the "
-                                 "cases differ, so a change here is not counted as a regression"))
+        instrument.append(
+            Reason(
+                "generator_version",
+                basis.old_generator,
+                basis.new_generator,
+                f"fuzz generator version {basis.old_generator} -> {basis.new_generator}: the "
+                "cases differ, so a change here is not counted as a regression",
+            )
+        )
     if old.comparator != new.comparator and old.comparator and new.comparator:
-        instrument.append(Reason("comparator", old.comparator, new.comparator, f"comparator {old.comparator} -> "
-                                 f"{new.comparator}: headroom is measured differently, not counted"))
+        instrument.append(
+            Reason(
+                "comparator",
+                old.comparator,
+                new.comparator,
+                f"comparator {old.comparator} -> "
+                f"{new.comparator}: headroom is measured differently, not counted",
+            )
+        )
     if instrument:
         reasons = [*instrument, status] if old.status != new.status else instrument
         return entry(Classification.TOOLCHAIN_CHANGED, Severity.INFO, *reasons)
@@ -146,15 +184,25 @@ def compare_dtype(name: str, old: DtypeSnapshot, new: DtypeSnapshot, basis: Case
     if old.status == PASSED and new.status == FAILED:
         return entry(Classification.REGRESSED, Severity.FAILURE, status, *_seed_note(basis))
     if new.status == ERROR and old.status != ERROR:
-        return entry(Classification.REGRESSED, Severity.WARNING, Reason(
-            "status", old.status, new.status, f"{old.status} -> error: could not be judged now (the run's own "
-            "verdict reports it)"))
+        return entry(
+            Classification.REGRESSED,
+            Severity.WARNING,
+            Reason(
+                "status",
+                old.status,
+                new.status,
+                f"{old.status} -> error: could not be judged now (the run's own verdict reports it)",
+            ),
+        )
     if old.status in (FAILED, ERROR, SKIPPED) and new.status == PASSED:
         return entry(Classification.IMPROVED, Severity.INFO, status)
     if old.status != PASSED and new.status == FAILED:
         note = "still failing" if old.status == FAILED else f"the baseline had no verdict ({old.status})"
-        return entry(Classification.UNCHANGED, Severity.INFO, Reason("status", old.status, new.status,
-                                                                     f"{note}{_failed_part(new)}"))
+        return entry(
+            Classification.UNCHANGED,
+            Severity.INFO,
+            Reason("status", old.status, new.status, f"{note}{_failed_part(new)}"),
+        )
     if headroom is not None and new.status == PASSED:
         growth = headroom[1]
         if growth > warn_threshold:
@@ -166,7 +214,9 @@ def compare_dtype(name: str, old: DtypeSnapshot, new: DtypeSnapshot, basis: Case
     return entry(Classification.UNCHANGED, Severity.INFO)
 
 
-def headroom_reason(old: float | None, new: float | None, warn_threshold: float) -> tuple[Reason, float] | None:
+def headroom_reason(
+    old: float | None, new: float | None, warn_threshold: float
+) -> tuple[Reason, float] | None:
     """(reason, relative growth) or None when either side has no headroom."""
     if old is None or new is None:
         return None
@@ -190,8 +240,15 @@ def _seed_note(basis: CaseBasis) -> list[Reason]:
     if basis.same_cases:
         return []
     what = [w for w, changed in (("seed", basis.seed_changed), ("suite", basis.suite_changed)) if changed]
-    return [Reason("cases", None, None, f"the {' and '.join(what)} differ from the baseline's, so the "
-                   "cases differ: headroom changes are not attributed to the code")]
+    return [
+        Reason(
+            "cases",
+            None,
+            None,
+            f"the {' and '.join(what)} differ from the baseline's, so the "
+            "cases differ: headroom changes are not attributed to the code",
+        )
+    ]
 
 
 def fmt(value: float) -> str:

@@ -118,8 +118,11 @@ def parse_snapshot(data: Any) -> Snapshot:
     doc = f.table(data, "")
     version = f.string(doc, "baseline_version", "", required=True)
     if version != BASELINE_VERSION:
-        raise f.FormatError("baseline_version", f"is {version!r}; this gpuemu-ci reads version "
-                            f"{BASELINE_VERSION!r} (regenerate the baseline with this version)")
+        raise f.FormatError(
+            "baseline_version",
+            f"is {version!r}; this gpuemu-ci reads version "
+            f"{BASELINE_VERSION!r} (regenerate the baseline with this version)",
+        )
     tool = f.optional_table(doc, "tool", "") or {}
     run = f.optional_table(doc, "run", "") or {}
     config = f.optional_table(doc, "config", "") or {}
@@ -141,8 +144,9 @@ def parse_snapshot(data: Any) -> Snapshot:
         ci=f.optional_table(doc, "ci", ""),
         toolchain=f.optional_table(doc, "toolchain", ""),
         ops=tuple(_op(f.table(op, where), where) for where, op in f.items(doc, "ops", "")),
-        kernels=tuple(_kernel(f.table(k, where), where) for where, k in f.items(doc, "kernels", "",
-                                                                                 required=False)),
+        kernels=tuple(
+            _kernel(f.table(k, where), where) for where, k in f.items(doc, "kernels", "", required=False)
+        ),
     )
 
 
@@ -153,7 +157,9 @@ def _op(op: dict[str, Any], where: str) -> OpSnapshot:
         comparator=f.string(op, "comparator", where),
         skip_reason=f.string(op, "skip_reason", where),
         message=f.string(op, "message", where),
-        dtypes=tuple(_dtype(f.table(d, path), path) for path, d in f.items(op, "dtypes", where, required=False)),
+        dtypes=tuple(
+            _dtype(f.table(d, path), path) for path, d in f.items(op, "dtypes", where, required=False)
+        ),
     )
 
 
@@ -173,18 +179,24 @@ def _kernel(k: dict[str, Any], where: str) -> KernelSnapshot:
     violations = []
     for path, v in f.items(k, "violations", where, required=False):
         v = f.table(v, path)
-        violations.append(ViolationSnapshot(
-            kernel=f.string(v, "kernel", path), arch=f.string(v, "arch", path), metric=f.string(v, "metric", path),
-            severity=f.string(v, "severity", path) or "error", message=f.string(v, "message", path) or "",
-        ))
+        violations.append(
+            ViolationSnapshot(
+                kernel=f.string(v, "kernel", path),
+                arch=f.string(v, "arch", path),
+                metric=f.string(v, "metric", path),
+                severity=f.string(v, "severity", path) or "error",
+                message=f.string(v, "message", path) or "",
+            )
+        )
     return KernelSnapshot(
         name=f.string(k, "name", where, required=True) or "",
         status=f.string(k, "status", where, required=True) or "",
         source_sha256=f.string(k, "source_sha256", where),
         error=f.string(k, "error", where),
         violations=tuple(violations),
-        entries=tuple(_entry(f.table(e, path), path) for path, e in f.items(k, "entries", where,
-                                                                            required=False)),
+        entries=tuple(
+            _entry(f.table(e, path), path) for path, e in f.items(k, "entries", where, required=False)
+        ),
     )
 
 

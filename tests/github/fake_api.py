@@ -11,7 +11,11 @@ requests. Lists paginate with ``per_page``/``page`` and ``Link`` headers.
 
 Stricter than GitHub on purpose: every API request must carry ``Authorization: Bearer <token>``
 and ``X-GitHub-Api-Version``. Failures are injected per request with ``fail(...)``; every
-response is recorded in ``responses`` so tests can validate it against the OpenAPI subset.
+response is recorded in ``responses``, and ``check_responses_against_openapi()`` validates them
+against GitHub's published description (the ``fake_github`` fixture does so after every test).
+
+Outside ``tests/github`` put this directory on ``sys.path`` to import it (the tests use pytest's
+default ``prepend`` import mode, like ``tests/lint``).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from urllib.parse import urlencode
 import fake_objects as obj
 import fake_routes as routes
 from fake_http import LoopbackServer, Recorded, RecordedResponse, Reply
+from openapi_check import contract
 
 API_VERSION = "2022-11-28"
 _EPOCH = datetime(2026, 3, 1, tzinfo=timezone.utc)
@@ -308,6 +313,20 @@ class FakeGitHub:
         """Every issue that is not a pull request."""
         with self._lock:
             return [i for i in self.state.issues.values() if "pull_request" not in i]
+
+    def check_responses_against_openapi(self) -> int:
+        """Validate every API response sent so far against GitHub's OpenAPI description.
+
+        Raises ``jsonschema.ValidationError`` (or ``AssertionError`` for an undocumented success
+        status) on the first mismatch; returns the number of responses checked. Responses to
+        requests that matched no operation (401, 404) are checked as ``basic-error``.
+        """
+        spec = contract()
+        for response in self.responses:
+            template = response.template or "/repos/{owner}/{repo}/issues"
+            status = response.status if response.template else max(response.status, 400)
+            spec.validate(template, response.method, status, response.body, response.headers)
+        return len(self.responses)
 
     def api_calls(self, method: str | None = None, path_regex: str = "") -> list[Recorded]:
         pattern = re.compile(path_regex)

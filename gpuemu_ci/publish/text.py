@@ -1,0 +1,105 @@
+"""Plain-text pieces every report format shares: numbers, shapes, the verdict sentence.
+
+Everything here returns unescaped text; each renderer escapes it for its own syntax.
+"""
+
+from __future__ import annotations
+
+from gpuemu_ci.lint.model import KernelStatus
+from gpuemu_ci.publish.report import Failure, FailureGroup, Headline, Report
+
+ICONS = {Headline.PASSED: "✅", Headline.FAILED: "❌", Headline.ERROR: "⚠️", Headline.INCOMPLETE: "⏳"}
+
+
+def number(value: float | int | None) -> str:
+    """An int with thousands separators, a float with 3 significant digits, "n/a" for None."""
+    if value is None:
+        return "n/a"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{value:.3g}"
+
+
+def headroom(value: float | None) -> str:
+    """Worst error over the allowed error: "0.137×" passes, "6.22e+03×" is far over."""
+    return "n/a" if value is None else f"{value:.3g}×"
+
+
+def dims(pairs: tuple[tuple[str, tuple[int, ...]], ...]) -> str:
+    """``x (3, 65), w (65,)``; "none" when empty."""
+    if not pairs:
+        return "none"
+    return ", ".join(f"{name} ({', '.join(str(d) for d in shape)}{',' if len(shape) == 1 else ''})"
+                     for name, shape in pairs)
+
+
+def pairs(items: tuple[tuple[str, str], ...], separator: str = ": ") -> str:
+    """``x: strided, y: contiguous``; "none" when empty."""
+    return ", ".join(f"{k}{separator}{v}" for k, v in items) if items else "none"
+
+
+def kwargs(failure: Failure) -> str:
+    return pairs(failure.kwargs, "=")
+
+
+def first_line(text: str | None, limit: int = 300) -> str:
+    """The first non-empty line of ``text``, cut to ``limit`` characters with an ellipsis."""
+    line = next((part.strip() for part in (text or "").splitlines() if part.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def clip(text: str | None, limit: int) -> str:
+    """``text`` cut to ``limit`` characters with an ellipsis."""
+    value = text or ""
+    return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
+def error_vs_allowed(failure: Failure) -> str:
+    """What a failing case got wrong, in one phrase."""
+    if failure.headroom is None:
+        return failure.kind
+    text = f"worst error {headroom(failure.headroom)} the allowed"
+    if failure.exceeded is not None and failure.total:
+        text += f" ({number(failure.exceeded)} of {number(failure.total)} elements over)"
+    return text
+
+
+def group_title(group: FailureGroup) -> str:
+    """``softmax [float32]: 6 of 16 cases failed``"""
+    row = group.row
+    if group.failures and group.failures[0].errored:
+        count = row.cases_errored if row else len(group.failures)
+        verb = "could not be judged"
+    else:
+        count = row.cases_failed if row else len(group.failures)
+        verb = "failed"
+    total = f" of {number(row.cases_total)}" if row else ""
+    return f"{group.op.name} [{group.dtype}]: {number(count)}{total} cases {verb}"
+
+
+def headline(report: Report) -> str:
+    """The one-line verdict: ``FAILED: 1 of 6 ops failed (8 of 192 cases)``."""
+    c = report.counts
+    verdict = report.headline
+    parts: list[str] = []
+    if c.ops_failed:
+        parts.append(f"{c.ops_failed} of {c.ops_total} ops failed ({number(c.cases_failed)} of "
+                     f"{number(c.cases_total)} cases)")
+    if c.kernels_failed:
+        parts.append(f"{c.kernels_failed} of {c.kernels_total} kernels failed lint")
+    if report.diff is not None and report.diff.status == "compared" and report.diff.regressions:
+        parts.append(f"{report.diff.regressions} regression(s) against the baseline")
+    if c.ops_errored:
+        parts.append(f"{c.ops_errored} op(s) errored")
+    if verdict is Headline.PASSED:
+        kernels = sum(1 for k in report.kernels if k.status is KernelStatus.PASSED)
+        parts = [f"{c.ops_passed} of {c.ops_total} ops within bounds ({number(c.cases_total)} cases)"]
+        if kernels:
+            parts.append(f"{kernels} kernel(s) lint clean")
+    elif verdict is Headline.ERROR and not report.executed:
+        parts.insert(0, "nothing was tested")
+    if report.cut_short or verdict is Headline.INCOMPLETE:
+        parts.append("the run was cut short, results are partial")
+    if c.ops_skipped:
+        parts.append(f"{c.ops_skipped} op(s) skipped, not tested")
+    return f"{verdict.value}: " + "; ".join(parts or ["see the report"])
