@@ -198,3 +198,30 @@ def test_script_without_the_expected_function(pool: WorkerPool, user_root: Path)
     run = pool.run(job)
     assert run.op.status is CallStatus.IMPORT_ERROR and "defines no function `run(" in run.op.message
     assert run.reference.status is CallStatus.IMPORT_ERROR and "script not found" in run.reference.message
+
+
+def test_submit_returns_futures_that_resolve_in_order(pool: WorkerPool, user_root: Path) -> None:
+    futures = [
+        pool.submit(make_job(user_root, "userops:add", pair(), kwargs={"scale": float(s)})) for s in range(4)
+    ]
+    outputs = [f.result(timeout=60).op.outputs[0] for f in futures]
+    for scale, out in enumerate(outputs):
+        np.testing.assert_array_equal(out, (pair()["a"] + 1) * scale)
+
+
+def test_arena_in_a_file_when_shared_memory_is_too_small(
+    user_root: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import gpuemu_ci.backends.transport as transport
+
+    monkeypatch.setattr(transport, "_shm_has_room", lambda size: False)  # as in a container's 64 MiB /dev/shm
+    monkeypatch.setattr(transport.tempfile, "tempdir", str(tmp_path))
+    with WorkerPool(1, user_root, gpu=None) as p:
+        run = p.run(make_job(user_root, "userops:add", pair(), kwargs={"scale": 2.0}))
+        assert run.op.status is CallStatus.OK, run.op.message
+        np.testing.assert_array_equal(run.op.outputs[0], (pair()["a"] + 1) * 2)
+        assert list(tmp_path.iterdir()) == []  # unlinked as soon as the worker had it mapped
+        crashed = p.run(make_job(user_root, "userops:segfault", pair()))
+        assert crashed.op.status is CallStatus.CRASHED
+        np.testing.assert_array_equal(crashed.reference.outputs[0], pair()["a"] + 1.0)
+    assert list(tmp_path.iterdir()) == []

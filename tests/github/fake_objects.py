@@ -256,7 +256,7 @@ def issue_comment(
     api_repo = f"{site.api}/repos/{repo_full_name}"
     return {
         "id": comment_id,
-
+        "node_id": f"IC_{comment_id}",
         "url": f"{api_repo}/issues/comments/{comment_id}",
         "html_url": f"{site.web}/{repo_full_name}/pull/{issue_number}#issuecomment-{comment_id}",
         "body": body,

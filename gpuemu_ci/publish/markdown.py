@@ -1,0 +1,278 @@
+"""The PR comment and the step summary: Markdown from Jinja2 templates, sized to fit.
+
+Escaping is automatic, as HTML autoescaping is: every ``{{ value }}`` in a Markdown template is
+escaped as Markdown text unless an escape filter (``cell``, ``code``, ``cellcode``, ``block``,
+``link``) already made it safe, so a template cannot print an untrusted string raw by forgetting
+a filter. Templates live in ``gpuemu_ci/templates`` and ship inside the wheel.
+
+Size: GitHub refuses comments over 65,536 characters and drops step summaries over 1 MiB. The
+renderer budgets 60,000 UTF-8 bytes for the comment (marker line included) and degrades in
+steps, each stated in the comment: first the passing-ops table goes, then the further failing
+cases of each op x dtype, then the detail blocks, then table rows; a last resort keeps only the
+verdict and the links.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import jinja2
+
+from gpuemu_ci.lint.model import KernelStatus
+from gpuemu_ci.publish import escape, text
+from gpuemu_ci.publish.report import Failure, FailureGroup, Headline, Kernel, Report
+from gpuemu_ci.results.model import OpStatus
+
+COMMENT_LIMIT = 60_000  # UTF-8 bytes; GitHub counts up to 65,536 characters, bytes >= characters
+SUMMARY_LIMIT = 1024 * 1024 - 1024  # GitHub drops a step summary over 1 MiB; room for other writers
+MARKER_PREFIX = "<!-- gpuemu-ci:v1 key="
+_KEY_UNSAFE = re.compile(r"[^A-Za-z0-9._/:+=@-]")
+
+
+class Md(str):
+    """Markdown an escape function produced: the template's auto-escape lets it through."""
+
+
+@dataclass(frozen=True)
+class Links:
+    """Where the full report lives; None when unknown (then no link is shown)."""
+
+    run_url: str | None = None
+    artifact_url: str | None = None
+
+    @classmethod
+    def for_report(cls, report: Report, run_url: str | None = None, artifact_url: str | None = None) -> Links:
+        """Given URLs (checked), else the run's URL derived from the document's `run` section."""
+        url = escape.safe_url(run_url)
+        run = report.run
+        if url is None and run and run.repo and run.run_id and run.server_url:
+            if re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", run.repo) and run.run_id.isdigit():
+                url = escape.safe_url(f"{run.server_url.rstrip('/')}/{run.repo}/actions/runs/{run.run_id}"
+                                      + (f"/attempts/{run.run_attempt}" if run.run_attempt else ""))
+        return cls(url, escape.safe_url(artifact_url))
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How much of the report to show; each None is "all"."""
+
+    passes: bool = True
+    more_failures: bool = True  # the collapsed further failing cases of each op x dtype
+    detail_groups: int | None = None
+    failure_rows: int | None = None
+    lint_rows: int | None = None
+    diff_rows: int | None = None
+    other_rows: int | None = None  # errored and skipped ops
+    message_chars: int = 500
+
+
+def comment_key(key: str | None) -> str:
+    """``key`` reduced to characters that are safe inside the marker (``--`` would end the comment)."""
+    cleaned = _KEY_UNSAFE.sub("_", (key or "").strip())
+    while "--" in cleaned:
+        cleaned = cleaned.replace("--", "-")
+    return cleaned[:200] or "default"
+
+
+def comment_marker(key: str | None) -> str:
+    """The hidden first line that identifies the comment of job ``key``."""
+    return f"{MARKER_PREFIX}{comment_key(key)} -->"
+
+
+def render_comment(report: Report, links: Links | None = None, *, job: str | None = None,
+                   marker: bool = True, limit: int = COMMENT_LIMIT) -> str:
+    """The PR comment: the marker line (``marker=False`` leaves it to the poster, but the budget still
+    counts it), a one-line verdict, failures first, then lint, errors, the baseline diff, skips and
+    the collapsed passes; at most ``limit`` UTF-8 bytes."""
+    key = job or (report.run.job if report.run else None)
+    head = comment_marker(key) + "\n"
+    body = _fit(report, links or Links(), "comment.md.j2", limit - len(head.encode("utf-8")))
+    return (head if marker else "") + body
+
+
+def render_summary(report: Report, links: Links | None = None, *, limit: int = SUMMARY_LIMIT) -> str:
+    """The step summary (``GITHUB_STEP_SUMMARY``): the comment's content with the run's details."""
+    return _fit(report, links or Links(), "summary.md.j2", limit)
+
+
+def _fit(report: Report, links: Links, template: str, limit: int) -> str:
+    groups = report.failure_groups()
+    ladder: list[Callable[[Limits], Limits]] = [
+        lambda lim: replace(lim, passes=False),
+        lambda lim: replace(lim, more_failures=False, message_chars=300),
+    ]
+    attempt = Limits()
+    rendered = _render(report, links, template, attempt)
+    for step in ladder:
+        if _size(rendered) <= limit:
+            return rendered
+        attempt = step(attempt)
+        rendered = _render(report, links, template, attempt)
+    for field, total in (("detail_groups", len(groups)), ("diff_rows", _diff_total(report)),
+                         ("lint_rows", len(_lint_rows(report))), ("failure_rows", len(groups)),
+                         ("other_rows", len(report.ops))):
+        if _size(rendered) <= limit:
+            return rendered
+        attempt = _largest_fitting(report, links, template, attempt, field, total, limit)
+        rendered = _render(report, links, template, attempt)
+    if _size(rendered) <= limit:
+        return rendered
+    return _render(report, links, "minimal.md.j2", attempt)
+
+
+def _largest_fitting(report: Report, links: Links, template: str, base: Limits, field: str, total: int,
+                     limit: int) -> Limits:
+    """``base`` with ``field`` set to the largest count whose rendering fits (0 if none does)."""
+    low, high = 0, total
+    while low < high:
+        mid = (low + high + 1) // 2
+        if _size(_render(report, links, template, replace(base, **{field: mid}))) <= limit:
+            low = mid
+        else:
+            high = mid - 1
+    return replace(base, **{field: low})
+
+
+def _size(rendered: str) -> int:
+    return len(rendered.encode("utf-8"))
+
+
+def _take(items: list[Any] | tuple[Any, ...], limit: int | None) -> tuple[list[Any], int]:
+    shown = list(items) if limit is None else list(items)[:limit]
+    return shown, len(items) - len(shown)
+
+
+def _lint_rows(report: Report) -> list[tuple[Kernel, Any]]:
+    return [(k, v) for k in report.kernels for v in k.violations]
+
+
+def _diff_total(report: Report) -> int:
+    return sum(1 for e in report.diff.entries if e.classification != "unchanged") if report.diff else 0
+
+
+def _context(report: Report, links: Links, limits: Limits) -> dict[str, Any]:
+    groups = report.failure_groups()
+    rows, rows_hidden = _take(groups, limits.failure_rows)
+    details, details_hidden = _take(groups, limits.detail_groups)
+    lint, lint_hidden = _take(_lint_rows(report), limits.lint_rows)
+    changed = [e for e in report.diff.entries if e.classification != "unchanged"] if report.diff else []
+    diff_rows, diff_hidden = _take(changed, limits.diff_rows)
+    errored_ops = [op for op in report.ops if op.status is OpStatus.ERROR]
+    errored, errored_hidden = _take(errored_ops, limits.other_rows)
+    skipped, skipped_hidden = _take([op for op in report.ops if op.status is OpStatus.SKIPPED], limits.other_rows)
+    passes = [(op, row) for op in report.ops for row in op.dtypes if row.status is OpStatus.PASSED]
+    more_hidden = sum(max(0, len(g.failures) - 1) for g in details) if not limits.more_failures else 0
+    cut = []
+    if not limits.passes and passes:
+        cut.append(f"the table of {len(passes)} passing op × dtype results")
+    if more_hidden:
+        cut.append(f"{more_hidden} further failing case(s) (the worst case of each op × dtype is shown)")
+    if details_hidden:
+        cut.append(f"the details of {details_hidden} failing op × dtype result(s)")
+    if rows_hidden:
+        cut.append(f"{rows_hidden} row(s) of the failures table")
+    if lint_hidden:
+        cut.append(f"{lint_hidden} lint violation(s)")
+    if diff_hidden:
+        cut.append(f"{diff_hidden} baseline change(s)")
+    if errored_hidden or skipped_hidden:
+        cut.append(f"{errored_hidden + skipped_hidden} errored or skipped op(s)")
+    return {
+        "report": report,
+        "headline": report.headline,
+        "headline_text": text.headline(report),
+        "icon": text.ICONS[report.headline],
+        "passed": report.headline is Headline.PASSED,
+        "links": links,
+        "limits": limits,
+        "groups": groups,
+        "rows": rows,
+        "rows_hidden": rows_hidden,
+        "details": details,
+        "errored_groups": {g.op.name: g for g in report.errored_groups()},
+        "errored": errored,
+        "skipped": skipped,
+        "lint": lint,
+        "compile_errors": [k for k in report.kernels if k.error is not None],
+        "kernel_problems": [k for k in report.kernels if k.status in (KernelStatus.ERROR, KernelStatus.SKIPPED)],
+        "passing_kernels": [k for k in report.kernels if k.status is KernelStatus.PASSED],
+        "diff_rows": diff_rows,
+        "diff_unchanged": (len(report.diff.entries) - len(changed)) if report.diff else 0,
+        "passes": passes,
+        "cut": cut,
+    }
+
+
+def _render(report: Report, links: Links, template: str, limits: Limits) -> str:
+    rendered = _ENVIRONMENT.get_template(template).render(_context(report, links, limits))
+    # Blank lines separate blocks; more than one in a row is template whitespace, never content.
+    return re.sub(r"\n{3,}", "\n\n", rendered).lstrip("\n")
+
+
+def _finalize(value: Any) -> str:
+    """The auto-escape: what a ``{{ }}`` prints. Md passes; numbers are formatted; text is escaped."""
+    if isinstance(value, Md):
+        return value
+    if value is None:
+        return "n/a"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)):
+        return text.number(value)
+    return escape.markdown_text(value)
+
+
+def _link(label: Any, url: str | None) -> Md:
+    safe = escape.safe_url(url)
+    shown = escape.markdown_text(label)
+    return Md(f"[{shown}]({safe})" if safe else shown)
+
+
+def _failure_facts(failure: Failure) -> str:
+    return (f"shapes {text.dims(failure.shapes)}; strides {text.dims(failure.strides)}; layouts "
+            f"{text.pairs(failure.layouts)}; kwargs {text.kwargs(failure)}; values {failure.distribution}")
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("gpuemu_ci", "templates"),
+        autoescape=False,  # Markdown, not HTML: _finalize escapes instead
+        finalize=_finalize,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters.update({
+        "cell": lambda v: Md(escape.markdown_cell(v)),
+        "code": lambda v: Md(escape.markdown_code_span(v)),
+        "cellcode": lambda v: Md(escape.markdown_code_span(v, table_cell=True)),
+        "block": lambda v, lang="": Md(escape.markdown_code_block(v, lang)),
+        "link": _link,
+        "headroom": lambda v: Md(text.headroom(v)),
+        "num": lambda v: Md(text.number(v)),
+        "first_line": text.first_line,
+        "clip": text.clip,
+        "dims": text.dims,
+        "pairs": text.pairs,
+        "kwargs": text.kwargs,
+        "facts": _failure_facts,
+        "error_vs_allowed": text.error_vs_allowed,
+        "group_title": text.group_title,
+        "repo_path": lambda path, report: report.repo_path(path),
+    })
+    return env
+
+
+_ENVIRONMENT = _environment()
+
+
+def group_failures(group: FailureGroup) -> tuple[Failure, ...]:
+    """The failures after the worst one (shown collapsed)."""
+    return group.failures[1:]
+
+
+_ENVIRONMENT.filters["rest"] = group_failures
