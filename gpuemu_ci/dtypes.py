@@ -59,12 +59,24 @@ DTYPES: dict[str, DtypeInfo] = {
 
 # Common spellings users write; the canonical name is what reports show.
 ALIASES: dict[str, str] = {
-    "fp64": "float64", "f64": "float64", "double": "float64",
-    "fp32": "float32", "f32": "float32", "float": "float32",
-    "fp16": "float16", "f16": "float16", "half": "float16",
+    "fp64": "float64",
+    "f64": "float64",
+    "double": "float64",
+    "fp32": "float32",
+    "f32": "float32",
+    "float": "float32",
+    "fp16": "float16",
+    "f16": "float16",
+    "half": "float16",
     "bf16": "bfloat16",
-    "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
-    "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
+    "i8": "int8",
+    "i16": "int16",
+    "i32": "int32",
+    "i64": "int64",
+    "u8": "uint8",
+    "u16": "uint16",
+    "u32": "uint32",
+    "u64": "uint64",
 }
 
 

@@ -18,7 +18,7 @@ from gpuemu_ci.cli.run import config_option
 from gpuemu_ci.config.load import load_config
 from gpuemu_ci.errors import ExitCode
 from gpuemu_ci.pipeline.op_runner import OpRunner, json_float
-from gpuemu_ci.pipeline.run import master_seed, RunOptions, select_ops
+from gpuemu_ci.pipeline.run import RunOptions, master_seed, select_ops
 from gpuemu_ci.plan.expand import plan_op
 from gpuemu_ci.progress import Silent
 
@@ -28,11 +28,20 @@ from gpuemu_ci.progress import Silent
 @click.option("--op", "op_names", multiple=True, help="Only this op (repeatable); default: every op.")
 @click.option("--iterations", type=click.IntRange(1), default=48, show_default=True, help="Cases per dtype.")
 @click.option("--seed", type=click.IntRange(0, 2**64 - 1), help="Master seed.")
-@click.option("--percentile", type=click.FloatRange(0, 100, min_open=True),
-              help="Also print atol/rtol at this percentile of the observed errors (opt-in; not a bound).")
+@click.option(
+    "--percentile",
+    type=click.FloatRange(0, 100, min_open=True),
+    help="Also print atol/rtol at this percentile of the observed errors (opt-in; not a bound).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the table as JSON on stdout.")
-def calibrate_command(config_path: Path | None, op_names: tuple[str, ...], iterations: int, seed: int | None,
-                      percentile: float | None, as_json: bool) -> int:
+def calibrate_command(
+    config_path: Path | None,
+    op_names: tuple[str, ...],
+    iterations: int,
+    seed: int | None,
+    percentile: float | None,
+    as_json: bool,
+) -> int:
     """Run each op's cases and report the worst headroom per dtype and shape class."""
     from gpuemu_ci.backends import WorkerPool
 
@@ -61,13 +70,20 @@ def calibrate_command(config_path: Path | None, op_names: tuple[str, ...], itera
                     scale = float(np.nanmax(np.abs(reference))) if np.size(reference) else 0.0
                     rel = stats.max_abs_error / scale if scale > 0 else 0.0
                 groups[(outcome.inputs.dtype, shape_class)].append(
-                    (stats.headroom or 0.0, stats.max_abs_error or 0.0, rel))
+                    (stats.headroom or 0.0, stats.max_abs_error or 0.0, rel)
+                )
             for (dtype, shape_class), values in sorted(groups.items()):
                 headrooms = [v[0] for v in values]
-                row = {"op": op.name, "dtype": dtype, "shape_class": shape_class, "cases": len(values),
-                       "comparator": outcome.verdict.stats.comparator.value if outcome.verdict and
-                       outcome.verdict.stats else None,
-                       "worst_headroom": json_float(max(headrooms))}
+                row = {
+                    "op": op.name,
+                    "dtype": dtype,
+                    "shape_class": shape_class,
+                    "cases": len(values),
+                    "comparator": outcome.verdict.stats.comparator.value
+                    if outcome.verdict and outcome.verdict.stats
+                    else None,
+                    "worst_headroom": json_float(max(headrooms)),
+                }
                 if percentile is not None:
                     row["percentile"] = percentile
                     row["atol"] = json_float(float(np.percentile([v[1] for v in values], percentile)))
@@ -76,15 +92,19 @@ def calibrate_command(config_path: Path | None, op_names: tuple[str, ...], itera
     finally:
         pool.close()
     for row in rows:
-        line = (f"{row['op']:<20} {row['dtype']:<9} {row['shape_class']:<18} cases {row['cases']:>4}  "
-                f"worst headroom {row['worst_headroom']:.3g}")
+        line = (
+            f"{row['op']:<20} {row['dtype']:<9} {row['shape_class']:<18} cases {row['cases']:>4}  "
+            f"worst headroom {row['worst_headroom']:.3g}"
+        )
         if percentile is not None:
             line += f"  p{percentile:g} atol {row['atol']:.3g} rtol {row['rtol']:.3g} (not a bound)"
         click.echo(line, err=True)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
     if failures:
-        click.echo(f"gpuemu-ci: {failures} cases failed or could not be judged: calibrate on a correct kernel",
-                   err=True)
+        click.echo(
+            f"gpuemu-ci: {failures} cases failed or could not be judged: calibrate on a correct kernel",
+            err=True,
+        )
         return int(ExitCode.GATE_FAILED)
     return int(ExitCode.PASSED)

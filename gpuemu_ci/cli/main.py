@@ -34,8 +34,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Runs the CLI and returns the exit code (never raises for user errors)."""
     _register()
     try:
-        result = cli.main(args=list(argv) if argv is not None else None, prog_name="gpuemu-ci",
-                          standalone_mode=False)
+        result = cli.main(
+            args=list(argv) if argv is not None else None, prog_name="gpuemu-ci", standalone_mode=False
+        )
     except GpuemuError as exc:
         click.echo(f"gpuemu-ci: error: {exc.diagnostics()}", err=True)
         return int(exc.exit_code)
@@ -51,8 +52,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a bug in gpuemu-ci itself: say so plainly, exit 3
         if os.environ.get("GPUEMU_DEBUG"):
             traceback.print_exc()
-        click.echo(f"gpuemu-ci: internal error: {type(exc).__name__}: {exc} (set GPUEMU_DEBUG=1 for a "
-                   "traceback and please report it)", err=True)
+        click.echo(
+            f"gpuemu-ci: internal error: {type(exc).__name__}: {exc} (set GPUEMU_DEBUG=1 for a "
+            "traceback and please report it)",
+            err=True,
+        )
         return int(ExitCode.INFRASTRUCTURE)
     if isinstance(result, int):
         return result

@@ -37,19 +37,38 @@ def _parse_dims(text: str | None) -> dict[str, int] | None:
 @click.command("replay")
 @click.argument("results", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @config_option
-@click.option("--case", "case_ids", multiple=True, help="Case id from results.json (e.g. softmax/7); default: all.")
+@click.option(
+    "--case", "case_ids", multiple=True, help="Case id from results.json (e.g. softmax/7); default: all."
+)
 @click.option("--op", "op_name", help="With --seed or --snapshot: the op to replay.")
 @click.option("--seed", type=click.IntRange(0, 2**64 - 1), help="Case seed (from a failure's replay line).")
-@click.option("--snapshot", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Replay the exact saved inputs instead of regenerating them from the seed.")
-@click.option("--from-snapshots", is_flag=True,
-              help="With a results file: replay each failure from its saved .npz instead of its seed.")
+@click.option(
+    "--snapshot",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Replay the exact saved inputs instead of regenerating them from the seed.",
+)
+@click.option(
+    "--from-snapshots",
+    is_flag=True,
+    help="With a results file: replay each failure from its saved .npz instead of its seed.",
+)
 @click.option("--dims", "dims_text", help="Minimized dims, e.g. M=3,N=65 (from `gpuemu-ci minimize`).")
 @click.option("--scale", type=float, help="Minimized input scale (from `gpuemu-ci minimize`).")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("gpuemu-out"))
-def replay_command(results: Path | None, config_path: Path | None, case_ids: tuple[str, ...], op_name: str | None,
-                   seed: int | None, snapshot: Path | None, from_snapshots: bool, dims_text: str | None,
-                   scale: float | None, out_dir: Path) -> int:
+@click.option(
+    "--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("gpuemu-out")
+)
+def replay_command(
+    results: Path | None,
+    config_path: Path | None,
+    case_ids: tuple[str, ...],
+    op_name: str | None,
+    seed: int | None,
+    snapshot: Path | None,
+    from_snapshots: bool,
+    dims_text: str | None,
+    scale: float | None,
+    out_dir: Path,
+) -> int:
     """Re-run failing cases and print their verdict. Exit 1 when a case still fails, 0 when none does."""
     config = load_config(config_path)
     pool = _pool(config)
@@ -74,19 +93,39 @@ def replay_command(results: Path | None, config_path: Path | None, case_ids: tup
                     if not failure.get("snapshot"):
                         raise UsageError(f"failure {failure['case_id']} has no snapshot")
                     snap = results.parent / failure["snapshot"]
-                outcome = replay(config, op, pool, out_dir, seed=int(failure["case_seed"]), snapshot=snap,
-                                 generator_version=str(document.get("generator_version")))
+                outcome = replay(
+                    config,
+                    op,
+                    pool,
+                    out_dir,
+                    seed=int(failure["case_seed"]),
+                    snapshot=snap,
+                    generator_version=str(document.get("generator_version")),
+                )
                 still_failing += _report(failure["case_id"], outcome.failed, outcome.message, failure["kind"])
         else:
             if not op_name or (seed is None and snapshot is None):
                 raise UsageError("give a results file, or --op NAME with --seed SEED (or --snapshot FILE)")
             op = select_ops(config, [op_name])[0]
-            outcome = replay(config, op, pool, out_dir, seed=seed, snapshot=snapshot, dims=_parse_dims(dims_text),
-                             scale=scale)
-            still_failing += _report(f"{op_name} seed {outcome.case.seed}", outcome.failed, outcome.message, None)
+            outcome = replay(
+                config,
+                op,
+                pool,
+                out_dir,
+                seed=seed,
+                snapshot=snapshot,
+                dims=_parse_dims(dims_text),
+                scale=scale,
+            )
+            still_failing += _report(
+                f"{op_name} seed {outcome.case.seed}", outcome.failed, outcome.message, None
+            )
             shapes = ", ".join(f"{k}{tuple(v.shape)}" for k, v in outcome.case.arrays.items())
-            click.echo(f"  inputs: {shapes}; dtype {outcome.case.dtype}; {outcome.case.stratum.mode.value}; "
-                       f"kwargs {json.dumps(dict(outcome.case.kwargs))}", err=True)
+            click.echo(
+                f"  inputs: {shapes}; dtype {outcome.case.dtype}; {outcome.case.stratum.mode.value}; "
+                f"kwargs {json.dumps(dict(outcome.case.kwargs))}",
+                err=True,
+            )
     finally:
         pool.close()
     return int(ExitCode.GATE_FAILED if still_failing else ExitCode.PASSED)
@@ -109,9 +148,12 @@ def _report(label: str, failed: bool, message: str, recorded_kind: str | None) -
 @click.option("--seed", required=True, type=click.IntRange(0, 2**64 - 1), help="The failing case's seed.")
 @click.option("--max-runs", type=click.IntRange(1), default=200, show_default=True, help="Op runs at most.")
 @click.option("--json", "as_json", is_flag=True, help="Print the minimized case as JSON on stdout.")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("gpuemu-out"))
-def minimize_command(config_path: Path | None, op_name: str, seed: int, max_runs: int, as_json: bool,
-                     out_dir: Path) -> int:
+@click.option(
+    "--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("gpuemu-out")
+)
+def minimize_command(
+    config_path: Path | None, op_name: str, seed: int, max_runs: int, as_json: bool, out_dir: Path
+) -> int:
     """Shrink a failing case (dims, then value magnitudes) by re-running the op; print the smallest failing case."""
     config = load_config(config_path)
     op = select_ops(config, [op_name])[0]
@@ -121,17 +163,32 @@ def minimize_command(config_path: Path | None, op_name: str, seed: int, max_runs
     finally:
         pool.close()
     dims_text = ",".join(f"{k}={v}" for k, v in result.dims.items())
-    command = (f"gpuemu-ci replay --config {shlex.quote(str(config_path or config.path.name))} --op "
-               f"{shlex.quote(op_name)} --seed {seed} --dims {dims_text}"
-               + (f" --scale {result.scale!r}" if result.scale != 1.0 else ""))
-    click.echo(f"minimized {op_name} seed {seed} in {result.runs} runs: "
-               f"{result.original_dims} -> {result.dims}" + (f", inputs x{result.scale:g}" if result.scale != 1.0
-                                                           else ""), err=True)
+    command = (
+        f"gpuemu-ci replay --config {shlex.quote(str(config_path or config.path.name))} --op "
+        f"{shlex.quote(op_name)} --seed {seed} --dims {dims_text}"
+        + (f" --scale {result.scale!r}" if result.scale != 1.0 else "")
+    )
+    click.echo(
+        f"minimized {op_name} seed {seed} in {result.runs} runs: "
+        f"{result.original_dims} -> {result.dims}"
+        + (f", inputs x{result.scale:g}" if result.scale != 1.0 else ""),
+        err=True,
+    )
     for line in result.message.splitlines():
         click.echo(f"  {line}", err=True)
     click.echo(f"  replay: {command}", err=True)
     if as_json:
-        click.echo(json.dumps({"op": op_name, "seed": seed, "original_dims": result.original_dims,
-                               "dims": result.dims, "scale": result.scale, "runs": result.runs,
-                               "replay": command}))
+        click.echo(
+            json.dumps(
+                {
+                    "op": op_name,
+                    "seed": seed,
+                    "original_dims": result.original_dims,
+                    "dims": result.dims,
+                    "scale": result.scale,
+                    "runs": result.runs,
+                    "replay": command,
+                }
+            )
+        )
     return int(ExitCode.GATE_FAILED)

@@ -24,15 +24,19 @@ def print_summary(document: dict[str, Any], path: Path) -> None:
         for failure in op["failures"][:3]:
             shapes = ", ".join(f"{k}{tuple(v)}" for k, v in failure["shapes"].items())
             first_line = failure["message"].splitlines()[0] if failure["message"] else failure["kind"]
-            echo(f"        {failure['kind']} [{failure['dtype']}] {shapes} {failure['distribution']} "
-                 f"seed {failure['case_seed']}")
+            echo(
+                f"        {failure['kind']} [{failure['dtype']}] {shapes} {failure['distribution']} "
+                f"seed {failure['case_seed']}"
+            )
             echo(f"          {first_line[:300]}")
             echo(f"          replay: {failure['replay']}")
         hidden = len(op["failures"]) - 3 + op.get("failures_omitted", 0)
         if hidden > 0:
             echo(f"        ... and {hidden} more failures in {path}")
     for kernel in document.get("kernels", []):
-        echo(f"  {ICONS.get(kernel.get('status', ''), kernel.get('status', '')):<5} kernel {kernel.get('name')}")
+        echo(
+            f"  {ICONS.get(kernel.get('status', ''), kernel.get('status', '')):<5} kernel {kernel.get('name')}"
+        )
         for violation in kernel.get("violations", [])[:5]:
             echo(f"        {violation.get('message', violation)}")
         if kernel.get("error"):
@@ -46,7 +50,9 @@ def print_summary(document: dict[str, Any], path: Path) -> None:
     for note in document.get("notes", []):
         echo(f"  note: {note}")
     echo()
-    echo(f"gpuemu-ci: {document['verdict'].upper()} - ops {s['ops_passed']} passed, {s['ops_failed']} failed, "
-         f"{s['ops_skipped']} skipped, {s['ops_errored']} errored; cases {s['cases_total']} "
-         f"({s['cases_failed']} failed); seed {document['seed']}; {s['duration_s']:.1f}s")
+    echo(
+        f"gpuemu-ci: {document['verdict'].upper()} - ops {s['ops_passed']} passed, {s['ops_failed']} failed, "
+        f"{s['ops_skipped']} skipped, {s['ops_errored']} errored; cases {s['cases_total']} "
+        f"({s['cases_failed']} failed); seed {document['seed']}; {s['duration_s']:.1f}s"
+    )
     echo(f"gpuemu-ci: results written to {path}")

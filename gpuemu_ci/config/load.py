@@ -63,7 +63,9 @@ def user_config_path(env: Mapping[str, str] | None = None) -> Path | None:
     return Path(base) / "gpuemu" / "config.toml"
 
 
-def load_config(path: Path | None = None, cwd: Path | None = None, env: Mapping[str, str] | None = None) -> Config:
+def load_config(
+    path: Path | None = None, cwd: Path | None = None, env: Mapping[str, str] | None = None
+) -> Config:
     """Loads and validates a config; raises ConfigError with file and line on any problem."""
     config_path = Path(path) if path is not None else find_config(cwd)
     if not config_path.is_file():
@@ -133,14 +135,14 @@ def build_config(data: Mapping[str, Any], source: SourceText, path: Path, sha256
     op_lines = _table_spans(source, "ops", len(ops_raw))
     ops = tuple(
         ops_parser.parse_op(TableReader(raw, f"ops[{i}]", source, start, end), validation, project, root)
-        for i, (raw, (start, end)) in enumerate(zip(ops_raw, op_lines))
+        for i, (raw, (start, end)) in enumerate(zip(ops_raw, op_lines, strict=True))
     )
     _unique([op.name for op in ops], "ops", source, op_lines)
 
     kernel_lines = _table_spans(source, "kernels", len(kernels_raw))
     kernels = tuple(
         _kernel(TableReader(raw, f"kernels[{i}]", source, start, end), validation, project, root)
-        for i, (raw, (start, end)) in enumerate(zip(kernels_raw, kernel_lines))
+        for i, (raw, (start, end)) in enumerate(zip(kernels_raw, kernel_lines, strict=True))
     )
     _unique([k.name for k in kernels], "kernels", source, kernel_lines)
     for dtype in ci.quick_dtypes:
@@ -152,7 +154,8 @@ def _table_spans(source: SourceText, name: str, count: int) -> list[tuple[int | 
     """(header line, end line) for each [[name]] table; sub-tables like [name.dims] stay inside."""
     starts = source.header_lines(name)
     all_headers = [
-        i + 1 for i, text in enumerate(source.lines)
+        i + 1
+        for i, text in enumerate(source.lines)
         if text.lstrip().startswith("[") and not text.lstrip().startswith(f"[{name}.")
     ]
     spans: list[tuple[int | None, int | None]] = []
@@ -166,13 +169,17 @@ def _table_spans(source: SourceText, name: str, count: int) -> list[tuple[int | 
     return spans
 
 
-def _unique(names: list[str], section: str, source: SourceText,
-            lines: list[tuple[int | None, int | None]]) -> None:
+def _unique(
+    names: list[str], section: str, source: SourceText, lines: list[tuple[int | None, int | None]]
+) -> None:
     seen: set[str] = set()
-    for name, (line, _) in zip(names, lines):
+    for name, (line, _) in zip(names, lines, strict=True):
         if name in seen:
-            raise ConfigError(f"two [[{section}]] entries are named {name!r}; names must be unique",
-                              path=source.path, line=line)
+            raise ConfigError(
+                f"two [[{section}]] entries are named {name!r}; names must be unique",
+                path=source.path,
+                line=line,
+            )
         seen.add(name)
 
 
@@ -215,7 +222,8 @@ def _ci(table: TableReader | None) -> CiSettings:
     defaults = CiSettings()
     ci = CiSettings(
         quick_dtypes=tuple(
-            ops_parser.canonical_dtype(d) for d in (table.string_list("quick_dtypes", defaults.quick_dtypes) or ())
+            ops_parser.canonical_dtype(d)
+            for d in (table.string_list("quick_dtypes", defaults.quick_dtypes) or ())
         ),
         quick_iterations=table.integer("quick_iterations", defaults.quick_iterations, minimum=1)
         or defaults.quick_iterations,
@@ -223,7 +231,8 @@ def _ci(table: TableReader | None) -> CiSettings:
         or defaults.thorough_iterations,
         thorough_timeout=table.number("thorough_timeout", defaults.thorough_timeout, positive=True)
         or defaults.thorough_timeout,
-        case_timeout=table.number("case_timeout", defaults.case_timeout, positive=True) or defaults.case_timeout,
+        case_timeout=table.number("case_timeout", defaults.case_timeout, positive=True)
+        or defaults.case_timeout,
         parallel_jobs=table.integer("parallel_jobs", defaults.parallel_jobs, minimum=1) or 1,
         lint=table.boolean("lint", defaults.lint),
         require_gpu=table.boolean("require_gpu", defaults.require_gpu),
@@ -241,20 +250,42 @@ def _policies(table: TableReader | None) -> Policies:
         warn_threshold=table.number("warn_threshold", d.warn_threshold, positive=True) or d.warn_threshold,
         max_register_increase=table.integer("max_register_increase", d.max_register_increase, minimum=0) or 0,
         max_spill_increase=table.integer("max_spill_increase", d.max_spill_increase, minimum=0) or 0,
-        max_local_memory_increase=table.integer("max_local_memory_increase", d.max_local_memory_increase,
-                                                minimum=0) or 0,
-        max_shared_memory_increase=table.integer("max_shared_memory_increase", d.max_shared_memory_increase,
-                                                 minimum=0) or 0,
-        max_instruction_increase_pct=table.number("max_instruction_increase_pct",
-                                                  d.max_instruction_increase_pct) or 0.0,
+        max_local_memory_increase=table.integer(
+            "max_local_memory_increase", d.max_local_memory_increase, minimum=0
+        )
+        or 0,
+        max_shared_memory_increase=table.integer(
+            "max_shared_memory_increase", d.max_shared_memory_increase, minimum=0
+        )
+        or 0,
+        max_instruction_increase_pct=table.number(
+            "max_instruction_increase_pct", d.max_instruction_increase_pct
+        )
+        or 0.0,
     )
     table.finish()
     return policies
 
 
-KERNEL_VALIDATION_KEYS = ("reference", "inputs", "input_names", "dims", "dtypes", "family", "tolerances",
-                          "invariants", "kwargs", "constraints", "output", "layouts", "distributions",
-                          "accumulator", "nonfinite", "deterministic", "timeout")
+KERNEL_VALIDATION_KEYS = (
+    "reference",
+    "inputs",
+    "input_names",
+    "dims",
+    "dtypes",
+    "family",
+    "tolerances",
+    "invariants",
+    "kwargs",
+    "constraints",
+    "output",
+    "layouts",
+    "distributions",
+    "accumulator",
+    "nonfinite",
+    "deterministic",
+    "timeout",
+)
 
 
 def _kernel(table: TableReader, validation: Validation, project: Project, root: Path) -> KernelSpec:
@@ -266,14 +297,19 @@ def _kernel(table: TableReader, validation: Validation, project: Project, root: 
     archs = table.string_list("archs", ()) or ()
     for arch in archs:
         if not arch.startswith(("sm_", "compute_")) or not arch.split("_", 1)[1].rstrip("af").isdigit():
-            raise table.error("archs", f"{arch!r} is not an arch like \"sm_80\" or \"sm_90a\"")
+            raise table.error("archs", f'{arch!r} is not an arch like "sm_80" or "sm_90a"')
     include_dirs = tuple((root / d).resolve() for d in table.string_list("include_dirs", ()) or ())
-    checks = _artifact_checks(table.table("artifact_checks", aliases={
-        "max_local_memory_bytes": "max_local_memory",
-        "max_shared_memory_bytes": "max_shared_memory",
-        "forbidden_instructions": "forbidden_patterns",
-        "max_regs": "max_registers",
-    }))
+    checks = _artifact_checks(
+        table.table(
+            "artifact_checks",
+            aliases={
+                "max_local_memory_bytes": "max_local_memory",
+                "max_shared_memory_bytes": "max_shared_memory",
+                "forbidden_instructions": "forbidden_patterns",
+                "max_regs": "max_registers",
+            },
+        )
+    )
     launch_table = table.table("launch")
     launch = _launch(launch_table) if launch_table is not None else None
     op = None
@@ -281,8 +317,11 @@ def _kernel(table: TableReader, validation: Validation, project: Project, root: 
         op = ops_parser.parse_kernel_op(table, name, validation, project, root)
     elif any(table.has(k) for k in KERNEL_VALIDATION_KEYS if k != "reference"):
         key = next(k for k in KERNEL_VALIDATION_KEYS if k != "reference" and table.has(k))
-        raise table.error(key, "numerical validation of a kernel needs a [kernels.launch] table "
-                               "(kernel entry, grid, block, args); without it the kernel is only linted")
+        raise table.error(
+            key,
+            "numerical validation of a kernel needs a [kernels.launch] table "
+            "(kernel entry, grid, block, args); without it the kernel is only linted",
+        )
     else:
         table.string("reference")  # upstream requires it; without a launch it has nothing to validate
     kernel = KernelSpec(
@@ -331,8 +370,9 @@ def _patterns(table: TableReader, key: str) -> tuple[PatternCheck, ...]:
             check = PatternCheck(item, "ptx")
         elif isinstance(item, dict):
             sub = TableReader(item, f"{table.where}.{key}[]", table.source, table.line_of(key))
-            check = PatternCheck(sub.string("pattern", required=True) or "",
-                                 sub.string("target", "ptx") or "ptx")
+            check = PatternCheck(
+                sub.string("pattern", required=True) or "", sub.string("target", "ptx") or "ptx"
+            )
             sub.finish()
             if check.target not in ("ptx", "sass"):
                 raise table.error(key, f'target must be "ptx" or "sass", got {check.target!r}')
@@ -360,7 +400,7 @@ def _launch(table: TableReader) -> KernelLaunch:
     entry = table.string("kernel", required=True) or ""
     output = table.raw("output")
     if not isinstance(output, list) or not all(isinstance(v, (str, int)) for v in output):
-        raise table.error("output", "expected the output's dims, e.g. [\"M\", \"N\"]")
+        raise table.error("output", 'expected the output\'s dims, e.g. ["M", "N"]')
     launch = KernelLaunch(
         entry=entry,
         grid=exprs("grid", True),

@@ -65,7 +65,8 @@ def check_dtype(name: str, where: str, source: SourceText, line: int | None = No
         hint = f" (did you mean `{close[0]}`?)" if close else ""
         raise ConfigError(
             f"`{where}`: unknown dtype {name!r}{hint}. Known: {', '.join(dtype_table.DTYPES)}.",
-            path=source.path, line=line,
+            path=source.path,
+            line=line,
         )
 
 
@@ -117,7 +118,9 @@ def _invariants(table: TableReader) -> Invariants:
 
             close = difflib.get_close_matches(name, INVARIANT_NAMES, n=1)
             hint = f" (did you mean `{close[0]}`?)" if close else ""
-            raise table.error("invariants", f"unknown invariant {name!r}{hint}. Known: {', '.join(INVARIANT_NAMES)}.")
+            raise table.error(
+                "invariants", f"unknown invariant {name!r}{hint}. Known: {', '.join(INVARIANT_NAMES)}."
+            )
     return Invariants(**{k: v for k, v in chosen.items()})
 
 
@@ -155,8 +158,9 @@ def _dim(table: TableReader, name: str) -> DimSpec:
             typical_list = []
         elif isinstance(typical_raw, int) and not isinstance(typical_raw, bool):
             typical_list = [typical_raw]
-        elif isinstance(typical_raw, list) and all(isinstance(v, int) and not isinstance(v, bool)
-                                                     for v in typical_raw):
+        elif isinstance(typical_raw, list) and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in typical_raw
+        ):
             typical_list = list(typical_raw)
         else:
             raise table.error(name, "`typical` must be a size or a list of sizes")
@@ -183,8 +187,9 @@ def _dim_list(table: TableReader, key: str, value: Any) -> tuple[str | int, ...]
     return tuple(value)
 
 
-def _inputs(table: TableReader, dims: dict[str, DimSpec], schema_inputs: dict[str, tuple[str, ...]] | None
-            ) -> tuple[tuple[InputSpec, ...], str | None]:
+def _inputs(
+    table: TableReader, dims: dict[str, DimSpec], schema_inputs: dict[str, tuple[str, ...]] | None
+) -> tuple[tuple[InputSpec, ...], str | None]:
     """Inputs as a list of names, a table name -> dims, or a table name -> { dims, dtype, kind, ... }.
 
     A string is a hook "pkg.mod:make_inputs" that builds the arrays itself (names then come from `input_names`
@@ -194,8 +199,11 @@ def _inputs(table: TableReader, dims: dict[str, DimSpec], schema_inputs: dict[st
     if raw is None:
         if schema_inputs is not None:
             return tuple(InputSpec(n, d) for n, d in schema_inputs.items()), None
-        raise table.error("inputs", "is required: the op's input names, e.g. inputs = [\"x\"], or their dims, "
-                                    "e.g. [ops.inputs] a = [\"M\", \"K\"]")
+        raise table.error(
+            "inputs",
+            'is required: the op\'s input names, e.g. inputs = ["x"], or their dims, '
+            'e.g. [ops.inputs] a = ["M", "K"]',
+        )
     if isinstance(raw, str):
         if ":" not in raw:
             raise table.error(spelled, 'a string here is an inputs hook "pkg.mod:function"')
@@ -208,7 +216,7 @@ def _inputs(table: TableReader, dims: dict[str, DimSpec], schema_inputs: dict[st
             raise table.error(spelled, "input names must be unique")
         default = tuple(DEFAULT_DIMS) if not dims else None
         if default is None:
-            raise table.error(spelled, "with [ops.dims] give each input's dims: [ops.inputs] x = [\"M\", \"N\"]")
+            raise table.error(spelled, 'with [ops.dims] give each input\'s dims: [ops.inputs] x = ["M", "N"]')
         return tuple(InputSpec(n, default) for n in raw), None
     if isinstance(raw, dict):
         specs = []
@@ -231,9 +239,21 @@ def _inputs(table: TableReader, dims: dict[str, DimSpec], schema_inputs: dict[st
             layouts = sub.string_list("layouts")
             sub.finish()
             if kind is ValueKind.INDEX and high is None:
-                raise sub.error("high", 'index inputs need `high` (an integer or a dim name, e.g. high = "V")')
-            specs.append(InputSpec(name, input_dims, dtype, kind, low, high, ignore,
-                                   _enum_list(sub, "layouts", layouts, Layout) if layouts else None))
+                raise sub.error(
+                    "high", 'index inputs need `high` (an integer or a dim name, e.g. high = "V")'
+                )
+            specs.append(
+                InputSpec(
+                    name,
+                    input_dims,
+                    dtype,
+                    kind,
+                    low,
+                    high,
+                    ignore,
+                    _enum_list(sub, "layouts", layouts, Layout) if layouts else None,
+                )
+            )
         return tuple(specs), None
     raise table.error(spelled, "expected a list of names or a table of inputs")
 
@@ -279,18 +299,47 @@ def _target(text: str, root: Path, table: TableReader, key: str) -> str:
         if not module or not attribute or not all(DIM_NAME.match(p) for p in module.split(".")):
             raise table.error(key, f'{text!r} is not "package.module:function"')
         return text
-    path = (root / text)
+    path = root / text
     if not path.is_file():
-        raise table.error(key, f"file not found: {text} (relative to {root}); give a script path or "
-                               '"package.module:function"')
+        raise table.error(
+            key,
+            f'file not found: {text} (relative to {root}); give a script path or "package.module:function"',
+        )
     return text
 
 
 OP_KEYS = (
-    "name", "op", "reference", "execution_mode", "op_script", "family", "schema", "dims", "inputs", "output",
-    "dtypes", "output_dtype", "framework", "kwargs", "tolerances", "invariants", "layouts", "distributions",
-    "constraints", "nonfinite", "accumulator", "flush_to_zero", "transcendental_ulps", "deterministic", "out_arg",
-    "timeout", "require_gpu", "error_scale", "naive", "naive_factor", "bound_c",
+    "name",
+    "op",
+    "reference",
+    "execution_mode",
+    "op_script",
+    "family",
+    "schema",
+    "dims",
+    "inputs",
+    "output",
+    "dtypes",
+    "output_dtype",
+    "framework",
+    "kwargs",
+    "tolerances",
+    "invariants",
+    "layouts",
+    "distributions",
+    "constraints",
+    "nonfinite",
+    "accumulator",
+    "flush_to_zero",
+    "transcendental_ulps",
+    "deterministic",
+    "out_arg",
+    "timeout",
+    "require_gpu",
+    "error_scale",
+    "naive",
+    "naive_factor",
+    "bound_c",
 )
 
 
@@ -303,39 +352,48 @@ def parse_op(table: TableReader, validation: Validation, project: Project, root:
     return spec
 
 
-def parse_kernel_op(table: TableReader, name: str, validation: Validation, project: Project, root: Path
-                    ) -> OpSpec:
+def parse_kernel_op(
+    table: TableReader, name: str, validation: Validation, project: Project, root: Path
+) -> OpSpec:
     """The validation part of a launchable [[kernels]] entry (its target is the kernel itself)."""
     table.aliases.update({"input_names": "inputs"})
     return _op_body(table, name, validation, project, root, need_target=False)
 
 
-def _op_body(table: TableReader, name: str, validation: Validation, project: Project, root: Path,
-             need_target: bool) -> OpSpec:
+def _op_body(
+    table: TableReader, name: str, validation: Validation, project: Project, root: Path, need_target: bool
+) -> OpSpec:
     mode_raw = table.string("execution_mode")
     if mode_raw in ("client_side", "daemon_orchestrated", None):
         mode = ExecutionMode.CALLABLE
     elif mode_raw == ExecutionMode.SCRIPT.value:
         mode = ExecutionMode.SCRIPT
     else:
-        raise table.error("execution_mode", f"unknown value {mode_raw!r}; expected \"script_based\", "
-                                            "\"client_side\" or \"daemon_orchestrated\"")
+        raise table.error(
+            "execution_mode",
+            f'unknown value {mode_raw!r}; expected "script_based", "client_side" or "daemon_orchestrated"',
+        )
     target_text = table.string("op") if need_target else None
     op_script = table.string("op_script")
     if need_target:
         if mode is ExecutionMode.SCRIPT:
             if not op_script:
-                raise table.error("op_script", "execution_mode = \"script_based\" needs `op_script`, the script "
-                                               "that computes the op's output (without it nothing is tested)")
+                raise table.error(
+                    "op_script",
+                    'execution_mode = "script_based" needs `op_script`, the script '
+                    "that computes the op's output (without it nothing is tested)",
+                )
             op_script = _target(op_script, root, table, "op_script")
         elif not target_text:
             raise ConfigError(
-                f"op {name!r} has no `op` to test. Give `op = \"package.module:function\"`, or "
-                "`execution_mode = \"script_based\"` with `op_script`. (Upstream's client_side and "
+                f'op {name!r} has no `op` to test. Give `op = "package.module:function"`, or '
+                '`execution_mode = "script_based"` with `op_script`. (Upstream\'s client_side and '
                 "daemon_orchestrated modes compared the reference with itself; gpuemu-ci refuses to gate on that.)",
-                path=table.source.path, line=table.line)
+                path=table.source.path,
+                line=table.line,
+            )
         elif op_script:
-            raise table.error("op_script", "only used with execution_mode = \"script_based\"")
+            raise table.error("op_script", 'only used with execution_mode = "script_based"')
         if target_text:
             target_text = _target(target_text, root, table, "op")
     reference = _target(table.string("reference", required=True) or "", root, table, "reference")
@@ -346,8 +404,10 @@ def _op_body(table: TableReader, name: str, validation: Validation, project: Pro
     schema = None
     if schema_name is not None:
         if schema_name not in BUILTIN_SCHEMAS:
-            raise table.error("schema", f"unknown builtin schema {schema_name!r}; expected one of "
-                                        f"{', '.join(BUILTIN_SCHEMAS)}")
+            raise table.error(
+                "schema",
+                f"unknown builtin schema {schema_name!r}; expected one of {', '.join(BUILTIN_SCHEMAS)}",
+            )
         schema = BUILTIN_SCHEMAS[schema_name]
     dims = _dims(table, "dims")
     if schema is not None:
@@ -357,16 +417,22 @@ def _op_body(table: TableReader, name: str, validation: Validation, project: Pro
     if not dims:
         dims = {n: DimSpec(n, s, low=1, high=max(s)) for n, s in DEFAULT_DIMS.items()}
     output_raw = table.raw("output")
-    output_dims = _dim_list(table, "output", output_raw) if output_raw is not None else (
-        schema[2] if schema else None)
+    output_dims = (
+        _dim_list(table, "output", output_raw) if output_raw is not None else (schema[2] if schema else None)
+    )
     for spec in inputs:
         for dim in (*spec.dims, *(output_dims or ())):
             if isinstance(dim, str) and dim not in dims:
-                raise table.error("dims", f"dim {dim!r} (used by `{spec.name}` or the output) is not declared "
-                                          f"in [ops.dims]; declared: {', '.join(dims) or 'none'}")
+                raise table.error(
+                    "dims",
+                    f"dim {dim!r} (used by `{spec.name}` or the output) is not declared "
+                    f"in [ops.dims]; declared: {', '.join(dims) or 'none'}",
+                )
         for bound in (spec.low, spec.high):
             if isinstance(bound, str) and bound not in dims:
-                raise table.error("inputs", f"`{spec.name}` is bounded by dim {bound!r}, which is not declared")
+                raise table.error(
+                    "inputs", f"`{spec.name}` is bounded by dim {bound!r}, which is not declared"
+                )
 
     dtype_list = table.string_list("dtypes")
     if dtype_list is not None:
@@ -393,8 +459,11 @@ def _op_body(table: TableReader, name: str, validation: Validation, project: Pro
         check_dtype(accumulator, f"{table.where}.accumulator", table.source, table.line_of("accumulator"))
     bound_hook = table.string("error_scale")
     if family is Family.CUSTOM and not bound_hook and not table.has("naive"):
-        raise table.error("family", 'family = "custom" needs `error_scale = "pkg.mod:func"` (returns the '
-                                    "per-element error scale S and length n) or `naive` (baseline-relative rule)")
+        raise table.error(
+            "family",
+            'family = "custom" needs `error_scale = "pkg.mod:func"` (returns the '
+            "per-element error scale S and length n) or `naive` (baseline-relative rule)",
+        )
     return OpSpec(
         name=name,
         target=target_text or "",
@@ -415,7 +484,8 @@ def _op_body(table: TableReader, name: str, validation: Validation, project: Pro
         invariants=_invariants(table),
         layouts=_enum_list(table, "layouts", layouts, Layout) if layouts else tuple(Layout),
         distributions=_enum_list(table, "distributions", distributions, Distribution)
-        if distributions else tuple(Distribution),
+        if distributions
+        else tuple(Distribution),
         constraints=tuple(DimConstraint(c) for c in constraints),
         nonfinite=table.choice("nonfinite", NonFinite, NonFinite.NONE),
         accumulator=canonical_dtype(accumulator) if accumulator else None,
@@ -453,7 +523,7 @@ CONSTRAINT = re.compile(r"^\s*([A-Za-z_]\w*(?:\s*%\s*\d+)?)\s*(==|!=|<=|>=|<|>)\
 def _check_constraint(table: TableReader, text: str, dims: dict[str, DimSpec]) -> None:
     match = CONSTRAINT.match(text)
     if not match:
-        raise table.error("constraints", f"{text!r} is not a constraint like \"D % 2 == 0\" or \"R <= D\"")
+        raise table.error("constraints", f'{text!r} is not a constraint like "D % 2 == 0" or "R <= D"')
     for token in re.findall(r"[A-Za-z_]\w*", text):
         if token not in dims:
             raise table.error("constraints", f"{text!r} names {token!r}, which is not a declared dim")

@@ -53,7 +53,9 @@ class TableReader:
         aliases: Mapping[str, str] | None = None,
     ) -> None:
         if not isinstance(data, Mapping):
-            raise ConfigError(f"`{where}` must be a table, got {_type_name(data)}", path=source.path, line=line)
+            raise ConfigError(
+                f"`{where}` must be a table, got {_type_name(data)}", path=source.path, line=line
+            )
         self.where = where
         self.source = source
         self.line = line
@@ -97,9 +99,7 @@ class TableReader:
         spelled, value = self._take(key)
         if value is _MISSING:
             if required:
-                raise ConfigError(
-                    f"`{self.where}` needs `{key}`", path=self.source.path, line=self.line
-                )
+                raise ConfigError(f"`{self.where}` needs `{key}`", path=self.source.path, line=self.line)
             return default
         if not isinstance(value, str):
             raise self.error(spelled, f"expected a string, got {_type_name(value)}")
@@ -149,16 +149,20 @@ class TableReader:
             return default
         members = [m.value for m in enum]  # type: ignore[attr-defined]
         if value not in members:
-            raise self.error(spelled, f"unknown value {value!r}; expected one of {_or_list(members)}"
-                             + _suggest(str(value), members))
+            raise self.error(
+                spelled,
+                f"unknown value {value!r}; expected one of {_or_list(members)}"
+                + _suggest(str(value), members),
+            )
         return enum(value)  # type: ignore[call-arg]
 
     def table(self, key: str, aliases: Mapping[str, str] | None = None) -> TableReader | None:
         spelled, value = self._take(key)
         if value is _MISSING:
             return None
-        return TableReader(value, f"{self.where}.{spelled}", self.source, self.line_of(spelled), self.end_line,
-                           aliases)
+        return TableReader(
+            value, f"{self.where}.{spelled}", self.source, self.line_of(spelled), self.end_line, aliases
+        )
 
     # --- closing ------------------------------------------------------------------------------------
     def expect_keys(self, keys: Iterable[str]) -> None:
@@ -174,7 +178,8 @@ class TableReader:
             key = unknown[0]
             valid = sorted(k for k in self._allowed if k not in self.aliases)
             raise ConfigError(
-                f"unknown key `{key}` in `{self.where}`" + _suggest(key, sorted(self._allowed))
+                f"unknown key `{key}` in `{self.where}`"
+                + _suggest(key, sorted(self._allowed))
                 + f" Valid keys: {', '.join(valid)}.",
                 path=self.source.path,
                 line=self.line_of(key),
@@ -189,8 +194,14 @@ _MISSING = _Missing()
 
 
 def _type_name(value: Any) -> str:
-    names = {str: "a string", bool: "a boolean", int: "an integer", float: "a number", list: "a list",
-             dict: "a table"}
+    names = {
+        str: "a string",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        list: "a list",
+        dict: "a table",
+    }
     return names.get(type(value), type(value).__name__)
 
 

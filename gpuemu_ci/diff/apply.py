@@ -82,12 +82,12 @@ def unavailable(error: BaselineError, fail_on_regression: bool) -> BaselineDiff:
     """The diff section for a baseline that cannot be used."""
     if error.status is DiffStatus.NO_BASELINE:
         message = (
-            f"no baseline: {error.message} (a first run, or the baseline expired). No regression "
+            f"no baseline: {error.detail} (a first run, or the baseline expired). No regression "
             f"check was done; gating on this run's own verdicts only. {HOW_TO_SEED}"
         )
     else:
         message = (
-            f"baseline unreadable: {error.message}. No regression check was done; gating on this "
+            f"baseline unreadable: {error.detail}. No regression check was done; gating on this "
             f"run's own verdicts only. Recreate it with `gpuemu-ci baseline create`."
         )
     return BaselineDiff(error.status, message, fail_on_regression=fail_on_regression)

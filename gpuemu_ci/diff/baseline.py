@@ -23,9 +23,10 @@ BASELINE_KIND = "gpuemu-ci baseline"
 class BaselineError(UsageError):
     """A baseline (or a document to compare) cannot be used. `status` says whether it is missing or bad."""
 
-    def __init__(self, message: str, *, status: DiffStatus = DiffStatus.UNREADABLE) -> None:
-        super().__init__(message)
+    def __init__(self, role: str, detail: str, *, status: DiffStatus = DiffStatus.UNREADABLE) -> None:
+        super().__init__(f"{role} {detail}")
         self.status = status
+        self.detail = detail  # the message without the role ("x.json does not exist")
 
 
 def create_baseline(results: dict[str, Any], *, created_at: str | None = None) -> dict[str, Any]:
@@ -178,21 +179,22 @@ def read_document(path: Path, role: str = "baseline") -> dict[str, Any]:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise BaselineError(f"{role} {path} does not exist", status=DiffStatus.NO_BASELINE) from None
+        raise BaselineError(role, f"{path} does not exist", status=DiffStatus.NO_BASELINE) from None
     except IsADirectoryError:
-        raise BaselineError(f"{role} {path} is a directory, not a results.json or baseline.json") from None
+        raise BaselineError(role, f"{path} is a directory, not a results.json or baseline.json") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise BaselineError(f"{role} {path} cannot be read: {exc}") from None
+        raise BaselineError(role, f"{path} cannot be read: {exc}") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise BaselineError(
-            f"{role} {path} is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
+            role, f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
         ) from None
     if not isinstance(data, dict) or not ("baseline_version" in data or "schema_version" in data):
         raise BaselineError(
-            f"{role} {path} is not a gpuemu-ci results.json or baseline.json "
-            "(no schema_version or baseline_version)"
+            role,
+            f"{path} is not a gpuemu-ci results.json or baseline.json "
+            "(no schema_version or baseline_version)",
         )
     return data
 
@@ -203,7 +205,7 @@ def load_snapshot(path: Path, role: str = "baseline") -> tuple[Snapshot, str]:
     try:
         return snapshot_of(data)
     except f.FormatError as exc:
-        raise BaselineError(f"{role} {path} is not a usable gpuemu-ci document: {exc}") from None
+        raise BaselineError(role, f"{path} is not a usable gpuemu-ci document: {exc}") from None
 
 
 def _now() -> str:

@@ -55,12 +55,21 @@ def draw_kwargs(op: OpSpec, rng: SeededRng) -> dict[str, Any]:
     return {name: rng.derive(name).choice(list(candidates)) for name, candidates in op.kwargs}
 
 
-def build_case(op: OpSpec, seed: int, root: Path, dims_override: Mapping[str, int] | None = None,
-               value_scale: float | None = None) -> CaseInputs:
+def build_case(
+    op: OpSpec,
+    seed: int,
+    root: Path,
+    dims_override: Mapping[str, int] | None = None,
+    value_scale: float | None = None,
+) -> CaseInputs:
     """Materialises a case. `dims_override` and `value_scale` are used by the minimizer only."""
     it = SeededRng(seed)
     chosen = stratum(op, seed)
-    dims = dict(dims_override) if dims_override is not None else draw_dims(op, it.derive("shape"), chosen.aligned)
+    dims = (
+        dict(dims_override)
+        if dims_override is not None
+        else draw_dims(op, it.derive("shape"), chosen.aligned)
+    )
     kwargs = draw_kwargs(op, it.derive("kwargs"))
     data = it.derive("data")
     if op.inputs_hook:
@@ -69,9 +78,16 @@ def build_case(op: OpSpec, seed: int, root: Path, dims_override: Mapping[str, in
         logical = {}
         for index, spec in enumerate(op.inputs):
             shape = shape_of(spec.dims, dims)
-            logical[spec.name] = generate(spec, shape, spec.dtype or chosen.dtype, chosen.mode,
-                                          data.derive(f"input_{index}"), dims, op.nonfinite,
-                                          tame=op.family is Family.ATTENTION)
+            logical[spec.name] = generate(
+                spec,
+                shape,
+                spec.dtype or chosen.dtype,
+                chosen.mode,
+                data.derive(f"input_{index}"),
+                dims,
+                op.nonfinite,
+                tame=op.family is Family.ATTENTION,
+            )
     if value_scale is not None:
         logical = {name: _scaled(a, value_scale) for name, a in logical.items()}
     layout_rng = it.derive("layout")
@@ -81,8 +97,9 @@ def build_case(op: OpSpec, seed: int, root: Path, dims_override: Mapping[str, in
     for index, (name, values) in enumerate(logical.items()):
         spec = specs.get(name)
         allowed = (spec.layouts if spec is not None and spec.layouts else None) or op.layouts
-        choice = layout_mod.choose(tuple(allowed), tuple(values.shape), chosen.contiguous,
-                                   layout_rng.derive(f"input_{index}"))
+        choice = layout_mod.choose(
+            tuple(allowed), tuple(values.shape), chosen.contiguous, layout_rng.derive(f"input_{index}")
+        )
         values = layout_mod.broadcast_source(values, choice)
         logical[name] = values
         layouts[name] = choice
@@ -90,8 +107,9 @@ def build_case(op: OpSpec, seed: int, root: Path, dims_override: Mapping[str, in
     return CaseInputs(seed, chosen, dims, kwargs, logical, layouts, arrays)
 
 
-def rebuild_from_snapshot(logical: Mapping[str, np.ndarray], layouts: Mapping[str, layout_mod.LayoutChoice]
-                          ) -> dict[str, np.ndarray]:
+def rebuild_from_snapshot(
+    logical: Mapping[str, np.ndarray], layouts: Mapping[str, layout_mod.LayoutChoice]
+) -> dict[str, np.ndarray]:
     return {name: layout_mod.materialize(values, layouts[name]) for name, values in logical.items()}
 
 
@@ -101,8 +119,9 @@ def _scaled(values: np.ndarray, scale: float) -> np.ndarray:
     return (values.astype(np.float64) * scale).astype(values.dtype)
 
 
-def _from_hook(op: OpSpec, rng: SeededRng, dims: Mapping[str, int], dtype: str, kwargs: Mapping[str, Any],
-               root: Path) -> dict[str, np.ndarray]:
+def _from_hook(
+    op: OpSpec, rng: SeededRng, dims: Mapping[str, int], dtype: str, kwargs: Mapping[str, Any], root: Path
+) -> dict[str, np.ndarray]:
     """`inputs = "pkg.mod:make_inputs"`: the user's generator gets the case's rng (replayable), dims, dtype and
     kwargs, and returns a dict of arrays. It runs in the gate's process, like the config."""
     module_name, _, attribute = (op.inputs_hook or "").partition(":")
@@ -112,11 +131,14 @@ def _from_hook(op: OpSpec, rng: SeededRng, dims: Mapping[str, int], dtype: str, 
         hook = getattr(importlib.import_module(module_name), attribute)
         produced = hook(rng=rng, dims=dict(dims), dtype=dtype, kwargs=dict(kwargs))
     except Exception as exc:  # user code: report it as a config problem, not a traceback
-        raise ConfigError(f"op {op.name!r}: inputs hook {op.inputs_hook!r} failed: {type(exc).__name__}: {exc}",
-                          line=op.line) from None
+        raise ConfigError(
+            f"op {op.name!r}: inputs hook {op.inputs_hook!r} failed: {type(exc).__name__}: {exc}",
+            line=op.line,
+        ) from None
     if not isinstance(produced, Mapping) or not all(isinstance(v, np.ndarray) for v in produced.values()):
-        raise ConfigError(f"op {op.name!r}: inputs hook {op.inputs_hook!r} must return a dict of NumPy arrays",
-                          line=op.line)
+        raise ConfigError(
+            f"op {op.name!r}: inputs hook {op.inputs_hook!r} must return a dict of NumPy arrays", line=op.line
+        )
     return {str(k): np.ascontiguousarray(v) for k, v in produced.items()}
 
 

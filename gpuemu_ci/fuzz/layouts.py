@@ -38,7 +38,9 @@ def applicable(layout: Layout, shape: tuple[int, ...]) -> bool:
     return True
 
 
-def choose(layouts: tuple[Layout, ...], shape: tuple[int, ...], contiguous: bool, rng: SeededRng) -> LayoutChoice:
+def choose(
+    layouts: tuple[Layout, ...], shape: tuple[int, ...], contiguous: bool, rng: SeededRng
+) -> LayoutChoice:
     """Contiguous cases stay contiguous; others pick among the op's non-contiguous layouts that fit the shape."""
     if contiguous:
         return LayoutChoice(Layout.CONTIGUOUS)
@@ -78,7 +80,7 @@ def materialize(values: np.ndarray, choice: LayoutChoice) -> np.ndarray:
         base = np.ascontiguousarray(values)
         strides = tuple(
             ODD_STRIDE_ELEMENTS * base.itemsize if size == 1 else stride
-            for size, stride in zip(base.shape, base.strides)
+            for size, stride in zip(base.shape, base.strides, strict=True)
         )
         return np.lib.stride_tricks.as_strided(base, shape=base.shape, strides=strides)
     raise AssertionError(layout)
@@ -98,7 +100,7 @@ def _strided(values: np.ndarray) -> np.ndarray:
     if values.ndim >= 2:
         padded_shape = (*values.shape[:-2], values.shape[-2] + 1, values.shape[-1] * 2)
     buffer = np.full(padded_shape, _poison(values.dtype), dtype=values.dtype)
-    index = tuple(slice(0, s) for s in values.shape[:-1]) + (slice(0, None, 2),)
+    index = (*tuple(slice(0, s) for s in values.shape[:-1]), slice(0, None, 2))
     if values.ndim >= 2:
         index = (*tuple(slice(0, s) for s in values.shape[:-2]), slice(1, None), slice(0, None, 2))
     view = buffer[index]

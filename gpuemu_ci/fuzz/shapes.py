@@ -71,8 +71,11 @@ def _cap_elements(op: OpSpec, values: dict[str, int]) -> None:
             largest = max(names, key=lambda d: values[d])
             current = values[largest]
             dim = by_name[largest]
-            smaller = [s for s in (*aligned_sizes(dim), *boundary_sizes(dim)) if 0 < s < current
-                       and (s % 16 == 0) == (current % 16 == 0)]
+            smaller = [
+                s
+                for s in (*aligned_sizes(dim), *boundary_sizes(dim))
+                if 0 < s < current and (s % 16 == 0) == (current % 16 == 0)
+            ]
             values[largest] = max(smaller) if smaller else max(1, current // 2)
 
 
@@ -98,6 +101,10 @@ def satisfies(constraint: DimConstraint, values: Mapping[str, int]) -> bool:
     left = values[left_name] % int(modulus) if modulus else values[left_name]
     right = int(right_text) if right_text.isdigit() else values[right_text]
     return {
-        "==": left == right, "!=": left != right, "<=": left <= right,
-        ">=": left >= right, "<": left < right, ">": left > right,
+        "==": left == right,
+        "!=": left != right,
+        "<=": left <= right,
+        ">=": left >= right,
+        "<": left < right,
+        ">": left > right,
     }[operator]

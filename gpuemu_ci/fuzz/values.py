@@ -70,8 +70,15 @@ def generate(
     return np.asarray(values).reshape(shape).astype(info.numpy)
 
 
-def _float_values(mode: ValueMode, shape: tuple[int, ...], n: int, dtype_name: str, rng: SeededRng,
-                  nonfinite: NonFinite, tame: bool) -> np.ndarray:
+def _float_values(
+    mode: ValueMode,
+    shape: tuple[int, ...],
+    n: int,
+    dtype_name: str,
+    rng: SeededRng,
+    nonfinite: NonFinite,
+    tame: bool,
+) -> np.ndarray:
     base = regular(rng.derive("base"), n)
     if mode is ValueMode.REGULAR:
         return base
@@ -86,7 +93,9 @@ def _float_values(mode: ValueMode, shape: tuple[int, ...], n: int, dtype_name: s
         return -(np.abs(base) * 2.0 + 1.0)
     if mode is ValueMode.WIDE_RANGE:
         spread = TAME_EXPONENT if tame else WIDE_EXPONENT[dtype_name]
-        exponents = (rng.derive("exponent").u64_array(n) % np.uint64(2 * spread + 1)).astype(np.int64) - spread
+        exponents = (rng.derive("exponent").u64_array(n) % np.uint64(2 * spread + 1)).astype(
+            np.int64
+        ) - spread
         return np.ldexp(base, exponents.astype(np.int32))
     if mode is ValueMode.CANCELLATION:
         values = base.copy()
@@ -100,7 +109,9 @@ def _float_values(mode: ValueMode, shape: tuple[int, ...], n: int, dtype_name: s
     raise AssertionError(mode)
 
 
-def _boundary(base: np.ndarray, dtype_name: str, rng: SeededRng, nonfinite: NonFinite, tame: bool) -> np.ndarray:
+def _boundary(
+    base: np.ndarray, dtype_name: str, rng: SeededRng, nonfinite: NonFinite, tame: bool
+) -> np.ndarray:
     """7 of 16 elements become special values: signed zeros, subnormals, the smallest normal, large values,
     magnitudes near exp overflow, exact ties; NaN/Inf only where the op declares non-finite semantics."""
     info = dtypes.info(dtype_name)
@@ -156,8 +167,14 @@ def _bound(value: int | str | None, dims: Mapping[str, int], default: int) -> in
     return dims[value] if isinstance(value, str) else value
 
 
-def _kind_values(spec: InputSpec, shape: tuple[int, ...], n: int, info: dtypes.DtypeInfo, rng: SeededRng,
-                 dims: Mapping[str, int]) -> np.ndarray:
+def _kind_values(
+    spec: InputSpec,
+    shape: tuple[int, ...],
+    n: int,
+    info: dtypes.DtypeInfo,
+    rng: SeededRng,
+    dims: Mapping[str, int],
+) -> np.ndarray:
     kind = spec.kind
     if kind is ValueKind.INDEX:
         low = _bound(spec.low, dims, 0)
@@ -170,7 +187,9 @@ def _kind_values(spec: InputSpec, shape: tuple[int, ...], n: int, info: dtypes.D
         return values
     if kind is ValueKind.SORTED_OFFSETS:
         high = _bound(spec.high, dims, n)
-        cuts = np.sort((rng.u64_array(n) % np.uint64(high + 1)).astype(np.int64)) if n else np.zeros(0, np.int64)
+        cuts = (
+            np.sort((rng.u64_array(n) % np.uint64(high + 1)).astype(np.int64)) if n else np.zeros(0, np.int64)
+        )
         if n:
             cuts[0], cuts[-1] = 0, high
         return cuts

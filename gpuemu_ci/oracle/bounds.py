@@ -66,7 +66,9 @@ def contracted_length(op: OpSpec, dims: Mapping[str, int], reference: np.ndarray
         return max(1, dims[last] if isinstance(last, str) else last)
     if op.output_dims is not None:
         output_names = {d for d in op.output_dims if isinstance(d, str)}
-        contracted = {d for spec in op.inputs for d in spec.dims if isinstance(d, str) and d not in output_names}
+        contracted = {
+            d for spec in op.inputs for d in spec.dims if isinstance(d, str) and d not in output_names
+        }
         return max(1, prod(dims[d] for d in contracted)) if contracted else 1
     sizes = [int(np.prod([dims[d] if isinstance(d, str) else d for d in spec.dims])) for spec in op.inputs]
     return max(1, max(sizes, default=1) // max(reference.size, 1))
@@ -115,15 +117,25 @@ def allowed_error(op: OpSpec, case: BoundInputs) -> np.ndarray:
             mean = x.mean(axis=axis, keepdims=True)
             sigma = np.sqrt(((x - mean) ** 2).mean(axis=axis, keepdims=True) + eps)
             sigma = np.where(sigma > 0, sigma, 1.0)
-            gamma = max((float(np.abs(w).max()) for name, w in case.inputs.items()
-                         if w.ndim >= 1 and w.size and w.shape[-1] == x.shape[-1] and w is not x), default=1.0)
+            gamma = max(
+                (
+                    float(np.abs(w).max())
+                    for name, w in case.inputs.items()
+                    if w.ndim >= 1 and w.size and w.shape[-1] == x.shape[-1] and w is not x
+                ),
+                default=1.0,
+            )
             scale = (np.abs(mean) + np.abs(x)) / sigma * max(gamma, 1.0)
         term = (sqrt(n) + 2.0 + k_f) * u_acc * np.maximum(scale, r)
     elif family is Family.ATTENTION:
         tensors = list(case.inputs.values())
         q, k = (tensors[0], tensors[1]) if len(tensors) >= 3 else (tensors[0], tensors[0])
         qk = _max_row_norm(q) * _max_row_norm(k)
-        u_p = dtypes.info(case.case_dtype).unit_roundoff if case.case_dtype in ("float16", "bfloat16") else u_acc
+        u_p = (
+            dtypes.info(case.case_dtype).unit_roundoff
+            if case.case_dtype in ("float16", "bfloat16")
+            else u_acc
+        )
         pv = case.reference_abs if case.reference_abs is not None else r
         term = (u_p + sqrt(n) * u_acc + 2.0 * u_acc * qk + k_f * u_acc) * np.abs(pv)
         # P is rounded to the input dtype before P @ V: where P is subnormal there its error is absolute
@@ -158,11 +170,16 @@ def _max_row_norm(x: np.ndarray) -> float:
     return float(np.sqrt((finite * finite).sum(axis=-1)).max())
 
 
-def custom_allowance(op: OpSpec, reference: np.ndarray, scale: np.ndarray, n: int, case_dtype: str,
-                     output_dtype: str) -> np.ndarray:
+def custom_allowance(
+    op: OpSpec, reference: np.ndarray, scale: np.ndarray, n: int, case_dtype: str, output_dtype: str
+) -> np.ndarray:
     """family = "custom": the user's hook gave S and n."""
     u_out = dtypes.info(output_dtype).unit_roundoff
     u_acc = accumulator_roundoff(op, case_dtype)
     r = np.abs(reference)
-    return op.bound_c * (u_out * r + sqrt(max(n, 1)) * u_acc * np.abs(scale) + op.transcendental_ulps * u_acc * r
-                         + floor_term(op, output_dtype))
+    return op.bound_c * (
+        u_out * r
+        + sqrt(max(n, 1)) * u_acc * np.abs(scale)
+        + op.transcendental_ulps * u_acc * r
+        + floor_term(op, output_dtype)
+    )

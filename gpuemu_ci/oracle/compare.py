@@ -50,7 +50,12 @@ def compare(
     y_inf = np.isinf(y)
     near_threshold = ~r_nan & (np.abs(r) + allowed >= info.max_finite)
     inf_ok = y_inf & near_threshold & (np.sign(y) == np.sign(r))
-    max_ok = (np.abs(y) == info.max_finite) & r_over & (np.abs(r) - allowed <= threshold) & (np.sign(y) == np.sign(r))
+    max_ok = (
+        (np.abs(y) == info.max_finite)
+        & r_over
+        & (np.abs(r) - allowed <= threshold)
+        & (np.sign(y) == np.sign(r))
+    )
 
     bad_nan = (y_nan != r_nan) if check_nan else np.zeros_like(y_nan)
     bad_inf = (y_inf & ~inf_ok) | (r_over & ~y_inf & ~max_ok & ~y_nan)
@@ -59,11 +64,13 @@ def compare(
     nonfinite_bad = bad_nan | bad_inf
     if nonfinite_bad.any():
         index = _first(nonfinite_bad)
-        findings.append(Finding(
-            FailureKind.NONFINITE,
-            f"{int(nonfinite_bad.sum())} of {total} elements have the wrong non-finite class; first at {index}: "
-            f"got {_fmt(y[index])}, reference {_fmt(r[index])}",
-        ))
+        findings.append(
+            Finding(
+                FailureKind.NONFINITE,
+                f"{int(nonfinite_bad.sum())} of {total} elements have the wrong non-finite class; first at {index}: "
+                f"got {_fmt(y[index])}, reference {_fmt(r[index])}",
+            )
+        )
 
     finite = np.isfinite(y) & np.isfinite(r) & ~r_over
     error = np.where(finite, np.abs(y - np.where(finite, r, 0.0)), 0.0)
@@ -84,16 +91,20 @@ def compare(
     )
     if exceeded:
         assert worst is not None
-        findings.append(Finding(
-            FailureKind.MISMATCH,
-            f"{exceeded} of {total} elements exceed the {comparator.value} allowance; worst at {worst}: "
-            f"got {_fmt(y[worst])}, reference {_fmt(r[worst])}, error {error[worst]:.3g} vs allowed "
-            f"{allowed[worst]:.3g} ({ratio[worst]:.3g}x)",
-        ))
+        findings.append(
+            Finding(
+                FailureKind.MISMATCH,
+                f"{exceeded} of {total} elements exceed the {comparator.value} allowance; worst at {worst}: "
+                f"got {_fmt(y[worst])}, reference {_fmt(r[worst])}, error {error[worst]:.3g} vs allowed "
+                f"{allowed[worst]:.3g} ({ratio[worst]:.3g}x)",
+            )
+        )
     return stats, findings
 
 
-def compare_exact(output: np.ndarray, reference: np.ndarray, output_dtype: str) -> tuple[ErrorStats, list[Finding]]:
+def compare_exact(
+    output: np.ndarray, reference: np.ndarray, output_dtype: str
+) -> tuple[ErrorStats, list[Finding]]:
     """`exact` family: the output must equal the reference rounded to the output dtype (NaN equals NaN)."""
     expected = np.asarray(reference).astype(dtypes.info(output_dtype).numpy)
     y = np.asarray(output)
@@ -107,14 +118,24 @@ def compare_exact(output: np.ndarray, reference: np.ndarray, output_dtype: str) 
     total = int(differ.size)
     count = int(differ.sum())
     worst = _first(differ) if count else None
-    stats = ErrorStats(Comparator.EXACT, headroom=float(count > 0) if total else 0.0,
-                       max_abs_error=float(error.max()) if total else 0.0, worst_index=worst, exceeded=count,
-                       total=total, allowed_at_worst=0.0 if count else None)
+    stats = ErrorStats(
+        Comparator.EXACT,
+        headroom=float(count > 0) if total else 0.0,
+        max_abs_error=float(error.max()) if total else 0.0,
+        worst_index=worst,
+        exceeded=count,
+        total=total,
+        allowed_at_worst=0.0 if count else None,
+    )
     findings = []
     if count and worst is not None:
-        findings.append(Finding(FailureKind.MISMATCH,
-                                f"{count} of {total} elements differ from the exact result; first at {worst}: got "
-                                f"{_fmt(y[worst])}, expected {_fmt(expected[worst])}"))
+        findings.append(
+            Finding(
+                FailureKind.MISMATCH,
+                f"{count} of {total} elements differ from the exact result; first at {worst}: got "
+                f"{_fmt(y[worst])}, expected {_fmt(expected[worst])}",
+            )
+        )
     return stats, findings
 
 

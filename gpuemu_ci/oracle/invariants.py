@@ -11,21 +11,33 @@ from gpuemu_ci.config.model import Invariants
 from gpuemu_ci.oracle.model import FailureKind, Finding
 
 
-def check_invariants(invariants: Invariants, output: np.ndarray, first_input_shape: tuple[int, ...] | None,
-                     output_dtype: str, c: float = 4.0) -> list[Finding]:
+def check_invariants(
+    invariants: Invariants,
+    output: np.ndarray,
+    first_input_shape: tuple[int, ...] | None,
+    output_dtype: str,
+    c: float = 4.0,
+) -> list[Finding]:
     y = np.asarray(output)
-    values = y.astype(np.float64) if y.dtype != np.bool_ else y.astype(np.float64)
+    values = y.astype(np.float64)
     findings: list[Finding] = []
 
     def fail(name: str, text: str) -> None:
         findings.append(Finding(FailureKind.INVARIANT, f"invariant `{name}` violated: {text}"))
 
-    if invariants.shape_preserved and first_input_shape is not None and tuple(y.shape) != tuple(first_input_shape):
+    if (
+        invariants.shape_preserved
+        and first_input_shape is not None
+        and tuple(y.shape) != tuple(first_input_shape)
+    ):
         fail("shape_preserved", f"output shape {tuple(y.shape)} != input shape {tuple(first_input_shape)}")
     if invariants.non_negative:
         negative = values < 0
         if negative.any():
-            fail("non_negative", f"{int(negative.sum())} negative elements, e.g. {values[negative].flat[0]:.6g}")
+            fail(
+                "non_negative",
+                f"{int(negative.sum())} negative elements, e.g. {values[negative].flat[0]:.6g}",
+            )
     if invariants.finite and not np.isfinite(values).all():
         fail("finite", f"{int((~np.isfinite(values)).sum())} non-finite elements")
     if invariants.no_nan and np.isnan(values).any():
@@ -52,8 +64,11 @@ def check_invariants(invariants: Invariants, output: np.ndarray, first_input_sha
         allowed = c * (n * u_out + sqrt(n) * dtypes.info("float32").unit_roundoff)
         off = np.abs(sums - 1.0) > allowed
         if off.any():
-            fail("normalized", f"{int(off.sum())} of {off.size} rows do not sum to 1 (worst {sums[np.argmax(np.abs(sums - 1))]:.9g}"
-                               f", allowed ±{allowed:.3g})")
+            fail(
+                "normalized",
+                f"{int(off.sum())} of {off.size} rows do not sum to 1 (worst {sums[np.argmax(np.abs(sums - 1))]:.9g}"
+                f", allowed ±{allowed:.3g})",
+            )
     return findings
 
 

@@ -55,20 +55,37 @@ def judge(op: OpSpec, case: CaseContext, run: CaseRun, validation: Validation) -
     reference = run.reference.outputs
     findings: list[Finding] = []
     if len(outputs) != len(reference):
-        return CaseVerdict(False, (Finding(FailureKind.SHAPE, f"the op returned {len(outputs)} outputs, the "
-                                                              f"reference {len(reference)}"),), None)
+        return CaseVerdict(
+            False,
+            (
+                Finding(
+                    FailureKind.SHAPE,
+                    f"the op returned {len(outputs)} outputs, the reference {len(reference)}",
+                ),
+            ),
+            None,
+        )
     output_dtype = op.output_dtype or case.dtype
     stats: ErrorStats | None = None
-    for position, (y, r) in enumerate(zip(outputs, reference)):
+    for position, (y, r) in enumerate(zip(outputs, reference, strict=True)):
         label = "" if len(outputs) == 1 else f"output {position}: "
         y = np.asarray(y)
         if tuple(y.shape) != tuple(np.shape(r)):
-            findings.append(Finding(FailureKind.SHAPE, f"{label}shape {tuple(y.shape)} != reference shape "
-                                                       f"{tuple(np.shape(r))}"))
+            findings.append(
+                Finding(
+                    FailureKind.SHAPE,
+                    f"{label}shape {tuple(y.shape)} != reference shape {tuple(np.shape(r))}",
+                )
+            )
             continue
         if dtypes.name_of(y.dtype) != output_dtype:
-            findings.append(Finding(FailureKind.DTYPE, f"{label}dtype {dtypes.name_of(y.dtype)} != expected "
-                                                       f"{output_dtype} (set `output_dtype` if intended)"))
+            findings.append(
+                Finding(
+                    FailureKind.DTYPE,
+                    f"{label}dtype {dtypes.name_of(y.dtype)} != expected "
+                    f"{output_dtype} (set `output_dtype` if intended)",
+                )
+            )
             continue
         out_stats, out_findings = _compare_one(op, case, run, y, np.asarray(r), output_dtype, validation)
         findings.extend(Finding(f.kind, label + f.message) for f in out_findings)
@@ -81,28 +98,52 @@ def judge(op: OpSpec, case: CaseContext, run: CaseRun, validation: Validation) -
             if z is not None:
                 stats = _with_bias(stats, z)
                 if abs(z) > validation.bias_z_threshold:
-                    findings.append(Finding(FailureKind.BIAS, f"{label}rounding bias z = {z:.1f} (|z| > "
-                                            f"{validation.bias_z_threshold:g}): the output is rounded "
-                                            f"{'toward zero' if z < 0 else 'away from zero'} systematically"))
+                    findings.append(
+                        Finding(
+                            FailureKind.BIAS,
+                            f"{label}rounding bias z = {z:.1f} (|z| > "
+                            f"{validation.bias_z_threshold:g}): the output is rounded "
+                            f"{'toward zero' if z < 0 else 'away from zero'} systematically",
+                        )
+                    )
     if run.inputs_modified:
-        findings.append(Finding(FailureKind.INPUTS_MODIFIED,
-                                f"the op wrote into its input(s) {', '.join(run.inputs_modified)}"))
+        findings.append(
+            Finding(
+                FailureKind.INPUTS_MODIFIED,
+                f"the op wrote into its input(s) {', '.join(run.inputs_modified)}",
+            )
+        )
     if run.rerun is not None:
         findings.extend(_determinism(outputs, run.rerun))
     if op.out_arg and any(f.kind is FailureKind.NONFINITE for f in findings):
-        findings.insert(0, Finding(FailureKind.UNWRITTEN, f"elements of the `{op.out_arg}` buffer kept the NaN "
-                                                          "it was pre-filled with: the op did not write them"))
+        findings.insert(
+            0,
+            Finding(
+                FailureKind.UNWRITTEN,
+                f"elements of the `{op.out_arg}` buffer kept the NaN "
+                "it was pre-filled with: the op did not write them",
+            ),
+        )
     return CaseVerdict(not findings, tuple(findings), stats)
 
 
-def _compare_one(op: OpSpec, case: CaseContext, run: CaseRun, y: np.ndarray, r: np.ndarray, output_dtype: str,
-                 validation: Validation) -> tuple[ErrorStats, list[Finding]]:
+def _compare_one(
+    op: OpSpec,
+    case: CaseContext,
+    run: CaseRun,
+    y: np.ndarray,
+    r: np.ndarray,
+    output_dtype: str,
+    validation: Validation,
+) -> tuple[ErrorStats, list[Finding]]:
     comparator = comparator_for(op, case.dtype)
     if comparator is Comparator.EXACT:
         return compare_exact(y, r, output_dtype)
     if comparator is Comparator.ALLCLOSE:
         tolerance = op.tolerance_for(case.dtype)
-        atol, rtol = (tolerance.atol, tolerance.rtol) if tolerance else DEFAULT_TOLERANCES.get(output_dtype, (0, 0))
+        atol, rtol = (
+            (tolerance.atol, tolerance.rtol) if tolerance else DEFAULT_TOLERANCES.get(output_dtype, (0, 0))
+        )
         allowed = allclose_allowance(r, atol, rtol)
     elif comparator is Comparator.BASELINE_RELATIVE:
         naive = case.naive_output
@@ -113,42 +154,78 @@ def _compare_one(op: OpSpec, case: CaseContext, run: CaseRun, y: np.ndarray, r: 
         noise = bounds.floor_term(op, output_dtype) + dtypes.info(output_dtype).unit_roundoff * np.abs(r)
         allowed = op.naive_factor * float(naive_error.max(initial=0.0)) + 2.0 * noise
     elif op.family is Family.CUSTOM and case.error_scale is not None:
-        scale, n = case.error_scale(inputs=dict(case.inputs), reference=r, dims=dict(case.dims),
-                                    kwargs=dict(case.kwargs))
-        allowed = bounds.custom_allowance(op, r, np.asarray(scale, dtype=np.float64), int(n), case.dtype,
-                                          output_dtype)
+        scale, n = case.error_scale(
+            inputs=dict(case.inputs), reference=r, dims=dict(case.dims), kwargs=dict(case.kwargs)
+        )
+        allowed = bounds.custom_allowance(
+            op, r, np.asarray(scale, dtype=np.float64), int(n), case.dtype, output_dtype
+        )
     else:
         reference_abs = None
-        if run.reference_abs is not None and run.reference_abs.status is CallStatus.OK and run.reference_abs.outputs:
+        if (
+            run.reference_abs is not None
+            and run.reference_abs.status is CallStatus.OK
+            and run.reference_abs.outputs
+        ):
             reference_abs = np.asarray(run.reference_abs.outputs[0], dtype=np.float64)
             if reference_abs.shape != r.shape:
                 reference_abs = None
-        float_inputs = {name: np.asarray(x).astype(np.float64) for name, x in case.inputs.items()
-                        if dtypes.is_float_dtype(np.asarray(x).dtype)}
-        allowed = bounds.allowed_error(op, bounds.BoundInputs(r, float_inputs, reference_abs, case.dims,
-                                                              case.kwargs, output_dtype, case.dtype))
-    return compare(y, r, allowed, comparator, output_dtype, check_nan=validation.check_nan,
-                   check_inf=validation.check_inf)
+        float_inputs = {
+            name: np.asarray(x).astype(np.float64)
+            for name, x in case.inputs.items()
+            if dtypes.is_float_dtype(np.asarray(x).dtype)
+        }
+        allowed = bounds.allowed_error(
+            op,
+            bounds.BoundInputs(
+                r, float_inputs, reference_abs, case.dims, case.kwargs, output_dtype, case.dtype
+            ),
+        )
+    return compare(
+        y,
+        r,
+        allowed,
+        comparator,
+        output_dtype,
+        check_nan=validation.check_nan,
+        check_inf=validation.check_inf,
+    )
 
 
 def _with_bias(stats: ErrorStats | None, z: float) -> ErrorStats | None:
     if stats is None:
         return None
-    return ErrorStats(stats.comparator, stats.headroom, stats.max_abs_error, stats.worst_index, stats.exceeded,
-                      stats.total, stats.allowed_at_worst, z)
+    return ErrorStats(
+        stats.comparator,
+        stats.headroom,
+        stats.max_abs_error,
+        stats.worst_index,
+        stats.exceeded,
+        stats.total,
+        stats.allowed_at_worst,
+        z,
+    )
 
 
 def _determinism(outputs: tuple[np.ndarray, ...], rerun: CallResult) -> list[Finding]:
     if rerun.status is not CallStatus.OK:
-        return [Finding(STATUS_KIND.get(rerun.status, FailureKind.RAISED),
-                        f"the second run (determinism check) failed: {rerun.message}")]
-    for first, second in zip(outputs, rerun.outputs):
+        return [
+            Finding(
+                STATUS_KIND.get(rerun.status, FailureKind.RAISED),
+                f"the second run (determinism check) failed: {rerun.message}",
+            )
+        ]
+    for first, second in zip(outputs, rerun.outputs, strict=False):
         a, b = np.asarray(first), np.asarray(second)
         if a.shape != b.shape or a.tobytes() != b.tobytes():
             differ = int((a != b).sum()) if a.shape == b.shape else a.size
-            return [Finding(FailureKind.NONDETERMINISTIC,
-                            f"re-running the op on identical inputs changed {differ} elements (the op is declared "
-                            "deterministic)")]
+            return [
+                Finding(
+                    FailureKind.NONDETERMINISTIC,
+                    f"re-running the op on identical inputs changed {differ} elements (the op is declared "
+                    "deterministic)",
+                )
+            ]
     return []
 
 

@@ -31,11 +31,24 @@ class FailureKind(str, Enum):
 
 
 # Kinds where the op ran and produced a wrong answer (the gate fails); the others mean it could not be judged.
-WRONG_ANSWER = frozenset({
-    FailureKind.MISMATCH, FailureKind.NONFINITE, FailureKind.INVARIANT, FailureKind.SHAPE, FailureKind.DTYPE,
-    FailureKind.INPUTS_MODIFIED, FailureKind.NONDETERMINISTIC, FailureKind.BIAS, FailureKind.UNWRITTEN,
-    FailureKind.CRASHED, FailureKind.TIMEOUT, FailureKind.OOM, FailureKind.RAISED, FailureKind.BAD_OUTPUT,
-})
+WRONG_ANSWER = frozenset(
+    {
+        FailureKind.MISMATCH,
+        FailureKind.NONFINITE,
+        FailureKind.INVARIANT,
+        FailureKind.SHAPE,
+        FailureKind.DTYPE,
+        FailureKind.INPUTS_MODIFIED,
+        FailureKind.NONDETERMINISTIC,
+        FailureKind.BIAS,
+        FailureKind.UNWRITTEN,
+        FailureKind.CRASHED,
+        FailureKind.TIMEOUT,
+        FailureKind.OOM,
+        FailureKind.RAISED,
+        FailureKind.BAD_OUTPUT,
+    }
+)
 
 
 @dataclass(frozen=True)

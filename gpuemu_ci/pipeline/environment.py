@@ -28,8 +28,9 @@ def git_info(root: Path) -> dict[str, Any] | None:
     ref = os.environ.get("GITHUB_REF")
     if not sha:
         try:
-            sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
-                                 timeout=10, check=True).stdout.strip()
+            sha = subprocess.run(
+                ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10, check=True
+            ).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             return None
     if not sha:

@@ -15,8 +15,9 @@ def run_lint(config: Config, options: Any) -> tuple[list[dict[str, Any]], dict[s
     results are still written; the run then exits 3."""
     jobs = max(1, getattr(options, "jobs", None) or config.ci.parallel_jobs)
     try:
-        report = lint_kernels(config.kernels, archs=getattr(options, "archs", None) or None, jobs=jobs,
-                              root=config.root)
+        report = lint_kernels(
+            config.kernels, archs=getattr(options, "archs", None) or None, jobs=jobs, root=config.root
+        )
     except InfraError as exc:
         unavailable = LintReport.unavailable(exc.message)
         return [], unavailable.lint_json(), True

@@ -65,7 +65,9 @@ class OpTally:
         if stats is None:
             return
         self.comparator = stats.comparator.value
-        if stats.headroom is not None and (self.worst_headroom is None or stats.headroom > self.worst_headroom):
+        if stats.headroom is not None and (
+            self.worst_headroom is None or stats.headroom > self.worst_headroom
+        ):
             self.worst_headroom = stats.headroom
             self.worst_case = outcome.ref.case_id
         if stats.max_abs_error is not None:
@@ -119,8 +121,9 @@ class OpRunner:
         return self._result(tallies, omitted)
 
     # --- one case ---------------------------------------------------------------------------------------
-    def run_case(self, ref: CaseRef, error_scale: Callable[..., Any] | None = None,
-                 inputs: CaseInputs | None = None) -> CaseOutcome:
+    def run_case(
+        self, ref: CaseRef, error_scale: Callable[..., Any] | None = None, inputs: CaseInputs | None = None
+    ) -> CaseOutcome:
         root = self.config.root
         case = inputs if inputs is not None else build_case(self.op, ref.seed, root)
         timeout = self.op.timeout_s or self.config.ci.case_timeout
@@ -134,7 +137,8 @@ class OpRunner:
             out_arg=self.op.out_arg,
             out_dtype=self.op.output_dtype or case.dtype,
             abs_reference_inputs=bounds.abs_linear_inputs(self.op)
-            if comparator_for(self.op, case.dtype).value == "bound" else (),
+            if comparator_for(self.op, case.dtype).value == "bound"
+            else (),
         )
         run = self.pool.run(job)
         if run.interpreter:
@@ -144,14 +148,28 @@ class OpRunner:
         naive_output = None
         naive = naive_target(self.op, root)
         if naive is not None and run.op.status is CallStatus.OK:
-            naive_run = self.pool.run(CaseJob(op=naive, reference=job.reference, inputs=case.arrays,
-                                              kwargs=case.kwargs, timeout_s=timeout))
+            naive_run = self.pool.run(
+                CaseJob(
+                    op=naive,
+                    reference=job.reference,
+                    inputs=case.arrays,
+                    kwargs=case.kwargs,
+                    timeout_s=timeout,
+                )
+            )
             if naive_run.op.status is not CallStatus.OK or not naive_run.op.outputs:
                 return CaseOutcome(ref, case, naive_run, None)
             naive_output = naive_run.op.outputs[0]
-        context = CaseContext(case.dtype, case.dims, case.kwargs, case.logical, naive_output, error_scale,
-                              bias_test=case.stratum.mode is ValueMode.REGULAR
-                              and all(c.layout is not Layout.BROADCAST for c in case.layouts.values()))
+        context = CaseContext(
+            case.dtype,
+            case.dims,
+            case.kwargs,
+            case.logical,
+            naive_output,
+            error_scale,
+            bias_test=case.stratum.mode is ValueMode.REGULAR
+            and all(c.layout is not Layout.BROADCAST for c in case.layouts.values()),
+        )
         return CaseOutcome(ref, case, run, judge(self.op, context, run, self.config.validation), naive_output)
 
     def _load_hook(self, spec: str) -> Callable[..., Any]:
@@ -163,8 +181,11 @@ class OpRunner:
         try:
             return getattr(importlib.import_module(module_name), attribute)
         except Exception as exc:
-            raise ConfigError(f"op {self.op.name!r}: error_scale hook {spec!r} does not import: "
-                              f"{type(exc).__name__}: {exc}", line=self.op.line) from None
+            raise ConfigError(
+                f"op {self.op.name!r}: error_scale hook {spec!r} does not import: "
+                f"{type(exc).__name__}: {exc}",
+                line=self.op.line,
+            ) from None
 
     # --- records ----------------------------------------------------------------------------------------
     def _record(self, outcome: CaseOutcome) -> FailureRecord:
@@ -172,10 +193,14 @@ class OpRunner:
         described = case.describe()
         stats: ErrorStats | None = outcome.verdict.stats if outcome.verdict else None
         if outcome.verdict is None:
-            failed_call = outcome.run.reference if outcome.run.reference.status is not CallStatus.OK else \
-                outcome.run.op
-            kind = failed_call.status.value if failed_call.status.value in {k.value for k in FailureKind} \
+            failed_call = (
+                outcome.run.reference if outcome.run.reference.status is not CallStatus.OK else outcome.run.op
+            )
+            kind = (
+                failed_call.status.value
+                if failed_call.status.value in {k.value for k in FailureKind}
                 else FailureKind.RAISED.value
+            )
             message = f"the reference {failed_call.status.value}: {failed_call.message}"
             stderr = failed_call.stderr_tail or None
             errored = True
@@ -183,7 +208,11 @@ class OpRunner:
             finding = outcome.verdict.primary
             kind = finding.kind.value if finding else FailureKind.MISMATCH.value
             message = "\n".join(f.message for f in outcome.verdict.findings)
-            stderr = outcome.run.op.stderr_tail or None if kind in ("crashed", "timeout", "oom", "raised") else None
+            stderr = (
+                outcome.run.op.stderr_tail or None
+                if kind in ("crashed", "timeout", "oom", "raised")
+                else None
+            )
             errored = False
         snapshot = write_snapshot(self.out_dir, dict(case.logical), self._snapshot_meta(outcome))
         return FailureRecord(
@@ -222,8 +251,10 @@ class OpRunner:
             "mode": case.stratum.mode.value,
             "dims": dict(case.dims),
             "kwargs": dict(case.kwargs),
-            "layouts": {name: {"layout": c.layout.value, "broadcast_dim": c.broadcast_dim}
-                        for name, c in case.layouts.items()},
+            "layouts": {
+                name: {"layout": c.layout.value, "broadcast_dim": c.broadcast_dim}
+                for name, c in case.layouts.items()
+            },
             "input_order": list(case.logical),
         }
 
@@ -232,16 +263,39 @@ class OpRunner:
         who = "op" if failed is outcome.run.op else "reference"
         message = f"the {who} could not be loaded: {failed.message}"
         self.observer.op_finished(self.op.name, "error", message)
-        return OpResult(self.op.name, OpStatus.ERROR, _family(self.op), None, self.op.line,
-                        self.op.framework.value, None, None, message, 0, 0, 0, 0, import_error=True)
+        return OpResult(
+            self.op.name,
+            OpStatus.ERROR,
+            _family(self.op),
+            None,
+            self.op.line,
+            self.op.framework.value,
+            None,
+            None,
+            message,
+            0,
+            0,
+            0,
+            0,
+            import_error=True,
+        )
 
     def _result(self, tallies: dict[str, OpTally], omitted: int) -> OpResult:
         total = sum(t.cases for t in tallies.values())
         failed = sum(t.failed for t in tallies.values())
         errored = sum(t.errored for t in tallies.values())
         dtype_results = tuple(
-            DtypeResult(dtype, _status(t.cases, t.failed, t.errored), t.cases, t.failed, t.errored,
-                        json_float(t.worst_headroom), json_float(t.max_abs_error), t.comparator, t.worst_case)
+            DtypeResult(
+                dtype,
+                _status(t.cases, t.failed, t.errored),
+                t.cases,
+                t.failed,
+                t.errored,
+                json_float(t.worst_headroom),
+                json_float(t.max_abs_error),
+                t.comparator,
+                t.worst_case,
+            )
             for dtype, t in tallies.items()
         )
         status = _status(total, failed, errored)
@@ -258,11 +312,22 @@ class OpRunner:
             detail += f", {errored} errored"
         self.observer.op_finished(self.op.name, status.value, detail)
         return OpResult(
-            name=self.op.name, status=status, family=_family(self.op),
-            comparator=",".join(comparators) or None, line=self.op.line, framework=self.op.framework.value,
-            interpreter=self.interpreter, skip_reason=None, message=message, cases_total=total,
-            cases_passed=total - failed - errored, cases_failed=failed, cases_errored=errored,
-            dtypes=dtype_results, failures=tuple(self._failures), failures_omitted=omitted,
+            name=self.op.name,
+            status=status,
+            family=_family(self.op),
+            comparator=",".join(comparators) or None,
+            line=self.op.line,
+            framework=self.op.framework.value,
+            interpreter=self.interpreter,
+            skip_reason=None,
+            message=message,
+            cases_total=total,
+            cases_passed=total - failed - errored,
+            cases_failed=failed,
+            cases_errored=errored,
+            dtypes=dtype_results,
+            failures=tuple(self._failures),
+            failures_omitted=omitted,
         )
 
 

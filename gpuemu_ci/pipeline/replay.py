@@ -36,12 +36,19 @@ def case_from_snapshot(op: OpSpec, path: Path) -> CaseInputs:
     arrays, meta = read_snapshot(path)
     if meta.get("op") != op.name:
         raise UsageError(f"snapshot {path} is of op {meta.get('op')!r}, not {op.name!r}")
-    layouts = {name: layout_mod.LayoutChoice(Layout(info["layout"]), info.get("broadcast_dim"))
-               for name, info in meta.get("layouts", {}).items()}
+    layouts = {
+        name: layout_mod.LayoutChoice(Layout(info["layout"]), info.get("broadcast_dim"))
+        for name, info in meta.get("layouts", {}).items()
+    }
     chosen = CaseStratum(meta["dtype"], ValueMode(meta["mode"]), aligned=False, contiguous=False)
     return CaseInputs(
-        seed=int(meta["case_seed"]), stratum=chosen, dims=meta.get("dims", {}), kwargs=meta.get("kwargs", {}),
-        logical=arrays, layouts=layouts, arrays=rebuild_from_snapshot(arrays, layouts),
+        seed=int(meta["case_seed"]),
+        stratum=chosen,
+        dims=meta.get("dims", {}),
+        kwargs=meta.get("kwargs", {}),
+        logical=arrays,
+        layouts=layouts,
+        arrays=rebuild_from_snapshot(arrays, layouts),
     )
 
 
@@ -51,14 +58,25 @@ def describe_outcome(outcome: CaseOutcome) -> str:
         return f"could not judge: the reference {failed.status.value}: {failed.message}"
     if outcome.verdict.passed:
         stats = outcome.verdict.stats
-        headroom = f" (worst error {stats.headroom:.3g}x of allowed)" if stats and stats.headroom is not None else ""
+        headroom = (
+            f" (worst error {stats.headroom:.3g}x of allowed)" if stats and stats.headroom is not None else ""
+        )
         return "passed" + headroom
     return "\n".join(f"{f.kind.value}: {f.message}" for f in outcome.verdict.findings)
 
 
-def replay(config: Config, op: OpSpec, pool: Any, out_dir: Path, *, seed: int | None = None,
-           snapshot: Path | None = None, dims: Mapping[str, int] | None = None, scale: float | None = None,
-           generator_version: str | None = None) -> ReplayOutcome:
+def replay(
+    config: Config,
+    op: OpSpec,
+    pool: Any,
+    out_dir: Path,
+    *,
+    seed: int | None = None,
+    snapshot: Path | None = None,
+    dims: Mapping[str, int] | None = None,
+    scale: float | None = None,
+    generator_version: str | None = None,
+) -> ReplayOutcome:
     if snapshot is not None:
         case = case_from_snapshot(op, snapshot)
     else:
@@ -74,8 +92,11 @@ def replay(config: Config, op: OpSpec, pool: Any, out_dir: Path, *, seed: int | 
             _check_dims(op, dims)
         case = build_case(op, seed, config.root, dims_override=dims, value_scale=scale)
     runner = OpRunner(config, op, pool, out_dir, 0, Silent())
-    outcome = runner.run_case(CaseRef(op.name, -1, case.seed), inputs=case,
-                              error_scale=runner._load_hook(op.bound_hook) if op.bound_hook else None)
+    outcome = runner.run_case(
+        CaseRef(op.name, -1, case.seed),
+        inputs=case,
+        error_scale=runner._load_hook(op.bound_hook) if op.bound_hook else None,
+    )
     return ReplayOutcome(case, outcome.verdict, describe_outcome(outcome))
 
 
@@ -99,7 +120,9 @@ class Minimized:
     message: str
 
 
-def minimize(config: Config, op: OpSpec, seed: int, pool: Any, out_dir: Path, max_runs: int = 200) -> Minimized:
+def minimize(
+    config: Config, op: OpSpec, seed: int, pool: Any, out_dir: Path, max_runs: int = 200
+) -> Minimized:
     """Shrinks a failing case: binary search on each dim (shared dims change together, as they are one symbol)
     from the largest down, then halves every float input while it still fails. Each probe really runs the op;
     the search only ever moves to a case that fails, so it ends at a failing case."""
@@ -133,4 +156,3 @@ def minimize(config: Config, op: OpSpec, seed: int, pool: Any, out_dir: Path, ma
         scale /= 2
     final = replay(config, op, pool, out_dir, seed=seed, dims=dims, scale=None if scale == 1.0 else scale)
     return Minimized(seed, original, dims, scale, runs, final.message)
-

@@ -41,8 +41,13 @@ class RunOptions:
 
 
 def master_seed(config: Config, options: RunOptions) -> int:
+    """--seed, else a fresh random seed for the nightly suite (recorded in the results), else the config's."""
     if options.seed is not None:
         return options.seed
+    if options.suite is Suite.NIGHTLY:
+        import secrets
+
+        return secrets.randbits(64)
     if config.validation.seed is not None:
         return config.validation.seed
     return DEFAULT_SEED
@@ -57,9 +62,11 @@ def select_ops(config: Config, names: Sequence[str]) -> tuple[OpSpec, ...]:
         import difflib
 
         hint = difflib.get_close_matches(missing[0], list(known), n=1)
-        raise ConfigError(f"--op {missing[0]!r} is not an op in {config.path.name}"
-                          + (f" (did you mean {hint[0]!r}?)" if hint else "")
-                          + f". Ops: {', '.join(known) or 'none'}.")
+        raise ConfigError(
+            f"--op {missing[0]!r} is not an op in {config.path.name}"
+            + (f" (did you mean {hint[0]!r}?)" if hint else "")
+            + f". Ops: {', '.join(known) or 'none'}."
+        )
     return tuple(known[n] for n in names)
 
 
@@ -72,8 +79,9 @@ def run_pipeline(
     options: RunOptions,
     observer: Observer | None = None,
     pool_factory: Callable[[int], Any] | None = None,
-    lint_runner: Callable[[Config, RunOptions], tuple[list[dict[str, Any]], dict[str, Any], bool]] | None = None,
-    gpu: dict[str, Any] | None | str = "detect",
+    lint_runner: Callable[[Config, RunOptions], tuple[list[dict[str, Any]], dict[str, Any], bool]]
+    | None = None,
+    gpu: dict[str, Any] | str | None = "detect",
 ) -> RunDocument:
     """Runs every selected op (and the lint step) and returns the results document (not yet written)."""
     observer = observer or Silent()
@@ -85,7 +93,8 @@ def run_pipeline(
         if not any(dtype in op.dtypes for op in ops):
             raise ConfigError(f"--dtype {dtype!r} is not among the dtypes of the selected ops")
     iterations = options.iterations or (
-        config.ci.quick_iterations if options.suite is Suite.QUICK else config.ci.thorough_iterations)
+        config.ci.quick_iterations if options.suite is Suite.QUICK else config.ci.thorough_iterations
+    )
     jobs = max(1, options.jobs or config.ci.parallel_jobs)
     require_gpu = config.ci.require_gpu if options.require_gpu is None else options.require_gpu
     timeout = options.timeout_s or config.ci.thorough_timeout
@@ -106,8 +115,21 @@ def run_pipeline(
             reason = "no GPU"
             status = OpStatus.ERROR if require_gpu else OpStatus.SKIPPED
             message = "requires a GPU and none was found" + (" (--require-gpu)" if require_gpu else "")
-            results[op.name] = OpResult(op.name, status, op.family.value if op.family else None, None, op.line,
-                                        op.framework.value, None, reason, message, 0, 0, 0, 0)
+            results[op.name] = OpResult(
+                op.name,
+                status,
+                op.family.value if op.family else None,
+                None,
+                op.line,
+                op.framework.value,
+                None,
+                reason,
+                message,
+                0,
+                0,
+                0,
+                0,
+            )
             observer.op_finished(op.name, status.value, message)
             continue
         dtypes = suite_dtypes(op, config, options.suite, options.dtypes)
@@ -117,6 +139,7 @@ def run_pipeline(
     if runnable:
         pool = _make_pool(pool_factory, jobs, config, options)
         try:
+
             def run_one(item: tuple[OpSpec, list]) -> tuple[str, OpResult, bool]:
                 op, cases = item
                 runner = OpRunner(config, op, pool, options.out_dir, seed, observer, deadline)
@@ -169,7 +192,9 @@ def run_pipeline(
     )
 
 
-def _make_pool(pool_factory: Callable[[int], Any] | None, jobs: int, config: Config, options: RunOptions) -> Any:
+def _make_pool(
+    pool_factory: Callable[[int], Any] | None, jobs: int, config: Config, options: RunOptions
+) -> Any:
     if pool_factory is not None:
         return pool_factory(jobs)
     from gpuemu_ci.backends import WorkerPool
@@ -177,20 +202,29 @@ def _make_pool(pool_factory: Callable[[int], Any] | None, jobs: int, config: Con
     return WorkerPool(jobs, root=config.root, env=options.extra_env or None)
 
 
-def decide(ops: Sequence[OpResult], kernels: Sequence[dict[str, Any]], cut_short: bool,
-           lint_infra_error: bool = False) -> tuple[Verdict, ExitCode]:
+def decide(
+    ops: Sequence[OpResult],
+    kernels: Sequence[dict[str, Any]],
+    cut_short: bool,
+    lint_infra_error: bool = False,
+) -> tuple[Verdict, ExitCode]:
     """0 passed, 1 gate failed, 2 config (an op or reference that does not load), 3 nothing ran / could not run.
 
     Never 0 when nothing ran or when the run was cut short."""
     if any(op.import_error for op in ops):
         return Verdict.ERROR, ExitCode.USAGE
-    failed = any(op.status is OpStatus.FAILED for op in ops) or any(k.get("status") == "failed" for k in kernels)
+    failed = any(op.status is OpStatus.FAILED for op in ops) or any(
+        k.get("status") == "failed" for k in kernels
+    )
     if failed:
         return Verdict.FAILED, ExitCode.GATE_FAILED
     if cut_short:
         return Verdict.INCOMPLETE, ExitCode.INFRASTRUCTURE
-    if lint_infra_error or any(op.status is OpStatus.ERROR for op in ops) or any(
-            k.get("status") == "error" for k in kernels):
+    if (
+        lint_infra_error
+        or any(op.status is OpStatus.ERROR for op in ops)
+        or any(k.get("status") == "error" for k in kernels)
+    ):
         return Verdict.ERROR, ExitCode.INFRASTRUCTURE
     executed = sum(op.cases_total for op in ops) + sum(1 for k in kernels if k.get("status") == "passed")
     if executed == 0:

@@ -50,7 +50,9 @@ def stratum(op: OpSpec, seed: int) -> CaseStratum:
     dtype = op.dtypes[code // SLOTS]
     mode_slot, aligned, contiguous = slot_of(code % SLOTS)
     modes = value_modes(op)
-    return CaseStratum(dtype=dtype, mode=modes[mode_slot % len(modes)], aligned=aligned, contiguous=contiguous)
+    return CaseStratum(
+        dtype=dtype, mode=modes[mode_slot % len(modes)], aligned=aligned, contiguous=contiguous
+    )
 
 
 @dataclass(frozen=True)

@@ -29,9 +29,12 @@ MARKER_DEFUSED = "<!-- gpuemu-ci (quoted):"
 # what it is ("Trojan Source"); they are replaced, not silently dropped, so a reader sees them.
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _NEWLINES = re.compile(r"\r\n|\r|\n")
-# Every ASCII punctuation character that can start Markdown syntax in GitHub's renderer (math `$`
-# included); a backslash before ASCII punctuation is always a literal in CommonMark.
-_MD_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()#+\-.!|~=$^])")
+# Inline syntax anywhere in a line: emphasis, code, links, tables, strikethrough, math (`$`). A
+# backslash before ASCII punctuation is always a literal in CommonMark.
+_MD_INLINE = re.compile(r"([\\`*_\[\]|~$])")
+# Block syntax counts only where a block starts: the text's own start (a list item's content, for
+# one). Headings, list bullets, setext underlines, ordered-list numbers.
+_MD_BLOCK_START = re.compile(r"^(\s*)([#+=-]|\d+(?=[.)]))")
 # @mention and #123 issue references are linked after rendering, so escaping cannot stop them: a
 # zero-width joiner after the sigil does (and copies invisibly).
 _MENTION = re.compile(r"([@#])(?=[\w-])")
@@ -58,8 +61,16 @@ def markdown_text(value: object) -> str:
     """
     text = _visible_controls(_NEWLINES.sub(" ", str(value)))
     text = html.escape(text, quote=False)
-    text = _MD_PUNCTUATION.sub(r"\\\1", text)
+    text = _MD_INLINE.sub(r"\\\1", text)
+    text = _MD_BLOCK_START.sub(_escape_block_start, text)
     return _MENTION.sub(r"\1" + _ZWJ, text)
+
+
+def _escape_block_start(match: re.Match[str]) -> str:
+    lead, token = match.group(1), match.group(2)
+    if token.isdigit():  # "1." starts an ordered list: escape the delimiter after the number
+        return lead + token + "\\"
+    return lead + "\\" + token
 
 
 def markdown_cell(value: object) -> str:

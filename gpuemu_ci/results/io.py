@@ -52,8 +52,10 @@ def read_results(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict) or "schema_version" not in data or "ops" not in data:
         raise UsageError(f"{path} is not a gpuemu-ci results document (no schema_version/ops)")
     if str(data["schema_version"]) != SCHEMA_VERSION:
-        raise UsageError(f"{path} has results schema version {data['schema_version']}; this gpuemu-ci reads "
-                         f"version {SCHEMA_VERSION}")
+        raise UsageError(
+            f"{path} has results schema version {data['schema_version']}; this gpuemu-ci reads "
+            f"version {SCHEMA_VERSION}"
+        )
     return data
 
 

@@ -20,7 +20,9 @@ def run(args: list[str], capsys) -> tuple[int, str, str]:
 
 
 def test_quickstart_passes_and_writes_results(tmp_path, capsys):
-    code, out, err = run(["--config", str(EXAMPLES / "quickstart" / "gpuemu.toml"), "--out", str(tmp_path)], capsys)
+    code, out, err = run(
+        ["--config", str(EXAMPLES / "quickstart" / "gpuemu.toml"), "--out", str(tmp_path)], capsys
+    )
     assert code == 0, err
     assert out == ""  # machine output only with --json
     document = json.loads((tmp_path / "results.json").read_text())
@@ -32,8 +34,19 @@ def test_quickstart_passes_and_writes_results(tmp_path, capsys):
 
 
 def test_buggy_example_fails_with_a_replayable_seed(tmp_path, capsys):
-    code, _, err = run(["--config", str(EXAMPLES / "buggy" / "gpuemu.toml"), "--out", str(tmp_path),
-                        "--op", "softmax", "--op", "gelu"], capsys)
+    code, _, err = run(
+        [
+            "--config",
+            str(EXAMPLES / "buggy" / "gpuemu.toml"),
+            "--out",
+            str(tmp_path),
+            "--op",
+            "softmax",
+            "--op",
+            "gelu",
+        ],
+        capsys,
+    )
     assert code == 1
     document = json.loads((tmp_path / "results.json").read_text())
     softmax = document["ops"][0]
@@ -50,15 +63,42 @@ def test_buggy_example_fails_with_a_replayable_seed(tmp_path, capsys):
 
 
 def test_json_flag_prints_exactly_the_results_file(tmp_path, capsys):
-    code, out, _ = run(["--config", str(EXAMPLES / "quickstart" / "gpuemu.toml"), "--out", str(tmp_path),
-                        "--op", "gelu", "--iterations", "2", "--json"], capsys)
+    code, out, _ = run(
+        [
+            "--config",
+            str(EXAMPLES / "quickstart" / "gpuemu.toml"),
+            "--out",
+            str(tmp_path),
+            "--op",
+            "gelu",
+            "--iterations",
+            "2",
+            "--json",
+        ],
+        capsys,
+    )
     assert code == 0
     assert json.loads(out) == json.loads((tmp_path / "results.json").read_text())
 
 
 def test_seed_dtype_and_iterations_flags(tmp_path, capsys):
-    code, _, _ = run(["--config", str(EXAMPLES / "quickstart" / "gpuemu.toml"), "--out", str(tmp_path),
-                      "--op", "cumsum", "--dtype", "fp16", "--iterations", "3", "--seed", "99"], capsys)
+    code, _, _ = run(
+        [
+            "--config",
+            str(EXAMPLES / "quickstart" / "gpuemu.toml"),
+            "--out",
+            str(tmp_path),
+            "--op",
+            "cumsum",
+            "--dtype",
+            "fp16",
+            "--iterations",
+            "3",
+            "--seed",
+            "99",
+        ],
+        capsys,
+    )
     assert code == 0
     document = json.loads((tmp_path / "results.json").read_text())
     (op,) = document["ops"]
@@ -68,8 +108,9 @@ def test_seed_dtype_and_iterations_flags(tmp_path, capsys):
 
 def test_thorough_suite_runs_every_dtype(tmp_path, simple_project, capsys):
     config = simple_project()
-    code, _, err = run(["--config", str(config), "--out", str(tmp_path), "--suite", "thorough",
-                        "--iterations", "2"], capsys)
+    code, _, err = run(
+        ["--config", str(config), "--out", str(tmp_path), "--suite", "thorough", "--iterations", "2"], capsys
+    )
     assert code == 0, err
     (op,) = json.loads((tmp_path / "results.json").read_text())["ops"]
     assert sorted(d["dtype"] for d in op["dtypes"]) == ["float16", "float32"]
@@ -82,7 +123,9 @@ def test_thorough_suite_runs_every_dtype(tmp_path, simple_project, capsys):
         ("myops.ops:wrong_dtype", "myops.ops:scale_ref", 1, "dtype", "dtype float64 != expected"),
     ],
 )
-def test_op_returning_wrong_shape_or_dtype_fails(tmp_path, simple_project, capsys, op, reference, code, kind, text):
+def test_op_returning_wrong_shape_or_dtype_fails(
+    tmp_path, simple_project, capsys, op, reference, code, kind, text
+):
     got, _, err = run(["--config", str(simple_project(op, reference)), "--out", str(tmp_path)], capsys)
     assert got == code
     (op_result,) = json.loads((tmp_path / "results.json").read_text())["ops"]
@@ -91,8 +134,9 @@ def test_op_returning_wrong_shape_or_dtype_fails(tmp_path, simple_project, capsy
 
 
 def test_reference_that_raises_is_an_error_not_a_pass(tmp_path, simple_project, capsys):
-    code, _, err = run(["--config", str(simple_project(reference="myops.ops:raises")), "--out", str(tmp_path)],
-                       capsys)
+    code, _, err = run(
+        ["--config", str(simple_project(reference="myops.ops:raises")), "--out", str(tmp_path)], capsys
+    )
     assert code == 3
     document = json.loads((tmp_path / "results.json").read_text())
     assert document["verdict"] == "error" and document["ops"][0]["status"] == "error"
@@ -101,7 +145,9 @@ def test_reference_that_raises_is_an_error_not_a_pass(tmp_path, simple_project, 
 
 
 def test_op_that_does_not_import_is_a_config_error(tmp_path, simple_project, capsys):
-    code, _, err = run(["--config", str(simple_project(op="myops.nothere:scale")), "--out", str(tmp_path)], capsys)
+    code, _, err = run(
+        ["--config", str(simple_project(op="myops.nothere:scale")), "--out", str(tmp_path)], capsys
+    )
     assert code == 2
     assert "could not be loaded" in err and "myops.nothere" in err
     assert json.loads((tmp_path / "results.json").read_text())["ops"][0]["status"] == "error"
@@ -134,8 +180,9 @@ def test_nothing_executed_is_exit_3_never_green(tmp_path, make_project, capsys):
 
 
 def test_empty_config_runs_nothing_and_fails(tmp_path, make_project, capsys):
-    code, _, err = run(["--config", str(make_project("[project]\nname = 'empty'\n")), "--out", str(tmp_path)],
-                       capsys)
+    code, _, err = run(
+        ["--config", str(make_project("[project]\nname = 'empty'\n")), "--out", str(tmp_path)], capsys
+    )
     assert code == 3 and "ERROR" in err
 
 
@@ -158,16 +205,28 @@ def test_bad_usage_is_exit_2_with_a_message(tmp_path, capsys, args, text):
 
 def test_config_errors_through_the_real_entry_point(tmp_path):
     (tmp_path / "gpuemu.toml").write_text("[[ops]]\nname = 'a'\nop = 'm:f'\nreference = 'm:f'\nfamly = 'x'\n")
-    result = subprocess.run([sys.executable, "-m", "gpuemu_ci", "run"], cwd=tmp_path, capture_output=True,
-                            text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "gpuemu_ci", "run"], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 2
     assert "gpuemu.toml:5: unknown key `famly`" in result.stderr and "did you mean `family`" in result.stderr
     assert "Traceback" not in result.stderr and result.stdout == ""
 
 
 def test_suite_timeout_writes_partial_results_and_never_passes(tmp_path, capsys):
-    code, _, err = run(["--config", str(EXAMPLES / "quickstart" / "gpuemu.toml"), "--out", str(tmp_path),
-                        "--timeout", "0.001", "--jobs", "1"], capsys)
+    code, _, err = run(
+        [
+            "--config",
+            str(EXAMPLES / "quickstart" / "gpuemu.toml"),
+            "--out",
+            str(tmp_path),
+            "--timeout",
+            "0.001",
+            "--jobs",
+            "1",
+        ],
+        capsys,
+    )
     document = json.loads((tmp_path / "results.json").read_text())
     assert code == 3 and document["verdict"] == "incomplete" and document["cut_short"] is True
     assert "cut short" in err
@@ -175,8 +234,19 @@ def test_suite_timeout_writes_partial_results_and_never_passes(tmp_path, capsys)
 
 def test_results_validate_against_the_repository_example_path(tmp_path):
     # The results name the config by file name and hash only: no machine paths leak into reports.
-    main(["run", "--config", str(EXAMPLES / "quickstart" / "gpuemu.toml"), "--out", str(tmp_path), "--op", "gelu",
-          "--iterations", "1"])
+    main(
+        [
+            "run",
+            "--config",
+            str(EXAMPLES / "quickstart" / "gpuemu.toml"),
+            "--out",
+            str(tmp_path),
+            "--op",
+            "gelu",
+            "--iterations",
+            "1",
+        ]
+    )
     text = (tmp_path / "results.json").read_text()
     assert str(EXAMPLES) not in text
     assert json.loads(text)["config"]["path"] == "gpuemu.toml"

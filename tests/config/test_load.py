@@ -48,7 +48,9 @@ def test_quickstart_example_loads_with_lines():
 
 
 def test_both_tolerance_forms_and_both_invariant_forms(make_project):
-    config = load_text(make_project, """
+    config = load_text(
+        make_project,
+        """
         [validation.tolerances]
         float32 = 1e-4
         float16 = { atol = 1e-2, rtol = 1e-3 }
@@ -72,7 +74,8 @@ def test_both_tolerance_forms_and_both_invariant_forms(make_project):
         N = [8]
         [ops.inputs]
         x = ["N"]
-    """)
+    """,
+    )
     a, b = config.ops
     # No family: allclose with the global tolerances (upstream semantics).
     assert a.tolerance_for("float32") == Tolerance(1e-4, 0.0)
@@ -83,7 +86,9 @@ def test_both_tolerance_forms_and_both_invariant_forms(make_project):
 
 def test_documented_aliases_are_accepted(make_project, tmp_path):
     (tmp_path / "k.cu").write_text("__global__ void k(float* x) { x[0] = 1.0f; }\n")
-    config = load_text(make_project, """
+    config = load_text(
+        make_project,
+        """
         [[ops]]
         name = "a"
         module = "m.ops:f"
@@ -95,7 +100,8 @@ def test_documented_aliases_are_accepted(make_project, tmp_path):
         [kernels.artifact_checks]
         max_local_memory_bytes = 0
         forbidden_instructions = ["ld\\\\.local"]
-    """)
+    """,
+    )
     op = config.ops[0]
     assert op.target == "m.ops:f"
     assert [i.name for i in op.inputs] == ["x"]
@@ -155,18 +161,28 @@ def test_script_based_needs_op_script(make_project):
 
 def test_undeclared_dim_and_missing_reference_file(make_project):
     assert "dim 'K'" in error_of(make_project, BASE.replace('x = ["N"]', 'x = ["N", "K"]')).message
-    assert "file not found: nope.py" in error_of(
-        make_project, BASE.replace('reference = "m.ops:f"', 'reference = "nope.py"')).message
+    assert (
+        "file not found: nope.py"
+        in error_of(make_project, BASE.replace('reference = "m.ops:f"', 'reference = "nope.py"')).message
+    )
 
 
 def test_dim_forms_and_layout_choice(make_project):
-    config = load_text(make_project, BASE.replace("N = [8]", "N = { min = 1, max = 300, typical = [64, 256] }")
-                       .replace('family = "exact"', 'family = "exact"\nlayouts = ["contiguous", "transposed"]'))
+    config = load_text(
+        make_project,
+        BASE.replace("N = [8]", "N = { min = 1, max = 300, typical = [64, 256] }").replace(
+            'family = "exact"', 'family = "exact"\nlayouts = ["contiguous", "transposed"]'
+        ),
+    )
     (dim,) = config.ops[0].dims
     assert (dim.typical, dim.low, dim.high) == ((64, 256), 1, 300)
     assert config.ops[0].layouts == (Layout.CONTIGUOUS, Layout.TRANSPOSED)
-    assert "typical sizes [500] lie outside" in error_of(
-        make_project, BASE.replace("N = [8]", "N = { min = 1, max = 300, typical = [500] }")).message
+    assert (
+        "typical sizes [500] lie outside"
+        in error_of(
+            make_project, BASE.replace("N = [8]", "N = { min = 1, max = 300, typical = [500] }")
+        ).message
+    )
 
 
 def test_discovery_walks_up_and_missing_config_is_exit_2(tmp_path, make_project):

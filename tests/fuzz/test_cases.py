@@ -163,13 +163,17 @@ def test_values_use_no_libm(op):
 
 
 def test_nonfinite_values_only_when_declared(make_project, tmp_path):
-    config = load_config(make_project(CONFIG.replace('family = "matmul"', 'family = "matmul"\nnonfinite = "propagate"')))
+    config = load_config(
+        make_project(CONFIG.replace('family = "matmul"', 'family = "matmul"\nnonfinite = "propagate"'))
+    )
     plain = load_config(make_project(CONFIG)).op("mix")
     propagating = config.op("mix")
     seen_plain = seen_nonfinite = 0
     for ref in plan_op(plain, 4, ("float32",), 16):
-        for case, counter in ((build_case(plain, ref.seed, tmp_path), "plain"),
-                              (build_case(propagating, ref.seed, tmp_path), "nf")):
+        for case, counter in (
+            (build_case(plain, ref.seed, tmp_path), "plain"),
+            (build_case(propagating, ref.seed, tmp_path), "nf"),
+        ):
             bad = sum(int((~np.isfinite(a)).sum()) for a in case.logical.values() if a.dtype.kind == "f")
             if counter == "plain":
                 seen_plain += bad

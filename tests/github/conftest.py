@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from fake_api import FakeGitHub, SleepRecorder
 
 from gpuemu_ci.github.client import GitHubClient
+from tests.github.fake_api import FakeGitHub, SleepRecorder
 
 
 @pytest.fixture

@@ -14,8 +14,7 @@ and ``X-GitHub-Api-Version``. Failures are injected per request with ``fail(...)
 response is recorded in ``responses``, and ``check_responses_against_openapi()`` validates them
 against GitHub's published description (the ``fake_github`` fixture does so after every test).
 
-Outside ``tests/github`` put this directory on ``sys.path`` to import it (the tests use pytest's
-default ``prepend`` import mode, like ``tests/lint``).
+Other test packages import it as ``from tests.github.fake_api import FakeGitHub, Failure``.
 """
 
 from __future__ import annotations
@@ -31,10 +30,10 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import urlencode
 
-import fake_objects as obj
-import fake_routes as routes
-from fake_http import LoopbackServer, Recorded, RecordedResponse, Reply
-from openapi_check import contract
+from tests.github import fake_objects as obj
+from tests.github import fake_routes as routes
+from tests.github.fake_http import LoopbackServer, Recorded, RecordedResponse, Reply
+from tests.github.openapi_check import contract
 
 API_VERSION = "2022-11-28"
 _EPOCH = datetime(2026, 3, 1, tzinfo=timezone.utc)

@@ -7,7 +7,6 @@ import socket
 from pathlib import Path
 
 import pytest
-from fake_api import Failure, FakeGitHub, SleepRecorder
 
 from gpuemu_ci.errors import ExitCode, GpuemuError, UsageError
 from gpuemu_ci.github.client import (
@@ -22,6 +21,7 @@ from gpuemu_ci.github.client import (
     GitHubRateLimitError,
     GitHubServerError,
 )
+from tests.github.fake_api import Failure, FakeGitHub, SleepRecorder
 
 NOW = 1_700_000_000.0
 

@@ -7,7 +7,6 @@ import re
 from pathlib import Path
 
 import pytest
-from runner_parsers import parse_command, parse_github_output, unescape
 
 from gpuemu_ci.github.commands import (
     STEP_SUMMARY_LIMIT,
@@ -23,6 +22,7 @@ from gpuemu_ci.github.commands import (
     set_outputs,
     stop_commands,
 )
+from tests.github.runner_parsers import parse_command, parse_github_output, unescape
 
 
 def test_escaping_round_trips_through_the_runner_decoding() -> None:

@@ -6,9 +6,6 @@ import copy
 import json
 from pathlib import Path
 
-from fake_api import Failure, FakeGitHub, SleepRecorder
-from fake_objects import validation_error
-
 from gpuemu_ci.github.client import GitHubClient
 from gpuemu_ci.github.comments import (
     MAX_COMMENT_BYTES,
@@ -19,6 +16,8 @@ from gpuemu_ci.github.comments import (
     upsert_comment,
 )
 from gpuemu_ci.github.context import ActionContext
+from tests.github.fake_api import Failure, FakeGitHub, SleepRecorder
+from tests.github.fake_objects import validation_error
 
 EVENTS = Path(__file__).resolve().parents[1] / "fixtures" / "github-events"
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from fake_api import Failure, FakeGitHub
-
 from gpuemu_ci.github.client import GitHubClient
 from gpuemu_ci.github.issues import (
     MAX_ISSUE_BYTES,
@@ -16,6 +14,7 @@ from gpuemu_ci.github.issues import (
     sync_nightly_issues,
     truncate_utf8,
 )
+from tests.github.fake_api import Failure, FakeGitHub
 
 RUN_1 = "https://github.example/octo-org/kernels/actions/runs/1"
 RUN_2 = "https://github.example/octo-org/kernels/actions/runs/2"

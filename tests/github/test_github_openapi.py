@@ -7,13 +7,13 @@ import importlib.util
 import json
 from types import ModuleType
 
-import fake_routes
 import jsonschema
 import pytest
-from fake_api import FakeGitHub
-from openapi_check import SPEC_PATH, OpenApiContract, contract
 
 from gpuemu_ci.github.client import GitHubClient
+from tests.github import fake_routes
+from tests.github.fake_api import FakeGitHub
+from tests.github.openapi_check import SPEC_PATH, OpenApiContract, contract
 
 EXTRACT = SPEC_PATH.with_name("extract.py")
 

@@ -10,7 +10,7 @@ import pytest
 from gpuemu_ci.config.load import load_config
 from gpuemu_ci.pipeline import RunOptions, run_pipeline
 
-KERNELS = '''
+KERNELS = """
 import numpy as np
 import ml_dtypes
 
@@ -72,11 +72,17 @@ def sum_rows_skip_tail(x):  # a dropped partial tile: the last N % 32 elements n
 
 def sum_rows_naive(x):  # the same-dtype implementation the baseline-relative rule measures against
     return np.add.reduce(x.astype(np.float16), axis=-1, dtype=np.float16).astype(x.dtype)
-'''
+"""
 
 
-def op(name: str, target: str, reference: str, extra: str = "", dims: str = 'M = [4, 8]\nN = [64, 100]',
-       dtypes: str = '["float32"]') -> str:
+def op(
+    name: str,
+    target: str,
+    reference: str,
+    extra: str = "",
+    dims: str = "M = [4, 8]\nN = [64, 100]",
+    dtypes: str = '["float32"]',
+) -> str:
     return f"""
 [[ops]]
 name = "{name}"
@@ -91,25 +97,65 @@ x = ["M", "N"]
 """
 
 
-CONFIG = "[ci]\nquick_iterations = 16\n" + "".join([
-    op("clean", "scale", "scale_ref", 'family = "elementwise"'),
-    op("mutates_input", "scale_in_place", "scale_ref", 'family = "elementwise"'),
-    op("writes_out", "scale_into", "scale_ref", 'family = "elementwise"\nout_arg = "out"'),
-    op("leaves_tail_unwritten", "scale_into_partial", "scale_ref", 'family = "elementwise"\nout_arg = "out"'),
-    op("deterministic", "scale", "scale_ref", 'family = "elementwise"\ndeterministic = true'),
-    op("nondeterministic", "noisy", "scale_ref", 'family = "elementwise"\ndeterministic = true'),
-    op("gelu_rne", "gelu_rne", "gelu_ref", 'family = "elementwise"', 'M = [64]\nN = [1024]', '["bfloat16"]'),
-    op("gelu_truncating", "gelu_truncating", "gelu_ref", 'family = "elementwise"', 'M = [64]\nN = [1024]',
-       '["bfloat16"]'),
-    op("custom_sum", "sum_rows", "sum_rows_ref", 'family = "custom"\nerror_scale = "k:sum_scale"\noutput = ["M"]',
-       dtypes='["float16"]'),
-    op("custom_sum_fp16_acc", "sum_rows_fp16_acc", "sum_rows_ref",
-       'family = "custom"\nerror_scale = "k:sum_scale"\noutput = ["M"]', dtypes='["float16"]'),
-    op("relative_sum", "sum_rows", "sum_rows_ref", 'family = "reduction"\nnaive = "k:sum_rows_naive"\noutput = ["M"]',
-       dtypes='["float16"]'),
-    op("relative_sum_skip_tail", "sum_rows_skip_tail", "sum_rows_ref",
-       'family = "reduction"\nnaive = "k:sum_rows_naive"\noutput = ["M"]', dtypes='["float16"]'),
-])
+CONFIG = "[ci]\nquick_iterations = 16\n" + "".join(
+    [
+        op("clean", "scale", "scale_ref", 'family = "elementwise"'),
+        op("mutates_input", "scale_in_place", "scale_ref", 'family = "elementwise"'),
+        op("writes_out", "scale_into", "scale_ref", 'family = "elementwise"\nout_arg = "out"'),
+        op(
+            "leaves_tail_unwritten",
+            "scale_into_partial",
+            "scale_ref",
+            'family = "elementwise"\nout_arg = "out"',
+        ),
+        op("deterministic", "scale", "scale_ref", 'family = "elementwise"\ndeterministic = true'),
+        op("nondeterministic", "noisy", "scale_ref", 'family = "elementwise"\ndeterministic = true'),
+        op(
+            "gelu_rne",
+            "gelu_rne",
+            "gelu_ref",
+            'family = "elementwise"',
+            "M = [64]\nN = [1024]",
+            '["bfloat16"]',
+        ),
+        op(
+            "gelu_truncating",
+            "gelu_truncating",
+            "gelu_ref",
+            'family = "elementwise"',
+            "M = [64]\nN = [1024]",
+            '["bfloat16"]',
+        ),
+        op(
+            "custom_sum",
+            "sum_rows",
+            "sum_rows_ref",
+            'family = "custom"\nerror_scale = "k:sum_scale"\noutput = ["M"]',
+            dtypes='["float16"]',
+        ),
+        op(
+            "custom_sum_fp16_acc",
+            "sum_rows_fp16_acc",
+            "sum_rows_ref",
+            'family = "custom"\nerror_scale = "k:sum_scale"\noutput = ["M"]',
+            dtypes='["float16"]',
+        ),
+        op(
+            "relative_sum",
+            "sum_rows",
+            "sum_rows_ref",
+            'family = "reduction"\nnaive = "k:sum_rows_naive"\noutput = ["M"]',
+            dtypes='["float16"]',
+        ),
+        op(
+            "relative_sum_skip_tail",
+            "sum_rows_skip_tail",
+            "sum_rows_ref",
+            'family = "reduction"\nnaive = "k:sum_rows_naive"\noutput = ["M"]',
+            dtypes='["float16"]',
+        ),
+    ]
+)
 
 EXPECTED = {
     "clean": ("passed", None),

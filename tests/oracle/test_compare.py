@@ -14,13 +14,23 @@ from gpuemu_ci.oracle.model import Comparator, FailureKind
 
 
 def make_op(family: Family, inputs: tuple[InputSpec, ...], output=None, **extra) -> OpSpec:
-    return OpSpec(name="t", target="m:f", reference="m:f", family=family, inputs=inputs, dims=(),
-                  output_dims=output, dtypes=("float32",), **extra)
+    return OpSpec(
+        name="t",
+        target="m:f",
+        reference="m:f",
+        family=family,
+        inputs=inputs,
+        dims=(),
+        output_dims=output,
+        dtypes=("float32",),
+        **extra,
+    )
 
 
 def judge_bound(op, y, r, inputs, dims, case_dtype, reference_abs=None, kwargs=None):
-    allowed = bounds.allowed_error(op, bounds.BoundInputs(r, inputs, reference_abs, dims, kwargs or {},
-                                                          case_dtype, case_dtype))
+    allowed = bounds.allowed_error(
+        op, bounds.BoundInputs(r, inputs, reference_abs, dims, kwargs or {}, case_dtype, case_dtype)
+    )
     return compare(y, r, allowed, Comparator.BOUND, case_dtype)
 
 
@@ -33,7 +43,7 @@ def tiled_matmul(a, b, block_k=32, dtype=np.float32, drop_tail=False, acc_dtype=
             acc = (acc + np.outer(a[:, kk], b[kk]).astype(np.float32)).astype(acc_dtype)
         return acc.astype(dtype)
     for k0 in range(0, stop, block_k):
-        acc += a[:, k0:k0 + block_k].astype(np.float32) @ b[k0:k0 + block_k].astype(np.float32)
+        acc += a[:, k0 : k0 + block_k].astype(np.float32) @ b[k0 : k0 + block_k].astype(np.float32)
     return acc.astype(dtype)
 
 
@@ -49,23 +59,38 @@ def test_correct_matmuls_pass_the_bound_at_every_k(dtype, k):
     b = (rng.standard_normal((k, 8)) * 3).astype(dtype)
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     name = np.dtype(dtype).name
-    stats, findings = judge_bound(MATMUL, tiled_matmul(a, b, dtype=dtype), a64 @ b64, {"a": a64, "b": b64},
-                                  {"M": 16, "K": k, "N": 8}, name, reference_abs=np.abs(a64) @ np.abs(b64))
+    stats, findings = judge_bound(
+        MATMUL,
+        tiled_matmul(a, b, dtype=dtype),
+        a64 @ b64,
+        {"a": a64, "b": b64},
+        {"M": 16, "K": k, "N": 8},
+        name,
+        reference_abs=np.abs(a64) @ np.abs(b64),
+    )
     assert findings == [] and stats.headroom < 1.0
     if dtype is np.float32 and k >= 1024:  # the field's default allclose would have failed this control
         assert not np.allclose(tiled_matmul(a, b), a64 @ b64, rtol=1.3e-6, atol=1e-5)
 
 
-@pytest.mark.parametrize(("bug", "kwargs"), [("dropped K tail", {"drop_tail": True}),
-                                              ("fp16 accumulator", {"acc_dtype": np.float16})])
+@pytest.mark.parametrize(
+    ("bug", "kwargs"),
+    [("dropped K tail", {"drop_tail": True}), ("fp16 accumulator", {"acc_dtype": np.float16})],
+)
 def test_matmul_bugs_exceed_the_bound(bug, kwargs):
     rng = np.random.default_rng(1)
     a = rng.standard_normal((16, 257)).astype(np.float16)
     b = rng.standard_normal((257, 8)).astype(np.float16)
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    stats, findings = judge_bound(MATMUL, tiled_matmul(a, b, dtype=np.float16, **kwargs), a64 @ b64,
-                                  {"a": a64, "b": b64}, {"M": 16, "K": 257, "N": 8}, "float16",
-                                  reference_abs=np.abs(a64) @ np.abs(b64))
+    stats, findings = judge_bound(
+        MATMUL,
+        tiled_matmul(a, b, dtype=np.float16, **kwargs),
+        a64 @ b64,
+        {"a": a64, "b": b64},
+        {"M": 16, "K": 257, "N": 8},
+        "float16",
+        reference_abs=np.abs(a64) @ np.abs(b64),
+    )
     assert [f.kind for f in findings] == [FailureKind.MISMATCH], bug
     assert stats.headroom > 4 and stats.exceeded > 0
 
@@ -78,14 +103,19 @@ def test_one_pass_variance_is_caught_by_the_norm_bound():
     op = make_op(Family.NORM, (InputSpec("x", ("M", "N")),))
     xf = x.astype(np.float32)
     mean = xf.mean(-1, keepdims=True, dtype=np.float32)
-    two_pass = ((xf - mean) / np.sqrt(((xf - mean) ** 2).mean(-1, keepdims=True) + np.float32(1e-5)))
+    two_pass = (xf - mean) / np.sqrt(((xf - mean) ** 2).mean(-1, keepdims=True) + np.float32(1e-5))
     one_pass_var = (xf * xf).mean(-1, keepdims=True, dtype=np.float32) - mean * mean
     one_pass = (xf - mean) / np.sqrt(np.maximum(one_pass_var, 0) + np.float32(1e-5))
     dims = {"M": 8, "N": 4096}
-    assert judge_bound(op, two_pass.astype(np.float32), reference, {"x": x64}, dims, "float32",
-                       kwargs={"eps": 1e-5})[1] == []
-    assert judge_bound(op, one_pass.astype(np.float32), reference, {"x": x64}, dims, "float32",
-                       kwargs={"eps": 1e-5})[1]
+    assert (
+        judge_bound(
+            op, two_pass.astype(np.float32), reference, {"x": x64}, dims, "float32", kwargs={"eps": 1e-5}
+        )[1]
+        == []
+    )
+    assert judge_bound(
+        op, one_pass.astype(np.float32), reference, {"x": x64}, dims, "float32", kwargs={"eps": 1e-5}
+    )[1]
 
 
 def test_elementwise_spec_mismatch_tanh_vs_erf_gelu():

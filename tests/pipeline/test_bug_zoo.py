@@ -37,8 +37,9 @@ def test_typical_sizes_are_all_powers_of_two():
             assert all(size & (size - 1) == 0 for size in dim.typical), (op.name, dim)
 
 
-@pytest.mark.parametrize("name", ["softmax_tail_mask", "rmsnorm_ignores_strides", "rowmax_init_zero",
-                                  "attention_no_rescale"])
+@pytest.mark.parametrize(
+    "name", ["softmax_tail_mask", "rmsnorm_ignores_strides", "rowmax_init_zero", "attention_no_rescale"]
+)
 def test_quick_suite_finds_the_bug(zoo, name):
     _, document, _, _ = zoo
     op = next(o for o in document["ops"] if o["name"] == name)
@@ -52,8 +53,14 @@ def test_what_triggers_each_bug(zoo):
     assert any(f["shapes"]["x"][1] % 64 for f in ops["softmax_tail_mask"]["failures"])
     assert all(f["layouts"]["x"] != "contiguous" for f in ops["rmsnorm_ignores_strides"]["failures"])
     assert {f["distribution"] for f in ops["rowmax_init_zero"]["failures"]} <= {
-        "adversarial:all_negative", "adversarial:offset", "boundary", "adversarial:wide_range",
-        "adversarial:cancellation", "adversarial:ties", "regular"}
+        "adversarial:all_negative",
+        "adversarial:offset",
+        "boundary",
+        "adversarial:wide_range",
+        "adversarial:cancellation",
+        "adversarial:ties",
+        "regular",
+    }
     assert any(f["distribution"] == "adversarial:all_negative" for f in ops["rowmax_init_zero"]["failures"])
     assert all(f["shapes"]["k"][1] > 64 for f in ops["attention_no_rescale"]["failures"])
 
@@ -64,7 +71,9 @@ def test_every_failure_replays_from_seed_and_snapshot(zoo):
         op = config.op(op_record["name"])
         for failure in op_record["failures"][:3]:
             seed = failure["case_seed"]
-            from_seed = replay(config, op, pool, out, seed=seed, generator_version=document["generator_version"])
+            from_seed = replay(
+                config, op, pool, out, seed=seed, generator_version=document["generator_version"]
+            )
             from_snapshot = replay(config, op, pool, out, snapshot=out / failure["snapshot"])
             for outcome in (from_seed, from_snapshot):
                 assert outcome.failed
@@ -72,8 +81,9 @@ def test_every_failure_replays_from_seed_and_snapshot(zoo):
                     continue  # it reads memory outside its view: what it finds there is not reproducible
                 assert outcome.verdict.primary.kind.value == failure["kind"], op.name
                 if failure["max_abs_error"] is not None:
-                    assert outcome.verdict.stats.max_abs_error == pytest.approx(failure["max_abs_error"], rel=0,
-                                                                                abs=0)
+                    assert outcome.verdict.stats.max_abs_error == pytest.approx(
+                        failure["max_abs_error"], rel=0, abs=0
+                    )
             # The seed regenerates exactly the bytes the snapshot saved.
             regenerated = build_case(op, seed, config.root)
             saved = case_from_snapshot(op, out / failure["snapshot"])
@@ -100,8 +110,15 @@ def test_minimize_shrinks_to_a_smaller_failing_case(zoo):
     result = minimize(config, op, failure["case_seed"], pool, out)
     assert np.prod(list(result.dims.values())) < np.prod(failure["shapes"]["x"])
     assert result.dims["N"] % 64  # still a tail
-    again = replay(config, op, pool, out, seed=failure["case_seed"], dims=result.dims,
-                   scale=None if result.scale == 1.0 else result.scale)
+    again = replay(
+        config,
+        op,
+        pool,
+        out,
+        seed=failure["case_seed"],
+        dims=result.dims,
+        scale=None if result.scale == 1.0 else result.scale,
+    )
     assert again.failed
 
 

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from corpus_kernels.tiles import F32, cdiv, store, store_truncating
+from corpus_kernels.tiles import F32, store, store_truncating
 
 BLOCK = 1024
 _erf = np.frompyfunc(math.erf, 1, 1)
@@ -165,5 +165,3 @@ def rope_in_place(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray
     x[...] = _rope(x, cos, sin, 16)
     return x
 
-
-__all__ = ["cdiv"]

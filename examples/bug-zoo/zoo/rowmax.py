@@ -4,7 +4,6 @@ non-negative value, wrong for all-negative rows (the FlashAttention row_max=0 cl
 from __future__ import annotations
 
 import numpy as np
-
 from kernels.tiles import as_rows, load_tile
 
 BLOCK = 64

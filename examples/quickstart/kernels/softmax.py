@@ -17,7 +17,9 @@ def softmax(x: np.ndarray) -> np.ndarray:
     for start in range(0, n, BLOCK):
         tile, _ = load_tile(rows, start, BLOCK, other=-np.inf)
         new_max = np.maximum(running_max, tile.max(axis=1))
-        running_sum = running_sum * np.exp(running_max - new_max) + np.exp(tile - new_max[:, None]).sum(axis=1)
+        running_sum = running_sum * np.exp(running_max - new_max) + np.exp(tile - new_max[:, None]).sum(
+            axis=1
+        )
         running_max = new_max
     out = np.exp(rows.astype(np.float32) - running_max[:, None]) / running_sum[:, None]
     return out.astype(x.dtype).reshape(x.shape)
