@@ -113,9 +113,7 @@ def main() -> int:
             f"-j{args.jobs} min {p:6.2f} s (median {statistics.median(par):6.2f})"
         )
         overhead, speedup = s / b, s / p
-        print(
-            f"    overhead over bare nvcc (j1/bare): {overhead:5.2f}x   speedup (j1/j{args.jobs}): {speedup:5.2f}x"
-        )
+        print(f"    overhead over bare nvcc (j1/bare): {overhead:5.2f}x   speedup (j1/jN): {speedup:5.2f}x")
     return 0
 
 

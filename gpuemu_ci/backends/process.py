@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -104,7 +105,7 @@ class WorkerProcess:
             # O_APPEND: truncating the log between cases stays safe while the worker writes to it
             with open(self.log_path, "ab") as log:
                 self.proc = subprocess.Popen(
-                    [sys.executable, "-m", "gpuemu_ci.backends.worker", str(child_sock.fileno())],
+                    self._command(child_sock.fileno()),
                     pass_fds=(child_sock.fileno(),),
                     cwd=self.root,
                     env=self.env,
@@ -126,6 +127,13 @@ class WorkerProcess:
         self._ready = False
         self.arena_wanted = 0  # the most arena bytes a case asked for (inputs + outputs): sizes the next one
         self.starts += 1
+
+    @staticmethod
+    def _command(fd: int) -> list[str]:
+        command = [sys.executable, "-m", "gpuemu_ci.backends.worker", str(fd), str(os.getpid())]
+        if threading.current_thread() is threading.main_thread():
+            command.append("pdeathsig")  # the kernel's parent-death signal follows the starting thread
+        return command
 
     def _await_ready(self) -> None:
         """Wait for the worker's Hello; InfraError with its stderr when it cannot start."""
@@ -294,8 +302,10 @@ class WorkerProcess:
                 raise _Failure(
                     CallStatus.TIMEOUT, f"{what} ({_STAGE_WORDS[stage]}); the worker was killed", stage
                 )
+            if arena.linked and arena.stage() is not Stage.IDLE:
+                arena.unlink()  # the worker has mapped the new segment: its name need not outlive us
             try:
-                if not self._readable(min(remaining, 0.5)):
+                if not self._readable(min(remaining, 0.02 if arena.linked else 0.5)):
                     if self.proc.poll() is None:
                         continue
                     raise EOFError

@@ -8,9 +8,13 @@ traceback there if user code segfaults or aborts.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import faulthandler
 import os
+import signal
 import sys
+import threading
 import time
 from dataclasses import replace
 from multiprocessing.connection import Connection
@@ -232,6 +236,7 @@ class Worker:
         if op_loaded is None or retire:
             self._send(Stage.OP, op_failure or unusable, [])
         else:
+            self._stage(Stage.OP)
             used = self.inputs_end
             snapshot = self.u8[HEADER_BYTES:used].copy() if self.u8 is not None else None
             launches_before = _TRITON_LAUNCHES[0]
@@ -348,10 +353,33 @@ class Worker:
         return ref.dtype
 
 
+def _die_with_parent(parent: int, kernel_signal: bool) -> None:
+    """Never outlive the pool's process: the worker runs in its own session (so that killing it reaches
+    what the user code spawned), hence a CI runner killing the job's process group would miss a worker
+    stuck in user code. The kernel can send SIGKILL when the parent dies (Linux; only asked for when the
+    parent's main thread started us, since the signal follows the starting thread); a watchdog thread
+    covers other systems."""
+    if kernel_signal and sys.platform.startswith("linux"):
+        with contextlib.suppress(Exception):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the parent died before we got here
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="gpuemu-parent-watch", daemon=True).start()
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Worker entry point: serve requests on the inherited socket until EOF or Shutdown."""
+    """Worker entry point: `FD PARENT_PID [pdeathsig]`; serve requests on the socket until EOF or Shutdown."""
     args = sys.argv[1:] if argv is None else argv
     fd = int(args[0])
+    if len(args) > 1:
+        _die_with_parent(int(args[1]), kernel_signal=args[2:] == ["pdeathsig"])
     os.set_inheritable(fd, False)  # processes the user code starts must not keep our socket open
     os.dup2(2, 1)  # user prints go to the stderr log, never into the protocol
     faulthandler.enable()

@@ -9,7 +9,6 @@ input (report or public key). A wrongly spelled flag is a usage error and exits 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import secrets
 import stat
@@ -22,12 +21,10 @@ from typing import Any
 import click
 
 from gpuemu_ci.errors import GpuemuError, UsageError
-from gpuemu_ci.publish import dsse, keys
+from gpuemu_ci.publish import keys
+from gpuemu_ci.publish.signing import sign_results
 from gpuemu_ci.publish.statement import (
     RunContext,
-    build_statement,
-    canonical_bytes,
-    context_for_results,
     format_time,
     normalize_commit,
     normalize_repo,
@@ -157,33 +154,11 @@ def sign_command(
     with _user_errors():
         if sum((key_path is not None, key_env is not None, unsigned)) != 1:
             raise UsageError("give exactly one of --key PATH, --key-env NAME or --unsigned")
-        data = _read_bytes(results, "results file")
-        try:
-            document = json.loads(data)
-        except ValueError as e:
-            raise UsageError(f"{results} is not JSON: {e}") from None
-        if not isinstance(document, dict):
-            raise UsageError(f"{results} is not a results document (expected a JSON object)")
-
+        _read_bytes(results, "results file")  # a clear message for a missing or unreadable file
         signing_key = _load_signing_key(key_path, key_env)
-        context = context_for_results(document, RunContext.from_environment(os.environ), RunContext(**flags))
-        statement = build_statement(
-            document,
-            results_name=results.name,
-            results_sha256=_sha256(data),
-            context=context,
-            signer_keyid=None if signing_key is None else signing_key.keyid,
-            issued_at=datetime.now(timezone.utc),
-            nonce=secrets.token_hex(16),
-        )
-        payload = canonical_bytes(statement)
-        if signing_key is None:
-            envelope = dsse.unsigned(payload, dsse.PAYLOAD_TYPE_IN_TOTO)
-        else:
-            envelope = dsse.sign(
-                payload, dsse.PAYLOAD_TYPE_IN_TOTO, signing_key.private_key, signing_key.keyid
-            )
-        _write_atomically(output, envelope.to_json())
+        report = sign_results(results, signing_key, os.environ, RunContext(**flags))
+        statement = report.statement
+        _write_atomically(output, report.envelope)
 
     run = statement["predicate"]["run"]
     what = f"{results} (verdict {statement['predicate']['verdict']}) for {run['repo']}@{run['commit'][:12]}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gpuemu_ci.config.model import Policies
 from gpuemu_ci.diff.limits import DeltaLimits, limits_for
-from gpuemu_ci.diff.model import Classification, DiffEntry, EntryKind, Reason, Severity
+from gpuemu_ci.diff.model import ALL, Classification, DiffEntry, EntryKind, Reason, Severity
 from gpuemu_ci.diff.snapshot import EntrySnapshot, KernelSnapshot, Snapshot, ToolSnapshot
 
 # (snapshot attribute, DeltaLimits field, words for the message, unit)
@@ -51,8 +51,15 @@ def _whole(
         reason = Reason("status", None if new else kernel.status, kernel.status if new else None, detail)
         return [
             DiffEntry(
-                EntryKind.KERNEL, kernel.name, classification, severity, (reason,), config_name=kernel.name
+                EntryKind.KERNEL,
+                kernel.name,
+                classification,
+                severity,
+                (reason,),
+                arch=arch,
+                config_name=kernel.name,
             )
+            for arch in (kernel.archs or (ALL,))
         ]
     out = []
     for e in kernel.entries:

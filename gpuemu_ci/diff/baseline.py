@@ -128,6 +128,7 @@ def _kernel(k: dict[str, Any], where: str) -> dict[str, Any]:
         "source": f.string(k, "source", where),
         "source_sha256": f.string(k, "source_sha256", where),
         "status": f.string(k, "status", where, required=True),
+        "archs": list(f.string_list(k, "archs", where)),
         "error": error,
         "violations": violations,
         "entries": [

@@ -70,8 +70,10 @@ def number(obj: dict[str, Any], key: str, where: str) -> float | None:
     value = obj.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise FormatError(_join(where, key), f"expected a number, found {_kind(value)}")
+    if not math.isfinite(value):  # results.json never holds NaN/Infinity; a hand-edited file might
+        raise FormatError(_join(where, key), f"expected a finite number, found {value}")
     return float(value)
 
 

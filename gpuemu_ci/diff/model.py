@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Union
+from typing import Any
 
 # A metric value as it appears in a reason: a number, a version or status string, or absent.
-ReasonValue = Union[int, float, str, bool, None]  # noqa: UP007 (3.10 needs Union at runtime in aliases)
+ReasonValue = int | float | str | bool | None
 
 
 class DiffStatus(str, Enum):
@@ -42,6 +42,10 @@ class Severity(str, Enum):
 
 
 SEVERITY_ORDER = {Severity.FAILURE: 0, Severity.WARNING: 1, Severity.INFO: 2}
+
+
+# The dtype or arch of a row that stands for a whole op or kernel (skipped, not loadable, not compiled).
+ALL = "all"
 
 
 class EntryKind(str, Enum):
@@ -88,9 +92,9 @@ class DiffEntry:
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"kind": self.kind.value, "name": self.name}
         if self.kind is EntryKind.OP:
-            data["dtype"] = self.dtype
+            data["dtype"] = self.dtype or ALL
         else:
-            data["arch"] = self.arch
+            data["arch"] = self.arch or ALL
             data["config_name"] = self.config_name
             data["entry"] = self.entry
         data["classification"] = self.classification.value

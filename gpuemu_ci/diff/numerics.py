@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuemu_ci.diff.model import Classification, DiffEntry, EntryKind, Reason, Severity
+from gpuemu_ci.diff.model import ALL, Classification, DiffEntry, EntryKind, Reason, Severity
 from gpuemu_ci.diff.snapshot import DtypeSnapshot, OpSnapshot, Snapshot
 
 # Headroom growth is relative to max(old, this floor): below 1% of the error bound a run is at noise
@@ -73,7 +73,7 @@ def _whole_op(
             op.status if new else None,
             f"{message}; status {op.status}" + (f" ({op.skip_reason})" if op.skip_reason else ""),
         )
-        return [DiffEntry(EntryKind.OP, op.name, classification, severity, (reason,))]
+        return [DiffEntry(EntryKind.OP, op.name, classification, severity, (reason,), dtype=ALL)]
     out = []
     for d in op.dtypes:
         detail = f"status {d.status}"

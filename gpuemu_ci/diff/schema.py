@@ -24,8 +24,8 @@ ENTRY_SCHEMA: dict[str, Any] = {
     "properties": {
         "kind": {"enum": [k.value for k in EntryKind]},
         "name": {"type": "string"},
-        "dtype": _STRING_OR_NULL,
-        "arch": _STRING_OR_NULL,
+        "dtype": {"type": "string", "minLength": 1},  # "all" for a row that stands for the whole op
+        "arch": {"type": "string", "minLength": 1},
         "config_name": _STRING_OR_NULL,
         "entry": _STRING_OR_NULL,
         "classification": {"enum": [c.value for c in Classification]},
@@ -40,7 +40,15 @@ ENTRY_SCHEMA: dict[str, Any] = {
 
 BASELINE_INFO_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "required": ["source", "path", "commit", "created_at", "tool_version", "generator_version", "config_sha256"],
+    "required": [
+        "source",
+        "path",
+        "commit",
+        "created_at",
+        "tool_version",
+        "generator_version",
+        "config_sha256",
+    ],
     "properties": {
         "source": {"enum": ["results", "baseline"]},
         "path": {"type": "string"},

@@ -78,6 +78,7 @@ class KernelSnapshot:
     name: str
     status: str  # passed | failed | error | skipped
     source_sha256: str | None
+    archs: tuple[str, ...]  # the archs it was compiled for (or meant to be)
     error: str | None  # the compile error, when it did not compile
     violations: tuple[ViolationSnapshot, ...]
     entries: tuple[EntrySnapshot, ...]
@@ -192,6 +193,7 @@ def _kernel(k: dict[str, Any], where: str) -> KernelSnapshot:
         name=f.string(k, "name", where, required=True) or "",
         status=f.string(k, "status", where, required=True) or "",
         source_sha256=f.string(k, "source_sha256", where),
+        archs=f.string_list(k, "archs", where),
         error=f.string(k, "error", where),
         violations=tuple(violations),
         entries=tuple(

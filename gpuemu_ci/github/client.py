@@ -164,6 +164,8 @@ class GitHubClient:
                     raise GitHubNetworkError(what, _describe_transport_error(exc)) from exc
                 self.policy.pause(state, self.policy.network_retry(state), what)
                 continue
+            except (httpx.HTTPError, httpx.InvalidURL) as exc:  # protocol errors: not worth a retry
+                raise GitHubNetworkError(what, _describe_transport_error(exc)) from exc
             if response.status_code in ok:
                 return response
             decision = self.policy.classify(response, state)
@@ -270,6 +272,10 @@ class GitHubClient:
                     raise GitHubNetworkError(what, _describe_transport_error(exc)) from exc
                 self.policy.pause(state, self.policy.network_retry(state), what)
                 continue
+            except (httpx.HTTPError, httpx.InvalidURL) as exc:  # too many redirects, bad URL
+                raise GitHubNetworkError(what, _describe_transport_error(exc)) from exc
+            except OSError as exc:
+                raise GitHubError(what, f"cannot write {dest}: {exc.strerror or exc}") from exc
             decision = self.policy.classify(response, state)
             if decision is None or self.policy.exhausted(state):
                 raise GitHubError(what, f"{response.status_code}", status=response.status_code)
@@ -320,7 +326,7 @@ def _next_link(header: str | None) -> str | None:
     return None
 
 
-def _describe_transport_error(exc: httpx.TransportError) -> str:
+def _describe_transport_error(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 

@@ -65,10 +65,14 @@ def extract_zip_safely(
             target = root.joinpath(*relative.parts)
             if not target.resolve().is_relative_to(root):
                 raise UnsafeArtifactError(f"archive entry {info.filename!r} resolves outside the target")
+            try:
+                (target if info.is_dir() else target.parent).mkdir(parents=True, exist_ok=True)
+            except OSError as exc:  # "a/b" after a file "a", or a file "a" after "a/"
+                raise UnsafeArtifactError(
+                    f"archive entry {info.filename!r} clashes with another entry"
+                ) from exc
             if info.is_dir():
-                target.mkdir(parents=True, exist_ok=True)
                 continue
-            target.parent.mkdir(parents=True, exist_ok=True)
             total += _extract_member(archive, info, target, max_file_bytes, max_total_bytes - total)
             written.append(target)
     return written
@@ -111,6 +115,10 @@ def _extract_member(
                 dst.write(chunk)
     except FileExistsError as exc:
         raise UnsafeArtifactError(f"archive entry {info.filename!r} appears twice") from exc
+    except (IsADirectoryError, NotADirectoryError) as exc:
+        raise UnsafeArtifactError(f"archive entry {info.filename!r} clashes with another entry") from exc
+    except OSError as exc:
+        raise ArtifactError(f"cannot write archive entry {info.filename!r}: {exc.strerror or exc}") from exc
     except (zipfile.BadZipFile, EOFError, NotImplementedError) as exc:
         raise UnsafeArtifactError(f"archive entry {info.filename!r} is corrupt: {exc}") from exc
     return size

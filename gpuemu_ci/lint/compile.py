@@ -7,8 +7,10 @@ processes.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
 import subprocess
 import tempfile
 import time
@@ -102,14 +104,30 @@ def compile_command(job: CompileJob, toolchain: Toolchain, out_dir: Path) -> lis
 
 
 def _run(cmd: Sequence[str], timeout: float) -> tuple[int, str, str, bool]:
+    """(returncode, stdout, stderr, timed_out). On timeout the whole process group goes: nvcc's children
+    (cicc, ptxas) would otherwise keep running after nvcc itself is killed."""
     try:
-        proc = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired as exc:
-        err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
-        return -1, "", err, True
+        proc = subprocess.Popen(
+            list(cmd),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+            start_new_session=True,
+        )
     except OSError as exc:
         return -1, "", f"could not start {cmd[0]}: {exc}", False
-    return proc.returncode, proc.stdout, proc.stderr, False
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if hasattr(os, "killpg"):
+                os.killpg(proc.pid, signal.SIGKILL)
+            else:  # pragma: no cover - not POSIX
+                proc.kill()
+        out, err = proc.communicate()
+        return -1, out, err, True
+    return proc.returncode, out, err, False
 
 
 def disassemble(

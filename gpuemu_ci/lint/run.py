@@ -131,6 +131,12 @@ def _resolve_archs(
         else:
             archs, origin = (toolchain.default_arch or "sm_80",), ArchSource.TOOLCHAIN_DEFAULT
     for arch in archs:
+        if arch.startswith("compute_"):
+            raise ConfigError(
+                f"kernel {spec.name!r}: arch {arch!r} is a virtual arch; lint runs ptxas and needs a real "
+                f"one such as sm_{arch.split('_', 1)[1]}",
+                line=spec.line,
+            )
         if not _ARCH_SHAPE.match(arch) or not arch_supported(arch, toolchain.supported_archs):
             supported = ", ".join(toolchain.supported_archs) or "sm_XX (a real arch, not compute_XX)"
             raise ConfigError(
@@ -149,6 +155,13 @@ def _validate(spec: KernelSpec, root: Path | None) -> KernelSpec:
     _check_flags(spec_abs, source_kind(source))
     validate_checks(spec.artifact_checks, kernel=spec.name)
     return spec_abs
+
+
+def _shared_memory(f: FunctionUsage) -> int | None:
+    # ptxas prints `N bytes smem` only when N > 0: with a `Used` line, no field means 0, not unknown.
+    if f.shared_memory is not None:
+        return f.shared_memory
+    return 0 if f.registers is not None else None
 
 
 def _local_memory(f: FunctionUsage) -> int | None:
@@ -198,7 +211,7 @@ def _metrics_for(
             stack_frame=f.stack_frame,
             spill_stores=f.spill_stores,
             spill_loads=f.spill_loads,
-            shared_memory=f.shared_memory,
+            shared_memory=_shared_memory(f),
             local_memory=_local_memory(f),
             constant=dict(f.constant),
             barriers=f.barriers,
@@ -208,13 +221,14 @@ def _metrics_for(
             device_functions=device_metrics,
             unparsed=f.unparsed,
         )
+        # A listing that lacks the kernel is "not available", never an empty pass.
         ptx_listing: list[Listing] | None = None
-        if out.ptx is not None:
+        if ptx_fn is not None:
             ptx_listing = [
                 Listing(names[r.name].demangled, tuple(i.text for i in r.instructions)) for r in reach
             ]
         sass_listing: list[Listing] | None = None
-        if sass is not None:
+        if sass is not None and f.name in sass:
             wanted = [f.name, *called]
             sass_listing = [
                 Listing(names[w].demangled, tuple(i.text for i in sass[w].body)) for w in wanted if w in sass
@@ -251,7 +265,10 @@ def _kernel_result(
                 else KernelStatus.FAILED
             )
             continue
-        reasons = {"sass": out.sass_note or "no SASS was produced", "ptx": "no PTX was produced"}
+        reasons = {
+            "sass": out.sass_note or "the disassembly has no code for this kernel",
+            "ptx": "the PTX has no body for this kernel",
+        }
         for metrics, listings in _metrics_for(spec, out, names, toolchain, source):
             entries.append(metrics)
             violations += check_limits(metrics, spec.artifact_checks)

@@ -177,7 +177,7 @@ def run_pipeline(
         suite=options.suite.value,
         started_at=started_at,
         finished_at=_now(),
-        config={"path": config.path.name, "sha256": config.sha256, "project": config.project.name},
+        config={"path": _display_path(config.path), "sha256": config.sha256, "project": config.project.name},
         environment=environment(gpu_info),
         git=git_info(config.root),
         verdict=verdict,
@@ -249,6 +249,15 @@ def _summary(ops: Sequence[OpResult], kernels: Sequence[dict[str, Any]], duratio
         kernels_total=len(kernels),
         kernels_failed=sum(1 for k in kernels if k.get("status") == "failed"),
     )
+
+
+def _display_path(path: Path) -> str:
+    """The config path relative to the working directory (the repository root in Actions), so annotations
+    and SARIF point at it; just its name when it lies elsewhere (no machine paths in reports)."""
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return path.name
 
 
 def _now() -> str:

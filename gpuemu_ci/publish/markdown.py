@@ -15,7 +15,6 @@ verdict and the links.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -23,36 +22,18 @@ import jinja2
 
 from gpuemu_ci.lint.model import KernelStatus
 from gpuemu_ci.publish import escape, text
-from gpuemu_ci.publish.report import Failure, FailureGroup, Headline, Kernel, Report
+from gpuemu_ci.publish.report import Failure, FailureGroup, Headline, Kernel, Links, Report
 from gpuemu_ci.results.model import OpStatus
 
 COMMENT_LIMIT = 60_000  # UTF-8 bytes; GitHub counts up to 65,536 characters, bytes >= characters
 SUMMARY_LIMIT = 1024 * 1024 - 1024  # GitHub drops a step summary over 1 MiB; room for other writers
 MARKER_PREFIX = "<!-- gpuemu-ci:v1 key="
+DETAIL_FLOOR = 3  # detail blocks kept while table rows can still be cut instead
 _KEY_UNSAFE = re.compile(r"[^A-Za-z0-9._/:+=@-]")
 
 
 class Md(str):
     """Markdown an escape function produced: the template's auto-escape lets it through."""
-
-
-@dataclass(frozen=True)
-class Links:
-    """Where the full report lives; None when unknown (then no link is shown)."""
-
-    run_url: str | None = None
-    artifact_url: str | None = None
-
-    @classmethod
-    def for_report(cls, report: Report, run_url: str | None = None, artifact_url: str | None = None) -> Links:
-        """Given URLs (checked), else the run's URL derived from the document's `run` section."""
-        url = escape.safe_url(run_url)
-        run = report.run
-        if url is None and run and run.repo and run.run_id and run.server_url:
-            if re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", run.repo) and run.run_id.isdigit():
-                url = escape.safe_url(f"{run.server_url.rstrip('/')}/{run.repo}/actions/runs/{run.run_id}"
-                                      + (f"/attempts/{run.run_attempt}" if run.run_attempt else ""))
-        return cls(url, escape.safe_url(artifact_url))
 
 
 @dataclass(frozen=True)
@@ -82,8 +63,14 @@ def comment_marker(key: str | None) -> str:
     return f"{MARKER_PREFIX}{comment_key(key)} -->"
 
 
-def render_comment(report: Report, links: Links | None = None, *, job: str | None = None,
-                   marker: bool = True, limit: int = COMMENT_LIMIT) -> str:
+def render_comment(
+    report: Report,
+    links: Links | None = None,
+    *,
+    job: str | None = None,
+    marker: bool = True,
+    limit: int = COMMENT_LIMIT,
+) -> str:
     """The PR comment: the marker line (``marker=False`` leaves it to the poster, but the budget still
     counts it), a one-line verdict, failures first, then lint, errors, the baseline diff, skips and
     the collapsed passes; at most ``limit`` UTF-8 bytes."""
@@ -99,41 +86,72 @@ def render_summary(report: Report, links: Links | None = None, *, limit: int = S
 
 
 def _fit(report: Report, links: Links, template: str, limit: int) -> str:
-    groups = report.failure_groups()
-    ladder: list[Callable[[Limits], Limits]] = [
-        lambda lim: replace(lim, passes=False),
-        lambda lim: replace(lim, more_failures=False, message_chars=300),
-    ]
+    """The fullest rendering of ``template`` that fits in ``limit`` bytes (see the module docstring)."""
+    fitter = _Fitter(report, links, template, limit)
+    groups = len(report.failure_groups())
+    floor = min(DETAIL_FLOOR, groups)
     attempt = Limits()
-    rendered = _render(report, links, template, attempt)
-    for step in ladder:
-        if _size(rendered) <= limit:
-            return rendered
-        attempt = step(attempt)
-        rendered = _render(report, links, template, attempt)
-    for field, total in (("detail_groups", len(groups)), ("diff_rows", _diff_total(report)),
-                         ("lint_rows", len(_lint_rows(report))), ("failure_rows", len(groups)),
-                         ("other_rows", len(report.ops))):
-        if _size(rendered) <= limit:
-            return rendered
-        attempt = _largest_fitting(report, links, template, attempt, field, total, limit)
-        rendered = _render(report, links, template, attempt)
-    if _size(rendered) <= limit:
-        return rendered
+    for step in (
+        attempt,
+        replace(attempt, passes=False),
+        replace(attempt, passes=False, more_failures=False, message_chars=300),
+    ):
+        attempt = step
+        if fitter.lower_bound(attempt) <= limit and fitter.fits(attempt):
+            return fitter.rendered
+    # Detail blocks go before table rows, but the first few stay as long as the tables can shrink.
+    attempt = fitter.largest(attempt, "detail_groups", floor, groups)
+    for field, total in (
+        ("diff_rows", _diff_total(report)),
+        ("lint_rows", len(_lint_rows(report))),
+        ("failure_rows", groups),
+        ("detail_groups", floor),
+        ("other_rows", len(report.ops)),
+    ):
+        if fitter.fits(attempt):
+            return fitter.rendered
+        attempt = fitter.largest(attempt, field, 0, total)
+    if fitter.fits(attempt):
+        return fitter.rendered
     return _render(report, links, "minimal.md.j2", attempt)
 
 
-def _largest_fitting(report: Report, links: Links, template: str, base: Limits, field: str, total: int,
-                     limit: int) -> Limits:
-    """``base`` with ``field`` set to the largest count whose rendering fits (0 if none does)."""
-    low, high = 0, total
-    while low < high:
-        mid = (low + high + 1) // 2
-        if _size(_render(report, links, template, replace(base, **{field: mid}))) <= limit:
-            low = mid
-        else:
-            high = mid - 1
-    return replace(base, **{field: low})
+class _Fitter:
+    """Renders attempts and finds the largest count that fits, remembering the last rendering."""
+
+    def __init__(self, report: Report, links: Links, template: str, limit: int) -> None:
+        self.report, self.links, self.template, self.limit = report, links, template, limit
+        self.rendered = ""
+        self._replays = [
+            (g, tuple(len(f.replay.encode("utf-8")) for f in g.failures)) for g in report.failure_groups()
+        ]
+
+    def fits(self, limits: Limits) -> bool:
+        self.rendered = _render(self.report, self.links, self.template, limits)
+        return _size(self.rendered) <= self.limit
+
+    def lower_bound(self, limits: Limits) -> int:
+        """Bytes the replay commands alone take (they are shown verbatim): skips hopeless renders."""
+        shown = self._replays if limits.detail_groups is None else self._replays[: limits.detail_groups]
+        return sum(sum(sizes) if limits.more_failures else sum(sizes[:1]) for _, sizes in shown)
+
+    def largest(self, base: Limits, field: str, low: int, high: int) -> Limits:
+        """``base`` with ``field`` at the largest count in [low, high] that fits (``low`` if none does)."""
+        current = getattr(base, field)
+        high = min(high, current) if current is not None else high
+        if high <= low:
+            return replace(base, **{field: max(0, min(low, high))})
+        if not self.fits(replace(base, **{field: low})):
+            return replace(base, **{field: low})
+        # Every item renders to 20 bytes at least: no point trying more than fit in the budget.
+        high = min(high, low + self.limit // 20)
+        while low < high:
+            mid = (low + high + 1) // 2
+            if self.fits(replace(base, **{field: mid})):
+                low = mid
+            else:
+                high = mid - 1
+        return replace(base, **{field: low})
 
 
 def _size(rendered: str) -> int:
@@ -162,7 +180,9 @@ def _context(report: Report, links: Links, limits: Limits) -> dict[str, Any]:
     diff_rows, diff_hidden = _take(changed, limits.diff_rows)
     errored_ops = [op for op in report.ops if op.status is OpStatus.ERROR]
     errored, errored_hidden = _take(errored_ops, limits.other_rows)
-    skipped, skipped_hidden = _take([op for op in report.ops if op.status is OpStatus.SKIPPED], limits.other_rows)
+    skipped, skipped_hidden = _take(
+        [op for op in report.ops if op.status is OpStatus.SKIPPED], limits.other_rows
+    )
     passes = [(op, row) for op in report.ops for row in op.dtypes if row.status is OpStatus.PASSED]
     more_hidden = sum(max(0, len(g.failures) - 1) for g in details) if not limits.more_failures else 0
     cut = []
@@ -197,7 +217,9 @@ def _context(report: Report, links: Links, limits: Limits) -> dict[str, Any]:
         "skipped": skipped,
         "lint": lint,
         "compile_errors": [k for k in report.kernels if k.error is not None],
-        "kernel_problems": [k for k in report.kernels if k.status in (KernelStatus.ERROR, KernelStatus.SKIPPED)],
+        "kernel_problems": [
+            k for k in report.kernels if k.status in (KernelStatus.ERROR, KernelStatus.SKIPPED)
+        ],
         "passing_kernels": [k for k in report.kernels if k.status is KernelStatus.PASSED],
         "diff_rows": diff_rows,
         "diff_unchanged": (len(report.diff.entries) - len(changed)) if report.diff else 0,
@@ -232,8 +254,10 @@ def _link(label: Any, url: str | None) -> Md:
 
 
 def _failure_facts(failure: Failure) -> str:
-    return (f"shapes {text.dims(failure.shapes)}; strides {text.dims(failure.strides)}; layouts "
-            f"{text.pairs(failure.layouts)}; kwargs {text.kwargs(failure)}; values {failure.distribution}")
+    return (
+        f"shapes {text.dims(failure.shapes)}; strides {text.dims(failure.strides)}; layouts "
+        f"{text.pairs(failure.layouts)}; kwargs {text.kwargs(failure)}; values {failure.distribution}"
+    )
 
 
 def _environment() -> jinja2.Environment:
@@ -246,24 +270,26 @@ def _environment() -> jinja2.Environment:
         keep_trailing_newline=True,
         undefined=jinja2.StrictUndefined,
     )
-    env.filters.update({
-        "cell": lambda v: Md(escape.markdown_cell(v)),
-        "code": lambda v: Md(escape.markdown_code_span(v)),
-        "cellcode": lambda v: Md(escape.markdown_code_span(v, table_cell=True)),
-        "block": lambda v, lang="": Md(escape.markdown_code_block(v, lang)),
-        "link": _link,
-        "headroom": lambda v: Md(text.headroom(v)),
-        "num": lambda v: Md(text.number(v)),
-        "first_line": text.first_line,
-        "clip": text.clip,
-        "dims": text.dims,
-        "pairs": text.pairs,
-        "kwargs": text.kwargs,
-        "facts": _failure_facts,
-        "error_vs_allowed": text.error_vs_allowed,
-        "group_title": text.group_title,
-        "repo_path": lambda path, report: report.repo_path(path),
-    })
+    env.filters.update(
+        {
+            "cell": lambda v: Md(escape.markdown_cell(v)),
+            "code": lambda v: Md(escape.markdown_code_span(v)),
+            "cellcode": lambda v: Md(escape.markdown_code_span(v, table_cell=True)),
+            "block": lambda v, lang="": Md(escape.markdown_code_block(v, lang)),
+            "link": _link,
+            "headroom": lambda v: Md(text.headroom(v)),
+            "num": lambda v: Md(text.number(v)),
+            "first_line": text.first_line,
+            "clip": text.clip,
+            "dims": text.dims,
+            "pairs": text.pairs,
+            "kwargs": text.kwargs,
+            "facts": _failure_facts,
+            "error_vs_allowed": text.error_vs_allowed,
+            "group_title": text.group_title,
+            "repo_path": lambda path, report: report.repo_path(path),
+        }
+    )
     return env
 
 

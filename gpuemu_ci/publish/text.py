@@ -29,8 +29,10 @@ def dims(pairs: tuple[tuple[str, tuple[int, ...]], ...]) -> str:
     """``x (3, 65), w (65,)``; "none" when empty."""
     if not pairs:
         return "none"
-    return ", ".join(f"{name} ({', '.join(str(d) for d in shape)}{',' if len(shape) == 1 else ''})"
-                     for name, shape in pairs)
+    return ", ".join(
+        f"{name} ({', '.join(str(d) for d in shape)}{',' if len(shape) == 1 else ''})"
+        for name, shape in pairs
+    )
 
 
 def pairs(items: tuple[tuple[str, str], ...], separator: str = ": ") -> str:
@@ -83,8 +85,10 @@ def headline(report: Report) -> str:
     verdict = report.headline
     parts: list[str] = []
     if c.ops_failed:
-        parts.append(f"{c.ops_failed} of {c.ops_total} ops failed ({number(c.cases_failed)} of "
-                     f"{number(c.cases_total)} cases)")
+        parts.append(
+            f"{c.ops_failed} of {c.ops_total} ops failed ({number(c.cases_failed)} of "
+            f"{number(c.cases_total)} cases)"
+        )
     if c.kernels_failed:
         parts.append(f"{c.kernels_failed} of {c.kernels_total} kernels failed lint")
     if report.diff is not None and report.diff.status == "compared" and report.diff.regressions:

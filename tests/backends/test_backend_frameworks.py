@@ -8,11 +8,11 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import pytest
-from conftest import make_job
 
 from gpuemu_ci.backends import WorkerPool
 from gpuemu_ci.backends.interface import CallStatus
 from gpuemu_ci.config.model import Framework
+from tests.backends.helpers import make_job
 
 TORCH_OPS = """
 import torch

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import make_job, pair, target
 
 from gpuemu_ci.backends import WorkerPool
 from gpuemu_ci.backends.interface import CallStatus, CaseJob, TargetKind
+from tests.backends.helpers import make_job, pair, target
 
 
 def _assert_pool_still_works(pool: WorkerPool, root: Path) -> None:
@@ -226,3 +226,55 @@ def test_arena_in_a_file_when_shared_memory_is_too_small(
         assert crashed.op.status is CallStatus.CRASHED
         np.testing.assert_array_equal(crashed.reference.outputs[0], pair()["a"] + 1.0)
     assert list(tmp_path.iterdir()) == []  # no arena file, and the workers' log directory is gone
+
+
+PARENT_SCRIPT = """
+import sys, threading, time
+from pathlib import Path
+from gpuemu_ci.backends import WorkerPool
+from tests.backends.helpers import make_job, pair
+
+root = Path(sys.argv[1])
+pool = WorkerPool(1, root, gpu=None)
+job = make_job(root, "userops:hang", pair(), timeout_s=600)
+threading.Thread(target=pool.run, args=(job,), daemon=True).start()
+worker = pool._workers[0]
+while "going to sleep" not in worker.log_path.read_text():  # the worker is inside the hanging op
+    time.sleep(0.05)
+print(worker.proc.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has exited
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads process states from /proc")
+def test_worker_does_not_outlive_a_killed_parent(user_root: Path, tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "parent.py"
+    script.write_text(PARENT_SCRIPT)
+    repo = Path(__file__).resolve().parents[2]
+    parent = subprocess.Popen(
+        [sys.executable, str(script), str(user_root)], stdout=subprocess.PIPE, text=True, cwd=repo,
+        env={**os.environ, "PYTHONPATH": str(repo)},
+    )  # fmt: skip
+    assert parent.stdout is not None
+    worker_pid = int(parent.stdout.readline())
+    assert _alive(worker_pid)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    for _ in range(100):  # the worker sits in a hanging op: only the parent-death signal can stop it
+        if not _alive(worker_pid):
+            break
+        time.sleep(0.1)
+    assert not _alive(worker_pid)

@@ -254,6 +254,8 @@ def symlink_entry(name: str, target: str) -> tuple[zipfile.ZipInfo, bytes]:
         ([("dir\\..\\x", b"x")], "forbidden character"),
         ([symlink_entry("link", "/etc/passwd")], "is a symlink"),
         ([("same.txt", b"1"), ("same.txt", b"2")], "appears twice"),
+        ([("a", b"file"), ("a/b", b"under a file")], "clashes"),
+        ([("a/", b""), ("a", b"file over a dir")], "appears twice"),
     ],
 )
 def test_unsafe_archives_are_refused(

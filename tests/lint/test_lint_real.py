@@ -115,6 +115,7 @@ def test_spills_differ_by_arch_and_fail_the_cap(report: LintReport) -> None:
     by_arch = {(e.kernel, e.arch): e for e in spill.entries}
     assert by_arch["spill_regs", "sm_90"].constant == {}  # sm_90 prints no cmem: absent, not 0
     assert by_arch["local_array", "sm_80"].local_memory == 1024  # a local array: stack frame, no spills
+    assert by_arch["local_array", "sm_80"].shared_memory == 0  # ptxas omits a zero smem field
     messages = [v.message for v in spill.violations]
     assert messages == [
         "spill_regs [sm_80]: spill bytes (460 stored + 752 loaded) = 1212 B exceeds max_spills = 0 B",
@@ -145,6 +146,7 @@ def test_forbidden_pattern_fails_and_sass_without_tool_is_not_silent(report: Lin
     assert "NOT CHECKED" in warning.message and "cuobjdump or nvdisasm" in warning.message
     entry = matmul.entries[0]
     assert entry.sass_instructions is None and entry.ptx_instructions["fma.rn.f32"] == 16
+    assert (entry.shared_memory, entry.barriers, entry.constant) == (2048, 1, {})
 
 
 def test_default_arch_device_functions_and_identity(report: LintReport) -> None:
@@ -274,12 +276,19 @@ def test_flags_include_dirs_and_defines_reach_the_compiler(tmp_path: Path, no_sa
     [
         ({"flags": ("-arch=sm_75",)}, "conflicts with how lint compiles"),
         ({"archs": ("sm_70",)}, "arch 'sm_70' is not one this toolchain"),
-        ({"archs": ("compute_80",)}, "arch 'compute_80'"),
+        ({"archs": ("compute_80",)}, "arch 'compute_80' is a virtual arch; .* such as sm_80"),
     ],
 )
 def test_specs_lint_cannot_honour_are_config_errors(kwargs: dict, match: str, no_sass_toolchain) -> None:
     with pytest.raises(ConfigError, match=match):
         lint_kernels([spec("gelu", SRC / "gelu.cu", **kwargs)], toolchain=no_sass_toolchain)
+
+
+def test_compiler_timeout_is_a_toolchain_error_not_a_crash(no_sass_toolchain) -> None:
+    report = lint_kernels([spec("spill", SRC / "spill.cu")], toolchain=no_sass_toolchain, timeout=0.05)
+    (result,) = report.kernels
+    assert result.status is KernelStatus.ERROR and report.exit_code == ExitCode.INFRASTRUCTURE
+    assert result.error is not None and "did not finish within the time limit" in result.error.message
 
 
 def test_missing_nvcc_is_an_infrastructure_error(tmp_path: Path) -> None:

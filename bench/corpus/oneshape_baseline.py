@@ -1,0 +1,126 @@
+"""A KernelBench-style oracle, for comparison with gpuemu-ci (research oracles.md §1.3).
+
+KernelBench checks a kernel at one fixed benchmark shape: `num_correct_trials = 5` trials with fresh random
+inputs, the reference run first and the kernel second on the same tensors, and
+`torch.allclose(out, ref, atol=tol, rtol=tol)` with tol = 1e-4 for fp32 and 1e-2 for fp16/bf16, the reference
+in the kernel's own dtype. This module does the same without torch:
+
+- the shape: every dim at its largest power-of-two typical size (what benchmark problems use);
+- the values: standard normal (near 1 for norm weights, [-1, 1] for rotary tables, uniform ids for indices);
+- kwargs: the first value the config lists (a benchmark problem fixes its constructor arguments);
+- the reference: the op's fp64 reference on the same rounded inputs, its output cast to the kernel's dtype
+  (a same-dtype reference that adds no error of its own, which can only spare the baseline false alarms);
+- the verdict: `np.allclose(out, ref, atol=tol, rtol=tol)` (NaN is unequal to NaN, as in torch.allclose); an
+  exception or a wrong shape fails the trial.
+
+It has no notion of input mutation, determinism, `out=` buffers or rounding bias, exactly like its model.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gpuemu_ci import dtypes
+from gpuemu_ci.config.model import InputSpec, OpSpec, ValueKind
+
+TRIALS = 5
+TOLERANCE = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 1e-2}
+
+
+@dataclass(frozen=True)
+class BaselineVerdict:
+    """The outcome of one entry under the one-shape oracle, for one master seed."""
+
+    caught: bool
+    detail: str  # the first failing trial, or the shape that passed
+
+
+def benchmark_dims(op: OpSpec) -> dict[str, int]:
+    """Each dim at its largest power-of-two typical size (the largest typical size when none is one)."""
+    chosen: dict[str, int] = {}
+    for dim in op.dims:
+        powers = [t for t in dim.typical if t > 0 and t & (t - 1) == 0]
+        chosen[dim.name] = max(powers or dim.typical)
+    return chosen
+
+
+def _shape(spec_dims: tuple[str | int, ...], dims: Mapping[str, int]) -> tuple[int, ...]:
+    return tuple(dims[d] if isinstance(d, str) else d for d in spec_dims)
+
+
+def _bound(value: int | str | None, dims: Mapping[str, int], default: int) -> int:
+    if value is None:
+        return default
+    return dims[value] if isinstance(value, str) else value
+
+
+def make_input(spec: InputSpec, dims: Mapping[str, int], dtype: str, rng: np.random.Generator) -> np.ndarray:
+    shape = _shape(spec.dims, dims)
+    target = dtypes.info(spec.dtype or dtype).numpy
+    if spec.kind is ValueKind.INDEX:
+        return rng.integers(_bound(spec.low, dims, 0), _bound(spec.high, dims, 1), size=shape).astype(target)
+    if spec.kind is ValueKind.AFFINE_WEIGHT:
+        values = 1.0 + 0.1 * rng.standard_normal(shape)
+    elif spec.kind is ValueKind.COS_SIN:
+        values = rng.uniform(-1.0, 1.0, size=shape)
+    elif spec.kind is ValueKind.POSITIVE:
+        values = np.abs(rng.standard_normal(shape)) + 2.0**-4
+    else:
+        values = rng.standard_normal(shape)
+    return values.astype(target)
+
+
+def load_callable(spec: str) -> Callable[..., Any]:
+    module, _, name = spec.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _reference_inputs(inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {name: a.astype(np.float64) if dtypes.is_float_dtype(a.dtype) else a.copy()
+            for name, a in inputs.items()}
+
+
+def run_trial(op: OpSpec, dtype: str, dims: Mapping[str, int], rng: np.random.Generator) -> str | None:
+    """One trial; returns why it failed, or None when allclose held."""
+    inputs = {spec.name: make_input(spec, dims, dtype, rng) for spec in op.inputs}
+    kwargs = {name: candidates[0] for name, candidates in op.kwargs}
+    out_dtype = dtypes.info(op.output_dtype or dtype).numpy
+    with np.errstate(all="ignore"):
+        reference = np.asarray(load_callable(op.reference)(**_reference_inputs(inputs), **kwargs))
+        call_kwargs = dict(kwargs)
+        buffer = None
+        if op.out_arg:
+            buffer = np.zeros(reference.shape, dtype=out_dtype)
+            call_kwargs[op.out_arg] = buffer
+        try:
+            result = load_callable(op.target)(**inputs, **call_kwargs)
+        except Exception as exc:  # a kernel that raises fails the trial, as in KernelBench
+            return f"raised {type(exc).__name__}: {exc}"
+        out = np.asarray(buffer if result is None else result)
+        if out.shape != reference.shape:
+            return f"shape {out.shape} != {reference.shape}"
+        expected = reference.astype(out_dtype).astype(np.float64)
+        tol = TOLERANCE.get(dtype, 1e-4)
+        if not np.allclose(out.astype(np.float64), expected, atol=tol, rtol=tol):
+            worst = float(np.nanmax(np.abs(out.astype(np.float64) - expected), initial=0.0))
+            return f"allclose({tol:g}) failed, max |error| {worst:.3g}" if math.isfinite(worst) else \
+                f"allclose({tol:g}) failed (non-finite output)"
+    return None
+
+
+def judge_entry(op: OpSpec, dtypes_to_run: tuple[str, ...], master_seed: int) -> BaselineVerdict:
+    """TRIALS trials per dtype at the benchmark shape; caught when any trial fails."""
+    dims = benchmark_dims(op)
+    for dtype in dtypes_to_run:
+        for trial in range(TRIALS):
+            rng = np.random.default_rng([master_seed, trial])
+            why = run_trial(op, dtype, dims, rng)
+            if why is not None:
+                return BaselineVerdict(True, f"{dtype} trial {trial} at {dims}: {why}")
+    return BaselineVerdict(False, f"all {TRIALS} trials passed at {dims} ({', '.join(dtypes_to_run)})")

@@ -1,0 +1,9 @@
+#!/usr/bin/env python3
+"""Docker entry point of the gpuemu-ci Action. Thin on purpose: everything lives in gpuemu_ci.github.action."""
+
+import sys
+
+from gpuemu_ci.github.action import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""A self-contained HTML report (one file, inline CSS, no script) from ``templates/report.html.j2``.
+
+Jinja2's HTML autoescaping is on, so every value from the results document is escaped; links
+are only emitted for URLs that `escape.safe_url` accepts. Unlike the PR comment, nothing is cut.
+"""
+
+from __future__ import annotations
+
+import jinja2
+
+from gpuemu_ci.lint.model import KernelStatus
+from gpuemu_ci.publish import escape, text
+from gpuemu_ci.publish.report import Links, Report
+from gpuemu_ci.results.model import OpStatus
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("gpuemu_ci", "templates"),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters.update(
+        {
+            "headroom": text.headroom,
+            "num": text.number,
+            "dims": text.dims,
+            "pairs": text.pairs,
+            "kwargs": text.kwargs,
+            "first_line": text.first_line,
+            "error_vs_allowed": text.error_vs_allowed,
+            "group_title": text.group_title,
+            "safe_url": escape.safe_url,
+        }
+    )
+    return env
+
+
+_ENVIRONMENT = _environment()
+
+
+def render_html(report: Report, links: Links | None = None) -> str:
+    """The whole report as one HTML page."""
+    links = links or Links()
+    return _ENVIRONMENT.get_template("report.html.j2").render(
+        report=report,
+        links=links,
+        headline_text=text.headline(report),
+        headline=report.headline,
+        groups=report.failure_groups(),
+        errored_groups={g.op.name: g for g in report.errored_groups()},
+        errored=[op for op in report.ops if op.status is OpStatus.ERROR],
+        skipped=[op for op in report.ops if op.status is OpStatus.SKIPPED],
+        lint=[(k, v) for k in report.kernels for v in k.violations],
+        compile_errors=[k for k in report.kernels if k.error is not None],
+        passing_kernels=[k for k in report.kernels if k.status is KernelStatus.PASSED],
+        passes=[(op, row) for op in report.ops for row in op.dtypes if row.status is OpStatus.PASSED],
+    )

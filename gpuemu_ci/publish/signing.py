@@ -1,0 +1,60 @@
+"""Results file -> DSSE envelope (signed, or explicitly unsigned): the one path shared by `gpuemu-ci sign`
+and the Action's sign/gate modes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from gpuemu_ci.errors import UsageError
+from gpuemu_ci.publish import dsse, keys
+from gpuemu_ci.publish.statement import RunContext, build_statement, canonical_bytes, context_for_results
+
+
+@dataclass(frozen=True)
+class SignedReport:
+    envelope: bytes  # the DSSE envelope's JSON
+    statement: dict[str, Any]
+    signed: bool
+
+
+def sign_results(
+    results_path: Path,
+    signing_key: keys.SigningKey | None,
+    env: Mapping[str, str],
+    flags: RunContext | None = None,
+) -> SignedReport:
+    """Builds the in-toto statement for a results file and wraps it in a DSSE envelope; without a key the
+    envelope has no signatures and the statement says so."""
+    try:
+        data = results_path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read results file {results_path}: {exc.strerror}") from None
+    try:
+        document = json.loads(data)
+    except ValueError as exc:
+        raise UsageError(f"{results_path} is not JSON: {exc}") from None
+    if not isinstance(document, dict):
+        raise UsageError(f"{results_path} is not a results document (expected a JSON object)")
+    context = context_for_results(document, RunContext.from_environment(env), flags or RunContext())
+    statement = build_statement(
+        document,
+        results_name=results_path.name,
+        results_sha256=hashlib.sha256(data).hexdigest(),
+        context=context,
+        signer_keyid=None if signing_key is None else signing_key.keyid,
+        issued_at=datetime.now(timezone.utc),
+        nonce=secrets.token_hex(16),
+    )
+    payload = canonical_bytes(statement)
+    if signing_key is None:
+        envelope = dsse.unsigned(payload, dsse.PAYLOAD_TYPE_IN_TOTO)
+    else:
+        envelope = dsse.sign(payload, dsse.PAYLOAD_TYPE_IN_TOTO, signing_key.private_key, signing_key.keyid)
+    return SignedReport(envelope.to_json(), statement, signing_key is not None)

@@ -1,0 +1,54 @@
+"""Where a kernel entry is defined in its source, so a lint finding can point at that line.
+
+The results document names kernel entries (demangled) but not their lines; when the repository is
+at hand (rendering in the checkout), the line is found by looking for the entry's name followed
+by ``(`` (or template arguments) within two lines after ``__global__``. Nothing is found, and the
+finding points at the file, when the source is not there or the name does not appear.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from gpuemu_ci.publish.report import Kernel, Report
+
+
+def entry_lines(report: Report, kernel: Kernel, source_root: Path | None) -> dict[str, int]:
+    """Line of each measured entry's definition in the kernel source, when the source can be read."""
+    if source_root is None or not kernel.source:
+        return {}
+    root = source_root.resolve()
+    path = (root / report.repo_path(kernel.source)).resolve()
+    if not path.is_relative_to(root):  # the document is untrusted: read nothing outside the checkout
+        return {}
+    try:
+        source = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return {}
+    lines = source.splitlines()
+    found: dict[str, int] = {}
+    for entry in {name for name, _ in kernel.entries} | {v.kernel for v in kernel.violations}:
+        name = identifier(entry)
+        if not name:
+            continue
+        call = re.compile(rf"(?<![\w:]){re.escape(name)}\s*(<[^;{{]*>)?\s*\(")
+        for number, line in enumerate(lines, start=1):
+            window = " ".join(lines[max(0, number - 3) : number])
+            if call.search(line) and "__global__" in window:
+                found[entry] = number
+                break
+    return found
+
+
+def identifier(entry: str) -> str:
+    """``void ns::scale<128>(float*)`` -> ``scale``: the name a definition is written with."""
+    head = entry.split("(", 1)[0]
+    depth, plain = 0, []
+    for char in head:  # drop template arguments, which may nest
+        depth += char == "<"
+        if depth == 0:
+            plain.append(char)
+        depth -= char == ">" and depth > 0
+    words = "".join(plain).split()
+    return words[-1].rsplit("::", 1)[-1] if words else ""

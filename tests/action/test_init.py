@@ -1,0 +1,176 @@
+"""`gpuemu-ci init`: a starter that runs and passes, the workflows, and never a silent overwrite."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from gpuemu_ci.cli.init import template_files
+from gpuemu_ci.cli.main import main
+from tests.action.support import STARTER, TEMPLATE_NAMES, TEMPLATES
+
+WORKFLOW_FILES = [f".github/workflows/{name}" for name in TEMPLATE_NAMES]
+STARTER_FILES = ["gpuemu.toml", "gpuemu_ops/__init__.py", "gpuemu_ops/example.py", "gpuemu_ops/reference.py"]
+
+
+def gpuemu(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The real CLI in a subprocess, started away from the repository checkout."""
+    return subprocess.run(
+        [sys.executable, "-m", "gpuemu_ci", *args], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
+
+
+@dataclass(frozen=True)
+class Outcome:
+    code: int
+    stderr: str
+
+
+@pytest.fixture
+def init(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Callable[..., Outcome]:
+    """`gpuemu-ci init ARGS` in this process (the same code path, without a second interpreter)."""
+
+    def run(*args: str, cwd: Path) -> Outcome:
+        monkeypatch.chdir(cwd)
+        capsys.readouterr()
+        code = main(["init", *args])
+        return Outcome(code, capsys.readouterr().err)
+
+    return run
+
+
+def files_under(root: Path) -> list[str]:
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+
+
+@pytest.fixture
+def elsewhere(tmp_path: Path) -> Path:
+    """A working directory with no gpuemu files: templates must come from the installed package."""
+    path = tmp_path / "elsewhere"
+    path.mkdir()
+    return path
+
+
+def test_init_writes_the_starter_and_the_four_workflows(tmp_path: Path, elsewhere: Path) -> None:
+    target = tmp_path / "repo"
+    result = gpuemu("init", "--dir", str(target), cwd=elsewhere)
+    assert result.returncode == 0, result.stderr
+    assert files_under(target) == sorted(STARTER_FILES + WORKFLOW_FILES)
+    for name in TEMPLATE_NAMES:
+        assert (target / ".github/workflows" / name).read_bytes() == (TEMPLATES / name).read_bytes()
+    assert (target / "gpuemu.toml").read_bytes() == (STARTER / "gpuemu.toml").read_bytes()
+    assert files_under(elsewhere) == [], "init wrote into the working directory instead of --dir"
+    for name in STARTER_FILES + WORKFLOW_FILES:
+        assert name in result.stderr, f"{name} not listed in the output"
+
+
+def test_initialised_repository_runs_and_passes(
+    init: Callable[..., Outcome], tmp_path: Path, elsewhere: Path
+) -> None:
+    target = tmp_path / "repo"
+    assert init("--dir", str(target), "--no-workflows", cwd=elsewhere).code == 0
+    run = gpuemu("run", "--out", "gpuemu-out", cwd=target)
+    assert run.returncode == 0, run.stderr
+    results = json.loads((target / "gpuemu-out" / "results.json").read_text(encoding="utf-8"))
+    assert results["verdict"] == "passed"
+    assert [op["name"] for op in results["ops"]] == ["silu"]
+    # Passing means it ran: cases were executed, in more than one dtype.
+    assert results["summary"]["cases_total"] > 0
+    assert len(results["ops"][0]["dtypes"]) >= 2
+
+
+def test_the_starter_op_catches_a_broken_kernel(
+    init: Callable[..., Outcome], tmp_path: Path, elsewhere: Path
+) -> None:
+    """The example is a real gate: drop the tail tile, as buggy kernels do, and it fails."""
+    target = tmp_path / "repo"
+    assert init("--dir", str(target), "--no-workflows", cwd=elsewhere).code == 0
+    example = target / "gpuemu_ops" / "example.py"
+    source = example.read_text(encoding="utf-8")
+    broken = source.replace("range(0, flat.size, BLOCK)", "range(0, flat.size - BLOCK + 1, BLOCK)")
+    assert broken != source
+    example.write_text(broken)
+    run = gpuemu("run", "--out", "gpuemu-out", "--dtype", "float32", cwd=target)
+    assert run.returncode == 1, run.stderr
+    assert "silu" in run.stderr
+
+
+def test_init_refuses_to_overwrite_and_writes_nothing(
+    init: Callable[..., Outcome], tmp_path: Path, elsewhere: Path
+) -> None:
+    target = tmp_path / "repo"
+    target.mkdir()
+    (target / "gpuemu.toml").write_text("# mine\n")
+    result = init("--dir", str(target), cwd=elsewhere)
+    assert result.code == 2
+    assert "gpuemu.toml" in result.stderr and "--force" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert files_under(target) == ["gpuemu.toml"], "nothing else may be written when init refuses"
+    assert (target / "gpuemu.toml").read_text() == "# mine\n"
+
+
+def test_init_force_replaces_existing_files(
+    init: Callable[..., Outcome], tmp_path: Path, elsewhere: Path
+) -> None:
+    target = tmp_path / "repo"
+    (target / ".github" / "workflows").mkdir(parents=True)
+    (target / ".github" / "workflows" / "gpuemu-pr.yml").write_text("name: mine\n")
+    (target / ".github" / "workflows" / "other.yml").write_text("name: other\n")
+    result = init("--dir", str(target), "--force", cwd=elsewhere)
+    assert result.code == 0, result.stderr
+    assert (target / ".github/workflows/gpuemu-pr.yml").read_bytes() == (
+        TEMPLATES / "gpuemu-pr.yml"
+    ).read_bytes()
+    assert (target / ".github/workflows/other.yml").read_text() == "name: other\n", "unrelated files stay"
+    assert "replaced" in result.stderr
+
+
+def test_no_workflows_leaves_github_workflows_alone(
+    init: Callable[..., Outcome], tmp_path: Path, elsewhere: Path
+) -> None:
+    target = tmp_path / "repo"
+    (target / ".github" / "workflows").mkdir(parents=True)
+    (target / ".github" / "workflows" / "gpuemu-pr.yml").write_text("name: mine\n")
+    result = init("--dir", str(target), "--no-workflows", cwd=elsewhere)
+    assert result.code == 0, result.stderr
+    assert (target / ".github/workflows/gpuemu-pr.yml").read_text() == "name: mine\n"
+    assert sorted(set(files_under(target)) - {".github/workflows/gpuemu-pr.yml"}) == sorted(STARTER_FILES)
+
+
+def test_init_into_the_working_directory_by_default(init: Callable[..., Outcome], elsewhere: Path) -> None:
+    result = init("--no-workflows", cwd=elsewhere)
+    assert result.code == 0, result.stderr
+    assert files_under(elsewhere) == sorted(STARTER_FILES)
+
+
+def test_dir_that_is_a_file_is_a_usage_error(
+    init: Callable[..., Outcome], tmp_path: Path, elsewhere: Path
+) -> None:
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("x")
+    result = init("--dir", str(not_a_dir), cwd=elsewhere)
+    assert result.code == 2
+    assert "Traceback" not in result.stderr and "file" in result.stderr
+
+
+def test_a_directory_in_the_way_is_an_error_even_with_force(
+    init: Callable[..., Outcome], tmp_path: Path, elsewhere: Path
+) -> None:
+    target = tmp_path / "repo"
+    (target / "gpuemu.toml").mkdir(parents=True)
+    result = init("--dir", str(target), "--force", cwd=elsewhere)
+    assert result.code == 2
+    assert "gpuemu.toml" in result.stderr and "Traceback" not in result.stderr
+    assert files_under(target) == []
+
+
+def test_template_files_come_from_the_package() -> None:
+    names = sorted(f.relative.as_posix() for f in template_files())
+    assert names == sorted(STARTER_FILES + WORKFLOW_FILES)
+    assert sorted(f.relative.as_posix() for f in template_files(workflows=False)) == sorted(STARTER_FILES)
