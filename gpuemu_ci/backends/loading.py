@@ -158,7 +158,7 @@ def load_target(target: CallTarget) -> Loaded:
         return cached
     try:
         get_bridge(target.framework)
-    except ImportError as exc:
+    except Exception as exc:  # not installed, or no device/driver behind it (CuPy)
         raise LoadError(
             f"framework {target.framework.value!r} is not usable in the worker: {exc} "
             f"(install it, e.g. pip install 'gpuemu-ci[{target.framework.value}]')"

@@ -259,6 +259,8 @@ class Worker:
                     req, op, op_loaded, views, regions, ref_out, Stage.RERUN
                 )
                 self._send(Stage.RERUN, reply, rerun_out)
+            elif req.rerun:
+                self._send(Stage.RERUN, unusable, [])
             _hook_triton()
             interpret = os.environ.get("TRITON_INTERPRET") == "1"
             newly_imported = not had_triton and "triton" in sys.modules

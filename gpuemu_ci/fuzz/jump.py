@@ -78,9 +78,14 @@ class Gf2Map:
     def apply(self, states: np.ndarray) -> np.ndarray:
         """Apply the map to each row of a ``(K, 2)`` uint64 array of states; returns a new ``(K, 2)``."""
         arr = _as_state_array(states)
-        count = arr.shape[0]
-        result = np.empty((count, 2), dtype=_STATE_DTYPE)
-        state_bytes = arr.view(np.uint8).reshape(count, 16)
+        result = np.empty(arr.shape, dtype=_STATE_DTYPE)
+        self._apply_into(arr, result)
+        return result
+
+    def _apply_into(self, states: np.ndarray, result: np.ndarray) -> None:
+        """``result[:] = map(states)`` for C-contiguous ``(K, 2)`` little-endian uint64 arrays."""
+        count = states.shape[0]
+        state_bytes = states.view(np.uint8).reshape(count, 16)
         # Byte-major (16, chunk) layout: the 16 partial images are then folded by one fast XOR-reduce over
         # contiguous rows. Chunking keeps temporaries small (large ones cost page faults on every call).
         for lo in range(0, count, _APPLY_CHUNK):
@@ -88,7 +93,6 @@ class Gf2Map:
             idx = np.add(state_bytes[lo:hi].T, _BYTE_OFFSETS, dtype=np.intp)
             parts = np.take(self._flat_table, idx).view(_STATE_DTYPE).reshape(16, hi - lo, 2)
             np.bitwise_xor.reduce(parts, axis=0, out=result[lo:hi])
-        return result
 
     def apply_state(self, s0: int, s1: int) -> tuple[int, int]:
         """Apply the map to one state given as two Python ints."""
@@ -150,7 +154,7 @@ def lane_starts(cache: PowerCache, s0: int, s1: int, log2_spacing: int, count: i
     k = log2_spacing
     while have < count:
         take = min(have, count - have)
-        starts[have : have + take] = cache.power_of_two(k).apply(starts[:take])
+        cache.power_of_two(k)._apply_into(starts[:take], starts[have : have + take])
         have += take
         k += 1
     return starts

@@ -41,6 +41,16 @@ def hang(a, b, **kw):
 def huge(a, b, **kw):
     return np.empty(1 << 62, dtype=np.uint8)
 
+def sticky_cuda(a, b, **kw):
+    # what torch raises after a kernel wrote out of bounds: the CUDA context is unusable from now on
+    raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+class OutOfMemoryError(RuntimeError):  # the name torch.cuda and cupy use
+    pass
+
+def device_oom(a, b, **kw):
+    raise OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
 def raises(a, b, **kw):
     return _helper(a)
 

@@ -79,6 +79,24 @@ def test_memory_error_is_oom_and_keeps_the_worker(pool: WorkerPool, user_root: P
     assert pool.worker_starts == starts  # Python recovered: no restart needed
 
 
+def test_device_out_of_memory_is_oom(pool: WorkerPool, user_root: Path) -> None:
+    run = pool.run(make_job(user_root, "userops:device_oom", pair()))
+    assert run.op.status is CallStatus.OOM and "CUDA out of memory" in run.op.message
+
+
+def test_sticky_cuda_error_is_a_crash_and_the_worker_is_replaced(pool: WorkerPool, user_root: Path) -> None:
+    _assert_pool_still_works(pool, user_root)
+    starts = pool.worker_starts
+    run = pool.run(make_job(user_root, "userops:sticky_cuda", pair(), rerun_for_determinism=True))
+    assert run.op.status is CallStatus.CRASHED and "illegal memory access" in run.op.message
+    assert (
+        run.rerun is not None and run.rerun.status is CallStatus.CRASHED
+    )  # never re-run on a broken context
+    assert run.rerun.message.startswith("not run")
+    assert pool.worker_starts == starts + 1
+    _assert_pool_still_works(pool, user_root)
+
+
 def test_exception_reports_type_message_and_user_frames_only(pool: WorkerPool, user_root: Path) -> None:
     run = pool.run(make_job(user_root, "userops:raises", pair()))
     assert run.op.status is CallStatus.RAISED

@@ -212,14 +212,19 @@ def test_numpy_integers_are_accepted_as_seeds() -> None:
 
 
 def _lane_boundary_sizes() -> list[int]:
-    """Sizes right at and around lane and block boundaries of the vectorised path, whatever its tuning."""
+    """Sizes whose last lane ends at or around a lane or block boundary of the vectorised path, whatever its
+    tuning (the plan is re-derived for every size, so each size really has the tail it was chosen for)."""
+    block = rng_module._BLOCK_STEPS
     sizes = set()
-    for n in (rng_module._VECTOR_MIN, 5_000, 20_000, 70_000, 300_000):
-        m = 1 << rng_module._log2_lane_length(n)
-        lanes = n // m
-        for tail in (1, m // 2 - 1, m // 2, m // 2 + 1, m - 1, m):
-            sizes.add((lanes - 1) * m + tail)
-    return sorted(s for s in sizes if 0 < s <= REF_LEN)
+    for base in (2 * rng_module._VECTOR_MIN, 5_000, 20_000, 70_000, 300_000, 900_000):
+        m = 1 << rng_module._log2_lane_length(base)
+        lanes = base // m
+        tails = {1, 2, m // 2, m - 1, m, block - 1, block, block + 1, 2 * block + 1}
+        for tail in tails:
+            size = (lanes - 1) * m + tail
+            if 0 < tail <= m and 1 << rng_module._log2_lane_length(size) == m:
+                sizes.add(size)
+    return sorted(size for size in sizes if size <= REF_LEN)
 
 
 SIZES = sorted(
