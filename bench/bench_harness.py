@@ -11,7 +11,11 @@ re-run calls). It prints, per jobs value, the best of --rounds:
                pool / calls is the worker pool's share of it
   speedup    - wall(jobs=1) / wall(jobs=N)
 
-    python bench/bench_harness.py [--config examples/quickstart/gpuemu.toml] [--jobs 1 2] [--rounds 3]
+Then, with --micro, the pool alone: per-case time of WorkerPool.run on a trivial NumPy op (`a + b`, float32
+reference `a + b`) at a few input sizes, against the time inside its two calls. That difference is what the
+worker pool costs per case (IPC, shared-memory copies, the reference's float64 copies of the inputs).
+
+    python bench/bench_harness.py [--config FILE] [--jobs 1 2] [--rounds 3] [--micro]
 """
 
 from __future__ import annotations
@@ -23,8 +27,10 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
+
 from gpuemu_ci.backends import WorkerPool
-from gpuemu_ci.backends.interface import CaseJob, CaseRun
+from gpuemu_ci.backends.interface import CallTarget, CaseJob, CaseRun, TargetKind
 from gpuemu_ci.config.load import load_config
 from gpuemu_ci.config.model import Config
 from gpuemu_ci.pipeline.run import RunOptions, run_pipeline
@@ -75,6 +81,41 @@ def measure(config: Config, jobs: int, out_dir: Path) -> tuple[float, float, flo
     return wall, calls, in_pool, sum(p.cases for p in pools), document.verdict.value
 
 
+MICRO_OPS = """
+def add(a, b):
+    return a + b
+"""
+
+
+def micro(rounds: int) -> None:
+    """Per-case cost of the pool itself, for a trivial op at several input sizes."""
+    with tempfile.TemporaryDirectory(prefix="gpuemu-micro-") as tmp:
+        root = Path(tmp)
+        (root / "micro_ops.py").write_text(MICRO_OPS)
+        target = CallTarget(TargetKind.CALLABLE, "micro_ops:add", root)
+        header = f"{'input bytes':>12} {'case us':>9} {'calls us':>9} {'pool us':>9}"
+        print(f"{header}  (best of {rounds} x 200 cases)")
+        with WorkerPool(1, root, gpu=None) as pool:
+            for rows in (4, 256, 4096):
+                a = np.ones((rows, 256), np.float32)
+                job = CaseJob(op=target, reference=target, inputs={"a": a, "b": a})
+                pool.run(job)
+                best_case, best_calls = float("inf"), float("inf")
+                for _ in range(rounds):
+                    calls = 0.0
+                    start = time.perf_counter()
+                    for _ in range(200):
+                        run = pool.run(job)
+                        calls += run.reference.duration_s + run.op.duration_s
+                    per_case = (time.perf_counter() - start) / 200
+                    if per_case < best_case:
+                        best_case, best_calls = per_case, calls / 200
+                figures = (
+                    f"{best_case * 1e6:>9.0f} {best_calls * 1e6:>9.0f} {(best_case - best_calls) * 1e6:>9.0f}"
+                )
+                print(f"{2 * a.nbytes:>12} {figures}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -82,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
     parser.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--micro", action="store_true", help="also time the worker pool alone")
     args = parser.parse_args(argv)
     config = load_config(args.config)
     best: dict[int, tuple[float, float, float, int, str]] = {}
@@ -108,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         verdict = "meets" if ratio <= OVERHEAD_TARGET else "misses"
         print(f"harness overhead (jobs=1): {ratio:.3f} = wall / time inside calls; {verdict} the target "
               f"<= {OVERHEAD_TARGET}")  # fmt: skip
+    if args.micro:
+        micro(args.rounds)
     return 0
 
 

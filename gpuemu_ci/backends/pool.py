@@ -11,6 +11,7 @@ import contextlib
 import os
 import queue
 import shutil
+import site
 import tempfile
 import threading
 import weakref
@@ -32,8 +33,12 @@ _AUTO = object()
 def _worker_env(extra: Mapping[str, str] | None, gpu: GpuInfo | None, jobs: int) -> dict[str, str]:
     env = dict(os.environ)
     env.update(extra or {})
-    package_parent = str(Path(gpuemu_ci.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH", "")) if p)
+    # A source checkout run without installing must still be importable by `python -m`; an installed
+    # package is already on the path (and putting site-packages first could shadow the stdlib).
+    package_parent = Path(gpuemu_ci.__file__).resolve().parent.parent
+    site_dirs = {Path(p).resolve() for p in (*site.getsitepackages(), site.getusersitepackages())}
+    if package_parent not in site_dirs:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(package_parent), env.get("PYTHONPATH", "")) if p)
     env["PYTHONUNBUFFERED"] = "1"  # user prints reach the log before a crash
     if gpu is None:
         env.setdefault("TRITON_INTERPRET", "1")  # must be set before triton is imported
@@ -58,7 +63,8 @@ class WorkerPool:
     root: the working directory of the workers (the config's directory). env: extra environment variables.
     gpu: the detected GPU (detected when not given); without one, TRITON_INTERPRET=1 is set for the workers.
     The processes are started at once, so they boot while the caller plans and generates its first cases.
-    Close the pool (or use it as a context manager) when done; close() waits for cases in flight.
+    Close the pool (or use it as a context manager) when done: close() waits for submitted cases, and
+    must not be called while other threads are inside run() (their cases would end as crashed).
     """
 
     def __init__(

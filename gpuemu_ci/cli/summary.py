@@ -43,10 +43,11 @@ def print_summary(document: dict[str, Any], path: Path) -> None:
             error = kernel["error"]
             echo(f"        {error.get('file')}:{error.get('line')}: {error.get('message')}")
     diff = document.get("diff")
-    if diff and diff.get("status") == "compared":
-        echo(f"  baseline: {diff.get('summary_line', '')}")
-    elif diff:
-        echo(f"  baseline: {diff.get('message', diff.get('status'))}")
+    if diff:
+        from gpuemu_ci.diff.render import render_text
+
+        for line in render_text(diff).splitlines():
+            echo(f"  {line}")
     for note in document.get("notes", []):
         echo(f"  note: {note}")
     echo()

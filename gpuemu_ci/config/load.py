@@ -20,6 +20,7 @@ from gpuemu_ci.config.model import (
     ArtifactChecks,
     CiSettings,
     Config,
+    KernelDeltaOverride,
     Framework,
     KernelLaunch,
     KernelSpec,
@@ -262,9 +263,35 @@ def _policies(table: TableReader | None) -> Policies:
             "max_instruction_increase_pct", d.max_instruction_increase_pct
         )
         or 0.0,
+        kernel_overrides=_kernel_overrides(table.table("kernels")),
     )
     table.finish()
     return policies
+
+
+def _kernel_overrides(table: TableReader | None) -> tuple[tuple[str, KernelDeltaOverride], ...]:
+    """[policies.kernels."gelu"] max_register_increase = 8 ...: a [[kernels]] name or an entry name."""
+    if table is None:
+        return ()
+    overrides = []
+    for name in list(table._data):
+        sub = table.table(name)
+        assert sub is not None
+        overrides.append(
+            (
+                name,
+                KernelDeltaOverride(
+                    max_register_increase=sub.integer("max_register_increase", None, minimum=0),
+                    max_spill_increase=sub.integer("max_spill_increase", None, minimum=0),
+                    max_local_memory_increase=sub.integer("max_local_memory_increase", None, minimum=0),
+                    max_shared_memory_increase=sub.integer("max_shared_memory_increase", None, minimum=0),
+                    max_instruction_increase_pct=sub.number("max_instruction_increase_pct", None),
+                ),
+            )
+        )
+        sub.finish()
+    table.finish()
+    return tuple(overrides)
 
 
 KERNEL_VALIDATION_KEYS = (

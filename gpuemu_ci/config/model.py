@@ -239,6 +239,17 @@ class KernelSpec:
 
 
 @dataclass(frozen=True)
+class KernelDeltaOverride:
+    """[policies.kernels."<kernel or entry name>"]: per-kernel deltas; None inherits [policies]."""
+
+    max_register_increase: int | None = None
+    max_spill_increase: int | None = None
+    max_local_memory_increase: int | None = None
+    max_shared_memory_increase: int | None = None
+    max_instruction_increase_pct: float | None = None
+
+
+@dataclass(frozen=True)
 class Policies:
     fail_on_regression: bool = True
     warn_threshold: float = 0.1  # headroom growth (relative) that warns
@@ -247,6 +258,7 @@ class Policies:
     max_local_memory_increase: int = 0
     max_shared_memory_increase: int = 0
     max_instruction_increase_pct: float = 10.0
+    kernel_overrides: tuple[tuple[str, KernelDeltaOverride], ...] = ()
 
 
 @dataclass(frozen=True)

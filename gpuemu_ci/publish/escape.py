@@ -39,6 +39,9 @@ _MD_BLOCK_START = re.compile(r"^(\s*)([#+=-]|\d+(?=[.)]))")
 # zero-width joiner after the sigil does (and copies invisibly).
 _MENTION = re.compile(r"([@#])(?=[\w-])")
 _ZWJ = "\u200d"
+# GitHub links bare URLs ("https://...", "www.") itself; an escaped ":" or "." stops it.
+_AUTOLINK = re.compile(r"://|(?i:\bwww)\.")
+_URL_FORBIDDEN = re.compile("[\x00-\x1f\x7f]")  # urlsplit drops tabs and newlines silently
 _XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
 _BACKTICK_RUN = re.compile(r"`+")
 _TILDE_RUN = re.compile(r"~+")
@@ -63,6 +66,7 @@ def markdown_text(value: object) -> str:
     text = html.escape(text, quote=False)
     text = _MD_INLINE.sub(r"\\\1", text)
     text = _MD_BLOCK_START.sub(_escape_block_start, text)
+    text = _AUTOLINK.sub(lambda m: m.group().replace(":", "\\:").replace(".", "\\."), text)
     return _MENTION.sub(r"\1" + _ZWJ, text)
 
 
@@ -137,6 +141,6 @@ def safe_url(value: object) -> str | None:
         parts = urlsplit(text)
     except ValueError:
         return None
-    if parts.scheme not in ("http", "https") or not parts.netloc or _CONTROL.search(text):
+    if parts.scheme not in ("http", "https") or not parts.netloc or _URL_FORBIDDEN.search(text):
         return None
     return quote(text, safe="/:?#[]@!$&'*+,;=%-._~")

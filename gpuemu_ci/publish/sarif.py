@@ -46,6 +46,7 @@ OP_RULES: dict[str, str] = {
     "nondeterministic": "An op declared deterministic gave different bits on a re-run.",
     "bias": "The op's rounding is biased (a z-test over outputs rounded to a 16-bit type).",
     "unwritten": "The op left part of its output buffer unwritten.",
+    "bad_output": "The op returned something that is not an array (or a tuple of arrays).",
 }
 NOT_JUDGED = "not-judged"
 COMPILE_ERROR = "compile-error"
@@ -159,10 +160,15 @@ def _fingerprint(*parts: str) -> dict[str, str]:
     return {FINGERPRINT_KEY: digest}
 
 
-def _location(uri: str, line: int | None, message: str | None = None) -> dict[str, Any]:
+def _location(path: str, line: int | None, message: str | None = None) -> dict[str, Any]:
+    # A repository path is relative to the checkout (%SRCROOT%); an absolute one (a kernel source
+    # outside the repository) can only be a file: URI.
+    artifact = (
+        {"uri": "file://" + _uri(path)} if path.startswith("/") else {"uri": _uri(path), "uriBaseId": SRCROOT}
+    )
     location: dict[str, Any] = {
         "physicalLocation": {
-            "artifactLocation": {"uri": _uri(uri), "uriBaseId": SRCROOT},
+            "artifactLocation": artifact,
             # Code scanning needs a line; a file-level finding points at line 1.
             "region": {"startLine": line if line and line > 0 else 1},
         }
@@ -173,11 +179,11 @@ def _location(uri: str, line: int | None, message: str | None = None) -> dict[st
 
 
 def _uri(path: str) -> str:
-    # A repository path as a relative URI reference: percent-encode what a URI cannot hold.
+    """``path`` as a URI reference: percent-encode (as UTF-8) every character a URI cannot hold."""
     return re.sub(
         r"[^A-Za-z0-9._~/!$&'()*+,;=:@-]",
         lambda m: "".join(f"%{b:02X}" for b in m.group().encode()),
-        path.lstrip("/"),
+        path,
     )
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from gpuemu_ci.github.artifacts import BASELINE_EVENTS
 from tests.action.support import (
     ACTION_DOC,
     ACTION_YML,
@@ -243,9 +244,9 @@ def test_results_are_uploaded_from_the_actions_output_dir(name: str, job_id: str
 
 
 def test_baseline_runs_where_the_gate_looks_for_it() -> None:
-    """The gate takes baselines from push and schedule runs (DESIGN: Baselines and diffs)."""
+    """The gate searches artifacts of these events only: a baseline from any other run is never used."""
     on = triggers(_template("gpuemu-baseline.yml"))
-    assert "push" in on and "schedule" in on
+    assert set(on) == set(BASELINE_EVENTS)
     ((_, step), *_) = _action_steps(_template("gpuemu-baseline.yml"))
     assert step["with"]["mode"] == "baseline"
 
