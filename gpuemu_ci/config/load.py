@@ -146,6 +146,15 @@ def build_config(data: Mapping[str, Any], source: SourceText, path: Path, sha256
         for i, (raw, (start, end)) in enumerate(zip(kernels_raw, kernel_lines, strict=True))
     )
     _unique([k.name for k in kernels], "kernels", source, kernel_lines)
+    op_names = {op.name for op in ops}
+    for kernel in kernels:
+        if kernel.launch is not None and kernel.name in op_names:
+            raise ConfigError(
+                f"[[kernels]] {kernel.name!r} has a launch table and is validated like an op, so its "
+                "name must differ from every [[ops]] name",
+                path=source.path,
+                line=kernel.line,
+            )
     for dtype in ci.quick_dtypes:
         ops_parser.check_dtype(dtype, "ci.quick_dtypes", source)
     return Config(path, root, sha256, project, validation, ops, kernels, policies, ci)

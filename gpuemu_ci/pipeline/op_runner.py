@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuemu_ci.backends.interface import CallStatus, CaseJob, CaseRun
+from gpuemu_ci.backends.interface import CallStatus, CallTarget, CaseJob, CaseRun
 from gpuemu_ci.config.model import Config, Layout, OpSpec
 from gpuemu_ci.fuzz.case import CaseInputs, build_case
 from gpuemu_ci.fuzz.values import GENERATOR_VERSION
@@ -92,6 +92,7 @@ class OpRunner:
     master_seed: int
     observer: Observer
     deadline: float | None = None  # time.monotonic() value after which no new case starts
+    target: CallTarget | None = None  # instead of the op's own (a [[kernels]] entry launched through CuPy)
     interpreter: str | None = None
     cut_short: bool = False
     _failures: list[FailureRecord] = field(default_factory=list)
@@ -128,7 +129,7 @@ class OpRunner:
         case = inputs if inputs is not None else build_case(self.op, ref.seed, root)
         timeout = self.op.timeout_s or self.config.ci.case_timeout
         job = CaseJob(
-            op=op_target(self.op, root),
+            op=self.target or op_target(self.op, root),
             reference=reference_target(self.op, root),
             inputs=case.arrays,
             kwargs=case.kwargs,

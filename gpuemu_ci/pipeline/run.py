@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -110,6 +110,14 @@ def run_pipeline(
     notes: list[str] = []
     results: dict[str, OpResult] = {}
     runnable: list[tuple[OpSpec, list]] = []
+    targets: dict[str, Any] = {}
+    if not options.ops:  # launchable [[kernels]] run like ops, on a GPU only
+        for kernel in config.kernels:
+            if kernel.launch is not None and kernel.op is not None:
+                from gpuemu_ci.backends.cuda import kernel_target
+
+                ops = (*ops, replace(kernel.op, require_gpu=True))
+                targets[kernel.op.name] = kernel_target(kernel, config.root)
     for op in ops:
         if needs_gpu(op) and gpu_info is None:
             reason = "no GPU"
@@ -142,7 +150,9 @@ def run_pipeline(
 
             def run_one(item: tuple[OpSpec, list]) -> tuple[str, OpResult, bool]:
                 op, cases = item
-                runner = OpRunner(config, op, pool, options.out_dir, seed, observer, deadline)
+                runner = OpRunner(
+                    config, op, pool, options.out_dir, seed, observer, deadline, targets.get(op.name)
+                )
                 return op.name, runner.run(cases), runner.cut_short
 
             with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="gpuemu-op") as executor:

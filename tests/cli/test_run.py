@@ -258,3 +258,58 @@ def test_help_lists_every_command(capsys):
     for command in ("run", "replay", "minimize", "calibrate", "lint", "verify"):
         assert command in out
     assert Path  # keep the import used in type positions
+
+
+def test_launchable_kernel_is_linted_and_skipped_without_a_gpu(tmp_path, make_project, capsys):
+    """A [[kernels]] entry with a launch table: linted by nvcc here, validated through CuPy only on a GPU."""
+    import shutil
+
+    from gpuemu_ci.backends import detect_gpu
+
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not installed")
+    if detect_gpu() is not None:
+        pytest.skip("a GPU is present: the kernel would run")
+    source = (Path(__file__).parents[1] / "fixtures" / "ptx-lint" / "src" / "gelu.cu").read_text()
+    config = make_project("""
+        [project]
+        name = "cuda"
+        [[ops]]
+        name = "scale"
+        op = "m:scale"
+        reference = "m:scale"
+        family = "exact"
+        [ops.dims]
+        N = [8]
+        [ops.inputs]
+        x = ["N"]
+
+        [[kernels]]
+        name = "gelu_cuda"
+        source = "gelu.cu"
+        archs = ["sm_80"]
+        reference = "m:gelu_ref"
+        family = "elementwise"
+        dtypes = ["float32"]
+        [kernels.dims]
+        N = { min = 1, max = 4096, typical = [1024] }
+        [kernels.inputs]
+        x = ["N"]
+        [kernels.launch]
+        kernel = "gelu"
+        grid = ["ceil(N / 256)"]
+        block = [256]
+        args = ["x", "out", "N"]
+        output = ["N"]
+        [kernels.artifact_checks]
+        max_registers = 64
+    """, {"gelu.cu": source, "m.py": "import numpy as np\ndef scale(x):\n    return x.copy()\n"
+          "def gelu_ref(x):\n    return 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x**3)))\n"})
+    code, _, err = run(["--config", str(config), "--out", str(tmp_path)], capsys)
+    document = json.loads((tmp_path / "results.json").read_text())
+    ops = {op["name"]: op for op in document["ops"]}
+    assert ops["scale"]["status"] == "passed"
+    assert ops["gelu_cuda"]["status"] == "skipped" and ops["gelu_cuda"]["skip_reason"] == "no GPU"
+    assert document["kernels"][0]["status"] == "passed" and document["lint"]["status"] == "ran"
+    assert code == 0  # something ran and passed; the skip is reported, not counted as a pass
+    assert document["summary"]["ops_skipped"] == 1

@@ -1,0 +1,277 @@
+"""The PR comment, the step summary and the HTML report, rendered from real `gpuemu-ci run` output.
+
+Runs (each once per session, shared with the other render tests through the session's base temp
+directory): the quickstart (passes), the buggy example (fails), and tests/fixtures/render-project
+(a skipped, an errored, a raising and a hostile-named op). Markdown is checked as GitHub renders
+it, with cmark-gfm (cmarkgfm), raw HTML allowed.
+"""
+
+from __future__ import annotations
+
+import copy
+import html
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuemu_ci.publish.html import render_html
+from gpuemu_ci.publish.markdown import COMMENT_LIMIT, SUMMARY_LIMIT, comment_marker, render_comment, render_summary
+from gpuemu_ci.publish.parse import parse_report
+from gpuemu_ci.publish.report import Headline, Links
+
+ROOT = Path(__file__).resolve().parents[2]
+HOSTILE = "<img src=x onerror=alert(1)>|**bold**"
+RUN_URL = "https://github.com/octo/kernels/actions/runs/77"
+ARTIFACT_URL = "https://github.com/octo/kernels/actions/runs/77/artifacts/9"
+# Tags a comment may contain: what the templates write. Anything else came from user text.
+TEMPLATE_TAGS = {"a", "code", "details", "h2", "h3", "h4", "li", "p", "pre", "strong", "sub", "summary", "table",
+                 "tbody", "td", "th", "thead", "tr", "ul", "blockquote", "br"}
+
+
+def real_run(base: Path, name: str) -> dict[str, Any]:
+    """`gpuemu-ci run` on a known project, once per session (results.json, decoded)."""
+    out = base / "gpuemu-real-runs" / name
+    results = out / "out" / "results.json"
+    if not results.exists():
+        if name in ("passing", "failing"):
+            example = "quickstart" if name == "passing" else "buggy"
+            cwd, config = ROOT, f"examples/{example}/gpuemu.toml"
+            extra = ["--op", "softmax", "--op", "gelu", "--iterations", "2" if name == "passing" else "6"]
+        else:
+            cwd = out / "project"
+            shutil.copytree(ROOT / "tests" / "fixtures" / "render-project", cwd, dirs_exist_ok=True)
+            for source in ("gelu.cu", "spill.cu"):
+                shutil.copy(ROOT / "tests" / "fixtures" / "ptx-lint" / "src" / source, cwd / "kernels" / source)
+            config, extra = ("gpuemu-kernels.toml" if name == "kernels" else "gpuemu.toml"), []
+        command = [sys.executable, "-m", "gpuemu_ci", "run", "--config", config, "--out", str(out / "out"), *extra]
+        env = {**__import__("os").environ, "GPUEMU_USER_CONFIG": "none"}
+        done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+        assert results.exists(), done.stderr
+    return json.loads(results.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    base = tmp_path_factory.getbasetemp()
+    return {name: real_run(base, name) for name in ("passing", "failing", "mixed")}
+
+
+def gfm(markdown: str) -> str:
+    cmarkgfm = pytest.importorskip("cmarkgfm")
+    from cmarkgfm.cmark import Options
+
+    return cmarkgfm.github_flavored_markdown_to_html(markdown, options=Options.CMARK_OPT_UNSAFE)
+
+
+def assert_renders_inert(markdown: str) -> None:
+    """No tag but the templates' own, no live mention, every table row as wide as its header."""
+    assert "@octocat" not in markdown  # a zero-width joiner sits after every @ from user text
+    rendered = gfm(markdown)
+    assert set(re.findall(r"<([a-zA-Z][\w-]*)", rendered)) <= TEMPLATE_TAGS
+    for table in re.findall(r"<table>(.*?)</table>", rendered, re.S):
+        rows = re.findall(r"<tr>(.*?)</tr>", table, re.S)
+        widths = {len(re.findall(r"<t[hd][ >]", row)) for row in rows}
+        assert len(widths) == 1, table
+
+
+def test_passing_run(runs: dict[str, dict[str, Any]]) -> None:
+    report = parse_report(runs["passing"])
+    comment = render_comment(report, Links(RUN_URL, ARTIFACT_URL), job="gate")
+    lines = comment.splitlines()
+    assert lines[0] == "<!-- gpuemu-ci:v1 key=gate -->"
+    assert lines[1].startswith("## ✅ gpuemu-ci passed: 2 of 2 ops within bounds")
+    assert "Failures" not in comment and "not tested" not in comment
+    rendered = gfm(comment)
+    passes = re.search(r"<details><summary>(\d+) passing op × dtype", rendered)
+    assert passes is not None and int(passes.group(1)) == 4  # softmax and gelu x float32, bfloat16
+    for op in ("softmax", "gelu"):
+        assert f"<td><code>{op}</code></td>" in rendered
+    assert f'<a href="{ARTIFACT_URL}">report artifact</a>' in rendered
+    assert_renders_inert(comment)
+
+
+def test_failing_run_puts_failures_first_with_replay_commands(runs: dict[str, dict[str, Any]]) -> None:
+    document = runs["failing"]
+    report = parse_report(document)
+    comment = render_comment(report, Links(RUN_URL, ARTIFACT_URL))
+    assert comment.splitlines()[1].startswith("## ❌ gpuemu-ci FAILED: 1 of 2 ops failed")
+    assert comment.index("### Failures") < comment.index("passing op × dtype")
+    softmax = next(op for op in document["ops"] if op["name"] == "softmax")
+    worst = max((f for f in softmax["failures"] if f["dtype"] == softmax["failures"][0]["dtype"]),
+                key=lambda f: f["headroom"] or 0)
+    block = f"```sh\n{worst['replay']}\n```"
+    assert block in comment  # copy-paste replay of the worst case
+    rendered = gfm(comment)
+    assert f"<code>{worst['case_seed']}</code>" in rendered
+    assert f"<code>{worst['snapshot']}</code> in the <a href=\"{ARTIFACT_URL}\">report artifact</a>" in rendered
+    for failure in softmax["failures"]:  # every recorded failure is replayable from the comment
+        assert failure["replay"] in comment
+    assert_renders_inert(comment)
+    # Without an artifact URL there is no link, and the snapshot is still named.
+    bare = render_comment(report)
+    assert "](" not in bare and worst["snapshot"] in bare
+
+
+def test_skipped_errored_and_hostile_ops(runs: dict[str, dict[str, Any]]) -> None:
+    report = parse_report(runs["mixed"])
+    for markdown in (render_comment(report, job="gate"), render_summary(report)):
+        assert_renders_inert(markdown)
+        rendered = html.unescape(gfm(markdown)).replace("\u200d", "")
+        assert "gpu_only</code> was <strong>not tested</strong>: skipped (no GPU)" in rendered
+        assert re.search(r"<li><code>refbad</code>: 3 of 3 cases could not be judged", rendered)
+        assert "<h3>Errored: not judged</h3>" in rendered
+        assert f"<code>{HOSTILE}</code>" in rendered  # shown, and only as code
+        assert "boom <b>not bold</b> @octocat ```" in rendered  # the message, as text
+    comment = render_comment(report, job="gate")
+    assert comment.count("<!-- gpuemu-ci:v1") == 1  # the op's message tried to forge a second marker
+
+
+def test_summary_has_the_comment_content_and_the_counts(runs: dict[str, dict[str, Any]]) -> None:
+    report = parse_report(runs["failing"])
+    comment, summary = render_comment(report, marker=False), render_summary(report)
+    assert summary.startswith(comment.split("\n", 1)[0])
+    for replay in re.findall(r"^gpuemu-ci replay .*$", comment, re.M):
+        assert replay in summary
+    counts = gfm(summary).split("<summary>Counts</summary>", 1)[1]
+    cases = re.search(r"<td>cases</td>\s*<td[^>]*>([\d,]+)</td>", counts)
+    assert cases is not None and cases.group(1) == f"{report.counts.cases_total:,}"
+
+
+def big_failing_document(failing: dict[str, Any], copies: int) -> dict[str, Any]:
+    document = copy.deepcopy(failing)
+    softmax = next(op for op in document["ops"] if op["name"] == "softmax")
+    ops = []
+    for i in range(copies):
+        op = copy.deepcopy(softmax)
+        op["name"] = f"{HOSTILE}_{i:03d}"
+        for failure in op["failures"]:
+            failure["case_id"] = failure["case_id"].replace("softmax", op["name"])
+        ops.append(op)
+    document["ops"] = ops + [op for op in document["ops"] if op["name"] != "softmax"]
+    return document
+
+
+def test_big_failing_suite_fits_and_says_what_was_cut(runs: dict[str, dict[str, Any]]) -> None:
+    report = parse_report(big_failing_document(runs["failing"], 150))
+    failures = sum(len(op.failures) for op in report.ops)
+    assert failures >= 300
+    comment = render_comment(report, Links(RUN_URL, ARTIFACT_URL), job="gate")
+    assert len(comment.encode("utf-8")) <= COMMENT_LIMIT
+    assert comment.startswith("<!-- gpuemu-ci:v1 key=gate -->\n## ❌")
+    note = re.search(r"> Shortened to fit GitHub's size limit\. Left out: (.*)\.\n", comment)
+    assert note is not None
+    assert "passing op × dtype results" in note.group(1) and "further failing case(s)" in note.group(1)
+    assert re.search(r"the details of \d+ failing op × dtype result\(s\)", note.group(1))
+    # The worst failure of the first failing op x dtype keeps its replay command.
+    first = report.failure_groups()[0]
+    assert first.worst is not None and f"```sh\n{first.worst.replay}\n```" in comment
+    assert f"[the report artifact]({ARTIFACT_URL})" in comment
+    assert_renders_inert(comment)
+    summary = render_summary(report)
+    assert len(summary.encode("utf-8")) <= SUMMARY_LIMIT
+
+
+def test_the_poster_can_add_the_marker_within_the_budget(runs: dict[str, dict[str, Any]]) -> None:
+    from gpuemu_ci.github import comments
+
+    report = parse_report(big_failing_document(runs["failing"], 150))
+    body = render_comment(report, marker=False, job="matrix/leg 1")
+    posted = comments.compose_body(body, "matrix/leg 1")
+    assert len(posted.encode("utf-8")) <= comments.MAX_COMMENT_BYTES
+    assert posted.splitlines()[0] == comments.comment_marker("matrix/leg 1") == comment_marker("matrix/leg 1")
+
+
+def test_a_tiny_budget_keeps_only_the_verdict(runs: dict[str, dict[str, Any]]) -> None:
+    report = parse_report(big_failing_document(runs["failing"], 20))
+    comment = render_comment(report, Links(RUN_URL, ARTIFACT_URL), limit=2_000)
+    assert len(comment.encode("utf-8")) <= 2_000
+    assert "## ❌ gpuemu-ci FAILED" in comment and "too large for this space" in comment
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        ({"cut_short": True}, "INCOMPLETE"),
+        ({"verdict": "incomplete", "exit_code": 3, "cut_short": True}, "INCOMPLETE"),
+        ({"ops": [], "kernels": []}, "ERROR: nothing was tested"),
+        ({"exit_code": 3}, "ERROR"),
+    ],
+)
+def test_never_passed_when_nothing_ran_or_the_run_was_cut_short(
+    runs: dict[str, dict[str, Any]], edit: dict[str, Any], expected: str
+) -> None:
+    document = {**runs["passing"], **edit}
+    report = parse_report(document)
+    assert report.headline is not Headline.PASSED
+    comment = render_comment(report)
+    assert comment.splitlines()[1].split(" gpuemu-ci ", 1)[1].startswith(expected)
+    assert "passed:" not in comment.splitlines()[1]
+
+
+def test_all_ops_skipped_is_not_a_pass(runs: dict[str, dict[str, Any]]) -> None:
+    document = copy.deepcopy(runs["mixed"])
+    document["ops"] = [op for op in document["ops"] if op["name"] == "gpu_only"]
+    document.update(verdict="passed", exit_code=0)  # even if a producer said so
+    comment = render_comment(parse_report(document))
+    assert "ERROR: nothing was tested" in comment.splitlines()[1]
+    assert "**not tested**" in comment
+
+
+DIFF = {
+    "status": "compared",
+    "message": "compared with the baseline of main",
+    "baseline": {"commit": "0" * 40},
+    "summary_line": "1 regression, 1 improvement, 2 unchanged against main@000000",
+    "regressions": 1,
+    "entries": [
+        {"kind": "op", "name": "softmax", "dtype": "float32", "classification": "regressed", "severity": "failure",
+         "reasons": [{"metric": "status", "old": "passed", "new": "failed", "message": "passed -> failed"}]},
+        {"kind": "op", "name": HOSTILE, "dtype": "float32", "classification": "improved", "severity": "info",
+         "reasons": [{"metric": "worst_headroom", "old": 0.5, "new": 0.1, "message": "headroom 0.5 -> 0.1 |x|"}]},
+        {"kind": "op", "name": "gelu", "dtype": "float32", "classification": "unchanged", "severity": "info",
+         "reasons": []},
+        {"kind": "kernel", "name": "gelu", "arch": "sm_80", "classification": "unchanged", "severity": "info",
+         "reasons": []},
+    ],
+}
+
+
+def test_baseline_diff_table(runs: dict[str, dict[str, Any]]) -> None:
+    report = parse_report({**runs["failing"], "diff": DIFF})
+    comment = render_comment(report)
+    assert_renders_inert(comment)
+    rendered = html.unescape(gfm(comment))
+    section = rendered.split("<h3>Baseline comparison</h3>", 1)[1]
+    assert DIFF["summary_line"] in section
+    rows = re.findall(r"<tr>(.*?)</tr>", section.split("</table>", 1)[0], re.S)
+    assert len(rows) == 3  # header, regressed, improved; unchanged ones are counted instead
+    assert "regressed" in rows[1] and "passed -> failed" in rows[1] and "❌" in rows[1]
+    assert f"<code>{HOSTILE}</code>" in rows[2] and "headroom 0.5 -> 0.1 |x|" in rows[2]
+    assert "2 op × dtype and kernel × arch result(s) unchanged" in section
+    assert "1 regression(s) against the baseline" in comment.splitlines()[1]
+
+
+def test_no_baseline_is_said_plainly(runs: dict[str, dict[str, Any]]) -> None:
+    diff = {"status": "no_baseline", "message": "no gpuemu-baseline artifact for main yet: run the baseline workflow"}
+    comment = render_comment(parse_report({**runs["passing"], "diff": diff}))
+    assert "No baseline comparison (no baseline): no gpuemu\\-baseline artifact" not in comment
+    assert "No baseline comparison (no baseline): no gpuemu-baseline artifact for main yet" in comment
+
+
+def test_html_report_is_escaped_and_links_only_http(runs: dict[str, dict[str, Any]]) -> None:
+    report = parse_report({**runs["mixed"], "diff": DIFF})
+    page = render_html(report, Links(RUN_URL, "javascript:alert(1)"))
+    assert page.startswith("<!DOCTYPE html>")
+    assert "<img" not in page and "<script" not in page and "javascript:" not in page
+    assert "&lt;img src=x onerror=alert(1)&gt;|**bold**" in page
+    assert f'<a href="{RUN_URL}">workflow run</a>' in page
+    for section in ("Failures", "Errored: not judged", "Baseline comparison", "Skipped: not tested", "Passed"):
+        assert f">{section}</h2>" in page
+    for failure in (f for op in runs["mixed"]["ops"] for f in op["failures"]):
+        assert html.escape(failure["replay"], quote=False) in page
