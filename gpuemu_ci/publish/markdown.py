@@ -28,6 +28,8 @@ from gpuemu_ci.results.model import OpStatus
 COMMENT_LIMIT = 60_000  # UTF-8 bytes; GitHub counts up to 65,536 characters, bytes >= characters
 SUMMARY_LIMIT = 1024 * 1024 - 1024  # GitHub drops a step summary over 1 MiB; room for other writers
 MARKER_PREFIX = "<!-- gpuemu-ci:v1 key="
+VALUE_LIMIT = 1_000  # characters of one value (a name, a message) in Markdown
+BLOCK_LIMIT = 10_000  # characters of one code block (a replay command list)
 DETAIL_FLOOR = 3  # detail blocks kept while table rows can still be cut instead
 _KEY_UNSAFE = re.compile(r"[^A-Za-z0-9._/:+=@-]")
 
@@ -113,7 +115,15 @@ def _fit(report: Report, links: Links, template: str, limit: int) -> str:
         attempt = fitter.largest(attempt, field, 0, total)
     if fitter.fits(attempt):
         return fitter.rendered
-    return _render(report, links, "minimal.md.j2", attempt)
+    minimal = _render(report, links, "minimal.md.j2", attempt)
+    return minimal if _size(minimal) <= limit else _hard_cut(minimal, limit)
+
+
+def _hard_cut(rendered: str, limit: int) -> str:
+    """A last guarantee for absurd budgets: whole lines up to ``limit`` bytes, then a cut mark."""
+    mark = "\n… (cut to fit)\n"
+    kept = rendered.encode("utf-8")[: max(0, limit - len(mark.encode("utf-8")))].decode("utf-8", "ignore")
+    return (kept.rsplit("\n", 1)[0] if "\n" in kept else kept) + mark if limit > len(mark.encode()) else ""
 
 
 class _Fitter:
@@ -244,7 +254,13 @@ def _finalize(value: Any) -> str:
         return "yes" if value else "no"
     if isinstance(value, (int, float)):
         return text.number(value)
-    return escape.markdown_text(value)
+    return escape.markdown_text(_clip(value))
+
+
+def _clip(value: Any, limit: int | None = None) -> str:
+    # One value from the document never takes more than this, so that no single name or message
+    # can push a comment over its budget in a place the size ladder cannot shorten.
+    return text.clip(str(value), limit or VALUE_LIMIT)
 
 
 def _link(label: Any, url: str | None) -> Md:
@@ -272,10 +288,10 @@ def _environment() -> jinja2.Environment:
     )
     env.filters.update(
         {
-            "cell": lambda v: Md(escape.markdown_cell(v)),
-            "code": lambda v: Md(escape.markdown_code_span(v)),
-            "cellcode": lambda v: Md(escape.markdown_code_span(v, table_cell=True)),
-            "block": lambda v, lang="": Md(escape.markdown_code_block(v, lang)),
+            "cell": lambda v: Md(escape.markdown_cell(_clip(v))),
+            "code": lambda v: Md(escape.markdown_code_span(_clip(v))),
+            "cellcode": lambda v: Md(escape.markdown_code_span(_clip(v), table_cell=True)),
+            "block": lambda v, lang="": Md(escape.markdown_code_block(_clip(v, BLOCK_LIMIT), lang)),
             "link": _link,
             "headroom": lambda v: Md(text.headroom(v)),
             "num": lambda v: Md(text.number(v)),

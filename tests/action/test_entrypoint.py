@@ -160,7 +160,7 @@ def test_baseline_from_main_is_found_by_base_commit_and_a_regression_fails_the_g
     head = write_tiny_project(tmp_path / "pr")
     clean = ok(run_step(gate_env(fake, head, pr)))
     diff = clean.results()["diff"]
-    assert diff["status"] == "ok", diff["message"]
+    assert diff["status"] == "compared", diff["message"]
     provenance = diff["baseline"]["provenance"]
     assert (provenance["match"], provenance["run_id"], provenance["commit"]) == ("exact", run["id"], BASE)
     assert clean.outputs["regressions"] == "0"

@@ -232,24 +232,18 @@ def test_suite_timeout_writes_partial_results_and_never_passes(tmp_path, capsys)
     assert "cut short" in err
 
 
-def test_results_validate_against_the_repository_example_path(tmp_path):
-    # The results name the config by file name and hash only: no machine paths leak into reports.
-    main(
-        [
-            "run",
-            "--config",
-            str(EXAMPLES / "quickstart" / "gpuemu.toml"),
-            "--out",
-            str(tmp_path),
-            "--op",
-            "gelu",
-            "--iterations",
-            "1",
-        ]
-    )
+def test_results_name_the_config_relative_to_the_working_directory(tmp_path, monkeypatch):
+    # Relative to the repository root (where Actions runs), so annotations point at it; no machine paths.
+    args = ["run", "--config", str(EXAMPLES / "quickstart" / "gpuemu.toml"), "--out", str(tmp_path), "--op", "gelu",
+            "--iterations", "1"]
+    monkeypatch.chdir(EXAMPLES.parent)
+    main(args)
     text = (tmp_path / "results.json").read_text()
     assert str(EXAMPLES) not in text
-    assert json.loads(text)["config"]["path"] == "gpuemu.toml"
+    assert json.loads(text)["config"]["path"] == "examples/quickstart/gpuemu.toml"
+    monkeypatch.chdir(tmp_path)
+    main(args)
+    assert json.loads((tmp_path / "results.json").read_text())["config"]["path"] == "gpuemu.toml"
 
 
 def test_help_lists_every_command(capsys):

@@ -189,9 +189,20 @@ def test_the_poster_can_add_the_marker_within_the_budget(runs: dict[str, dict[st
 
 def test_a_tiny_budget_keeps_only_the_verdict(runs: dict[str, dict[str, Any]]) -> None:
     report = parse_report(big_failing_document(runs["failing"], 20))
-    comment = render_comment(report, Links(RUN_URL, ARTIFACT_URL), limit=2_000)
-    assert len(comment.encode("utf-8")) <= 2_000
+    comment = render_comment(report, Links(RUN_URL, ARTIFACT_URL), limit=900)
+    assert len(comment.encode("utf-8")) <= 900
     assert "## ❌ gpuemu-ci FAILED" in comment and "too large for this space" in comment
+
+
+def test_one_huge_value_cannot_blow_the_budget(runs: dict[str, dict[str, Any]]) -> None:
+    document = copy.deepcopy(runs["failing"])
+    document["config"]["project"] = "p" * 200_000
+    document["ops"][0]["name"] = "n" * 100_000
+    document["ops"][0]["message"] = "m\n" * 50_000
+    document["notes"] = ["x" * 100_000]
+    comment = render_comment(parse_report(document))
+    assert len(comment.encode("utf-8")) <= COMMENT_LIMIT
+    assert comment.splitlines()[1].startswith("## ❌ gpuemu-ci FAILED")
 
 
 @pytest.mark.parametrize(
@@ -246,7 +257,7 @@ def test_baseline_diff_table(runs: dict[str, dict[str, Any]]) -> None:
     report = parse_report({**runs["failing"], "diff": DIFF})
     comment = render_comment(report)
     assert_renders_inert(comment)
-    rendered = html.unescape(gfm(comment))
+    rendered = html.unescape(gfm(comment)).replace("\u200d", "")
     section = rendered.split("<h3>Baseline comparison</h3>", 1)[1]
     assert DIFF["summary_line"] in section
     rows = re.findall(r"<tr>(.*?)</tr>", section.split("</table>", 1)[0], re.S)
