@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Docker entry point of the gpuemu-ci Action. Thin on purpose: everything lives in gpuemu_ci.github.action."""
+"""Docker entry point of the gpuemu-ci Action. Thin on purpose: the logic is in gpuemu_ci.github.action."""
 
 import sys
 

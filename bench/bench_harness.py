@@ -3,7 +3,7 @@
 For each --jobs value it runs the whole pipeline (plan, fuzz, worker pool, oracle, results document; lint
 off, since ptxas time is not op time) through `run_pipeline`, with a WorkerPool wrapper that adds up the
 time each worker spent inside the user calls (CallResult.duration_s of the reference, |reference|, op and
-re-run calls). It prints, per jobs value, the best of --rounds:
+re-run calls). Workers use one BLAS thread (see ONE_THREAD). It prints, per jobs value, the best of --rounds:
   wall       - seconds for run_pipeline, worker start-up included
   calls      - seconds inside op + reference calls (summed over workers)
   pool       - seconds callers spent inside WorkerPool.run (summed over threads): IPC, copies, start-up
@@ -36,6 +36,9 @@ from gpuemu_ci.config.model import Config
 from gpuemu_ci.pipeline.run import RunOptions, run_pipeline
 
 OVERHEAD_TARGET = 1.15
+# One BLAS/OpenMP thread per worker for every setting: on a shared machine, spinning BLAS threads make the
+# time inside calls swing several-fold from run to run, and jobs=1 vs jobs=2 would not compare like for like.
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "examples" / "quickstart" / "gpuemu.toml"
 
 
@@ -43,7 +46,7 @@ class TimedPool:
     """A WorkerPool that adds up the time spent inside user calls."""
 
     def __init__(self, jobs: int, root: Path) -> None:
-        self.pool = WorkerPool(jobs, root)
+        self.pool = WorkerPool(jobs, root, env=ONE_THREAD)
         self.call_s = 0.0
         self.pool_s = 0.0
         self.cases = 0
@@ -95,7 +98,7 @@ def micro(rounds: int) -> None:
         target = CallTarget(TargetKind.CALLABLE, "micro_ops:add", root)
         header = f"{'input bytes':>12} {'case us':>9} {'calls us':>9} {'pool us':>9}"
         print(f"{header}  (best of {rounds} x 200 cases)")
-        with WorkerPool(1, root, gpu=None) as pool:
+        with WorkerPool(1, root, env=ONE_THREAD, gpu=None) as pool:
             for rows in (4, 256, 4096):
                 a = np.ones((rows, 256), np.float32)
                 job = CaseJob(op=target, reference=target, inputs={"a": a, "b": a})

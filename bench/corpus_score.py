@@ -2,7 +2,8 @@
 one-shape allclose baseline, over several master seeds.
 
 For every master seed it runs `gpuemu-ci run --suite quick --seed S` once over all entries (a real
-subprocess, exactly what a user runs) and the one-shape baseline in-process (bench/corpus/oneshape_baseline.py).
+subprocess, exactly what a user runs) and the one-shape baseline in-process
+(bench/corpus/oneshape_baseline.py).
 An entry named `<op>.bug.<class>` is caught when the oracle fails it; `<op>.control` and `<op>.hn.<variant>`
 (hard negatives) are correct kernels, and failing one is a false alarm. It prints, per bug class, how many
 (entry, seed) pairs each oracle caught, then every falsely flagged control, then totals.
@@ -88,7 +89,9 @@ def parse_entries(config: Config) -> list[Entry]:
         parts = spec.name.split(".")
         role = parts[1] if len(parts) > 1 else ""
         if role not in ROLES or (role == "control") != (len(parts) == 2) or len(parts) > 3:
-            raise ValueError(f"entry {spec.name!r}: expected <op>.control, <op>.hn.<variant> or <op>.bug.<class>")
+            raise ValueError(
+                f"entry {spec.name!r}: expected <op>.control, <op>.hn.<variant> or <op>.bug.<class>"
+            )
         variant = parts[2] if len(parts) == 3 else ""
         if role == "bug" and variant not in BUG_CLASSES:
             raise ValueError(f"entry {spec.name!r}: unknown bug class {variant!r}")
@@ -111,8 +114,21 @@ def check_corpus(entries: Sequence[Entry]) -> list[str]:
 
 def run_gpuemu(config_path: Path, seed: int, out_dir: Path, names: Sequence[str]) -> dict:
     """One quick-suite run over the selected entries; returns results.json."""
-    command = [sys.executable, "-m", "gpuemu_ci", "run", "--config", str(config_path), "--suite", "quick",
-               "--seed", str(seed), "--out", str(out_dir), *[arg for n in names for arg in ("--op", n)]]
+    command = [
+        sys.executable,
+        "-m",
+        "gpuemu_ci",
+        "run",
+        "--config",
+        str(config_path),
+        "--suite",
+        "quick",
+        "--seed",
+        str(seed),
+        "--out",
+        str(out_dir),
+        *[arg for n in names for arg in ("--op", n)],
+    ]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     results = out_dir / "results.json"
     if done.returncode not in (0, 1) or not results.is_file():
@@ -126,13 +142,21 @@ def describe_op_result(op: dict) -> str:
         return f"{op['status']}, worst headroom {worst:.3g}"
     kinds = sorted({f["kind"] for f in op.get("failures", [])})
     first = op["failures"][0] if op.get("failures") else None
-    where = f"; first: {first['dtype']} {first['distribution']} {first['shapes']} seed {first['case_seed']}" \
-        if first else ""
+    where = (
+        f"; first: {first['dtype']} {first['distribution']} {first['shapes']} seed {first['case_seed']}"
+        if first
+        else ""
+    )
     return f"{op['cases_failed']}/{op['cases_total']} cases failed ({', '.join(kinds)}){where}"
 
 
-def score(config_path: Path, entries: Sequence[Entry], seeds: Sequence[int], out_root: Path,
-          quick_dtypes: tuple[str, ...]) -> dict[str, Score]:
+def score(
+    config_path: Path,
+    entries: Sequence[Entry],
+    seeds: Sequence[int],
+    out_root: Path,
+    quick_dtypes: tuple[str, ...],
+) -> dict[str, Score]:
     from oneshape_baseline import judge_entry  # bench/corpus is on sys.path (see main)
 
     scores = {e.name: Score() for e in entries}
@@ -154,8 +178,10 @@ def score(config_path: Path, entries: Sequence[Entry], seeds: Sequence[int], out
             verdict = judge_entry(entry.spec, run_dtypes, seed)
             scores[entry.name].baseline[seed] = verdict.caught
             scores[entry.name].baseline_notes[seed] = verdict.detail
-        print(f"seed {seed}: gpuemu-ci {gpuemu_s:.1f} s, baseline {time.monotonic() - started:.1f} s",
-              file=sys.stderr)
+        print(
+            f"seed {seed}: gpuemu-ci {gpuemu_s:.1f} s, baseline {time.monotonic() - started:.1f} s",
+            file=sys.stderr,
+        )
     return scores
 
 
@@ -168,9 +194,12 @@ def report(entries: Sequence[Entry], scores: dict[str, Score], seeds: Sequence[i
     """Prints the tables; returns True when gpuemu-ci met the target."""
     bugs = [e for e in entries if e.is_bug]
     controls = [e for e in entries if not e.is_bug]
-    print(f"\nBug corpus: {len({e.op for e in entries})} ops, {len(controls)} correct kernels "
-          f"({sum(e.role == 'control' for e in controls)} controls + {sum(e.role == 'hn' for e in controls)} hard "
-          f"negatives), {len(bugs)} buggy kernels; master seeds {', '.join(map(str, seeds))}\n")
+    print(
+        f"\nBug corpus: {len({e.op for e in entries})} ops, {len(controls)} correct kernels "
+        f"({sum(e.role == 'control' for e in controls)} controls + "
+        f"{sum(e.role == 'hn' for e in controls)} hard negatives), {len(bugs)} buggy kernels; "
+        f"master seeds {', '.join(map(str, seeds))}\n"
+    )
     header = f"{'bug class':<28} {'trigger one shape misses':<58} {'gpuemu-ci':>10} {'one-shape':>10}"
     print(header)
     print("-" * len(header))
@@ -187,8 +216,10 @@ def report(entries: Sequence[Entry], scores: dict[str, Score], seeds: Sequence[i
     every_b = sum(all(scores[e.name].baseline.values()) for e in bugs)
     print("-" * len(header))
     print(f"{'bugs caught (entry x seed)':<87} {f'{g_total}/{n_total}':>10} {f'{b_total}/{n_total}':>10}")
-    print(f"{'buggy entries caught on every seed':<87} {f'{every_g}/{len(bugs)}':>10} "
-          f"{f'{every_b}/{len(bugs)}':>10}")
+    print(
+        f"{'buggy entries caught on every seed':<87} {f'{every_g}/{len(bugs)}':>10} "
+        f"{f'{every_b}/{len(bugs)}':>10}"
+    )
     fg, nc = _count(scores, controls, "gpuemu")
     fb, _ = _count(scores, controls, "baseline")
     print(f"{'correct kernels falsely flagged (entry x seed)':<87} {f'{fg}/{nc}':>10} {f'{fb}/{nc}':>10}")
@@ -196,9 +227,11 @@ def report(entries: Sequence[Entry], scores: dict[str, Score], seeds: Sequence[i
     flagged = [(e, s) for e in controls for s in seeds if scores[e.name].gpuemu.get(s)]
     missed = [(e, s) for e in bugs for s in seeds if not scores[e.name].gpuemu.get(s)]
     base_flagged = [(e, s) for e in controls for s in seeds if scores[e.name].baseline.get(s)]
-    for title, items, notes in (("gpuemu-ci false alarms", flagged, "notes"),
-                                ("gpuemu-ci misses", missed, "notes"),
-                                ("one-shape baseline false alarms", base_flagged, "baseline_notes")):
+    for title, items, notes in (
+        ("gpuemu-ci false alarms", flagged, "notes"),
+        ("gpuemu-ci misses", missed, "notes"),
+        ("one-shape baseline false alarms", base_flagged, "baseline_notes"),
+    ):
         if items:
             print(f"\n{title}:")
             for e, s in items:
@@ -211,10 +244,14 @@ def report(entries: Sequence[Entry], scores: dict[str, Score], seeds: Sequence[i
         first = seeds[0]
         for e in entries:
             s = scores[e.name]
-            print(f"  {e.name:<44} gpuemu-ci: {s.notes[first]}\n  {'':<44} one-shape: {s.baseline_notes[first]}")
+            print(
+                f"  {e.name:<44} gpuemu-ci: {s.notes[first]}\n  {'':<44} one-shape: {s.baseline_notes[first]}"
+            )
     met = not flagged and not missed and not errors
-    print(f"\ngpuemu-ci target (every bug caught, no correct kernel flagged, on every seed): "
-          f"{'MET' if met else 'NOT MET'}")
+    print(
+        f"\ngpuemu-ci target (every bug caught, no correct kernel flagged, on every seed): "
+        f"{'MET' if met else 'NOT MET'}"
+    )
     return met
 
 

@@ -64,19 +64,27 @@ def check(
 
     Returns the OpResult when every case passed; raises OpCheckFailed (an AssertionError) listing each
     failure with its replay command otherwise, and also when no case ran or a case could not be judged."""
-    loaded = config if isinstance(config, Config) else load_config(Path(config) if config is not None else None)
+    loaded = (
+        config if isinstance(config, Config) else load_config(Path(config) if config is not None else None)
+    )
     op = select_ops(loaded, [op_name])[0]
     target = _importable_name(fn)
     use_worker = target is not None if isolate is None else isolate
     if use_worker and target is None:
-        raise UsageError(f"{fn!r} is not importable as module:function, so it cannot run in an isolated "
-                         "worker; pass isolate=False")
-    op = replace(op, target=target or f"<in-process>:{getattr(fn, '__name__', 'fn')}",
-                 execution_mode=ExecutionMode.CALLABLE)
+        raise UsageError(
+            f"{fn!r} is not importable as module:function, so it cannot run in an isolated "
+            "worker; pass isolate=False"
+        )
+    op = replace(
+        op,
+        target=target or f"<in-process>:{getattr(fn, '__name__', 'fn')}",
+        execution_mode=ExecutionMode.CALLABLE,
+    )
     options = RunOptions(suite=Suite(suite), seed=seed)
     master = master_seed(loaded, options)
-    count = iterations or (loaded.ci.quick_iterations if options.suite is Suite.QUICK
-                           else loaded.ci.thorough_iterations)
+    count = iterations or (
+        loaded.ci.quick_iterations if options.suite is Suite.QUICK else loaded.ci.thorough_iterations
+    )
     cases = plan_op(op, master, suite_dtypes(op, loaded, options.suite, tuple(dtypes)), count)
     if use_worker:
         from gpuemu_ci.backends import WorkerPool
@@ -91,14 +99,18 @@ def check(
     finally:
         pool.close()
     if result.status is not OpStatus.PASSED:
-        lines = [f"gpuemu-ci: {op_name} {result.status.value}: {result.cases_failed} failed, "
-                 f"{result.cases_errored} errored of {result.cases_total} cases (master seed {master})"]
+        lines = [
+            f"gpuemu-ci: {op_name} {result.status.value}: {result.cases_failed} failed, "
+            f"{result.cases_errored} errored of {result.cases_total} cases (master seed {master})"
+        ]
         if result.message:
             lines.append(result.message)
         for failure in result.failures[:10]:
             shapes = ", ".join(f"{k}{tuple(v)}" for k, v in failure.shapes.items())
-            lines.append(f"- {failure.kind} [{failure.dtype}] {shapes} {failure.distribution}: "
-                         f"{failure.message.splitlines()[0][:300]}")
+            lines.append(
+                f"- {failure.kind} [{failure.dtype}] {shapes} {failure.distribution}: "
+                f"{failure.message.splitlines()[0][:300]}"
+            )
             lines.append(f"  replay: {failure.replay}")
         raise OpCheckFailed("\n".join(lines), result)
     return result

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from gpuemu_ci.fuzz.jump import PowerCache, lane_starts
+from gpuemu_ci.fuzz.jump import PowerCache, lane_starts, work_buffer
 
 __all__ = ["SeededRng", "derive_seed", "splitmix64"]
 
@@ -33,10 +33,10 @@ _TWO_POW_24 = float(1 << 24)
 _VECTOR_MIN = 256
 # Lanes are 2^p outputs long. More lanes cost more jumps; fewer lanes cost more NumPy calls per output.
 # The balance point grows like sqrt(n); past a few thousand lanes the rows stop fitting in cache.
-_LANE_FACTOR = 16
+_LANE_FACTOR = 32
 _MAX_LANES = 4096
 # Steps per block: rows of >= 256 bytes per lane make the transposing copy as fast as a plain copy.
-_BLOCK_STEPS = 64
+_BLOCK_STEPS = 32
 
 
 def _shift_amount(bits: int) -> np.ndarray:
@@ -262,8 +262,9 @@ def _row_stride(lanes: int) -> int:
     return 8 * (lines | 1)
 
 
-def _lane_buffer(rows: int, lanes: int) -> np.ndarray:
-    return np.empty((rows, _row_stride(lanes)), dtype=np.uint64)[:, :lanes]
+def _lane_buffer(name: str, rows: int, lanes: int) -> np.ndarray:
+    stride = _row_stride(lanes)
+    return work_buffer(name, rows * stride).reshape(rows, stride)[:, :lanes]
 
 
 def _lanes_u64(s0: int, s1: int, n: int) -> tuple[np.ndarray, tuple[int, int]]:
@@ -280,13 +281,13 @@ def _lanes_u64(s0: int, s1: int, n: int) -> tuple[np.ndarray, tuple[int, int]]:
     block = min(_BLOCK_STEPS, m)
     starts = lane_starts(_POWERS, s0, s1, log2_m, lanes)
 
-    z = _lane_buffer(block + 2, lanes)  # rows 0, 1: carried state; rows 2 .. block+1: this block's z
+    z = _lane_buffer("rng.z", block + 2, lanes)  # rows 0, 1: carried state; rows 2 .. block+1: this block
     z[0] = starts[:, 0]
     z[1] = starts[:, 1]
-    g_pair = _lane_buffer(2, lanes)
-    tmp_pair = _lane_buffer(2, lanes)
-    tmp = np.empty(lanes, dtype=np.uint64)
-    outs = _lane_buffer(block, lanes)
+    g_pair = _lane_buffer("rng.g", 2, lanes)
+    tmp_pair = _lane_buffer("rng.tmp_pair", 2, lanes)
+    tmp = work_buffer("rng.tmp", lanes)
+    outs = _lane_buffer("rng.outs", block, lanes)
 
     out = np.empty(n, dtype=np.uint64)
     full = out[: (lanes - 1) * m].reshape(lanes - 1, m)  # every lane but the last is m long

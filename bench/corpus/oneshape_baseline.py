@@ -82,8 +82,10 @@ def load_callable(spec: str) -> Callable[..., Any]:
 
 
 def _reference_inputs(inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    return {name: a.astype(np.float64) if dtypes.is_float_dtype(a.dtype) else a.copy()
-            for name, a in inputs.items()}
+    return {
+        name: a.astype(np.float64) if dtypes.is_float_dtype(a.dtype) else a.copy()
+        for name, a in inputs.items()
+    }
 
 
 def run_trial(op: OpSpec, dtype: str, dims: Mapping[str, int], rng: np.random.Generator) -> str | None:
@@ -109,8 +111,11 @@ def run_trial(op: OpSpec, dtype: str, dims: Mapping[str, int], rng: np.random.Ge
         tol = TOLERANCE.get(dtype, 1e-4)
         if not np.allclose(out.astype(np.float64), expected, atol=tol, rtol=tol):
             worst = float(np.nanmax(np.abs(out.astype(np.float64) - expected), initial=0.0))
-            return f"allclose({tol:g}) failed, max |error| {worst:.3g}" if math.isfinite(worst) else \
-                f"allclose({tol:g}) failed (non-finite output)"
+            return (
+                f"allclose({tol:g}) failed, max |error| {worst:.3g}"
+                if math.isfinite(worst)
+                else f"allclose({tol:g}) failed (non-finite output)"
+            )
     return None
 
 

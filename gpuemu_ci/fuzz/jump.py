@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["Gf2Map", "PowerCache", "lane_starts"]
+__all__ = ["Gf2Map", "PowerCache", "lane_starts", "work_buffer"]
 
 _MASK64 = (1 << 64) - 1
 _STATE_DTYPE = np.dtype("<u8")  # explicit little-endian so the byte view below is portable
@@ -30,6 +30,29 @@ _BYTE_OFFSETS = (np.arange(16, dtype=np.intp) * 256)[:, None]
 _APPLY_CHUNK = 1024  # states per table pass
 
 StateStep = Callable[[int, int], tuple[int, int]]
+
+
+class _WorkBuffers(threading.local):
+    def __init__(self) -> None:
+        self.by_name: dict[str, np.ndarray] = {}
+
+
+_WORK = _WorkBuffers()
+
+
+def work_buffer(name: str, size: int, dtype: np.dtype | type = np.uint64) -> np.ndarray:
+    """A reusable 1-D scratch array of ``size`` elements for this thread; its contents are undefined.
+
+    Large temporaries allocated afresh on every call are often handed back to the OS in between, and then
+    cost a page fault per 4 KiB on the next call, more than the arithmetic on them. Callers must not keep
+    the array past their own call or hand it to users.
+    """
+    kind = np.dtype(dtype)
+    buf = _WORK.by_name.get(name)
+    if buf is None or buf.size < size or buf.dtype != kind:
+        buf = np.empty(size, dtype=kind)
+        _WORK.by_name[name] = buf
+    return buf[:size]
 
 
 def _as_state_array(states: np.ndarray) -> np.ndarray:
@@ -87,12 +110,15 @@ class Gf2Map:
         count = states.shape[0]
         state_bytes = states.view(np.uint8).reshape(count, 16)
         # Byte-major (16, chunk) layout: the 16 partial images are then folded by one fast XOR-reduce over
-        # contiguous rows. Chunking keeps temporaries small (large ones cost page faults on every call).
+        # contiguous rows.
         for lo in range(0, count, _APPLY_CHUNK):
             hi = min(count, lo + _APPLY_CHUNK)
-            idx = np.add(state_bytes[lo:hi].T, _BYTE_OFFSETS, dtype=np.intp)
-            parts = np.take(self._flat_table, idx).view(_STATE_DTYPE).reshape(16, hi - lo, 2)
-            np.bitwise_xor.reduce(parts, axis=0, out=result[lo:hi])
+            width = hi - lo
+            idx = work_buffer("jump.idx", 16 * width, np.intp).reshape(16, width)
+            np.add(state_bytes[lo:hi].T, _BYTE_OFFSETS, out=idx)
+            parts = work_buffer("jump.parts", 16 * width, _PAIR_DTYPE).reshape(16, width)
+            np.take(self._flat_table, idx, out=parts, mode="clip")  # indices are always in range
+            np.bitwise_xor.reduce(parts.view(_STATE_DTYPE).reshape(16, width, 2), axis=0, out=result[lo:hi])
 
     def apply_state(self, s0: int, s1: int) -> tuple[int, int]:
         """Apply the map to one state given as two Python ints."""

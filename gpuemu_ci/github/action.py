@@ -7,20 +7,24 @@ entrypoint.py only calls `main()`. Modes:
 - sign: sign an existing results file in a job that runs no code under test;
 - comment (workflow_run companion for fork PRs): comment from a results file the PR's run uploaded.
 A failed comment, issue or baseline download is a warning; the exit code is always the gate's.
+Secrets (the token, the signing key) are read once and removed from the environment before any code under
+test runs, since the op workers inherit it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Any, TextIO
 
 from gpuemu_ci.config.load import load_config
-from gpuemu_ci.config.model import Suite
+from gpuemu_ci.config.model import Config, Suite
 from gpuemu_ci.errors import ExitCode, GpuemuError, UsageError
 from gpuemu_ci.github import commands
 from gpuemu_ci.github.client import GitHubClient
@@ -32,6 +36,13 @@ from gpuemu_ci.results.io import atomic_write_bytes, dumps, read_results, write_
 
 REPORT_NAME = "report.dsse.json"
 BASELINE_NAME = "baseline.json"
+BASELINE_DIR = ".baseline"  # inside output_dir: the downloaded artifact, kept for `gpuemu-ci diff` by hand
+SECRET_INPUTS = ("github_token", "signing_key")
+# Plain words: the renderers escape backticks in messages.
+HOW_BASELINES_ARE_MADE = (
+    "Baselines come from the gpuemu-baseline artifact that this Action uploads in baseline mode on pushes "
+    "to the base branch (gpuemu-ci init writes that workflow)."
+)
 
 
 class Mode(str, Enum):
@@ -67,12 +78,16 @@ class ActionInputs:
         try:
             mode = Mode(mode_text)
         except ValueError:
-            raise UsageError(f"input mode={mode_text!r}: expected one of {', '.join(m.value for m in Mode)}") from None
+            raise UsageError(
+                f"input mode={mode_text!r}: expected one of {', '.join(m.value for m in Mode)}"
+            ) from None
         try:
             suite = Suite(suite_text)
         except ValueError:
             raise UsageError(f"input suite={suite_text!r}: expected quick or thorough") from None
-        if seed_text is not None and not (seed_text.isdigit() and int(seed_text) < 2**64):
+        if seed_text is not None and not (
+            seed_text.isascii() and seed_text.isdigit() and int(seed_text) < 2**64
+        ):
             raise UsageError(f"input seed={seed_text!r}: expected an integer between 0 and 2^64 - 1")
 
         def optional_bool(name: str) -> bool | None:
@@ -80,7 +95,9 @@ class ActionInputs:
 
         return cls(
             config=ctx.input("config", "gpuemu.toml") or "gpuemu.toml",
-            suite=Suite.NIGHTLY if mode is Mode.NIGHTLY and suite is Suite.QUICK else suite,
+            # Nightly mode is the thorough suite with a fresh seed, whatever `suite` says (the nightly
+            # template passes `suite: thorough`, which alone would replay the config's seed every night).
+            suite=Suite.NIGHTLY if mode is Mode.NIGHTLY else suite,
             seed=int(seed_text) if seed_text is not None else None,
             mode=mode,
             baseline=ctx.input("baseline", "auto") or "auto",
@@ -106,6 +123,7 @@ class Action:
     warnings: list[str] = field(default_factory=list)
     outputs: dict[str, Any] = field(default_factory=dict)
     _client: GitHubClient | None = None
+    _config: Config | None = None
 
     @property
     def out_dir(self) -> Path:
@@ -165,9 +183,13 @@ class Action:
         if client is None:
             self.warn("no github_token: nightly issues were not opened or closed")
             return code
-        nightly_ops = [NightlyOp(op["name"], _nightly_status(op, OpStatus), _issue_details(op, document))
-                       for op in document["ops"]]
-        for outcome in sync_nightly_issues(client, self.ctx.repository, nightly_ops, run_url=self.ctx.run_url):
+        nightly_ops = [
+            NightlyOp(op["name"], _nightly_status(op, OpStatus), _issue_details(op, document))
+            for op in document["ops"]
+        ]
+        for outcome in sync_nightly_issues(
+            client, self.ctx.repository, nightly_ops, run_url=self.ctx.run_url
+        ):
             warning = getattr(outcome, "warning", None)
             if warning:
                 self.warn(warning)
@@ -180,19 +202,30 @@ class Action:
 
     def comment_mode(self) -> int:
         """workflow_run companion: comment on the fork PR from the results its run uploaded."""
+        from gpuemu_ci.github.client import GitHubError
         from gpuemu_ci.github.comments import resolve_pull_request
 
         document = read_results(self.results_path())
+        self.outputs["comment_url"] = ""
         client = self.client()
         if client is None:
             self.warn("no github_token: cannot comment")
             return int(ExitCode.PASSED)
         run = self.ctx.triggering_run
-        pr = run.pr_numbers[0] if run and run.pr_numbers else resolve_pull_request(client, self.ctx)
+        try:
+            pr = run.pr_numbers[0] if run and run.pr_numbers else resolve_pull_request(client, self.ctx)
+        except GitHubError as exc:
+            self.warn(f"could not look up the pull request of the triggering run: {exc.message}")
+            return int(ExitCode.PASSED)
         if pr is None:
             self.warn("could not find the pull request of the triggering run; no comment posted")
             return int(ExitCode.PASSED)
-        self.post_comment(document, pr)
+        # Link the run that tested the PR (its artifacts hold the snapshots), not this companion run; its
+        # id comes from the event, not from the uploaded (untrusted) results.
+        run_url = (
+            f"{self.ctx.server_url.rstrip('/')}/{self.ctx.repository}/actions/runs/{run.id}" if run else None
+        )
+        self.post_comment(document, pr, run_url=run_url or self.ctx.run_url)
         return int(ExitCode.PASSED)
 
     # --- steps -----------------------------------------------------------------------------------------
@@ -206,17 +239,26 @@ class Action:
     def run_context(self) -> dict[str, Any]:
         ctx = self.ctx
         return {
-            "repo": ctx.repository, "repo_id": ctx.repository_id, "run_id": ctx.run_id,
-            "run_attempt": ctx.run_attempt, "pr": ctx.pr_number, "event": ctx.event_name,
-            "server_url": ctx.server_url, "job": self.inputs.job_key, "commit": ctx.head_sha or ctx.sha,
+            "repo": ctx.repository,
+            "repo_id": ctx.repository_id,
+            "run_id": ctx.run_id,
+            "run_attempt": ctx.run_attempt,
+            "pr": ctx.pr_number,
+            "event": ctx.event_name,
+            "server_url": ctx.server_url,
+            "job": self.inputs.job_key,
+            "commit": ctx.head_sha or ctx.sha,
         }
 
     def run_suite(self) -> dict[str, Any]:
         config_path = self.workspace / self.inputs.config
         config = load_config(config_path)
         options = RunOptions(
-            suite=self.inputs.suite, seed=self.inputs.seed, out_dir=self.out_dir.resolve(),
-            require_gpu=self.inputs.require_gpu, run_context=self.run_context(),
+            suite=self.inputs.suite,
+            seed=self.inputs.seed,
+            out_dir=self.out_dir.resolve(),
+            require_gpu=self.inputs.require_gpu,
+            run_context=self.run_context(),
         )
         with commands.group("gpuemu-ci: running the suite", stream=self.stdout):
             document = run_pipeline(config, options, StderrReporter()).to_json()
@@ -227,36 +269,66 @@ class Action:
         return document
 
     def attach_baseline(self, document: dict[str, Any]) -> dict[str, Any]:
-        from gpuemu_ci.diff.apply import apply_baseline, unavailable
-        from gpuemu_ci.diff.baseline import BaselineError
-        from gpuemu_ci.diff.gate import gate_document
+        from gpuemu_ci.diff.apply import apply_baseline
         from gpuemu_ci.diff.gate import fail_on_regression as effective_flag
-        from gpuemu_ci.diff.model import DiffStatus
+        from gpuemu_ci.diff.gate import gate_document
+        from gpuemu_ci.diff.model import BaselineDiff, DiffStatus
 
         choice = self.inputs.baseline
+        assert self._config is not None, "run_suite() comes first"
         policies = self._config.policies
         flag = self.inputs.fail_on_regression
         if choice == "none":
             return document
         if choice != "auto":
             path = Path(choice) if Path(choice).is_absolute() else self.workspace / choice
-            return apply_baseline(document, path, policies, flag, provenance={"source": "input", "path": choice})
+            return apply_baseline(
+                document, path, policies, flag, provenance={"source": "input", "path": choice}
+            )
+
+        def neutral(reason: str) -> dict[str, Any]:
+            message = (
+                f"no baseline: {reason}. No regression check was done; this run's own verdicts decide "
+                f"the gate. {HOW_BASELINES_ARE_MADE}"
+            )
+            return gate_document(
+                document,
+                BaselineDiff(
+                    DiffStatus.NO_BASELINE, message, fail_on_regression=effective_flag(policies, flag)
+                ),
+            )
+
         client = self.client()
         if client is None:
-            reason = "no github_token to look up the gpuemu-baseline artifact"
-            return gate_document(document, unavailable(
-                BaselineError("baseline", reason, status=DiffStatus.NO_BASELINE), effective_flag(policies, flag)))
-        from gpuemu_ci.github.artifacts import fetch_baseline
+            return neutral("no github_token to look up the gpuemu-baseline artifact")
+        from gpuemu_ci.github.artifacts import MatchKind, fetch_baseline
 
-        fetched = fetch_baseline(client, self.ctx, self.out_dir / ".baseline")
+        target = self.out_dir / BASELINE_DIR
+        # A previous run's copy: self-hosted runners keep workspaces between jobs.
+        shutil.rmtree(target, ignore_errors=True)
+        fetched = fetch_baseline(client, self.ctx, target)
         match = fetched.match
-        provenance = {"source": "artifact", "match": match.label, "reason": match.reason,
-                      "run_id": match.run_id, "commit": match.sha}
-        baseline_file = _find_baseline_file(fetched.directory) if fetched.directory else None
+        if match.kind is MatchKind.UNAVAILABLE:
+            # Not a first run: the lookup itself failed (often a missing `actions: read` permission).
+            self.warn(
+                f"baseline: {match.reason}. The job needs the permission actions: read; the gate ran "
+                "without a regression check"
+            )
+        baseline_file = _find_baseline_file(fetched.directory)
         if baseline_file is None:
-            reason = match.reason if not fetched.directory else "the gpuemu-baseline artifact holds no baseline.json"
-            return gate_document(document, unavailable(
-                BaselineError("baseline", reason, status=DiffStatus.NO_BASELINE), effective_flag(policies, flag)))
+            reason = (
+                match.reason
+                if not fetched.directory
+                else "the gpuemu-baseline artifact holds no baseline.json"
+            )
+            return neutral(reason)
+        provenance = {
+            "source": "artifact",
+            "match": match.label,
+            "reason": match.reason,
+            "run_id": match.run_id,
+            "commit": match.sha,
+        }
         return apply_baseline(document, baseline_file, policies, flag, provenance=provenance)
 
     def publish(self, document: dict[str, Any], *, comment: bool) -> int:
@@ -270,34 +342,46 @@ class Action:
         results = write_results(self.out_dir, document)
         report = parse_report(document)
         links = Links.for_report(report, run_url=self.ctx.run_url)
-        atomic_write_bytes(self.out_dir / "results.sarif", render_sarif(report, job=self.inputs.job_key,
-                                                                        source_root=self.workspace).encode())
+        atomic_write_bytes(
+            self.out_dir / "results.sarif",
+            render_sarif(report, job=self.inputs.job_key, source_root=self.workspace).encode(),
+        )
         atomic_write_bytes(self.out_dir / "junit.xml", render_junit(report).encode())
         self.stdout.write(render_annotations(report, source_root=self.workspace))
-        summary = commands.append_step_summary(self.env.get("GITHUB_STEP_SUMMARY"), render_summary(report, links))
+        summary = commands.append_step_summary(
+            self.env.get("GITHUB_STEP_SUMMARY"), render_summary(report, links)
+        )
         if summary.truncated:
             self.warn("the step summary was truncated to GitHub's 1 MiB limit; results.json has everything")
         self.write_report(results, sign=bool(self.inputs.signing_key) and not self.ctx.is_fork)
         diff = document.get("diff") or {}
-        self.outputs.update({
-            "verdict": document["verdict"],
-            "ops_passed": document["summary"]["ops_passed"],
-            "ops_failed": document["summary"]["ops_failed"],
-            "regressions": diff.get("regressions", 0) or 0,
-            "results_path": self.relative(results),
-        })
+        self.outputs.update(
+            {
+                "verdict": document["verdict"],
+                "ops_passed": document["summary"]["ops_passed"],
+                "ops_failed": document["summary"]["ops_failed"],
+                "regressions": diff.get("regressions", 0) or 0,
+                "results_path": self.relative(results),
+            }
+        )
         if comment and self.inputs.comment:
+            self.outputs["comment_url"] = ""
             if not self.ctx.is_pull_request or self.ctx.pr_number is None:
                 pass  # nothing to comment on outside pull requests
             elif self.ctx.token_is_read_only:
-                self.stdout.write(commands.format_command(
-                    "notice", "pull request from a fork: the token is read-only, so no comment is posted here; "
-                    "the gpuemu-fork-comment workflow posts it from the uploaded results") + "\n")
+                self.stdout.write(
+                    commands.format_command(
+                        "notice",
+                        "pull request from a fork: the token is read-only, so no comment is posted here; "
+                        "the gpuemu-fork-comment workflow posts it from the uploaded results",
+                    )
+                    + "\n"
+                )
             else:
                 self.post_comment(document, self.ctx.pr_number)
         return int(document["exit_code"])
 
-    def post_comment(self, document: dict[str, Any], pr: int) -> None:
+    def post_comment(self, document: dict[str, Any], pr: int, *, run_url: str | None = None) -> None:
         from gpuemu_ci.github.comments import upsert_comment
         from gpuemu_ci.publish.markdown import render_comment
         from gpuemu_ci.publish.parse import parse_report
@@ -307,8 +391,8 @@ class Action:
             self.warn("no github_token: the PR comment was not posted")
             return
         report = parse_report(document)
-        body = render_comment(report, Links.for_report(report, run_url=self.ctx.run_url), job=self.inputs.job_key,
-                              marker=False)
+        links = Links.for_report(report, run_url=run_url or self.ctx.run_url)
+        body = render_comment(report, links, job=self.inputs.job_key, marker=False)
         outcome = upsert_comment(client, self.ctx.repository, pr, body, self.inputs.job_key)
         if outcome.warning:
             self.warn(f"PR comment: {outcome.warning}")
@@ -323,7 +407,9 @@ class Action:
         if sign and self.inputs.signing_key:
             signing_key = keys.load_private_key_pem(self.inputs.signing_key.encode(), "input signing_key")
         elif self.inputs.mode is Mode.SIGN:
-            raise UsageError("mode sign needs the signing_key input (a PEM Ed25519 private key from a secret)")
+            raise UsageError(
+                "mode sign needs the signing_key input (a PEM Ed25519 private key from a secret)"
+            )
         report = sign_results(results, signing_key, self.env)
         path = self.out_dir / REPORT_NAME
         atomic_write_bytes(path, report.envelope)
@@ -354,11 +440,17 @@ def _nightly_status(op: dict[str, Any], status_enum: Any) -> Any:
 def _issue_details(op: dict[str, Any], document: dict[str, Any]) -> str:
     from gpuemu_ci.publish.escape import markdown_code_span, markdown_text
 
-    lines = [f"Nightly seed `{document['seed']}`: {op['cases_failed']} of {op['cases_total']} cases failed.", ""]
+    lines = [
+        f"Nightly seed `{document['seed']}`: {op['cases_failed']} of {op['cases_total']} cases failed.",
+        "",
+    ]
     for failure in op["failures"][:5]:
         shapes = ", ".join(f"{k}{tuple(v)}" for k, v in failure["shapes"].items())
-        lines.append(f"- {markdown_text(failure['kind'])} [{failure['dtype']}] {markdown_text(shapes)} "
-                     f"{markdown_text(failure['distribution'])}: {markdown_text(failure['message'].splitlines()[0][:300])}")
+        first_line = failure["message"].splitlines()[0][:300] if failure["message"] else ""
+        lines.append(
+            f"- {markdown_text(failure['kind'])} [{failure['dtype']}] {markdown_text(shapes)} "
+            f"{markdown_text(failure['distribution'])}: {markdown_text(first_line)}"
+        )
         lines.append(f"  replay: {markdown_code_span(failure['replay'])}")
     return "\n".join(lines)
 
@@ -368,19 +460,33 @@ def hand_over(directory: Path, workspace: Path) -> None:
     if not directory.exists() or not hasattr(os, "chown") or os.geteuid() != 0:
         return
     owner = workspace.stat()
-    for path in [directory, *directory.rglob("*")]:
-        try:
+    try:  # an output_dir like out/gpuemu also made `out`, which later steps must be able to clean
+        parts = directory.resolve().relative_to(workspace.resolve()).parts
+    except ValueError:
+        parts = ()
+    parents = [workspace.joinpath(*parts[:i]) for i in range(1, len(parts))]
+    for path in [*parents, directory, *directory.rglob("*")]:
+        with contextlib.suppress(OSError):
             os.chown(path, owner.st_uid, owner.st_gid, follow_symlinks=False)
-        except OSError:
-            pass
+
+
+def _scrub_secrets(environ: MutableMapping[str, str]) -> None:
+    """Remove the secret inputs from the process environment, which the op workers inherit."""
+    for name in SECRET_INPUTS:
+        for key in (f"INPUT_{name.upper()}", f"INPUT_{name.upper().replace('_', '-')}"):
+            environ.pop(key, None)
+    environ.pop("GITHUB_TOKEN", None)
 
 
 def main(env: Mapping[str, str] | None = None, stdout: TextIO | None = None) -> int:
     """The Action's entry point; returns the gate's exit code."""
+    from_process = env is None
     env = dict(os.environ if env is None else env)
     stream = stdout or sys.stdout
     try:
         ctx = ActionContext.from_env(env)
+        if from_process:
+            _scrub_secrets(os.environ)
         inputs = ActionInputs.from_context(ctx)
         if inputs.signing_key:
             commands.add_mask(inputs.signing_key, stream=stream)
@@ -392,8 +498,9 @@ def main(env: Mapping[str, str] | None = None, stdout: TextIO | None = None) -> 
         sys.stderr.write(f"gpuemu-ci: error: {exc.diagnostics()}\n")
         return int(exc.exit_code)
     except Exception as exc:  # a bug in gpuemu-ci: say so, never a green step
-        stream.write(commands.format_command("error", f"gpuemu-ci internal error: {type(exc).__name__}: {exc}")
-                     + "\n")
+        stream.write(
+            commands.format_command("error", f"gpuemu-ci internal error: {type(exc).__name__}: {exc}") + "\n"
+        )
         if env.get("GPUEMU_DEBUG"):
             raise
         return int(ExitCode.INFRASTRUCTURE)

@@ -26,6 +26,8 @@ MESSAGE_LIMIT = 4096  # the runner cuts longer messages
 
 
 class Level(str, Enum):
+    """The workflow command, which is also how GitHub shows the annotation."""
+
     ERROR = "error"
     WARNING = "warning"
     NOTICE = "notice"

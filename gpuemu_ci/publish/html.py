@@ -54,7 +54,8 @@ def render_html(report: Report, links: Links | None = None) -> str:
         errored=[op for op in report.ops if op.status is OpStatus.ERROR],
         skipped=[op for op in report.ops if op.status is OpStatus.SKIPPED],
         lint=[(k, v) for k in report.kernels for v in k.violations],
-        compile_errors=[k for k in report.kernels if k.error is not None],
+        compile_errors=[k for k in report.kernels if k.error is not None and k.status is KernelStatus.FAILED],
+        kernel_problems=[k for k in report.kernels if k.status in (KernelStatus.ERROR, KernelStatus.SKIPPED)],
         passing_kernels=[k for k in report.kernels if k.status is KernelStatus.PASSED],
         passes=[(op, row) for op in report.ops for row in op.dtypes if row.status is OpStatus.PASSED],
     )

@@ -66,6 +66,7 @@ class _Suite:
             child.text = xml_text(body)
 
     def close(self) -> ET.Element:
+        """The ``<testsuite>`` element with its counts set."""
         for key, value in self.counts.items():
             self.element.set(key, str(value))
         return self.element

@@ -22,7 +22,7 @@ import jinja2
 
 from gpuemu_ci.lint.model import KernelStatus
 from gpuemu_ci.publish import escape, text
-from gpuemu_ci.publish.report import Failure, FailureGroup, Headline, Kernel, Links, Report
+from gpuemu_ci.publish.report import Failure, Kernel, Links, Report
 from gpuemu_ci.results.model import OpStatus
 
 COMMENT_LIMIT = 60_000  # UTF-8 bytes; GitHub counts up to 65,536 characters, bytes >= characters
@@ -137,6 +137,7 @@ class _Fitter:
         ]
 
     def fits(self, limits: Limits) -> bool:
+        """Render ``limits`` (kept in `rendered`) and say whether it is within the budget."""
         self.rendered = _render(self.report, self.links, self.template, limits)
         return _size(self.rendered) <= self.limit
 
@@ -212,13 +213,10 @@ def _context(report: Report, links: Links, limits: Limits) -> dict[str, Any]:
         cut.append(f"{errored_hidden + skipped_hidden} errored or skipped op(s)")
     return {
         "report": report,
-        "headline": report.headline,
         "headline_text": text.headline(report),
         "icon": text.ICONS[report.headline],
-        "passed": report.headline is Headline.PASSED,
         "links": links,
         "limits": limits,
-        "groups": groups,
         "rows": rows,
         "rows_hidden": rows_hidden,
         "details": details,
@@ -226,7 +224,9 @@ def _context(report: Report, links: Links, limits: Limits) -> dict[str, Any]:
         "errored": errored,
         "skipped": skipped,
         "lint": lint,
-        "compile_errors": [k for k in report.kernels if k.error is not None],
+        "compile_errors": [
+            k for k in report.kernels if k.error is not None and k.status is KernelStatus.FAILED
+        ],
         "kernel_problems": [
             k for k in report.kernels if k.status in (KernelStatus.ERROR, KernelStatus.SKIPPED)
         ],
@@ -304,17 +304,10 @@ def _environment() -> jinja2.Environment:
             "error_vs_allowed": text.error_vs_allowed,
             "group_title": text.group_title,
             "repo_path": lambda path, report: report.repo_path(path),
+            "rest": lambda group: group.failures[1:],  # the cases after the worst, shown collapsed
         }
     )
     return env
 
 
 _ENVIRONMENT = _environment()
-
-
-def group_failures(group: FailureGroup) -> tuple[Failure, ...]:
-    """The failures after the worst one (shown collapsed)."""
-    return group.failures[1:]
-
-
-_ENVIRONMENT.filters["rest"] = group_failures

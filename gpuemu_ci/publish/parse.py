@@ -62,19 +62,24 @@ class _Fields:
         return value
 
     def string(self, key: str, default: Any = _MISSING) -> Any:
+        """A string field."""
         return self._get(key, lambda v: isinstance(v, str), "a string", default)
 
     def integer(self, key: str, default: Any = _MISSING) -> Any:
+        """An integer field (not a bool)."""
         return self._get(key, _is_int, "an integer", default)
 
     def number(self, key: str, default: Any = _MISSING) -> Any:
+        """An int or float field, as a float."""
         value = self._get(key, lambda v: _is_int(v) or isinstance(v, float), "a number", default)
         return float(value) if value is not None else None
 
     def flag(self, key: str, default: Any = _MISSING) -> Any:
+        """A true/false field."""
         return self._get(key, lambda v: isinstance(v, bool), "true or false", default)
 
     def id(self, key: str) -> str | None:
+        """A GitHub id, an integer or a digit string, as text."""
         value = self._get(key, lambda v: _is_int(v) or isinstance(v, str), "an id", None)
         return None if value is None else str(value)
 
@@ -84,14 +89,17 @@ class _Fields:
         return "" if value is None else value if isinstance(value, str) else json.dumps(value)
 
     def obj(self, key: str, default: Any = _MISSING) -> Any:
+        """A nested object, as `_Fields` (or ``default`` when absent)."""
         value = self._get(key, lambda v: isinstance(v, Mapping), "an object", default)
         return value if value is default else _Fields(value, self._path(key))
 
     def items(self, key: str, parse: Callable[[_Fields], T]) -> tuple[T, ...]:
+        """A list of objects, each parsed with ``parse``."""
         values = self._get(key, lambda v: isinstance(v, list), "a list", [])
         return tuple(parse(_Fields(v, f"{self._path(key)}[{i}]")) for i, v in enumerate(values))
 
     def dims(self, key: str) -> tuple[tuple[str, tuple[int, ...]], ...]:
+        """Input name -> list of ints (shapes, strides)."""
         mapping = self._get(key, lambda v: isinstance(v, Mapping), "an object", {})
         out = []
         for name, dims in mapping.items():
@@ -101,6 +109,7 @@ class _Fields:
         return tuple(out)
 
     def strings(self, key: str) -> tuple[tuple[str, str], ...]:
+        """Name -> value as text (layouts; kwargs as compact JSON)."""
         mapping = self._get(key, lambda v: isinstance(v, Mapping), "an object", {})
         return tuple(
             (str(k), v if isinstance(v, str) else json.dumps(v, sort_keys=True, default=str))

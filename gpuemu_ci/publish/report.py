@@ -98,6 +98,7 @@ class FailureGroup:
 
     @property
     def worst(self) -> Failure | None:
+        """The worst recorded case (largest headroom), if any was recorded."""
         return self.failures[0] if self.failures else None
 
 
@@ -140,6 +141,8 @@ class Kernel:
 
 @dataclass(frozen=True)
 class DiffReason:
+    """One metric that moved since the baseline: old -> new and a sentence for a reviewer."""
+
     metric: str
     old: str
     new: str
@@ -192,6 +195,8 @@ class RunInfo:
 
 @dataclass(frozen=True)
 class Counts:
+    """Totals, recomputed from the ops and kernels so that no summary disagrees with the rows shown."""
+
     ops_total: int
     ops_passed: int
     ops_failed: int

@@ -41,6 +41,7 @@ def pairs(items: tuple[tuple[str, str], ...], separator: str = ": ") -> str:
 
 
 def kwargs(failure: Failure) -> str:
+    """``axis=-1, eps=1e-06``; "none" when the op takes none."""
     return pairs(failure.kwargs, "=")
 
 

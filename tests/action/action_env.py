@@ -314,7 +314,9 @@ def run_step(env: dict[str, str]) -> Step:
         timeout=STEP_TIMEOUT_S,
         check=False,
     )
-    commands = tuple(Command(*parse_command(line)) for line in done.stdout.splitlines() if _COMMAND.match(line))
+    commands = tuple(
+        Command(*parse_command(line)) for line in done.stdout.splitlines() if _COMMAND.match(line)
+    )
     return Step(
         returncode=done.returncode,
         stdout=done.stdout,

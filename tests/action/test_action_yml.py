@@ -107,14 +107,14 @@ def test_the_input_reader_sees_every_input_the_runner_passes(inputs: dict[str, d
     assert set(read_inputs(env)) == set(inputs)
 
 
-# --- docs/action.md --------------------------------------------------------------------------
+# --- README.md, section "The GitHub Action" --------------------------------------------------------------------------
 
 
 def _doc_table(heading: str) -> dict[str, list[str]]:
     """Rows of the first table under `## heading`, keyed by the backticked name in the first cell."""
     text = ACTION_DOC.read_text(encoding="utf-8")
-    match = re.search(rf"^## {re.escape(heading)}\n(.*?)(?=^## |\Z)", text, re.S | re.M)
-    assert match, f"docs/action.md has no `## {heading}` section"
+    match = re.search(rf"^### {re.escape(heading)}\n(.*?)(?=^##+ |\Z)", text, re.S | re.M)
+    assert match, f"README.md has no `### {heading}` section"
     rows: dict[str, list[str]] = {}
     for line in match.group(1).splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("|") else []

@@ -21,6 +21,7 @@ import pytest
 from gpuemu_ci.publish import keys
 from tests.action.action_env import (
     BUGGY_SCALE,
+    CORRECT_OPS,
     TINY_CONFIG,
     Step,
     many_failures_project,
@@ -32,7 +33,7 @@ from tests.action.action_env import (
     workflow_run_event,
     write_tiny_project,
 )
-from tests.github.fake_api import Failure, FakeGitHub, make_zip
+from tests.github.fake_api import Failure, FakeGitHub
 
 
 def sha(label: str) -> str:
@@ -42,26 +43,44 @@ def sha(label: str) -> str:
 
 HEAD, BASE, MERGE = sha("pr head"), sha("main at the PR's base"), sha("merge commit")
 COMMENT_LIMIT = 60_000
+# The `with:` blocks of the workflow templates (gpuemu_ci/templates/workflows) that these steps stand for.
+PR_TEMPLATE = {"mode": "gate", "config": "gpuemu.toml", "suite": "quick", "baseline": "auto"}
+BASELINE_TEMPLATE = {"mode": "baseline", "config": "gpuemu.toml", "suite": "quick"}
+NIGHTLY_TEMPLATE = {"mode": "nightly", "config": "gpuemu.toml", "suite": "thorough", "baseline": "none"}
+SIGN_TEMPLATE = {"mode": "sign", "results": "gpuemu-out/results.json"}
+FORK_COMMENT_TEMPLATE = {"mode": "comment", "results": "gpuemu-out/results.json", "job_key": "gpuemu"}
 
 
 @pytest.fixture
 def fake() -> Iterator[FakeGitHub]:
     with FakeGitHub() as server:
         yield server
-    assert server.check_responses_against_openapi() > 0
+    server.check_responses_against_openapi()
 
 
-def gate_env(fake: FakeGitHub, workspace: Path, pr: int, **kwargs: object) -> dict[str, str]:
-    """A gate step on pull request ``pr`` (same repository unless ``head_repository`` is given)."""
-    head_repository = kwargs.pop("head_repository", None)
+def gate_env(
+    fake: FakeGitHub,
+    workspace: Path,
+    pr: int,
+    *,
+    inputs: dict[str, str] | None = None,
+    head_repository: str | None = None,
+    run_id: int = 9001,
+) -> dict[str, str]:
+    """The PR template's gate step on pull request ``pr`` (from ``head_repository`` if a fork's)."""
     event = pull_request_event(fake, pr, head_sha=HEAD, base_sha=BASE, head_repository=head_repository)
-    return runner_env(fake, workspace, "pull_request", event, sha=MERGE, ref=f"refs/pull/{pr}/merge", **kwargs)
+    return runner_env(
+        fake, workspace, "pull_request", event, sha=MERGE, ref=f"refs/pull/{pr}/merge",
+        inputs={**PR_TEMPLATE, **(inputs or {})}, run_id=run_id,
+    )  # fmt: skip
 
 
-def baseline_env(fake: FakeGitHub, workspace: Path, **kwargs: object) -> dict[str, str]:
-    """A step on a push to main that produced commit BASE."""
+def baseline_env(
+    fake: FakeGitHub, workspace: Path, *, inputs: dict[str, str] | None = None, job: str = "gpuemu"
+) -> dict[str, str]:
+    """A step of a run on the push to main that made commit BASE."""
     event = push_event(fake, before=sha("main before"), after=BASE)
-    return runner_env(fake, workspace, "push", event, sha=BASE, ref="refs/heads/main", **kwargs)
+    return runner_env(fake, workspace, "push", event, sha=BASE, ref="refs/heads/main", inputs=inputs, job=job)
 
 
 def ok(step: Step, code: int = 0) -> Step:
@@ -141,11 +160,11 @@ def test_baseline_from_main_is_found_by_base_commit_and_a_regression_fails_the_g
     fake: FakeGitHub, tmp_path: Path
 ) -> None:
     main = write_tiny_project(tmp_path / "main")
-    produced = ok(run_step(baseline_env(fake, main, inputs={"mode": "baseline"})))
+    produced = ok(run_step(baseline_env(fake, main, inputs=BASELINE_TEMPLATE)))
     assert produced.outputs["verdict"] == "passed"
     files = {name: (main / "gpuemu-out" / name).read_bytes() for name in ("baseline.json", "results.json")}
     assert json.loads(files["results.json"])["git"]["commit"] == BASE
-    assert comment_writes(fake) == []
+    assert fake.requests == []  # the baseline job's token has no scopes; it needs none
 
     # The baseline workflow uploads output_dir as `gpuemu-baseline`. Newer decoys must lose: a fork's run
     # on its own `main`, and a push at another commit.
@@ -172,7 +191,9 @@ def test_baseline_from_main_is_found_by_base_commit_and_a_regression_fails_the_g
     assert regressed.results()["diff"]["baseline"]["provenance"]["match"] == "exact"
     errors = [c for c in regressed.commands if c.name == "error"]
     scale = next(c for c in errors if "scale" in c.props.get("title", ""))
-    assert scale.props["file"] == "gpuemu.toml" and int(scale.props["line"]) in op_block_lines(TINY_CONFIG, "scale")
+    assert scale.props["file"] == "gpuemu.toml" and int(scale.props["line"]) in op_block_lines(
+        TINY_CONFIG, "scale"
+    )
     assert "gpuemu-ci replay" in scale.message
     (comment,) = fake.comments(pr)
     assert "scale" in comment["body"] and "regress" in comment["body"].lower()
@@ -182,22 +203,25 @@ def test_baseline_from_main_is_found_by_base_commit_and_a_regression_fails_the_g
 # --- 3. a comment that would be too large -------------------------------------------------------------
 
 
-def test_a_huge_failing_suite_posts_a_truncated_comment_under_the_limit(fake: FakeGitHub, tmp_path: Path) -> None:
+def test_a_huge_failing_suite_posts_a_truncated_comment_under_the_limit(
+    fake: FakeGitHub, tmp_path: Path
+) -> None:
     pr = fake.add_pull(head_sha=HEAD, base_sha=BASE)
-    workspace = many_failures_project(tmp_path / "ws", ops=120)
+    workspace = many_failures_project(tmp_path / "ws", ops=80)
     step = ok(run_step(gate_env(fake, workspace, pr, inputs={"baseline": "none"})), 1)
-    assert step.outputs["ops_failed"] == "120"
+    assert step.outputs["ops_failed"] == "80"
     (comment,) = fake.comments(pr)
     assert len(comment["body"].encode("utf-8")) <= COMMENT_LIMIT
     assert step.outputs["comment_url"] == comment["html_url"]
     body = comment["body"]
-    assert "more" in body or "truncated" in body or "not shown" in body, body[-2000:]
+    assert "Shortened to fit GitHub's size limit" in body and "Left out:" in body
     assert "broken_op_000" in body  # the first failures are still there
     # Nothing is lost: results.json and the step summary have every op.
-    assert len(step.results()["ops"]) == 120
+    assert len(step.results()["ops"]) == 80
+    assert "broken_op_079" in step.summary and len(step.summary.encode()) > COMMENT_LIMIT
     # GitHub shows 10 error annotations per step; the rest are counted, not dropped silently.
     assert len(step.messages("error")) <= 10
-    assert any("not shown" in m or "more" in m for m in step.messages("notice"))
+    assert any("70 more annotation(s) not shown" in m for m in step.messages("notice"))
 
 
 # --- 4. fork pull request, then the workflow_run companion ---------------------------------------------
@@ -207,9 +231,12 @@ def test_fork_pr_writes_results_without_commenting_and_the_companion_comments(
     fake: FakeGitHub, tmp_path: Path
 ) -> None:
     pr = fake.add_pull(head_ref="feature", head_sha=HEAD, base_sha=BASE, head_repository="forker/kernels")
+    run = fake.add_run(
+        event="pull_request", head_branch="feature", head_sha=HEAD, head_repository="forker/kernels"
+    )
     fake.read_only = True  # GitHub caps a fork PR's token at read
     workspace = write_tiny_project(tmp_path / "ws", BUGGY_SCALE)
-    env = gate_env(fake, workspace, pr, head_repository="forker/kernels", inputs={"signing_key": ""})
+    env = gate_env(fake, workspace, pr, head_repository="forker/kernels", run_id=run["id"])
     step = ok(run_step(env), 1)
     assert step.outputs["verdict"] == "failed"
     assert comment_writes(fake) == [] and fake.comments(pr) == []
@@ -218,17 +245,16 @@ def test_fork_pr_writes_results_without_commenting_and_the_companion_comments(
     assert step.out("results.json").is_file()
     report = envelope(step)
     assert report["signatures"] == []
-    assert step.outputs.get("comment_url", "") == ""
+    assert step.outputs["comment_url"] == ""
 
     # The fork's run uploaded output_dir; the companion (workflow_run, write token) downloaded it.
     fake.read_only = False
-    run = fake.add_run(event="pull_request", head_branch="feature", head_sha=HEAD, head_repository="forker/kernels")
     companion = tmp_path / "companion"
     (companion / "gpuemu-out").mkdir(parents=True)
     (companion / "gpuemu-out" / "results.json").write_bytes(step.out("results.json").read_bytes())
     event = workflow_run_event(fake, run)  # pull_requests is empty for forks
     env = runner_env(fake, companion, "workflow_run", event, sha=BASE, ref="refs/heads/main", run_id=777,
-                     inputs={"mode": "comment"})  # fmt: skip
+                     job="comment", inputs=FORK_COMMENT_TEMPLATE)  # fmt: skip
     posted = ok(run_step(env))
     (comment,) = fake.comments(pr)
     assert posted.outputs["comment_url"] == comment["html_url"]
@@ -251,7 +277,7 @@ def test_a_comment_that_cannot_be_posted_is_a_warning_and_the_gate_decides(
         fake.fail("POST", r"/issues/\d+/comments$", Failure.server_error(502), times=10)
     workspace = write_tiny_project(tmp_path / "ws", BUGGY_SCALE)
     step = ok(run_step(gate_env(fake, workspace, pr, inputs={"baseline": "none"})), 1)
-    assert step.outputs["verdict"] == "failed" and step.outputs.get("comment_url", "") == ""
+    assert step.outputs["verdict"] == "failed" and step.outputs["comment_url"] == ""
     (warning,) = [m for m in step.messages("warning") if "comment" in m.lower()]
     if failure == "read_only":
         assert "pull-requests: write" in warning
@@ -259,7 +285,9 @@ def test_a_comment_that_cannot_be_posted_is_a_warning_and_the_gate_decides(
     assert step.out("results.json").is_file() and step.out("report.dsse.json").is_file()
 
 
-def test_rate_limits_and_server_errors_are_retried_and_leave_one_comment(fake: FakeGitHub, tmp_path: Path) -> None:
+def test_rate_limits_and_server_errors_are_retried_and_leave_one_comment(
+    fake: FakeGitHub, tmp_path: Path
+) -> None:
     pr = fake.add_pull(head_sha=HEAD, base_sha=BASE)
     fake.fail("GET", r"/actions/artifacts$", Failure.server_error(503))
     fake.fail("GET", r"/issues/\d+/comments$", Failure.too_many_requests(retry_after=1))
@@ -298,6 +326,21 @@ def test_an_expired_baseline_is_neutral(fake: FakeGitHub, tmp_path: Path, when: 
     assert not step.messages("error")
 
 
+def test_a_forbidden_baseline_lookup_is_a_warning_and_the_gate_still_decides(
+    fake: FakeGitHub, tmp_path: Path
+) -> None:
+    """A job without `actions: read` cannot list artifacts: say so, and gate on the run's own verdicts."""
+    fake.fail("GET", r"/actions/artifacts$", Failure.read_only())
+    pr = fake.add_pull(head_sha=HEAD, base_sha=BASE)
+    workspace = write_tiny_project(tmp_path / "ws", BUGGY_SCALE)
+    step = ok(run_step(gate_env(fake, workspace, pr)), 1)
+    (warning,) = [m for m in step.messages("warning") if m.startswith("baseline")]
+    assert "Resource not accessible by integration" in warning and "actions: read" in warning
+    assert step.results()["diff"]["status"] == "no_baseline"
+    (comment,) = fake.comments(pr)
+    assert "Resource not accessible by integration" in comment["body"]
+
+
 # --- 7. nightly issues ----------------------------------------------------------------------------------
 
 
@@ -308,7 +351,7 @@ def test_nightly_opens_one_issue_per_failing_op_updates_it_and_closes_it_when_fi
 
     def nightly(run_id: int) -> Step:
         env = runner_env(fake, workspace, "schedule", schedule_event(), sha=BASE, ref="refs/heads/main",
-                         run_id=run_id, inputs={"mode": "nightly"})  # fmt: skip
+                         run_id=run_id, inputs=NIGHTLY_TEMPLATE)  # fmt: skip
         return run_step(env)
 
     first = ok(nightly(201), 1)
@@ -340,15 +383,19 @@ def test_sign_mode_signs_what_verify_accepts_and_gate_without_a_key_is_unsigned(
     fake: FakeGitHub, tmp_path: Path
 ) -> None:
     workspace = write_tiny_project(tmp_path / "ws")
-    gate = ok(run_step(baseline_env(fake, workspace, inputs={"mode": "gate"})))
+    gate = ok(run_step(baseline_env(fake, workspace, inputs=PR_TEMPLATE)))
     public = tmp_path / "signing.pub"
     key = keys.generate()
     public.write_bytes(key.public.pem())
     unsigned = verify(gate.workspace / gate.outputs["report_path"], public, fake.repository, BASE)
     assert unsigned.returncode == 1 and "unsigned" in (unsigned.stdout + unsigned.stderr)
 
-    pem = key.private_pem().decode()
-    signed = ok(run_step(baseline_env(fake, workspace, inputs={"mode": "sign", "signing_key": pem})))
+    # The sign job checks nothing out: it downloads the results and signs them, away from the code under test.
+    signer = tmp_path / "sign-job"
+    (signer / "gpuemu-out").mkdir(parents=True)
+    (signer / "gpuemu-out" / "results.json").write_bytes(gate.out("results.json").read_bytes())
+    inputs = {**SIGN_TEMPLATE, "signing_key": key.private_pem().decode()}
+    signed = ok(run_step(baseline_env(fake, signer, inputs=inputs, job="sign")))
     assert signed.outputs["report_path"] == "gpuemu-out/report.dsse.json"
     report = signed.workspace / signed.outputs["report_path"]
     accepted = verify(report, public, fake.repository, BASE)
@@ -399,7 +446,29 @@ def test_output_dir_is_handed_to_the_workspace_owner(fake: FakeGitHub, tmp_path:
     """A Docker action runs as root; the runner's later steps run as the workspace's owner."""
     workspace = write_tiny_project(tmp_path / "ws")
     os.chown(workspace, 4321, 4321)
-    ok(run_step(baseline_env(fake, workspace, inputs={"mode": "baseline", "output_dir": "out/gpuemu"})))
+    inputs = {**BASELINE_TEMPLATE, "output_dir": "out/gpuemu"}
+    ok(run_step(baseline_env(fake, workspace, inputs=inputs)))
     made = [workspace / "out", *(workspace / "out").rglob("*")]
     assert {p.name for p in made} >= {"baseline.json", "results.json", "report.dsse.json"}
     assert {(p.stat().st_uid, p.stat().st_gid) for p in made} == {(4321, 4321)}
+
+
+# --- secrets and code under test ---------------------------------------------------------------------------
+
+SNOOPING_OPS = CORRECT_OPS.replace(
+    "def scale(x):",
+    """def scale(x):
+    import os, pathlib
+    seen = sorted(k for k, v in os.environ.items() if "TOKEN" in k or "SIGNING" in k or "PRIVATE KEY" in v)
+    pathlib.Path(__file__).with_name("seen_env.txt").write_text(" ".join(seen) + "\\n")
+""",
+)
+
+
+def test_code_under_test_never_sees_the_token_or_the_signing_key(fake: FakeGitHub, tmp_path: Path) -> None:
+    workspace = write_tiny_project(tmp_path / "ws", SNOOPING_OPS)
+    key = keys.generate()
+    inputs = {**BASELINE_TEMPLATE, "signing_key": key.private_pem().decode()}
+    step = ok(run_step(baseline_env(fake, workspace, inputs=inputs)))
+    assert (workspace / "seen_env.txt").read_text() == "\n"  # the op ran, and saw neither secret
+    assert [s["keyid"] for s in envelope(step)["signatures"]] == [key.keyid]  # yet the report is signed

@@ -96,7 +96,7 @@ def test_actionlint_catches_a_wrong_input_of_the_local_action(tmp_path: Path) ->
 def test_actionlint_passes_on_the_workflows_in_the_docs(tmp_path: Path) -> None:
     blocks = re.findall(r"```yaml\n(.*?)```", ACTION_DOC.read_text(encoding="utf-8"), re.S)
     workflows = [b for b in blocks if re.search(r"^jobs:", b, re.M)]
-    assert workflows, "docs/action.md has no complete workflow example"
+    assert workflows, "README.md has no complete workflow example"
     files = []
     for index, text in enumerate(workflows):
         path = tmp_path / f"doc-{index}.yml"
@@ -133,7 +133,7 @@ def test_project_ci_runs_the_promised_checks() -> None:
     for command in ('pip install -e ".[test]"', "pytest", "ruff check", "ruff format --check", "actionlint",
                     "hadolint Dockerfile"):  # fmt: skip
         assert command in text, command
-    assert "gpuemu_ci/templates/workflows/*.yml" in text, "actionlint must cover the templates"
+    assert "templates/workflows/*.yml" in text, "actionlint must cover the templates"
 
 
 # --- security rules --------------------------------------------------------------------------

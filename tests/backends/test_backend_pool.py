@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 from pathlib import Path
 
@@ -259,7 +260,7 @@ threading.Thread(target=pool.run, args=(job,), daemon=True).start()
 worker = pool._workers[0]
 while "going to sleep" not in worker.log_path.read_text():  # the worker is inside the hanging op
     time.sleep(0.05)
-print(worker.proc.pid, flush=True)
+print(worker.proc.pid, pool._dir, flush=True)
 time.sleep(600)
 """
 
@@ -287,7 +288,8 @@ def test_worker_does_not_outlive_a_killed_parent(user_root: Path, tmp_path: Path
         env={**os.environ, "PYTHONPATH": str(repo)},
     )  # fmt: skip
     assert parent.stdout is not None
-    worker_pid = int(parent.stdout.readline())
+    pid_text, pool_dir = parent.stdout.readline().split()
+    worker_pid = int(pid_text)
     assert _alive(worker_pid)
     parent.send_signal(signal.SIGKILL)
     parent.wait()
@@ -295,4 +297,5 @@ def test_worker_does_not_outlive_a_killed_parent(user_root: Path, tmp_path: Path
         if not _alive(worker_pid):
             break
         time.sleep(0.1)
+    shutil.rmtree(pool_dir, ignore_errors=True)  # a SIGKILLed pool cannot remove its own log directory
     assert not _alive(worker_pid)

@@ -51,7 +51,10 @@ def test_markdown_text_breaks_mentions_and_issue_references() -> None:
     assert "@octocat" not in text and "#12" not in text and "a@b" not in text
     rendered = gfm(text)
     assert tags(rendered) == {"p"}  # no mention link, no issue link, no mailto
-    assert html.unescape(rendered).replace("\u200d", "").strip() == "<p>ping @octocat about #12, mail a@b.example</p>"
+    assert (
+        html.unescape(rendered).replace("\u200d", "").strip()
+        == "<p>ping @octocat about #12, mail a@b.example</p>"
+    )
 
 
 def test_markdown_text_cannot_forge_the_comment_marker() -> None:
@@ -116,7 +119,7 @@ def test_workflow_command_escaping_matches_the_runner() -> None:
     ("url", "expected"),
     [
         ("https://github.com/o/r/actions/runs/1", "https://github.com/o/r/actions/runs/1"),
-        ("https://x.test/a b)(<>\"", "https://x.test/a%20b%29%28%3C%3E%22"),
+        ('https://x.test/a b)(<>"', "https://x.test/a%20b%29%28%3C%3E%22"),
         ("javascript:alert(1)", None),
         ("//evil.test/x", None),
         ("/relative", None),

@@ -18,10 +18,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import markupsafe
 import pytest
 
 from gpuemu_ci.publish.html import render_html
-from gpuemu_ci.publish.markdown import COMMENT_LIMIT, SUMMARY_LIMIT, comment_marker, render_comment, render_summary
+from gpuemu_ci.publish.markdown import (
+    COMMENT_LIMIT,
+    SUMMARY_LIMIT,
+    comment_marker,
+    render_comment,
+    render_summary,
+)
 from gpuemu_ci.publish.parse import parse_report
 from gpuemu_ci.publish.report import Headline, Links
 
@@ -30,8 +37,29 @@ HOSTILE = "<img src=x onerror=alert(1)>|**bold**"
 RUN_URL = "https://github.com/octo/kernels/actions/runs/77"
 ARTIFACT_URL = "https://github.com/octo/kernels/actions/runs/77/artifacts/9"
 # Tags a comment may contain: what the templates write. Anything else came from user text.
-TEMPLATE_TAGS = {"a", "code", "details", "h2", "h3", "h4", "li", "p", "pre", "strong", "sub", "summary", "table",
-                 "tbody", "td", "th", "thead", "tr", "ul", "blockquote", "br"}
+TEMPLATE_TAGS = {
+    "a",
+    "code",
+    "details",
+    "h2",
+    "h3",
+    "h4",
+    "li",
+    "p",
+    "pre",
+    "strong",
+    "sub",
+    "summary",
+    "table",
+    "tbody",
+    "td",
+    "th",
+    "thead",
+    "tr",
+    "ul",
+    "blockquote",
+    "br",
+}
 
 
 def real_run(base: Path, name: str) -> dict[str, Any]:
@@ -47,9 +75,21 @@ def real_run(base: Path, name: str) -> dict[str, Any]:
             cwd = out / "project"
             shutil.copytree(ROOT / "tests" / "fixtures" / "render-project", cwd, dirs_exist_ok=True)
             for source in ("gelu.cu", "spill.cu"):
-                shutil.copy(ROOT / "tests" / "fixtures" / "ptx-lint" / "src" / source, cwd / "kernels" / source)
+                shutil.copy(
+                    ROOT / "tests" / "fixtures" / "ptx-lint" / "src" / source, cwd / "kernels" / source
+                )
             config, extra = ("gpuemu-kernels.toml" if name == "kernels" else "gpuemu.toml"), []
-        command = [sys.executable, "-m", "gpuemu_ci", "run", "--config", config, "--out", str(out / "out"), *extra]
+        command = [
+            sys.executable,
+            "-m",
+            "gpuemu_ci",
+            "run",
+            "--config",
+            config,
+            "--out",
+            str(out / "out"),
+            *extra,
+        ]
         env = {**__import__("os").environ, "GPUEMU_USER_CONFIG": "none"}
         done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
         assert results.exists(), done.stderr
@@ -103,13 +143,15 @@ def test_failing_run_puts_failures_first_with_replay_commands(runs: dict[str, di
     assert comment.splitlines()[1].startswith("## ❌ gpuemu-ci FAILED: 1 of 2 ops failed")
     assert comment.index("### Failures") < comment.index("passing op × dtype")
     softmax = next(op for op in document["ops"] if op["name"] == "softmax")
-    worst = max((f for f in softmax["failures"] if f["dtype"] == softmax["failures"][0]["dtype"]),
-                key=lambda f: f["headroom"] or 0)
+    worst = max(
+        (f for f in softmax["failures"] if f["dtype"] == softmax["failures"][0]["dtype"]),
+        key=lambda f: f["headroom"] or 0,
+    )
     block = f"```sh\n{worst['replay']}\n```"
     assert block in comment  # copy-paste replay of the worst case
     rendered = gfm(comment)
     assert f"<code>{worst['case_seed']}</code>" in rendered
-    assert f"<code>{worst['snapshot']}</code> in the <a href=\"{ARTIFACT_URL}\">report artifact</a>" in rendered
+    assert f'<code>{worst["snapshot"]}</code> in the <a href="{ARTIFACT_URL}">report artifact</a>' in rendered
     for failure in softmax["failures"]:  # every recorded failure is replayable from the comment
         assert failure["replay"] in comment
     assert_renders_inert(comment)
@@ -191,7 +233,10 @@ def test_a_tiny_budget_keeps_only_the_verdict(runs: dict[str, dict[str, Any]]) -
     report = parse_report(big_failing_document(runs["failing"], 20))
     comment = render_comment(report, Links(RUN_URL, ARTIFACT_URL), limit=900)
     assert len(comment.encode("utf-8")) <= 900
-    assert "## ❌ gpuemu-ci FAILED" in comment and "too large for this space" in comment
+    assert "## ❌ gpuemu-ci FAILED" in comment
+    assert "Left out:" in comment or "too large for this space" in comment
+    minimal = render_comment(report, Links(RUN_URL, ARTIFACT_URL), limit=750)
+    assert len(minimal.encode("utf-8")) <= 750 and "too large for this space" in minimal
 
 
 def test_one_huge_value_cannot_blow_the_budget(runs: dict[str, dict[str, Any]]) -> None:
@@ -241,14 +286,42 @@ DIFF = {
     "summary_line": "1 regression, 1 improvement, 2 unchanged against main@000000",
     "regressions": 1,
     "entries": [
-        {"kind": "op", "name": "softmax", "dtype": "float32", "classification": "regressed", "severity": "failure",
-         "reasons": [{"metric": "status", "old": "passed", "new": "failed", "message": "passed -> failed"}]},
-        {"kind": "op", "name": HOSTILE, "dtype": "float32", "classification": "improved", "severity": "info",
-         "reasons": [{"metric": "worst_headroom", "old": 0.5, "new": 0.1, "message": "headroom 0.5 -> 0.1 |x|"}]},
-        {"kind": "op", "name": "gelu", "dtype": "float32", "classification": "unchanged", "severity": "info",
-         "reasons": []},
-        {"kind": "kernel", "name": "gelu", "arch": "sm_80", "classification": "unchanged", "severity": "info",
-         "reasons": []},
+        {
+            "kind": "op",
+            "name": "softmax",
+            "dtype": "float32",
+            "classification": "regressed",
+            "severity": "failure",
+            "reasons": [
+                {"metric": "status", "old": "passed", "new": "failed", "message": "passed -> failed"}
+            ],
+        },
+        {
+            "kind": "op",
+            "name": HOSTILE,
+            "dtype": "float32",
+            "classification": "improved",
+            "severity": "info",
+            "reasons": [
+                {"metric": "worst_headroom", "old": 0.5, "new": 0.1, "message": "headroom 0.5 -> 0.1 |x|"}
+            ],
+        },
+        {
+            "kind": "op",
+            "name": "gelu",
+            "dtype": "float32",
+            "classification": "unchanged",
+            "severity": "info",
+            "reasons": [],
+        },
+        {
+            "kind": "kernel",
+            "name": "gelu",
+            "arch": "sm_80",
+            "classification": "unchanged",
+            "severity": "info",
+            "reasons": [],
+        },
     ],
 }
 
@@ -268,8 +341,34 @@ def test_baseline_diff_table(runs: dict[str, dict[str, Any]]) -> None:
     assert "1 regression(s) against the baseline" in comment.splitlines()[1]
 
 
+def test_a_real_baseline_diff(runs: dict[str, dict[str, Any]], tmp_path: Path) -> None:
+    from gpuemu_ci.config.model import Policies
+    from gpuemu_ci.diff.apply import apply_baseline
+
+    baseline = tmp_path / "baseline-results.json"
+    baseline.write_text(json.dumps(runs["passing"]))
+    document = apply_baseline(copy.deepcopy(runs["failing"]), baseline, Policies())
+    report = parse_report(document)
+    assert report.diff is not None and report.diff.status == "compared" and report.diff.regressions >= 1
+    comment = render_comment(report)
+    assert_renders_inert(comment)
+    section = html.unescape(gfm(comment)).replace("\u200d", "").split("<h3>Baseline comparison</h3>", 1)[1]
+    assert document["diff"]["summary_line"] in section
+    regressed = [e for e in document["diff"]["entries"] if e["classification"] == "regressed"]
+    rows = re.findall(r"<tr>(.*?)</tr>", section.split("</table>", 1)[0], re.S)[1:]
+    assert len(rows) == len([e for e in document["diff"]["entries"] if e["classification"] != "unchanged"])
+    for entry in regressed:
+        row = next(
+            r for r in rows if f"<code>{entry['name']}</code>" in r and f"<td>{entry['dtype']}</td>" in r
+        )
+        assert "❌" in row and entry["reasons"][0]["message"] in row
+
+
 def test_no_baseline_is_said_plainly(runs: dict[str, dict[str, Any]]) -> None:
-    diff = {"status": "no_baseline", "message": "no gpuemu-baseline artifact for main yet: run the baseline workflow"}
+    diff = {
+        "status": "no_baseline",
+        "message": "no gpuemu-baseline artifact for main yet: run the baseline workflow",
+    }
     comment = render_comment(parse_report({**runs["passing"], "diff": diff}))
     assert "No baseline comparison (no baseline): no gpuemu\\-baseline artifact" not in comment
     assert "No baseline comparison (no baseline): no gpuemu-baseline artifact for main yet" in comment
@@ -282,7 +381,46 @@ def test_html_report_is_escaped_and_links_only_http(runs: dict[str, dict[str, An
     assert "<img" not in page and "<script" not in page and "javascript:" not in page
     assert "&lt;img src=x onerror=alert(1)&gt;|**bold**" in page
     assert f'<a href="{RUN_URL}">workflow run</a>' in page
-    for section in ("Failures", "Errored: not judged", "Baseline comparison", "Skipped: not tested", "Passed"):
+    for section in (
+        "Failures",
+        "Errored: not judged",
+        "Baseline comparison",
+        "Skipped: not tested",
+        "Passed",
+    ):
         assert f">{section}</h2>" in page
     for failure in (f for op in runs["mixed"]["ops"] for f in op["failures"]):
-        assert html.escape(failure["replay"], quote=False) in page
+        assert str(markupsafe.escape(failure["replay"])) in page
+
+
+@pytest.mark.parametrize(
+    ("run", "expected"),
+    [
+        (
+            {
+                "repo": "octo/kernels",
+                "run_id": 77,
+                "run_attempt": 2,
+                "server_url": "https://github.com",
+                "job": "gate",
+            },
+            "https://github.com/octo/kernels/actions/runs/77/attempts/2",
+        ),
+        (
+            {"repo": "octo/kernels", "run_id": "77", "server_url": "https://ghe.example/"},
+            "https://ghe.example/octo/kernels/actions/runs/77",
+        ),
+        ({"repo": "octo/k](javascript:alert(1))", "run_id": 77, "server_url": "https://github.com"}, None),
+        ({"repo": "octo/kernels", "run_id": 77, "server_url": "javascript:alert(1)//"}, None),
+    ],
+)
+def test_the_run_link_comes_from_the_document_when_not_given(
+    runs: dict[str, dict[str, Any]], run: dict[str, Any], expected: str | None
+) -> None:
+    report = parse_report({**runs["passing"], "run": run})
+    links = Links.for_report(report)
+    assert links.run_url == expected
+    comment = render_comment(report, links)
+    assert ("[workflow run](" + expected + ")" in comment) if expected else "workflow run" not in comment
+    if run.get("job"):
+        assert comment.startswith(f"<!-- gpuemu-ci:v1 key={run['job']} -->")

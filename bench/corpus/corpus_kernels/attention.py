@@ -2,7 +2,8 @@
 cast to the input dtype before P @ V (as FA kernels do), the output rounded once.
 
 Bugs: scores not scaled by 1/sqrt(d) (invisible at d = 1 or with small q, k), and an accumulator not
-rescaled when the running max grows (invisible when all keys fit one tile, or when the first tile holds the max).
+rescaled when the running max grows (invisible when all keys fit one tile, or when the first tile holds the
+max).
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from corpus_kernels.tiles import F32, store
 BLOCK_N = 64
 
 
-def _flash(q: np.ndarray, k: np.ndarray, v: np.ndarray, block_n: int, scaled: bool, rescale_acc: bool) -> np.ndarray:
+def _flash(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, block_n: int, scaled: bool, rescale_acc: bool
+) -> np.ndarray:
     *batch, s_q, d = q.shape
     s_k = k.shape[-2]
     scale = F32(1.0 / np.sqrt(d)) if scaled else F32(1.0)

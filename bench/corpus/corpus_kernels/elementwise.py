@@ -1,7 +1,8 @@
 """Elementwise kernels over BLOCK-sized chunks of the flattened output, computed in fp32, rounded once.
 
-Bugs: the tanh approximation where the spec is erf-GELU, a truncating fp32 -> bf16 store, a bias indexed with
-the wrong axis' extent (invisible on square shapes), and an in-place rotary embedding that overwrites its input.
+Bugs: the tanh approximation where the spec is erf-GELU, a truncating fp32 -> bf16 store, a bias indexed
+with the wrong axis' extent (invisible on square shapes), and an in-place rotary embedding that overwrites its
+input.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ def gelu(x: np.ndarray) -> np.ndarray:
 
 def gelu_erfc(x: np.ndarray) -> np.ndarray:
     """Hard negative: 0.5 x erfc(-x / sqrt 2), BLOCK = 256."""
+
     def fn(v: np.ndarray) -> np.ndarray:
         return F32(0.5) * v * _erfc((-v * SQRT1_2).astype(np.float64)).astype(np.float64).astype(F32)
 
@@ -58,13 +60,14 @@ def gelu_erfc(x: np.ndarray) -> np.ndarray:
 def gelu_tanh(x: np.ndarray) -> np.ndarray:
     """Bug (spec mismatch): the tanh approximation of GELU where the op promises erf-GELU (max difference
     4.7e-4 near x = 2.7, under a 1e-2 tolerance)."""
+
     def fn(v: np.ndarray) -> np.ndarray:
         return F32(0.5) * v * (F32(1) + np.tanh(SQRT_2_OVER_PI * (v + F32(0.044715) * v * v * v)))
 
     return store(_map(x, fn), x.dtype)
 
 
-# --- SwiGLU ------------------------------------------------------------------------------------------------
+# --- SwiGLU -------------------------------------------------------------------------------------------------
 
 
 def _silu_mul(gate: np.ndarray, up: np.ndarray, block: int, sigmoid_tanh: bool) -> np.ndarray:
@@ -98,7 +101,7 @@ def silu_mul_truncating_store(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
     return store_truncating(_silu_mul(gate, up, BLOCK, False), gate.dtype)
 
 
-# --- bias + ReLU ---------------------------------------------------------------------------------------------
+# --- bias + ReLU --------------------------------------------------------------------------------------------
 
 
 def _bias_relu(x: np.ndarray, b: np.ndarray, bias_extent: int) -> np.ndarray:
@@ -164,4 +167,3 @@ def rope_in_place(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray
     the op's contract is out-of-place."""
     x[...] = _rope(x, cos, sin, 16)
     return x
-

@@ -15,7 +15,9 @@ from corpus_kernels.tiles import F32, cdiv, read_as_contiguous, store
 BLOCK_K = 32
 
 
-def _k_tile(a: np.ndarray, b: np.ndarray, k0: int, block_k: int, wrap: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def _k_tile(
+    a: np.ndarray, b: np.ndarray, k0: int, block_k: int, wrap: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """fp32 tiles a[..., k0:k0+block_k] and b[..., k0:k0+block_k, :], masked (or wrapped with % K)."""
     k = a.shape[-1]
     cols = k0 + np.arange(block_k)
@@ -28,8 +30,14 @@ def _k_tile(a: np.ndarray, b: np.ndarray, k0: int, block_k: int, wrap: bool = Fa
     return a_tile, b_tile
 
 
-def _gemm(a: np.ndarray, b: np.ndarray, block_k: int = BLOCK_K, k_range: range | None = None,
-          wrap: bool = False, assign: bool = False) -> np.ndarray:
+def _gemm(
+    a: np.ndarray,
+    b: np.ndarray,
+    block_k: int = BLOCK_K,
+    k_range: range | None = None,
+    wrap: bool = False,
+    assign: bool = False,
+) -> np.ndarray:
     k = a.shape[-1]
     acc = np.zeros((*a.shape[:-1], b.shape[-1]), dtype=F32)
     for k0 in k_range if k_range is not None else range(0, k, block_k):
@@ -67,7 +75,7 @@ def matmul_drop_k_tail(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return store(_gemm(a, b, k_range=range(0, k - k % BLOCK_K, BLOCK_K)), a.dtype)
 
 
-# --- split-K -----------------------------------------------------------------------------------------------
+# --- split-K ------------------------------------------------------------------------------------------------
 
 
 def _split_k(a: np.ndarray, b: np.ndarray, splits: int, rng: np.random.Generator | None) -> np.ndarray:
@@ -75,7 +83,9 @@ def _split_k(a: np.ndarray, b: np.ndarray, splits: int, rng: np.random.Generator
     a random arrival order when `rng` is given (atomicAdd into the output)."""
     k = a.shape[-1]
     chunk = cdiv(cdiv(k, splits), BLOCK_K) * BLOCK_K
-    partials = [_gemm(a, b, k_range=range(s * chunk, min((s + 1) * chunk, k), BLOCK_K)) for s in range(splits)]
+    partials = [
+        _gemm(a, b, k_range=range(s * chunk, min((s + 1) * chunk, k), BLOCK_K)) for s in range(splits)
+    ]
     order = rng.permutation(splits) if rng is not None else range(splits)
     out = np.zeros((*a.shape[:-1], b.shape[-1]), dtype=F32)
     for s in order:
@@ -99,7 +109,7 @@ def splitk_gemm_atomic(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return store(_split_k(a, b, 4, np.random.default_rng()), a.dtype)
 
 
-# --- batched -----------------------------------------------------------------------------------------------
+# --- batched ------------------------------------------------------------------------------------------------
 
 
 def bmm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -119,7 +129,7 @@ def bmm_k_wrap(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return store(_gemm(a, b, wrap=True), a.dtype)
 
 
-# --- GEMV ----------------------------------------------------------------------------------------------------
+# --- GEMV ---------------------------------------------------------------------------------------------------
 
 
 def gemv(a: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -153,12 +163,15 @@ def gemv_lowp_acc(a: np.ndarray, x: np.ndarray) -> np.ndarray:
     return _gemv_sequential(a, x, a.dtype)
 
 
-# --- linear ------------------------------------------------------------------------------------------------
+# --- linear -------------------------------------------------------------------------------------------------
 
 
 def _linear(x: np.ndarray, w: np.ndarray, b: np.ndarray, block_k: int, bias_first: bool) -> np.ndarray:
-    acc = np.broadcast_to(b.astype(F32), (x.shape[0], w.shape[0])).copy() if bias_first else \
-        np.zeros((x.shape[0], w.shape[0]), dtype=F32)
+    acc = (
+        np.broadcast_to(b.astype(F32), (x.shape[0], w.shape[0])).copy()
+        if bias_first
+        else np.zeros((x.shape[0], w.shape[0]), dtype=F32)
+    )
     acc += _gemm(x, np.swapaxes(w, 0, 1), block_k)
     if not bias_first:
         acc += b.astype(F32)[None, :]

@@ -14,7 +14,9 @@ BLOCK = 128
 DEFAULT_EPS = 1e-5
 
 
-def _row_sum(rows: np.ndarray, block: int, shift: np.ndarray | None = None, square: bool = False) -> np.ndarray:
+def _row_sum(
+    rows: np.ndarray, block: int, shift: np.ndarray | None = None, square: bool = False
+) -> np.ndarray:
     acc = np.zeros((rows.shape[0], block), dtype=F32)
     for start in range(0, rows.shape[1], block):
         tile, mask = load_cols(rows, start, block, 0.0)
@@ -24,8 +26,15 @@ def _row_sum(rows: np.ndarray, block: int, shift: np.ndarray | None = None, squa
     return acc.sum(axis=1, dtype=F32)
 
 
-def _layernorm_out(x: np.ndarray, rows: np.ndarray, mean: np.ndarray, var: np.ndarray, weight: np.ndarray,
-                   bias: np.ndarray, eps: float) -> np.ndarray:
+def _layernorm_out(
+    x: np.ndarray,
+    rows: np.ndarray,
+    mean: np.ndarray,
+    var: np.ndarray,
+    weight: np.ndarray,
+    bias: np.ndarray,
+    eps: float,
+) -> np.ndarray:
     rstd = F32(1.0) / np.sqrt(var + F32(eps))
     out = (rows.astype(F32) - mean[:, None]) * rstd[:, None] * weight.astype(F32) + bias.astype(F32)
     return store(out, x.dtype).reshape(x.shape)
@@ -40,8 +49,10 @@ def layernorm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float = 
     return _layernorm_out(x, rows, mean, var, weight, bias, eps)
 
 
-def layernorm_welford(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float = DEFAULT_EPS) -> np.ndarray:
-    """Hard negative: one pass with per-tile (count, mean, M2) merged by Chan's parallel update, BLOCK = 256."""
+def layernorm_welford(
+    x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float = DEFAULT_EPS
+) -> np.ndarray:
+    """Hard negative: one pass; per-tile (count, mean, M2) merged by Chan's parallel update; BLOCK = 256."""
     rows = as_rows(x)
     block = 256
     count = np.zeros(rows.shape[0], dtype=F32)
@@ -60,7 +71,9 @@ def layernorm_welford(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: 
     return _layernorm_out(x, rows, mean, m2 / np.maximum(count, F32(1)), weight, bias, eps)
 
 
-def layernorm_one_pass(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float = DEFAULT_EPS) -> np.ndarray:
+def layernorm_one_pass(
+    x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float = DEFAULT_EPS
+) -> np.ndarray:
     """Bug (one-pass variance): var = E[x^2] - E[x]^2 from a single pass of sums."""
     rows = as_rows(x)
     n = F32(max(rows.shape[1], 1))
@@ -69,7 +82,9 @@ def layernorm_one_pass(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps:
     return _layernorm_out(x, rows, mean, var, weight, bias, eps)
 
 
-def layernorm_by_block(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float = DEFAULT_EPS) -> np.ndarray:
+def layernorm_by_block(
+    x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float = DEFAULT_EPS
+) -> np.ndarray:
     """Bug (divides by the block size): one block per row, BLOCK = next_pow2(D), and both the mean and the
     variance are divided by BLOCK instead of D."""
     rows = as_rows(x)
@@ -81,7 +96,7 @@ def layernorm_by_block(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps:
     return _layernorm_out(x, rows, mean, var, weight, bias, eps)
 
 
-# --- RMSNorm -------------------------------------------------------------------------------------------------
+# --- RMSNorm ------------------------------------------------------------------------------------------------
 
 
 def _rmsnorm(x: np.ndarray, weight: np.ndarray, eps: float, block: int) -> np.ndarray:

@@ -8,8 +8,12 @@ from collections.abc import Mapping
 import numpy as np
 
 
-def log_softmax_scale(inputs: Mapping[str, np.ndarray], reference: np.ndarray, dims: Mapping[str, int],
-                      kwargs: Mapping[str, object]) -> tuple[np.ndarray, int]:
+def log_softmax_scale(
+    inputs: Mapping[str, np.ndarray],
+    reference: np.ndarray,
+    dims: Mapping[str, int],
+    kwargs: Mapping[str, object],
+) -> tuple[np.ndarray, int]:
     """y = (x - m) - log(sum exp(x - m)): the subtraction errs by u |x - m|, the sum by sqrt(n) u relative
     (1 in absolute terms after the log), and the log itself by u |log sum|."""
     x = np.asarray(next(iter(inputs.values())), dtype=np.float64)

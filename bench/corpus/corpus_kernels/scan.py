@@ -39,10 +39,14 @@ def cumsum_two_level(x: np.ndarray) -> np.ndarray:
     block = 128
     local = _block_scan(rows, block, False)
     blocks = cdiv(rows.shape[1], block)
-    totals = np.stack([local[:, min((b + 1) * block, rows.shape[1]) - 1] for b in range(blocks)], axis=1) \
-        if blocks else np.zeros((rows.shape[0], 0), F32)
-    offsets = np.concatenate([np.zeros((rows.shape[0], 1), F32), np.cumsum(totals, axis=1, dtype=F32)[:, :-1]],
-                             axis=1)
+    totals = (
+        np.stack([local[:, min((b + 1) * block, rows.shape[1]) - 1] for b in range(blocks)], axis=1)
+        if blocks
+        else np.zeros((rows.shape[0], 0), F32)
+    )
+    offsets = np.concatenate(
+        [np.zeros((rows.shape[0], 1), F32), np.cumsum(totals, axis=1, dtype=F32)[:, :-1]], axis=1
+    )
     out = local + np.repeat(offsets, block, axis=1)[:, : rows.shape[1]]
     return store(out, x.dtype).reshape(x.shape)
 

@@ -1,8 +1,8 @@
 """Row softmax and log-softmax kernels: one program per block of rows, BLOCK-wide column tiles, fp32 math.
 
 Controls: an online (single-pass max + rescaled sum) kernel; hard negative: a two-pass kernel with another
-BLOCK. Bugs: a tail mask that loads 0 instead of -inf, and an online sum that is not rescaled when the running
-max grows (both invisible on power-of-two rows that fit one block, or on rows whose max is in the first block).
+BLOCK. Bugs: a tail mask that loads 0 instead of -inf, and an online sum that is not rescaled when the
+running max grows (invisible on power-of-two rows, or on rows whose max is in the first block).
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def softmax_no_rescale(x: np.ndarray) -> np.ndarray:
     return _normalise(x, rows, row_max, row_sum)
 
 
-# --- log-softmax ---------------------------------------------------------------------------------------------
+# --- log-softmax --------------------------------------------------------------------------------------------
 
 
 def _log_softmax(x: np.ndarray, row_max: np.ndarray, row_sum: np.ndarray) -> np.ndarray:

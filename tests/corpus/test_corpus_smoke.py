@@ -1,0 +1,115 @@
+"""Keeps the bug corpus (bench/corpus/) honest in CI: it covers what it claims, a few correct kernels pass the
+quick suite, a few buggy ones are caught for the reason the corpus names, and the one-shape baseline misses
+what only fuzzed shapes and values reveal. The full 5-seed score is `python bench/corpus_score.py`."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from gpuemu_ci.config.load import load_config
+
+REPO = Path(__file__).resolve().parents[2]
+CORPUS = REPO / "bench" / "corpus" / "gpuemu.toml"
+
+CONTROLS = (
+    "softmax.control",
+    "softmax.hn.two_pass",
+    "matmul.hn.split_k",
+    "attention.hn.two_pass",
+    "transpose.control",
+)
+# Each bug with the failure kind that must catch it.
+BUGS = {
+    "softmax.bug.tail_mask_leak": "mismatch",
+    "matmul.bug.acc_assign": "mismatch",
+    "argmax.bug.max_init_zero": "mismatch",
+    "silu_mul.bug.truncating_bf16_store": "bias",
+    "cumsum.bug.writes_into_input": "inputs_modified",
+    "splitk_gemm.bug.nondeterministic": "nondeterministic",
+    "transpose.bug.unwritten_out_buffer": "mismatch",
+}
+
+
+def _load_module(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while the class body runs
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def scorer() -> ModuleType:
+    return _load_module(REPO / "bench" / "corpus_score.py", "corpus_score_under_test")
+
+
+def test_corpus_covers_every_bug_class_with_controls(scorer: ModuleType) -> None:
+    entries = scorer.parse_entries(load_config(CORPUS))
+    assert scorer.check_corpus(entries) == []
+    ops = {e.op for e in entries}
+    assert len(ops) >= 20
+    for op in ops:
+        roles = [e.role for e in entries if e.op == op]
+        assert roles.count("control") == 1, op
+        assert "bug" in roles, op
+    assert sum(e.role == "hn" for e in entries) >= len(ops)  # hard negatives: other orders, splits, blocks
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [("softmax.bug.not_a_class", "unknown bug class"), ("softmax.fixed", "expected <op>.control")],
+)
+def test_entry_names_outside_the_convention_are_rejected(scorer: ModuleType, name: str, message: str) -> None:
+    config = load_config(CORPUS)
+    renamed = replace(config, ops=(replace(config.ops[0], name=name),))
+    with pytest.raises(ValueError, match=message):
+        scorer.parse_entries(renamed)
+
+
+def test_quick_suite_passes_controls_and_catches_bugs(tmp_path: Path) -> None:
+    selected = [*CONTROLS, *BUGS]
+    command = [
+        sys.executable,
+        "-m",
+        "gpuemu_ci",
+        "run",
+        "--config",
+        str(CORPUS),
+        "--seed",
+        "1",
+        "--out",
+        str(tmp_path),
+        *[arg for name in selected for arg in ("--op", name)],
+    ]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=False, timeout=300)
+    assert done.returncode == 1, done.stderr[-2000:]  # the gate fails: bugs were found
+    ops = {op["name"]: op for op in json.loads((tmp_path / "results.json").read_text())["ops"]}
+    for name in CONTROLS:
+        assert ops[name]["status"] == "passed", (name, ops[name]["failures"][:1])
+        assert ops[name]["cases_total"] == 32  # 16 coverage slots x the two quick dtypes
+    for name, kind in BUGS.items():
+        assert ops[name]["status"] == "failed", name
+        assert kind in {f["kind"] for f in ops[name]["failures"]}, (name, ops[name]["failures"][:1])
+
+
+def test_one_shape_baseline_misses_shape_triggered_bugs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(CORPUS.parent))
+    baseline = _load_module(CORPUS.parent / "oneshape_baseline.py", "oneshape_baseline_under_test")
+    config = load_config(CORPUS)
+    dtypes = ("float32",)
+    assert not baseline.judge_entry(config.op("softmax.control"), dtypes, 1).caught
+    # The benchmark shape (a power of two) never has a partial tile, and random normal rows are never all
+    # negative: the tail-mask leak and the zero-initialised max pass every trial.
+    assert not baseline.judge_entry(config.op("softmax.bug.tail_mask_leak"), dtypes, 1).caught
+    assert not baseline.judge_entry(config.op("argmax.bug.max_init_zero"), dtypes, 1).caught
+    # K = 512 > BLOCK_K: `acc =` is visible even at the benchmark shape.
+    assert baseline.judge_entry(config.op("matmul.bug.acc_assign"), dtypes, 1).caught

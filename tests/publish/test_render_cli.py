@@ -1,0 +1,127 @@
+"""`gpuemu-ci render FORMAT RESULTS`: every format from a real run, to stdout or a file; bad input
+exits 2 with one clear line, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuemu_ci.cli.main import main
+from gpuemu_ci.cli.render import RENDERERS, Format
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """results.json of tests/fixtures/render-project (shared with the other render tests)."""
+    out = tmp_path_factory.getbasetemp() / "gpuemu-real-runs" / "mixed"
+    path = out / "out" / "results.json"
+    if not path.exists():
+        shutil.copytree(ROOT / "tests" / "fixtures" / "render-project", out / "project", dirs_exist_ok=True)
+        for source in ("gelu.cu", "spill.cu"):
+            shutil.copy(
+                ROOT / "tests" / "fixtures" / "ptx-lint" / "src" / source, out / "project" / "kernels"
+            )
+        done = subprocess.run(
+            [sys.executable, "-m", "gpuemu_ci", "run", "--config", "gpuemu.toml", "--out", str(out / "out")],
+            cwd=out / "project",
+            env={**os.environ, "GPUEMU_USER_CONFIG": "none"},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert path.exists(), done.stderr
+    return path
+
+
+def test_every_format_has_a_renderer() -> None:
+    assert set(RENDERERS) == set(Format)
+
+
+@pytest.mark.parametrize("kind", [f.value for f in Format])
+def test_render_to_a_file(
+    results: Path, tmp_path: Path, kind: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    output = tmp_path / "nested" / f"report.{kind}"
+    code = main(
+        [
+            "render",
+            kind,
+            str(results),
+            "-o",
+            str(output),
+            "--job",
+            "gate",
+            "--run-url",
+            "https://github.com/o/r/actions/runs/1",
+        ]
+    )
+    assert code == 0
+    data = output.read_bytes()
+    assert data and f"wrote the {kind} ({len(data):,} bytes) to {output}" in capsys.readouterr().err
+    text = data.decode("utf-8")
+    first = {
+        "comment": "<!-- gpuemu-ci:v1 key=gate -->",
+        "summary": "## ❌ gpuemu-ci FAILED",
+        "sarif": "{",
+        "junit": "<?xml version='1.0' encoding='utf-8'?>",
+        "html": "<!DOCTYPE html>",
+        "annotations": "::error file=gpuemu.toml,",
+    }[kind]
+    assert text.startswith(first)
+    if kind == "sarif":
+        assert json.loads(text)["version"] == "2.1.0"
+
+
+def test_render_to_stdout_as_utf8_bytes(results: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuemu_ci", "render", "comment", str(results)],
+        capture_output=True,
+        timeout=120,
+        env={**os.environ, "PYTHONIOENCODING": "ascii"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode("utf-8").startswith("<!-- gpuemu-ci:v1 key=default -->\n## ❌ gpuemu-ci FAILED")
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "results file not found"),
+        ("not json", "is not a readable results document"),
+        ("[1, 2]", "is not a gpuemu-ci results document"),
+        ('{"schema_version": "9", "ops": []}', "has results schema version 9"),
+        ('{"schema_version": "1", "ops": [{"name": 3}]}', "ops[0].name must be a string"),
+        (
+            '{"schema_version": "1", "ops": [], "config": {"path": "g.toml"}, "verdict": "great"}',
+            "verdict is 'great', not one of: passed, failed, error, incomplete",
+        ),
+    ],
+)
+def test_bad_results_exit_2(
+    tmp_path: Path, content: str | None, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "results.json"
+    if content is not None:
+        path.write_text(content)
+    assert main(["render", "summary", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and err.count("\n") == 1
+
+
+def test_unknown_format_and_unwritable_output_exit_2(
+    results: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["render", "pdf", str(results)]) == 2
+    assert "'pdf' is not one of" in capsys.readouterr().err
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert main(["render", "junit", str(results), "-o", str(blocker / "x.xml")]) == 2
+    assert f"cannot write {blocker / 'x.xml'}" in capsys.readouterr().err
