@@ -200,6 +200,11 @@ def test_a_wheel_built_from_the_build_context_ships_the_templates(tmp_path: Path
         base = Path(folder).relative_to(REPO)
         # An excluded folder is left out whole (this .dockerignore re-includes nothing inside one).
         dirs[:] = [d for d in dirs if _in_context((base / d).as_posix())]
+        for name in dirs:  # Docker's COPY keeps symbolic links (gpuemu_ci/templates -> ../templates)
+            source = REPO / base / name
+            if source.is_symlink():
+                (context / base).mkdir(parents=True, exist_ok=True)
+                (context / base / name).symlink_to(os.readlink(source))
         for name in files:
             relative = (base / name).as_posix()
             if _in_context(relative):
