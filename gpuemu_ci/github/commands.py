@@ -22,6 +22,8 @@ from enum import Enum
 from pathlib import Path
 from typing import TextIO
 
+from gpuemu_ci.publish.escape import workflow_command_data, workflow_command_property
+
 STEP_SUMMARY_LIMIT = 1024 * 1024
 MESSAGE_LIMIT = 4096
 ANNOTATIONS_PER_LEVEL = 10
@@ -59,14 +61,9 @@ class SummaryWrite:
     truncated: bool
 
 
-def escape_data(value: str) -> str:
-    """Escape a command's message (the text after ``::``)."""
-    return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def escape_property(value: str) -> str:
-    """Escape a command property value (``file=``, ``title=``)."""
-    return escape_data(value).replace(":", "%3A").replace(",", "%2C")
+# One escaping implementation for every workflow command (publish/escape.py); these names are the toolkit's.
+escape_data = workflow_command_data
+escape_property = workflow_command_property
 
 
 def format_command(command: str, message: str = "", properties: Mapping[str, object] | None = None) -> str:

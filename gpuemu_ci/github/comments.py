@@ -16,7 +16,6 @@ request (GitHub's limit is 65,536 characters; the renderer is expected to trunca
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
@@ -30,11 +29,10 @@ from gpuemu_ci.github.client import (
     GitHubServerError,
 )
 from gpuemu_ci.github.context import ActionContext
+from gpuemu_ci.publish.markdown import comment_marker
 
 MAX_COMMENT_BYTES = 60_000
-MARKER_PREFIX = "<!-- gpuemu-ci:v1 key="
 _MARKER_NEUTRAL = "<!-- gpuemu-ci (quoted):"
-_KEY_CHARS = re.compile(r"[^A-Za-z0-9._/:+=@-]")
 _ATTEMPTS = 3
 
 log = logging.getLogger(__name__)
@@ -60,19 +58,6 @@ class CommentOutcome:
     @property
     def ok(self) -> bool:
         return self.action is not CommentAction.FAILED
-
-
-def comment_key(key: str) -> str:
-    """``key`` reduced to characters that are safe inside the marker (others become ``_``)."""
-    cleaned = _KEY_CHARS.sub("_", key.strip())
-    while "--" in cleaned:  # "--" cannot appear inside an HTML comment
-        cleaned = cleaned.replace("--", "-")
-    return cleaned[:200] or "default"
-
-
-def comment_marker(key: str) -> str:
-    """The hidden first line that identifies the comment of job ``key``."""
-    return f"{MARKER_PREFIX}{comment_key(key)} -->"
 
 
 def compose_body(body: str, key: str) -> str:

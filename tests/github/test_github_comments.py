@@ -10,12 +10,12 @@ from gpuemu_ci.github.client import GitHubClient
 from gpuemu_ci.github.comments import (
     MAX_COMMENT_BYTES,
     CommentAction,
-    comment_marker,
     compose_body,
     resolve_pull_request,
     upsert_comment,
 )
 from gpuemu_ci.github.context import ActionContext
+from gpuemu_ci.publish.markdown import comment_marker
 from tests.github.fake_api import Failure, FakeGitHub, SleepRecorder
 from tests.github.fake_objects import validation_error
 
