@@ -6,7 +6,11 @@ time each worker spent inside the user calls (CallResult.duration_s of the refer
 re-run calls). Workers use one BLAS thread (see ONE_THREAD). It prints, per jobs value, the best of --rounds:
   wall       - seconds for run_pipeline, worker start-up included
   calls      - seconds inside op + reference calls (summed over workers)
-  pool       - seconds callers spent inside WorkerPool.run (summed over threads): IPC, copies, start-up
+  pool       - seconds spent inside WorkerPool.run (summed over the pool's threads): IPC, copies, start-up;
+               OpRunner queues cases ahead, so this overlaps the parent's generating and judging
+  cpu        - CPU seconds of this process (plan, fuzz, oracle, IPC) and of its reaped children (the
+               workers: interpreter start-up, imports, copies and the calls themselves); unlike wall time,
+               these barely move with the load other processes put on the machine
   overhead   - wall / calls with --jobs 1 (target <= 1.15): everything that is not user code;
                pool / calls is the worker pool's share of it
   speedup    - wall(jobs=1) / wall(jobs=N)
@@ -21,10 +25,12 @@ worker pool costs per case (IPC, shared-memory copies, the reference's float64 c
 from __future__ import annotations
 
 import argparse
+import resource
 import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -42,11 +48,11 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THRE
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "examples" / "quickstart" / "gpuemu.toml"
 
 
-class TimedPool:
-    """A WorkerPool that adds up the time spent inside user calls."""
+class TimedPool(WorkerPool):
+    """A WorkerPool that adds up the time spent inside user calls (its `submit` goes through `run` too)."""
 
     def __init__(self, jobs: int, root: Path) -> None:
-        self.pool = WorkerPool(jobs, root, env=ONE_THREAD)
+        super().__init__(jobs, root, env=ONE_THREAD)
         self.call_s = 0.0
         self.pool_s = 0.0
         self.cases = 0
@@ -54,7 +60,7 @@ class TimedPool:
 
     def run(self, job: CaseJob) -> CaseRun:
         start = time.perf_counter()
-        run = self.pool.run(job)
+        run = super().run(job)
         waited = time.perf_counter() - start
         calls = (run.reference, run.reference_abs, run.op, run.rerun)
         spent = sum(c.duration_s for c in calls if c is not None)
@@ -64,12 +70,25 @@ class TimedPool:
             self.cases += 1
         return run
 
-    def close(self) -> None:
-        self.pool.close()
+
+@dataclass(frozen=True)
+class Measured:
+    wall: float  # seconds for run_pipeline
+    calls: float  # seconds inside op + reference calls
+    in_pool: float  # seconds inside WorkerPool.run
+    parent_cpu: float  # CPU seconds of this process
+    child_cpu: float  # CPU seconds of the worker processes (and git) reaped meanwhile
+    cases: int
+    verdict: str
 
 
-def measure(config: Config, jobs: int, out_dir: Path) -> tuple[float, float, float, int, str]:
-    """(wall seconds, seconds inside calls, seconds inside pool.run, cases, verdict) of one pipeline run."""
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def measure(config: Config, jobs: int, out_dir: Path) -> Measured:
+    """One pipeline run with `jobs` workers."""
     pools: list[TimedPool] = []
 
     def factory(n: int) -> TimedPool:
@@ -77,11 +96,19 @@ def measure(config: Config, jobs: int, out_dir: Path) -> tuple[float, float, flo
         return pools[-1]
 
     options = RunOptions(out_dir=out_dir, jobs=jobs, lint=False)
+    cpu, children = time.process_time(), _children_cpu()
     start = time.perf_counter()
-    document = run_pipeline(config, options, pool_factory=factory, gpu=None)
+    document = run_pipeline(config, options, pool_factory=factory, gpu=None)  # closes (reaps) the pool
     wall = time.perf_counter() - start
-    calls, in_pool = sum(p.call_s for p in pools), sum(p.pool_s for p in pools)
-    return wall, calls, in_pool, sum(p.cases for p in pools), document.verdict.value
+    return Measured(
+        wall=wall,
+        calls=sum(p.call_s for p in pools),
+        in_pool=sum(p.pool_s for p in pools),
+        parent_cpu=time.process_time() - cpu,
+        child_cpu=_children_cpu() - children,
+        cases=sum(p.cases for p in pools),
+        verdict=document.verdict.value,
+    )
 
 
 MICRO_OPS = """
@@ -129,30 +156,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--micro", action="store_true", help="also time the worker pool alone")
     args = parser.parse_args(argv)
     config = load_config(args.config)
-    best: dict[int, tuple[float, float, float, int, str]] = {}
+    best: dict[int, Measured] = {}
     with tempfile.TemporaryDirectory(prefix="gpuemu-bench-") as tmp:
         for round_no in range(args.rounds):
             for jobs in args.jobs:  # interleaved, so machine load hits every setting alike
                 result = measure(config, jobs, Path(tmp) / f"r{round_no}-j{jobs}")
-                if jobs not in best or result[0] < best[jobs][0]:
+                if jobs not in best or result.wall < best[jobs].wall:
                     best[jobs] = result
-    base_wall = best[min(args.jobs)][0]
+    base_wall = best[min(args.jobs)].wall
     print(f"config: {args.config}  rounds: {args.rounds}  (best wall time of each setting)")
     print(f"{'jobs':>4} {'cases':>6} {'wall s':>8} {'calls s':>8} {'pool s':>8} {'wall/calls':>10} "
-          f"{'pool/calls':>10} {'speedup':>8}  verdict")  # fmt: skip
+          f"{'pool/calls':>10} {'speedup':>8} {'cpu parent':>10} {'cpu workers':>11}  verdict")  # fmt: skip
     for jobs in args.jobs:
-        wall, calls, in_pool, cases, verdict = best[jobs]
-        ratio = wall / calls if calls else float("inf")
-        pool_ratio = in_pool / calls if calls else float("inf")
-        speedup = base_wall / wall
-        figures = f"{wall:>8.3f} {calls:>8.3f} {in_pool:>8.3f} {ratio:>10.3f} {pool_ratio:>10.3f}"
-        print(f"{jobs:>4} {cases:>6} {figures} {speedup:>8.2f}x  {verdict}")
+        m = best[jobs]
+        ratio = m.wall / m.calls if m.calls else float("inf")
+        pool_ratio = m.in_pool / m.calls if m.calls else float("inf")
+        figures = f"{m.wall:>8.3f} {m.calls:>8.3f} {m.in_pool:>8.3f} {ratio:>10.3f} {pool_ratio:>10.3f}"
+        cpu = f"{m.parent_cpu:>10.3f} {m.child_cpu:>11.3f}"
+        print(f"{jobs:>4} {m.cases:>6} {figures} {base_wall / m.wall:>8.2f}x {cpu}  {m.verdict}")
     if 1 in best:
-        wall, calls, _, _, _ = best[1]
-        ratio = wall / calls if calls else float("inf")
+        m = best[1]
+        ratio = m.wall / m.calls if m.calls else float("inf")
         verdict = "meets" if ratio <= OVERHEAD_TARGET else "misses"
         print(f"harness overhead (jobs=1): {ratio:.3f} = wall / time inside calls; {verdict} the target "
               f"<= {OVERHEAD_TARGET}")  # fmt: skip
+        ms = 1e3 / max(m.cases, 1)
+        print(f"per case (jobs=1): {m.wall * ms:.2f} ms wall, {m.calls * ms:.2f} ms inside calls, "
+              f"{m.parent_cpu * ms:.2f} ms parent CPU, {m.child_cpu * ms:.2f} ms worker CPU")  # fmt: skip
     if args.micro:
         micro(args.rounds)
     return 0

@@ -200,7 +200,7 @@ def report(entries: Sequence[Entry], scores: dict[str, Score], seeds: Sequence[i
         f"{sum(e.role == 'hn' for e in controls)} hard negatives), {len(bugs)} buggy kernels; "
         f"master seeds {', '.join(map(str, seeds))}\n"
     )
-    header = f"{'bug class':<28} {'trigger one shape misses':<58} {'gpuemu-ci':>10} {'one-shape':>10}"
+    header = f"{'bug class':<28} {'trigger':<58} {'gpuemu-ci':>10} {'one-shape':>10}"
     print(header)
     print("-" * len(header))
     for cls, trigger in BUG_CLASSES.items():
@@ -255,6 +255,27 @@ def report(entries: Sequence[Entry], scores: dict[str, Score], seeds: Sequence[i
     return met
 
 
+def as_json(entries: Sequence[Entry], scores: dict[str, Score], seeds: Sequence[int], met: bool) -> dict:
+    """Every verdict, for tracking the score over time."""
+    return {
+        "seeds": list(seeds),
+        "target_met": met,
+        "entries": [
+            {
+                "name": e.name,
+                "op": e.op,
+                "role": e.role,
+                "variant": e.variant,
+                "gpuemu_ci_failed": {str(s): scores[e.name].gpuemu[s] for s in seeds},
+                "one_shape_failed": {str(s): scores[e.name].baseline[s] for s in seeds},
+                "gpuemu_ci": {str(s): scores[e.name].notes[s] for s in seeds},
+                "one_shape": {str(s): scores[e.name].baseline_notes[s] for s in seeds},
+            }
+            for e in entries
+        ],
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="the corpus gpuemu.toml")
@@ -263,6 +284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", action="append", default=[], help="only entries of this op (repeatable)")
     parser.add_argument("--out", type=Path, help="keep each seed's results.json here (default: a temp dir)")
     parser.add_argument("--details", action="store_true", help="print every entry's verdicts (first seed)")
+    parser.add_argument("--json", type=Path, help="also write every entry's per-seed verdicts to this file")
     args = parser.parse_args(argv)
     if args.seeds < 1 or args.first_seed < 0:
         parser.error("--seeds must be >= 1 and --first-seed >= 0")
@@ -291,7 +313,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         except RuntimeError as exc:
             print(f"corpus_score: {exc}", file=sys.stderr)
             return 1
-    return 0 if report(entries, scores, seeds, args.details) else 1
+    met = report(entries, scores, seeds, args.details)
+    if args.json:
+        args.json.write_text(json.dumps(as_json(entries, scores, seeds, met), indent=2) + "\n")
+    return 0 if met else 1
 
 
 if __name__ == "__main__":

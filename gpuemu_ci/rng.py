@@ -31,12 +31,13 @@ _TWO_POW_24 = float(1 << 24)
 
 # Below this many outputs the plain loop beats the set-up cost of the lane machinery.
 _VECTOR_MIN = 256
-# Lanes are 2^p outputs long. More lanes cost more jumps; fewer lanes cost more NumPy calls per output.
-# The balance point grows like sqrt(n); past a few thousand lanes the rows stop fitting in cache.
+# Lanes are 2^p outputs long. More lanes cost more jumps; fewer lanes cost more NumPy calls per output, so
+# the balance point grows like sqrt(n). Past about two thousand lanes the block buffers outgrow the L2 cache.
 _LANE_FACTOR = 32
-_MAX_LANES = 4096
-# Steps per block: rows of >= 256 bytes per lane make the transposing copy as fast as a plain copy.
-_BLOCK_STEPS = 32
+_MAX_LANES = 2048
+# Steps per block. The transposing copy moves runs of this many outputs per lane: runs shorter than 32 make
+# it several times slower, while the block buffers grow with it.
+_BLOCK_STEPS = 64
 
 
 def _shift_amount(bits: int) -> np.ndarray:
@@ -252,19 +253,18 @@ def _log2_lane_length(n: int) -> int:
     return p
 
 
-def _row_stride(lanes: int) -> int:
-    """Row length (in uint64) for lane-wide buffers: a whole number of 64-byte lines, but an odd number.
+def _row_width(lanes: int) -> int:
+    """Row length of the lane buffers: ``lanes`` plus up to 15 idle lanes, making it an odd number of lines.
 
-    Rows whose byte stride is a multiple of 4 KiB map the same column of every row to one L1 cache set, and
-    reading a column (the transposing copy below) then thrashes; an odd line count avoids that.
+    Rows whose byte stride is (close to) a multiple of 4 KiB put the same column of every row into one L1
+    cache set, and reading a column (the transposing copy below) then thrashes. The idle lanes keep every
+    buffer C-contiguous, which matters too: ufunc calls on non-contiguous 2-D views cost twice as much.
     """
-    lines = -(-lanes // 8)
-    return 8 * (lines | 1)
+    return 8 * (-(-lanes // 8) | 1)
 
 
-def _lane_buffer(name: str, rows: int, lanes: int) -> np.ndarray:
-    stride = _row_stride(lanes)
-    return work_buffer(name, rows * stride).reshape(rows, stride)[:, :lanes]
+def _lane_buffer(name: str, rows: int, width: int) -> np.ndarray:
+    return work_buffer(name, rows * width).reshape(rows, width)
 
 
 def _lanes_u64(s0: int, s1: int, n: int) -> tuple[np.ndarray, tuple[int, int]]:
@@ -281,13 +281,15 @@ def _lanes_u64(s0: int, s1: int, n: int) -> tuple[np.ndarray, tuple[int, int]]:
     block = min(_BLOCK_STEPS, m)
     starts = lane_starts(_POWERS, s0, s1, log2_m, lanes)
 
-    z = _lane_buffer("rng.z", block + 2, lanes)  # rows 0, 1: carried state; rows 2 .. block+1: this block
-    z[0] = starts[:, 0]
-    z[1] = starts[:, 1]
-    g_pair = _lane_buffer("rng.g", 2, lanes)
-    tmp_pair = _lane_buffer("rng.tmp_pair", 2, lanes)
-    tmp = work_buffer("rng.tmp", lanes)
-    outs = _lane_buffer("rng.outs", block, lanes)
+    width = _row_width(lanes)
+    z = _lane_buffer("rng.z", block + 2, width)  # rows 0, 1: carried state; rows 2 .. block+1: this block
+    z[0, :lanes] = starts[:, 0]
+    z[1, :lanes] = starts[:, 1]
+    z[0:2, lanes:] = 0  # idle lanes: the all-zero state stays zero
+    g_pair = _lane_buffer("rng.g", 2, width)
+    tmp_pair = _lane_buffer("rng.tmp_pair", 2, width)
+    tmp = work_buffer("rng.tmp", width)
+    outs = _lane_buffer("rng.outs", block, width)
 
     out = np.empty(n, dtype=np.uint64)
     full = out[: (lanes - 1) * m].reshape(lanes - 1, m)  # every lane but the last is m long

@@ -53,7 +53,9 @@ def _shutdown(workers: list[WorkerProcess], pool_dir: Path, executor: list[Threa
     for ex in executor:
         ex.shutdown(wait=True)
     for worker in workers:
-        worker.stop()
+        worker.ask_to_stop()
+    for worker in workers:
+        worker.stop(asked=True)
     shutil.rmtree(pool_dir, ignore_errors=True)
 
 

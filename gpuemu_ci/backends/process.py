@@ -166,13 +166,27 @@ class WorkerProcess:
             self.proc = None
         self._drop_channel()
 
-    def stop(self) -> None:
-        """Ask the worker to exit; kill it if it does not."""
+    def ask_to_stop(self) -> None:
+        """Tell the worker to exit (without waiting): a pool asks all its workers first, then `stop`s each,
+        so that they shut down side by side."""
         if self.proc is not None and self.proc.poll() is None and self.conn is not None:
             with contextlib.suppress(OSError):
                 self.conn.send_bytes(dumps(Shutdown()))
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout=1)  # a short grace: nothing of ours needs a clean exit
+
+    def stop(self, asked: bool = False) -> None:
+        """Ask the worker to exit (unless `asked` already); kill it if it does not within a short grace."""
+        if not asked:
+            self.ask_to_stop()
+        if self.proc is not None and self.proc.poll() is None and self._poller is not None:
+            # The socket reads as closed the moment the process exits: wake up then, not at the next tick
+            # of Popen.wait's sleep loop. Nothing of ours needs a clean exit, hence the short grace.
+            deadline = time.monotonic() + 1.0
+            with contextlib.suppress(OSError, EOFError):
+                while self.proc.poll() is None and time.monotonic() < deadline:
+                    if self._readable(deadline - time.monotonic()) and self.conn is not None:
+                        self.conn.recv_bytes()  # a reply in flight, or EOF (raised) once the worker is gone
+            with contextlib.suppress(subprocess.TimeoutExpired, EOFError):
+                self.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         self.kill()
 
     def _readable(self, timeout_s: float) -> bool:

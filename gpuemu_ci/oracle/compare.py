@@ -42,10 +42,14 @@ def compare(
     info = dtypes.info(output_dtype)
     findings: list[Finding] = []
     total = int(r.size)
-
-    y_nan, r_nan = np.isnan(y), np.isnan(r)
     # The reference "overflows" when it rounds to infinity in the output dtype.
     threshold = info.max_finite * (1.0 + info.unit_roundoff) if info.is_float else np.inf
+    if total and -threshold < r.min() and r.max() < threshold and allowed.min() > 0:
+        judged = _compare_finite(y, r, allowed, comparator)
+        if judged is not None:
+            return judged
+
+    y_nan, r_nan = np.isnan(y), np.isnan(r)
     r_over = ~r_nan & (np.abs(r) >= threshold)
     y_inf = np.isinf(y)
     near_threshold = ~r_nan & (np.abs(r) + allowed >= info.max_finite)
@@ -91,6 +95,43 @@ def compare(
     )
     if exceeded:
         assert worst is not None
+        findings.append(
+            Finding(
+                FailureKind.MISMATCH,
+                f"{exceeded} of {total} elements exceed the {comparator.value} allowance; worst at {worst}: "
+                f"got {_fmt(y[worst])}, reference {_fmt(r[worst])}, error {error[worst]:.3g} vs allowed "
+                f"{allowed[worst]:.3g} ({ratio[worst]:.3g}x)",
+            )
+        )
+    return stats, findings
+
+
+def _compare_finite(
+    y: np.ndarray, r: np.ndarray, allowed: np.ndarray, comparator: Comparator
+) -> tuple[ErrorStats, list[Finding]] | None:
+    """`compare` when the reference is finite and below the overflow threshold and every allowance is
+    positive: then only a non-finite output needs the general path (None), and the same figures come out of
+    a few passes over memory instead of a few dozen."""
+    error = np.subtract(y, r)
+    np.abs(error, out=error)
+    max_error = float(error.max())
+    if not np.isfinite(max_error):  # a NaN or an infinity in the output (or y - r overflowed)
+        return None
+    ratio = np.divide(error, allowed)
+    worst = _argmax(ratio)
+    exceeded = int(np.count_nonzero(ratio > 1.0))
+    total = int(r.size)
+    stats = ErrorStats(
+        comparator=comparator,
+        headroom=float(ratio[worst]),
+        max_abs_error=max_error,
+        worst_index=worst,
+        exceeded=exceeded,
+        total=total,
+        allowed_at_worst=float(allowed[worst]),
+    )
+    findings = []
+    if exceeded:
         findings.append(
             Finding(
                 FailureKind.MISMATCH,

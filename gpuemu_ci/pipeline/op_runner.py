@@ -6,7 +6,9 @@ import importlib
 import math
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,7 @@ from gpuemu_ci.fuzz.case import CaseInputs, build_case
 from gpuemu_ci.fuzz.values import GENERATOR_VERSION
 from gpuemu_ci.oracle import bounds
 from gpuemu_ci.oracle.judge import CaseContext, comparator_for, judge
-from gpuemu_ci.oracle.model import CaseVerdict, ErrorStats, FailureKind
+from gpuemu_ci.oracle.model import CaseVerdict, Comparator, ErrorStats, FailureKind
 from gpuemu_ci.pipeline.targets import naive_target, op_target, reference_target
 from gpuemu_ci.plan.model import CaseRef, ValueMode
 from gpuemu_ci.progress import Observer
@@ -29,8 +31,27 @@ from gpuemu_ci.results.model import DtypeResult, FailureRecord, OpResult, OpStat
 MAX_RECORDED_FAILURES = 20  # per op; the rest are counted (snapshots cost disk and comment space)
 
 
-class Pool:  # the part of backends.WorkerPool this module uses
+class Pool:  # the part of backends.WorkerPool this module uses (`submit` is optional)
     def run(self, job: CaseJob) -> CaseRun: ...
+
+
+# Cases generated and queued ahead of the one being judged: enough that a worker never waits for the parent
+# and that the parent generates while workers boot, few enough that a suite cut short wastes little.
+MAX_QUEUED = 64
+MAX_QUEUED_BYTES = 64 << 20  # inputs held by queued cases (a single larger case still runs)
+
+
+@dataclass(frozen=True)
+class _Queued:
+    ref: CaseRef
+    case: CaseInputs
+    job: CaseJob
+    future: Future[CaseRun]
+    nbytes: int
+
+
+def _has_room(window: deque[_Queued]) -> bool:
+    return not window or (len(window) < MAX_QUEUED and sum(q.nbytes for q in window) < MAX_QUEUED_BYTES)
 
 
 @dataclass
@@ -96,52 +117,114 @@ class OpRunner:
     interpreter: str | None = None
     cut_short: bool = False
     _failures: list[FailureRecord] = field(default_factory=list)
+    _constants: dict[str, tuple[CallTarget, CallTarget, float, tuple[str, ...]]] = field(default_factory=dict)
 
     def run(self, cases: Sequence[CaseRef]) -> OpResult:
+        """Runs and judges `cases` in order. With a pool that has `submit`, the next cases are generated and
+        queued while a worker computes, and finished ones are judged meanwhile (results keep case order).
+        Once the deadline has passed no further case starts: queued cases no worker has begun are dropped."""
         self.observer.op_started(self.op.name, len(cases))
         tallies: dict[str, OpTally] = {}
         omitted = 0
         error_scale = self._load_hook(self.op.bound_hook) if self.op.bound_hook else None
-        for ref in cases:
-            if self.deadline is not None and time.monotonic() > self.deadline:
-                self.cut_short = True
-                break
-            outcome = self.run_case(ref, error_scale)
-            if outcome.run.op.status is CallStatus.IMPORT_ERROR or (
-                outcome.run.reference.status is CallStatus.IMPORT_ERROR
-            ):
-                return self._import_failure(outcome, len(cases))
-            tallies.setdefault(outcome.inputs.dtype, OpTally()).add(outcome)
-            passed = outcome.verdict is not None and outcome.verdict.passed
-            self.observer.case_done(self.op.name, passed)
-            if not passed:
-                if len(self._failures) < MAX_RECORDED_FAILURES:
-                    self._failures.append(self._record(outcome))
-                else:
-                    omitted += 1
+        window: deque[_Queued] = deque()  # submitted cases, oldest first
+        upcoming = 0
+        stopped = False  # the deadline passed: nothing more starts
+        try:
+            while True:
+                if not stopped and self._expired():
+                    kept = deque(q for q in window if not q.future.cancel())  # running ones cannot be
+                    self.cut_short = upcoming < len(cases) or len(kept) < len(window)
+                    upcoming, window, stopped = len(cases), kept, True
+                head_ready = bool(window) and window[0].future.done()
+                if not head_ready and upcoming < len(cases) and _has_room(window):
+                    window.append(self._submit(cases[upcoming]))
+                    upcoming += 1
+                    continue
+                if not window:
+                    break
+                if not head_ready and not stopped and self.deadline is not None:
+                    wait((window[0].future,), timeout=max(0.0, self.deadline - time.monotonic()) + 1e-3)
+                    continue  # finished, or the deadline passed while waiting
+                queued = window.popleft()
+                outcome = self._finish(
+                    queued.ref, queued.case, queued.job, queued.future.result(), error_scale
+                )
+                if outcome.run.op.status is CallStatus.IMPORT_ERROR or (
+                    outcome.run.reference.status is CallStatus.IMPORT_ERROR
+                ):
+                    return self._import_failure(outcome, len(cases))
+                tallies.setdefault(outcome.inputs.dtype, OpTally()).add(outcome)
+                passed = outcome.verdict is not None and outcome.verdict.passed
+                self.observer.case_done(self.op.name, passed)
+                if not passed:
+                    if len(self._failures) < MAX_RECORDED_FAILURES:
+                        self._failures.append(self._record(outcome))
+                    else:
+                        omitted += 1
+        finally:
+            for queued in window:  # an early return or an error: cases not started yet are not run
+                queued.future.cancel()
         return self._result(tallies, omitted)
+
+    def _expired(self) -> bool:
+        return self.deadline is not None and time.monotonic() > self.deadline
 
     # --- one case ---------------------------------------------------------------------------------------
     def run_case(
         self, ref: CaseRef, error_scale: Callable[..., Any] | None = None, inputs: CaseInputs | None = None
     ) -> CaseOutcome:
-        root = self.config.root
-        case = inputs if inputs is not None else build_case(self.op, ref.seed, root)
-        timeout = self.op.timeout_s or self.config.ci.case_timeout
-        job = CaseJob(
-            op=self.target or op_target(self.op, root),
-            reference=reference_target(self.op, root),
+        """Builds (unless `inputs` is given), runs and judges one case, waiting for it."""
+        case = inputs if inputs is not None else build_case(self.op, ref.seed, self.config.root)
+        job = self._job(case)
+        return self._finish(ref, case, job, self.pool.run(job), error_scale)
+
+    def _submit(self, ref: CaseRef) -> _Queued:
+        case = build_case(self.op, ref.seed, self.config.root)
+        job = self._job(case)
+        submit = getattr(self.pool, "submit", None)
+        if submit is not None:
+            future = submit(job)
+        else:  # a pool that only runs in the caller's thread (in-process): run it now
+            future = Future()
+            future.set_result(self.pool.run(job))
+        nbytes = sum(a.nbytes for a in case.arrays.values()) + sum(a.nbytes for a in case.logical.values())
+        return _Queued(ref, case, job, future, nbytes)
+
+    def _job(self, case: CaseInputs) -> CaseJob:
+        constants = self._constants.get(case.dtype)
+        if constants is None:  # per op and dtype: the targets, the timeout and what the |x| reference needs
+            root = self.config.root
+            bound = comparator_for(self.op, case.dtype) is Comparator.BOUND
+            constants = self._constants[case.dtype] = (
+                self.target or op_target(self.op, root),
+                reference_target(self.op, root),
+                self.op.timeout_s or self.config.ci.case_timeout,
+                bounds.abs_linear_inputs(self.op) if bound else (),
+            )
+        op, reference, timeout, abs_inputs = constants
+        return CaseJob(
+            op=op,
+            reference=reference,
             inputs=case.arrays,
             kwargs=case.kwargs,
             timeout_s=timeout,
             rerun_for_determinism=self.op.deterministic,
             out_arg=self.op.out_arg,
             out_dtype=self.op.output_dtype or case.dtype,
-            abs_reference_inputs=bounds.abs_linear_inputs(self.op)
-            if comparator_for(self.op, case.dtype).value == "bound"
-            else (),
+            abs_reference_inputs=abs_inputs,
         )
-        run = self.pool.run(job)
+
+    def _finish(
+        self,
+        ref: CaseRef,
+        case: CaseInputs,
+        job: CaseJob,
+        run: CaseRun,
+        error_scale: Callable[..., Any] | None,
+    ) -> CaseOutcome:
+        """Judges a finished run (running the naive implementation first for baseline-relative ops)."""
+        root = self.config.root
         if run.interpreter:
             self.interpreter = run.interpreter
         if run.reference.status is not CallStatus.OK:
@@ -155,7 +238,7 @@ class OpRunner:
                     reference=job.reference,
                     inputs=case.arrays,
                     kwargs=case.kwargs,
-                    timeout_s=timeout,
+                    timeout_s=job.timeout_s,
                 )
             )
             if naive_run.op.status is not CallStatus.OK or not naive_run.op.outputs:

@@ -146,6 +146,6 @@ def test_docs_list_exactly_the_outputs(action: dict[str, Any]) -> None:
 def test_docs_name_files_that_exist() -> None:
     """The docs name files that exist (so a rename does not leave them pointing at nothing)."""
     text = ACTION_DOC.read_text(encoding="utf-8")
-    for relative in ("gpuemu_ci/templates/workflows/", "Dockerfile", "action.yml"):
+    for relative in ("templates/workflows/", "Dockerfile", "action.yml"):
         assert relative in text
         assert (REPO / relative).exists()
