@@ -21,7 +21,7 @@ from gpuemu_ci.config.load import load_config
 from gpuemu_ci.config.model import Config, ExecutionMode, Suite
 from gpuemu_ci.errors import UsageError
 from gpuemu_ci.pipeline.op_runner import OpRunner
-from gpuemu_ci.pipeline.run import master_seed, RunOptions, select_ops
+from gpuemu_ci.pipeline.run import RunOptions, master_seed, select_ops
 from gpuemu_ci.plan.expand import plan_op, suite_dtypes
 from gpuemu_ci.progress import Silent
 from gpuemu_ci.results.model import OpResult, OpStatus

@@ -299,7 +299,7 @@ def test_launchable_kernel_is_linted_and_skipped_without_a_gpu(tmp_path, make_pr
         max_registers = 64
     """, {"gelu.cu": source, "m.py": "import numpy as np\ndef scale(x):\n    return x.copy()\n"
           "def gelu_ref(x):\n    return 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x**3)))\n"})
-    code, _, err = run(["--config", str(config), "--out", str(tmp_path)], capsys)
+    code, _, _ = run(["--config", str(config), "--out", str(tmp_path)], capsys)
     document = json.loads((tmp_path / "results.json").read_text())
     ops = {op["name"]: op for op in document["ops"]}
     assert ops["scale"]["status"] == "passed"

@@ -42,7 +42,8 @@ def gelu_ref(x):
 
 def _gelu32(x):
     v = x.astype(np.float32)
-    return np.float32(0.5) * v * (np.float32(1) + np.tanh(np.float32(0.7978845608028654) * (v + np.float32(0.044715) * v * v * v)))
+    inner = np.float32(0.7978845608028654) * (v + np.float32(0.044715) * v * v * v)
+    return np.float32(0.5) * v * (np.float32(1) + np.tanh(inner))
 
 def gelu_rne(x):
     return _gelu32(x).astype(ml_dtypes.bfloat16)
