@@ -8,11 +8,8 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -23,47 +20,11 @@ from gpuemu_ci.publish.annotations import render_annotations
 from gpuemu_ci.publish.junit import render_junit
 from gpuemu_ci.publish.parse import parse_report
 from gpuemu_ci.publish.sarif import FINGERPRINT_KEY, render_sarif, sarif_log
+from tests.real_runs import real_run_with_project as real_run
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = "<img src=x onerror=alert(1)>|**bold**"
 SARIF_SCHEMA = ROOT / "tests" / "fixtures" / "sarif" / "sarif-schema-2.1.0.json"
-
-
-def real_run(base: Path, name: str) -> tuple[dict[str, Any], Path]:
-    """`gpuemu-ci run` on a known project, once per session: (results.json decoded, project dir)."""
-    out = base / "gpuemu-real-runs" / name
-    results = out / "out" / "results.json"
-    if name in ("passing", "failing"):
-        cwd, config = ROOT, f"examples/{'quickstart' if name == 'passing' else 'buggy'}/gpuemu.toml"
-        extra = ["--op", "softmax", "--op", "gelu", "--iterations", "2" if name == "passing" else "6"]
-    else:
-        cwd, config, extra = (
-            out / "project",
-            ("gpuemu-kernels.toml" if name == "kernels" else "gpuemu.toml"),
-            [],
-        )
-    if not results.exists():
-        if cwd != ROOT:
-            shutil.copytree(ROOT / "tests" / "fixtures" / "render-project", cwd, dirs_exist_ok=True)
-            for source in ("gelu.cu", "spill.cu"):
-                shutil.copy(
-                    ROOT / "tests" / "fixtures" / "ptx-lint" / "src" / source, cwd / "kernels" / source
-                )
-        command = [
-            sys.executable,
-            "-m",
-            "gpuemu_ci",
-            "run",
-            "--config",
-            config,
-            "--out",
-            str(out / "out"),
-            *extra,
-        ]
-        env = {**os.environ, "GPUEMU_USER_CONFIG": "none"}
-        done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
-        assert results.exists(), done.stderr
-    return json.loads(results.read_text(encoding="utf-8")), cwd
 
 
 @pytest.fixture(scope="module")

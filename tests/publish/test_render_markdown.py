@@ -12,9 +12,6 @@ import copy
 import html
 import json
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +28,7 @@ from gpuemu_ci.publish.markdown import (
 )
 from gpuemu_ci.publish.parse import parse_report
 from gpuemu_ci.publish.report import Headline, Links
+from tests.real_runs import real_run
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = "<img src=x onerror=alert(1)>|**bold**"
@@ -60,40 +58,6 @@ TEMPLATE_TAGS = {
     "blockquote",
     "br",
 }
-
-
-def real_run(base: Path, name: str) -> dict[str, Any]:
-    """`gpuemu-ci run` on a known project, once per session (results.json, decoded)."""
-    out = base / "gpuemu-real-runs" / name
-    results = out / "out" / "results.json"
-    if not results.exists():
-        if name in ("passing", "failing"):
-            example = "quickstart" if name == "passing" else "buggy"
-            cwd, config = ROOT, f"examples/{example}/gpuemu.toml"
-            extra = ["--op", "softmax", "--op", "gelu", "--iterations", "2" if name == "passing" else "6"]
-        else:
-            cwd = out / "project"
-            shutil.copytree(ROOT / "tests" / "fixtures" / "render-project", cwd, dirs_exist_ok=True)
-            for source in ("gelu.cu", "spill.cu"):
-                shutil.copy(
-                    ROOT / "tests" / "fixtures" / "ptx-lint" / "src" / source, cwd / "kernels" / source
-                )
-            config, extra = ("gpuemu-kernels.toml" if name == "kernels" else "gpuemu.toml"), []
-        command = [
-            sys.executable,
-            "-m",
-            "gpuemu_ci",
-            "run",
-            "--config",
-            config,
-            "--out",
-            str(out / "out"),
-            *extra,
-        ]
-        env = {**__import__("os").environ, "GPUEMU_USER_CONFIG": "none"}
-        done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
-        assert results.exists(), done.stderr
-    return json.loads(results.read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="module")

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,56 +14,9 @@ import pytest
 
 from gpuemu_ci.errors import ExitCode, InfraError, UsageError
 from gpuemu_ci.results.schema import load_schema, validate_results
+from tests.real_runs import real_run
 
 ROOT = Path(__file__).resolve().parents[2]
-RUNS = {
-    # name: (directory in the repository, or None for a copy of the fixture project; config; arguments)
-    "passing": (
-        "",
-        "examples/quickstart/gpuemu.toml",
-        ["--op", "softmax", "--op", "gelu", "--iterations", "2"],
-    ),
-    "failing": ("", "examples/buggy/gpuemu.toml", ["--op", "softmax", "--op", "gelu", "--iterations", "6"]),
-    "cut_short": ("", "examples/buggy/gpuemu.toml", ["--suite", "thorough", "--timeout", "0.5"]),
-    "mixed": (None, "gpuemu.toml", []),
-    "kernels": (None, "gpuemu-kernels.toml", []),
-}
-
-
-def real_run(base: Path, name: str) -> dict[str, Any]:
-    """`gpuemu-ci run` on a known project, once per session (shared with tests/publish)."""
-    where, config, extra = RUNS[name]
-    out = base / "gpuemu-real-runs" / name
-    results = out / "out" / "results.json"
-    if not results.exists():
-        cwd = ROOT / where if where is not None else out / "project"
-        if where is None:
-            shutil.copytree(ROOT / "tests" / "fixtures" / "render-project", cwd, dirs_exist_ok=True)
-            for source in ("gelu.cu", "spill.cu"):
-                shutil.copy(
-                    ROOT / "tests" / "fixtures" / "ptx-lint" / "src" / source, cwd / "kernels" / source
-                )
-        command = [
-            sys.executable,
-            "-m",
-            "gpuemu_ci",
-            "run",
-            "--config",
-            config,
-            "--out",
-            str(out / "out"),
-            *extra,
-        ]
-        done = subprocess.run(
-            command,
-            cwd=cwd,
-            env={**os.environ, "GPUEMU_USER_CONFIG": "none"},
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert results.exists(), done.stderr
-    return json.loads(results.read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="module")
