@@ -29,6 +29,9 @@ class BoundInputs:
     kwargs: Mapping[str, object]
     output_dtype: str
     case_dtype: str
+    # Sorted values or addends repeated along the summed dim make rounding errors correlated: sqrt(n) no
+    # longer bounds them, n does (Higham's deterministic gamma_n).
+    correlated: bool = False
 
 
 def accumulator_roundoff(op: OpSpec, case_dtype: str) -> float:
@@ -53,6 +56,32 @@ def abs_linear_inputs(op: OpSpec) -> tuple[str, ...]:
     if op.family is Family.ATTENTION and op.inputs:
         return (op.inputs[-1].name,)
     return ()
+
+
+def reduced_dims(op: OpSpec) -> frozenset[str]:
+    """Dims the op sums over: those of the inputs missing from the output (matmul, reductions, attention),
+    else the last dim of the first input (row-wise families)."""
+    if op.family in (Family.MATMUL, Family.REDUCTION, Family.ATTENTION) and op.output_dims is not None:
+        output_names = {d for d in op.output_dims if isinstance(d, str)}
+        return frozenset(
+            d for spec in op.inputs for d in spec.dims if isinstance(d, str) and d not in output_names
+        )
+    first = op.inputs[0] if op.inputs else None
+    if first is None or not first.dims or not isinstance(first.dims[-1], str):
+        return frozenset()
+    return frozenset({first.dims[-1]})
+
+
+def constant_along_reduction(op: OpSpec, broadcast: Mapping[str, int]) -> bool:
+    """True when an input laid out with stride 0 along one of its dims (name -> axis) is constant along a dim
+    the op sums over: the addends repeat, so their rounding errors repeat too."""
+    reduced = reduced_dims(op)
+    specs = {spec.name: spec for spec in op.inputs}
+    for name, axis in broadcast.items():
+        spec = specs.get(name)
+        if spec is not None and 0 <= axis < len(spec.dims) and spec.dims[axis] in reduced:
+            return True
+    return False
 
 
 def contracted_length(op: OpSpec, dims: Mapping[str, int], reference: np.ndarray) -> int:
@@ -90,6 +119,7 @@ def allowed_error(op: OpSpec, case: BoundInputs) -> np.ndarray:
     eta = floor_term(op, case.output_dtype) if dtypes.info(case.output_dtype).is_float else 0.0
     k_f = op.transcendental_ulps
     n = contracted_length(op, case.dims, case.reference)
+    g = float(n) if case.correlated else sqrt(n)
     family = op.family or Family.ELEMENTWISE
     if family is Family.ELEMENTWISE:
         scale = r.copy()
@@ -99,7 +129,7 @@ def allowed_error(op: OpSpec, case: BoundInputs) -> np.ndarray:
         term = (1.0 + k_f) * u_acc * scale
     elif family in (Family.MATMUL, Family.REDUCTION, Family.SCAN):
         scale = case.reference_abs if case.reference_abs is not None else r * n
-        term = sqrt(n) * u_acc * np.abs(scale) + k_f * u_acc * r
+        term = g * u_acc * np.abs(scale) + k_f * u_acc * r
     elif family is Family.SOFTMAX:
         x = next(iter(case.inputs.values()))
         spread = np.zeros_like(r)
@@ -117,16 +147,18 @@ def allowed_error(op: OpSpec, case: BoundInputs) -> np.ndarray:
             mean = x.mean(axis=axis, keepdims=True)
             sigma = np.sqrt(((x - mean) ** 2).mean(axis=axis, keepdims=True) + eps)
             sigma = np.where(sigma > 0, sigma, 1.0)
-            gamma = max(
-                (
-                    float(np.abs(w).max())
-                    for name, w in case.inputs.items()
-                    if w.ndim >= 1 and w.size and w.shape[-1] == x.shape[-1] and w is not x
-                ),
-                default=1.0,
-            )
-            scale = (np.abs(mean) + np.abs(x)) / sigma * max(gamma, 1.0)
-        term = (sqrt(n) + 2.0 + k_f) * u_acc * np.maximum(scale, r)
+            # The computed mean errs in proportion to the row's mean |x|, not |mean| (rows can cancel).
+            mean_abs = np.abs(x).mean(axis=axis, keepdims=True)
+            affine = [
+                w
+                for w in case.inputs.values()
+                if w is not x and w.ndim >= 1 and w.size and w.shape[-1] == x.shape[-1]
+            ]
+            # The first per-column input scales the normalised row (gamma); later ones are added to it (beta).
+            gamma = max(float(np.abs(affine[0]).max()), 1.0) if affine else 1.0
+            shift = sum((np.abs(b) for b in affine[1:]), np.zeros(1))
+            scale = (mean_abs + np.abs(x)) / sigma * gamma + shift
+        term = (g + 2.0 + k_f) * u_acc * np.maximum(scale, r)
     elif family is Family.ATTENTION:
         tensors = list(case.inputs.values())
         q, k = (tensors[0], tensors[1]) if len(tensors) >= 3 else (tensors[0], tensors[0])

@@ -72,11 +72,18 @@ def check_invariants(
     return findings
 
 
-def bias_z(output: np.ndarray, reference: np.ndarray, output_dtype: str) -> float | None:
-    """z-score of the mean signed rounding error in units of the output's spacing at the reference.
+# Below this mean excess (in ulps) a rounding bias is not reported, however significant: a truncating store is
+# -0.5 ulp; a correct kernel's excess over RNE(r) is a few 1e-5 ulp (fp32 errors that cross a midpoint).
+MIN_BIAS_ULP = 0.05
 
-    Round-to-nearest-even gives mean 0; truncating fp32 -> bf16 stores give about -0.25 ulp per element, a bias
-    that passes every elementwise tolerance (research oracles.md §2 row 14). Only for 16-bit float outputs."""
+
+def bias_z(output: np.ndarray, reference: np.ndarray, output_dtype: str) -> float | None:
+    """z-score of the mean signed excess of the output over the correctly rounded reference, RNE(r), in
+    units of the output's spacing at the reference.
+
+    A kernel that computes in fp32 and rounds to nearest even returns RNE(r) almost everywhere (0 when the mean
+    excess is under MIN_BIAS_ULP); a truncating fp32 -> bf16 store is one ulp low on about half the elements,
+    a bias that passes every elementwise tolerance (research oracles.md §2 row 14). 16-bit outputs only."""
     if output_dtype not in ("float16", "bfloat16"):
         return None
     y = np.asarray(output).astype(np.float64).ravel()
@@ -94,8 +101,12 @@ def bias_z(output: np.ndarray, reference: np.ndarray, output_dtype: str) -> floa
     _, exponent = np.frexp(r)
     mantissa_bits = 11 if output_dtype == "float16" else 8
     spacing = np.ldexp(1.0, exponent - mantissa_bits)
-    signed = np.sign(r) * (y - r) / spacing  # toward zero is negative
+    # Against RNE(r), not r: the rounding errors of r itself are not independent when inputs are quantised and
+    # rows share an offset (log-softmax, x - m - log s, gave z = 6.6 for a correct kernel).
+    nearest = r.astype(info.numpy).astype(np.float64)
+    signed = np.sign(r) * (y - nearest) / spacing  # toward zero is negative
+    mean = float(signed.mean())
+    if abs(mean) < MIN_BIAS_ULP:
+        return 0.0  # includes the usual case: y == RNE(r) everywhere
     std = float(signed.std())
-    if std == 0.0:
-        return None
-    return float(signed.mean() / (std / sqrt(signed.size)))
+    return float(mean / (std / sqrt(signed.size))) if std > 0.0 else float(np.copysign(np.inf, mean))

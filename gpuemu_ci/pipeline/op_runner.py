@@ -253,6 +253,15 @@ class OpRunner:
             error_scale,
             bias_test=case.stratum.mode is ValueMode.REGULAR
             and all(c.layout is not Layout.BROADCAST for c in case.layouts.values()),
+            correlated=case.stratum.mode is ValueMode.ASCENDING
+            or bounds.constant_along_reduction(
+                self.op,
+                {
+                    name: c.broadcast_dim
+                    for name, c in case.layouts.items()
+                    if c.layout is Layout.BROADCAST and c.broadcast_dim is not None
+                },
+            ),
         )
         return CaseOutcome(ref, case, run, judge(self.op, context, run, self.config.validation), naive_output)
 

@@ -34,7 +34,7 @@ BUGS = {
     "silu_mul.bug.truncating_bf16_store": "bias",
     "cumsum.bug.writes_into_input": "inputs_modified",
     "splitk_gemm.bug.nondeterministic": "nondeterministic",
-    "transpose.bug.unwritten_out_buffer": "mismatch",
+    "transpose.bug.unwritten_out_buffer": "unwritten",
 }
 
 
