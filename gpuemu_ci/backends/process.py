@@ -377,10 +377,9 @@ class WorkerProcess:
         for stage in wanted:
             if stage in calls:
                 continue
-            if running is None or stage == running:
-                message = failure.message
-            else:
-                message = f"not run: {failure.message}"
+            message = (
+                failure.message if running is None or stage == running else f"not run: {failure.message}"
+            )
             calls[stage] = CallResult(failure.status, (), message, tail)
         return CaseRun(
             reference=calls[Stage.REFERENCE],

@@ -103,7 +103,9 @@ def _float_values(
         sign = 1.0 if rng.derive("sign").gen_u64() & 1 else -1.0
         return sign * (TAME_OFFSET if tame else OFFSETS[dtype_name]) + base
     if mode is ValueMode.ASCENDING:
-        return np.sort(np.abs(base))  # global sort: every row ascending, later rows larger
+        np.abs(base, out=base)
+        base.sort()  # global sort: every row ascending, later rows larger
+        return base
     if mode is ValueMode.ALL_NEGATIVE:
         return -(np.abs(base) * 2.0 + 1.0)
     if mode is ValueMode.WIDE_RANGE:
@@ -132,25 +134,24 @@ def _boundary(
     info = dtypes.info(dtype_name)
     n = base.size
     bits = rng.u64_array(n)
-    selector = (bits & np.uint64(15)).astype(np.int64)
-    sign = np.where((bits >> np.uint64(4)) & np.uint64(1), -1.0, 1.0)
-    small = ((bits >> np.uint64(5)) & np.uint64(3)).astype(np.float64) + 1.0
     large = 2.0 ** (int(np.frexp(info.max_finite)[1]) // 4)  # frexp is exact; a quarter of the exponent range
     if tame:
         large = 4.0
-    values = base.copy()
-    specials = {
-        0: 0.0 * sign,
-        1: sign * info.min_subnormal * small,
-        2: sign * info.min_normal,
-        3: sign * large * small,
-        4: sign * (2.0 if tame else NEAR_EXP_OVERFLOW[dtype_name]),
-        5: sign * (small * 0.5),  # exact halves: ties and duplicates
-        6: sign * 1.0,
-    }
-    for key, special in specials.items():
-        mask = selector == key
-        values[mask] = special[mask] if isinstance(special, np.ndarray) else special
+    # Selector value k (the low 4 bits) < 7 picks special k = sign * (SCALE[k] * small + OFFSET[k]), small in
+    # 1..4: signed zero, subnormals, the smallest normal, large values, near exp overflow, exact halves
+    # (ties and duplicates), one. Every product here is exact, so only the chosen elements need computing.
+    scale = np.array([0.0, info.min_subnormal, 0.0, large, 0.0, 0.5, 0.0])
+    offset = np.array(
+        [0.0, 0.0, info.min_normal, 0.0, 2.0 if tame else NEAR_EXP_OVERFLOW[dtype_name], 0.0, 1.0]
+    )
+    chosen = np.flatnonzero((bits & np.uint64(15)) < np.uint64(7))
+    picked = bits[chosen]
+    key = (picked & np.uint64(15)).astype(np.intp)
+    small = ((picked >> np.uint64(5)) & np.uint64(3)).astype(np.float64) + 1.0
+    special = scale[key] * small + offset[key]
+    special[((picked >> np.uint64(4)) & np.uint64(1)).astype(np.bool_)] *= -1.0
+    values = base  # a fresh array from `regular`
+    values[chosen] = special
     if nonfinite is NonFinite.PROPAGATE:
         injected = ((bits >> np.uint64(8)) & np.uint64(63)).astype(np.int64)
         values[injected == 0] = np.nan
