@@ -17,7 +17,8 @@ import numpy as np
 from gpuemu_ci.cli.run import config_option
 from gpuemu_ci.config.load import load_config
 from gpuemu_ci.errors import ExitCode
-from gpuemu_ci.pipeline.op_runner import OpRunner, json_float
+from gpuemu_ci.pipeline.op_runner import OpRunner
+from gpuemu_ci.pipeline.records import json_float
 from gpuemu_ci.pipeline.run import RunOptions, master_seed, select_ops
 from gpuemu_ci.plan.expand import plan_op
 from gpuemu_ci.progress import Silent

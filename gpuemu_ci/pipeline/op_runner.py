@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import math
 import sys
 import time
 from collections import deque
@@ -13,19 +12,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from gpuemu_ci.backends.interface import CallStatus, CallTarget, CaseJob, CaseRun
 from gpuemu_ci.config.model import Config, Layout, OpSpec
 from gpuemu_ci.fuzz.case import CaseInputs, build_case
-from gpuemu_ci.fuzz.values import GENERATOR_VERSION
 from gpuemu_ci.oracle import bounds
 from gpuemu_ci.oracle.judge import CaseContext, comparator_for, judge
-from gpuemu_ci.oracle.model import CaseVerdict, Comparator, ErrorStats, FailureKind
+from gpuemu_ci.oracle.model import Comparator
+from gpuemu_ci.pipeline.records import CaseOutcome, failure_record, json_float
 from gpuemu_ci.pipeline.targets import naive_target, op_target, reference_target
 from gpuemu_ci.plan.model import CaseRef, ValueMode
 from gpuemu_ci.progress import Observer
-from gpuemu_ci.results.io import write_snapshot
 from gpuemu_ci.results.model import DtypeResult, FailureRecord, OpResult, OpStatus
 
 MAX_RECORDED_FAILURES = 20  # per op; the rest are counted (snapshots cost disk and comment space)
@@ -52,15 +48,6 @@ class _Queued:
 
 def _has_room(window: deque[_Queued]) -> bool:
     return not window or (len(window) < MAX_QUEUED and sum(q.nbytes for q in window) < MAX_QUEUED_BYTES)
-
-
-@dataclass
-class CaseOutcome:
-    ref: CaseRef
-    inputs: CaseInputs
-    run: CaseRun
-    verdict: CaseVerdict | None  # None: the case could not be judged (reference failed)
-    naive_output: np.ndarray | None = None
 
 
 @dataclass
@@ -93,15 +80,6 @@ class OpTally:
             self.worst_case = outcome.ref.case_id
         if stats.max_abs_error is not None:
             self.max_abs_error = max(self.max_abs_error or 0.0, stats.max_abs_error)
-
-
-def json_float(value: float | None) -> float | None:
-    """JSON has no NaN or Infinity: NaN -> None, +-inf -> the largest double with its sign."""
-    if value is None or math.isnan(value):
-        return None
-    if math.isinf(value):
-        return math.copysign(sys.float_info.max, value)
-    return float(value)
 
 
 @dataclass
@@ -159,7 +137,9 @@ class OpRunner:
                 self.observer.case_done(self.op.name, passed)
                 if not passed:
                     if len(self._failures) < MAX_RECORDED_FAILURES:
-                        self._failures.append(self._record(outcome))
+                        self._failures.append(
+                            failure_record(self.config, self.op, self.master_seed, self.out_dir, outcome)
+                        )
                     else:
                         omitted += 1
         finally:
@@ -280,77 +260,6 @@ class OpRunner:
                 line=self.op.line,
             ) from None
 
-    # --- records ----------------------------------------------------------------------------------------
-    def _record(self, outcome: CaseOutcome) -> FailureRecord:
-        case = outcome.inputs
-        described = case.describe()
-        stats: ErrorStats | None = outcome.verdict.stats if outcome.verdict else None
-        if outcome.verdict is None:
-            failed_call = (
-                outcome.run.reference if outcome.run.reference.status is not CallStatus.OK else outcome.run.op
-            )
-            kind = (
-                failed_call.status.value
-                if failed_call.status.value in {k.value for k in FailureKind}
-                else FailureKind.RAISED.value
-            )
-            message = f"the reference {failed_call.status.value}: {failed_call.message}"
-            stderr = failed_call.stderr_tail or None
-            errored = True
-        else:
-            finding = outcome.verdict.primary
-            kind = finding.kind.value if finding else FailureKind.MISMATCH.value
-            message = "\n".join(f.message for f in outcome.verdict.findings)
-            stderr = (
-                outcome.run.op.stderr_tail or None
-                if kind in ("crashed", "timeout", "oom", "raised")
-                else None
-            )
-            errored = False
-        snapshot = write_snapshot(self.out_dir, dict(case.logical), self._snapshot_meta(outcome))
-        return FailureRecord(
-            case_id=outcome.ref.case_id,
-            case_index=outcome.ref.index,
-            case_seed=outcome.ref.seed,
-            dtype=case.dtype,
-            shapes=described["shapes"],
-            strides=described["strides"],
-            layouts=described["layouts"],
-            kwargs=dict(case.kwargs),
-            distribution=case.stratum.mode.value,
-            kind=kind,
-            message=message,
-            comparator=stats.comparator.value if stats else None,
-            headroom=json_float(stats.headroom) if stats else None,
-            max_abs_error=json_float(stats.max_abs_error) if stats else None,
-            worst_index=list(stats.worst_index) if stats and stats.worst_index is not None else None,
-            exceeded=stats.exceeded if stats else None,
-            total=stats.total if stats else None,
-            snapshot=snapshot,
-            replay=replay_command(self.config, self.op.name, outcome.ref.seed),
-            stderr_tail=stderr,
-            errored=errored,
-        )
-
-    def _snapshot_meta(self, outcome: CaseOutcome) -> dict[str, Any]:
-        case = outcome.inputs
-        return {
-            "op": self.op.name,
-            "case_seed": outcome.ref.seed,
-            "case_index": outcome.ref.index,
-            "master_seed": self.master_seed,
-            "generator_version": GENERATOR_VERSION,
-            "dtype": case.dtype,
-            "mode": case.stratum.mode.value,
-            "dims": dict(case.dims),
-            "kwargs": dict(case.kwargs),
-            "layouts": {
-                name: {"layout": c.layout.value, "broadcast_dim": c.broadcast_dim}
-                for name, c in case.layouts.items()
-            },
-            "input_order": list(case.logical),
-        }
-
     def _import_failure(self, outcome: CaseOutcome, planned: int) -> OpResult:
         failed = outcome.run.op if outcome.run.op.status is CallStatus.IMPORT_ERROR else outcome.run.reference
         who = "op" if failed is outcome.run.op else "reference"
@@ -434,12 +343,3 @@ def _status(total: int, failed: int, errored: int) -> OpStatus:
 
 def _family(op: OpSpec) -> str | None:
     return op.family.value if op.family else None
-
-
-def replay_command(config: Config, op_name: str, seed: int) -> str:
-    import os
-    import shlex
-
-    # Relative to where the command ran (the repository root in Actions), so it is copy-pasteable there.
-    config_arg = os.path.relpath(config.path, Path.cwd())
-    return f"gpuemu-ci replay --config {shlex.quote(config_arg)} --op {shlex.quote(op_name)} --seed {seed}"

@@ -14,7 +14,8 @@ from gpuemu_ci.fuzz.case import CaseInputs, build_case, rebuild_from_snapshot
 from gpuemu_ci.fuzz.shapes import satisfies
 from gpuemu_ci.fuzz.values import GENERATOR_VERSION
 from gpuemu_ci.oracle.model import CaseVerdict
-from gpuemu_ci.pipeline.op_runner import CaseOutcome, OpRunner
+from gpuemu_ci.pipeline.op_runner import OpRunner
+from gpuemu_ci.pipeline.records import CaseOutcome
 from gpuemu_ci.plan.model import CaseRef, CaseStratum, ValueMode
 from gpuemu_ci.progress import Silent
 from gpuemu_ci.results.io import read_snapshot
