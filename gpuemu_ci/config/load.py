@@ -30,6 +30,7 @@ from gpuemu_ci.config.model import (
     Validation,
 )
 from gpuemu_ci.config.reader import SourceText, TableReader
+from gpuemu_ci.config.schema import canonical_dtype, check_dtype
 from gpuemu_ci.errors import ConfigError
 
 if sys.version_info >= (3, 11):
@@ -156,7 +157,7 @@ def build_config(data: Mapping[str, Any], source: SourceText, path: Path, sha256
                 line=kernel.line,
             )
     for dtype in ci.quick_dtypes:
-        ops_parser.check_dtype(dtype, "ci.quick_dtypes", source)
+        check_dtype(dtype, "ci.quick_dtypes", source)
     return Config(path, root, sha256, project, validation, ops, kernels, policies, ci)
 
 
@@ -210,12 +211,12 @@ def _validation(table: TableReader | None, source: SourceText) -> Validation:
         return Validation()
     dtypes = table.string_list("dtypes", ("float32",)) or ("float32",)
     for dtype in dtypes:
-        ops_parser.check_dtype(dtype, "validation.dtypes", source, table.line_of("dtypes"))
+        check_dtype(dtype, "validation.dtypes", source, table.line_of("dtypes"))
     seed = table.integer("seed", None, minimum=0)
     if seed is not None and seed >= 2**64:
         raise table.error("seed", "must fit in 64 bits")
     validation = Validation(
-        dtypes=tuple(ops_parser.canonical_dtype(d) for d in dtypes),
+        dtypes=tuple(canonical_dtype(d) for d in dtypes),
         seed=seed,
         check_nan=table.boolean("check_nan", True),
         check_inf=table.boolean("check_inf", True),
@@ -232,8 +233,7 @@ def _ci(table: TableReader | None) -> CiSettings:
     defaults = CiSettings()
     ci = CiSettings(
         quick_dtypes=tuple(
-            ops_parser.canonical_dtype(d)
-            for d in (table.string_list("quick_dtypes", defaults.quick_dtypes) or ())
+            canonical_dtype(d) for d in (table.string_list("quick_dtypes", defaults.quick_dtypes) or ())
         ),
         quick_iterations=table.integer("quick_iterations", defaults.quick_iterations, minimum=1)
         or defaults.quick_iterations,

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
-from gpuemu_ci import dtypes as dtype_table
 from gpuemu_ci.config.model import (
     INVARIANT_NAMES,
     DimConstraint,
@@ -15,7 +13,6 @@ from gpuemu_ci.config.model import (
     ExecutionMode,
     Family,
     Framework,
-    InputSpec,
     Invariants,
     Layout,
     NonFinite,
@@ -23,51 +20,24 @@ from gpuemu_ci.config.model import (
     Project,
     Tolerance,
     Validation,
-    ValueKind,
 )
-from gpuemu_ci.config.reader import SourceText, TableReader
+from gpuemu_ci.config.reader import TableReader
+from gpuemu_ci.config.schema import (
+    BUILTIN_SCHEMAS,
+    DEFAULT_DIMS,
+    DIM_NAME,
+    canonical_dtype,
+    check_constraint,
+    check_dtype,
+    dim_list,
+    dims_table,
+    enum_list,
+    kwargs_table,
+    parse_inputs,
+)
 from gpuemu_ci.errors import ConfigError
 
-# Upstream's builtin schemas (research gpuemu-upstream.md §4.3), reachable by `schema = "<name>"`.
-BUILTIN_SCHEMAS: dict[str, tuple[dict[str, tuple[int, ...]], dict[str, tuple[str, ...]], tuple[str, ...]]] = {
-    "matmul": (
-        {"M": (1, 2, 7, 31, 128, 257), "K": (1, 3, 16, 127, 256), "N": (1, 2, 15, 64, 255)},
-        {"a": ("M", "K"), "b": ("K", "N")},
-        ("M", "N"),
-    ),
-    "attention": (
-        {"B": (1, 2, 5), "H": (1, 3, 8), "S": (1, 2, 17, 128, 257), "D": (8, 16, 64, 65)},
-        {"q": ("B", "H", "S", "D"), "k": ("B", "H", "S", "D"), "v": ("B", "H", "S", "D")},
-        ("B", "H", "S", "D"),
-    ),
-    "elementwise": (
-        {"B": (1, 2, 8, 33), "S": (1, 7, 128, 513), "H": (1, 3, 256, 1025)},
-        {"input": ("B", "S", "H")},
-        ("B", "S", "H"),
-    ),
-}
-# Dims used when an op lists input names but declares no dims: every input gets [B, S, H].
-DEFAULT_DIMS = {"B": (1, 2, 8), "S": (7, 64, 128), "H": (3, 256, 1024)}
-
 OP_ALIASES = {"module": "op", "input_names": "inputs", "invariant": "invariants"}
-DIM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def canonical_dtype(name: str) -> str:
-    return dtype_table.canonical(name) or name
-
-
-def check_dtype(name: str, where: str, source: SourceText, line: int | None = None) -> None:
-    if dtype_table.canonical(name) is None:
-        import difflib
-
-        close = difflib.get_close_matches(name, list(dtype_table.DTYPES), n=1)
-        hint = f" (did you mean `{close[0]}`?)" if close else ""
-        raise ConfigError(
-            f"`{where}`: unknown dtype {name!r}{hint}. Known: {', '.join(dtype_table.DTYPES)}.",
-            path=source.path,
-            line=line,
-        )
 
 
 def tolerances(table: TableReader | None) -> tuple[tuple[str, Tolerance], ...]:
@@ -122,174 +92,6 @@ def _invariants(table: TableReader) -> Invariants:
                 "invariants", f"unknown invariant {name!r}{hint}. Known: {', '.join(INVARIANT_NAMES)}."
             )
     return Invariants(**{k: v for k, v in chosen.items()})
-
-
-def _dims(table: TableReader, key: str) -> dict[str, DimSpec]:
-    sub = table.table(key)
-    if sub is None:
-        return {}
-    dims: dict[str, DimSpec] = {}
-    for name in list(sub._data):
-        if not DIM_NAME.match(name):
-            raise sub.error(name, "dim names are identifiers like M, K, seq_len")
-        dims[name] = _dim(sub, name)
-    sub.finish()
-    return dims
-
-
-def _dim(table: TableReader, name: str) -> DimSpec:
-    value = table.raw(name)
-    if isinstance(value, bool):
-        raise table.error(name, "expected sizes: a list, an integer or { min, max, typical }")
-    if isinstance(value, int):
-        value = [value]
-    if isinstance(value, list):
-        if not value or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
-            raise table.error(name, "expected a non-empty list of sizes >= 0")
-        typical = tuple(value)
-        return DimSpec(name, typical, low=min(1, min(typical)), high=max(typical))
-    if isinstance(value, dict):
-        sub = TableReader(value, f"{table.where}.{name}", table.source, table.line_of(name))
-        low = sub.integer("min", None, minimum=0)
-        high = sub.integer("max", None, minimum=0)
-        typical_raw = sub.raw("typical")
-        sub.finish()
-        if typical_raw is None:
-            typical_list = []
-        elif isinstance(typical_raw, int) and not isinstance(typical_raw, bool):
-            typical_list = [typical_raw]
-        elif isinstance(typical_raw, list) and all(
-            isinstance(v, int) and not isinstance(v, bool) for v in typical_raw
-        ):
-            typical_list = list(typical_raw)
-        else:
-            raise table.error(name, "`typical` must be a size or a list of sizes")
-        if low is None and high is None and not typical_list:
-            raise table.error(name, "give `min` and `max`, or `typical` sizes")
-        low = low if low is not None else min([1, *typical_list])
-        high = high if high is not None else max([low, *typical_list])
-        if low > high:
-            raise table.error(name, f"min ({low}) is greater than max ({high})")
-        outside = [v for v in typical_list if not low <= v <= high]
-        if outside:
-            raise table.error(name, f"typical sizes {outside} lie outside [{low}, {high}]")
-        typical = tuple(typical_list) or tuple(sorted({low, high}))
-        return DimSpec(name, typical, low=low, high=high)
-    raise table.error(name, "expected sizes: a list, an integer or { min, max, typical }")
-
-
-def _dim_list(table: TableReader, key: str, value: Any) -> tuple[str | int, ...]:
-    if not isinstance(value, list) or not all(
-        (isinstance(v, str) and DIM_NAME.match(v)) or (isinstance(v, int) and not isinstance(v, bool))
-        for v in value
-    ):
-        raise table.error(key, 'expected a list of dim names or sizes, e.g. ["M", "K"]')
-    return tuple(value)
-
-
-def _inputs(
-    table: TableReader, dims: dict[str, DimSpec], schema_inputs: dict[str, tuple[str, ...]] | None
-) -> tuple[tuple[InputSpec, ...], str | None]:
-    """Inputs as a list of names, a table name -> dims, or a table name -> { dims, dtype, kind, ... }.
-
-    A string is a hook "pkg.mod:make_inputs" that builds the arrays itself (names then come from `input_names`
-    of the hook's result, so the schema must still list them via dims)."""
-    spelled = "inputs" if table.has("inputs") else "input_names"
-    raw = table.raw("inputs")
-    if raw is None:
-        if schema_inputs is not None:
-            return tuple(InputSpec(n, d) for n, d in schema_inputs.items()), None
-        raise table.error(
-            "inputs",
-            'is required: the op\'s input names, e.g. inputs = ["x"], or their dims, '
-            'e.g. [ops.inputs] a = ["M", "K"]',
-        )
-    if isinstance(raw, str):
-        if ":" not in raw:
-            raise table.error(spelled, 'a string here is an inputs hook "pkg.mod:function"')
-        names = schema_inputs or {}
-        return tuple(InputSpec(n, d) for n, d in names.items()), raw
-    if isinstance(raw, list):
-        if not raw or not all(isinstance(v, str) and v for v in raw):
-            raise table.error(spelled, "expected a non-empty list of input names")
-        if len(set(raw)) != len(raw):
-            raise table.error(spelled, "input names must be unique")
-        default = tuple(DEFAULT_DIMS) if not dims else None
-        if default is None:
-            raise table.error(spelled, 'with [ops.dims] give each input\'s dims: [ops.inputs] x = ["M", "N"]')
-        return tuple(InputSpec(n, default) for n in raw), None
-    if isinstance(raw, dict):
-        specs = []
-        for name, value in raw.items():
-            if isinstance(value, list):
-                specs.append(InputSpec(name, _dim_list(table, spelled, value)))
-                continue
-            if not isinstance(value, dict):
-                raise table.error(spelled, f"input `{name}`: expected dims or a table")
-            sub = TableReader(value, f"{table.where}.inputs.{name}", table.source, table.line_of(spelled))
-            input_dims = _dim_list(sub, "dims", sub.raw("dims"))
-            dtype = sub.string("dtype")
-            if dtype is not None:
-                check_dtype(dtype, f"{sub.where}.dtype", table.source, sub.line)
-                dtype = canonical_dtype(dtype)
-            kind = sub.choice("kind", ValueKind, ValueKind.ANY)
-            low = _bound(sub, "low")
-            high = _bound(sub, "high")
-            ignore = sub.integer("ignore_value", None)
-            layouts = sub.string_list("layouts")
-            sub.finish()
-            if kind is ValueKind.INDEX and high is None:
-                raise sub.error(
-                    "high", 'index inputs need `high` (an integer or a dim name, e.g. high = "V")'
-                )
-            specs.append(
-                InputSpec(
-                    name,
-                    input_dims,
-                    dtype,
-                    kind,
-                    low,
-                    high,
-                    ignore,
-                    _enum_list(sub, "layouts", layouts, Layout) if layouts else None,
-                )
-            )
-        return tuple(specs), None
-    raise table.error(spelled, "expected a list of names or a table of inputs")
-
-
-def _bound(table: TableReader, key: str) -> int | str | None:
-    value = table.raw(key)
-    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
-        return value
-    if isinstance(value, str) and DIM_NAME.match(value):
-        return value
-    raise table.error(key, "expected an integer or a dim name")
-
-
-def _enum_list(table: TableReader, key: str, values: tuple[str, ...], enum: type) -> tuple:
-    members = [m.value for m in enum]
-    for value in values:
-        if value not in members:
-            raise table.error(key, f"unknown value {value!r}; expected some of {', '.join(members)}")
-    return tuple(enum(v) for v in values)
-
-
-def _kwargs(table: TableReader) -> tuple[tuple[str, tuple[object, ...]], ...]:
-    """`kwargs = { eps = 1e-5, axis = [-1, 0] }`: a list is a set of values to fuzz over (wrap a list value in a
-    list to pass it as one value)."""
-    sub = table.table("kwargs")
-    if sub is None:
-        return ()
-    result = []
-    for key in list(sub._data):
-        value = sub.raw(key)
-        candidates = tuple(value) if isinstance(value, list) else (value,)
-        if not candidates:
-            raise sub.error(key, "an empty list gives nothing to call the op with")
-        result.append((key, candidates))
-    sub.finish()
-    return tuple(result)
 
 
 def _target(text: str, root: Path, table: TableReader, key: str) -> str:
@@ -409,16 +211,16 @@ def _op_body(
                 f"unknown builtin schema {schema_name!r}; expected one of {', '.join(BUILTIN_SCHEMAS)}",
             )
         schema = BUILTIN_SCHEMAS[schema_name]
-    dims = _dims(table, "dims")
+    dims = dims_table(table, "dims")
     if schema is not None:
         for dim_name, sizes in schema[0].items():
             dims.setdefault(dim_name, DimSpec(dim_name, sizes, low=1, high=max(sizes)))
-    inputs, hook = _inputs(table, dims, schema[1] if schema else None)
+    inputs, hook = parse_inputs(table, dims, schema[1] if schema else None)
     if not dims:
         dims = {n: DimSpec(n, s, low=1, high=max(s)) for n, s in DEFAULT_DIMS.items()}
     output_raw = table.raw("output")
     output_dims = (
-        _dim_list(table, "output", output_raw) if output_raw is not None else (schema[2] if schema else None)
+        dim_list(table, "output", output_raw) if output_raw is not None else (schema[2] if schema else None)
     )
     for spec in inputs:
         for dim in (*spec.dims, *(output_dims or ())):
@@ -449,7 +251,7 @@ def _op_body(
     distributions = table.string_list("distributions")
     constraints = table.string_list("constraints", ()) or ()
     for text in constraints:
-        _check_constraint(table, text, dims)
+        check_constraint(table, text, dims)
     timeout = table.number("timeout", None, positive=True)
     tolerances_own = tolerances(table.table("tolerances"))
     op_tolerances = dict(validation.tolerances)
@@ -477,13 +279,13 @@ def _op_body(
         framework=table.choice("framework", Framework, project.framework),
         execution_mode=mode,
         op_script=op_script,
-        kwargs=_kwargs(table),
+        kwargs=kwargs_table(table),
         # An op with a family is judged by the error bound unless it sets its own tolerances; an op without one
         # uses allclose with [validation.tolerances] (upstream semantics).
         tolerances=tuple(op_tolerances.items()) if family is None else tuple(tolerances_own),
         invariants=_invariants(table),
-        layouts=_enum_list(table, "layouts", layouts, Layout) if layouts else tuple(Layout),
-        distributions=_enum_list(table, "distributions", distributions, Distribution)
+        layouts=enum_list(table, "layouts", layouts, Layout) if layouts else tuple(Layout),
+        distributions=enum_list(table, "distributions", distributions, Distribution)
         if distributions
         else tuple(Distribution),
         constraints=tuple(DimConstraint(c) for c in constraints),
@@ -515,15 +317,3 @@ def table_choice(table: TableReader, key: str, value: str | None, enum: type) ->
         hint = f" (did you mean `{close[0]}`?)" if close else ""
         raise table.error(key, f"unknown value {value!r}{hint}; expected one of {', '.join(members)}")
     return enum(value)
-
-
-CONSTRAINT = re.compile(r"^\s*([A-Za-z_]\w*(?:\s*%\s*\d+)?)\s*(==|!=|<=|>=|<|>)\s*([A-Za-z_]\w*|\d+)\s*$")
-
-
-def _check_constraint(table: TableReader, text: str, dims: dict[str, DimSpec]) -> None:
-    match = CONSTRAINT.match(text)
-    if not match:
-        raise table.error("constraints", f'{text!r} is not a constraint like "D % 2 == 0" or "R <= D"')
-    for token in re.findall(r"[A-Za-z_]\w*", text):
-        if token not in dims:
-            raise table.error("constraints", f"{text!r} names {token!r}, which is not a declared dim")
