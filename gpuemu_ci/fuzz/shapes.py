@@ -7,6 +7,7 @@ just around common tile sizes.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Mapping
 
@@ -43,13 +44,25 @@ def aligned_sizes(dim: DimSpec) -> tuple[int, ...]:
 
 
 def draw_dims(op: OpSpec, rng: SeededRng, aligned: bool) -> dict[str, int]:
-    """Deterministic dims for one case; honours constraints and the per-input element cap."""
+    """Deterministic dims for one case; honours constraints and the per-input element cap.
+
+    Constraints (`D % 2 == 0`, `R <= D`) can be rare among one class of sizes (boundary sizes are mostly odd),
+    so after a few draws from the case's class the sampler draws from both classes, and last tries the user's
+    typical sizes in order, before calling the constraints unsatisfiable."""
     for attempt in range(MAX_REDRAWS):
         source = rng if attempt == 0 else rng.derive(f"redraw_{attempt}")
         values: dict[str, int] = {}
         for dim in op.dims:
-            pool = (aligned_sizes(dim) if aligned else boundary_sizes(dim)) or aligned_sizes(dim)
+            if attempt < MAX_REDRAWS // 4:
+                pool = (aligned_sizes(dim) if aligned else boundary_sizes(dim)) or aligned_sizes(dim)
+            else:
+                pool = tuple(sorted({*aligned_sizes(dim), *boundary_sizes(dim)}))
             values[dim.name] = source.derive(dim.name).choice(pool)
+        _cap_elements(op, values)
+        if all(satisfies(c, values) for c in op.constraints):
+            return values
+    for combination in itertools.islice(itertools.product(*(dim.typical for dim in op.dims)), 10_000):
+        values = dict(zip((dim.name for dim in op.dims), combination, strict=True))
         _cap_elements(op, values)
         if all(satisfies(c, values) for c in op.constraints):
             return values

@@ -207,7 +207,9 @@ def _kind_values(
             np.sort((rng.u64_array(n) % np.uint64(high + 1)).astype(np.int64)) if n else np.zeros(0, np.int64)
         )
         if n:
-            cuts[0], cuts[-1] = 0, high
+            cuts[0] = 0
+        if n >= 2:
+            cuts[-1] = high
         return cuts
     u = unit_floats(rng, n)
     if kind is ValueKind.POSITIVE:

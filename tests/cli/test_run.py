@@ -234,8 +234,17 @@ def test_suite_timeout_writes_partial_results_and_never_passes(tmp_path, capsys)
 
 def test_results_name_the_config_relative_to_the_working_directory(tmp_path, monkeypatch):
     # Relative to the repository root (where Actions runs), so annotations point at it; no machine paths.
-    args = ["run", "--config", str(EXAMPLES / "quickstart" / "gpuemu.toml"), "--out", str(tmp_path), "--op", "gelu",
-            "--iterations", "1"]
+    args = [
+        "run",
+        "--config",
+        str(EXAMPLES / "quickstart" / "gpuemu.toml"),
+        "--out",
+        str(tmp_path),
+        "--op",
+        "gelu",
+        "--iterations",
+        "1",
+    ]
     monkeypatch.chdir(EXAMPLES.parent)
     main(args)
     text = (tmp_path / "results.json").read_text()
@@ -265,7 +274,8 @@ def test_launchable_kernel_is_linted_and_skipped_without_a_gpu(tmp_path, make_pr
     if detect_gpu() is not None:
         pytest.skip("a GPU is present: the kernel would run")
     source = (Path(__file__).parents[1] / "fixtures" / "ptx-lint" / "src" / "gelu.cu").read_text()
-    config = make_project("""
+    config = make_project(
+        """
         [project]
         name = "cuda"
         [[ops]]
@@ -297,8 +307,13 @@ def test_launchable_kernel_is_linted_and_skipped_without_a_gpu(tmp_path, make_pr
         output = ["N"]
         [kernels.artifact_checks]
         max_registers = 64
-    """, {"gelu.cu": source, "m.py": "import numpy as np\ndef scale(x):\n    return x.copy()\n"
-          "def gelu_ref(x):\n    return 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x**3)))\n"})
+    """,
+        {
+            "gelu.cu": source,
+            "m.py": "import numpy as np\ndef scale(x):\n    return x.copy()\n"
+            "def gelu_ref(x):\n    return 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x**3)))\n",
+        },
+    )
     code, _, _ = run(["--config", str(config), "--out", str(tmp_path)], capsys)
     document = json.loads((tmp_path / "results.json").read_text())
     ops = {op["name"]: op for op in document["ops"]}
@@ -307,3 +322,43 @@ def test_launchable_kernel_is_linted_and_skipped_without_a_gpu(tmp_path, make_pr
     assert document["kernels"][0]["status"] == "passed" and document["lint"]["status"] == "ran"
     assert code == 0  # something ran and passed; the skip is reported, not counted as a pass
     assert document["summary"]["ops_skipped"] == 1
+
+
+def test_calibrate_reports_headroom_per_dtype_and_shape_class(capsys):
+    code = main(
+        [
+            "calibrate",
+            "--config",
+            str(EXAMPLES / "quickstart" / "gpuemu.toml"),
+            "--op",
+            "matmul",
+            "--iterations",
+            "4",
+            "--json",
+        ]
+    )
+    captured = capsys.readouterr()
+    rows = json.loads(captured.out)
+    assert code == 0
+    assert {row["dtype"] for row in rows} == {"float32", "float16", "bfloat16"}
+    assert all(
+        row["worst_headroom"] < 1.0 and "atol" not in row for row in rows
+    )  # percentiles only on request
+    assert (
+        main(
+            [
+                "calibrate",
+                "--config",
+                str(EXAMPLES / "quickstart" / "gpuemu.toml"),
+                "--op",
+                "gelu",
+                "--iterations",
+                "2",
+                "--percentile",
+                "99",
+                "--json",
+            ]
+        )
+        == 0
+    )
+    assert all("atol" in row and "rtol" in row for row in json.loads(capsys.readouterr().out))

@@ -181,3 +181,74 @@ def test_nonfinite_values_only_when_declared(make_project, tmp_path):
                 seen_nonfinite += bad
     assert seen_plain == 0 and seen_nonfinite > 0
     assert SLOTS == 16
+
+
+KINDS = """
+[validation]
+dtypes = ["float32"]
+[[ops]]
+name = "kinds"
+op = "m:f"
+reference = "m:f"
+family = "exact"
+constraints = ["D % 2 == 0", "R <= D"]
+[ops.dims]
+B = [4, 16]
+D = { min = 1, max = 64, typical = [32] }
+R = { min = 1, max = 64, typical = [8] }
+V = [100]
+[ops.inputs]
+p = { dims = ["B", "D"], kind = "probabilities" }
+logp = { dims = ["B", "D"], kind = "log_probabilities" }
+ids = { dims = ["B"], dtype = "int64", kind = "index", high = "V", ignore_value = -100 }
+offsets = { dims = ["B"], dtype = "int32", kind = "sorted_offsets", high = "V" }
+w = { dims = ["D"], kind = "affine_weight" }
+"""
+
+
+def test_value_kinds_and_constraints(make_project, tmp_path):
+    op = load_config(make_project(KINDS)).op("kinds")
+    for ref in plan_op(op, 21, ("float32",), 16):
+        case = build_case(op, ref.seed, tmp_path)
+        assert case.dims["D"] % 2 == 0 and case.dims["R"] <= case.dims["D"]
+        assert np.allclose(case.logical["p"].sum(axis=-1), 1.0, atol=1e-5)
+        logp = case.logical["logp"].astype(np.float64)
+        assert np.allclose(np.exp(logp).sum(axis=-1), 1.0, atol=1e-5)  # exactly dyadic before rounding
+        ids = case.logical["ids"]
+        assert set(np.unique(ids[ids != -100])) <= set(range(100))
+        offsets = case.logical["offsets"]
+        assert offsets[0] == 0 and (np.diff(offsets) >= 0).all()
+        assert offsets[-1] == (100 if offsets.size >= 2 else 0)  # B + 1 offsets: 0, ..., the total
+        assert (np.abs(case.logical["w"] - 1) <= 0.1).all()
+
+
+def test_inputs_hook_is_replayable_from_the_seed(make_project, tmp_path):
+    config = load_config(
+        make_project(
+            """
+        [[ops]]
+        name = "hooked"
+        op = "h:f"
+        reference = "h:f"
+        family = "exact"
+        inputs = "h:make_inputs"
+        [ops.dims]
+        N = [8, 32]
+    """,
+            {
+                "h.py": """
+        import numpy as np
+        def make_inputs(rng, dims, dtype, kwargs):
+            n = dims["N"]
+            return {"x": (rng.u64_array(n) % 7).astype(dtype), "y": np.arange(n, dtype=dtype)}
+        def f(x, y):
+            return x + y
+    """
+            },
+        )
+    )
+    op = config.op("hooked")
+    ref = plan_op(op, 5, op.dtypes, 1)[0]
+    first, again = build_case(op, ref.seed, config.root), build_case(op, ref.seed, config.root)
+    assert list(first.logical) == ["x", "y"] and first.logical["x"].shape == (first.dims["N"],)
+    assert digest(first) == digest(again)
