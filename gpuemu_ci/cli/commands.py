@@ -6,7 +6,7 @@ import importlib
 
 import click
 
-# (module, attribute): a module that is missing is skipped so a partial install still starts.
+# (module, attribute) of every subcommand, imported when the CLI starts.
 COMMANDS = (
     ("gpuemu_ci.cli.run", "run_command"),
     ("gpuemu_ci.cli.replay", "replay_command"),
@@ -24,15 +24,4 @@ COMMANDS = (
 
 
 def all_commands() -> list[click.Command]:
-    found = []
-    for module_name, attribute in COMMANDS:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:
-                continue
-            raise
-        command = getattr(module, attribute, None)
-        if command is not None:
-            found.append(command)
-    return found
+    return [getattr(importlib.import_module(module), attribute) for module, attribute in COMMANDS]
