@@ -55,7 +55,7 @@ def calibrate_command(
     try:
         for op in ops:
             runner = OpRunner(config, op, pool, Path("gpuemu-out"), master, Silent())
-            groups: dict[tuple[str, str], list[tuple[float, float, float]]] = defaultdict(list)
+            groups: dict[tuple[str, str, str], list[tuple[float, float, float]]] = defaultdict(list)
             for ref in plan_op(op, master, op.dtypes, iterations):
                 outcome = runner.run_case(ref)
                 if outcome.verdict is None or outcome.verdict.stats is None:
@@ -70,19 +70,17 @@ def calibrate_command(
                 if reference is not None and stats.max_abs_error is not None:
                     scale = float(np.nanmax(np.abs(reference))) if np.size(reference) else 0.0
                     rel = stats.max_abs_error / scale if scale > 0 else 0.0
-                groups[(outcome.inputs.dtype, shape_class)].append(
+                groups[(outcome.inputs.dtype, shape_class, stats.comparator.value)].append(
                     (stats.headroom or 0.0, stats.max_abs_error or 0.0, rel)
                 )
-            for (dtype, shape_class), values in sorted(groups.items()):
+            for (dtype, shape_class, comparator), values in sorted(groups.items()):
                 headrooms = [v[0] for v in values]
                 row = {
                     "op": op.name,
                     "dtype": dtype,
                     "shape_class": shape_class,
                     "cases": len(values),
-                    "comparator": outcome.verdict.stats.comparator.value
-                    if outcome.verdict and outcome.verdict.stats
-                    else None,
+                    "comparator": comparator,
                     "worst_headroom": json_float(max(headrooms)),
                 }
                 if percentile is not None:

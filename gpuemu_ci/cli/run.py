@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
 from gpuemu_ci.cli.summary import print_summary
 from gpuemu_ci.config.load import load_config
-from gpuemu_ci.config.model import Suite
+from gpuemu_ci.config.model import Config, Suite
 from gpuemu_ci.dtypes import canonical
 from gpuemu_ci.errors import UsageError
 from gpuemu_ci.pipeline import RunOptions, run_pipeline
@@ -113,7 +114,7 @@ def run_command(
     return int(document["exit_code"])
 
 
-def attach_diff(document: dict, baseline_path: Path | None, config) -> dict:  # type: ignore[no-untyped-def]
+def attach_diff(document: dict[str, Any], baseline_path: Path | None, config: Config) -> dict[str, Any]:
     """Adds the baseline diff (and its effect on the exit code) when a baseline is given."""
     if baseline_path is None:
         return document

@@ -131,7 +131,7 @@ class OpRunner:
                 if outcome.run.op.status is CallStatus.IMPORT_ERROR or (
                     outcome.run.reference.status is CallStatus.IMPORT_ERROR
                 ):
-                    return self._import_failure(outcome, len(cases))
+                    return self._import_failure(outcome)
                 tallies.setdefault(outcome.inputs.dtype, OpTally()).add(outcome)
                 passed = outcome.verdict is not None and outcome.verdict.passed
                 self.observer.case_done(self.op.name, passed)
@@ -260,7 +260,7 @@ class OpRunner:
                 line=self.op.line,
             ) from None
 
-    def _import_failure(self, outcome: CaseOutcome, planned: int) -> OpResult:
+    def _import_failure(self, outcome: CaseOutcome) -> OpResult:
         failed = outcome.run.op if outcome.run.op.status is CallStatus.IMPORT_ERROR else outcome.run.reference
         who = "op" if failed is outcome.run.op else "reference"
         message = f"the {who} could not be loaded: {failed.message}"
