@@ -25,8 +25,9 @@ def quickstart_kernels(monkeypatch):
 
 
 def test_a_correct_lambda_passes_in_process(quickstart_kernels, tmp_path):
-    result = gpuemu_ci.check("softmax", lambda x: quickstart_kernels(x), config=QUICKSTART, out_dir=tmp_path,
-                             iterations=4)
+    result = gpuemu_ci.check(
+        "softmax", lambda x: quickstart_kernels(x), config=QUICKSTART, out_dir=tmp_path, iterations=4
+    )
     assert result.status.value == "passed" and result.cases_total == 8  # 4 cases x 2 quick dtypes
 
 
@@ -45,7 +46,8 @@ def test_a_buggy_callable_raises_with_replay_seeds(quickstart_kernels, tmp_path)
 
 
 def test_an_importable_function_runs_in_an_isolated_worker(make_project, tmp_path, monkeypatch):
-    config = make_project("""
+    config = make_project(
+        """
         [ci]
         quick_iterations = 3
         [[ops]]
@@ -57,7 +59,9 @@ def test_an_importable_function_runs_in_an_isolated_worker(make_project, tmp_pat
         N = [8, 32]
         [ops.inputs]
         x = ["N"]
-    """, {"userops.py": """
+    """,
+        {
+            "userops.py": """
         import os
         import numpy as np
         def double(x):
@@ -66,7 +70,9 @@ def test_an_importable_function_runs_in_an_isolated_worker(make_project, tmp_pat
             return x * 2
         def crashes(x):
             os._exit(3)
-    """})
+    """
+        },
+    )
     monkeypatch.syspath_prepend(str(config.parent))
     import userops
 

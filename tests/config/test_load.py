@@ -210,15 +210,21 @@ def test_user_defaults_apply_under_the_project_file(make_project, tmp_path, monk
 
 
 def test_per_kernel_policy_overrides(make_project):
-    config = load_text(make_project, """
+    config = load_text(
+        make_project,
+        """
         [policies]
         max_register_increase = 2
         [policies.kernels."gelu"]
         max_register_increase = 8
         max_instruction_increase_pct = 25
-    """ + BASE)
+    """
+        + BASE,
+    )
     assert config.policies.max_register_increase == 2
     ((name, override),) = config.policies.kernel_overrides
     assert name == "gelu" and override.max_register_increase == 8 and override.max_spill_increase is None
-    assert "unknown key `max_registers_increase`" in error_of(
-        make_project, '[policies.kernels."g"]\nmax_registers_increase = 1\n' + BASE).message
+    assert (
+        "unknown key `max_registers_increase`"
+        in error_of(make_project, '[policies.kernels."g"]\nmax_registers_increase = 1\n' + BASE).message
+    )
