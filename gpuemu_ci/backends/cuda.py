@@ -23,7 +23,9 @@ from typing import Any
 import numpy as np
 
 from gpuemu_ci.backends.expressions import ArrayInfo, LaunchError, evaluate, evaluate_int
+from gpuemu_ci.backends.frameworks import bf16_as_bits
 from gpuemu_ci.backends.interface import CallTarget, TargetKind
+from gpuemu_ci.backends.transport import is_float_like, resolve_dtype
 from gpuemu_ci.config.model import Framework, KernelSpec
 
 SCALAR_TYPES: dict[str, type[np.generic]] = {
@@ -245,6 +247,18 @@ def plan_launch(
 
 # ---- the GPU side (worker only) ---------------------------------------------------------------------------
 
+# The worker passes the case's output dtype to a kernel launch under this key (user kwargs are identifiers).
+OUTPUT_DTYPE_KWARG = "<output dtype>"
+
+
+def poisoned_output(shape: tuple[int, ...], dtype_name: str | None) -> np.ndarray:
+    """The host image of the output buffer a kernel writes: NaN-filled floats (zeros for other dtypes), so an
+    element the kernel never writes fails the comparison. bfloat16, which CuPy cannot name, is laid out as
+    its uint16 bits (the worker reads them back as bfloat16)."""
+    dtype = resolve_dtype(dtype_name) if dtype_name else np.dtype(np.float32)
+    filled = np.full(shape, np.nan if is_float_like(dtype) else 0, dtype=dtype)
+    return bf16_as_bits(filled)
+
 
 def load_kernel(target: CallTarget) -> Any:
     """Compile the kernel (once per worker) and return a Loaded whose invoke launches it."""
@@ -272,15 +286,13 @@ def load_kernel(target: CallTarget) -> Any:
         raise LoadError(f"compiling {path} (entry {program.entry}) failed: {exc}") from None
 
     def invoke(inputs: dict[str, Any], kwargs: dict[str, Any]) -> Any:
+        kwargs = dict(kwargs)
+        case_output = kwargs.pop(OUTPUT_DTYPE_KWARG, None)
         infos = {
             n: ArrayInfo(tuple(a.shape), tuple(s // a.itemsize for s in a.strides)) for n, a in inputs.items()
         }
         plan = plan_launch(program, infos, kwargs)
-        floats = [a.dtype for a in inputs.values() if a.dtype.kind == "f"]
-        dtype = (
-            np.dtype(program.output_dtype) if program.output_dtype else (floats or [np.dtype(np.float32)])[0]
-        )
-        out = cupy.full(plan.out_shape, np.nan if dtype.kind == "f" else 0, dtype=dtype)
+        out = cupy.asarray(poisoned_output(plan.out_shape, program.output_dtype or case_output))
         if out.size == 0:
             return out
         values = []

@@ -6,7 +6,10 @@ The op must see the memory layout the fuzzer built, so conversions keep strides:
   through an int16 view). On a GPU the whole region (gaps included) is copied to the device and the tensor is
   rebuilt over it with the same element strides. Negative strides (which torch cannot express) fall back to a
   contiguous copy.
-- cupy (GPU only): the region copied to the device, `cupy.ndarray` over it with the same byte strides.
+- cupy (GPU only): the region copied to the device, `cupy.ndarray` over it with the same byte strides. CuPy
+  has no bfloat16 dtype, so bfloat16 inputs (and `out=` buffers) arrive as uint16 arrays of the bf16 bits (what
+  a kernel taking `__nv_bfloat16*` or `unsigned short*` reads), and a uint16 result of an op whose output
+  dtype is bfloat16 is read back as those bits.
 - jax: a contiguous copy (`jnp.asarray`): JAX arrays have no user-visible strides, so layout fuzzing does not
   reach JAX ops; values, dtypes and shapes do. JAX runs on its default backend (CPU without a GPU build), and
   without `JAX_ENABLE_X64` it narrows 64-bit inputs as it always does.
@@ -61,6 +64,25 @@ class Bridge:
 
     def synchronize(self) -> None:
         """Wait for queued device work, so that timings and asynchronous errors belong to the call."""
+
+    def outputs_as(self, outputs: list[np.ndarray], expected: np.dtype | None) -> list[np.ndarray]:
+        """Host outputs as the dtype the op is meant to produce, where the framework cannot name it."""
+        return outputs
+
+
+_BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+
+
+def bf16_as_bits(arr: np.ndarray) -> np.ndarray:
+    """A bfloat16 array as a uint16 view of the same memory (same shape and strides); others unchanged."""
+    return arr.view(np.uint16) if arr.dtype == _BFLOAT16 else arr
+
+
+def bits_as_bf16(outputs: list[np.ndarray], expected: np.dtype | None) -> list[np.ndarray]:
+    """uint16 outputs read as bfloat16 bits when bfloat16 is what the op should return."""
+    if expected != _BFLOAT16:
+        return outputs
+    return [a.view(_BFLOAT16) if a.dtype == np.uint16 else a for a in outputs]
 
 
 def _poisoned(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -129,6 +151,7 @@ class CupyBridge(Bridge):
     def to_native(self, view: np.ndarray, region: np.ndarray | None = None, data_offset: int = 0) -> Native:
         cupy = self.cupy
         host, offset = _region_of(view, region, data_offset)
+        view = bf16_as_bits(view)  # the bytes are the same; only the dtype CuPy is told differs
         device_bytes = cupy.asarray(host)
         arr = cupy.ndarray(
             view.shape, dtype=view.dtype, memptr=device_bytes.data + offset, strides=view.strides
@@ -141,6 +164,9 @@ class CupyBridge(Bridge):
 
     def synchronize(self) -> None:
         self.cupy.cuda.runtime.deviceSynchronize()
+
+    def outputs_as(self, outputs: list[np.ndarray], expected: np.dtype | None) -> list[np.ndarray]:
+        return bits_as_bf16(outputs, expected)
 
 
 class JaxBridge(Bridge):

@@ -22,8 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from gpuemu_ci.backends.cuda import OUTPUT_DTYPE_KWARG
 from gpuemu_ci.backends.frameworks import BadOutput, Bridge, get_bridge, to_numpy_outputs
-from gpuemu_ci.backends.interface import CallStatus, CallTarget
+from gpuemu_ci.backends.interface import CallStatus, CallTarget, TargetKind
 from gpuemu_ci.backends.loading import Loaded, LoadError, describe_exception, load_target
 from gpuemu_ci.backends.protocol import (
     HEADER_BYTES,
@@ -149,9 +150,16 @@ class Worker:
             return None, CallReply(CallStatus.IMPORT_ERROR.value, str(exc))
 
     def _call(
-        self, loaded: Loaded, bridge: Bridge, inputs: dict[str, Any], kwargs: dict[str, Any], out: Any
+        self,
+        loaded: Loaded,
+        bridge: Bridge,
+        inputs: dict[str, Any],
+        kwargs: dict[str, Any],
+        out: Any,
+        expected: np.dtype | None = None,
     ) -> tuple[CallReply, list[np.ndarray], bool]:
-        """Run one call; returns (reply, outputs, retire)."""
+        """Run one call; returns (reply, outputs, retire). `expected`: the op's output dtype, for frameworks
+        that hand it back under another name (CuPy's bfloat16 bits)."""
         start = time.perf_counter()
         try:
             result = loaded.invoke(inputs, kwargs)
@@ -159,7 +167,9 @@ class Worker:
             duration = time.perf_counter() - start
             if result is None and out is not None:
                 result = out
-            outputs = [_materialize(a, self.u8) for a in to_numpy_outputs(result)]
+            outputs = bridge.outputs_as(
+                [_materialize(a, self.u8) for a in to_numpy_outputs(result)], expected
+            )
         except BaseException as exc:  # user code may raise anything, SystemExit included
             duration = time.perf_counter() - start
             status, retire = _classify(exc)
@@ -314,6 +324,10 @@ class Worker:
         """One op call on the shared inputs (converted for its framework), with a fresh `out=` buffer."""
         bridge = get_bridge(target.framework)
         call_kwargs = dict(req.kwargs)
+        if target.kind is TargetKind.CUDA_KERNEL and req.out_dtype:
+            call_kwargs[OUTPUT_DTYPE_KWARG] = (
+                req.out_dtype
+            )  # the buffer it writes has the case's output dtype
         out = None
         try:
             natives = {}
@@ -339,7 +353,8 @@ class Worker:
             return failed, [], False
         self._stage(stage)
         values = {n: v.value for n, v in natives.items()}
-        reply, outputs, retire = self._call(loaded, bridge, values, call_kwargs, out)
+        expected = resolve_dtype(req.out_dtype) if req.out_dtype else None
+        reply, outputs, retire = self._call(loaded, bridge, values, call_kwargs, out, expected)
         for native in natives.values():
             if native.write_back is not None and not retire:
                 native.write_back()  # device-side writes into inputs become visible to the comparison

@@ -7,6 +7,7 @@ aliases) and strict where upstream is silent: unknown keys, wrong types and impo
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import re
@@ -351,6 +352,14 @@ def _kernel(table: TableReader, validation: Validation, project: Project, root: 
     op = None
     if launch is not None:
         op = ops_parser.parse_kernel_op(table, name, validation, project, root)
+        if launch.output_dtype and op.output_dtype and launch.output_dtype != op.output_dtype:
+            raise launch_table.error(  # type: ignore[union-attr]
+                "output_dtype",
+                f"says {launch.output_dtype!r} but the kernel's `output_dtype` says {op.output_dtype!r}; "
+                "give it once",
+            )
+        if launch.output_dtype:  # the oracle judges the output in the dtype the kernel writes
+            op = dataclasses.replace(op, output_dtype=launch.output_dtype)
     elif any(table.has(k) for k in KERNEL_VALIDATION_KEYS if k != "reference"):
         key = next(k for k in KERNEL_VALIDATION_KEYS if k != "reference" and table.has(k))
         raise table.error(
@@ -437,13 +446,17 @@ def _launch(table: TableReader) -> KernelLaunch:
     output = table.raw("output")
     if not isinstance(output, list) or not all(isinstance(v, (str, int)) for v in output):
         raise table.error("output", 'expected the output\'s dims, e.g. ["M", "N"]')
+    output_dtype = table.string("output_dtype")
+    if output_dtype is not None:
+        check_dtype(output_dtype, f"{table.where}.output_dtype", table.source, table.line_of("output_dtype"))
+        output_dtype = canonical_dtype(output_dtype)
     launch = KernelLaunch(
         entry=entry,
         grid=exprs("grid", True),
         block=exprs("block", True),
         args=exprs("args", True),
         output_dims=tuple(output),
-        output_dtype=table.string("output_dtype"),
+        output_dtype=output_dtype,
         shared_mem=str(table.raw("shared_mem", "0")),
     )
     table.finish()

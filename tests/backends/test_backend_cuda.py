@@ -6,12 +6,21 @@ import textwrap
 from fractions import Fraction
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pytest
 
 from gpuemu_ci.backends import WorkerPool
-from gpuemu_ci.backends.cuda import ArgKind, KernelProgram, kernel_target, nvrtc_options, plan_launch
+from gpuemu_ci.backends.cuda import (
+    ArgKind,
+    KernelProgram,
+    kernel_target,
+    nvrtc_options,
+    plan_launch,
+    poisoned_output,
+)
 from gpuemu_ci.backends.expressions import ArrayInfo, LaunchError, evaluate, evaluate_int, parse_expression
+from gpuemu_ci.backends.frameworks import bf16_as_bits, bits_as_bf16
 from gpuemu_ci.backends.gpu import detect_gpu
 from gpuemu_ci.backends.interface import CallStatus, CallTarget, CaseJob, TargetKind
 from gpuemu_ci.config.model import Family, InputSpec, KernelLaunch, KernelSpec, OpSpec
@@ -230,3 +239,65 @@ def test_cuda_kernel_launch_on_a_gpu(tmp_path: Path) -> None:
         run = pool.run(job)
     assert run.op.status is CallStatus.OK, run.op.message
     np.testing.assert_array_equal(run.op.outputs[0], x + y)
+
+
+def test_the_output_buffer_is_poisoned_in_the_case_dtype_with_bfloat16_as_its_bits() -> None:
+    bf16 = poisoned_output((2, 3), "bfloat16")
+    assert bf16.dtype == np.uint16 and bf16.shape == (2, 3)  # CuPy has no bfloat16: the kernel gets the bits
+    assert np.isnan(bf16.view(ml_dtypes.bfloat16).astype(np.float32)).all()
+    assert (
+        np.isnan(poisoned_output((4,), "float16")).all()
+        and poisoned_output((4,), "float16").dtype == np.float16
+    )
+    assert poisoned_output((4,), None).dtype == np.float32  # no dtype known: fp32, as CUDA code defaults to
+    assert (poisoned_output((3,), "int32") == 0).all()
+
+
+def test_bfloat16_crosses_to_cupy_as_bits_and_comes_back_only_where_bfloat16_is_expected() -> None:
+    values = np.array([[1.5, -2.0], [0.0, 3.25]], dtype=ml_dtypes.bfloat16).T  # a transposed view
+    bits = bf16_as_bits(values)
+    assert bits.dtype == np.uint16 and bits.strides == values.strides and np.shares_memory(bits, values)
+    assert bf16_as_bits(np.ones(2, np.float32)).dtype == np.float32
+    (back,) = bits_as_bf16([np.ascontiguousarray(bits)], np.dtype(ml_dtypes.bfloat16))
+    np.testing.assert_array_equal(back.astype(np.float32), values.astype(np.float32))
+    (kept,) = bits_as_bf16([np.arange(3, dtype=np.uint16)], np.dtype(np.float32))
+    assert kept.dtype == np.uint16  # a genuine uint16 result of a non-bf16 op is left alone
+
+
+BF16_SCALE_KERNEL = r"""
+#include <cuda_bf16.h>
+extern "C" __global__ void scale2(const __nv_bfloat16* x, __nv_bfloat16* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = __float2bfloat16(2.0f * __bfloat162float(x[i]));
+}
+"""
+
+
+@pytest.mark.gpu
+def test_a_bfloat16_cuda_kernel_launch_on_a_gpu(tmp_path: Path) -> None:
+    if detect_gpu() is None:
+        pytest.skip("no GPU on this machine")
+    pytest.importorskip("cupy")
+    (tmp_path / "scale.cu").write_text(BF16_SCALE_KERNEL)
+    (tmp_path / "refs.py").write_text("def scale2(x):\n    return 2 * x\n")
+    program = KernelProgram(
+        source="scale.cu",
+        entry="scale2",
+        grid=("cdiv(N, 128)",),
+        block=("128",),
+        args=("x", "out", "N"),
+        output_dims=("N",),
+        input_dims=(("x", ("N",)),),
+    )
+    x = np.linspace(-4, 4, 300).astype(ml_dtypes.bfloat16)
+    job = CaseJob(
+        op=CallTarget(TargetKind.CUDA_KERNEL, program.encode(), tmp_path),
+        reference=CallTarget(TargetKind.CALLABLE, "refs:scale2", tmp_path),
+        inputs={"x": x},
+        out_dtype="bfloat16",
+    )
+    with WorkerPool(1, tmp_path) as pool:
+        run = pool.run(job)
+    assert run.op.status is CallStatus.OK, run.op.message
+    assert run.op.outputs[0].dtype == np.dtype(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(run.op.outputs[0].astype(np.float32), 2 * x.astype(np.float32))

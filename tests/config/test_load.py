@@ -25,13 +25,13 @@ x = ["N"]
 """
 
 
-def load_text(make_project, text: str) -> object:
-    return load_config(make_project(text, OPS_FILE))
+def load_text(make_project, text: str, files: dict[str, str] = OPS_FILE) -> object:
+    return load_config(make_project(text, files))
 
 
-def error_of(make_project, text: str) -> ConfigError:
+def error_of(make_project, text: str, files: dict[str, str] = OPS_FILE) -> ConfigError:
     with pytest.raises(ConfigError) as info:
-        load_text(make_project, text)
+        load_text(make_project, text, files)
     assert info.value.exit_code is ExitCode.USAGE
     return info.value
 
@@ -228,3 +228,47 @@ def test_per_kernel_policy_overrides(make_project):
         "unknown key `max_registers_increase`"
         in error_of(make_project, '[policies.kernels."g"]\nmax_registers_increase = 1\n' + BASE).message
     )
+
+
+KERNEL = """
+[[kernels]]
+name = "scale"
+source = "scale.cu"
+reference = "m.ops:f"
+family = "elementwise"
+{kernel_extra}
+[kernels.dims]
+N = [8]
+[kernels.inputs]
+x = ["N"]
+[kernels.launch]
+kernel = "scale"
+grid = [1]
+block = [32]
+args = ["x", "out", "N"]
+output = ["N"]
+{launch_extra}
+"""
+
+
+def test_a_launch_output_dtype_is_checked_and_becomes_the_kernel_ops_output_dtype(make_project):
+    files = {**OPS_FILE, "scale.cu": 'extern "C" __global__ void scale(const float* x, float* y, int n) {}\n'}
+
+    def kernel(kernel_extra: str = "", launch_extra: str = "") -> str:
+        return BASE + KERNEL.format(kernel_extra=kernel_extra, launch_extra=launch_extra)
+
+    config = load_text(make_project, kernel(launch_extra='output_dtype = "bf16"'), files)
+    (spec,) = config.kernels
+    assert spec.launch.output_dtype == "bfloat16" and spec.op.output_dtype == "bfloat16"
+    assert load_text(make_project, kernel(), files).kernels[0].op.output_dtype is None  # the case dtype
+
+    error = error_of(make_project, kernel(launch_extra='output_dtype = "bfloat61"'), files)
+    assert "unknown dtype 'bfloat61'" in error.message and "did you mean `bfloat16`" in error.message
+    assert error.line is not None
+
+    error = error_of(
+        make_project,
+        kernel(kernel_extra='output_dtype = "float32"', launch_extra='output_dtype = "float16"'),
+        files,
+    )
+    assert "'float16'" in error.message and "'float32'" in error.message and "once" in error.message
