@@ -25,7 +25,7 @@ from typing import Any, TextIO
 
 from gpuemu_ci.config.load import load_config
 from gpuemu_ci.config.model import Config, Suite
-from gpuemu_ci.errors import ExitCode, GpuemuError, UsageError
+from gpuemu_ci.errors import ExitCode, GpuemuError, InfraError, UsageError
 from gpuemu_ci.github import commands
 from gpuemu_ci.github.client import GitHubClient
 from gpuemu_ci.github.context import ActionContext
@@ -212,6 +212,8 @@ class Action:
             self.warn("no github_token: cannot comment")
             return int(ExitCode.PASSED)
         run = self.ctx.triggering_run
+        if run is not None:
+            _check_tested_commit(document, run.head_sha)
         try:
             pr = run.pr_numbers[0] if run and run.pr_numbers else resolve_pull_request(client, self.ctx)
         except GitHubError as exc:
@@ -504,6 +506,19 @@ def main(env: Mapping[str, str] | None = None, stdout: TextIO | None = None) -> 
         if env.get("GPUEMU_DEBUG"):
             raise
         return int(ExitCode.INFRASTRUCTURE)
+
+
+def _check_tested_commit(document: dict[str, Any], head_sha: str) -> None:
+    """The artifact must describe the commit the triggering run tested (from the event, which the pull
+    request cannot forge): a stale or swapped results file would otherwise be commented as this PR's."""
+    run_info = document.get("run") if isinstance(document.get("run"), dict) else {}
+    git_info = document.get("git") if isinstance(document.get("git"), dict) else {}
+    tested = run_info.get("commit") or git_info.get("commit")
+    if tested != head_sha:
+        raise InfraError(
+            f"the results artifact is for commit {tested or '(none recorded)'}, but the run that triggered this "
+            f"one tested {head_sha}; no comment posted (re-run the pull request's workflow)"
+        )
 
 
 __all__ = ["Action", "ActionInputs", "Mode", "main"]

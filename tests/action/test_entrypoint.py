@@ -262,6 +262,15 @@ def test_fork_pr_writes_results_without_commenting_and_the_companion_comments(
     # The links point at the fork's run, which holds the results and snapshots, not the companion's.
     assert f"actions/runs/{run['id']}" in comment["body"] and "actions/runs/777" not in comment["body"]
 
+    # An artifact that describes another commit (stale, or swapped by the fork's workflow) is not commented.
+    document = json.loads(step.out("results.json").read_text())
+    document["run"]["commit"] = document["git"]["commit"] = BASE
+    (companion / "gpuemu-out" / "results.json").write_text(json.dumps(document))
+    refused = ok(run_step(env), 3)
+    (error,) = refused.messages("error")
+    assert BASE in error and HEAD in error and "no comment posted" in error
+    assert fake.comments(pr) == [comment] and refused.outputs.get("comment_url", "") == ""  # left as it was
+
 
 # --- 5. permission errors and throttling ---------------------------------------------------------------
 
