@@ -39,6 +39,22 @@ class CallStatus(str, Enum):
     OOM = "oom"  # MemoryError (or the CUDA equivalent)
     BAD_OUTPUT = "bad_output"  # returned something that is not an array (or tuple of arrays)
 
+    @property
+    def words(self) -> str:
+        """What happened, for messages: "the op timed out: ..."."""
+        return _STATUS_WORDS[self]
+
+
+_STATUS_WORDS = {
+    CallStatus.OK: "succeeded",
+    CallStatus.RAISED: "raised",
+    CallStatus.IMPORT_ERROR: "could not be loaded",
+    CallStatus.CRASHED: "crashed",
+    CallStatus.TIMEOUT: "timed out",
+    CallStatus.OOM: "ran out of memory",
+    CallStatus.BAD_OUTPUT: "returned something that is not an array",
+}
+
 
 @dataclass(frozen=True)
 class CallResult:

@@ -251,7 +251,7 @@ def _determinism(outputs: tuple[np.ndarray, ...], rerun: CallResult) -> list[Fin
 
 def _call_failed(result: CallResult, who: str) -> CaseVerdict:
     kind = STATUS_KIND.get(result.status, FailureKind.RAISED)
-    text = f"the {who} {result.status.value}: {result.message}".rstrip(": ")
+    text = f"the {who} {result.status.words}: {result.message}".rstrip(": ")
     if result.stderr_tail:
         text += f"\nstderr: {result.stderr_tail[-1500:]}"
     return CaseVerdict(False, (Finding(kind, text),), None)

@@ -56,7 +56,7 @@ def failure_record(
             if failed_call.status.value in {k.value for k in FailureKind}
             else FailureKind.RAISED.value
         )
-        message = f"the reference {failed_call.status.value}: {failed_call.message}"
+        message = f"the reference {failed_call.status.words}: {failed_call.message}"
         stderr = failed_call.stderr_tail or None
         errored = True
     else:
