@@ -325,9 +325,8 @@ class Worker:
         bridge = get_bridge(target.framework)
         call_kwargs = dict(req.kwargs)
         if target.kind is TargetKind.CUDA_KERNEL and req.out_dtype:
-            call_kwargs[OUTPUT_DTYPE_KWARG] = (
-                req.out_dtype
-            )  # the buffer it writes has the case's output dtype
+            # A launch allocates the buffer the kernel writes: it takes the case's output dtype.
+            call_kwargs[OUTPUT_DTYPE_KWARG] = req.out_dtype
         out = None
         try:
             natives = {}
