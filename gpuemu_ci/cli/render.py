@@ -11,13 +11,13 @@ from pathlib import Path
 import click
 
 from gpuemu_ci.errors import UsageError
-from gpuemu_ci.publish.annotations import render_annotations
-from gpuemu_ci.publish.html import render_html
-from gpuemu_ci.publish.junit import render_junit
-from gpuemu_ci.publish.markdown import render_comment, render_summary
-from gpuemu_ci.publish.parse import parse_report
-from gpuemu_ci.publish.report import Links, Report
-from gpuemu_ci.publish.sarif import render_sarif
+from gpuemu_ci.render.annotations import render_annotations
+from gpuemu_ci.render.html import render_html
+from gpuemu_ci.render.junit import render_junit
+from gpuemu_ci.render.markdown import render_comment, render_summary
+from gpuemu_ci.render.parse import parse_report
+from gpuemu_ci.render.report import Links, Report
+from gpuemu_ci.render.sarif import render_sarif
 from gpuemu_ci.results.io import atomic_write_bytes, read_results
 
 

@@ -1,4 +1,4 @@
-"""`gpuemu-ci keygen`, `sign` and `verify`: thin commands over `gpuemu_ci.publish`.
+"""`gpuemu-ci keygen`, `sign` and `verify`: thin commands over `gpuemu_ci.attest`.
 
 Exit codes: keygen and sign use errors.ExitCode (0 done, 2 usage: bad key, bad results file,
 missing repo or commit). verify uses VerifyExit: 0 valid, 1 bad signature (wrong key, altered
@@ -21,15 +21,15 @@ from typing import Any
 import click
 
 from gpuemu_ci.errors import GpuemuError, UsageError
-from gpuemu_ci.publish import keys
-from gpuemu_ci.publish.signing import sign_results
-from gpuemu_ci.publish.statement import (
+from gpuemu_ci.attest import keys
+from gpuemu_ci.attest.signing import sign_results
+from gpuemu_ci.attest.statement import (
     RunContext,
     format_time,
     normalize_commit,
     normalize_repo,
 )
-from gpuemu_ci.publish.verify_policy import (
+from gpuemu_ci.attest.verify_policy import (
     AllOf,
     ArtifactDigest,
     Check,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuemu_ci.config.model import Policies
-from gpuemu_ci.diff.artifacts import diff_kernels
+from gpuemu_ci.diff.kernels import diff_kernels
 from gpuemu_ci.diff.model import (
     SEVERITY_ORDER,
     BaselineDiff,
@@ -15,7 +15,7 @@ from gpuemu_ci.diff.model import (
     DiffStatus,
     Reason,
 )
-from gpuemu_ci.diff.numerics import diff_ops
+from gpuemu_ci.diff.ops import diff_ops
 from gpuemu_ci.diff.snapshot import Snapshot
 
 

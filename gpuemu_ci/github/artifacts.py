@@ -28,7 +28,7 @@ from gpuemu_ci.github.client import (
     GitHubGoneError,
     GitHubNotFoundError,
 )
-from gpuemu_ci.github.context import ActionContext
+from gpuemu_ci.action.context import ActionContext
 from gpuemu_ci.github.safezip import (
     DEFAULT_MAX_ENTRIES,
     ArtifactError,

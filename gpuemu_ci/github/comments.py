@@ -28,8 +28,8 @@ from gpuemu_ci.github.client import (
     GitHubNetworkError,
     GitHubServerError,
 )
-from gpuemu_ci.github.context import ActionContext
-from gpuemu_ci.publish.markdown import comment_marker
+from gpuemu_ci.action.context import ActionContext
+from gpuemu_ci.render.markdown import comment_marker
 
 MAX_COMMENT_BYTES = 60_000
 _MARKER_NEUTRAL = "<!-- gpuemu-ci (quoted):"

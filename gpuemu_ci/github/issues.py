@@ -24,7 +24,7 @@ from enum import Enum
 from typing import Any
 
 from gpuemu_ci.github.client import GitHubClient, GitHubError, GitHubNetworkError, GitHubServerError
-from gpuemu_ci.publish.markdown import comment_key
+from gpuemu_ci.render.markdown import comment_key
 
 NIGHTLY_LABEL = "gpuemu-nightly"
 MAX_ISSUE_BYTES = 60_000

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuemu_ci.publish import keys
+from gpuemu_ci.attest import keys
 from tests.action.action_env import (
     BUGGY_SCALE,
     CORRECT_OPS,

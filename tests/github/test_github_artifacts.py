@@ -24,7 +24,7 @@ from gpuemu_ci.github.artifacts import (
     find_run_artifact,
 )
 from gpuemu_ci.github.client import GitHubClient
-from gpuemu_ci.github.context import ActionContext, EventKind
+from gpuemu_ci.action.context import ActionContext, EventKind
 from tests.github.fake_api import Failure, FakeGitHub, SleepRecorder, make_zip
 
 BASE = "b" * 40

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuemu_ci.github.commands import (
+from gpuemu_ci.action.commands import (
     STEP_SUMMARY_LIMIT,
     Annotation,
     AnnotationLevel,

@@ -14,8 +14,8 @@ from gpuemu_ci.github.comments import (
     resolve_pull_request,
     upsert_comment,
 )
-from gpuemu_ci.github.context import ActionContext
-from gpuemu_ci.publish.markdown import comment_marker
+from gpuemu_ci.action.context import ActionContext
+from gpuemu_ci.render.markdown import comment_marker
 from tests.github.fake_api import Failure, FakeGitHub, SleepRecorder
 from tests.github.fake_objects import validation_error
 

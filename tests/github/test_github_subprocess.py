@@ -18,9 +18,9 @@ EVENTS = Path(__file__).resolve().parents[1] / "fixtures" / "github-events"
 SCRIPT = """
 import os, sys
 from gpuemu_ci.github.client import GitHubClient
-from gpuemu_ci.github.commands import Annotation, AnnotationLevel, emit_annotations, set_outputs
+from gpuemu_ci.action.commands import Annotation, AnnotationLevel, emit_annotations, set_outputs
 from gpuemu_ci.github.comments import upsert_comment
-from gpuemu_ci.github.context import ActionContext
+from gpuemu_ci.action.context import ActionContext
 
 ctx = ActionContext.from_env(os.environ)
 with GitHubClient(ctx.token, ctx.api_url, max_total_wait=0) as gh:

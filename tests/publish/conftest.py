@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from gpuemu_ci.publish import dsse, keys, statement
+from gpuemu_ci.attest import dsse, keys, statement
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 OTHER_COMMIT = "fedcba9876543210fedcba9876543210fedcba98"

@@ -9,7 +9,7 @@ import pytest
 from securesystemslib.dsse import Envelope as SslibEnvelope
 from securesystemslib.signer import CryptoSigner, SSlibKey
 
-from gpuemu_ci.publish import dsse, keys
+from gpuemu_ci.attest import dsse, keys
 
 PAYLOAD = b'{"hello": "world",  "spacing": "kept as is"}'
 

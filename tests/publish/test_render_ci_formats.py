@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from gpuemu_ci.publish.annotations import render_annotations
-from gpuemu_ci.publish.junit import render_junit
-from gpuemu_ci.publish.parse import parse_report
-from gpuemu_ci.publish.sarif import FINGERPRINT_KEY, render_sarif, sarif_log
+from gpuemu_ci.render.annotations import render_annotations
+from gpuemu_ci.render.junit import render_junit
+from gpuemu_ci.render.parse import parse_report
+from gpuemu_ci.render.sarif import FINGERPRINT_KEY, render_sarif, sarif_log
 from tests.real_runs import real_run_with_project as real_run
 
 ROOT = Path(__file__).resolve().parents[2]

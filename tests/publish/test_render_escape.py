@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from gpuemu_ci.publish import escape
+from gpuemu_ci.render import escape
 
 HOSTILE = [
     "<img src=x onerror=alert(1)>|**bold**",

@@ -18,16 +18,16 @@ from typing import Any
 import markupsafe
 import pytest
 
-from gpuemu_ci.publish.html import render_html
-from gpuemu_ci.publish.markdown import (
+from gpuemu_ci.render.html import render_html
+from gpuemu_ci.render.markdown import (
     COMMENT_LIMIT,
     SUMMARY_LIMIT,
     comment_marker,
     render_comment,
     render_summary,
 )
-from gpuemu_ci.publish.parse import parse_report
-from gpuemu_ci.publish.report import Headline, Links
+from gpuemu_ci.render.parse import parse_report
+from gpuemu_ci.render.report import Headline, Links
 from tests.real_runs import real_run
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -51,9 +51,9 @@ def test_wheel_ships_templates_and_schema_and_renders_from_them(tmp_path: Path) 
     zipfile.ZipFile(wheel).extractall(target)
     probe = (
         "import gpuemu_ci, json, sys\n"
-        "from gpuemu_ci.publish.markdown import render_summary\n"
-        "from gpuemu_ci.publish.html import render_html\n"
-        "from gpuemu_ci.publish.parse import parse_report\n"
+        "from gpuemu_ci.render.markdown import render_summary\n"
+        "from gpuemu_ci.render.html import render_html\n"
+        "from gpuemu_ci.render.parse import parse_report\n"
         "from gpuemu_ci.results.schema import load_schema\n"
         "doc = {'schema_version': '1', 'verdict': 'error', 'exit_code': 3, 'seed': 1,"
         " 'config': {'path': 'g.toml'}, 'ops': [], 'kernels': []}\n"

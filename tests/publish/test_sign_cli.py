@@ -20,7 +20,7 @@ from securesystemslib.dsse import Envelope as SslibEnvelope
 from securesystemslib.signer import CryptoSigner
 
 from gpuemu_ci.cli.sign import keygen_command, sign_command, verify_command
-from gpuemu_ci.publish import keys
+from gpuemu_ci.attest import keys
 
 
 def invoke(command: click.Command, args: Sequence[str], env: dict[str, str] | None = None) -> Result:

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from gpuemu_ci.publish import dsse, keys
-from gpuemu_ci.publish.verify_policy import (
+from gpuemu_ci.attest import dsse, keys
+from gpuemu_ci.attest.verify_policy import (
     AllOf,
     ArtifactDigest,
     CheckKind,

@@ -21,8 +21,8 @@ from typing import Any
 import jinja2
 
 from gpuemu_ci.lint.model import KernelStatus
-from gpuemu_ci.publish import escape, text
-from gpuemu_ci.publish.report import Failure, Kernel, Links, Report
+from gpuemu_ci.render import escape, text
+from gpuemu_ci.render.report import Failure, Kernel, Links, Report
 from gpuemu_ci.results.model import OpStatus
 
 COMMENT_LIMIT = 60_000  # UTF-8 bytes; GitHub counts up to 65,536 characters, bytes >= characters

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from gpuemu_ci.errors import UsageError
 from gpuemu_ci.lint.model import KernelStatus
-from gpuemu_ci.publish.report import (
+from gpuemu_ci.render.report import (
     CompileFailure,
     Counts,
     Diff,

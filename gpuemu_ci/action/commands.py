@@ -22,7 +22,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TextIO
 
-from gpuemu_ci.publish.escape import workflow_command_data, workflow_command_property
+from gpuemu_ci.render.escape import workflow_command_data, workflow_command_property
 
 STEP_SUMMARY_LIMIT = 1024 * 1024
 MESSAGE_LIMIT = 4096
@@ -61,7 +61,7 @@ class SummaryWrite:
     truncated: bool
 
 
-# One escaping implementation for every workflow command (publish/escape.py); these names are the toolkit's.
+# One escaping implementation for every workflow command (render/escape.py); these names are the toolkit's.
 escape_data = workflow_command_data
 escape_property = workflow_command_property
 

@@ -6,7 +6,7 @@ arithmetic and exact float scaling, so the same seed gives the same numbers on e
 
 ``SeededRng.u64_array`` returns long stretches of the very same stream as NumPy arrays. The state update is
 linear over GF(2), so the stream is cut into lanes that start at jumped-ahead states
-(:mod:`gpuemu_ci.fuzz.jump`) and are stepped in lock-step with NumPy uint64 arithmetic.
+(:mod:`gpuemu_ci.rng.jump`) and are stepped in lock-step with NumPy uint64 arithmetic.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from gpuemu_ci.fuzz.jump import PowerCache, lane_starts, work_buffer
+from gpuemu_ci.rng.jump import PowerCache, lane_starts, work_buffer
 
 __all__ = ["SeededRng", "derive_seed", "splitmix64"]
 

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from gpuemu_ci.publish import text
-from gpuemu_ci.publish.escape import workflow_command_data, workflow_command_property
-from gpuemu_ci.publish.report import Report
-from gpuemu_ci.publish.sources import entry_lines
+from gpuemu_ci.render import text
+from gpuemu_ci.render.escape import workflow_command_data, workflow_command_property
+from gpuemu_ci.render.report import Report
+from gpuemu_ci.render.sources import entry_lines
 from gpuemu_ci.results.model import OpStatus
 
 PER_LEVEL = 10  # GitHub's limit per level and step

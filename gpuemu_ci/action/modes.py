@@ -26,12 +26,12 @@ from typing import Any, TextIO
 from gpuemu_ci.config.load import load_config
 from gpuemu_ci.config.model import Config, Suite
 from gpuemu_ci.errors import ExitCode, GpuemuError, InfraError, UsageError
-from gpuemu_ci.github import commands
+from gpuemu_ci.action import commands
 from gpuemu_ci.github.client import GitHubClient
-from gpuemu_ci.github.context import ActionContext
+from gpuemu_ci.action.context import ActionContext
 from gpuemu_ci.pipeline import RunOptions, run_pipeline
 from gpuemu_ci.progress import StderrReporter
-from gpuemu_ci.publish.report import Links
+from gpuemu_ci.render.report import Links
 from gpuemu_ci.results.io import atomic_write_bytes, dumps, read_results, write_results
 
 REPORT_NAME = "report.dsse.json"
@@ -335,11 +335,11 @@ class Action:
 
     def publish(self, document: dict[str, Any], *, comment: bool) -> int:
         """results.json, step summary, SARIF, JUnit, annotations, report, comment and outputs."""
-        from gpuemu_ci.publish.annotations import render_annotations
-        from gpuemu_ci.publish.junit import render_junit
-        from gpuemu_ci.publish.markdown import render_summary
-        from gpuemu_ci.publish.parse import parse_report
-        from gpuemu_ci.publish.sarif import render_sarif
+        from gpuemu_ci.render.annotations import render_annotations
+        from gpuemu_ci.render.junit import render_junit
+        from gpuemu_ci.render.markdown import render_summary
+        from gpuemu_ci.render.parse import parse_report
+        from gpuemu_ci.render.sarif import render_sarif
 
         results = write_results(self.out_dir, document)
         report = parse_report(document)
@@ -385,8 +385,8 @@ class Action:
 
     def post_comment(self, document: dict[str, Any], pr: int, *, run_url: str | None = None) -> None:
         from gpuemu_ci.github.comments import upsert_comment
-        from gpuemu_ci.publish.markdown import render_comment
-        from gpuemu_ci.publish.parse import parse_report
+        from gpuemu_ci.render.markdown import render_comment
+        from gpuemu_ci.render.parse import parse_report
 
         client = self.client()
         if client is None:
@@ -402,8 +402,8 @@ class Action:
             self.outputs["comment_url"] = outcome.url
 
     def write_report(self, results: Path, *, sign: bool) -> None:
-        from gpuemu_ci.publish import keys
-        from gpuemu_ci.publish.signing import sign_results
+        from gpuemu_ci.attest import keys
+        from gpuemu_ci.attest.signing import sign_results
 
         signing_key = None
         if sign and self.inputs.signing_key:
@@ -440,7 +440,7 @@ def _nightly_status(op: dict[str, Any], status_enum: Any) -> Any:
 
 
 def _issue_details(op: dict[str, Any], document: dict[str, Any]) -> str:
-    from gpuemu_ci.publish.escape import markdown_code_span, markdown_text
+    from gpuemu_ci.render.escape import markdown_code_span, markdown_text
 
     lines = [
         f"Nightly seed `{document['seed']}`: {op['cases_failed']} of {op['cases_total']} cases failed.",

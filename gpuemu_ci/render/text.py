@@ -6,7 +6,7 @@ Everything here returns unescaped text; each renderer escapes it for its own syn
 from __future__ import annotations
 
 from gpuemu_ci.lint.model import KernelStatus
-from gpuemu_ci.publish.report import Failure, FailureGroup, Headline, Report
+from gpuemu_ci.render.report import Failure, FailureGroup, Headline, Report
 
 ICONS = {Headline.PASSED: "✅", Headline.FAILED: "❌", Headline.ERROR: "⚠️", Headline.INCOMPLETE: "⏳"}
 

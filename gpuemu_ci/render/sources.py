@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from gpuemu_ci.publish.report import Kernel, Report
+from gpuemu_ci.render.report import Kernel, Report
 
 
 def entry_lines(report: Report, kernel: Kernel, source_root: Path | None) -> dict[str, int]:

@@ -12,9 +12,9 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
 from gpuemu_ci.lint.model import KernelStatus
-from gpuemu_ci.publish import text
-from gpuemu_ci.publish.escape import xml_text
-from gpuemu_ci.publish.report import DtypeRow, FailureGroup, Kernel, Op, Report
+from gpuemu_ci.render import text
+from gpuemu_ci.render.escape import xml_text
+from gpuemu_ci.render.report import DtypeRow, FailureGroup, Kernel, Op, Report
 from gpuemu_ci.results.model import OpStatus
 
 MESSAGE_LIMIT = 1000  # characters of a failure message attribute; the full text is the element's body

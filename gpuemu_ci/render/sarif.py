@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuemu_ci.publish import text
-from gpuemu_ci.publish.report import FailureGroup, Headline, Kernel, Op, Report, Violation
-from gpuemu_ci.publish.sources import entry_lines
+from gpuemu_ci.render import text
+from gpuemu_ci.render.report import FailureGroup, Headline, Kernel, Op, Report, Violation
+from gpuemu_ci.render.sources import entry_lines
 from gpuemu_ci.results.model import OpStatus
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"

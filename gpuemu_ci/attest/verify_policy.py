@@ -28,8 +28,8 @@ from typing import Any, Protocol
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from gpuemu_ci.publish import dsse
-from gpuemu_ci.publish.statement import PREDICATE_TYPE, STATEMENT_TYPE, SignatureStatus
+from gpuemu_ci.attest import dsse
+from gpuemu_ci.attest.statement import PREDICATE_TYPE, STATEMENT_TYPE, SignatureStatus
 
 
 class VerifyExit(IntEnum):

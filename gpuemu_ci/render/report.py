@@ -1,6 +1,6 @@
 """The results document as every renderer sees it: frozen dataclasses (`Report` and its parts).
 
-`gpuemu_ci.publish.parse.parse_report` builds a `Report` from a decoded results.json. Beyond the
+`gpuemu_ci.render.parse.parse_report` builds a `Report` from a decoded results.json. Beyond the
 raw fields, `Report` knows what to state (`headline`: never "passed" when nothing ran or the run
 was cut short), how failures group by op x dtype, and where a path lies in the repository.
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from gpuemu_ci.lint.model import KernelStatus
-from gpuemu_ci.publish.escape import safe_url
+from gpuemu_ci.render.escape import safe_url
 from gpuemu_ci.results.model import OpStatus, Verdict
 
 _REPO = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")

@@ -9,8 +9,8 @@ from __future__ import annotations
 import jinja2
 
 from gpuemu_ci.lint.model import KernelStatus
-from gpuemu_ci.publish import escape, text
-from gpuemu_ci.publish.report import Links, Report
+from gpuemu_ci.render import escape, text
+from gpuemu_ci.render.report import Links, Report
 from gpuemu_ci.results.model import OpStatus
 
 
