@@ -77,8 +77,11 @@ def check(
         )
     op = replace(
         op,
-        target=target or f"<in-process>:{getattr(fn, '__name__', 'fn')}",
-        execution_mode=ExecutionMode.CALLABLE,
+        targets=replace(
+            op.targets,
+            op=target or f"<in-process>:{getattr(fn, '__name__', 'fn')}",
+            execution_mode=ExecutionMode.CALLABLE,
+        ),
     )
     options = RunOptions(suite=Suite(suite), seed=seed)
     master = master_seed(loaded, options)

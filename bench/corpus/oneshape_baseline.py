@@ -44,7 +44,7 @@ class BaselineVerdict:
 def benchmark_dims(op: OpSpec) -> dict[str, int]:
     """Each dim at its largest power-of-two typical size (the largest typical size when none is one)."""
     chosen: dict[str, int] = {}
-    for dim in op.dims:
+    for dim in op.shapes.dims:
         powers = [t for t in dim.typical if t > 0 and t & (t - 1) == 0]
         chosen[dim.name] = max(powers or dim.typical)
     return chosen
@@ -90,18 +90,18 @@ def _reference_inputs(inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]
 
 def run_trial(op: OpSpec, dtype: str, dims: Mapping[str, int], rng: np.random.Generator) -> str | None:
     """One trial; returns why it failed, or None when allclose held."""
-    inputs = {spec.name: make_input(spec, dims, dtype, rng) for spec in op.inputs}
-    kwargs = {name: candidates[0] for name, candidates in op.kwargs}
+    inputs = {spec.name: make_input(spec, dims, dtype, rng) for spec in op.shapes.inputs}
+    kwargs = {name: candidates[0] for name, candidates in op.shapes.kwargs}
     out_dtype = dtypes.info(op.output_dtype or dtype).numpy
     with np.errstate(all="ignore"):
-        reference = np.asarray(load_callable(op.reference)(**_reference_inputs(inputs), **kwargs))
+        reference = np.asarray(load_callable(op.targets.reference)(**_reference_inputs(inputs), **kwargs))
         call_kwargs = dict(kwargs)
         buffer = None
-        if op.out_arg:
+        if op.execution.out_arg:
             buffer = np.zeros(reference.shape, dtype=out_dtype)
-            call_kwargs[op.out_arg] = buffer
+            call_kwargs[op.execution.out_arg] = buffer
         try:
-            result = load_callable(op.target)(**inputs, **call_kwargs)
+            result = load_callable(op.targets.op)(**inputs, **call_kwargs)
         except Exception as exc:  # a kernel that raises fails the trial, as in KernelBench
             return f"raised {type(exc).__name__}: {exc}"
         out = np.asarray(buffer if result is None else result)

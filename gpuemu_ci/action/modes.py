@@ -23,12 +23,12 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, TextIO
 
+from gpuemu_ci.action import commands
+from gpuemu_ci.action.context import ActionContext
 from gpuemu_ci.config.load import load_config
 from gpuemu_ci.config.model import Config, Suite
 from gpuemu_ci.errors import ExitCode, GpuemuError, InfraError, UsageError
-from gpuemu_ci.action import commands
 from gpuemu_ci.github.client import GitHubClient
-from gpuemu_ci.action.context import ActionContext
 from gpuemu_ci.pipeline import RunOptions, run_pipeline
 from gpuemu_ci.progress import StderrReporter
 from gpuemu_ci.render.report import Links

@@ -12,9 +12,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from gpuemu_ci.errors import UsageError
 from gpuemu_ci.attest import dsse, keys
 from gpuemu_ci.attest.statement import RunContext, build_statement, canonical_bytes, context_for_results
+from gpuemu_ci.errors import UsageError
 
 
 @dataclass(frozen=True)

@@ -127,7 +127,7 @@ def kernel_target(kernel: KernelSpec, root: Path) -> CallTarget:
         block=launch.block,
         args=launch.args,
         output_dims=launch.output_dims,
-        input_dims=tuple((i.name, i.dims) for i in kernel.op.inputs),
+        input_dims=tuple((i.name, i.dims) for i in kernel.op.shapes.inputs),
         output_dtype=launch.output_dtype,
         shared_mem=launch.shared_mem,
         options=nvrtc_options(kernel, root),

@@ -20,7 +20,6 @@ from typing import Any
 
 import click
 
-from gpuemu_ci.errors import GpuemuError, UsageError
 from gpuemu_ci.attest import keys
 from gpuemu_ci.attest.signing import sign_results
 from gpuemu_ci.attest.statement import (
@@ -43,6 +42,7 @@ from gpuemu_ci.attest.verify_policy import (
     parse_duration,
     verify_report,
 )
+from gpuemu_ci.errors import GpuemuError, UsageError
 
 DEFAULT_KEY_ENV = "GPUEMU_SIGNING_KEY"
 

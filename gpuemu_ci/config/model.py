@@ -150,42 +150,75 @@ class InputSpec:
 
 
 @dataclass(frozen=True)
-class OpSpec:
-    name: str
-    target: str  # "pkg.mod:func" or a script path; empty when script_based without a callable
+class OpTargets:
+    """What runs: the op under test, its fp64 reference, and the user's hooks (all `pkg.mod:attr` or a
+    script path relative to the config)."""
+
+    op: str  # "pkg.mod:func" or a script path; empty when script_based without a callable
     reference: str  # "pkg.mod:func" or a path to a script defining `reference(inputs: dict, **kwargs)`
-    family: Family | None  # None: no error model declared -> allclose with per-dtype defaults
-    inputs: tuple[InputSpec, ...]
-    dims: tuple[DimSpec, ...]
-    output_dims: tuple[str | int, ...] | None
-    dtypes: tuple[str, ...]
-    output_dtype: str | None = None  # None: the case dtype
     framework: Framework = Framework.NUMPY
     execution_mode: ExecutionMode = ExecutionMode.CALLABLE
     op_script: str | None = None
+    naive: str | None = None  # baseline-relative rule: a naive same-dtype implementation
+    inputs_hook: str | None = None  # "pkg.mod:make_inputs"
+    error_scale: str | None = None  # custom family: "pkg.mod:error_scale"
+
+
+@dataclass(frozen=True)
+class OpShapes:
+    """What the op's inputs look like: symbolic dims, the inputs, the output's dims, constraints between
+    dims, kwargs to fuzz over, and the layouts and value distributions to draw."""
+
+    inputs: tuple[InputSpec, ...]
+    dims: tuple[DimSpec, ...]
+    output_dims: tuple[str | int, ...] | None = None
+    constraints: tuple[DimConstraint, ...] = ()
     kwargs: tuple[tuple[str, tuple[object, ...]], ...] = ()  # name -> candidate values to fuzz over
-    tolerances: tuple[tuple[str, Tolerance], ...] = ()  # dtype -> tolerance (switches to allclose)
-    invariants: Invariants = field(default_factory=Invariants)
     layouts: tuple[Layout, ...] = tuple(Layout)
     distributions: tuple[Distribution, ...] = tuple(Distribution)
-    constraints: tuple[DimConstraint, ...] = ()
+
+
+@dataclass(frozen=True)
+class ErrorModel:
+    """How the output is judged: the family's error bound (or explicit tolerances), invariants, and what the
+    op promises about non-finite values."""
+
+    family: Family | None = None  # None: no error model declared -> allclose with per-dtype defaults
+    tolerances: tuple[tuple[str, Tolerance], ...] = ()  # dtype -> tolerance (switches to allclose)
+    invariants: Invariants = field(default_factory=Invariants)
     nonfinite: NonFinite = NonFinite.NONE
     accumulator: str | None = None  # declared accumulator dtype (oracle u_acc)
     flush_to_zero: bool = False
     transcendental_ulps: float = 4.0  # k_f in the bound
+    bound_c: float = 4.0
+    naive_factor: float = 2.0
+
+    def tolerance_for(self, dtype: str) -> Tolerance | None:
+        return dict(self.tolerances).get(dtype)
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How a case is run: checks that re-run it, where the output goes, and limits."""
+
     deterministic: bool = False
     out_arg: str | None = None  # name of a kwarg the op writes its output into
     timeout_s: float | None = None
     require_gpu: bool = False
-    inputs_hook: str | None = None  # "pkg.mod:make_inputs"
-    bound_hook: str | None = None  # custom family: "pkg.mod:error_scale"
-    naive: str | None = None  # baseline-relative rule: a naive same-dtype implementation
-    naive_factor: float = 2.0
-    bound_c: float = 4.0
-    line: int | None = None  # line of this [[ops]] table in gpuemu.toml
 
-    def tolerance_for(self, dtype: str) -> Tolerance | None:
-        return dict(self.tolerances).get(dtype)
+
+@dataclass(frozen=True)
+class OpSpec:
+    """One `[[ops]]` entry (or the validation part of a launchable `[[kernels]]` entry)."""
+
+    name: str
+    dtypes: tuple[str, ...]
+    targets: OpTargets
+    shapes: OpShapes
+    error_model: ErrorModel = field(default_factory=ErrorModel)
+    execution: Execution = field(default_factory=Execution)
+    output_dtype: str | None = None  # None: the case dtype
+    line: int | None = None  # line of this [[ops]] table in gpuemu.toml
 
 
 @dataclass(frozen=True)

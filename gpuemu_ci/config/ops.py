@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -10,13 +11,18 @@ from gpuemu_ci.config.model import (
     DimConstraint,
     DimSpec,
     Distribution,
+    ErrorModel,
+    Execution,
     ExecutionMode,
     Family,
     Framework,
+    InputSpec,
     Invariants,
     Layout,
     NonFinite,
+    OpShapes,
     OpSpec,
+    OpTargets,
     Project,
     Tolerance,
     Validation,
@@ -165,6 +171,30 @@ def parse_kernel_op(
 def _op_body(
     table: TableReader, name: str, validation: Validation, project: Project, root: Path, need_target: bool
 ) -> OpSpec:
+    targets = _targets(table, name, project, root, need_target)
+    shapes, inputs_hook = _shapes(table)
+    family = table_choice(table, "family", table.string("family"), Family)
+    error_scale = table.string("error_scale")
+    if family is Family.CUSTOM and not error_scale and not targets.naive:
+        raise table.error(
+            "family",
+            'family = "custom" needs `error_scale = "pkg.mod:func"` (returns the '
+            "per-element error scale S and length n) or `naive` (baseline-relative rule)",
+        )
+    return OpSpec(
+        name=name,
+        dtypes=_dtypes(table, validation),
+        output_dtype=_optional_dtype(table, "output_dtype"),
+        targets=replace(targets, inputs_hook=inputs_hook, error_scale=error_scale),
+        shapes=shapes,
+        error_model=_error_model(table, validation, family),
+        execution=_execution(table),
+        line=table.line,
+    )
+
+
+def _targets(table: TableReader, name: str, project: Project, root: Path, need_target: bool) -> OpTargets:
+    """The op under test (or its script), the reference and the naive implementation."""
     mode_raw = table.string("execution_mode")
     if mode_raw in ("client_side", "daemon_orchestrated", None):
         mode = ExecutionMode.CALLABLE
@@ -198,10 +228,18 @@ def _op_body(
             raise table.error("op_script", 'only used with execution_mode = "script_based"')
         if target_text:
             target_text = _target(target_text, root, table, "op")
-    reference = _target(table.string("reference", required=True) or "", root, table, "reference")
+    return OpTargets(
+        op=target_text or "",
+        reference=_target(table.string("reference", required=True) or "", root, table, "reference"),
+        framework=table.choice("framework", Framework, project.framework),
+        execution_mode=mode,
+        op_script=op_script,
+        naive=table.string("naive"),
+    )
 
-    family_raw = table.string("family")
-    family = table_choice(table, "family", family_raw, Family)
+
+def _shapes(table: TableReader) -> tuple[OpShapes, str | None]:
+    """Dims (own or from a builtin schema), inputs, the output's dims and constraints; and the inputs hook."""
     schema_name = table.string("schema")
     schema = None
     if schema_name is not None:
@@ -222,6 +260,32 @@ def _op_body(
     output_dims = (
         dim_list(table, "output", output_raw) if output_raw is not None else (schema[2] if schema else None)
     )
+    _check_dims_declared(table, inputs, output_dims, dims)
+    constraints = table.string_list("constraints", ()) or ()
+    for text in constraints:
+        check_constraint(table, text, dims)
+    layouts = table.string_list("layouts")
+    distributions = table.string_list("distributions")
+    shapes = OpShapes(
+        inputs=inputs,
+        dims=tuple(dims.values()),
+        output_dims=output_dims,
+        constraints=tuple(DimConstraint(c) for c in constraints),
+        kwargs=kwargs_table(table),
+        layouts=enum_list(table, "layouts", layouts, Layout) if layouts else tuple(Layout),
+        distributions=enum_list(table, "distributions", distributions, Distribution)
+        if distributions
+        else tuple(Distribution),
+    )
+    return shapes, hook
+
+
+def _check_dims_declared(
+    table: TableReader,
+    inputs: tuple[InputSpec, ...],
+    output_dims: tuple[str | int, ...] | None,
+    dims: dict[str, DimSpec],
+) -> None:
     for spec in inputs:
         for dim in (*spec.dims, *(output_dims or ())):
             if isinstance(dim, str) and dim not in dims:
@@ -236,73 +300,50 @@ def _op_body(
                     "inputs", f"`{spec.name}` is bounded by dim {bound!r}, which is not declared"
                 )
 
+
+def _dtypes(table: TableReader, validation: Validation) -> tuple[str, ...]:
     dtype_list = table.string_list("dtypes")
     if dtype_list is not None:
         if not dtype_list:
             raise table.error("dtypes", "an empty list gives nothing to test")
         for dtype in dtype_list:
             check_dtype(dtype, f"{table.where}.dtypes", table.source, table.line_of("dtypes"))
-    op_dtypes = tuple(canonical_dtype(d) for d in (dtype_list or validation.dtypes))
-    output_dtype = table.string("output_dtype")
-    if output_dtype is not None:
-        check_dtype(output_dtype, f"{table.where}.output_dtype", table.source, table.line_of("output_dtype"))
-        output_dtype = canonical_dtype(output_dtype)
-    layouts = table.string_list("layouts")
-    distributions = table.string_list("distributions")
-    constraints = table.string_list("constraints", ()) or ()
-    for text in constraints:
-        check_constraint(table, text, dims)
-    timeout = table.number("timeout", None, positive=True)
-    tolerances_own = tolerances(table.table("tolerances"))
-    op_tolerances = dict(validation.tolerances)
-    op_tolerances.update(dict(tolerances_own))
-    accumulator = table.string("accumulator")
-    if accumulator is not None:
-        check_dtype(accumulator, f"{table.where}.accumulator", table.source, table.line_of("accumulator"))
-    bound_hook = table.string("error_scale")
-    if family is Family.CUSTOM and not bound_hook and not table.has("naive"):
-        raise table.error(
-            "family",
-            'family = "custom" needs `error_scale = "pkg.mod:func"` (returns the '
-            "per-element error scale S and length n) or `naive` (baseline-relative rule)",
-        )
-    return OpSpec(
-        name=name,
-        target=target_text or "",
-        reference=reference,
+    return tuple(canonical_dtype(d) for d in (dtype_list or validation.dtypes))
+
+
+def _optional_dtype(table: TableReader, key: str) -> str | None:
+    value = table.string(key)
+    if value is None:
+        return None
+    check_dtype(value, f"{table.where}.{key}", table.source, table.line_of(key))
+    return canonical_dtype(value)
+
+
+def _error_model(table: TableReader, validation: Validation, family: Family | None) -> ErrorModel:
+    own = tolerances(table.table("tolerances"))
+    merged = dict(validation.tolerances)
+    merged.update(dict(own))
+    return ErrorModel(
         family=family,
-        inputs=inputs,
-        dims=tuple(dims.values()),
-        output_dims=output_dims,
-        dtypes=op_dtypes,
-        output_dtype=output_dtype,
-        framework=table.choice("framework", Framework, project.framework),
-        execution_mode=mode,
-        op_script=op_script,
-        kwargs=kwargs_table(table),
         # An op with a family is judged by the error bound unless it sets its own tolerances; an op without one
         # uses allclose with [validation.tolerances] (upstream semantics).
-        tolerances=tuple(op_tolerances.items()) if family is None else tuple(tolerances_own),
+        tolerances=tuple(merged.items()) if family is None else tuple(own),
         invariants=_invariants(table),
-        layouts=enum_list(table, "layouts", layouts, Layout) if layouts else tuple(Layout),
-        distributions=enum_list(table, "distributions", distributions, Distribution)
-        if distributions
-        else tuple(Distribution),
-        constraints=tuple(DimConstraint(c) for c in constraints),
         nonfinite=table.choice("nonfinite", NonFinite, NonFinite.NONE),
-        accumulator=canonical_dtype(accumulator) if accumulator else None,
+        accumulator=_optional_dtype(table, "accumulator"),
         flush_to_zero=table.boolean("flush_to_zero", False),
         transcendental_ulps=table.number("transcendental_ulps", 4.0) or 0.0,
+        bound_c=table.number("bound_c", 4.0, positive=True) or 4.0,
+        naive_factor=table.number("naive_factor", 2.0, positive=True) or 2.0,
+    )
+
+
+def _execution(table: TableReader) -> Execution:
+    return Execution(
         deterministic=table.boolean("deterministic", False),
         out_arg=table.string("out_arg"),
-        timeout_s=timeout,
+        timeout_s=table.number("timeout", None, positive=True),
         require_gpu=table.boolean("require_gpu", False),
-        inputs_hook=hook,
-        bound_hook=bound_hook,
-        naive=table.string("naive"),
-        naive_factor=table.number("naive_factor", 2.0, positive=True) or 2.0,
-        bound_c=table.number("bound_c", 4.0, positive=True) or 4.0,
-        line=table.line,
     )
 
 

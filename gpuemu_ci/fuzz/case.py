@@ -52,7 +52,7 @@ class CaseInputs:
 
 
 def draw_kwargs(op: OpSpec, rng: SeededRng) -> dict[str, Any]:
-    return {name: rng.derive(name).choice(list(candidates)) for name, candidates in op.kwargs}
+    return {name: rng.derive(name).choice(list(candidates)) for name, candidates in op.shapes.kwargs}
 
 
 def build_case(
@@ -72,11 +72,11 @@ def build_case(
     )
     kwargs = draw_kwargs(op, it.derive("kwargs"))
     data = it.derive("data")
-    if op.inputs_hook:
+    if op.targets.inputs_hook:
         logical = _from_hook(op, data, dims, chosen.dtype, kwargs, root)
     else:
         logical = {}
-        for index, spec in enumerate(op.inputs):
+        for index, spec in enumerate(op.shapes.inputs):
             shape = shape_of(spec.dims, dims)
             logical[spec.name] = generate(
                 spec,
@@ -85,18 +85,18 @@ def build_case(
                 chosen.mode,
                 data.derive(f"input_{index}"),
                 dims,
-                op.nonfinite,
-                tame=op.family is Family.ATTENTION,
+                op.error_model.nonfinite,
+                tame=op.error_model.family is Family.ATTENTION,
             )
     if value_scale is not None:
         logical = {name: _scaled(a, value_scale) for name, a in logical.items()}
     layout_rng = it.derive("layout")
     layouts: dict[str, layout_mod.LayoutChoice] = {}
     arrays: dict[str, np.ndarray] = {}
-    specs = {spec.name: spec for spec in op.inputs}
+    specs = {spec.name: spec for spec in op.shapes.inputs}
     for index, (name, values) in enumerate(logical.items()):
         spec = specs.get(name)
-        allowed = (spec.layouts if spec is not None and spec.layouts else None) or op.layouts
+        allowed = (spec.layouts if spec is not None and spec.layouts else None) or op.shapes.layouts
         choice = layout_mod.choose(
             tuple(allowed), tuple(values.shape), chosen.contiguous, layout_rng.derive(f"input_{index}")
         )
@@ -124,7 +124,7 @@ def _from_hook(
 ) -> dict[str, np.ndarray]:
     """`inputs = "pkg.mod:make_inputs"`: the user's generator gets the case's rng (replayable), dims, dtype and
     kwargs, and returns a dict of arrays. It runs in the gate's process, like the config."""
-    module_name, _, attribute = (op.inputs_hook or "").partition(":")
+    module_name, _, attribute = (op.targets.inputs_hook or "").partition(":")
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
     try:
@@ -132,12 +132,13 @@ def _from_hook(
         produced = hook(rng=rng, dims=dict(dims), dtype=dtype, kwargs=dict(kwargs))
     except Exception as exc:  # user code: report it as a config problem, not a traceback
         raise ConfigError(
-            f"op {op.name!r}: inputs hook {op.inputs_hook!r} failed: {type(exc).__name__}: {exc}",
+            f"op {op.name!r}: inputs hook {op.targets.inputs_hook!r} failed: {type(exc).__name__}: {exc}",
             line=op.line,
         ) from None
     if not isinstance(produced, Mapping) or not all(isinstance(v, np.ndarray) for v in produced.values()):
         raise ConfigError(
-            f"op {op.name!r}: inputs hook {op.inputs_hook!r} must return a dict of NumPy arrays", line=op.line
+            f"op {op.name!r}: inputs hook {op.targets.inputs_hook!r} must return a dict of NumPy arrays",
+            line=op.line,
         )
     return {str(k): np.ascontiguousarray(v) for k, v in produced.items()}
 

@@ -52,31 +52,31 @@ def draw_dims(op: OpSpec, rng: SeededRng, aligned: bool) -> dict[str, int]:
     for attempt in range(MAX_REDRAWS):
         source = rng if attempt == 0 else rng.derive(f"redraw_{attempt}")
         values: dict[str, int] = {}
-        for dim in op.dims:
+        for dim in op.shapes.dims:
             if attempt < MAX_REDRAWS // 4:
                 pool = (aligned_sizes(dim) if aligned else boundary_sizes(dim)) or aligned_sizes(dim)
             else:
                 pool = tuple(sorted({*aligned_sizes(dim), *boundary_sizes(dim)}))
             values[dim.name] = source.derive(dim.name).choice(pool)
         _cap_elements(op, values)
-        if all(satisfies(c, values) for c in op.constraints):
+        if all(satisfies(c, values) for c in op.shapes.constraints):
             return values
-    for combination in itertools.islice(itertools.product(*(dim.typical for dim in op.dims)), 10_000):
-        values = dict(zip((dim.name for dim in op.dims), combination, strict=True))
+    for combination in itertools.islice(itertools.product(*(dim.typical for dim in op.shapes.dims)), 10_000):
+        values = dict(zip((dim.name for dim in op.shapes.dims), combination, strict=True))
         _cap_elements(op, values)
-        if all(satisfies(c, values) for c in op.constraints):
+        if all(satisfies(c, values) for c in op.shapes.constraints):
             return values
     raise ConfigError(
         f"op {op.name!r}: no dims satisfy the constraints "
-        f"{', '.join(c.expression for c in op.constraints)} within the declared ranges",
+        f"{', '.join(c.expression for c in op.shapes.constraints)} within the declared ranges",
         line=op.line,
     )
 
 
 def _cap_elements(op: OpSpec, values: dict[str, int]) -> None:
     """Shrinks the largest dims (to a size that keeps its alignment class) until every input fits the cap."""
-    by_name = {d.name: d for d in op.dims}
-    for spec in op.inputs:
+    by_name = {d.name: d for d in op.shapes.dims}
+    for spec in op.shapes.inputs:
         while _count(spec.dims, values) > MAX_ELEMENTS:
             names = [d for d in spec.dims if isinstance(d, str) and values[d] > 1]
             if not names:

@@ -21,6 +21,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from gpuemu_ci.action.context import ActionContext
 from gpuemu_ci.github.client import (
     GitHubClient,
     GitHubDownloadTooLargeError,
@@ -28,7 +29,6 @@ from gpuemu_ci.github.client import (
     GitHubGoneError,
     GitHubNotFoundError,
 )
-from gpuemu_ci.action.context import ActionContext
 from gpuemu_ci.github.safezip import (
     DEFAULT_MAX_ENTRIES,
     ArtifactError,

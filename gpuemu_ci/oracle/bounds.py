@@ -36,8 +36,8 @@ class BoundInputs:
 
 def accumulator_roundoff(op: OpSpec, case_dtype: str) -> float:
     """Declared accumulator, else fp32 for 16-bit inputs (what GPU kernels do), else the dtype itself."""
-    if op.accumulator:
-        return dtypes.info(op.accumulator).unit_roundoff
+    if op.error_model.accumulator:
+        return dtypes.info(op.error_model.accumulator).unit_roundoff
     if case_dtype in ("float16", "bfloat16"):
         return dtypes.info("float32").unit_roundoff
     info = dtypes.info(case_dtype)
@@ -46,27 +46,30 @@ def accumulator_roundoff(op: OpSpec, case_dtype: str) -> float:
 
 def floor_term(op: OpSpec, output_dtype: str) -> float:
     info = dtypes.info(output_dtype)
-    return info.min_normal if op.flush_to_zero else info.min_subnormal / 2.0
+    return info.min_normal if op.error_model.flush_to_zero else info.min_subnormal / 2.0
 
 
 def abs_linear_inputs(op: OpSpec) -> tuple[str, ...]:
     """Inputs the reference is linear in, for the |.|-reference that yields S."""
-    if op.family in (Family.MATMUL, Family.REDUCTION, Family.SCAN):
-        return tuple(spec.name for spec in op.inputs)
-    if op.family is Family.ATTENTION and op.inputs:
-        return (op.inputs[-1].name,)
+    if op.error_model.family in (Family.MATMUL, Family.REDUCTION, Family.SCAN):
+        return tuple(spec.name for spec in op.shapes.inputs)
+    if op.error_model.family is Family.ATTENTION and op.shapes.inputs:
+        return (op.shapes.inputs[-1].name,)
     return ()
 
 
 def reduced_dims(op: OpSpec) -> frozenset[str]:
     """Dims the op sums over: those of the inputs missing from the output (matmul, reductions, attention),
     else the last dim of the first input (row-wise families)."""
-    if op.family in (Family.MATMUL, Family.REDUCTION, Family.ATTENTION) and op.output_dims is not None:
-        output_names = {d for d in op.output_dims if isinstance(d, str)}
+    if (
+        op.error_model.family in (Family.MATMUL, Family.REDUCTION, Family.ATTENTION)
+        and op.shapes.output_dims is not None
+    ):
+        output_names = {d for d in op.shapes.output_dims if isinstance(d, str)}
         return frozenset(
-            d for spec in op.inputs for d in spec.dims if isinstance(d, str) and d not in output_names
+            d for spec in op.shapes.inputs for d in spec.dims if isinstance(d, str) and d not in output_names
         )
-    first = op.inputs[0] if op.inputs else None
+    first = op.shapes.inputs[0] if op.shapes.inputs else None
     if first is None or not first.dims or not isinstance(first.dims[-1], str):
         return frozenset()
     return frozenset({first.dims[-1]})
@@ -76,7 +79,7 @@ def constant_along_reduction(op: OpSpec, broadcast: Mapping[str, int]) -> bool:
     """True when an input laid out with stride 0 along one of its dims (name -> axis) is constant along a dim
     the op sums over: the addends repeat, so their rounding errors repeat too."""
     reduced = reduced_dims(op)
-    specs = {spec.name: spec for spec in op.inputs}
+    specs = {spec.name: spec for spec in op.shapes.inputs}
     for name, axis in broadcast.items():
         spec = specs.get(name)
         if spec is not None and 0 <= axis < len(spec.dims) and spec.dims[axis] in reduced:
@@ -87,19 +90,21 @@ def constant_along_reduction(op: OpSpec, broadcast: Mapping[str, int]) -> bool:
 def contracted_length(op: OpSpec, dims: Mapping[str, int], reference: np.ndarray) -> int:
     """n: the product of dims that appear in the inputs but not in the output (K for matmul, the reduced length
     for reductions, N_kv for attention); the last dim for row-wise families."""
-    if op.family in (Family.SOFTMAX, Family.NORM, Family.SCAN, Family.ELEMENTWISE):
-        first = op.inputs[0] if op.inputs else None
+    if op.error_model.family in (Family.SOFTMAX, Family.NORM, Family.SCAN, Family.ELEMENTWISE):
+        first = op.shapes.inputs[0] if op.shapes.inputs else None
         if first is None or not first.dims:
             return 1
         last = first.dims[-1]
         return max(1, dims[last] if isinstance(last, str) else last)
-    if op.output_dims is not None:
-        output_names = {d for d in op.output_dims if isinstance(d, str)}
+    if op.shapes.output_dims is not None:
+        output_names = {d for d in op.shapes.output_dims if isinstance(d, str)}
         contracted = {
-            d for spec in op.inputs for d in spec.dims if isinstance(d, str) and d not in output_names
+            d for spec in op.shapes.inputs for d in spec.dims if isinstance(d, str) and d not in output_names
         }
         return max(1, prod(dims[d] for d in contracted)) if contracted else 1
-    sizes = [int(np.prod([dims[d] if isinstance(d, str) else d for d in spec.dims])) for spec in op.inputs]
+    sizes = [
+        int(np.prod([dims[d] if isinstance(d, str) else d for d in spec.dims])) for spec in op.shapes.inputs
+    ]
     return max(1, max(sizes, default=1) // max(reference.size, 1))
 
 
@@ -117,10 +122,10 @@ def allowed_error(op: OpSpec, case: BoundInputs) -> np.ndarray:
     u_out = dtypes.info(case.output_dtype).unit_roundoff if dtypes.info(case.output_dtype).is_float else 0.0
     u_acc = accumulator_roundoff(op, case.case_dtype)
     eta = floor_term(op, case.output_dtype) if dtypes.info(case.output_dtype).is_float else 0.0
-    k_f = op.transcendental_ulps
+    k_f = op.error_model.transcendental_ulps
     n = contracted_length(op, case.dims, case.reference)
     g = float(n) if case.correlated else sqrt(n)
-    family = op.family or Family.ELEMENTWISE
+    family = op.error_model.family or Family.ELEMENTWISE
     if family is Family.ELEMENTWISE:
         scale = r.copy()
         for x in case.inputs.values():
@@ -186,11 +191,11 @@ def allowed_error(op: OpSpec, case: BoundInputs) -> np.ndarray:
         # Products and partial sums that underflow in the accumulator each lose up to half its smallest
         # subnormal, in absolute terms: n of them at most.
         term = term + n * _accumulator_floor(op, case.case_dtype)
-    return op.bound_c * (u_out * r + term + eta)
+    return op.error_model.bound_c * (u_out * r + term + eta)
 
 
 def _accumulator_floor(op: OpSpec, case_dtype: str) -> float:
-    name = op.accumulator or ("float32" if case_dtype in ("float16", "bfloat16") else case_dtype)
+    name = op.error_model.accumulator or ("float32" if case_dtype in ("float16", "bfloat16") else case_dtype)
     info = dtypes.info(name)
     return info.min_subnormal / 2.0 if info.is_float else 0.0
 
@@ -209,9 +214,9 @@ def custom_allowance(
     u_out = dtypes.info(output_dtype).unit_roundoff
     u_acc = accumulator_roundoff(op, case_dtype)
     r = np.abs(reference)
-    return op.bound_c * (
+    return op.error_model.bound_c * (
         u_out * r
         + sqrt(max(n, 1)) * u_acc * np.abs(scale)
-        + op.transcendental_ulps * u_acc * r
+        + op.error_model.transcendental_ulps * u_acc * r
         + floor_term(op, output_dtype)
     )

@@ -40,11 +40,11 @@ class CaseContext:
 
 
 def comparator_for(op: OpSpec, dtype: str) -> Comparator:
-    if op.family is Family.EXACT or not dtypes.info(op.output_dtype or dtype).is_float:
+    if op.error_model.family is Family.EXACT or not dtypes.info(op.output_dtype or dtype).is_float:
         return Comparator.EXACT
-    if op.tolerance_for(dtype) is not None or op.family is None:
+    if op.error_model.tolerance_for(dtype) is not None or op.error_model.family is None:
         return Comparator.ALLCLOSE
-    if op.naive:
+    if op.targets.naive:
         return Comparator.BASELINE_RELATIVE
     return Comparator.BOUND
 
@@ -93,7 +93,9 @@ def judge(op: OpSpec, case: CaseContext, run: CaseRun, validation: Validation) -
         if stats is None or (out_stats.headroom or 0) > (stats.headroom or 0):
             stats = out_stats
         first_shape = tuple(next(iter(case.inputs.values())).shape) if case.inputs else None
-        findings.extend(check_invariants(op.invariants, y, first_shape, output_dtype, op.bound_c))
+        findings.extend(
+            check_invariants(op.error_model.invariants, y, first_shape, output_dtype, op.error_model.bound_c)
+        )
         if case.bias_test and out_stats.comparator is not Comparator.EXACT:
             z = bias_z(y, np.asarray(r), output_dtype)
             if z is not None:
@@ -116,14 +118,14 @@ def judge(op: OpSpec, case: CaseContext, run: CaseRun, validation: Validation) -
         )
     if run.rerun is not None:
         findings.extend(_determinism(outputs, run.rerun))
-    if op.out_arg:
+    if op.execution.out_arg:
         unwritten = _unwritten(outputs, reference)
         if unwritten:
             findings.insert(
                 0,
                 Finding(
                     FailureKind.UNWRITTEN,
-                    f"{unwritten} elements of the `{op.out_arg}` buffer "
+                    f"{unwritten} elements of the `{op.execution.out_arg}` buffer "
                     "kept the NaN it was pre-filled with: the op did not write them",
                 ),
             )
@@ -153,7 +155,7 @@ def _compare_one(
     if comparator is Comparator.EXACT:
         return compare_exact(y, r, output_dtype)
     if comparator is Comparator.ALLCLOSE:
-        tolerance = op.tolerance_for(case.dtype)
+        tolerance = op.error_model.tolerance_for(case.dtype)
         atol, rtol = (
             (tolerance.atol, tolerance.rtol) if tolerance else DEFAULT_TOLERANCES.get(output_dtype, (0, 0))
         )
@@ -165,8 +167,8 @@ def _compare_one(
         naive_error = np.abs(np.asarray(naive, dtype=np.float64) - r)
         naive_error = np.where(np.isfinite(naive_error), naive_error, 0.0)
         noise = bounds.floor_term(op, output_dtype) + dtypes.info(output_dtype).unit_roundoff * np.abs(r)
-        allowed = op.naive_factor * float(naive_error.max(initial=0.0)) + 2.0 * noise
-    elif op.family is Family.CUSTOM and case.error_scale is not None:
+        allowed = op.error_model.naive_factor * float(naive_error.max(initial=0.0)) + 2.0 * noise
+    elif op.error_model.family is Family.CUSTOM and case.error_scale is not None:
         scale, n = case.error_scale(
             inputs=dict(case.inputs), reference=r, dims=dict(case.dims), kwargs=dict(case.kwargs)
         )

@@ -104,7 +104,7 @@ class OpRunner:
         self.observer.op_started(self.op.name, len(cases))
         tallies: dict[str, OpTally] = {}
         omitted = 0
-        error_scale = self._load_hook(self.op.bound_hook) if self.op.bound_hook else None
+        error_scale = self._load_hook(self.op.targets.error_scale) if self.op.targets.error_scale else None
         window: deque[_Queued] = deque()  # submitted cases, oldest first
         upcoming = 0
         stopped = False  # the deadline passed: nothing more starts
@@ -179,7 +179,7 @@ class OpRunner:
             constants = self._constants[case.dtype] = (
                 self.target or op_target(self.op, root),
                 reference_target(self.op, root),
-                self.op.timeout_s or self.config.ci.case_timeout,
+                self.op.execution.timeout_s or self.config.ci.case_timeout,
                 bounds.abs_linear_inputs(self.op) if bound else (),
             )
         op, reference, timeout, abs_inputs = constants
@@ -189,8 +189,8 @@ class OpRunner:
             inputs=case.arrays,
             kwargs=case.kwargs,
             timeout_s=timeout,
-            rerun_for_determinism=self.op.deterministic,
-            out_arg=self.op.out_arg,
+            rerun_for_determinism=self.op.execution.deterministic,
+            out_arg=self.op.execution.out_arg,
             out_dtype=self.op.output_dtype or case.dtype,
             abs_reference_inputs=abs_inputs,
         )
@@ -271,7 +271,7 @@ class OpRunner:
             _family(self.op),
             None,
             self.op.line,
-            self.op.framework.value,
+            self.op.targets.framework.value,
             None,
             None,
             message,
@@ -319,7 +319,7 @@ class OpRunner:
             family=_family(self.op),
             comparator=",".join(comparators) or None,
             line=self.op.line,
-            framework=self.op.framework.value,
+            framework=self.op.targets.framework.value,
             interpreter=self.interpreter,
             skip_reason=None,
             message=message,
@@ -342,4 +342,4 @@ def _status(total: int, failed: int, errored: int) -> OpStatus:
 
 
 def _family(op: OpSpec) -> str | None:
-    return op.family.value if op.family else None
+    return op.error_model.family.value if op.error_model.family else None

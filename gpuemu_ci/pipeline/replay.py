@@ -96,13 +96,13 @@ def replay(
     outcome = runner.run_case(
         CaseRef(op.name, -1, case.seed),
         inputs=case,
-        error_scale=runner._load_hook(op.bound_hook) if op.bound_hook else None,
+        error_scale=runner._load_hook(op.targets.error_scale) if op.targets.error_scale else None,
     )
     return ReplayOutcome(case, outcome.verdict, describe_outcome(outcome))
 
 
 def _check_dims(op: OpSpec, dims: Mapping[str, int]) -> None:
-    names = {d.name for d in op.dims}
+    names = {d.name for d in op.shapes.dims}
     unknown = set(dims) - names
     if unknown:
         raise UsageError(f"--dims names {sorted(unknown)}, which op {op.name!r} does not declare")
@@ -133,11 +133,11 @@ def minimize(
     dims = dict(first.case.dims)
     original = dict(dims)
     runs = 1
-    lows = {d.name: max(d.low, 1) for d in op.dims}
+    lows = {d.name: max(d.low, 1) for d in op.shapes.dims}
 
     def fails(candidate: dict[str, int], scale: float | None = None) -> bool:
         nonlocal runs
-        if not all(satisfies(c, candidate) for c in op.constraints):
+        if not all(satisfies(c, candidate) for c in op.shapes.constraints):
             return False
         runs += 1
         outcome = replay(config, op, pool, out_dir, seed=seed, dims=candidate, scale=scale)

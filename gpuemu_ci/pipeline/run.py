@@ -71,7 +71,7 @@ def select_ops(config: Config, names: Sequence[str]) -> tuple[OpSpec, ...]:
 
 
 def needs_gpu(op: OpSpec) -> bool:
-    return op.require_gpu or op.framework is Framework.CUPY
+    return op.execution.require_gpu or op.targets.framework is Framework.CUPY
 
 
 def run_pipeline(
@@ -116,7 +116,7 @@ def run_pipeline(
             if kernel.launch is not None and kernel.op is not None:
                 from gpuemu_ci.backends.cuda import kernel_target
 
-                ops = (*ops, replace(kernel.op, require_gpu=True))
+                ops = (*ops, replace(kernel.op, execution=replace(kernel.op.execution, require_gpu=True)))
                 targets[kernel.op.name] = kernel_target(kernel, config.root)
     for op in ops:
         if needs_gpu(op) and gpu_info is None:
@@ -126,10 +126,10 @@ def run_pipeline(
             results[op.name] = OpResult(
                 op.name,
                 status,
-                op.family.value if op.family else None,
+                op.error_model.family.value if op.error_model.family else None,
                 None,
                 op.line,
-                op.framework.value,
+                op.targets.framework.value,
                 None,
                 reason,
                 message,

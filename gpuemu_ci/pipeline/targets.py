@@ -13,21 +13,21 @@ def _is_callable(spec: str) -> bool:
 
 
 def op_target(op: OpSpec, root: Path) -> CallTarget:
-    if op.execution_mode is ExecutionMode.SCRIPT and op.op_script:
-        if _is_callable(op.op_script):
-            return CallTarget(TargetKind.CALLABLE, op.op_script, root, op.framework)
-        return CallTarget(TargetKind.OP_SCRIPT, op.op_script, root, op.framework)
-    return CallTarget(TargetKind.CALLABLE, op.target, root, op.framework)
+    if op.targets.execution_mode is ExecutionMode.SCRIPT and op.targets.op_script:
+        if _is_callable(op.targets.op_script):
+            return CallTarget(TargetKind.CALLABLE, op.targets.op_script, root, op.targets.framework)
+        return CallTarget(TargetKind.OP_SCRIPT, op.targets.op_script, root, op.targets.framework)
+    return CallTarget(TargetKind.CALLABLE, op.targets.op, root, op.targets.framework)
 
 
 def reference_target(op: OpSpec, root: Path) -> CallTarget:
-    kind = TargetKind.CALLABLE if _is_callable(op.reference) else TargetKind.REFERENCE_SCRIPT
+    kind = TargetKind.CALLABLE if _is_callable(op.targets.reference) else TargetKind.REFERENCE_SCRIPT
     # The reference always receives NumPy float64 arrays, whatever the op's framework.
-    return CallTarget(kind, op.reference, root, Framework.NUMPY)
+    return CallTarget(kind, op.targets.reference, root, Framework.NUMPY)
 
 
 def naive_target(op: OpSpec, root: Path) -> CallTarget | None:
-    if not op.naive:
+    if not op.targets.naive:
         return None
-    kind = TargetKind.CALLABLE if _is_callable(op.naive) else TargetKind.OP_SCRIPT
-    return CallTarget(kind, op.naive, root, op.framework)
+    kind = TargetKind.CALLABLE if _is_callable(op.targets.naive) else TargetKind.OP_SCRIPT
+    return CallTarget(kind, op.targets.naive, root, op.targets.framework)

@@ -29,11 +29,11 @@ MAX_SCAN = 10_000_000
 
 def value_modes(op: OpSpec) -> tuple[ValueMode, ...]:
     modes: list[ValueMode] = []
-    if Distribution.REGULAR in op.distributions:
+    if Distribution.REGULAR in op.shapes.distributions:
         modes.append(ValueMode.REGULAR)
-    if Distribution.BOUNDARY in op.distributions:
+    if Distribution.BOUNDARY in op.shapes.distributions:
         modes.append(ValueMode.BOUNDARY)
-    if Distribution.ADVERSARIAL in op.distributions:
+    if Distribution.ADVERSARIAL in op.shapes.distributions:
         modes.extend(ADVERSARIAL_MODES)
     return tuple(modes)
 

@@ -23,7 +23,16 @@ from gpuemu_ci.backends.expressions import ArrayInfo, LaunchError, evaluate, eva
 from gpuemu_ci.backends.frameworks import bf16_as_bits, bits_as_bf16
 from gpuemu_ci.backends.gpu import detect_gpu
 from gpuemu_ci.backends.interface import CallStatus, CallTarget, CaseJob, TargetKind
-from gpuemu_ci.config.model import Family, InputSpec, KernelLaunch, KernelSpec, OpSpec
+from gpuemu_ci.config.model import (
+    ErrorModel,
+    Family,
+    InputSpec,
+    KernelLaunch,
+    KernelSpec,
+    OpShapes,
+    OpSpec,
+    OpTargets,
+)
 
 
 @pytest.mark.parametrize(
@@ -143,13 +152,12 @@ def test_launch_plan_rejects_inconsistent_or_impossible_launches() -> None:
 def test_kernel_target_round_trips_through_its_spec(tmp_path: Path) -> None:
     op = OpSpec(
         name="add_rows",
-        target="",
-        reference="refs:add",
-        family=Family.ELEMENTWISE,
-        inputs=(InputSpec("x", ("M", "N")), InputSpec("y", ("M", "N"))),
-        dims=(),
-        output_dims=("M", "N"),
         dtypes=("float32",),
+        targets=OpTargets(op="", reference="refs:add"),
+        shapes=OpShapes(
+            inputs=(InputSpec("x", ("M", "N")), InputSpec("y", ("M", "N"))), dims=(), output_dims=("M", "N")
+        ),
+        error_model=ErrorModel(family=Family.ELEMENTWISE),
     )
     launch = KernelLaunch(
         entry="add_rows", grid=("cdiv(N, 128)", "M"), block=("128",), args=("x", "y", "out", "N"),

@@ -43,7 +43,7 @@ def test_quickstart_example_loads_with_lines():
     text = config.path.read_text().splitlines()
     for op in config.ops:  # each op's line is its [[ops]] header
         assert text[op.line - 1].strip() == "[[ops]]"
-    assert config.op("matmul").family is Family.MATMUL
+    assert config.op("matmul").error_model.family is Family.MATMUL
     assert config.validation.seed == 20261122
 
 
@@ -78,10 +78,10 @@ def test_both_tolerance_forms_and_both_invariant_forms(make_project):
     )
     a, b = config.ops
     # No family: allclose with the global tolerances (upstream semantics).
-    assert a.tolerance_for("float32") == Tolerance(1e-4, 0.0)
-    assert a.tolerance_for("float16") == Tolerance(1e-2, 1e-3)
-    assert a.invariants.enabled() == ("non_negative", "finite")
-    assert b.invariants.enabled() == ("shape_preserved",)
+    assert a.error_model.tolerance_for("float32") == Tolerance(1e-4, 0.0)
+    assert a.error_model.tolerance_for("float16") == Tolerance(1e-2, 1e-3)
+    assert a.error_model.invariants.enabled() == ("non_negative", "finite")
+    assert b.error_model.invariants.enabled() == ("shape_preserved",)
 
 
 def test_documented_aliases_are_accepted(make_project, tmp_path):
@@ -103,8 +103,8 @@ def test_documented_aliases_are_accepted(make_project, tmp_path):
     """,
     )
     op = config.ops[0]
-    assert op.target == "m.ops:f"
-    assert [i.name for i in op.inputs] == ["x"]
+    assert op.targets.op == "m.ops:f"
+    assert [i.name for i in op.shapes.inputs] == ["x"]
     checks = config.kernels[0].artifact_checks
     assert checks.max_local_memory == 0
     assert checks.forbidden_patterns[0].pattern == "ld\\.local"
@@ -174,9 +174,9 @@ def test_dim_forms_and_layout_choice(make_project):
             'family = "exact"', 'family = "exact"\nlayouts = ["contiguous", "transposed"]'
         ),
     )
-    (dim,) = config.ops[0].dims
+    (dim,) = config.ops[0].shapes.dims
     assert (dim.typical, dim.low, dim.high) == ((64, 256), 1, 300)
-    assert config.ops[0].layouts == (Layout.CONTIGUOUS, Layout.TRANSPOSED)
+    assert config.ops[0].shapes.layouts == (Layout.CONTIGUOUS, Layout.TRANSPOSED)
     assert (
         "typical sizes [500] lie outside"
         in error_of(

@@ -6,24 +6,20 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from gpuemu_ci.config.model import Family, InputSpec, Invariants, OpSpec
+from gpuemu_ci.config.model import ErrorModel, Family, InputSpec, Invariants, OpShapes, OpSpec, OpTargets
 from gpuemu_ci.oracle import bounds
 from gpuemu_ci.oracle.compare import compare, compare_exact
 from gpuemu_ci.oracle.invariants import bias_z, check_invariants
 from gpuemu_ci.oracle.model import Comparator, FailureKind
 
 
-def make_op(family: Family, inputs: tuple[InputSpec, ...], output=None, **extra) -> OpSpec:
+def make_op(family: Family, inputs: tuple[InputSpec, ...], output=None) -> OpSpec:
     return OpSpec(
         name="t",
-        target="m:f",
-        reference="m:f",
-        family=family,
-        inputs=inputs,
-        dims=(),
-        output_dims=output,
         dtypes=("float32",),
-        **extra,
+        targets=OpTargets(op="m:f", reference="m:f"),
+        shapes=OpShapes(inputs=inputs, dims=(), output_dims=output),
+        error_model=ErrorModel(family=family),
     )
 
 

@@ -33,7 +33,7 @@ def zoo(tmp_path_factory):
 def test_typical_sizes_are_all_powers_of_two():
     config = load_config(ZOO, env={"GPUEMU_USER_CONFIG": "none"})
     for op in config.ops:
-        for dim in op.dims:
+        for dim in op.shapes.dims:
             assert all(size & (size - 1) == 0 for size in dim.typical), (op.name, dim)
 
 

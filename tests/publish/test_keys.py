@@ -13,8 +13,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from securesystemslib.signer import SSlibKey
 
-from gpuemu_ci.errors import ExitCode
 from gpuemu_ci.attest import keys
+from gpuemu_ci.errors import ExitCode
 
 # RFC 8032 section 7.1, test 1.
 RFC8032_SECRET = bytes.fromhex("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60")

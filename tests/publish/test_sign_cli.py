@@ -19,8 +19,8 @@ from click.testing import CliRunner, Result
 from securesystemslib.dsse import Envelope as SslibEnvelope
 from securesystemslib.signer import CryptoSigner
 
-from gpuemu_ci.cli.sign import keygen_command, sign_command, verify_command
 from gpuemu_ci.attest import keys
+from gpuemu_ci.cli.sign import keygen_command, sign_command, verify_command
 
 
 def invoke(command: click.Command, args: Sequence[str], env: dict[str, str] | None = None) -> Result:

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import rfc8785
 
-from gpuemu_ci.errors import UsageError
 from gpuemu_ci.attest import statement
 from gpuemu_ci.attest.statement import RunContext
+from gpuemu_ci.errors import UsageError
 
 ISSUED = datetime(2026, 11, 22, 10, 30, 0, tzinfo=timezone.utc)
 

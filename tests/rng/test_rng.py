@@ -7,9 +7,9 @@ import copy
 import numpy as np
 import pytest
 
+from gpuemu_ci.rng import SeededRng, derive_seed, splitmix64
 from gpuemu_ci.rng import xorshift as rng_module
 from gpuemu_ci.rng.jump import Gf2Map, PowerCache, lane_starts
-from gpuemu_ci.rng import SeededRng, derive_seed, splitmix64
 
 MASK = (1 << 64) - 1
 REF_SEED = 42
