@@ -1,10 +1,10 @@
 """Harness overhead and parallel speedup of `gpuemu-ci run` on the quickstart suite, measured in one run.
 
 For each --jobs value it runs the whole pipeline (plan, fuzz, worker pool, oracle, results document; lint
-off, since ptxas time is not op time) through `run_pipeline`, with a WorkerPool wrapper that adds up the
+off, since ptxas time is not op time) through `run_gate`, with a WorkerPool wrapper that adds up the
 time each worker spent inside the user calls (CallResult.duration_s of the reference, |reference|, op and
 re-run calls). Workers use one BLAS thread (see ONE_THREAD). It prints, per jobs value, the best of --rounds:
-  wall       - seconds for run_pipeline, worker start-up included
+  wall       - seconds for run_gate, worker start-up included
   calls      - seconds inside op + reference calls (summed over workers)
   pool       - seconds spent inside WorkerPool.run (summed over the pool's threads): IPC, copies, start-up;
                OpRunner queues cases ahead, so this overlaps the parent's generating and judging
@@ -44,10 +44,11 @@ import numpy as np
 from gpuemu_ci.backends import WorkerPool
 from gpuemu_ci.backends.interface import CallTarget, CaseJob, CaseRun, TargetKind
 from gpuemu_ci.config.load import load_config
-from gpuemu_ci.config.model import Config, Suite
+from gpuemu_ci.config.model import Config
 from gpuemu_ci.fuzz.case import build_case
-from gpuemu_ci.pipeline.run import RunOptions, master_seed, run_pipeline, select_ops
-from gpuemu_ci.plan.expand import plan_op, suite_dtypes
+from gpuemu_ci.pipeline.gate import run_gate
+from gpuemu_ci.pipeline.session import Session
+from gpuemu_ci.pipeline.settings import RunOptions, select_ops
 
 OVERHEAD_TARGET = 1.15
 # One BLAS/OpenMP thread per worker for every setting: on a shared machine, spinning BLAS threads make the
@@ -81,7 +82,7 @@ class TimedPool(WorkerPool):
 
 @dataclass(frozen=True)
 class Measured:
-    wall: float  # seconds for run_pipeline
+    wall: float  # seconds for run_gate
     calls: float  # seconds inside op + reference calls
     in_pool: float  # seconds inside WorkerPool.run
     parent_cpu: float  # CPU seconds of this process
@@ -106,7 +107,7 @@ def measure(config: Config, jobs: int, out_dir: Path) -> Measured:
     options = RunOptions(out_dir=out_dir, jobs=jobs, lint=False)
     cpu, children = time.process_time(), _children_cpu()
     start = time.perf_counter()
-    document = run_pipeline(config, options, pool_factory=factory, gpu=None)  # closes (reaps) the pool
+    document = run_gate(config, options, pool_factory=factory, gpu=None)  # closes (reaps) the pool
     wall = time.perf_counter() - start
     return Measured(
         wall=wall,
@@ -140,11 +141,8 @@ def worker_start_s(root: Path) -> float:
 
 def generation_s(config: Config) -> float:
     """Seconds the parent spends building every planned case's inputs (seed tree, values, layouts)."""
-    seed = master_seed(config, RunOptions(out_dir=Path(".")))
-    planned = [
-        (op, plan_op(op, seed, suite_dtypes(op, config, Suite.QUICK, ()), config.ci.quick_iterations))
-        for op in select_ops(config, ())
-    ]
+    session = Session(config, RunOptions(out_dir=Path(".")), gpu=None)  # plans only: no pool is started
+    planned = [(op, session.plan(op)) for op in select_ops(config, ())]
     start = time.perf_counter()
     for op, cases in planned:
         for ref in cases:

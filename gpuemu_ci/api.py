@@ -17,13 +17,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from gpuemu_ci.backends.interface import Pool
 from gpuemu_ci.config.load import load_config
 from gpuemu_ci.config.model import Config, ExecutionMode, Suite
 from gpuemu_ci.errors import UsageError
-from gpuemu_ci.pipeline.op_runner import OpRunner
-from gpuemu_ci.pipeline.run import RunOptions, master_seed, select_ops
-from gpuemu_ci.plan.expand import plan_op, suite_dtypes
-from gpuemu_ci.progress import Silent
+from gpuemu_ci.pipeline.session import Session
+from gpuemu_ci.pipeline.settings import RunOptions, select_ops
 from gpuemu_ci.results.model import OpResult, OpStatus
 
 
@@ -83,37 +82,42 @@ def check(
             execution_mode=ExecutionMode.CALLABLE,
         ),
     )
-    options = RunOptions(suite=Suite(suite), seed=seed)
-    master = master_seed(loaded, options)
-    count = iterations or (
-        loaded.ci.quick_iterations if options.suite is Suite.QUICK else loaded.ci.thorough_iterations
+    options = RunOptions(
+        suite=Suite(suite),
+        seed=seed,
+        iterations=iterations,
+        dtypes=tuple(dtypes),
+        out_dir=Path(out_dir).resolve(),
+        jobs=1,
     )
-    cases = plan_op(op, master, suite_dtypes(op, loaded, options.suite, tuple(dtypes)), count)
-    if use_worker:
-        from gpuemu_ci.backends import WorkerPool
+    with Session(loaded, options, pool_factory=None if use_worker else _in_process(fn)) as session:
+        result = session.runner(op).run(session.plan(op))
+    if result.status is not OpStatus.PASSED:
+        raise OpCheckFailed(_failure_text(op_name, result, session.settings.seed), result)
+    return result
 
-        pool: Any = WorkerPool(1, root=loaded.root)
-    else:
+
+def _in_process(fn: Callable[..., Any]) -> Callable[[int], Pool]:
+    def factory(jobs: int) -> Pool:
         from gpuemu_ci.backends.inprocess import InProcessPool
 
-        pool = InProcessPool(fn)
-    try:
-        result = OpRunner(loaded, op, pool, Path(out_dir).resolve(), master, Silent()).run(cases)
-    finally:
-        pool.close()
-    if result.status is not OpStatus.PASSED:
-        lines = [
-            f"gpuemu-ci: {op_name} {result.status.value}: {result.cases_failed} failed, "
-            f"{result.cases_errored} errored of {result.cases_total} cases (master seed {master})"
-        ]
-        if result.message:
-            lines.append(result.message)
-        for failure in result.failures[:10]:
-            shapes = ", ".join(f"{k}{tuple(v)}" for k, v in failure.shapes.items())
-            lines.append(
-                f"- {failure.kind} [{failure.dtype}] {shapes} {failure.distribution}: "
-                f"{failure.message.splitlines()[0][:300]}"
-            )
-            lines.append(f"  replay: {failure.replay}")
-        raise OpCheckFailed("\n".join(lines), result)
-    return result
+        return InProcessPool(fn)
+
+    return factory
+
+
+def _failure_text(op_name: str, result: OpResult, master: int) -> str:
+    lines = [
+        f"gpuemu-ci: {op_name} {result.status.value}: {result.cases_failed} failed, "
+        f"{result.cases_errored} errored of {result.cases_total} cases (master seed {master})"
+    ]
+    if result.message:
+        lines.append(result.message)
+    for failure in result.failures[:10]:
+        shapes = ", ".join(f"{k}{tuple(v)}" for k, v in failure.shapes.items())
+        lines.append(
+            f"- {failure.kind} [{failure.dtype}] {shapes} {failure.distribution}: "
+            f"{failure.message.splitlines()[0][:300]}"
+        )
+        lines.append(f"  replay: {failure.replay}")
+    return "\n".join(lines)

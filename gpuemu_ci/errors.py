@@ -15,9 +15,10 @@ class ExitCode(IntEnum):
 
 
 class GpuemuError(Exception):
-    """Base class: a message meant for a person, and the exit code it implies."""
+    """Base class: a message meant for a person, and the exit code it implies. `cli.main` prints it and
+    returns its code; nothing else catches it to print."""
 
-    exit_code: ExitCode = ExitCode.INFRASTRUCTURE
+    exit_code: int = ExitCode.INFRASTRUCTURE
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -51,3 +52,33 @@ class InfraError(GpuemuError):
     """The gate could not run (missing tool, nothing executed, every case crashed): exit 3."""
 
     exit_code = ExitCode.INFRASTRUCTURE
+
+
+class Interrupted(GpuemuError):
+    """SIGINT or SIGTERM stopped the run: 130 (128 + SIGINT) or 143 (128 + SIGTERM), as shells report it."""
+
+    def __init__(self, message: str, signal_number: int) -> None:
+        super().__init__(message)
+        self.exit_code = 128 + signal_number
+
+
+class VerifyFailed(GpuemuError):
+    """`gpuemu-ci verify` did not accept the report; each subclass carries verify's own exit code."""
+
+
+class BadSignature(VerifyFailed):
+    """Wrong key, altered envelope, or an unsigned report: exit 1."""
+
+    exit_code = 1
+
+
+class ExpectationNotMet(VerifyFailed):
+    """A valid signature over claims that do not match what was required (repo, commit, age, ...): exit 2."""
+
+    exit_code = 2
+
+
+class MalformedReport(VerifyFailed):
+    """The report or a public key cannot be read as one: exit 3."""
+
+    exit_code = 3

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_harness import CliResult, run_cli
+
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 
@@ -16,6 +18,18 @@ EXAMPLES = REPO / "examples"
 def _no_user_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     """The developer's ~/.config/gpuemu/config.toml must not leak into tests."""
     monkeypatch.setenv("GPUEMU_USER_CONFIG", "none")
+
+
+@pytest.fixture
+def cli() -> Callable[..., CliResult]:
+    """`cli("run", "--config", path)`: the real `gpuemu-ci` in-process -> CliResult(code, stdout, stderr)."""
+
+    def invoke(
+        *args: str | Path, cwd: Path | None = None, env: dict[str, str | None] | None = None
+    ) -> CliResult:
+        return run_cli(args, cwd=cwd, env=env)
+
+    return invoke
 
 
 @pytest.fixture

@@ -4,10 +4,8 @@ Escaping follows the runner (``ActionCommand.cs``): in a command's message ``%``
 percent-encoded; in its properties ``:`` and ``,`` too. Without that a message with a newline
 ends the command early and a file name with a comma splits into two properties.
 
-Limits that GitHub applies silently are applied here visibly: messages over 4,096 characters
-are cut by the runner, so they are cut first with a marker; at most 10 annotations per level are
-shown per step, so ``emit_annotations`` keeps the first 10 and adds a notice counting the rest;
-a step summary over 1 MiB is dropped whole, so ``append_step_summary`` truncates to fit.
+Limits that GitHub applies silently are applied visibly: a step summary over 1 MiB is dropped whole, so
+``append_step_summary`` truncates to fit (annotations and their per-level cap: render/annotations.py).
 Outputs use the heredoc form with a random delimiter, so any value (multi-line, ``=``) is safe.
 """
 
@@ -15,42 +13,17 @@ from __future__ import annotations
 
 import secrets
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
 from typing import TextIO
 
-from gpuemu_ci.render.escape import workflow_command_data, workflow_command_property
+from gpuemu_ci.render.escape import workflow_command
 
 STEP_SUMMARY_LIMIT = 1024 * 1024
-MESSAGE_LIMIT = 4096
-ANNOTATIONS_PER_LEVEL = 10
 _SUMMARY_CUT = "\n\n… (step summary truncated at GitHub's 1 MiB limit; the full report is in the artifact)\n"
 _OUTPUT_NAME_OK = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
-
-
-class AnnotationLevel(Enum):
-    """The workflow command of an annotation."""
-
-    ERROR = "error"
-    WARNING = "warning"
-    NOTICE = "notice"
-
-
-@dataclass(frozen=True)
-class Annotation:
-    """One ``::error``/``::warning``/``::notice``; ``file`` relative to the repository root."""
-
-    level: AnnotationLevel
-    message: str
-    file: str | None = None
-    line: int | None = None
-    end_line: int | None = None
-    col: int | None = None
-    end_column: int | None = None
-    title: str | None = None
 
 
 @dataclass(frozen=True)
@@ -61,66 +34,8 @@ class SummaryWrite:
     truncated: bool
 
 
-# One escaping implementation for every workflow command (render/escape.py); these names are the toolkit's.
-escape_data = workflow_command_data
-escape_property = workflow_command_property
-
-
-def format_command(command: str, message: str = "", properties: Mapping[str, object] | None = None) -> str:
-    """``::command key=value,...::message`` with both parts escaped; None properties are left out."""
-    props = ",".join(
-        f"{key}={escape_property(str(value))}"
-        for key, value in (properties or {}).items()
-        if value is not None
-    )
-    return f"::{command}{' ' + props if props else ''}::{escape_data(message)}"
-
-
-def format_annotation(annotation: Annotation) -> str:
-    """The workflow command line for ``annotation`` (message cut to the runner's 4,096 characters)."""
-    message = annotation.message
-    if len(message) > MESSAGE_LIMIT:
-        message = message[: MESSAGE_LIMIT - 1] + "…"
-    properties = {
-        "file": annotation.file,
-        "line": annotation.line,
-        "endLine": annotation.end_line,
-        "col": annotation.col,
-        "endColumn": annotation.end_column,
-        "title": annotation.title,
-    }
-    return format_command(annotation.level.value, message, properties)
-
-
-def emit_annotations(
-    annotations: Iterable[Annotation], *, stream: TextIO | None = None, per_level: int = ANNOTATIONS_PER_LEVEL
-) -> int:
-    """Print annotations in the given order (most important first), at most ``per_level`` each.
-
-    GitHub drops the rest without a word; here a final notice says how many were left out.
-    Returns that number.
-    """
-    out = stream if stream is not None else sys.stdout
-    by_level: dict[AnnotationLevel, list[Annotation]] = {level: [] for level in AnnotationLevel}
-    for annotation in annotations:
-        by_level[annotation.level].append(annotation)
-    shown = {level: items[:per_level] for level, items in by_level.items()}
-    dropped = sum(len(by_level[level]) - len(shown[level]) for level in AnnotationLevel)
-    if dropped and len(shown[AnnotationLevel.NOTICE]) == per_level:
-        # The notice about dropped annotations needs a notice slot of its own.
-        shown[AnnotationLevel.NOTICE] = shown[AnnotationLevel.NOTICE][:-1]
-        dropped += 1
-    for items in shown.values():
-        for annotation in items:
-            print(format_annotation(annotation), file=out)
-    if dropped:
-        message = (
-            f"{dropped} more annotation(s) not shown: GitHub displays at most {per_level} per level and "
-            "step. See the step summary for all results."
-        )
-        print(format_annotation(Annotation(AnnotationLevel.NOTICE, message, title="gpuemu-ci")), file=out)
-    out.flush()
-    return dropped
+# One escaping implementation for every workflow command (render/escape.py).
+format_command = workflow_command
 
 
 def add_mask(value: str, *, stream: TextIO | None = None) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from gpuemu_ci.errors import UsageError
+from gpuemu_ci.files import atomic_write, read_bounded
+
+KEY_FILE_LIMIT = 1 << 20  # a PEM key is a few hundred bytes
 
 KeyId = NewType("KeyId", str)
 """A securesystemslib-compatible key id: 64 lowercase hex characters."""
@@ -186,41 +188,21 @@ def write_keypair(path: Path, key: SigningKey, *, force: bool = False) -> tuple[
 
 
 def _write_new_file(path: Path, data: bytes, mode: int, *, replace: bool) -> None:
-    """Create a file with `mode` set by the creating os.open call itself, then fill it.
-
-    The mode is given to os.open with O_CREAT|O_EXCL, so no moment exists at which the file has
-    wider permissions (a chmod after writing would leave a window). umask can only narrow it.
-    When replacing, a fresh temporary file in the same directory is renamed over the target.
-    """
-    target = path
-    if replace:
-        target = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    """Create (or with `replace`, replace) a file whose permissions are `mode` from the first byte on."""
     try:
-        fd = os.open(target, flags, mode)
+        atomic_write(path, data, mode=mode, exclusive=not replace)
     except FileExistsError:
-        raise KeyLoadError(f"{target} already exists; pass --force to replace") from None
+        raise KeyLoadError(f"{path} already exists; pass --force to replace") from None
     except OSError as e:
-        raise KeyLoadError(f"cannot create {target}: {e.strerror}") from None
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if replace:
-            os.replace(target, path)
-    except OSError as e:
-        with contextlib.suppress(OSError):
-            os.unlink(target)
         raise KeyLoadError(f"cannot write {path}: {e.strerror}") from None
 
 
 def _read(path: Path, what: str) -> bytes:
+    if not path.exists():
+        raise KeyLoadError(f"{what} file {path} does not exist")
+    if path.is_dir():
+        raise KeyLoadError(f"{what} file {path} is a directory")
     try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise KeyLoadError(f"{what} file {path} does not exist") from None
-    except IsADirectoryError:
-        raise KeyLoadError(f"{what} file {path} is a directory") from None
-    except OSError as e:
-        raise KeyLoadError(f"cannot read {what} file {path}: {e.strerror}") from None
+        return read_bounded(path, f"{what} file", KEY_FILE_LIMIT)
+    except UsageError as e:
+        raise KeyLoadError(e.message) from None

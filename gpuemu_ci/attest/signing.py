@@ -4,17 +4,17 @@ and the Action's sign/gate modes."""
 from __future__ import annotations
 
 import hashlib
-import json
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from gpuemu_ci.attest import dsse, keys
 from gpuemu_ci.attest.statement import RunContext, build_statement, canonical_bytes, context_for_results
-from gpuemu_ci.errors import UsageError
+from gpuemu_ci.files import read_bounded
+from gpuemu_ci.results.codec import from_json
 
 
 @dataclass(frozen=True)
@@ -32,16 +32,8 @@ def sign_results(
 ) -> SignedReport:
     """Builds the in-toto statement for a results file and wraps it in a DSSE envelope; without a key the
     envelope has no signatures and the statement says so."""
-    try:
-        data = results_path.read_bytes()
-    except OSError as exc:
-        raise UsageError(f"cannot read results file {results_path}: {exc.strerror}") from None
-    try:
-        document = json.loads(data)
-    except ValueError as exc:
-        raise UsageError(f"{results_path} is not JSON: {exc}") from None
-    if not isinstance(document, dict):
-        raise UsageError(f"{results_path} is not a results document (expected a JSON object)")
+    data = read_bounded(results_path, "results file")
+    document = from_json(data, source=str(results_path))
     context = context_for_results(document, RunContext.from_environment(env), flags or RunContext())
     statement = build_statement(
         document,
@@ -49,7 +41,7 @@ def sign_results(
         results_sha256=hashlib.sha256(data).hexdigest(),
         context=context,
         signer_keyid=None if signing_key is None else signing_key.keyid,
-        issued_at=datetime.now(timezone.utc),
+        issued_at=datetime.now(UTC),
         nonce=secrets.token_hex(16),
     )
     payload = canonical_bytes(statement)

@@ -1,6 +1,6 @@
 """The in-toto Statement v1 that a gpuemu-ci report signs, and the run context it is bound to.
 
-Building: `build_statement(results, ...)` takes a results document (results.json, version "1")
+Building: `build_statement(results, ...)` takes a results document (`results.model.Results`)
 and the run context and returns the statement; `canonical_bytes` serialises it with RFC 8785
 (JCS) so that the same inputs always give the same payload bytes. JCS numbers are IEEE-754
 doubles, so seeds and GitHub ids are written as decimal strings; any other integer beyond 2^53
@@ -18,14 +18,17 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
-from datetime import datetime, timezone
-from enum import Enum
+from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
+import msgspec
 import rfc8785
 
 from gpuemu_ci import __version__
+from gpuemu_ci.clock import format_utc
 from gpuemu_ci.errors import UsageError
+from gpuemu_ci.results.model import Results, RunInfo
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://gpuemu.dev/attestation/correctness-report/v1"
@@ -41,7 +44,7 @@ class ResultsFormatError(UsageError):
     """The results document lacks a field the statement needs, or has the wrong type (exit 2)."""
 
 
-class SignatureStatus(str, Enum):
+class SignatureStatus(StrEnum):
     """Whether the report was produced with a signing key."""
 
     SIGNED = "signed"
@@ -108,25 +111,19 @@ class RunContext:
         )
 
     @classmethod
-    def from_results(cls, results: Mapping[str, Any]) -> RunContext:
-        """What the gate run recorded about itself in results.json (`run` and `git`)."""
-        run = _get(results, "run", dict, "", default={})
-        git = _get(results, "git", dict, "", default={})
-
-        def ident(key: str) -> str | None:
-            value = _get(run, key, (int, str), "run", default=None)
-            return None if value is None else str(value)
-
+    def from_results(cls, results: Results) -> RunContext:
+        """What the gate run recorded about itself in results.json (`run`, else `git` for the commit)."""
+        run = results.run or RunInfo()
         return cls(
-            repo=_get(run, "repo", str, "run", default=None),
-            repo_id=ident("repo_id"),
-            commit=_get(git, "commit", str, "git", default=None),
-            pr=_get(run, "pr", int, "run", default=None),
-            event=_get(run, "event", str, "run", default=None),
-            run_id=ident("run_id"),
-            run_attempt=_get(run, "run_attempt", int, "run", default=None),
-            job=_get(run, "job", str, "run", default=None),
-            server_url=_get(run, "server_url", str, "run", default=None),
+            repo=run.repo,
+            repo_id=run.repo_id,
+            commit=results.tested_commit,
+            pr=run.pr,
+            event=run.event,
+            run_id=run.run_id,
+            run_attempt=run.run_attempt,
+            job=run.job,
+            server_url=run.server_url,
         )
 
     def require_binding(self) -> RunContext:
@@ -182,13 +179,8 @@ def _pr_from_event(path: str | None) -> int | None:
     return None
 
 
-def format_time(moment: datetime) -> str:
-    """RFC 3339 UTC with second precision, e.g. 2026-11-22T10:00:00Z."""
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def build_statement(
-    results: Mapping[str, Any],
+    results: Results,
     *,
     results_name: str,
     results_sha256: str,
@@ -202,21 +194,17 @@ def build_statement(
     `context` must carry at least repo and commit (RunContext.require_binding).
     """
     ctx = context.require_binding()
-    if _get(results, "schema_version", str, "") != "1":
-        raise ResultsFormatError('results document: schema_version must be "1"')
-    config = _get(results, "config", dict, "")
     subjects: dict[str, dict[str, Any]] = {}
     server = (ctx.server_url or "https://github.com").rstrip("/")
-    _add_subject(subjects, f"git+{server}/{ctx.repo}", "gitCommit", ctx.commit)
-    _add_subject(subjects, _get(config, "path", str, "config"), "sha256", _sha(config, "sha256", "config"))
-    kernels = _get(results, "kernels", list, "", default=[])
-    for index, kernel in enumerate(kernels):
-        where = f"kernels[{index}]"
-        kernel = _as(kernel, dict, where)
-        digest = _get(kernel, "source_sha256", str, where, default=None)
-        if digest is not None:
+    _add_subject(subjects, f"git+{server}/{ctx.repo}", "gitCommit", ctx.commit or "")
+    _add_subject(subjects, results.config.path, "sha256", _sha(results.config.sha256, "config.sha256"))
+    for index, kernel in enumerate(results.kernels):
+        if kernel.source_sha256 is not None:
             _add_subject(
-                subjects, _get(kernel, "source", str, where), "sha256", _sha(kernel, "source_sha256", where)
+                subjects,
+                kernel.source,
+                "sha256",
+                _sha(kernel.source_sha256, f"kernels[{index}].source_sha256"),
             )
     _add_subject(subjects, results_name, "sha256", results_sha256)
 
@@ -226,31 +214,28 @@ def build_statement(
         else {"status": SignatureStatus.UNSIGNED.value, "reason": UNSIGNED_REASON}
     )
     signature["signer"] = f"gpuemu-ci {__version__}"
-    environment = _get(results, "environment", dict, "", default={})
+    environment = msgspec.to_builtins(results.environment)
     predicate = {
-        "verdict": _get(results, "verdict", str, ""),
-        "exit_code": _get(results, "exit_code", int, "", default=None),
-        "suite": _get(results, "suite", str, "", default=None),
-        "cut_short": _get(results, "cut_short", bool, "", default=False),
-        "seed": _seed(_get(results, "seed", (int, str), "")),
-        "generator_version": str(_get(results, "generator_version", (str, int), "")),
-        "tool": jcs_safe(_get(results, "tool", dict, "")),
-        "started_at": _get(results, "started_at", str, "", default=None),
-        "finished_at": _get(results, "finished_at", str, "", default=None),
-        "summary": jcs_safe(_get(results, "summary", dict, "", default={})),
+        "verdict": results.verdict.value,
+        "exit_code": results.exit_code,
+        "suite": results.suite,
+        "cut_short": results.cut_short,
+        "seed": str(results.seed),
+        "generator_version": results.generator_version,
+        "tool": jcs_safe(msgspec.to_builtins(results.tool)),
+        "started_at": results.started_at,
+        "finished_at": results.finished_at,
+        "summary": jcs_safe(msgspec.to_builtins(results.summary)),
         "results": _op_dtype_rows(results),
         "failures": _failures(results),
-        "kernels": _kernel_rows(kernels),
-        "lint": jcs_safe(_get(results, "lint", dict, "", default=None)),
-        "diff": jcs_safe(_get(results, "diff", dict, "", default=None)),
-        "environment": jcs_safe(
-            {k: environment.get(k) for k in ("gpu", "python", "numpy", "platform") if k in environment}
-        ),
+        "kernels": _kernel_rows(results),
+        "lint": jcs_safe(msgspec.to_builtins(results.lint)),
+        "diff": jcs_safe(msgspec.to_builtins(results.diff)),
+        "environment": jcs_safe({k: environment.get(k) for k in ("gpu", "python", "numpy", "platform")}),
         "results_document": {"name": results_name, "sha256": results_sha256},
         "signature": signature,
-        "run": {**ctx.as_claims(), "issued_at": format_time(issued_at), "nonce": nonce},
+        "run": {**ctx.as_claims(), "issued_at": format_utc(issued_at), "nonce": nonce},
     }
-    _get(predicate["tool"], "version", str, "tool")
     return {
         "_type": STATEMENT_TYPE,
         "subject": list(subjects.values()),
@@ -284,7 +269,7 @@ def jcs_safe(value: Any) -> Any:
     raise ResultsFormatError(f"results document holds a value JSON cannot carry ({type(value).__name__})")
 
 
-def context_for_results(results: Mapping[str, Any], env_context: RunContext, flags: RunContext) -> RunContext:
+def context_for_results(results: Results, env_context: RunContext, flags: RunContext) -> RunContext:
     """Merge the run context: CLI flags, then the results document's `run`/`git`, then the environment.
 
     The results document comes first because it is what the gate run recorded about itself (a
@@ -315,27 +300,17 @@ def _add_subject(subjects: dict[str, dict[str, Any]], name: str, algorithm: str,
     subjects[name] = {"name": name, "digest": {algorithm: digest}}
 
 
-def _op_dtype_rows(results: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _op_dtype_rows(results: Results) -> list[dict[str, Any]]:
     """One verdict row per op x dtype; an op with no dtype entries (skipped, errored) gets one row."""
-    rows = []
-    for index, op in enumerate(_get(results, "ops", list, "", default=[])):
-        where = f"ops[{index}]"
-        op = _as(op, dict, where)
-        name = _get(op, "name", str, where)
-        base = {"op": name, "skip_reason": _get(op, "skip_reason", str, where, default=None)}
-        dtypes = _get(op, "dtypes", list, where, default=[])
-        if not dtypes:
-            rows.append({**base, "dtype": None, "status": _get(op, "status", str, where), **_ROW_EMPTY})
-        for d_index, entry in enumerate(dtypes):
-            d_where = f"{where}.dtypes[{d_index}]"
-            entry = _as(entry, dict, d_where)
-            row = {
-                **base,
-                "dtype": _get(entry, "dtype", str, d_where),
-                "status": _get(entry, "status", str, d_where),
-            }
+    rows: list[dict[str, Any]] = []
+    for op in results.ops:
+        base = {"op": op.name, "skip_reason": op.skip_reason}
+        if not op.dtypes:
+            rows.append({**base, "dtype": None, "status": op.status.value, **_ROW_EMPTY})
+        for entry in op.dtypes:
+            row = {**base, "dtype": entry.dtype, "status": entry.status.value}
             for key in _ROW_EMPTY:
-                row[key] = jcs_safe(entry.get(key))
+                row[key] = jcs_safe(getattr(entry, key))
             rows.append(row)
     return rows
 
@@ -345,84 +320,37 @@ _ROW_EMPTY: dict[str, Any] = dict.fromkeys(
 )
 
 
-def _failures(results: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _failures(results: Results) -> list[dict[str, Any]]:
     """Every recorded failure with its seed and replay command, so the signed report can be replayed."""
-    rows = []
-    for index, op in enumerate(_get(results, "ops", list, "", default=[])):
-        op = _as(op, dict, f"ops[{index}]")
-        for f_index, failure in enumerate(_get(op, "failures", list, f"ops[{index}]", default=[])):
-            where = f"ops[{index}].failures[{f_index}]"
-            failure = _as(failure, dict, where)
-            seed = _get(failure, "case_seed", (int, str), where, default=None)
-            rows.append(
-                {
-                    "op": op.get("name"),
-                    "dtype": _get(failure, "dtype", str, where, default=None),
-                    "case_id": _get(failure, "case_id", str, where, default=None),
-                    "case_seed": None if seed is None else _seed(seed),
-                    "kind": _get(failure, "kind", str, where, default=None),
-                    "replay": _get(failure, "replay", str, where, default=None),
-                }
-            )
-    return rows
+    return [
+        {
+            "op": op.name,
+            "dtype": failure.dtype,
+            "case_id": failure.case_id,
+            "case_seed": str(failure.case_seed),
+            "kind": failure.kind,
+            "replay": failure.replay,
+        }
+        for op in results.ops
+        for failure in op.failures
+    ]
 
 
-def _kernel_rows(kernels: list[Any]) -> list[dict[str, Any]]:
-    rows = []
-    for index, kernel in enumerate(kernels):
-        where = f"kernels[{index}]"
-        kernel = _as(kernel, dict, where)
-        rows.append(
-            {
-                "name": _get(kernel, "name", str, where),
-                "source": _get(kernel, "source", str, where, default=None),
-                "status": _get(kernel, "status", str, where),
-                "violations": len(_get(kernel, "violations", list, where, default=[])),
-                "error": kernel.get("error") is not None,
-            }
-        )
-    return rows
+def _kernel_rows(results: Results) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": kernel.name,
+            "source": kernel.source,
+            "status": kernel.status.value,
+            "violations": len(kernel.violations),
+            "error": kernel.error is not None,
+        }
+        for kernel in results.kernels
+    ]
 
 
-def _seed(value: int | str) -> str:
-    text = str(value)
-    if not text.isdigit():
-        raise ResultsFormatError(f"results document: seed {text!r} is not a non-negative integer")
-    return text
-
-
-def _sha(obj: Mapping[str, Any], key: str, where: str) -> str:
-    value = _get(obj, key, str, where).lower()
+def _sha(value: str, where: str) -> str:
+    value = value.lower()
     if not _SHA256.fullmatch(value):
-        raise ResultsFormatError(f"results document: {_join(where, key)} is not a sha256 hex digest")
+        raise ResultsFormatError(f"results document: {where} is not a sha256 hex digest")
     return value
-
-
-_MISSING = object()
-
-
-def _get(
-    obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str, default: Any = _MISSING
-) -> Any:
-    """obj[key] checked against `kind`; a missing or null value gives `default` if one is set."""
-    value = obj.get(key)
-    if value is None:
-        if default is _MISSING:
-            raise ResultsFormatError(f"results document: {_join(where, key)} is missing")
-        return default
-    return _as(value, kind, _join(where, key))
-
-
-def _as(value: Any, kind: type | tuple[type, ...], where: str) -> Any:
-    # bool is an int in Python, but never a valid count or id here.
-    if not isinstance(value, kind) or (isinstance(value, bool) and kind in (int, (int, str))):
-        names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
-        raise ResultsFormatError(f"results document: {where} must be {_ARTICLE.get(names, 'a')} {names}")
-    return value
-
-
-_ARTICLE = {"int": "an", "int or str": "an"}
-
-
-def _join(where: str, key: str) -> str:
-    return f"{where}.{key}" if where else key

@@ -21,8 +21,8 @@ import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from enum import Enum, IntEnum
+from datetime import UTC, datetime, timedelta
+from enum import IntEnum, StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -84,7 +84,7 @@ def parse_statement(payload: bytes) -> ReportClaims:
         raise MalformedStatementError(f"statement: {e}") from None
 
 
-class CheckKind(str, Enum):
+class CheckKind(StrEnum):
     """Which expectation a check result is about."""
 
     REPO = "repo"
@@ -320,7 +320,7 @@ def _parse(document: Any) -> ReportClaims:
     if issued_at.tzinfo is None:
         raise ValueError(f"issued_at {issued_text!r} has no time zone")
     try:
-        issued_at = issued_at.astimezone(timezone.utc)
+        issued_at = issued_at.astimezone(UTC)
     except OverflowError:
         raise ValueError(f"issued_at {issued_text!r} is out of range") from None
     status = _field(_field(predicate, "signature", dict), "status", str)

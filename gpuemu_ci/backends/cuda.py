@@ -16,7 +16,7 @@ import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -135,7 +135,7 @@ def kernel_target(kernel: KernelSpec, root: Path) -> CallTarget:
     return CallTarget(TargetKind.CUDA_KERNEL, program.encode(), root, Framework.CUPY)
 
 
-class ArgKind(str, Enum):
+class ArgKind(StrEnum):
     ARRAY = "array"
     OUT = "out"
     SCALAR = "scalar"

@@ -14,8 +14,9 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import asdict, dataclass
 from typing import Any
+
+from gpuemu_ci.results.model import GpuInfo
 
 _SMI_FIELDS = "name,compute_cap,driver_version,memory.total"
 _CUPY_PROBE = (
@@ -27,32 +28,6 @@ _CUPY_PROBE = (
     "  'name': p['name'].decode() if p else '', 'cc': f\"{p['major']}.{p['minor']}\" if p else '',\n"
     "  'mem': int(p['totalGlobalMem']) if p else 0, 'cupy': cupy.__version__}))\n"
 )
-
-
-@dataclass(frozen=True)
-class GpuInfo:
-    """The first visible GPU and the CUDA stack around it."""
-
-    name: str
-    compute_capability: str  # "9.0"
-    count: int
-    memory_bytes: int | None = None
-    driver_version: str | None = None  # the NVIDIA driver, e.g. "550.54.15"
-    cuda_runtime_version: str | None = None  # from CuPy, e.g. "12.4"
-    cuda_driver_api_version: str | None = None  # the newest CUDA the driver supports, e.g. "12.4"
-    cupy_version: str | None = None
-    source: str = "nvidia-smi"  # how it was found: "nvidia-smi" | "cupy"
-
-    @property
-    def arch(self) -> str:
-        """The `sm_XY` name of the compute capability."""
-        return "sm_" + self.compute_capability.replace(".", "")
-
-    def to_json(self) -> dict[str, Any]:
-        """Plain JSON-ready dict (results.json `environment.gpu`)."""
-        data = asdict(self)
-        data["arch"] = self.arch
-        return data
 
 
 def _cuda_version(code: int) -> str:
@@ -139,8 +114,3 @@ def detect_gpu(timeout_s: float = 60.0) -> GpuInfo | None:
         cupy_version=cupy["cupy"],
         source="nvidia-smi",
     )
-
-
-def gpu_json(info: GpuInfo | None) -> dict[str, Any] | str:
-    """What results.json records: the GPU's fields, or "none"."""
-    return info.to_json() if info is not None else "none"

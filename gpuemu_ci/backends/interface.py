@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from gpuemu_ci.config.model import Framework
 
 
-class TargetKind(str, Enum):
+class TargetKind(StrEnum):
     CALLABLE = (
         "callable"  # "pkg.mod:func" imported in the worker; called with inputs as keyword args + kwargs
     )
@@ -30,7 +31,7 @@ class CallTarget:
     framework: Framework = Framework.NUMPY
 
 
-class CallStatus(str, Enum):
+class CallStatus(StrEnum):
     OK = "ok"
     RAISED = "raised"  # the user code raised an exception (message holds type and text)
     IMPORT_ERROR = "import_error"  # the target could not be imported / loaded
@@ -95,3 +96,19 @@ class CaseRun:
     reference_abs: CallResult | None = None  # the reference on |abs_reference_inputs| (fp64), when asked
     inputs_modified: tuple[str, ...] = ()  # names of inputs whose bytes changed during the op call
     interpreter: str | None = None  # e.g. "triton-interpreter" when TRITON_INTERPRET was used
+
+
+class Pool(Protocol):
+    """Where cases run: `WorkerPool` (isolated worker processes) or `InProcessPool` (the caller's process)."""
+
+    def run(self, job: CaseJob) -> CaseRun:
+        """Runs one case and waits for it."""
+        ...
+
+    def submit(self, job: CaseJob) -> Future[CaseRun]:
+        """Queues one case; the future resolves to its run."""
+        ...
+
+    def close(self) -> None:
+        """Stops whatever the pool started (idempotent)."""
+        ...

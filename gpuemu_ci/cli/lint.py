@@ -16,15 +16,10 @@ import click
 
 from gpuemu_ci.config.model import KernelSpec
 from gpuemu_ci.errors import ExitCode, GpuemuError, UsageError
-from gpuemu_ci.lint.model import (
-    KernelLintResult,
-    KernelMetrics,
-    KernelStatus,
-    LintReport,
-    LintStatus,
-    Severity,
-)
+from gpuemu_ci.lint.model import LintReport
 from gpuemu_ci.lint.run import lint_kernels
+from gpuemu_ci.results.base import Severity
+from gpuemu_ci.results.kernels import KernelMetrics, KernelResult, KernelStatus, LintStatus
 
 _LOG_LINES = 12  # compiler output shown under a compile error
 
@@ -33,7 +28,7 @@ def _opt(value: int | None) -> str:
     return "-" if value is None else str(value)
 
 
-def _row(k: KernelLintResult, e: KernelMetrics) -> list[str]:
+def _row(k: KernelResult, e: KernelMetrics) -> list[str]:
     cmem = ",".join(f"{b}:{n}" for b, n in sorted(e.constant.items())) or "-"
     sass = "-" if e.sass_instructions is None else str(sum(e.sass_instructions.values()))
     spills = f"{_opt(e.spill_stores)}/{_opt(e.spill_loads)}"

@@ -1,4 +1,8 @@
-"""The `gpuemu-ci` command: a click group. Catches GpuemuError once and turns it into its exit code."""
+"""The `gpuemu-ci` command: a click group, and the one place where errors become messages and exit codes.
+
+Commands return an exit code or raise; `main()` prints a `GpuemuError` once, in one format (on stderr, plus a
+workflow-command annotation when running in GitHub Actions), and returns its code.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,9 @@ from collections.abc import Sequence
 import click
 
 from gpuemu_ci import __version__
-from gpuemu_ci.errors import ExitCode, GpuemuError
+from gpuemu_ci.errors import ExitCode, GpuemuError, Interrupted
+
+INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -38,29 +44,38 @@ def main(argv: Sequence[str] | None = None) -> int:
             args=list(argv) if argv is not None else None, prog_name="gpuemu-ci", standalone_mode=False
         )
     except GpuemuError as exc:
-        click.echo(f"gpuemu-ci: error: {exc.diagnostics()}", err=True)
+        return report_error(exc)
+    except click.exceptions.Exit as exc:
         return int(exc.exit_code)
     except click.exceptions.Abort:
-        click.echo("gpuemu-ci: aborted", err=True)
-        return int(ExitCode.INFRASTRUCTURE)
+        return report_error(Interrupted("aborted", 2))
     except click.ClickException as exc:
         exc.show()
         return int(ExitCode.USAGE) if exc.exit_code == 2 else int(exc.exit_code)
     except KeyboardInterrupt:
-        click.echo("gpuemu-ci: interrupted", err=True)
-        return 130
+        return report_error(Interrupted("interrupted", 2))
     except Exception as exc:  # a bug in gpuemu-ci itself: say so plainly, exit 3
         if os.environ.get("GPUEMU_DEBUG"):
             traceback.print_exc()
-        click.echo(
-            f"gpuemu-ci: internal error: {type(exc).__name__}: {exc} (set GPUEMU_DEBUG=1 for a "
-            "traceback and please report it)",
-            err=True,
+        return report_error(
+            GpuemuError(
+                f"internal error: {type(exc).__name__}: {exc} (set GPUEMU_DEBUG=1 for a traceback and please "
+                "report it)"
+            )
         )
-        return int(ExitCode.INFRASTRUCTURE)
-    if isinstance(result, int):
-        return result
-    return 0
+    return result if isinstance(result, int) else int(ExitCode.PASSED)
+
+
+def report_error(error: GpuemuError) -> int:
+    """Prints the error (and, in GitHub Actions, an `::error` annotation) and returns its exit code."""
+    message = f"gpuemu-ci: error: {error.diagnostics()}"
+    click.echo(message, err=True)
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        from gpuemu_ci.action.commands import format_command
+
+        sys.stdout.write(format_command("error", message) + "\n")
+        sys.stdout.flush()
+    return int(error.exit_code)
 
 
 if __name__ == "__main__":  # pragma: no cover

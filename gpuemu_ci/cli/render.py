@@ -5,23 +5,24 @@ results file is missing, unreadable or not a results document."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 
 import click
 
 from gpuemu_ci.errors import UsageError
+from gpuemu_ci.files import atomic_write
 from gpuemu_ci.render.annotations import render_annotations
 from gpuemu_ci.render.html import render_html
 from gpuemu_ci.render.junit import render_junit
+from gpuemu_ci.render.links import Links
 from gpuemu_ci.render.markdown import render_comment, render_summary
-from gpuemu_ci.render.parse import parse_report
-from gpuemu_ci.render.report import Links, Report
 from gpuemu_ci.render.sarif import render_sarif
-from gpuemu_ci.results.io import atomic_write_bytes, read_results
+from gpuemu_ci.results.codec import read_results
+from gpuemu_ci.results.model import Results
 
 
-class Format(str, Enum):
+class Format(StrEnum):
     """What `render` produces."""
 
     COMMENT = "comment"
@@ -72,8 +73,8 @@ def render_command(
     1 MiB, both cut gracefully and saying what was cut); sarif is SARIF 2.1.0; junit is JUnit XML;
     html is a standalone page; annotations are ::error/::warning workflow commands.
     """
-    report = parse_report(read_results(results), source=str(results))
-    links = Links.for_report(report, run_url, artifact_url)
+    report = read_results(results)
+    links = Links.for_results(report, run_url, artifact_url)
     text = RENDERERS[Format(kind)](report, links, job, source_root)
     data = text.encode("utf-8")
     if output is None:
@@ -82,14 +83,14 @@ def render_command(
         stream.flush()
     else:
         try:
-            atomic_write_bytes(output, data)
+            atomic_write(output, data)
         except OSError as exc:
             raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
         click.echo(f"gpuemu-ci: wrote the {kind} ({len(data):,} bytes) to {output}", err=True)
     return 0
 
 
-Renderer = Callable[[Report, Links, "str | None", Path], str]
+Renderer = Callable[[Results, Links, "str | None", Path], str]
 
 # One entry per Format (a test checks that none is missing).
 RENDERERS: dict[Format, Renderer] = {

@@ -8,18 +8,13 @@ from pathlib import Path
 
 import click
 
-from gpuemu_ci.cli.run import config_option
+from gpuemu_ci.cli.options import config_option
 from gpuemu_ci.config.load import load_config
 from gpuemu_ci.errors import ExitCode, UsageError
 from gpuemu_ci.pipeline.replay import minimize, replay
-from gpuemu_ci.pipeline.run import select_ops
-from gpuemu_ci.results.io import read_results
-
-
-def _pool(config):  # type: ignore[no-untyped-def]
-    from gpuemu_ci.backends import WorkerPool
-
-    return WorkerPool(1, root=config.root)
+from gpuemu_ci.pipeline.session import Session
+from gpuemu_ci.pipeline.settings import RunOptions, select_ops
+from gpuemu_ci.results.codec import read_results
 
 
 def _parse_dims(text: str | None) -> dict[str, int] | None:
@@ -55,7 +50,12 @@ def _parse_dims(text: str | None) -> dict[str, int] | None:
 @click.option("--dims", "dims_text", help="Minimized dims, e.g. M=3,N=65 (from `gpuemu-ci minimize`).")
 @click.option("--scale", type=float, help="Minimized input scale (from `gpuemu-ci minimize`).")
 @click.option(
-    "--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("gpuemu-out")
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("gpuemu-out"),
+    show_default=True,
+    help="Directory for the snapshots of cases that still fail.",
 )
 def replay_command(
     results: Path | None,
@@ -71,18 +71,17 @@ def replay_command(
 ) -> int:
     """Re-run failing cases and print their verdict. Exit 1 when a case still fails, 0 when none does."""
     config = load_config(config_path)
-    pool = _pool(config)
     still_failing = 0
-    try:
+    with Session(config, RunOptions(out_dir=out_dir, jobs=1)) as session:
         if results is not None:
             document = read_results(results)
-            failures = [(op["name"], f) for op in document["ops"] for f in op["failures"]]
+            failures = [(op.name, f) for op in document.ops for f in op.failures]
             if case_ids:
-                known = {f["case_id"] for _, f in failures}
+                known = {f.case_id for _, f in failures}
                 missing = [c for c in case_ids if c not in known]
                 if missing:
                     raise UsageError(f"case {missing[0]!r} is not among the failures in {results}")
-                failures = [(n, f) for n, f in failures if f["case_id"] in case_ids]
+                failures = [(n, f) for n, f in failures if f.case_id in case_ids]
             if not failures:
                 click.echo(f"{results} records no failures: nothing to replay", err=True)
                 return int(ExitCode.PASSED)
@@ -90,28 +89,24 @@ def replay_command(
                 op = select_ops(config, [name])[0]
                 snap = None
                 if from_snapshots:
-                    if not failure.get("snapshot"):
-                        raise UsageError(f"failure {failure['case_id']} has no snapshot")
-                    snap = results.parent / failure["snapshot"]
+                    if not failure.snapshot:
+                        raise UsageError(f"failure {failure.case_id} has no snapshot")
+                    snap = results.parent / failure.snapshot
                 outcome = replay(
-                    config,
+                    session,
                     op,
-                    pool,
-                    out_dir,
-                    seed=int(failure["case_seed"]),
+                    seed=failure.case_seed,
                     snapshot=snap,
-                    generator_version=str(document.get("generator_version")),
+                    generator_version=document.generator_version,
                 )
-                still_failing += _report(failure["case_id"], outcome.failed, outcome.message, failure["kind"])
+                still_failing += _report(failure.case_id, outcome.failed, outcome.message, failure.kind)
         else:
             if not op_name or (seed is None and snapshot is None):
                 raise UsageError("give a results file, or --op NAME with --seed SEED (or --snapshot FILE)")
             op = select_ops(config, [op_name])[0]
             outcome = replay(
-                config,
+                session,
                 op,
-                pool,
-                out_dir,
                 seed=seed,
                 snapshot=snapshot,
                 dims=_parse_dims(dims_text),
@@ -126,8 +121,6 @@ def replay_command(
                 f"kwargs {json.dumps(dict(outcome.case.kwargs))}",
                 err=True,
             )
-    finally:
-        pool.close()
     return int(ExitCode.GATE_FAILED if still_failing else ExitCode.PASSED)
 
 
@@ -149,7 +142,12 @@ def _report(label: str, failed: bool, message: str, recorded_kind: str | None) -
 @click.option("--max-runs", type=click.IntRange(1), default=200, show_default=True, help="Op runs at most.")
 @click.option("--json", "as_json", is_flag=True, help="Print the minimized case as JSON on stdout.")
 @click.option(
-    "--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("gpuemu-out")
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("gpuemu-out"),
+    show_default=True,
+    help="Directory for the snapshots of the cases it runs.",
 )
 def minimize_command(
     config_path: Path | None, op_name: str, seed: int, max_runs: int, as_json: bool, out_dir: Path
@@ -157,11 +155,8 @@ def minimize_command(
     """Shrink a failing case (dims, then value magnitudes) by re-running the op; print the smallest failing case."""
     config = load_config(config_path)
     op = select_ops(config, [op_name])[0]
-    pool = _pool(config)
-    try:
-        result = minimize(config, op, seed, pool, out_dir, max_runs=max_runs)
-    finally:
-        pool.close()
+    with Session(config, RunOptions(out_dir=out_dir, jobs=1)) as session:
+        result = minimize(session, op, seed, max_runs=max_runs)
     dims_text = ",".join(f"{k}={v}" for k, v in result.dims.items())
     command = (
         f"gpuemu-ci replay --config {shlex.quote(str(config_path or config.path.name))} --op "

@@ -1,28 +1,23 @@
-"""`gpuemu-ci run`: parse options -> pipeline -> results.json -> exit code."""
+"""`gpuemu-ci run`: parse options -> the gate -> results.json -> exit code."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
+from gpuemu_ci.cli.options import config_option, out_option
 from gpuemu_ci.cli.summary import print_summary
 from gpuemu_ci.config.load import load_config
-from gpuemu_ci.config.model import Config, Suite
+from gpuemu_ci.config.model import Suite
+from gpuemu_ci.diff.baseline import BaselineSource
 from gpuemu_ci.dtypes import canonical
 from gpuemu_ci.errors import UsageError
-from gpuemu_ci.pipeline import RunOptions, run_pipeline
+from gpuemu_ci.pipeline.gate import GateBaseline, run_gate
+from gpuemu_ci.pipeline.settings import RunOptions
 from gpuemu_ci.progress import StderrReporter
-from gpuemu_ci.results.io import dumps, write_results
-
-config_option = click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="gpuemu.toml to use (default: the nearest one in this or a parent directory).",
-)
+from gpuemu_ci.results.codec import to_json, write_results
 
 
 @click.command("run")
@@ -40,14 +35,7 @@ config_option = click.option(
 @click.option("--op", "ops", multiple=True, help="Only this op (repeatable).")
 @click.option("--dtype", "dtype_names", multiple=True, help="Only this dtype (repeatable).")
 @click.option("--iterations", type=click.IntRange(1), help="Cases per op and dtype (overrides the suite's).")
-@click.option(
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("gpuemu-out"),
-    show_default=True,
-    help="Directory for results.json and input snapshots.",
-)
+@out_option
 @click.option("--json", "as_json", is_flag=True, help="Also print results.json on stdout.")
 @click.option("--jobs", type=click.IntRange(1), help="Ops run in parallel (default: ci.parallel_jobs).")
 @click.option(
@@ -68,6 +56,12 @@ config_option = click.option(
     type=click.Path(dir_okay=False, path_type=Path),
     help="Diff against this baseline (results.json or baseline.json).",
 )
+@click.option(
+    "--fail-on-regression/--no-fail-on-regression",
+    "fail_on_regression",
+    default=None,
+    help="With --baseline: whether a regression fails the gate (default: policies.fail_on_regression).",
+)
 def run_command(
     config_path: Path | None,
     suite: str,
@@ -83,20 +77,17 @@ def run_command(
     archs: tuple[str, ...],
     timeout: float | None,
     baseline_path: Path | None,
+    fail_on_regression: bool | None,
 ) -> int:
     """Fuzz every op against its fp64 reference, lint the kernels, and write results.json."""
     config = load_config(config_path)
-    dtypes = []
-    for name in dtype_names:
-        resolved = canonical(name)
-        if resolved is None:
-            raise UsageError(f"--dtype {name!r} is not a dtype gpuemu-ci knows")
-        dtypes.append(resolved)
+    if fail_on_regression is not None and baseline_path is None:
+        raise UsageError("--fail-on-regression/--no-fail-on-regression need --baseline")
     options = RunOptions(
         suite=Suite(suite),
         seed=seed,
         ops=ops,
-        dtypes=tuple(dtypes),
+        dtypes=tuple(_dtype(name) for name in dtype_names),
         iterations=iterations,
         out_dir=out_dir.resolve(),
         jobs=jobs,
@@ -105,19 +96,20 @@ def run_command(
         archs=archs,
         timeout_s=timeout,
     )
-    document = run_pipeline(config, options, StderrReporter()).to_json()
-    document = attach_diff(document, baseline_path, config)
-    path = write_results(options.out_dir, document)
-    print_summary(document, path)
+    baseline = None
+    if baseline_path is not None:
+        baseline = GateBaseline(BaselineSource(path=baseline_path), fail_on_regression)
+    results = run_gate(config, options, baseline=baseline, observer=StderrReporter())
+    path = write_results(options.out_dir, results)
+    print_summary(results, path)
     if as_json:
-        sys.stdout.write(dumps(document))
-    return int(document["exit_code"])
+        sys.stdout.buffer.write(to_json(results))
+        sys.stdout.flush()
+    return results.exit_code
 
 
-def attach_diff(document: dict[str, Any], baseline_path: Path | None, config: Config) -> dict[str, Any]:
-    """Adds the baseline diff (and its effect on the exit code) when a baseline is given."""
-    if baseline_path is None:
-        return document
-    from gpuemu_ci.diff.apply import apply_baseline
-
-    return apply_baseline(document, baseline_path, config.policies)
+def _dtype(name: str) -> str:
+    resolved = canonical(name)
+    if resolved is None:
+        raise UsageError(f"--dtype {name!r} is not a dtype gpuemu-ci knows")
+    return resolved

@@ -8,13 +8,10 @@ input (report or public key). A wrongly spelled flag is a usage error and exits 
 
 from __future__ import annotations
 
-import hashlib
 import os
-import secrets
 import stat
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from datetime import datetime, timedelta, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +21,6 @@ from gpuemu_ci.attest import keys
 from gpuemu_ci.attest.signing import sign_results
 from gpuemu_ci.attest.statement import (
     RunContext,
-    format_time,
     normalize_commit,
     normalize_repo,
 )
@@ -42,19 +38,18 @@ from gpuemu_ci.attest.verify_policy import (
     parse_duration,
     verify_report,
 )
-from gpuemu_ci.errors import GpuemuError, UsageError
+from gpuemu_ci.clock import format_utc
+from gpuemu_ci.errors import (
+    BadSignature,
+    ExpectationNotMet,
+    GpuemuError,
+    MalformedReport,
+    UsageError,
+    VerifyFailed,
+)
+from gpuemu_ci.files import atomic_write, read_bounded
 
 DEFAULT_KEY_ENV = "GPUEMU_SIGNING_KEY"
-
-
-@contextmanager
-def _user_errors() -> Iterator[None]:
-    """Turn a GpuemuError into its message on stderr and its exit code; never a traceback."""
-    try:
-        yield
-    except GpuemuError as e:
-        click.echo(f"gpuemu-ci: error: {e.diagnostics()}", err=True)
-        raise click.exceptions.Exit(int(e.exit_code)) from None
 
 
 def _checked(convert: Callable[[str], Any]) -> Callable[[click.Context, click.Parameter, Any], Any]:
@@ -88,9 +83,8 @@ def _digits(text: str) -> str:
 @click.option("--force", is_flag=True, help="Replace existing key files.")
 def keygen_command(output: Path, force: bool) -> None:
     """Create an Ed25519 signing key pair for signed reports."""
-    with _user_errors():
-        key = keys.generate()
-        private_path, public_path = keys.write_keypair(output, key, force=force)
+    key = keys.generate()
+    private_path, public_path = keys.write_keypair(output, key, force=force)
     click.echo(f"private key: {private_path} (mode 0600; keep it secret, e.g. as secret {DEFAULT_KEY_ENV})")
     click.echo(f"public key:  {public_path} (give it to whoever verifies reports)")
     click.echo(f"key id:      {key.keyid}")
@@ -151,14 +145,15 @@ def sign_command(
     The run context comes from the flags, then from the results document, then from the
     GITHUB_* environment. The key is never printed.
     """
-    with _user_errors():
-        if sum((key_path is not None, key_env is not None, unsigned)) != 1:
-            raise UsageError("give exactly one of --key PATH, --key-env NAME or --unsigned")
-        _read_bytes(results, "results file")  # a clear message for a missing or unreadable file
-        signing_key = _load_signing_key(key_path, key_env)
-        report = sign_results(results, signing_key, os.environ, RunContext(**flags))
-        statement = report.statement
-        _write_atomically(output, report.envelope)
+    if sum((key_path is not None, key_env is not None, unsigned)) != 1:
+        raise UsageError("give exactly one of --key PATH, --key-env NAME or --unsigned")
+    signing_key = _load_signing_key(key_path, key_env)
+    report = sign_results(results, signing_key, os.environ, RunContext(**flags))
+    statement = report.statement
+    try:
+        atomic_write(output, report.envelope)
+    except OSError as e:
+        raise UsageError(f"cannot write {output}: {e.strerror}") from None
 
     run = statement["predicate"]["run"]
     what = f"{results} (verdict {statement['predicate']['verdict']}) for {run['repo']}@{run['commit'][:12]}"
@@ -201,9 +196,7 @@ def sign_command(
     multiple=True,
     help="Require this file's sha256 among the signed subjects (e.g. gpuemu.toml, a kernel source).",
 )
-@click.pass_context
 def verify_command(
-    ctx: click.Context,
     report: Path,
     key_paths: tuple[Path, ...],
     repo: str | None,
@@ -218,10 +211,9 @@ def verify_command(
     """
     try:
         public_keys = [keys.load_public_key_file(path) for path in key_paths]
-        data = _read_bytes(report, "report")
+        data = read_bounded(report, "report")
     except GpuemuError as e:
-        click.echo(f"gpuemu-ci: error: {e.diagnostics()}", err=True)
-        ctx.exit(int(VerifyExit.MALFORMED))
+        raise MalformedReport(e.message) from None
     checks: list[Check] = []
     if repo is not None:
         checks.append(RepoIs(repo))
@@ -230,28 +222,36 @@ def verify_command(
     if commit is not None:
         checks.append(CommitIs(commit))
     if max_age is not None:
-        checks.append(MaxAge(max_age, now=datetime.now(timezone.utc)))
+        checks.append(MaxAge(max_age, now=datetime.now(UTC)))
     try:
         checks.extend(ArtifactDigest.from_file(path) for path in artifacts)
     except OSError as e:
-        click.echo(f"gpuemu-ci: error: cannot read artifact {e.filename}: {e.strerror}", err=True)
-        ctx.exit(int(VerifyExit.MALFORMED))
+        raise MalformedReport(f"cannot read artifact {e.filename}: {e.strerror}") from None
 
     outcome = verify_report(
         data, {k.keyid: k.key for k in public_keys}, AllOf(tuple(checks)) if checks else None
     )
     _print_outcome(outcome, public_keys)
-    ctx.exit(int(outcome.exit))
+    if outcome.exit is VerifyExit.EXPECTATION_MISMATCH:
+        raise ExpectationNotMet(f"expectation not met: {outcome.message}")
+    if outcome.exit is not VerifyExit.VALID:
+        raise VERIFY_ERRORS[outcome.exit](outcome.message)
+
+
+VERIFY_ERRORS: dict[VerifyExit, type[VerifyFailed]] = {
+    VerifyExit.BAD_SIGNATURE: BadSignature,
+    VerifyExit.EXPECTATION_MISMATCH: ExpectationNotMet,
+    VerifyExit.MALFORMED: MalformedReport,
+}
 
 
 def _print_outcome(outcome: VerifyOutcome, public_keys: list[keys.PublicKey]) -> None:
     if outcome.claims is None:
-        click.echo(f"gpuemu-ci: verify: {outcome.message}", err=True)
         return
     claims = outcome.claims
     by_id = {k.keyid: k for k in public_keys}
     signers = ", ".join(f"{kid} ({by_id[kid].fingerprint})" for kid in outcome.keyids)
-    age = datetime.now(timezone.utc) - claims.issued_at
+    age = datetime.now(UTC) - claims.issued_at
     when = f"{format_duration(age)} ago" if age >= timedelta(0) else f"{format_duration(-age)} in the future"
     run = [
         f"event {claims.event}" if claims.event else None,
@@ -264,7 +264,7 @@ def _print_outcome(outcome: VerifyOutcome, public_keys: list[keys.PublicKey]) ->
     click.echo(f"repo:      {claims.repo}" + (f" (id {claims.repo_id})" if claims.repo_id else ""))
     click.echo(f"commit:    {claims.commit}")
     click.echo(f"run:       {', '.join(p for p in run if p) or '(not recorded)'}")
-    click.echo(f"issued_at: {format_time(claims.issued_at)} ({when})")
+    click.echo(f"issued_at: {format_utc(claims.issued_at)} ({when})")
     click.echo(f"verdict:   {claims.verdict}")
     for result in outcome.results:
         click.echo(f"{'ok' if result.ok else 'FAILED'}: {result.message}")
@@ -272,8 +272,6 @@ def _print_outcome(outcome: VerifyOutcome, public_keys: list[keys.PublicKey]) ->
         click.echo(
             "report verified" + ("" if outcome.results else " (signature only: no expectations given)")
         )
-    else:
-        click.echo(f"gpuemu-ci: verify: expectation not met: {outcome.message}", err=True)
 
 
 def _load_signing_key(key_path: Path | None, key_env: str | None) -> keys.SigningKey | None:
@@ -289,25 +287,3 @@ def _load_signing_key(key_path: Path | None, key_env: str | None) -> keys.Signin
         os.environ.pop(key_env, None)
         return key
     return None
-
-
-def _read_bytes(path: Path, what: str) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as e:
-        raise UsageError(f"cannot read {what} {path}: {e.strerror}") from None
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    """Write via a temporary file in the same directory, so readers never see half a report."""
-    temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    try:
-        temporary.write_bytes(data)
-        os.replace(temporary, path)
-    except OSError as e:
-        temporary.unlink(missing_ok=True)
-        raise UsageError(f"cannot write {path}: {e.strerror}") from None

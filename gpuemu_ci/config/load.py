@@ -11,7 +11,7 @@ import dataclasses
 import hashlib
 import os
 import re
-import sys
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -33,11 +33,6 @@ from gpuemu_ci.config.model import (
 from gpuemu_ci.config.reader import SourceText, TableReader
 from gpuemu_ci.config.schema import canonical_dtype, check_dtype
 from gpuemu_ci.errors import ConfigError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
 
 CONFIG_NAME = "gpuemu.toml"
 USER_CONFIG_ENV = "GPUEMU_USER_CONFIG"  # a path, or "none" to ignore user defaults

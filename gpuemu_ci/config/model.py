@@ -6,11 +6,11 @@ Every later stage reads these types and never the raw TOML. A `Config` that exis
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 
 
-class Family(str, Enum):
+class Family(StrEnum):
     """Op family: picks the error model (oracle/families.py)."""
 
     ELEMENTWISE = "elementwise"
@@ -24,7 +24,7 @@ class Family(str, Enum):
     EXACT = "exact"
 
 
-class Framework(str, Enum):
+class Framework(StrEnum):
     """What kind of arrays the op receives and returns."""
 
     NUMPY = "numpy"
@@ -33,20 +33,20 @@ class Framework(str, Enum):
     JAX = "jax"
 
 
-class ExecutionMode(str, Enum):
+class ExecutionMode(StrEnum):
     """How the op is reached. Upstream's `client_side` and `daemon_orchestrated` map onto CALLABLE."""
 
     CALLABLE = "callable"
     SCRIPT = "script_based"
 
 
-class Suite(str, Enum):
+class Suite(StrEnum):
     QUICK = "quick"
     THOROUGH = "thorough"
     NIGHTLY = "nightly"
 
 
-class Layout(str, Enum):
+class Layout(StrEnum):
     """Real memory layouts handed to the op (fuzz/layouts.py)."""
 
     CONTIGUOUS = "contiguous"
@@ -56,7 +56,7 @@ class Layout(str, Enum):
     ODD_SIZE1 = "odd_size1"
 
 
-class Distribution(str, Enum):
+class Distribution(StrEnum):
     """Value distributions (fuzz/values.py)."""
 
     REGULAR = "regular"
@@ -64,7 +64,7 @@ class Distribution(str, Enum):
     ADVERSARIAL = "adversarial"
 
 
-class NonFinite(str, Enum):
+class NonFinite(StrEnum):
     """What the op promises about NaN/Inf. NONE: inputs never hold them; PROPAGATE: they are injected and the
     output must match the reference's non-finite class exactly."""
 
@@ -122,7 +122,7 @@ class DimConstraint:
     expression: str
 
 
-class ValueKind(str, Enum):
+class ValueKind(StrEnum):
     """What an input holds, beyond its dtype."""
 
     ANY = "any"  # the case's value distribution

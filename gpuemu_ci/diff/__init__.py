@@ -1,7 +1,8 @@
-"""Baselines and regression diffs: compare a run with the target branch's results and gate on what got worse.
+"""Baselines and regression diffs: compare a run with the target branch's results and classify what got worse.
 
-- `baseline.create_baseline(results) -> dict`: trim a results.json into a baseline.json.
-- `apply.apply_baseline(document, path, policies, fail_on_regression=None) -> dict`: fill results.json's
-  `diff` section and update its verdict/exit code when a regression fails the gate.
-- `model`: the classification types; `schema.DIFF_SCHEMA`: the JSON Schema of the `diff` section.
+- `baseline`: `baseline_of(results)` trims a run into a baseline; `diff_against(source, current, ...)` gives the
+  `BaselineDiff` (neutral, saying why, when there is no usable baseline).
+- `classify`: the comparison of two documents; `ops` and `kernels` classify op x dtype and kernel x arch rows;
+  `limits` holds the per-kernel deltas from `[policies]`.
+- `render`: the human table of a diff.
 """

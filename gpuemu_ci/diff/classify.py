@@ -7,37 +7,36 @@ from typing import Any
 
 from gpuemu_ci.config.model import Policies
 from gpuemu_ci.diff.kernels import diff_kernels
-from gpuemu_ci.diff.model import (
-    SEVERITY_ORDER,
+from gpuemu_ci.diff.ops import diff_ops
+from gpuemu_ci.results.diff import (
     BaselineDiff,
     BaselineInfo,
+    BaselineProvenance,
     DiffEntry,
     DiffStatus,
     Reason,
 )
-from gpuemu_ci.diff.ops import diff_ops
-from gpuemu_ci.diff.snapshot import Snapshot
+from gpuemu_ci.results.model import Results, Verdict
 
 
 def compare(
-    base: Snapshot, current: Snapshot, policies: Policies, *, fail_on_regression: bool, info: BaselineInfo
+    base: Results, current: Results, policies: Policies, *, fail_on_regression: bool, info: BaselineInfo
 ) -> BaselineDiff:
     """Classifies every op x dtype and kernel x arch of both runs. Entries are ordered failures first,
-    then warnings, then the rest, each group in run order."""
-    entries = [*diff_ops(base, current, policies.warn_threshold), *diff_kernels(base, current, policies)]
-    ordered = tuple(sorted(entries, key=lambda e: SEVERITY_ORDER[e.severity]))  # stable: keeps run order
+    then warnings, then the rest, each group in run order (BaselineDiff orders them)."""
+    entries = (*diff_ops(base, current, policies.warn_threshold), *diff_kernels(base, current, policies))
     notes = tuple(run_notes(base, current))
     return BaselineDiff(
         status=DiffStatus.COMPARED,
-        message=_message(info, notes, ordered),
+        message=_message(info, notes, entries),
         baseline=info,
-        entries=ordered,
+        entries=entries,
         notes=notes,
         fail_on_regression=fail_on_regression,
     )
 
 
-def run_notes(base: Snapshot, current: Snapshot) -> list[Reason]:
+def run_notes(base: Results, current: Results) -> list[Reason]:
     """What differs between the two runs as a whole. Shown, never a regression by itself."""
     notes = []
 
@@ -47,9 +46,9 @@ def run_notes(base: Snapshot, current: Snapshot) -> list[Reason]:
 
     note(
         "config_sha256",
-        base.config_sha256,
-        current.config_sha256,
-        f"gpuemu.toml changed (sha256 {_short(base.config_sha256)} -> {_short(current.config_sha256)})",
+        base.config.sha256,
+        current.config.sha256,
+        f"gpuemu.toml changed (sha256 {_short(base.config.sha256)} -> {_short(current.config.sha256)})",
     )
     note(
         "generator_version",
@@ -73,18 +72,20 @@ def run_notes(base: Snapshot, current: Snapshot) -> list[Reason]:
     )
     note(
         "tool_version",
-        base.tool_version,
-        current.tool_version,
-        f"gpuemu-ci {base.tool_version} -> {current.tool_version}",
+        base.tool.version,
+        current.tool.version,
+        f"gpuemu-ci {base.tool.version} -> {current.tool.version}",
     )
-    old_tools, new_tools = base.toolchain or {}, current.toolchain or {}
+    old_tools, new_tools = base.lint.toolchain, current.lint.toolchain
     if base.kernels and current.kernels:
         for key in ("nvcc", "ptxas", "sass_tool"):
+            old_value = getattr(old_tools, key) if old_tools else None
+            new_value = getattr(new_tools, key) if new_tools else None
             note(
                 f"toolchain.{key}",
-                old_tools.get(key),
-                new_tools.get(key),
-                f"{key} {old_tools.get(key) or 'none'} -> {new_tools.get(key) or 'none'}: kernel metrics "
+                old_value,
+                new_value,
+                f"{key} {old_value or 'none'} -> {new_value or 'none'}: kernel metrics "
                 "are compared only where the toolchain matches",
             )
     if base.cut_short:
@@ -105,35 +106,32 @@ def run_notes(base: Snapshot, current: Snapshot) -> list[Reason]:
                 "this run was cut short by its timeout: what it did not reach shows up as removed",
             )
         )
-    if base.verdict not in (None, "passed"):
+    if base.verdict is not Verdict.PASSED:
         notes.append(
             Reason(
                 "baseline_verdict",
-                base.verdict,
+                base.verdict.value,
                 None,
-                f"the baseline run itself was {base.verdict}: what failed there cannot regress here",
+                f"the baseline run itself was {base.verdict.value}: what failed there cannot regress here",
             )
         )
     return notes
 
 
-def baseline_info(
-    base: Snapshot, source: str, path: str, provenance: dict[str, Any] | None = None
-) -> BaselineInfo:
+def baseline_info(base: Results, path: str, provenance: BaselineProvenance | None = None) -> BaselineInfo:
+    """What the diff records about the baseline it compared with."""
     return BaselineInfo(
-        source=source,
         path=path,
-        commit=base.commit,
-        ref=base.ref,
-        created_at=base.created_at,
-        tool_version=base.tool_version,
+        commit=base.tested_commit,
+        ref=base.git.ref if base.git else None,
+        created_at=base.finished_at,
+        tool_version=base.tool.version,
         generator_version=base.generator_version,
-        config_sha256=base.config_sha256,
+        config_sha256=base.config.sha256,
         seed=base.seed,
         suite=base.suite,
-        verdict=base.verdict,
+        verdict=base.verdict.value,
         cut_short=base.cut_short,
-        ci=base.ci,
         provenance=provenance,
     )
 

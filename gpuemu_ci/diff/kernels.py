@@ -5,15 +5,17 @@ from __future__ import annotations
 
 from gpuemu_ci.config.model import Policies
 from gpuemu_ci.diff.limits import DeltaLimits, limits_for
-from gpuemu_ci.diff.model import ALL, Classification, DiffEntry, EntryKind, Reason, Severity
-from gpuemu_ci.diff.snapshot import EntrySnapshot, KernelSnapshot, Snapshot, ToolSnapshot
+from gpuemu_ci.results.base import Severity
+from gpuemu_ci.results.diff import ALL, Classification, DiffEntry, EntryKind, Reason
+from gpuemu_ci.results.kernels import KernelMetrics, KernelResult, KernelStatus, ToolIdentity
+from gpuemu_ci.results.model import Results
 
-# (snapshot attribute, DeltaLimits field, words for the message, unit)
+# (KernelMetrics attribute, DeltaLimits field, words for the message, unit)
 BYTE_METRICS: tuple[tuple[str, str, str, str], ...] = (
     ("registers", "registers", "registers", ""),
     ("spills", "spills", "spill bytes (stores + loads)", " B"),
     ("local_memory", "local_memory", "local memory (stack) per thread", " B"),
-    ("shared_memory", "shared_memory", "static shared memory", " B"),
+    ("shared_bytes", "shared_memory", "static shared memory", " B"),
 )
 
 
@@ -23,7 +25,7 @@ def display_name(config_name: str, entry: str) -> str:
     return config_name if entry == config_name else f"{config_name}/{entry}"
 
 
-def diff_kernels(base: Snapshot, current: Snapshot, policies: Policies) -> list[DiffEntry]:
+def diff_kernels(base: Results, current: Results, policies: Policies) -> list[DiffEntry]:
     """One entry per kernel entry x arch in either run (or per [[kernels]] table without entries)."""
     out: list[DiffEntry] = []
     for kernel in current.kernels:
@@ -43,20 +45,24 @@ def diff_kernels(base: Snapshot, current: Snapshot, policies: Policies) -> list[
 
 
 def _whole(
-    kernel: KernelSnapshot, classification: Classification, severity: Severity, message: str
+    kernel: KernelResult, classification: Classification, severity: Severity, message: str
 ) -> list[DiffEntry]:
     new = classification is Classification.NEW
     if not kernel.entries:
-        detail = f"{message}; status {kernel.status}" + (f": {kernel.error}" if kernel.error else "")
-        reason = Reason("status", None if new else kernel.status, kernel.status if new else None, detail)
+        detail = f"{message}; status {kernel.status.value}" + (
+            f": {_compile_error(kernel)}" if kernel.error else ""
+        )
+        reason = Reason(
+            "status", None if new else kernel.status.value, kernel.status.value if new else None, detail
+        )
         return [
             DiffEntry(
-                EntryKind.KERNEL,
-                kernel.name,
-                classification,
-                severity,
-                (reason,),
-                arch=arch,
+                kind=EntryKind.KERNEL,
+                name=kernel.name,
+                variant=arch,
+                classification=classification,
+                severity=severity,
+                reasons=(reason,),
                 config_name=kernel.name,
             )
             for arch in (kernel.archs or (ALL,))
@@ -71,24 +77,24 @@ def _whole(
 
 def _entry(
     config_name: str,
-    e: EntrySnapshot,
+    e: KernelMetrics,
     classification: Classification,
     severity: Severity,
     reasons: list[Reason],
 ) -> DiffEntry:
     return DiffEntry(
-        EntryKind.KERNEL,
-        display_name(config_name, e.kernel),
-        classification,
-        severity,
-        tuple(reasons),
-        arch=e.arch,
+        kind=EntryKind.KERNEL,
+        name=display_name(config_name, e.kernel),
+        variant=e.arch,
+        classification=classification,
+        severity=severity,
+        reasons=tuple(reasons),
         config_name=config_name,
         entry=e.kernel,
     )
 
 
-def _compare_kernel(old: KernelSnapshot, kernel: KernelSnapshot, policies: Policies) -> list[DiffEntry]:
+def _compare_kernel(old: KernelResult, kernel: KernelResult, policies: Policies) -> list[DiffEntry]:
     out = []
     for e in kernel.entries:
         before = old.entry(e.kernel, e.arch)
@@ -104,14 +110,19 @@ def _compare_kernel(old: KernelSnapshot, kernel: KernelSnapshot, policies: Polic
     for before in old.entries:
         if kernel.entry(before.kernel, before.arch) is not None:
             continue
-        if kernel.status == "failed" and kernel.error:
-            reason = Reason("status", old.status, kernel.status, f"no longer compiles: {kernel.error}")
-            out.append(_entry(kernel.name, before, Classification.REGRESSED, Severity.FAILURE, [reason]))
-        elif kernel.status == "error":
+        if kernel.status is KernelStatus.FAILED and kernel.error:
             reason = Reason(
                 "status",
-                old.status,
-                kernel.status,
+                old.status.value,
+                kernel.status.value,
+                f"no longer compiles: {_compile_error(kernel)}",
+            )
+            out.append(_entry(kernel.name, before, Classification.REGRESSED, Severity.ERROR, [reason]))
+        elif kernel.status is KernelStatus.ERROR:
+            reason = Reason(
+                "status",
+                old.status.value,
+                kernel.status.value,
                 "could not be measured now (the toolchain failed; the run's own verdict reports it)",
             )
             out.append(_entry(kernel.name, before, Classification.REGRESSED, Severity.WARNING, [reason]))
@@ -127,15 +138,15 @@ def _compare_kernel(old: KernelSnapshot, kernel: KernelSnapshot, policies: Polic
 
 
 def _lint_reasons(
-    old: KernelSnapshot, kernel: KernelSnapshot, e: EntrySnapshot
+    old: KernelResult, kernel: KernelResult, e: KernelMetrics
 ) -> tuple[list[Reason], list[Reason]]:
     """(newly failing checks, checks that failed before and pass now) for one entry x arch."""
 
-    def failing(k: KernelSnapshot) -> dict[str, str]:
+    def failing(k: KernelResult) -> dict[str, str]:
         return {
             v.message: v.metric or "lint"
             for v in k.violations
-            if v.severity == "error" and v.arch in (None, e.arch) and v.kernel in (None, e.kernel, k.name)
+            if v.severity is Severity.ERROR and v.arch in ("", e.arch) and v.kernel in ("", e.kernel, k.name)
         }
 
     before, now = failing(old), failing(kernel)
@@ -146,8 +157,8 @@ def _lint_reasons(
 
 def compare_entry(
     config_name: str,
-    old: EntrySnapshot,
-    new: EntrySnapshot,
+    old: KernelMetrics,
+    new: KernelMetrics,
     limits: DeltaLimits,
     lint: tuple[list[Reason], list[Reason]] = ([], []),
 ) -> DiffEntry:
@@ -178,20 +189,19 @@ def compare_entry(
         reasons = [*toolchain, *(_not_counted(r) for r in (*over, *within, *better))]
         return _entry(config_name, new, Classification.TOOLCHAIN_CHANGED, Severity.INFO, reasons)
     if over:
-        return _entry(config_name, new, Classification.REGRESSED, Severity.FAILURE, [*over, *within, *better])
+        return _entry(config_name, new, Classification.REGRESSED, Severity.ERROR, [*over, *within, *better])
     if better and not within:
         return _entry(config_name, new, Classification.IMPROVED, Severity.INFO, better)
     return _entry(config_name, new, Classification.UNCHANGED, Severity.INFO, [*within, *better])
 
 
-def _instructions(old: EntrySnapshot, new: EntrySnapshot, limits: DeltaLimits) -> tuple[Reason, str] | None:
+def _instructions(old: KernelMetrics, new: KernelMetrics, limits: DeltaLimits) -> tuple[Reason, str] | None:
     """SASS counts when both runs have them (what the GPU runs), else PTX counts."""
-    if old.sass_instructions is not None and new.sass_instructions is not None:
-        metric, a, b = "sass_instructions", old.sass_instructions, new.sass_instructions
-    elif old.ptx_instructions is not None and new.ptx_instructions is not None:
-        metric, a, b = "ptx_instructions", old.ptx_instructions, new.ptx_instructions
+    old_sass, new_sass = old.sass_total, new.sass_total
+    if old_sass is not None and new_sass is not None:
+        metric, a, b = "sass_instructions", old_sass, new_sass
     else:
-        return None
+        metric, a, b = "ptx_instructions", old.ptx_total, new.ptx_total
     if a == b:
         return None
     change = (b - a) / max(a, 1) * 100
@@ -204,7 +214,7 @@ def _instructions(old: EntrySnapshot, new: EntrySnapshot, limits: DeltaLimits) -
     return Reason(metric, a, b, text + ")"), "better"
 
 
-def _toolchain_reasons(old: ToolSnapshot, new: ToolSnapshot) -> list[Reason]:
+def _toolchain_reasons(old: ToolIdentity, new: ToolIdentity) -> list[Reason]:
     reasons = []
     for attribute, words in (("nvcc", "nvcc"), ("ptxas", "ptxas")):
         a, b = getattr(old, attribute), getattr(new, attribute)
@@ -227,3 +237,10 @@ def _limit(limits: DeltaLimits, field_name: str, value: float) -> str:
     shown = f"{value:g}" if isinstance(value, float) else str(value)
     suffix = "" if limits.source == "[policies]" else f" from {limits.source}"
     return f"{key} = {shown}{suffix}"
+
+
+def _compile_error(kernel: KernelResult) -> str:
+    error = kernel.error
+    if error is None:
+        return ""
+    return f"{error.location}: {error.message}" if error.location else error.message

@@ -1,14 +1,9 @@
 """How much a kernel metric may grow before it counts as a regression: `[policies]`, with optional
-per-kernel overrides.
-
-Overrides are read from `policies.kernel_overrides` when the config provides it (proposed TOML:
-`[policies.kernels."<name>"]` with any of the delta keys below, where <name> is a [[kernels]] name or a
-kernel entry name). Accepted shapes: a mapping name -> mapping, or a sequence of (name, mapping) pairs; a
-value may also be an object with those attributes. A key that is absent or None inherits `[policies]`."""
+per-kernel overrides (`[policies.kernels."<name>"]`, where <name> is a [[kernels]] name or a kernel entry
+name; a key that is absent inherits `[policies]`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -62,20 +57,12 @@ def limits_for(policies: Policies, config_name: str, entry: str) -> DeltaLimits:
 
 
 def _overrides(policies: Policies) -> dict[str, dict[str, Any]]:
-    raw = getattr(policies, "kernel_overrides", None)
-    if not raw:
-        return {}
-    pairs = raw.items() if isinstance(raw, Mapping) else raw
     result: dict[str, dict[str, Any]] = {}
-    for name, value in pairs:
+    for name, override in policies.kernel_overrides:
         chosen: dict[str, Any] = {}
         for key, field_name in POLICY_KEYS.items():
-            item = value.get(key) if isinstance(value, Mapping) else getattr(value, key, None)
-            if item is None:
-                item = (
-                    value.get(field_name) if isinstance(value, Mapping) else getattr(value, field_name, None)
-                )
-            if item is not None:
-                chosen[field_name] = float(item) if field_name == "instructions_pct" else int(item)
-        result[str(name)] = chosen
+            value = getattr(override, key)
+            if value is not None:
+                chosen[field_name] = float(value) if field_name == "instructions_pct" else int(value)
+        result[name] = chosen
     return result

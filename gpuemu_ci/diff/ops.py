@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuemu_ci.diff.model import ALL, Classification, DiffEntry, EntryKind, Reason, Severity
-from gpuemu_ci.diff.snapshot import DtypeSnapshot, OpSnapshot, Snapshot
+from gpuemu_ci.results.base import Severity
+from gpuemu_ci.results.diff import ALL, Classification, DiffEntry, EntryKind, Reason
+from gpuemu_ci.results.model import DtypeResult, OpResult, Results
 
 # Headroom growth is relative to max(old, this floor): below 1% of the error bound a run is at noise
 # level, and 1e-6 -> 1e-5 must not read as "+900%".
@@ -28,7 +29,7 @@ class CaseBasis:
     new_generator: str | None = None
 
     @classmethod
-    def of(cls, base: Snapshot, current: Snapshot) -> CaseBasis:
+    def of(cls, base: Results, current: Results) -> CaseBasis:
         return cls(
             generator_changed=base.generator_version != current.generator_version,
             seed_changed=base.seed != current.seed,
@@ -42,7 +43,7 @@ class CaseBasis:
         return not (self.generator_changed or self.seed_changed or self.suite_changed)
 
 
-def diff_ops(base: Snapshot, current: Snapshot, warn_threshold: float) -> list[DiffEntry]:
+def diff_ops(base: Results, current: Results, warn_threshold: float) -> list[DiffEntry]:
     """One entry per op x dtype in either run, current order first, then what only the baseline had."""
     basis = CaseBasis.of(base, current)
     entries: list[DiffEntry] = []
@@ -63,82 +64,81 @@ def diff_ops(base: Snapshot, current: Snapshot, warn_threshold: float) -> list[D
 
 
 def _whole_op(
-    op: OpSnapshot, classification: Classification, severity: Severity, message: str
+    op: OpResult, classification: Classification, severity: Severity, message: str
 ) -> list[DiffEntry]:
     new = classification is Classification.NEW
     if not op.dtypes:  # skipped or could not load: no per-dtype results
         reason = Reason(
             "status",
-            None if new else op.status,
-            op.status if new else None,
-            f"{message}; status {op.status}" + (f" ({op.skip_reason})" if op.skip_reason else ""),
+            None if new else op.status.value,
+            op.status.value if new else None,
+            f"{message}; status {op.status.value}" + (f" ({op.skip_reason})" if op.skip_reason else ""),
         )
-        return [DiffEntry(EntryKind.OP, op.name, classification, severity, (reason,), dtype=ALL)]
+        return [_entry(op.name, classification, severity, (reason,), ALL)]
     out = []
     for d in op.dtypes:
-        detail = f"status {d.status}"
+        detail = f"status {d.status.value}"
         if d.worst_headroom is not None:
             detail += f", headroom {fmt(d.worst_headroom)}"
         reason = Reason(
-            "status", None if new else d.status, d.status if new else None, f"{message}; {detail}"
+            "status", None if new else d.status.value, d.status.value if new else None, f"{message}; {detail}"
         )
-        out.append(DiffEntry(EntryKind.OP, op.name, classification, severity, (reason,), dtype=d.dtype))
+        out.append(_entry(op.name, classification, severity, (reason,), d.dtype))
     return out
 
 
-def _compare_op(old: OpSnapshot, op: OpSnapshot, basis: CaseBasis, warn_threshold: float) -> list[DiffEntry]:
+def _compare_op(old: OpResult, op: OpResult, basis: CaseBasis, warn_threshold: float) -> list[DiffEntry]:
     entries = []
     for d in op.dtypes:
-        before = old.dtype(d.dtype)
+        before = old.dtype_result(d.dtype)
         if before is None:
             reason = Reason(
-                "status", None, d.status, f"new dtype (the baseline did not run {d.dtype}); status {d.status}"
+                "status",
+                None,
+                d.status.value,
+                f"new dtype (the baseline did not run {d.dtype}); status {d.status.value}",
             )
-            entries.append(
-                DiffEntry(EntryKind.OP, op.name, Classification.NEW, Severity.INFO, (reason,), dtype=d.dtype)
-            )
+            entries.append(_entry(op.name, Classification.NEW, Severity.INFO, (reason,), d.dtype))
         else:
             entries.append(compare_dtype(op.name, before, d, basis, warn_threshold))
     for before in old.dtypes:
-        if op.dtype(before.dtype) is not None:
+        if op.dtype_result(before.dtype) is not None:
             continue
         entries.append(_missing_dtype(op, before, basis))
     return entries
 
 
-def _missing_dtype(op: OpSnapshot, before: DtypeSnapshot, basis: CaseBasis) -> DiffEntry:
+def _missing_dtype(op: OpResult, before: DtypeResult, basis: CaseBasis) -> DiffEntry:
     """A dtype the baseline judged and this run did not."""
-    if op.status == ERROR and before.status == PASSED:
+    if op.status.value == ERROR and before.status.value == PASSED:
         why = op.message or "the op could not run"
         reason = Reason(
-            "status", before.status, ERROR, f"passed in the baseline, could not be judged now: {why}"
+            "status", before.status.value, ERROR, f"passed in the baseline, could not be judged now: {why}"
         )
-        return DiffEntry(
-            EntryKind.OP, op.name, Classification.REGRESSED, Severity.WARNING, (reason,), dtype=before.dtype
-        )
-    if op.status == SKIPPED:
+        return _entry(op.name, Classification.REGRESSED, Severity.WARNING, (reason,), before.dtype)
+    if op.status.value == SKIPPED:
         why = op.skip_reason or op.message or "skipped"
         reason = Reason(
             "status",
-            before.status,
+            before.status.value,
             SKIPPED,
-            f"not run this time ({why}); the baseline had it {before.status}",
+            f"not run this time ({why}); the baseline had it {before.status.value}",
         )
     else:
         reason = Reason(
-            "status", before.status, None, f"removed: the baseline ran {before.dtype}, this run did not"
+            "status", before.status.value, None, f"removed: the baseline ran {before.dtype}, this run did not"
         )
     severity = Severity.INFO if basis.suite_changed else Severity.WARNING
-    return DiffEntry(EntryKind.OP, op.name, Classification.REMOVED, severity, (reason,), dtype=before.dtype)
+    return _entry(op.name, Classification.REMOVED, severity, (reason,), before.dtype)
 
 
 def compare_dtype(
-    name: str, old: DtypeSnapshot, new: DtypeSnapshot, basis: CaseBasis, warn_threshold: float
+    name: str, old: DtypeResult, new: DtypeResult, basis: CaseBasis, warn_threshold: float
 ) -> DiffEntry:
     """Classifies one op x dtype present in both runs."""
 
     def entry(classification: Classification, severity: Severity, *reasons: Reason) -> DiffEntry:
-        return DiffEntry(EntryKind.OP, name, classification, severity, (*reasons, *context), dtype=new.dtype)
+        return _entry(name, classification, severity, (*reasons, *context), new.dtype)
 
     context: list[Reason] = []
     headroom = headroom_reason(old.worst_headroom, new.worst_headroom, warn_threshold)
@@ -153,7 +153,12 @@ def compare_dtype(
                 f"cases {old.cases_total} -> {new.cases_total}",
             )
         )
-    status = Reason("status", old.status, new.status, f"{old.status} -> {new.status}" + _failed_part(new))
+    status = Reason(
+        "status",
+        old.status.value,
+        new.status.value,
+        f"{old.status.value} -> {new.status.value}" + _failed_part(new),
+    )
 
     # The instrument changed: the cases or the rule that judges them differ, so nothing is attributed.
     instrument: list[Reason] = []
@@ -178,32 +183,36 @@ def compare_dtype(
             )
         )
     if instrument:
-        reasons = [*instrument, status] if old.status != new.status else instrument
+        reasons = [*instrument, status] if old.status.value != new.status.value else instrument
         return entry(Classification.TOOLCHAIN_CHANGED, Severity.INFO, *reasons)
 
-    if old.status == PASSED and new.status == FAILED:
-        return entry(Classification.REGRESSED, Severity.FAILURE, status, *_seed_note(basis))
-    if new.status == ERROR and old.status != ERROR:
+    if old.status.value == PASSED and new.status.value == FAILED:
+        return entry(Classification.REGRESSED, Severity.ERROR, status, *_seed_note(basis))
+    if new.status.value == ERROR and old.status.value != ERROR:
         return entry(
             Classification.REGRESSED,
             Severity.WARNING,
             Reason(
                 "status",
-                old.status,
-                new.status,
-                f"{old.status} -> error: could not be judged now (the run's own verdict reports it)",
+                old.status.value,
+                new.status.value,
+                f"{old.status.value} -> error: could not be judged now (the run's own verdict reports it)",
             ),
         )
-    if old.status in (FAILED, ERROR, SKIPPED) and new.status == PASSED:
+    if old.status.value in (FAILED, ERROR, SKIPPED) and new.status.value == PASSED:
         return entry(Classification.IMPROVED, Severity.INFO, status)
-    if old.status != PASSED and new.status == FAILED:
-        note = "still failing" if old.status == FAILED else f"the baseline had no verdict ({old.status})"
+    if old.status.value != PASSED and new.status.value == FAILED:
+        note = (
+            "still failing"
+            if old.status.value == FAILED
+            else f"the baseline had no verdict ({old.status.value})"
+        )
         return entry(
             Classification.UNCHANGED,
             Severity.INFO,
-            Reason("status", old.status, new.status, f"{note}{_failed_part(new)}"),
+            Reason("status", old.status.value, new.status.value, f"{note}{_failed_part(new)}"),
         )
-    if headroom is not None and new.status == PASSED:
+    if headroom is not None and new.status.value == PASSED:
         growth = headroom[1]
         if growth > warn_threshold:
             if basis.same_cases:
@@ -212,6 +221,19 @@ def compare_dtype(
         if growth < -warn_threshold:
             return entry(Classification.IMPROVED, Severity.INFO)
     return entry(Classification.UNCHANGED, Severity.INFO)
+
+
+def _entry(
+    name: str, classification: Classification, severity: Severity, reasons: tuple[Reason, ...], dtype: str
+) -> DiffEntry:
+    return DiffEntry(
+        kind=EntryKind.OP,
+        name=name,
+        variant=dtype,
+        classification=classification,
+        severity=severity,
+        reasons=reasons,
+    )
 
 
 def headroom_reason(
@@ -230,8 +252,8 @@ def headroom_reason(
     return Reason("worst_headroom", old, new, message), growth
 
 
-def _failed_part(d: DtypeSnapshot) -> str:
-    if d.status == FAILED and d.cases_failed is not None and d.cases_total:
+def _failed_part(d: DtypeResult) -> str:
+    if d.status.value == FAILED and d.cases_failed is not None and d.cases_total:
         return f": {d.cases_failed} of {d.cases_total} cases failed"
     return ""
 

@@ -45,8 +45,8 @@ class CaseInputs:
     def describe(self) -> dict[str, Any]:
         """Shapes, element strides and layouts for reports."""
         return {
-            "shapes": {name: list(a.shape) for name, a in self.arrays.items()},
-            "strides": {name: list(layout_mod.element_strides(a)) for name, a in self.arrays.items()},
+            "shapes": {name: tuple(a.shape) for name, a in self.arrays.items()},
+            "strides": {name: tuple(layout_mod.element_strides(a)) for name, a in self.arrays.items()},
             "layouts": {name: choice.layout.value for name, choice in self.layouts.items()},
         }
 

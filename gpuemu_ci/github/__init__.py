@@ -1,4 +1,5 @@
-"""The GitHub REST API client: the only code in gpuemu-ci that talks to the network.
+"""The GitHub side: the REST API client (the only code in gpuemu-ci that talks to the network) and the run's
+identity from the runner's environment (``context``).
 
 - ``client``: ``GitHubClient``, a small httpx REST client (pagination, redirects without the
   token); ``retry`` holds GitHub's retry rules and ``api_errors`` the typed errors, which never

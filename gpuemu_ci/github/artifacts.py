@@ -21,7 +21,6 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from gpuemu_ci.action.context import ActionContext
 from gpuemu_ci.github.client import (
     GitHubClient,
     GitHubDownloadTooLargeError,
@@ -29,6 +28,7 @@ from gpuemu_ci.github.client import (
     GitHubGoneError,
     GitHubNotFoundError,
 )
+from gpuemu_ci.github.context import ActionContext
 from gpuemu_ci.github.safezip import (
     DEFAULT_MAX_ENTRIES,
     ArtifactError,

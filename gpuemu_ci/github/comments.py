@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from gpuemu_ci.action.context import ActionContext
 from gpuemu_ci.github.client import (
     GitHubClient,
     GitHubError,
@@ -29,6 +28,7 @@ from gpuemu_ci.github.client import (
     GitHubNetworkError,
     GitHubServerError,
 )
+from gpuemu_ci.github.context import ActionContext
 from gpuemu_ci.render.markdown import comment_marker
 
 MAX_COMMENT_BYTES = 60_000

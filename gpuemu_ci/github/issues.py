@@ -25,6 +25,7 @@ from typing import Any
 
 from gpuemu_ci.github.client import GitHubClient, GitHubError, GitHubNetworkError, GitHubServerError
 from gpuemu_ci.render.markdown import comment_key
+from gpuemu_ci.results.model import OpStatus
 
 NIGHTLY_LABEL = "gpuemu-nightly"
 MAX_ISSUE_BYTES = 60_000
@@ -34,20 +35,12 @@ _TRUNCATED = "\n\n… (truncated: the full details are in the run's report)"
 log = logging.getLogger(__name__)
 
 
-class OpStatus(Enum):
-    """An op's result in the nightly run, as far as issues are concerned."""
-
-    FAILED = "failed"
-    PASSED = "passed"
-    NOT_RUN = "not_run"
-
-
 @dataclass(frozen=True)
 class NightlyOp:
     """One op of the nightly run; ``details`` is the Markdown shown in its issue when it fails."""
 
     name: str
-    status: OpStatus
+    status: OpStatus  # FAILED opens (or updates) its issue, PASSED closes it; skipped or errored leave it
     details: str = ""
 
 
@@ -123,8 +116,8 @@ def sync_nightly_issues(
         return [
             IssueOutcome(
                 op.name,
-                IssueAction.UNCHANGED if op.status is OpStatus.NOT_RUN else IssueAction.FAILED,
-                warning=None if op.status is OpStatus.NOT_RUN else warning,
+                IssueAction.UNCHANGED if not _decided(op) else IssueAction.FAILED,
+                warning=None if not _decided(op) else warning,
             )
             for op in ops
         ]
@@ -157,7 +150,7 @@ def _sync_one(
     run_url: str | None,
     label: str,
 ) -> IssueOutcome:
-    if op.status is OpStatus.NOT_RUN or (op.status is OpStatus.PASSED and issue is None):
+    if not _decided(op) or (op.status is OpStatus.PASSED and issue is None):
         return _outcome(op.name, IssueAction.UNCHANGED, issue)
     if op.status is OpStatus.PASSED:
         assert issue is not None
@@ -220,3 +213,8 @@ def _outcome(op: str, action: IssueAction, issue: Mapping[str, Any] | None) -> I
     return IssueOutcome(
         op, action, number if isinstance(number, int) else None, url if isinstance(url, str) else None
     )
+
+
+def _decided(op: NightlyOp) -> bool:
+    """Whether the run judged the op (an op that was skipped or errored says nothing about its issue)."""
+    return op.status in (OpStatus.FAILED, OpStatus.PASSED)

@@ -17,13 +17,14 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 
-from gpuemu_ci.lint.model import CompileError, Toolchain
+from gpuemu_ci.lint.model import Toolchain
 from gpuemu_ci.lint.ptx import PtxModule, parse_ptx
 from gpuemu_ci.lint.ptxas_log import PtxasLog, parse_ptxas_log
 from gpuemu_ci.lint.sass import SassFunction, parse_nvdisasm_json, parse_sass_text
+from gpuemu_ci.results.kernels import COMPILE_LOG_LIMIT, CompileError
 
 DEFAULT_TIMEOUT_S = 600.0
 
@@ -36,7 +37,7 @@ _GCC_ERROR = re.compile(
 _FATAL = re.compile(r"^(?:nvcc|ptxas|cicc|cudafe\+\+)\s+fatal\s*:\s*(?P<msg>.+)$", re.MULTILINE)
 
 
-class SourceKind(str, Enum):
+class SourceKind(StrEnum):
     CUDA = "cu"
     PTX = "ptx"
 
@@ -224,7 +225,11 @@ def parse_compile_error(output: CompileOutput) -> CompileError:
     log, arch = output.log, output.job.arch
     if output.timed_out:
         return CompileError(
-            f"the compiler did not finish within the time limit ({arch})", None, None, arch, log
+            f"the compiler did not finish within the time limit ({arch})",
+            None,
+            None,
+            arch,
+            log[-COMPILE_LOG_LIMIT:],
         )
     candidates = []
     for pattern in (_NVCC_ERROR, _GCC_ERROR):
@@ -233,19 +238,19 @@ def parse_compile_error(output: CompileOutput) -> CompileError:
             candidates.append((m.start(), m.group("msg").strip(), m.group("file"), int(m.group("line"))))
     if candidates:
         _, msg, file, line = min(candidates)
-        return CompileError(msg, file, line, arch, log)
+        return CompileError(msg, file, line, arch, log[-COMPILE_LOG_LIMIT:])
     ptxas_errors = output.ptxas.errors()
     for diag in ptxas_errors:
         if diag.file is not None:
             where = "" if output.job.kind is SourceKind.PTX else f" (line {diag.line} of the generated PTX)"
             file = str(output.job.source)
             line = diag.line if output.job.kind is SourceKind.PTX else None
-            return CompileError(f"ptxas: {diag.message}{where}", file, line, arch, log)
+            return CompileError(f"ptxas: {diag.message}{where}", file, line, arch, log[-COMPILE_LOG_LIMIT:])
     m = _FATAL.search(log)
     if m is not None:
-        return CompileError(m.group("msg").strip(), None, None, arch, log)
+        return CompileError(m.group("msg").strip(), None, None, arch, log[-COMPILE_LOG_LIMIT:])
     if ptxas_errors:
-        return CompileError(f"ptxas: {ptxas_errors[0].message}", None, None, arch, log)
+        return CompileError(f"ptxas: {ptxas_errors[0].message}", None, None, arch, log[-COMPILE_LOG_LIMIT:])
     lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
     first = lines[0] if lines else f"the compiler exited with status {output.returncode} and printed nothing"
-    return CompileError(first, None, None, arch, log)
+    return CompileError(first, None, None, arch, log[-COMPILE_LOG_LIMIT:])

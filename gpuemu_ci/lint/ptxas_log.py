@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 PTXAS_LINE = re.compile(
     r"ptxas(?:\s+(?P<file>\S+), line (?P<line>\d+);)?"
@@ -36,7 +36,7 @@ _CUMULATIVE = re.compile(r"^(\d+) bytes cumulative stack size$")
 _TEXTURES = re.compile(r"^(\d+) (textures|samplers|surfaces)$")
 
 
-class Level(str, Enum):
+class Level(StrEnum):
     INFO = "info"
     WARNING = "warning"
     ERROR = "error"

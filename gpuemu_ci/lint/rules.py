@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from gpuemu_ci.config.model import ArtifactChecks, PatternCheck
 from gpuemu_ci.errors import ConfigError
-from gpuemu_ci.lint.model import KernelMetrics, Severity, Violation
+from gpuemu_ci.results.base import Severity
+from gpuemu_ci.results.kernels import KernelMetrics, Violation
 
 PATTERN_TARGETS = ("ptx", "sass")
 

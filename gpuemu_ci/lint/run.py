@@ -16,6 +16,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import msgspec
+
 from gpuemu_ci.config.model import KernelSpec
 from gpuemu_ci.errors import ConfigError, InfraError
 from gpuemu_ci.lint.compile import (
@@ -27,22 +29,21 @@ from gpuemu_ci.lint.compile import (
     parse_compile_error,
     source_kind,
 )
-from gpuemu_ci.lint.model import (
-    ArchSource,
-    DeviceFunctionMetrics,
-    KernelLintResult,
-    KernelMetrics,
-    KernelStatus,
-    LintReport,
-    LintStatus,
-    Severity,
-    Toolchain,
-    ToolIdentity,
-)
+from gpuemu_ci.lint.model import LintReport, Toolchain
 from gpuemu_ci.lint.names import KernelName, kernel_names, select_entries
 from gpuemu_ci.lint.ptxas_log import FunctionUsage
 from gpuemu_ci.lint.rules import Listing, check_limits, check_patterns, validate_checks
 from gpuemu_ci.lint.toolchain import arch_supported, discover_toolchain
+from gpuemu_ci.results.base import Severity
+from gpuemu_ci.results.kernels import (
+    ArchSource,
+    DeviceFunctionMetrics,
+    KernelMetrics,
+    KernelResult,
+    KernelStatus,
+    LintStatus,
+    ToolIdentity,
+)
 
 # Flags the lint sets itself; a kernel's `flags` must not override them.
 _NVCC_OWN = (
@@ -245,7 +246,7 @@ def _kernel_result(
     names: dict[str, KernelName],
     toolchain: Toolchain,
     root: Path | None,
-) -> KernelLintResult:
+) -> KernelResult:
     source = _display(spec.source, root)
     digest = hashlib.sha256(spec.source.read_bytes()).hexdigest()
     entries: list[KernelMetrics] = []
@@ -256,7 +257,9 @@ def _kernel_result(
         if not out.ok:
             if error is None:
                 err = parse_compile_error(out)
-                error = dataclasses.replace(err, file=_display(Path(err.file), root) if err.file else None)
+                error = msgspec.structs.replace(
+                    err, file=_display(Path(err.file), root) if err.file else None
+                )
             # A compiler that hung or could not start says nothing about the user's code.
             tool_failure = out.timed_out or out.returncode < 0
             status = (
@@ -279,7 +282,7 @@ def _kernel_result(
         )
     if any(v.severity is Severity.ERROR for v in violations):
         status = KernelStatus.FAILED
-    return KernelLintResult(
+    return KernelResult(
         name=spec.name,
         source=source,
         source_sha256=digest,

@@ -3,31 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
+
+from gpuemu_ci.results.model import FailureKind
 
 
-class Comparator(str, Enum):
+class Comparator(StrEnum):
     BOUND = "bound"  # a-priori error bound per op family
     ALLCLOSE = "allclose"  # |y - r| <= atol + rtol |r| (explicit or default tolerances)
     EXACT = "exact"  # y == r rounded to the output dtype
     BASELINE_RELATIVE = "baseline_relative"  # err(y) <= k err(naive same-dtype implementation)
-
-
-class FailureKind(str, Enum):
-    MISMATCH = "mismatch"
-    NONFINITE = "nonfinite"
-    INVARIANT = "invariant"
-    SHAPE = "shape"
-    DTYPE = "dtype"
-    CRASHED = "crashed"
-    TIMEOUT = "timeout"
-    OOM = "oom"
-    RAISED = "raised"
-    BAD_OUTPUT = "bad_output"
-    INPUTS_MODIFIED = "inputs_modified"
-    NONDETERMINISTIC = "nondeterministic"
-    BIAS = "bias"
-    UNWRITTEN = "unwritten"
 
 
 # Kinds where the op ran and produced a wrong answer (the gate fails); the others mean it could not be judged.

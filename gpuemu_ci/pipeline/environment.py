@@ -2,37 +2,42 @@
 
 from __future__ import annotations
 
-import os
 import platform
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-
-def environment(gpu: dict[str, Any] | None) -> dict[str, Any]:
-    return {
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "platform": platform.platform(),
-        "executable": Path(sys.executable).name,
-        "gpu": gpu,
-    }
+from gpuemu_ci.results.model import Environment, GitInfo, GpuInfo
 
 
-def git_info(root: Path) -> dict[str, Any] | None:
-    """The tested commit: GITHUB_SHA in Actions, else `git rev-parse HEAD` in the config's repository."""
-    sha = os.environ.get("GITHUB_SHA")
-    ref = os.environ.get("GITHUB_REF")
-    if not sha:
-        try:
-            sha = subprocess.run(
-                ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10, check=True
-            ).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return None
-    if not sha:
+def environment(gpu: GpuInfo | None) -> Environment:
+    return Environment(
+        python=platform.python_version(),
+        numpy=np.__version__,
+        platform=platform.platform(),
+        executable=Path(sys.executable).name,
+        gpu=gpu,
+    )
+
+
+def git_info(root: Path) -> GitInfo | None:
+    """The checked-out commit of the config's repository (`git rev-parse HEAD`); None outside a repository.
+    In the Action, the commit the run tested (a pull request's head) is `run.commit`."""
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "HEAD", "--symbolic-full-name", "HEAD"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
         return None
-    return {"commit": sha, "ref": ref}
+    lines = done.stdout.split()
+    if not lines:
+        return None
+    ref = lines[1] if len(lines) > 1 and lines[1] != "HEAD" else None
+    return GitInfo(commit=lines[0], ref=ref)

@@ -12,23 +12,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuemu_ci.backends.interface import CallStatus, CallTarget, CaseJob, CaseRun
+from gpuemu_ci.backends.interface import CallStatus, CallTarget, CaseJob, CaseRun, Pool
 from gpuemu_ci.config.model import Config, Layout, OpSpec
 from gpuemu_ci.fuzz.case import CaseInputs, build_case
 from gpuemu_ci.oracle import bounds
 from gpuemu_ci.oracle.judge import CaseContext, comparator_for, judge
 from gpuemu_ci.oracle.model import Comparator
-from gpuemu_ci.pipeline.records import CaseOutcome, failure_record, json_float
+from gpuemu_ci.pipeline.records import CaseOutcome, failure_record
 from gpuemu_ci.pipeline.targets import naive_target, op_target, reference_target
 from gpuemu_ci.plan.model import CaseRef, ValueMode
 from gpuemu_ci.progress import Observer
-from gpuemu_ci.results.model import DtypeResult, FailureRecord, OpResult, OpStatus
+from gpuemu_ci.results.base import json_float
+from gpuemu_ci.results.model import DtypeResult, Failure, OpResult, OpStatus
 
 MAX_RECORDED_FAILURES = 20  # per op; the rest are counted (snapshots cost disk and comment space)
-
-
-class Pool:  # the part of backends.WorkerPool this module uses (`submit` is optional)
-    def run(self, job: CaseJob) -> CaseRun: ...
 
 
 # Cases generated and queued ahead of the one being judged: enough that a worker never waits for the parent
@@ -94,8 +91,9 @@ class OpRunner:
     target: CallTarget | None = None  # instead of the op's own (a [[kernels]] entry launched through CuPy)
     interpreter: str | None = None
     cut_short: bool = False
-    _failures: list[FailureRecord] = field(default_factory=list)
+    _failures: list[Failure] = field(default_factory=list)
     _constants: dict[str, tuple[CallTarget, CallTarget, float, tuple[str, ...]]] = field(default_factory=dict)
+    _error_scale: Callable[..., Any] | None = None
 
     def run(self, cases: Sequence[CaseRef]) -> OpResult:
         """Runs and judges `cases` in order. With a pool that has `submit`, the next cases are generated and
@@ -104,7 +102,7 @@ class OpRunner:
         self.observer.op_started(self.op.name, len(cases))
         tallies: dict[str, OpTally] = {}
         omitted = 0
-        error_scale = self._load_hook(self.op.targets.error_scale) if self.op.targets.error_scale else None
+        error_scale = self.error_scale_hook()
         window: deque[_Queued] = deque()  # submitted cases, oldest first
         upcoming = 0
         stopped = False  # the deadline passed: nothing more starts
@@ -151,23 +149,16 @@ class OpRunner:
         return self.deadline is not None and time.monotonic() > self.deadline
 
     # --- one case ---------------------------------------------------------------------------------------
-    def run_case(
-        self, ref: CaseRef, error_scale: Callable[..., Any] | None = None, inputs: CaseInputs | None = None
-    ) -> CaseOutcome:
+    def run_case(self, ref: CaseRef, inputs: CaseInputs | None = None) -> CaseOutcome:
         """Builds (unless `inputs` is given), runs and judges one case, waiting for it."""
         case = inputs if inputs is not None else build_case(self.op, ref.seed, self.config.root)
         job = self._job(case)
-        return self._finish(ref, case, job, self.pool.run(job), error_scale)
+        return self._finish(ref, case, job, self.pool.run(job), self.error_scale_hook())
 
     def _submit(self, ref: CaseRef) -> _Queued:
         case = build_case(self.op, ref.seed, self.config.root)
         job = self._job(case)
-        submit = getattr(self.pool, "submit", None)
-        if submit is not None:
-            future = submit(job)
-        else:  # a pool that only runs in the caller's thread (in-process): run it now
-            future = Future()
-            future.set_result(self.pool.run(job))
+        future = self.pool.submit(job)
         nbytes = sum(a.nbytes for a in case.arrays.values()) + sum(a.nbytes for a in case.logical.values())
         return _Queued(ref, case, job, future, nbytes)
 
@@ -245,6 +236,15 @@ class OpRunner:
         )
         return CaseOutcome(ref, case, run, judge(self.op, context, run, self.config.validation), naive_output)
 
+    def error_scale_hook(self) -> Callable[..., Any] | None:
+        """The op's `error_scale` hook (custom family), loaded once."""
+        spec = self.op.targets.error_scale
+        if spec is None:
+            return None
+        if self._error_scale is None:
+            self._error_scale = self._load_hook(spec)
+        return self._error_scale
+
     def _load_hook(self, spec: str) -> Callable[..., Any]:
         from gpuemu_ci.errors import ConfigError
 
@@ -266,19 +266,19 @@ class OpRunner:
         message = f"the {who} could not be loaded: {failed.message}"
         self.observer.op_finished(self.op.name, "error", message)
         return OpResult(
-            self.op.name,
-            OpStatus.ERROR,
-            _family(self.op),
-            None,
-            self.op.line,
-            self.op.targets.framework.value,
-            None,
-            None,
-            message,
-            0,
-            0,
-            0,
-            0,
+            name=self.op.name,
+            status=OpStatus.ERROR,
+            family=_family(self.op),
+            comparator=None,
+            line=self.op.line,
+            framework=self.op.targets.framework.value,
+            interpreter=None,
+            skip_reason=None,
+            message=message,
+            cases_total=0,
+            cases_passed=0,
+            cases_failed=0,
+            cases_errored=0,
             import_error=True,
         )
 
@@ -288,15 +288,15 @@ class OpRunner:
         errored = sum(t.errored for t in tallies.values())
         dtype_results = tuple(
             DtypeResult(
-                dtype,
-                _status(t.cases, t.failed, t.errored),
-                t.cases,
-                t.failed,
-                t.errored,
-                json_float(t.worst_headroom),
-                json_float(t.max_abs_error),
-                t.comparator,
-                t.worst_case,
+                dtype=dtype,
+                status=_status(t.cases, t.failed, t.errored),
+                cases_total=t.cases,
+                cases_failed=t.failed,
+                cases_errored=t.errored,
+                worst_headroom=json_float(t.worst_headroom),
+                max_abs_error=json_float(t.max_abs_error),
+                comparator=t.comparator,
+                worst_case=t.worst_case,
             )
             for dtype, t in tallies.items()
         )

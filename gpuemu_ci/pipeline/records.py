@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import math
 import os
 import shlex
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,8 +16,9 @@ from gpuemu_ci.fuzz.case import CaseInputs
 from gpuemu_ci.fuzz.values import GENERATOR_VERSION
 from gpuemu_ci.oracle.model import CaseVerdict, ErrorStats, FailureKind
 from gpuemu_ci.plan.model import CaseRef
-from gpuemu_ci.results.io import write_snapshot
-from gpuemu_ci.results.model import FailureRecord
+from gpuemu_ci.results.base import json_float
+from gpuemu_ci.results.model import Failure
+from gpuemu_ci.results.snapshots import write_snapshot
 
 
 @dataclass
@@ -31,18 +30,13 @@ class CaseOutcome:
     naive_output: np.ndarray | None = None
 
 
-def json_float(value: float | None) -> float | None:
-    """JSON has no NaN or Infinity: NaN -> None, +-inf -> the largest double with its sign."""
-    if value is None or math.isnan(value):
-        return None
-    if math.isinf(value):
-        return math.copysign(sys.float_info.max, value)
-    return float(value)
+# Failures where the op's own stderr says what happened.
+_RAN_INTO_TROUBLE = frozenset({FailureKind.CRASHED, FailureKind.TIMEOUT, FailureKind.OOM, FailureKind.RAISED})
 
 
 def failure_record(
     config: Config, op: OpSpec, master_seed: int, out_dir: Path, outcome: CaseOutcome
-) -> FailureRecord:
+) -> Failure:
     """The results entry of a failing (or unjudgeable) case, with its input snapshot written to out_dir."""
     case = outcome.inputs
     described = case.describe()
@@ -52,23 +46,21 @@ def failure_record(
             outcome.run.reference if outcome.run.reference.status is not CallStatus.OK else outcome.run.op
         )
         kind = (
-            failed_call.status.value
-            if failed_call.status.value in {k.value for k in FailureKind}
-            else FailureKind.RAISED.value
+            FailureKind(failed_call.status.value)
+            if failed_call.status.value in set(FailureKind)
+            else FailureKind.RAISED
         )
         message = f"the reference {failed_call.status.words}: {failed_call.message}"
         stderr = failed_call.stderr_tail or None
         errored = True
     else:
         finding = outcome.verdict.primary
-        kind = finding.kind.value if finding else FailureKind.MISMATCH.value
+        kind = finding.kind if finding else FailureKind.MISMATCH
         message = "\n".join(f.message for f in outcome.verdict.findings)
-        stderr = (
-            outcome.run.op.stderr_tail or None if kind in ("crashed", "timeout", "oom", "raised") else None
-        )
+        stderr = outcome.run.op.stderr_tail or None if kind in _RAN_INTO_TROUBLE else None
         errored = False
     snapshot = write_snapshot(out_dir, dict(case.logical), snapshot_meta(op, master_seed, outcome))
-    return FailureRecord(
+    return Failure(
         case_id=outcome.ref.case_id,
         case_index=outcome.ref.index,
         case_seed=outcome.ref.seed,
@@ -83,7 +75,7 @@ def failure_record(
         comparator=stats.comparator.value if stats else None,
         headroom=json_float(stats.headroom) if stats else None,
         max_abs_error=json_float(stats.max_abs_error) if stats else None,
-        worst_index=list(stats.worst_index) if stats and stats.worst_index is not None else None,
+        worst_index=tuple(stats.worst_index) if stats and stats.worst_index is not None else None,
         exceeded=stats.exceeded if stats else None,
         total=stats.total if stats else None,
         snapshot=snapshot,

@@ -5,20 +5,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from gpuemu_ci.config.model import Config, Layout, OpSpec
+from gpuemu_ci.config.model import Layout, OpSpec
 from gpuemu_ci.errors import UsageError
 from gpuemu_ci.fuzz import layouts as layout_mod
 from gpuemu_ci.fuzz.case import CaseInputs, build_case, rebuild_from_snapshot
 from gpuemu_ci.fuzz.shapes import satisfies
 from gpuemu_ci.fuzz.values import GENERATOR_VERSION
 from gpuemu_ci.oracle.model import CaseVerdict
-from gpuemu_ci.pipeline.op_runner import OpRunner
 from gpuemu_ci.pipeline.records import CaseOutcome
+from gpuemu_ci.pipeline.session import Session
 from gpuemu_ci.plan.model import CaseRef, CaseStratum, ValueMode
-from gpuemu_ci.progress import Silent
-from gpuemu_ci.results.io import read_snapshot
+from gpuemu_ci.results.snapshots import read_snapshot
 
 
 @dataclass(frozen=True)
@@ -67,10 +65,8 @@ def describe_outcome(outcome: CaseOutcome) -> str:
 
 
 def replay(
-    config: Config,
+    session: Session,
     op: OpSpec,
-    pool: Any,
-    out_dir: Path,
     *,
     seed: int | None = None,
     snapshot: Path | None = None,
@@ -91,13 +87,8 @@ def replay(
             )
         if dims is not None:
             _check_dims(op, dims)
-        case = build_case(op, seed, config.root, dims_override=dims, value_scale=scale)
-    runner = OpRunner(config, op, pool, out_dir, 0, Silent())
-    outcome = runner.run_case(
-        CaseRef(op.name, -1, case.seed),
-        inputs=case,
-        error_scale=runner._load_hook(op.targets.error_scale) if op.targets.error_scale else None,
-    )
+        case = build_case(op, seed, session.config.root, dims_override=dims, value_scale=scale)
+    outcome = session.run_case(op, CaseRef(op.name, -1, case.seed), inputs=case)
     return ReplayOutcome(case, outcome.verdict, describe_outcome(outcome))
 
 
@@ -121,13 +112,11 @@ class Minimized:
     message: str
 
 
-def minimize(
-    config: Config, op: OpSpec, seed: int, pool: Any, out_dir: Path, max_runs: int = 200
-) -> Minimized:
+def minimize(session: Session, op: OpSpec, seed: int, max_runs: int = 200) -> Minimized:
     """Shrinks a failing case: binary search on each dim (shared dims change together, as they are one symbol)
     from the largest down, then halves every float input while it still fails. Each probe really runs the op;
     the search only ever moves to a case that fails, so it ends at a failing case."""
-    first = replay(config, op, pool, out_dir, seed=seed)
+    first = replay(session, op, seed=seed)
     if not first.failed:
         raise UsageError(f"case seed {seed} of op {op.name!r} passes: nothing to minimize")
     dims = dict(first.case.dims)
@@ -140,7 +129,7 @@ def minimize(
         if not all(satisfies(c, candidate) for c in op.shapes.constraints):
             return False
         runs += 1
-        outcome = replay(config, op, pool, out_dir, seed=seed, dims=candidate, scale=scale)
+        outcome = replay(session, op, seed=seed, dims=candidate, scale=scale)
         return outcome.failed and outcome.verdict is not None
 
     for name in sorted(dims, key=lambda n: -dims[n]):
@@ -155,5 +144,5 @@ def minimize(
     scale = 1.0
     while runs < max_runs and scale > 2.0**-20 and fails(dims, scale / 2):
         scale /= 2
-    final = replay(config, op, pool, out_dir, seed=seed, dims=dims, scale=None if scale == 1.0 else scale)
+    final = replay(session, op, seed=seed, dims=dims, scale=None if scale == 1.0 else scale)
     return Minimized(seed, original, dims, scale, runs, final.message)

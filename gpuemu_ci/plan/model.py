@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 
-class ValueMode(str, Enum):
+class ValueMode(StrEnum):
     """The value distribution of a case; the adversarial ones each trigger a known bug class."""
 
     REGULAR = "regular"

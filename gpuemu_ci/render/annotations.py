@@ -11,21 +11,21 @@ newline in an op's message cannot end the command and start a forged one.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 
 from gpuemu_ci.render import text
-from gpuemu_ci.render.escape import workflow_command_data, workflow_command_property
-from gpuemu_ci.render.report import Report
+from gpuemu_ci.render.escape import workflow_command
 from gpuemu_ci.render.sources import entry_lines
-from gpuemu_ci.results.model import OpStatus
+from gpuemu_ci.results.model import OpStatus, Results
 
 PER_LEVEL = 10  # GitHub's limit per level and step
 MESSAGE_LIMIT = 4096  # the runner cuts longer messages
 
 
-class Level(str, Enum):
+class Level(StrEnum):
     """The workflow command, which is also how GitHub shows the annotation."""
 
     ERROR = "error"
@@ -35,7 +35,7 @@ class Level(str, Enum):
 
 @dataclass(frozen=True)
 class Annotation:
-    """One annotation; ``file`` is a repository path."""
+    """One ``::error``/``::warning``/``::notice``; ``file`` is a repository path."""
 
     level: Level
     title: str
@@ -44,18 +44,15 @@ class Annotation:
     line: int | None = None
 
     def command(self) -> str:
-        """The workflow command line."""
-        properties = [("file", self.file), ("line", self.line), ("title", text.clip(self.title, 200))]
-        props = ",".join(f"{key}={workflow_command_property(value)}" for key, value in properties if value)
-        return (
-            f"::{self.level.value} {props}::{workflow_command_data(text.clip(self.message, MESSAGE_LIMIT))}"
-        )
+        """The workflow command line (the message cut to what the runner keeps, with a marker)."""
+        properties = {"file": self.file, "line": self.line, "title": text.clip(self.title, 200)}
+        return workflow_command(self.level.value, text.clip(self.message, MESSAGE_LIMIT), properties)
 
 
-def annotations(report: Report, *, source_root: Path | None = None) -> list[Annotation]:
+def report_annotations(report: Results, *, source_root: Path | None = None) -> list[Annotation]:
     """Every annotation for the report, most important first."""
     found: list[Annotation] = []
-    config = report.config_path
+    config = report.config.path
     groups = report.failure_groups()
     for op in report.ops:
         mine = [g for g in groups if g.op is op]
@@ -140,7 +137,7 @@ def annotations(report: Report, *, source_root: Path | None = None) -> list[Anno
     return found
 
 
-def _regressions(report: Report) -> list[Annotation]:
+def _regressions(report: Results) -> list[Annotation]:
     if report.diff is None or report.diff.status != "compared":
         return []
     lines = {op.name: op.line for op in report.ops}
@@ -151,9 +148,9 @@ def _regressions(report: Report) -> list[Annotation]:
             continue
         level = Level.ERROR if entry.severity == "failure" else Level.WARNING
         where = (
-            (report.config_path, lines.get(entry.name))
+            (report.config.path, lines.get(entry.name))
             if entry.kind == "op"
-            else (sources.get(entry.name, report.config_path), None)
+            else (sources.get(entry.name, report.config.path), None)
         )
         message = (
             "; ".join(r.message or f"{r.metric}: {r.old} -> {r.new}" for r in entry.reasons) or "regressed"
@@ -166,13 +163,21 @@ def _regressions(report: Report) -> list[Annotation]:
     return found
 
 
-def render_annotations(report: Report, *, per_level: int = PER_LEVEL, source_root: Path | None = None) -> str:
-    """The annotation commands, at most ``per_level`` of each level, then a notice counting the rest."""
+def render_annotations(
+    report: Results, *, per_level: int = PER_LEVEL, source_root: Path | None = None
+) -> str:
+    """The report's annotation commands (see `format_annotations`)."""
+    return format_annotations(report_annotations(report, source_root=source_root), per_level=per_level)
+
+
+def format_annotations(annotations: Iterable[Annotation], *, per_level: int = PER_LEVEL) -> str:
+    """Annotation commands in the given order (most important first), at most ``per_level`` of each level,
+    then a notice counting the rest: GitHub drops them without a word."""
     shown: list[Annotation] = []
     left_out = 0
     counts = dict.fromkeys(Level, 0)
     notice_slots = per_level - 1  # one notice slot is kept for the "left out" notice
-    for annotation in annotations(report, source_root=source_root):
+    for annotation in annotations:
         cap = notice_slots if annotation.level is Level.NOTICE else per_level
         if counts[annotation.level] < cap:
             counts[annotation.level] += 1

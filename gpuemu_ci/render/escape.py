@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Mapping
 from urllib.parse import quote, urlsplit
 
 # A hidden marker identifies the tool's own PR comment; untrusted text must never contain one.
@@ -144,3 +145,13 @@ def safe_url(value: object) -> str | None:
     if parts.scheme not in ("http", "https") or not parts.netloc or _URL_FORBIDDEN.search(text):
         return None
     return quote(text, safe="/:?#[]@!$&'*+,;=%-._~")
+
+
+def workflow_command(command: str, message: str = "", properties: Mapping[str, object] | None = None) -> str:
+    """``::command key=value,...::message`` with both parts escaped; None properties are left out."""
+    props = ",".join(
+        f"{key}={workflow_command_property(str(value))}"
+        for key, value in (properties or {}).items()
+        if value is not None and value != ""
+    )
+    return f"::{command}{' ' + props if props else ''}::{workflow_command_data(message)}"

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import jinja2
 
-from gpuemu_ci.lint.model import KernelStatus
 from gpuemu_ci.render import escape, text
-from gpuemu_ci.render.report import Links, Report
-from gpuemu_ci.results.model import OpStatus
+from gpuemu_ci.render.links import Links
+from gpuemu_ci.results.kernels import KernelStatus
+from gpuemu_ci.results.model import OpStatus, Results
 
 
 def _environment() -> jinja2.Environment:
@@ -41,7 +41,7 @@ def _environment() -> jinja2.Environment:
 _ENVIRONMENT = _environment()
 
 
-def render_html(report: Report, links: Links | None = None) -> str:
+def render_html(report: Results, links: Links | None = None) -> str:
     """The whole report as one HTML page."""
     links = links or Links()
     return _ENVIRONMENT.get_template("report.html.j2").render(

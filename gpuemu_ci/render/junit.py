@@ -11,11 +11,10 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
-from gpuemu_ci.lint.model import KernelStatus
 from gpuemu_ci.render import text
 from gpuemu_ci.render.escape import xml_text
-from gpuemu_ci.render.report import DtypeRow, FailureGroup, Kernel, Op, Report
-from gpuemu_ci.results.model import OpStatus
+from gpuemu_ci.results.kernels import KernelResult, KernelStatus
+from gpuemu_ci.results.model import DtypeResult, FailureGroup, OpResult, OpStatus, Results
 
 MESSAGE_LIMIT = 1000  # characters of a failure message attribute; the full text is the element's body
 
@@ -72,12 +71,12 @@ class _Suite:
         return self.element
 
 
-def render_junit(report: Report) -> str:
+def render_junit(report: Results) -> str:
     """The JUnit XML document as text (UTF-8, with an XML declaration)."""
     return ET.tostring(junit_tree(report), encoding="unicode", xml_declaration=True) + "\n"
 
 
-def junit_tree(report: Report) -> ET.Element:
+def junit_tree(report: Results) -> ET.Element:
     """``<testsuites>``: suite ``gpuemu-ci.ops``, and ``gpuemu-ci.kernels`` when there are kernels.
 
     Test names are unique across the whole document, not only within a suite."""
@@ -96,7 +95,7 @@ def junit_tree(report: Report) -> ET.Element:
     root = ET.Element("testsuites", name="gpuemu-ci")
     for key in ("tests", "failures", "errors", "skipped"):
         root.set(key, str(sum(int(s.get(key, "0")) for s in suites)))
-    root.set("time", f"{report.counts.duration_s:.3f}")
+    root.set("time", f"{report.summary.duration_s:.3f}")
     for suite in suites:
         suite.set("time", "0")
         root.append(suite)
@@ -105,7 +104,7 @@ def junit_tree(report: Report) -> ET.Element:
 
 def _op_cases(
     suite: _Suite,
-    op: Op,
+    op: OpResult,
     failed: dict[tuple[str, str], FailureGroup],
     errored: dict[tuple[str, str], FailureGroup],
 ) -> None:
@@ -151,7 +150,7 @@ def _op_cases(
             suite.case(classname, name)
 
 
-def _row_message(row: DtypeRow, group: FailureGroup | None) -> str:
+def _row_message(row: DtypeResult, group: FailureGroup | None) -> str:
     if group is not None:
         return text.group_title(group)
     return f"{row.status.value}: {row.cases_failed} failed, {row.cases_errored} errored of {row.cases_total}"
@@ -174,11 +173,11 @@ def _details(group: FailureGroup | None) -> str:
     return "\n".join(lines)
 
 
-def _kernel_cases(suite: _Suite, kernel: Kernel, report: Report) -> None:
+def _kernel_cases(suite: _Suite, kernel: KernelResult, report: Results) -> None:
     classname = f"gpuemu.kernels.{kernel.name}"
     archs = list(
         dict.fromkeys(
-            [*kernel.archs, *(arch for _, arch in kernel.entries), *(v.arch for v in kernel.violations)]
+            [*kernel.archs, *(e.arch for e in kernel.entries), *(v.arch for v in kernel.violations)]
         )
     )
     if kernel.error is not None and kernel.error.arch and kernel.error.arch not in archs:

@@ -20,10 +20,10 @@ from typing import Any
 
 import jinja2
 
-from gpuemu_ci.lint.model import KernelStatus
 from gpuemu_ci.render import escape, text
-from gpuemu_ci.render.report import Failure, Kernel, Links, Report
-from gpuemu_ci.results.model import OpStatus
+from gpuemu_ci.render.links import Links
+from gpuemu_ci.results.kernels import KernelResult, KernelStatus
+from gpuemu_ci.results.model import Failure, OpStatus, Results
 
 COMMENT_LIMIT = 60_000  # UTF-8 bytes; GitHub counts up to 65,536 characters, bytes >= characters
 SUMMARY_LIMIT = 1024 * 1024 - 1024  # GitHub drops a step summary over 1 MiB; room for other writers
@@ -66,7 +66,7 @@ def comment_marker(key: str | None) -> str:
 
 
 def render_comment(
-    report: Report,
+    report: Results,
     links: Links | None = None,
     *,
     job: str | None = None,
@@ -82,12 +82,12 @@ def render_comment(
     return (head if marker else "") + body
 
 
-def render_summary(report: Report, links: Links | None = None, *, limit: int = SUMMARY_LIMIT) -> str:
+def render_summary(report: Results, links: Links | None = None, *, limit: int = SUMMARY_LIMIT) -> str:
     """The step summary (``GITHUB_STEP_SUMMARY``): the comment's content with the run's details."""
     return _fit(report, links or Links(), "summary.md.j2", limit)
 
 
-def _fit(report: Report, links: Links, template: str, limit: int) -> str:
+def _fit(report: Results, links: Links, template: str, limit: int) -> str:
     """The fullest rendering of ``template`` that fits in ``limit`` bytes (see the module docstring)."""
     fitter = _Fitter(report, links, template, limit)
     groups = len(report.failure_groups())
@@ -129,7 +129,7 @@ def _hard_cut(rendered: str, limit: int) -> str:
 class _Fitter:
     """Renders attempts and finds the largest count that fits, remembering the last rendering."""
 
-    def __init__(self, report: Report, links: Links, template: str, limit: int) -> None:
+    def __init__(self, report: Results, links: Links, template: str, limit: int) -> None:
         self.report, self.links, self.template, self.limit = report, links, template, limit
         self.rendered = ""
         self._replays = [
@@ -174,15 +174,15 @@ def _take(items: list[Any] | tuple[Any, ...], limit: int | None) -> tuple[list[A
     return shown, len(items) - len(shown)
 
 
-def _lint_rows(report: Report) -> list[tuple[Kernel, Any]]:
+def _lint_rows(report: Results) -> list[tuple[KernelResult, Any]]:
     return [(k, v) for k in report.kernels for v in k.violations]
 
 
-def _diff_total(report: Report) -> int:
+def _diff_total(report: Results) -> int:
     return sum(1 for e in report.diff.entries if e.classification != "unchanged") if report.diff else 0
 
 
-def _context(report: Report, links: Links, limits: Limits) -> dict[str, Any]:
+def _context(report: Results, links: Links, limits: Limits) -> dict[str, Any]:
     groups = report.failure_groups()
     rows, rows_hidden = _take(groups, limits.failure_rows)
     details, details_hidden = _take(groups, limits.detail_groups)
@@ -238,7 +238,7 @@ def _context(report: Report, links: Links, limits: Limits) -> dict[str, Any]:
     }
 
 
-def _render(report: Report, links: Links, template: str, limits: Limits) -> str:
+def _render(report: Results, links: Links, template: str, limits: Limits) -> str:
     rendered = _ENVIRONMENT.get_template(template).render(_context(report, links, limits))
     # Blank lines separate blocks; more than one in a row is template whitespace, never content.
     return re.sub(r"\n{3,}", "\n\n", rendered).lstrip("\n")

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from gpuemu_ci.render import text
-from gpuemu_ci.render.report import FailureGroup, Headline, Kernel, Op, Report, Violation
 from gpuemu_ci.render.sources import entry_lines
-from gpuemu_ci.results.model import OpStatus
+from gpuemu_ci.results.kernels import KernelResult, LintStatus, Violation
+from gpuemu_ci.results.model import FailureGroup, Headline, OpResult, OpStatus, Results
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://github.com/gpuemu/gpuemu-ci"
@@ -60,14 +60,14 @@ class _Rule:
     level: str
 
 
-def render_sarif(report: Report, *, job: str | None = None, source_root: Path | None = None) -> str:
+def render_sarif(report: Results, *, job: str | None = None, source_root: Path | None = None) -> str:
     """The SARIF log as JSON text. ``source_root``: where kernel sources can be read to locate entries."""
     return (
         json.dumps(sarif_log(report, job=job, source_root=source_root), indent=2, ensure_ascii=False) + "\n"
     )
 
 
-def sarif_log(report: Report, *, job: str | None = None, source_root: Path | None = None) -> dict[str, Any]:
+def sarif_log(report: Results, *, job: str | None = None, source_root: Path | None = None) -> dict[str, Any]:
     """The SARIF log as a dict (one run)."""
     rules: dict[str, _Rule] = {}
     results: list[dict[str, Any]] = []
@@ -91,7 +91,7 @@ def sarif_log(report: Report, *, job: str | None = None, source_root: Path | Non
                     "ruleId": "op/error",
                     "level": "error",
                     "message": {"text": f"{op.name}: {op.message or 'the op errored'}"},
-                    "locations": [_location(report.config_path, op.line)],
+                    "locations": [_location(report.config.path, op.line)],
                     "partialFingerprints": _fingerprint("op", op.name, "error"),
                     "properties": {"op": op.name},
                 }
@@ -110,7 +110,7 @@ def sarif_log(report: Report, *, job: str | None = None, source_root: Path | Non
         "tool": {
             "driver": {
                 "name": "gpuemu-ci",
-                "version": report.tool_version or "0",
+                "version": report.tool.version or "0",
                 "informationUri": INFORMATION_URI,
                 "rules": [_rule_json(rule) for rule in ordered],
             }
@@ -132,11 +132,11 @@ def sarif_log(report: Report, *, job: str | None = None, source_root: Path | Non
     }
     if job:
         run["automationDetails"] = {"id": f"gpuemu-ci/{job}/"}
-    if report.commit and report.run and report.run.repo and report.run.server_url:
+    if report.tested_commit and report.run and report.run.repo and report.run.server_url:
         run["versionControlProvenance"] = [
             {
                 "repositoryUri": f"{report.run.server_url.rstrip('/')}/{report.run.repo}",
-                "revisionId": report.commit,
+                "revisionId": report.tested_commit,
             }
         ]
     return {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}
@@ -188,7 +188,7 @@ def _uri(path: str) -> str:
 
 
 def _op_result(
-    report: Report, group: FailureGroup, rules: dict[str, _Rule], *, errored: bool
+    report: Results, group: FailureGroup, rules: dict[str, _Rule], *, errored: bool
 ) -> dict[str, Any]:
     worst = group.worst
     kind = NOT_JUDGED if errored else (worst.kind if worst else "mismatch")
@@ -222,7 +222,7 @@ def _op_result(
         "ruleId": rule_id,
         "level": "warning" if errored else "error",
         "message": {"text": message},
-        "locations": [_location(report.config_path, group.op.line)],
+        "locations": [_location(report.config.path, group.op.line)],
         "partialFingerprints": _fingerprint(
             "op", group.op.name, group.dtype, "errored" if errored else "failed"
         ),
@@ -231,7 +231,11 @@ def _op_result(
 
 
 def _violation_result(
-    report: Report, kernel: Kernel, violation: Violation, lines: dict[str, int], rules: dict[str, _Rule]
+    report: Results,
+    kernel: KernelResult,
+    violation: Violation,
+    lines: dict[str, int],
+    rules: dict[str, _Rule],
 ) -> dict[str, Any]:
     metric = re.sub(r"[^A-Za-z0-9_.-]+", "-", violation.metric).strip("-") or "check"
     rule_id = f"kernel/{metric}"
@@ -254,7 +258,7 @@ def _violation_result(
         "message": {"text": f"kernel {kernel.name}: {message}"},
         "locations": [_location(report.repo_path(kernel.source), lines.get(violation.kernel))],
         "relatedLocations": [
-            dict(_location(report.config_path, kernel.line, "the [[kernels]] entry and its limits"), id=1)
+            dict(_location(report.config.path, kernel.line, "the [[kernels]] entry and its limits"), id=1)
         ],
         "partialFingerprints": _fingerprint(
             "kernel", kernel.name, violation.kernel, violation.arch, violation.metric
@@ -270,7 +274,7 @@ def _violation_result(
     }
 
 
-def _compile_result(report: Report, kernel: Kernel, rules: dict[str, _Rule]) -> dict[str, Any]:
+def _compile_result(report: Results, kernel: KernelResult, rules: dict[str, _Rule]) -> dict[str, Any]:
     error = kernel.error
     assert error is not None
     rule_id = f"kernel/{COMPILE_ERROR}"
@@ -289,7 +293,7 @@ def _compile_result(report: Report, kernel: Kernel, rules: dict[str, _Rule]) -> 
     }
 
 
-def _notifications(report: Report) -> list[dict[str, Any]]:
+def _notifications(report: Results) -> list[dict[str, Any]]:
     notes: list[dict[str, Any]] = []
 
     def add(level: str, message: str) -> None:
@@ -311,11 +315,11 @@ def _notifications(report: Report) -> list[dict[str, Any]]:
                 "error" if kernel.status.value == "error" else "warning",
                 f"kernel {kernel.name} was not linted ({kernel.status.value})",
             )
-    if report.lint_status in ("disabled", "unavailable"):
+    if report.lint.status in (LintStatus.DISABLED, LintStatus.UNAVAILABLE):
         add(
             "warning",
-            f"kernel lint did not run ({report.lint_status})"
-            + (f": {report.lint_reason}" if report.lint_reason else ""),
+            f"kernel lint did not run ({report.lint.status})"
+            + (f": {report.lint.reason}" if report.lint.reason else ""),
         )
     for note in report.notes:
         add("warning", note)
@@ -324,7 +328,7 @@ def _notifications(report: Report) -> list[dict[str, Any]]:
     return notes
 
 
-def _unrun_ops(report: Report) -> list[Op]:
+def _unrun_ops(report: Results) -> list[OpResult]:
     """Errored ops with no case record to show (not loadable, or never reached before the timeout)."""
     grouped = {g.op.name for g in report.errored_groups()}
     return [op for op in report.ops if op.status is OpStatus.ERROR and op.name not in grouped]

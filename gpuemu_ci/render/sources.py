@@ -11,10 +11,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from gpuemu_ci.render.report import Kernel, Report
+from gpuemu_ci.results.kernels import KernelResult
+from gpuemu_ci.results.model import Results
 
 
-def entry_lines(report: Report, kernel: Kernel, source_root: Path | None) -> dict[str, int]:
+def entry_lines(report: Results, kernel: KernelResult, source_root: Path | None) -> dict[str, int]:
     """Line of each measured entry's definition in the kernel source, when the source can be read."""
     if source_root is None or not kernel.source:
         return {}
@@ -28,7 +29,7 @@ def entry_lines(report: Report, kernel: Kernel, source_root: Path | None) -> dic
         return {}
     lines = source.splitlines()
     found: dict[str, int] = {}
-    for entry in {name for name, _ in kernel.entries} | {v.kernel for v in kernel.violations}:
+    for entry in {e.kernel for e in kernel.entries} | {v.kernel for v in kernel.violations}:
         name = identifier(entry)
         if not name:
             continue

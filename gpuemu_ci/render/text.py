@@ -5,8 +5,12 @@ Everything here returns unescaped text; each renderer escapes it for its own syn
 
 from __future__ import annotations
 
-from gpuemu_ci.lint.model import KernelStatus
-from gpuemu_ci.render.report import Failure, FailureGroup, Headline, Report
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from gpuemu_ci.results.kernels import KernelStatus
+from gpuemu_ci.results.model import Failure, FailureGroup, Headline, Results
 
 ICONS = {Headline.PASSED: "✅", Headline.FAILED: "❌", Headline.ERROR: "⚠️", Headline.INCOMPLETE: "⏳"}
 
@@ -25,24 +29,30 @@ def headroom(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3g}×"
 
 
-def dims(pairs: tuple[tuple[str, tuple[int, ...]], ...]) -> str:
+def dims(shapes: Mapping[str, tuple[int, ...]]) -> str:
     """``x (3, 65), w (65,)``; "none" when empty."""
-    if not pairs:
+    if not shapes:
         return "none"
     return ", ".join(
         f"{name} ({', '.join(str(d) for d in shape)}{',' if len(shape) == 1 else ''})"
-        for name, shape in pairs
+        for name, shape in shapes.items()
     )
 
 
-def pairs(items: tuple[tuple[str, str], ...], separator: str = ": ") -> str:
-    """``x: strided, y: contiguous``; "none" when empty."""
-    return ", ".join(f"{k}{separator}{v}" for k, v in items) if items else "none"
+def pairs(items: Mapping[str, Any], separator: str = ": ") -> str:
+    """``x: strided, y: contiguous``; "none" when empty. Values that are not text are compact JSON."""
+    if not items:
+        return "none"
+    return ", ".join(f"{k}{separator}{_compact(v)}" for k, v in items.items())
 
 
 def kwargs(failure: Failure) -> str:
     """``axis=-1, eps=1e-06``; "none" when the op takes none."""
     return pairs(failure.kwargs, "=")
+
+
+def _compact(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
 
 
 def first_line(text: str | None, limit: int = 300) -> str:
@@ -80,9 +90,9 @@ def group_title(group: FailureGroup) -> str:
     return f"{group.op.name} [{group.dtype}]: {number(count)}{total} cases {verb}"
 
 
-def headline(report: Report) -> str:
+def headline(report: Results) -> str:
     """The one-line verdict: ``FAILED: 1 of 6 ops failed (8 of 192 cases)``."""
-    c = report.counts
+    c = report.summary
     verdict = report.headline
     parts: list[str] = []
     if c.ops_failed:
@@ -92,8 +102,9 @@ def headline(report: Report) -> str:
         )
     if c.kernels_failed:
         parts.append(f"{c.kernels_failed} of {c.kernels_total} kernels failed lint")
-    if report.diff is not None and report.diff.status == "compared" and report.diff.regressions:
-        parts.append(f"{report.diff.regressions} regression(s) against the baseline")
+    compared = report.compared
+    if compared is not None and compared.regressions:
+        parts.append(f"{compared.regressions} regression(s) against the baseline")
     if c.ops_errored:
         parts.append(f"{c.ops_errored} op(s) errored")
     if verdict is Headline.PASSED:

@@ -1,180 +1,375 @@
-"""The results document: dataclasses for what a run found, serialised to results.json (schema version 1)."""
+"""The results document (results.json, schema version 2): one typed model that every stage after the run hands
+on, the renderers, the baseline diff, the signed statement, merge and replay read, and `codec` reads and
+writes. A document read from a file is validated once, at that boundary; afterwards the types are trusted.
+
+Figures derived from others (the summary counts, the diff's counts) are recomputed whenever a record is
+built or read, so no part of a document can disagree with the rows it summarises.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from enum import Enum
-from typing import Any
+import posixpath
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Annotated, Any, Literal
 
-SCHEMA_VERSION = "1"
+import msgspec
+
+from gpuemu_ci.results.base import Count, Record, Seed, Sha256, check_seed
+from gpuemu_ci.results.diff import BaselineDiff, DiffStatus
+from gpuemu_ci.results.kernels import KernelResult, KernelStatus, LintInfo
+
+SCHEMA_VERSION = "2"
+_REPO = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 
 
-class OpStatus(str, Enum):
+class OpStatus(StrEnum):
+    """The outcome of an op, or of one of its dtypes."""
+
     PASSED = "passed"
     FAILED = "failed"
     SKIPPED = "skipped"
     ERROR = "error"
 
 
-class Verdict(str, Enum):
+class Verdict(StrEnum):
+    """The gate's decision as recorded. What a report states is `Results.headline`."""
+
     PASSED = "passed"
     FAILED = "failed"
     ERROR = "error"
     INCOMPLETE = "incomplete"  # cut short by the suite timeout: never a pass
 
 
-@dataclass(frozen=True)
-class FailureRecord:
+class Headline(StrEnum):
+    """The verdict a report states: never PASSED when nothing ran or the run was cut short, whatever a
+    (possibly forged) document claims."""
+
+    PASSED = "passed"
+    FAILED = "FAILED"
+    ERROR = "ERROR"
+    INCOMPLETE = "INCOMPLETE"
+
+
+class FailureKind(StrEnum):
+    """Why a case failed: a wrong answer (the first group), or the op could not produce one."""
+
+    MISMATCH = "mismatch"
+    NONFINITE = "nonfinite"
+    INVARIANT = "invariant"
+    SHAPE = "shape"
+    DTYPE = "dtype"
+    INPUTS_MODIFIED = "inputs_modified"
+    NONDETERMINISTIC = "nondeterministic"
+    BIAS = "bias"
+    UNWRITTEN = "unwritten"
+    CRASHED = "crashed"
+    TIMEOUT = "timeout"
+    OOM = "oom"
+    RAISED = "raised"
+    BAD_OUTPUT = "bad_output"
+
+
+SnapshotPath = Annotated[str, msgspec.Meta(pattern=r"^snapshots/[0-9a-f]{16}\.npz$")]
+
+
+class Failure(Record, frozen=True):
+    """One failing (or unjudgeable, `errored`) case with everything needed to replay it."""
+
     case_id: str
     case_index: int | None
-    case_seed: int
+    case_seed: Seed
     dtype: str
-    shapes: dict[str, list[int]]
-    strides: dict[str, list[int]]
+    shapes: dict[str, tuple[int, ...]]
+    strides: dict[str, tuple[int, ...]]
     layouts: dict[str, str]
     kwargs: dict[str, Any]
     distribution: str
-    kind: str
+    kind: FailureKind
     message: str
     comparator: str | None
-    headroom: float | None
+    headroom: float | None  # worst |y - r| / allowed; > 1 fails
     max_abs_error: float | None
-    worst_index: list[int] | None
-    exceeded: int | None
-    total: int | None
-    snapshot: str | None
+    worst_index: tuple[int, ...] | None
+    exceeded: Count | None
+    total: Count | None
+    snapshot: SnapshotPath | None  # relative to the directory of results.json
     replay: str
     stderr_tail: str | None = None
     errored: bool = False  # True: the case could not be judged (reference failed), not a wrong answer
 
-    def to_json(self) -> dict[str, Any]:
-        data = dict(self.__dict__)
-        if data["stderr_tail"] is None:
-            data.pop("stderr_tail")
-        return data
+    def __post_init__(self) -> None:
+        check_seed(self.case_seed, "case_seed")
 
 
-@dataclass(frozen=True)
-class DtypeResult:
+class DtypeResult(Record, frozen=True):
+    """An op's outcome for one dtype."""
+
     dtype: str
     status: OpStatus
-    cases_total: int
-    cases_failed: int
-    cases_errored: int
+    cases_total: Count
+    cases_failed: Count
+    cases_errored: Count
     worst_headroom: float | None
     max_abs_error: float | None
     comparator: str | None
     worst_case: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        data = dict(self.__dict__)
-        data["status"] = self.status.value
-        return data
 
+class OpResult(Record, frozen=True):
+    """One `[[ops]]` entry (or a launchable `[[kernels]]` entry): its status, per-dtype rows and the recorded
+    failures (the first of each op; the rest are counted in `failures_omitted`)."""
 
-@dataclass(frozen=True)
-class OpResult:
     name: str
     status: OpStatus
     family: str | None
     comparator: str | None
-    line: int | None
+    line: int | None  # of the [[ops]] table in gpuemu.toml
     framework: str
-    interpreter: str | None
+    interpreter: str | None  # e.g. "triton-interpreter" when the op ran in Triton's CPU interpreter
     skip_reason: str | None
     message: str | None
-    cases_total: int
-    cases_passed: int
-    cases_failed: int
-    cases_errored: int
+    cases_total: Count
+    cases_passed: Count
+    cases_failed: Count
+    cases_errored: Count
     dtypes: tuple[DtypeResult, ...] = ()
-    failures: tuple[FailureRecord, ...] = ()
-    failures_omitted: int = 0
-    import_error: bool = False
+    failures: tuple[Failure, ...] = ()
+    failures_omitted: Count = 0
+    import_error: bool = False  # the op or its reference does not load: the config is wrong (exit 2)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "status": self.status.value,
-            "family": self.family,
-            "comparator": self.comparator,
-            "line": self.line,
-            "framework": self.framework,
-            "interpreter": self.interpreter,
-            "skip_reason": self.skip_reason,
-            "message": self.message,
-            "cases_total": self.cases_total,
-            "cases_passed": self.cases_passed,
-            "cases_failed": self.cases_failed,
-            "cases_errored": self.cases_errored,
-            "dtypes": [d.to_json() for d in self.dtypes],
-            "failures": [f.to_json() for f in self.failures],
-            "failures_omitted": self.failures_omitted,
-        }
+    def dtype_result(self, dtype: str) -> DtypeResult | None:
+        return next((d for d in self.dtypes if d.dtype == dtype), None)
 
 
-@dataclass(frozen=True)
-class Summary:
-    ops_total: int
-    ops_passed: int
-    ops_failed: int
-    ops_skipped: int
-    ops_errored: int
-    cases_total: int
-    cases_failed: int
-    cases_errored: int
-    duration_s: float
+class Summary(Record, frozen=True):
+    """Totals over the ops and kernels (derived: recomputed from them, never read from a file)."""
+
+    ops_total: int = 0
+    ops_passed: int = 0
+    ops_failed: int = 0
+    ops_skipped: int = 0
+    ops_errored: int = 0
+    cases_total: int = 0
+    cases_failed: int = 0
+    cases_errored: int = 0
     kernels_total: int = 0
     kernels_failed: int = 0
+    duration_s: float = 0.0
 
-    def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+    @classmethod
+    def of(cls, ops: tuple[OpResult, ...], kernels: tuple[KernelResult, ...], duration_s: float) -> Summary:
+        def count(status: OpStatus) -> int:
+            return sum(1 for op in ops if op.status is status)
+
+        return cls(
+            ops_total=len(ops),
+            ops_passed=count(OpStatus.PASSED),
+            ops_failed=count(OpStatus.FAILED),
+            ops_skipped=count(OpStatus.SKIPPED),
+            ops_errored=count(OpStatus.ERROR),
+            cases_total=sum(op.cases_total for op in ops),
+            cases_failed=sum(op.cases_failed for op in ops),
+            cases_errored=sum(op.cases_errored for op in ops),
+            kernels_total=len(kernels),
+            kernels_failed=sum(1 for k in kernels if k.status is KernelStatus.FAILED),
+            duration_s=duration_s,
+        )
+
+
+class ToolInfo(Record, frozen=True):
+    name: str = "gpuemu-ci"
+    version: str = ""
+
+
+class ConfigInfo(Record, frozen=True):
+    """The gpuemu.toml that was run: its path relative to the working directory, hash and project name."""
+
+    path: str
+    sha256: Sha256
+    project: str | None = None
+
+
+class GitInfo(Record, frozen=True):
+    """The tested commit."""
+
+    commit: str
+    ref: str | None = None
+
+
+class GpuInfo(Record, frozen=True):
+    """The first visible GPU and the CUDA stack around it."""
+
+    name: str
+    compute_capability: str  # "9.0"
+    count: int
+    memory_bytes: int | None = None
+    driver_version: str | None = None  # the NVIDIA driver, e.g. "550.54.15"
+    cuda_runtime_version: str | None = None  # from CuPy, e.g. "12.4"
+    cuda_driver_api_version: str | None = None  # the newest CUDA the driver supports, e.g. "12.4"
+    cupy_version: str | None = None
+    source: str = "nvidia-smi"  # how it was found: "nvidia-smi" | "cupy"
+
+    @property
+    def arch(self) -> str:
+        """The `sm_XY` name of the compute capability."""
+        return "sm_" + self.compute_capability.replace(".", "")
+
+
+class Environment(Record, frozen=True):
+    """Where the run happened."""
+
+    python: str
+    numpy: str
+    platform: str
+    executable: str
+    gpu: GpuInfo | None = None
+
+
+class RunInfo(Record, frozen=True):
+    """The CI run that produced the document, when it ran in GitHub Actions."""
+
+    repo: str | None = None
+    repo_id: str | None = None
+    run_id: str | None = None
+    run_attempt: int | None = None
+    pr: int | None = None
+    event: str | None = None
+    server_url: str | None = None
+    job: str | None = None
+    commit: str | None = None  # the commit the run tested (the PR head, not the merge commit)
+
+    def url(self) -> str | None:
+        """The run's page on GitHub, when the document says enough (and plausibly) to build it."""
+        if not (self.server_url and self.repo and self.run_id and _REPO.fullmatch(self.repo)):
+            return None
+        if not self.run_id.isdigit():
+            return None
+        url = f"{self.server_url.rstrip('/')}/{self.repo}/actions/runs/{self.run_id}"
+        return url + (f"/attempts/{self.run_attempt}" if self.run_attempt else "")
 
 
 @dataclass(frozen=True)
-class RunDocument:
-    """Everything results.json holds; `kernels`, `lint`, `diff` and `run` are already JSON-shaped."""
+class FailureGroup:
+    """The failures of one op x dtype, worst first; `unrecorded` failed cases have no record."""
 
-    tool_version: str
+    op: OpResult
+    dtype: str
+    row: DtypeResult | None
+    failures: tuple[Failure, ...]
+    unrecorded: int
+
+    @property
+    def worst(self) -> Failure | None:
+        """The worst recorded case (largest headroom), if any was recorded."""
+        return self.failures[0] if self.failures else None
+
+
+class Results(Record, frozen=True, kw_only=True):
+    """Everything a run found: results.json."""
+
+    schema_version: Literal["2"] = SCHEMA_VERSION
+    tool: ToolInfo = msgspec.field(default_factory=ToolInfo)
     generator_version: str
-    seed: int
+    seed: Seed
     suite: str
     started_at: str
     finished_at: str
-    config: dict[str, Any]
-    environment: dict[str, Any]
-    git: dict[str, Any] | None
+    config: ConfigInfo
+    environment: Environment
+    git: GitInfo | None = None
     verdict: Verdict
     exit_code: int
-    cut_short: bool
-    summary: Summary
-    ops: tuple[OpResult, ...]
-    kernels: tuple[dict[str, Any], ...] = ()
-    lint: dict[str, Any] = field(default_factory=lambda: {"status": "no_kernels", "toolchain": None})
-    diff: dict[str, Any] | None = None
-    run: dict[str, Any] | None = None
+    cut_short: bool = False
+    summary: Summary = msgspec.field(default_factory=Summary)
+    ops: tuple[OpResult, ...] = ()
+    kernels: tuple[KernelResult, ...] = ()
+    lint: LintInfo = msgspec.field(default_factory=LintInfo)
+    diff: BaselineDiff | None = None
+    run: RunInfo | None = None
     notes: tuple[str, ...] = ()
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "tool": {"name": "gpuemu-ci", "version": self.tool_version},
-            "generator_version": self.generator_version,
-            "seed": self.seed,
-            "suite": self.suite,
-            "started_at": self.started_at,
-            "finished_at": self.finished_at,
-            "config": self.config,
-            "environment": self.environment,
-            "git": self.git,
-            "verdict": self.verdict.value,
-            "exit_code": self.exit_code,
-            "cut_short": self.cut_short,
-            "summary": self.summary.to_json(),
-            "ops": [op.to_json() for op in self.ops],
-            "kernels": list(self.kernels),
-            "lint": self.lint,
-            "diff": self.diff,
-            "run": self.run,
-            "notes": list(self.notes),
-        }
+    def __post_init__(self) -> None:
+        check_seed(self.seed, "seed")
+        if self.verdict is Verdict.PASSED and (self.exit_code != 0 or self.cut_short):
+            # msgspec reports this as a validation error of the document (`$`) when one is read.
+            raise ValueError("a passed verdict needs exit_code 0 and a run that was not cut short")
+        summary = Summary.of(self.ops, self.kernels, self.summary.duration_s)
+        msgspec.structs.force_setattr(self, "summary", summary)
+
+    # --- what a report states ---------------------------------------------------------------------------
+    @property
+    def headline(self) -> Headline:
+        """FAILED wins; then ERROR; a cut-short run is INCOMPLETE; a "passed" with nothing executed, or with
+        a non-zero exit code, is an ERROR, never a pass."""
+        if self.verdict is Verdict.FAILED:
+            return Headline.FAILED
+        if self.verdict is Verdict.ERROR:
+            return Headline.ERROR
+        if self.verdict is Verdict.INCOMPLETE or self.cut_short:
+            return Headline.INCOMPLETE
+        if not self.executed or self.exit_code != 0:
+            return Headline.ERROR
+        return Headline.PASSED
+
+    @property
+    def executed(self) -> bool:
+        """Whether anything was actually tested (a case ran or a kernel was linted)."""
+        return self.summary.cases_total > 0 or any(k.status is KernelStatus.PASSED for k in self.kernels)
+
+    @property
+    def compared(self) -> BaselineDiff | None:
+        """The baseline diff, when a comparison actually happened."""
+        return self.diff if self.diff is not None and self.diff.status is DiffStatus.COMPARED else None
+
+    def op(self, name: str) -> OpResult | None:
+        return next((op for op in self.ops if op.name == name), None)
+
+    def kernel(self, name: str) -> KernelResult | None:
+        return next((k for k in self.kernels if k.name == name), None)
+
+    def failure_groups(self) -> tuple[FailureGroup, ...]:
+        """Judged failures grouped by op x dtype, in op order, dtypes as listed, worst case first."""
+        return self._groups(errored=False)
+
+    def errored_groups(self) -> tuple[FailureGroup, ...]:
+        """Cases that could not be judged (the reference failed), grouped the same way."""
+        return self._groups(errored=True)
+
+    def _groups(self, *, errored: bool) -> tuple[FailureGroup, ...]:
+        groups: list[FailureGroup] = []
+        wanted = OpStatus.ERROR if errored else OpStatus.FAILED
+        for op in self.ops:
+            records = [f for f in op.failures if f.errored is errored]
+            rows = {row.dtype: row for row in op.dtypes}
+            order = [
+                row.dtype
+                for row in op.dtypes
+                if row.status is wanted or ((row.cases_errored if errored else row.cases_failed) > 0)
+            ]
+            order += sorted({f.dtype for f in records} - set(order))
+            for dtype in order:
+                mine = sorted((f for f in records if f.dtype == dtype), key=_severity_key)
+                row = rows.get(dtype)
+                counted = (row.cases_errored if errored else row.cases_failed) if row else len(mine)
+                groups.append(FailureGroup(op, dtype, row, tuple(mine), max(0, counted - len(mine))))
+        return tuple(groups)
+
+    def repo_path(self, relative: str) -> str:
+        """A path from the results (relative to gpuemu.toml's directory) as a repository path."""
+        if relative.startswith("/"):
+            return relative
+        return posixpath.normpath(posixpath.join(posixpath.dirname(self.config.path), relative))
+
+    @property
+    def tested_commit(self) -> str | None:
+        """The commit the run tested: the CI run's record of it, else git's."""
+        if self.run is not None and self.run.commit:
+            return self.run.commit
+        return self.git.commit if self.git is not None else None
+
+
+def _severity_key(failure: Failure) -> tuple[int, float]:
+    # Worst first: the largest headroom; failures without a number (crash, raise) after those.
+    return (0, -failure.headroom) if failure.headroom is not None else (1, 0.0)

@@ -1,71 +1,63 @@
-"""The JSON Schema of results.json (version 1) and validation against it.
+"""The JSON Schema of results.json, generated from the model (`results.model.Results`), never kept by hand.
 
-The schema ships inside the package (``gpuemu_ci/schemas/results.schema.json``, JSON Schema draft
-2020-12) and is the contract for everything that reads a results document: the renderers, the
-signer, baselines, and people's own scripts. Validating needs the ``jsonschema`` package, which
-is a test dependency, not a runtime one; it is imported only when `validate_results` is called.
+The published copy ships inside the package (``gpuemu_ci/schemas/results.schema.json``, JSON Schema draft
+2020-12) for people's own scripts; a test keeps it equal to what the model generates. Regenerate it with
+
+    python -m gpuemu_ci.results.schema --write
+
+gpuemu-ci itself validates documents with the model (`results.codec.from_json`), not with this schema.
 """
 
 from __future__ import annotations
 
-import functools
+import argparse
 import json
+import sys
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
-from gpuemu_ci.errors import InfraError, UsageError
+import msgspec
+
+from gpuemu_ci.results.model import SCHEMA_VERSION, Results
 
 SCHEMA_RESOURCE = "results.schema.json"
-MAX_REPORTED_ERRORS = 5
+SCHEMA_ID = f"https://gpuemu.dev/schemas/results/v{SCHEMA_VERSION}.json"
 
 
-@functools.cache
-def _schema_text() -> str:
+def generate_schema() -> dict[str, Any]:
+    """The schema of the current model."""
+    schema: dict[str, Any] = msgspec.json.schema(Results)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA_ID,
+        "title": f"gpuemu-ci results document (schema version {SCHEMA_VERSION})",
+        **schema,
+    }
+
+
+def schema_text() -> str:
+    """The schema as the published file holds it."""
+    return json.dumps(generate_schema(), indent=2, sort_keys=True) + "\n"
+
+
+def published_schema_text() -> str:
+    """The copy shipped in the package."""
     return resources.files("gpuemu_ci").joinpath("schemas", SCHEMA_RESOURCE).read_text(encoding="utf-8")
 
 
-def load_schema() -> dict[str, Any]:
-    """The results schema as a fresh dict (callers may change their copy)."""
-    schema: dict[str, Any] = json.loads(_schema_text())
-    return schema
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Print (or --write) the results.json JSON Schema.")
+    parser.add_argument("--write", action="store_true", help="Rewrite the copy shipped in the package.")
+    args = parser.parse_args(argv)
+    if args.write:
+        target = Path(__file__).resolve().parent.parent / "schemas" / SCHEMA_RESOURCE
+        target.write_text(schema_text(), encoding="utf-8")
+        print(f"wrote {target}", file=sys.stderr)
+    else:
+        sys.stdout.write(schema_text())
+    return 0
 
 
-def validate_results(document: Any, *, source: str = "results document") -> None:
-    """Check ``document`` (a decoded results.json) against the schema.
-
-    Raises UsageError (exit 2) listing the first errors, each with the path of the offending field;
-    InfraError (exit 3) when the ``jsonschema`` package is not installed.
-    """
-    try:
-        import jsonschema
-    except ImportError:
-        raise InfraError(
-            "validating a results document needs the jsonschema package, which gpuemu-ci does not "
-            "install by default: pip install 'gpuemu-ci[test]' (or pip install jsonschema)"
-        ) from None
-    validator = jsonschema.Draft202012Validator(load_schema())
-    errors = sorted(
-        validator.iter_errors(document), key=lambda e: (list(map(str, e.absolute_path)), e.message)
-    )
-    if not errors:
-        return
-    lines = [
-        f"  - {_where(error.absolute_path)}: {_short(error.message)}"
-        for error in errors[:MAX_REPORTED_ERRORS]
-    ]
-    more = len(errors) - len(lines)
-    if more:
-        lines.append(f"  - ... and {more} more")
-    raise UsageError(f"{source} does not match the results schema (version 1):\n" + "\n".join(lines))
-
-
-def _where(path: Any) -> str:
-    text = ""
-    for part in path:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text or "(the document)"
-
-
-def _short(message: str, limit: int = 300) -> str:
-    # jsonschema quotes the whole offending value; a large object would drown the message.
-    return message if len(message) <= limit else message[: limit - 1] + "…"
+if __name__ == "__main__":
+    sys.exit(main())

@@ -163,7 +163,7 @@ def test_baseline_from_main_is_found_by_base_commit_and_a_regression_fails_the_g
     produced = ok(run_step(baseline_env(fake, main, inputs=BASELINE_TEMPLATE)))
     assert produced.outputs["verdict"] == "passed"
     files = {name: (main / "gpuemu-out" / name).read_bytes() for name in ("baseline.json", "results.json")}
-    assert json.loads(files["results.json"])["git"]["commit"] == BASE
+    assert json.loads(files["results.json"])["run"]["commit"] == BASE
     assert fake.requests == []  # the baseline job's token has no scopes; it needs none
 
     # The baseline workflow uploads output_dir as `gpuemu-baseline`. Newer decoys must lose: a fork's run
@@ -264,7 +264,7 @@ def test_fork_pr_writes_results_without_commenting_and_the_companion_comments(
 
     # An artifact that describes another commit (stale, or swapped by the fork's workflow) is not commented.
     document = json.loads(step.out("results.json").read_text())
-    document["run"]["commit"] = document["git"]["commit"] = BASE
+    document["run"]["commit"] = BASE
     (companion / "gpuemu-out" / "results.json").write_text(json.dumps(document))
     refused = ok(run_step(env), 3)
     (error,) = refused.messages("error")

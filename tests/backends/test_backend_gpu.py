@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import shutil
 
+import msgspec
 import pytest
 
-from gpuemu_ci.backends.gpu import GpuInfo, detect_gpu, gpu_json, parse_nvidia_smi
+from gpuemu_ci.backends.gpu import GpuInfo, detect_gpu, parse_nvidia_smi
 
 SMI_TWO_H100 = """\
 NVIDIA H100 80GB HBM3, 9.0, 550.54.15, 81559
@@ -31,13 +32,13 @@ def test_parse_nvidia_smi_old_driver_and_empty_output() -> None:
     assert parse_nvidia_smi("No devices were found\n") is None
 
 
-def test_gpu_json_is_plain_json() -> None:
+def test_gpu_info_is_plain_json() -> None:
     info = GpuInfo("NVIDIA A100-SXM4-40GB", "8.0", 1, 42, "535.1", "12.2", "12.2", "13.0.0", "cupy")
-    data = gpu_json(info)
+    data = json.loads(msgspec.json.encode(info))
     assert isinstance(data, dict)
     assert json.loads(json.dumps(data)) == data
-    assert data["arch"] == "sm_80" and data["cuda_runtime_version"] == "12.2"
-    assert gpu_json(None) == "none"
+    assert info.arch == "sm_80" and data["cuda_runtime_version"] == "12.2"
+    assert msgspec.json.decode(msgspec.json.encode(info), type=GpuInfo) == info
 
 
 def test_detect_gpu_on_this_machine(monkeypatch: pytest.MonkeyPatch) -> None:

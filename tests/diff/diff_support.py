@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
+
+from tests.cli_harness import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "examples" / "quickstart"
@@ -37,13 +38,8 @@ def gpuemu(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 def diff_cli(*args: str | Path) -> tuple[int, dict[str, Any], str]:
     """`gpuemu-ci diff ARGS --json` in-process (the real command): (exit code, JSON on stdout, stderr)."""
-    from gpuemu_ci.cli.baseline import diff_command
-
-    result = CliRunner().invoke(diff_command, [*map(str, args), "--json"])
-    # Anything but click's own exit is a crash the user would see as a traceback.
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    assert "Traceback" not in result.stderr
-    return result.exit_code, (json.loads(result.stdout) if result.stdout else {}), result.stderr
+    result = run_cli(["diff", *args, "--json"])
+    return result.code, (json.loads(result.stdout) if result.stdout else {}), result.stderr
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -57,8 +53,8 @@ def save(path: Path, document: dict[str, Any]) -> Path:
 
 def entry(diff: dict[str, Any], name: str, detail: str) -> dict[str, Any]:
     """The one diff entry for `name` [dtype or arch]."""
-    found = [e for e in diff["entries"] if e["name"] == name and detail in (e.get("dtype"), e.get("arch"))]
-    listed = [(e["name"], e.get("dtype") or e.get("arch")) for e in diff["entries"]]
+    found = [e for e in diff["entries"] if e["name"] == name and e["variant"] == detail]
+    listed = [(e["name"], e["variant"]) for e in diff["entries"]]
     assert len(found) == 1, f"{name} [{detail}]: {found} in {listed}"
     return found[0]
 
@@ -77,3 +73,19 @@ def dtype_result(results: dict[str, Any], op: str, dtype: str) -> dict[str, Any]
 def kernel_entry(results: dict[str, Any], name: str, kernel: str, arch: str) -> dict[str, Any]:
     k = next(k for k in results["kernels"] if k["name"] == name)
     return next(e for e in k["entries"] if e["kernel"] == kernel and e["arch"] == arch)
+
+
+def valid_diff(diff: dict[str, Any]) -> None:
+    """The diff reads back as the model's BaselineDiff (types, enums, no unknown fields)."""
+    import msgspec
+
+    from gpuemu_ci.results.diff import BaselineDiff
+
+    msgspec.json.decode(json.dumps(diff), type=BaselineDiff)
+
+
+def valid_results(document: dict[str, Any]) -> None:
+    """The document reads back as a results document."""
+    from gpuemu_ci.results.codec import from_json
+
+    from_json(json.dumps(document))

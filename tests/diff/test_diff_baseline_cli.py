@@ -8,15 +8,21 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-import jsonschema
 import pytest
-from click.testing import CliRunner
-from diff_support import diff_cli, dtype_result, gpuemu, load, save
+from diff_support import diff_cli, dtype_result, gpuemu, load, save, valid_diff
 
-from gpuemu_ci.cli.baseline import baseline_group
 from gpuemu_ci.config.model import Policies
-from gpuemu_ci.diff.apply import apply_baseline
-from gpuemu_ci.diff.schema import DIFF_SCHEMA
+from gpuemu_ci.diff.baseline import BaselineSource, diff_against
+from gpuemu_ci.pipeline.gate import with_diff
+from gpuemu_ci.results.codec import from_json, to_builtins
+from tests.cli_harness import run_cli
+
+
+def apply_baseline(document: dict, baseline: Path, policies: Policies) -> dict:
+    """`run --baseline` on an already finished run: its document with the diff attached and the verdict decided."""
+    results = from_json(json.dumps(document))
+    return to_builtins(with_diff(results, diff_against(BaselineSource(baseline), results, policies, True)))
+
 
 CONFIG = """
 [project]
@@ -76,9 +82,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Project:
 
 
 def _create(*args: str | Path) -> tuple[int, str, str]:
-    result = CliRunner().invoke(baseline_group, ["create", *map(str, args)])
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    return result.exit_code, result.stdout, result.stderr
+    result = run_cli(["baseline", "create", *args])
+    return result.code, result.stdout, result.stderr
 
 
 def test_create_keeps_what_a_diff_needs_and_drops_the_rest(project: Project) -> None:
@@ -86,10 +91,10 @@ def test_create_keeps_what_a_diff_needs_and_drops_the_rest(project: Project) -> 
     code, _, stderr = _create("--from", project.results, "-o", out)
     assert code == 0, stderr
     baseline, results = load(out), load(project.results)
-    assert baseline["baseline_version"] == "1"
+    assert baseline["schema_version"] == results["schema_version"]
     assert baseline["git"]["commit"] == project.commit and project.commit[:12] in stderr
     assert baseline["config"]["sha256"] == results["config"]["sha256"]
-    assert baseline["run"]["seed"] == results["seed"] == 7
+    assert baseline["seed"] == results["seed"] == 7
     assert baseline["generator_version"] == results["generator_version"]
     assert baseline["tool"]["version"] == results["tool"]["version"]
     for dtype in ("float32", "float16"):
@@ -100,7 +105,7 @@ def test_create_keeps_what_a_diff_needs_and_drops_the_rest(project: Project) -> 
             ran["worst_headroom"],
             ran["cases_total"],
         )
-    assert "failures" not in baseline["ops"][0]
+    assert baseline["ops"][0]["failures"] == [] and baseline["ops"][0]["failures_omitted"] == 0
     assert "2 op x dtype results" in stderr
 
 
@@ -113,24 +118,27 @@ def test_a_baseline_file_and_its_results_json_diff_the_same(project: Project) ->
     assert from_baseline["entries"] == from_results["entries"]
     assert {e["classification"] for e in from_baseline["entries"]} == {"unchanged"}
     assert from_baseline["summary_line"].startswith("no regressions")
-    assert (
-        from_baseline["baseline"]["source"] == "baseline" and from_results["baseline"]["source"] == "results"
+    assert from_baseline["baseline"]["path"] == str(out) and from_results["baseline"]["path"] == str(
+        project.results
     )
     assert from_baseline["baseline"]["commit"] == project.commit
 
 
 def test_create_to_stdout(project: Project) -> None:
     code, stdout, _ = _create("--from", project.results, "-o", "-")
-    assert code == 0 and json.loads(stdout)["baseline_version"] == "1"
+    assert code == 0 and json.loads(stdout)["schema_version"] == load(project.results)["schema_version"]
 
 
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        (None, "does not exist"),
-        ("{not json", "is not valid JSON"),
-        ('{"schema_version": "99", "ops": []}', "reads results version '1'"),
-        ("[1, 2]", "not a gpuemu-ci results.json or baseline.json"),
+        (None, "not found"),
+        ("{not json", "not JSON"),
+        (
+            '{"schema_version": "99", "ops": []}',
+            "has results schema version '99'; this gpuemu-ci reads version 2",
+        ),
+        ("[1, 2]", "Expected `object`, got `array` - at `$`"),
     ],
 )
 def test_create_rejects_bad_input_with_exit_2(tmp_path: Path, content: str | None, message: str) -> None:
@@ -145,7 +153,7 @@ def test_create_rejects_bad_input_with_exit_2(tmp_path: Path, content: str | Non
 def _newer_baseline(project: Project, tmp_path: Path) -> Path:
     out = tmp_path / "newer.json"
     assert _create("--from", project.results, "-o", out)[0] == 0
-    return save(out, dict(load(out), baseline_version="9"))
+    return save(out, dict(load(out), schema_version="9"))
 
 
 @pytest.mark.parametrize("case", ["missing", "corrupt", "newer", "bad_field", "infinite", "missing_current"])
@@ -153,18 +161,18 @@ def test_diff_exits_2_on_input_it_cannot_read(project: Project, tmp_path: Path, 
     baseline, current = tmp_path / "missing.json", project.results
     expected = "does not exist"
     if case == "corrupt":
-        baseline.write_text('{"baseline_version": "1", "ops": [')
-        expected = "is not valid JSON"
+        baseline.write_text('{"schema_version": "2", "ops": [')
+        expected = "not JSON"
     elif case == "newer":
-        baseline, expected = _newer_baseline(project, tmp_path), "regenerate the baseline"
+        baseline, expected = _newer_baseline(project, tmp_path), "schema version '9'"
     elif case == "bad_field":
         document = load(project.results)
         document["ops"][0]["dtypes"][1]["worst_headroom"] = "high"
-        baseline, expected = save(tmp_path / "typo.json", document), "ops[0].dtypes[1].worst_headroom"
+        baseline, expected = save(tmp_path / "typo.json", document), "$.ops[0].dtypes[1].worst_headroom"
     elif case == "infinite":  # Python's json writes Infinity without allow_nan=False
         document = load(project.results)
         document["ops"][0]["dtypes"][0]["worst_headroom"] = float("inf")
-        baseline, expected = save(tmp_path / "inf.json", document), "expected a finite number"
+        baseline, expected = save(tmp_path / "inf.json", document), "not JSON"
     elif case == "missing_current":
         baseline, current, expected = project.results, tmp_path / "nope.json", "current results"
     code, diff, stderr = diff_cli(baseline, current)
@@ -189,10 +197,10 @@ def test_run_without_a_baseline_file_falls_back_to_its_own_verdict_and_says_why(
     assert "No regression check was done" in diff["message"] and "missing.json" in diff["message"]
     assert "gpuemu-ci baseline create" in diff["message"]
     assert diff["message"] in done.stderr  # said plainly on the terminal too, never silently "no regressions"
-    jsonschema.validate(diff, DIFF_SCHEMA)
+    valid_diff(diff)
 
 
-@pytest.mark.parametrize("content", ["\x00 definitely not json", '{"baseline_version": "1"}', '"a string"'])
+@pytest.mark.parametrize("content", ["\x00 definitely not json", '{"schema_version": "2"}', '"a string"'])
 def test_a_corrupt_baseline_is_reported_as_unreadable(project: Project, tmp_path: Path, content: str) -> None:
     path = tmp_path / "corrupt.json"
     path.write_text(content)
@@ -201,30 +209,30 @@ def test_a_corrupt_baseline_is_reported_as_unreadable(project: Project, tmp_path
     diff = out["diff"]
     assert diff["status"] == "unreadable" and diff["entries"] == [] and str(path) in diff["message"]
     assert diff["summary_line"].startswith("baseline unreadable") and "No regression check" in diff["message"]
-    jsonschema.validate(diff, DIFF_SCHEMA)
+    valid_diff(diff)
 
 
 def test_apply_baseline_keeps_a_failing_verdict_when_the_baseline_is_missing(
     project: Project, tmp_path: Path
 ) -> None:
-    document = dict(load(project.results), verdict="failed", exit_code=1)
+    document = load(project.results)
+    document["ops"][0]["status"] = "failed"  # as a run with a failing op records it
     out = apply_baseline(document, tmp_path / "none.json", Policies())
     assert (out["verdict"], out["exit_code"], out["diff"]["status"]) == ("failed", 1, "no_baseline")
 
 
-def test_apply_baseline_reports_an_unusable_current_document_instead_of_crashing(project: Project) -> None:
+def test_an_unusable_current_document_is_named_not_a_crash(project: Project, tmp_path: Path) -> None:
     document = load(project.results)
     document["ops"][0]["dtypes"] = "oops"
-    out = apply_baseline(document, project.results, Policies())
-    assert out["diff"]["status"] == "unreadable" and "ops[0].dtypes" in out["diff"]["message"]
-    assert out["verdict"] == "passed"
+    code, diff, stderr = diff_cli(project.results, save(tmp_path / "current.json", document))
+    assert code == 2 and diff == {} and "$.ops[0].dtypes" in stderr
 
 
 def test_the_diff_section_matches_its_schema(project: Project) -> None:
     _, diff, _ = diff_cli(project.results, project.results)
-    jsonschema.validate(diff, DIFF_SCHEMA)
+    valid_diff(diff)
     document = apply_baseline(load(project.results), project.results, Policies())
-    jsonschema.validate(document["diff"], DIFF_SCHEMA)
+    valid_diff(document["diff"])
     json.dumps(document, allow_nan=False)  # results.json is written without NaN/Infinity
 
 
@@ -236,6 +244,6 @@ def test_headroom_changes_at_noise_level_do_not_warn(project: Project, tmp_path:
         dtype_result(baseline, "scale", "float16")["worst_headroom"] * 3 + 0.05
     )
     _, diff, _ = diff_cli(save(tmp_path / "b.json", baseline), save(tmp_path / "c.json", current))
-    by_dtype = {e["dtype"]: e for e in diff["entries"]}
+    by_dtype = {e["variant"]: e for e in diff["entries"]}
     assert by_dtype["float32"]["classification"] == "unchanged"
     assert by_dtype["float16"]["severity"] == "warning"

@@ -7,15 +7,24 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-import jsonschema
 import pytest
-from diff_support import PTX_SRC, diff_cli, entry, gpuemu, kernel_entry, load, reason, requires_nvcc, save
+from diff_support import (
+    PTX_SRC,
+    diff_cli,
+    entry,
+    gpuemu,
+    kernel_entry,
+    load,
+    reason,
+    requires_nvcc,
+    save,
+    valid_diff,
+    valid_results,
+)
 
-from gpuemu_ci.config.model import Policies
-from gpuemu_ci.diff.apply import diff_snapshots
-from gpuemu_ci.diff.baseline import load_snapshot
-from gpuemu_ci.diff.schema import DIFF_SCHEMA
-from gpuemu_ci.results.schema import validate_results
+from gpuemu_ci.config.model import KernelDeltaOverride, Policies
+from gpuemu_ci.diff.baseline import load_baseline
+from gpuemu_ci.diff.classify import baseline_info, compare
 
 pytestmark = [pytest.mark.slow, requires_nvcc]
 
@@ -142,7 +151,7 @@ def test_more_registers_is_a_failing_regression_with_old_and_new(runs: Runs) -> 
     code, diff, stderr = diff_cli(runs.base, runs.current)
     assert code == 1
     e = entry(diff, "gelu", "sm_80")
-    assert (e["classification"], e["severity"]) == ("regressed", "failure")
+    assert (e["classification"], e["severity"]) == ("regressed", "error")
     registers = reason(e, "registers")
     assert registers["old"] == kernel_entry(load(runs.base), "gelu", "gelu", "sm_80")["registers"]
     assert registers["new"] == kernel_entry(load(runs.current), "gelu", "gelu", "sm_80")["registers"]
@@ -156,7 +165,7 @@ def test_run_with_baseline_fails_the_gate_although_the_run_itself_passed(runs: R
     document = load(runs.current)
     assert all(k["status"] == "passed" for k in document["kernels"])  # no absolute check failed
     assert document["verdict"] == "failed" and document["exit_code"] == 1
-    assert document["diff"]["gate"]["failed"] is True
+    assert document["diff"]["gate_failed"] is True
     assert any("regression" in note for note in document["notes"])
     assert "1 regression" in runs.current_stderr
 
@@ -178,34 +187,21 @@ def test_policy_deltas_from_the_config_allow_the_increase(runs: Runs) -> None:
     assert f"within max_register_increase = {growth}" in reason(e, "registers")["message"]
 
 
-@dataclass(frozen=True)
-class PoliciesWithOverrides(Policies):
-    """Policies as the config would build them with the proposed `[policies.kernels."<name>"]` tables."""
-
-    kernel_overrides: tuple[tuple[str, dict[str, float]], ...] = ()
-
-
 def test_per_kernel_overrides_apply_to_that_kernel_only(runs: Runs) -> None:
-    base, source = load_snapshot(runs.base)
-    current, _ = load_snapshot(runs.current)
-    overrides = (("gelu", {"max_register_increase": 1000, "max_instruction_increase_pct": 1e6}),)
-    diff = diff_snapshots(
-        base, source, "base", current, PoliciesWithOverrides(kernel_overrides=overrides), True
+    base, current = load_baseline(runs.base), load_baseline(runs.current)
+
+    def diff(policies: Policies):  # type: ignore[no-untyped-def]
+        return compare(base, current, policies, fail_on_regression=True, info=baseline_info(base, "base"))
+
+    loose = KernelDeltaOverride(max_register_increase=1000, max_instruction_increase_pct=1e6)
+    gelu = next(
+        e for e in diff(Policies(kernel_overrides=(("gelu", loose),))).entries if e.label == "gelu [sm_80]"
     )
-    gelu = next(e for e in diff.entries if e.name == "gelu" and e.arch == "sm_80")
     assert gelu.classification.value == "unchanged"
     assert any("[policies.kernels.gelu]" in r.message for r in gelu.reasons)
-    strict = diff_snapshots(
-        base,
-        source,
-        "base",
-        current,
-        PoliciesWithOverrides(kernel_overrides=(("other", {"max_register_increase": 1000}),)),
-        True,
-    )
-    assert next(e for e in strict.entries if e.name == "gelu" and e.arch == "sm_80").classification.value == (
-        "regressed"
-    )
+    other = Policies(kernel_overrides=(("other", KernelDeltaOverride(max_register_increase=1000)),))
+    strict = next(e for e in diff(other).entries if e.label == "gelu [sm_80]")
+    assert strict.classification.value == "regressed"
 
 
 def test_changed_flags_are_a_toolchain_change_not_a_regression(runs: Runs) -> None:
@@ -246,7 +242,7 @@ def test_a_kernel_that_no_longer_compiles_is_a_regression(runs: Runs) -> None:
     code, diff, _ = diff_cli(runs.base, runs.broken)
     assert code == 1
     e = entry(diff, "gelu", "sm_80")
-    assert (e["classification"], e["severity"]) == ("regressed", "failure")
+    assert (e["classification"], e["severity"]) == ("regressed", "error")
     assert "no longer compiles" in reason(e, "status")["message"] and "oops" in reason(e, "status")["message"]
 
 
@@ -269,5 +265,5 @@ def test_a_new_kernel_that_does_not_compile_is_listed_per_configured_arch(runs: 
 
 
 def test_results_with_a_diff_match_the_results_schema(runs: Runs) -> None:
-    validate_results(load(runs.current))
-    jsonschema.validate(load(runs.current)["diff"], DIFF_SCHEMA)
+    valid_results(load(runs.current))
+    valid_diff(load(runs.current)["diff"])

@@ -26,7 +26,7 @@ import threading
 import zipfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
@@ -36,7 +36,7 @@ from tests.github.fake_http import LoopbackServer, Recorded, RecordedResponse, R
 from tests.github.openapi_check import contract
 
 API_VERSION = "2022-11-28"
-_EPOCH = datetime(2026, 3, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(2026, 3, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from gpuemu_ci.action.context import ActionContext, EventKind
 from gpuemu_ci.github.artifacts import (
     Artifact,
     ArtifactError,
@@ -25,6 +24,7 @@ from gpuemu_ci.github.artifacts import (
     find_run_artifact,
 )
 from gpuemu_ci.github.client import GitHubClient
+from gpuemu_ci.github.context import ActionContext, EventKind
 from tests.github.fake_api import Failure, FakeGitHub, SleepRecorder, make_zip
 
 BASE = "b" * 40

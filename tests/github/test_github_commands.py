@@ -10,18 +10,15 @@ import pytest
 
 from gpuemu_ci.action.commands import (
     STEP_SUMMARY_LIMIT,
-    Annotation,
-    AnnotationLevel,
     add_mask,
     append_step_summary,
-    emit_annotations,
-    escape_data,
-    escape_property,
-    format_annotation,
     group,
     set_outputs,
     stop_commands,
 )
+from gpuemu_ci.render.annotations import Annotation, Level, format_annotations
+from gpuemu_ci.render.escape import workflow_command_data as escape_data
+from gpuemu_ci.render.escape import workflow_command_property as escape_property
 from tests.github.runner_parsers import parse_command, parse_github_output, unescape
 
 
@@ -35,60 +32,45 @@ def test_escaping_round_trips_through_the_runner_decoding() -> None:
 
 
 def test_annotation_points_at_the_config_line() -> None:
-    line = format_annotation(
-        Annotation(
-            AnnotationLevel.ERROR,
-            "softmax: max error 3.2 ulp over the bound\nreplay: gpuemu-ci replay --seed 0x5eed",
-            file="gpuemu.toml",
-            line=12,
-            end_line=14,
-            title="softmax, float16: regression",
-        )
-    )
+    line = Annotation(
+        Level.ERROR,
+        "softmax, float16: regression",
+        "softmax: max error 3.2 ulp over the bound\nreplay: gpuemu-ci replay --seed 0x5eed",
+        file="gpuemu.toml",
+        line=12,
+    ).command()
     name, props, message = parse_command(line)
     assert name == "error"
-    assert props == {
-        "file": "gpuemu.toml",
-        "line": "12",
-        "endLine": "14",
-        "title": "softmax, float16: regression",
-    }
+    assert props == {"file": "gpuemu.toml", "line": "12", "title": "softmax, float16: regression"}
     assert message.endswith("--seed 0x5eed") and "\n" in message
     assert "\n" not in line
 
 
 def test_messages_are_cut_to_the_runner_limit() -> None:
-    line = format_annotation(Annotation(AnnotationLevel.WARNING, "x" * 10_000))
+    line = Annotation(Level.WARNING, "t", "x" * 10_000).command()
     _, _, message = parse_command(line)
     assert len(message) == 4096 and message.endswith("…")
 
 
 def test_at_most_ten_per_level_and_a_notice_counts_the_rest() -> None:
-    out = io.StringIO()
-    annotations = [Annotation(AnnotationLevel.ERROR, f"error {i}") for i in range(13)]
-    annotations += [Annotation(AnnotationLevel.WARNING, f"warning {i}") for i in range(2)]
-    dropped = emit_annotations(annotations, stream=out)
-    commands = [parse_command(line) for line in out.getvalue().splitlines()]
+    annotations = [Annotation(Level.ERROR, "t", f"error {i}") for i in range(13)]
+    annotations += [Annotation(Level.WARNING, "t", f"warning {i}") for i in range(2)]
+    commands = [parse_command(line) for line in format_annotations(annotations).splitlines()]
     errors = [m for n, _, m in commands if n == "error"]
     assert errors == [f"error {i}" for i in range(10)]  # the first (most important) ten
     assert [m for n, _, m in commands if n == "warning"] == ["warning 0", "warning 1"]
-    assert dropped == 3
     assert commands[-1][0] == "notice" and commands[-1][2].startswith("3 more annotation(s) not shown")
 
 
 def test_the_summary_notice_takes_a_notice_slot_when_notices_are_full() -> None:
-    out = io.StringIO()
-    annotations = [Annotation(AnnotationLevel.NOTICE, f"n{i}") for i in range(12)]
-    dropped = emit_annotations(annotations, stream=out)
-    notices = out.getvalue().splitlines()
-    assert len(notices) == 10 and dropped == 3
+    annotations = [Annotation(Level.NOTICE, "t", f"n{i}") for i in range(12)]
+    notices = format_annotations(annotations).splitlines()
+    assert len(notices) == 10
     assert parse_command(notices[-1])[2].startswith("3 more")
 
 
 def test_nothing_dropped_means_no_notice() -> None:
-    out = io.StringIO()
-    assert emit_annotations([Annotation(AnnotationLevel.ERROR, "one")], stream=out) == 0
-    assert out.getvalue().splitlines() == ["::error::one"]
+    assert format_annotations([Annotation(Level.ERROR, "", "one")]).splitlines() == ["::error::one"]
 
 
 def test_outputs_are_multiline_safe(tmp_path: Path) -> None:

@@ -6,7 +6,6 @@ import copy
 import json
 from pathlib import Path
 
-from gpuemu_ci.action.context import ActionContext
 from gpuemu_ci.github.client import GitHubClient
 from gpuemu_ci.github.comments import (
     MAX_COMMENT_BYTES,
@@ -15,6 +14,7 @@ from gpuemu_ci.github.comments import (
     resolve_pull_request,
     upsert_comment,
 )
+from gpuemu_ci.github.context import ActionContext
 from gpuemu_ci.render.markdown import comment_marker
 from tests.github.fake_api import Failure, FakeGitHub, SleepRecorder
 from tests.github.fake_objects import validation_error

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from gpuemu_ci.action.context import ActionContext, EventKind, read_inputs
 from gpuemu_ci.errors import ExitCode, UsageError
+from gpuemu_ci.github.context import ActionContext, EventKind, read_inputs
 
 EVENTS = Path(__file__).resolve().parents[1] / "fixtures" / "github-events"
 

@@ -8,12 +8,12 @@ from gpuemu_ci.github.issues import (
     NIGHTLY_LABEL,
     IssueAction,
     NightlyOp,
-    OpStatus,
     issue_body,
     nightly_marker,
     sync_nightly_issues,
     truncate_utf8,
 )
+from gpuemu_ci.results.model import OpStatus
 from tests.github.fake_api import Failure, FakeGitHub
 
 RUN_1 = "https://github.example/octo-org/kernels/actions/runs/1"
@@ -58,7 +58,7 @@ def test_open_update_close_cycle(fake_github: FakeGitHub, client: GitHubClient) 
 def test_an_op_that_did_not_run_keeps_its_issue_open(fake_github: FakeGitHub, client: GitHubClient) -> None:
     repo = fake_github.repository
     sync_nightly_issues(client, repo, [failing("matmul")])
-    outcome = sync_nightly_issues(client, repo, [NightlyOp("matmul", OpStatus.NOT_RUN)])
+    outcome = sync_nightly_issues(client, repo, [NightlyOp("matmul", OpStatus.SKIPPED)])
     assert outcome[0].action is IssueAction.UNCHANGED and outcome[0].number is not None
     assert [i["state"] for i in fake_github.issues()] == ["open"]
 
@@ -111,7 +111,7 @@ def test_without_issues_permission_every_outcome_is_a_warning(
 ) -> None:
     fake_github.read_only = True
     outcomes = sync_nightly_issues(
-        client, fake_github.repository, [failing("a"), NightlyOp("b", OpStatus.NOT_RUN)]
+        client, fake_github.repository, [failing("a"), NightlyOp("b", OpStatus.SKIPPED)]
     )
     assert outcomes[0].action is IssueAction.FAILED
     assert outcomes[0].warning is not None and "Resource not accessible by integration" in outcomes[0].warning

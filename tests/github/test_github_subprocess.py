@@ -18,9 +18,10 @@ EVENTS = Path(__file__).resolve().parents[1] / "fixtures" / "github-events"
 SCRIPT = """
 import os, sys
 from gpuemu_ci.github.client import GitHubClient
-from gpuemu_ci.action.commands import Annotation, AnnotationLevel, emit_annotations, set_outputs
+from gpuemu_ci.action.commands import set_outputs
+from gpuemu_ci.render.annotations import Annotation, Level, format_annotations
 from gpuemu_ci.github.comments import upsert_comment
-from gpuemu_ci.action.context import ActionContext
+from gpuemu_ci.github.context import ActionContext
 
 ctx = ActionContext.from_env(os.environ)
 with GitHubClient(ctx.token, ctx.api_url, max_total_wait=0) as gh:
@@ -28,7 +29,7 @@ with GitHubClient(ctx.token, ctx.api_url, max_total_wait=0) as gh:
     outcome = upsert_comment(gh, ctx.repository, ctx.pr_number, body, ctx.job)
 set_outputs(os.environ["GITHUB_OUTPUT"], {"comment_url": outcome.url, "fork": ctx.is_fork})
 if outcome.warning:
-    emit_annotations([Annotation(AnnotationLevel.WARNING, outcome.warning, title="PR comment")])
+    sys.stdout.write(format_annotations([Annotation(Level.WARNING, "PR comment", outcome.warning)]))
 """
 
 

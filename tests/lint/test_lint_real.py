@@ -8,12 +8,15 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import msgspec
 import pytest
 from lint_support import PTX, SRC, ptx_pattern, requires_nvcc, sass_pattern, spec
 
 from gpuemu_ci.config.model import ArtifactChecks
 from gpuemu_ci.errors import ConfigError, ExitCode, InfraError
-from gpuemu_ci.lint import ArchSource, KernelStatus, LintReport, Severity, discover_toolchain, lint_kernels
+from gpuemu_ci.lint import LintReport, discover_toolchain, lint_kernels
+from gpuemu_ci.results.base import Severity
+from gpuemu_ci.results.kernels import ArchSource, KernelStatus
 
 pytestmark = requires_nvcc
 
@@ -203,12 +206,14 @@ def test_syntax_error_points_at_file_and_line(tmp_path: Path, no_sass_toolchain)
     assert bad.status is KernelStatus.FAILED and report.exit_code == ExitCode.GATE_FAILED
     assert bad.error is not None
     assert (bad.error.file, bad.error.line, bad.error.message) == ("kernels/bad.cu", 3, 'expected a ";"')
-    assert bad.to_json()["error"] == {
+    error = msgspec.to_builtins(bad)["error"]
+    assert {k: error[k] for k in ("message", "file", "line", "arch")} == {
         "message": 'expected a ";"',
         "file": "kernels/bad.cu",
         "line": 3,
         "arch": "sm_80",
     }
+    assert 'expected a ";"' in error["log"]
 
 
 def test_anonymous_namespace_names_are_the_same_from_any_directory(tmp_path: Path, no_sass_toolchain) -> None:

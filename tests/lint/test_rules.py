@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 from lint_support import LOGS, ptx_pattern, sass_pattern
 
 from gpuemu_ci.config.model import ArtifactChecks, PatternCheck
 from gpuemu_ci.errors import ConfigError
-from gpuemu_ci.lint.model import DeviceFunctionMetrics, KernelMetrics, Severity, ToolIdentity
 from gpuemu_ci.lint.ptxas_log import parse_ptxas_log
 from gpuemu_ci.lint.rules import Listing, check_limits, check_patterns, validate_checks
+from gpuemu_ci.results.base import Severity
+from gpuemu_ci.results.kernels import DeviceFunctionMetrics, KernelMetrics, ToolIdentity
 
 
 def metrics(log_name: str, entry: str, occurrence: int = 0, **extra) -> KernelMetrics:
@@ -59,7 +61,7 @@ def test_every_numeric_limit() -> None:
 
 def test_missing_figure_is_a_warning_not_a_pass() -> None:
     legacy = metrics("ptxas-11.8-sm80.log", "gelu")  # 11.8 prints no barriers; use a figure that is absent
-    legacy = KernelMetrics(**{**legacy.__dict__, "registers": None})
+    legacy = msgspec.structs.replace(legacy, registers=None)
     (v,) = check_limits(legacy, ArtifactChecks(max_registers=8))
     assert v.severity is Severity.WARNING and v.value is None and "NOT CHECKED" in v.message
 

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from gpuemu_ci.config.load import load_config
-from gpuemu_ci.pipeline import RunOptions, run_pipeline
+from gpuemu_ci.pipeline.gate import run_gate
+from gpuemu_ci.pipeline.settings import RunOptions
+from gpuemu_ci.results.codec import to_builtins
 
 KERNELS = """
 import numpy as np
@@ -180,7 +182,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict:
     (root / "k.py").write_text(KERNELS)
     (root / "gpuemu.toml").write_text(CONFIG)
     config = load_config(root / "gpuemu.toml", env={"GPUEMU_USER_CONFIG": "none"})
-    document = run_pipeline(config, RunOptions(out_dir=root / "out", jobs=2), gpu=None).to_json()
+    document = to_builtins(run_gate(config, RunOptions(out_dir=root / "out", jobs=2), gpu=None))
     return {op["name"]: op for op in document["ops"]}
 
 

@@ -8,12 +8,13 @@ import json
 import numpy as np
 import pytest
 
-from gpuemu_ci.backends import WorkerPool
 from gpuemu_ci.config.load import load_config
 from gpuemu_ci.fuzz.case import build_case
-from gpuemu_ci.pipeline import RunOptions, run_pipeline
+from gpuemu_ci.pipeline.gate import run_gate
 from gpuemu_ci.pipeline.replay import case_from_snapshot, minimize, replay
-from gpuemu_ci.results.io import read_results, write_results
+from gpuemu_ci.pipeline.session import Session
+from gpuemu_ci.pipeline.settings import RunOptions
+from gpuemu_ci.results.codec import read_results, to_builtins, write_results
 from tests.conftest import EXAMPLES
 
 ZOO = EXAMPLES / "bug-zoo" / "gpuemu.toml"
@@ -23,11 +24,10 @@ ZOO = EXAMPLES / "bug-zoo" / "gpuemu.toml"
 def zoo(tmp_path_factory):
     out = tmp_path_factory.mktemp("zoo")
     config = load_config(ZOO, env={"GPUEMU_USER_CONFIG": "none"})
-    document = run_pipeline(config, RunOptions(out_dir=out, jobs=2), gpu=None).to_json()
-    write_results(out, document)
-    pool = WorkerPool(1, root=config.root)
-    yield config, document, out, pool
-    pool.close()
+    results = run_gate(config, RunOptions(out_dir=out, jobs=2), gpu=None)
+    write_results(out, results)
+    with Session(config, RunOptions(out_dir=out, jobs=1), gpu=None) as session:
+        yield config, to_builtins(results), out, session
 
 
 def test_typical_sizes_are_all_powers_of_two():
@@ -66,15 +66,13 @@ def test_what_triggers_each_bug(zoo):
 
 
 def test_every_failure_replays_from_seed_and_snapshot(zoo):
-    config, document, out, pool = zoo
+    config, document, out, session = zoo
     for op_record in document["ops"]:
         op = config.op(op_record["name"])
         for failure in op_record["failures"][:3]:
             seed = failure["case_seed"]
-            from_seed = replay(
-                config, op, pool, out, seed=seed, generator_version=document["generator_version"]
-            )
-            from_snapshot = replay(config, op, pool, out, snapshot=out / failure["snapshot"])
+            from_seed = replay(session, op, seed=seed, generator_version=document["generator_version"])
+            from_snapshot = replay(session, op, snapshot=out / failure["snapshot"])
             for outcome in (from_seed, from_snapshot):
                 assert outcome.failed
                 if op.name == "rmsnorm_ignores_strides":
@@ -94,27 +92,25 @@ def test_every_failure_replays_from_seed_and_snapshot(zoo):
 
 
 def test_replay_refuses_another_generator_version(zoo):
-    config, document, out, pool = zoo
+    config, document, _out, session = zoo
     failure = document["ops"][0]["failures"][0]
     from gpuemu_ci.errors import UsageError
 
     with pytest.raises(UsageError, match="generator version"):
-        replay(config, config.ops[0], pool, out, seed=failure["case_seed"], generator_version="0")
+        replay(session, config.ops[0], seed=failure["case_seed"], generator_version="0")
 
 
 def test_minimize_shrinks_to_a_smaller_failing_case(zoo):
-    config, document, out, pool = zoo
+    config, document, _out, session = zoo
     op_record = next(o for o in document["ops"] if o["name"] == "softmax_tail_mask")
     failure = max(op_record["failures"], key=lambda f: np.prod(f["shapes"]["x"]))
     op = config.op("softmax_tail_mask")
-    result = minimize(config, op, failure["case_seed"], pool, out)
+    result = minimize(session, op, failure["case_seed"])
     assert np.prod(list(result.dims.values())) < np.prod(failure["shapes"]["x"])
     assert result.dims["N"] % 64  # still a tail
     again = replay(
-        config,
+        session,
         op,
-        pool,
-        out,
         seed=failure["case_seed"],
         dims=result.dims,
         scale=None if result.scale == 1.0 else result.scale,
@@ -131,4 +127,7 @@ def test_replay_cli_from_results_file(zoo, capsys):
     assert main(args) == 1
     assert "REPRODUCED" in capsys.readouterr().err
     assert main([*args, "--from-snapshots"]) == 1
-    assert json.loads((out / "results.json").read_text())["ops"] == read_results(out / "results.json")["ops"]
+    assert (
+        json.loads((out / "results.json").read_text())["ops"]
+        == to_builtins(read_results(out / "results.json"))["ops"]
+    )

@@ -63,7 +63,11 @@ class TestPrivateKeyFile:
         key_path = tmp_path / "signing.key"
         keys.write_keypair(key_path, keys.generate())
 
-        private_creations = [c for c in creations if c[0] == str(key_path)]
+        # The key is written to a private temporary file that is then linked into place (never replaced
+        # if it exists): the file that becomes the key is 0600 from its creation on.
+        private_creations = [
+            c for c in creations if Path(c[0]).name.startswith(".signing.key.") and ".pub." not in c[0]
+        ]
         assert len(private_creations) == 1
         _, flags, mode_at_creation = private_creations[0]
         assert flags & os.O_EXCL and flags & os.O_CREAT

@@ -14,17 +14,24 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from gpuemu_ci.render.annotations import render_annotations
 from gpuemu_ci.render.junit import render_junit
-from gpuemu_ci.render.parse import parse_report
 from gpuemu_ci.render.sarif import FINGERPRINT_KEY, render_sarif, sarif_log
+from gpuemu_ci.results.model import Results
 from tests.real_runs import real_run_with_project as real_run
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = "<img src=x onerror=alert(1)>|**bold**"
 SARIF_SCHEMA = ROOT / "tests" / "fixtures" / "sarif" / "sarif-schema-2.1.0.json"
+
+
+def report_of(document: dict[str, Any]) -> Results:
+    """A results document as the renderers take it: validated by the one results model. Built from the dict
+    (not JSON text), so strings JSON cannot carry (a lone surrogate from an op's message) reach the renderer."""
+    return msgspec.convert(document, type=Results, strict=False)  # strict=False: JSON object keys are text
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +76,7 @@ def test_sarif_of_real_runs_is_valid_with_one_result_per_failing_op_dtype(
     runs: dict[str, tuple[dict[str, Any], Path]], sarif_validator: Any, name: str
 ) -> None:
     document, _ = runs[name]
-    log = check_sarif(sarif_validator, render_sarif(parse_report(document), job="gate"))
+    log = check_sarif(sarif_validator, render_sarif(report_of(document), job="gate"))
     run = log["runs"][0]
     errors = [r for r in run["results"] if r["ruleId"].startswith("op/") and r["level"] == "error"]
     got = {(r["properties"]["op"], r["properties"]["dtype"]) for r in errors}
@@ -86,7 +93,7 @@ def test_sarif_of_real_runs_is_valid_with_one_result_per_failing_op_dtype(
 
 
 def test_sarif_skips_and_errors_are_stated(runs: dict[str, tuple[dict[str, Any], Path]]) -> None:
-    run = sarif_log(parse_report(runs["mixed"][0]))["runs"][0]
+    run = sarif_log(report_of(runs["mixed"][0]))["runs"][0]
     notes = [n["message"]["text"] for n in run["invocations"][0]["toolExecutionNotifications"]]
     assert any(n.startswith("op gpu_only was skipped (no GPU) and not tested") for n in notes)
     assert not any(r["properties"].get("op") == "gpu_only" for r in run["results"])
@@ -107,7 +114,7 @@ def test_sarif_fingerprints_follow_the_finding_not_the_seed(
             failure["replay"] += " --seed-changed"
 
     def prints(doc: dict[str, Any]) -> dict[tuple[str, str], str]:
-        results = sarif_log(parse_report(doc))["runs"][0]["results"]
+        results = sarif_log(report_of(doc))["runs"][0]["results"]
         return {
             (r["properties"]["op"], r["properties"]["dtype"]): r["partialFingerprints"][FINGERPRINT_KEY]
             for r in results
@@ -123,7 +130,7 @@ def test_sarif_fingerprints_follow_the_finding_not_the_seed(
 
 def test_sarif_of_kernel_lint(kernel_run: tuple[dict[str, Any], Path], sarif_validator: Any) -> None:
     document, project = kernel_run
-    log = check_sarif(sarif_validator, render_sarif(parse_report(document), source_root=project))
+    log = check_sarif(sarif_validator, render_sarif(report_of(document), source_root=project))
     results = log["runs"][0]["results"]
     spill_source = (project / "kernels" / "spill.cu").read_text().splitlines()
     by_entry = {}
@@ -165,7 +172,7 @@ def outcomes(root: ET.Element) -> dict[str, str]:
 @pytest.mark.parametrize("name", ["passing", "failing", "mixed"])
 def test_junit_has_one_testcase_per_op_dtype(runs: dict[str, tuple[dict[str, Any], Path]], name: str) -> None:
     document, _ = runs[name]
-    root = parse_junit(render_junit(parse_report(document)))
+    root = parse_junit(render_junit(report_of(document)))
     expected = {
         f"{op['name']}[{row['dtype']}]" if op["dtypes"] else op["name"]
         for op in document["ops"]
@@ -175,7 +182,7 @@ def test_junit_has_one_testcase_per_op_dtype(runs: dict[str, tuple[dict[str, Any
 
 
 def test_junit_maps_outcomes_honestly(runs: dict[str, tuple[dict[str, Any], Path]]) -> None:
-    root = parse_junit(render_junit(parse_report(runs["mixed"][0])))
+    root = parse_junit(render_junit(report_of(runs["mixed"][0])))
     assert outcomes(root) == {
         "good[float32]": "passed",
         "gpu_only": "skipped",
@@ -195,12 +202,12 @@ def test_junit_names_stay_unique_and_the_xml_stays_valid(
     twin = copy.deepcopy(next(op for op in document["ops"] if op["name"] == "raises"))
     twin["failures"][0]["message"] = "control \x00\x1b chars and ]]> and \ud800"
     document["ops"].append(twin)
-    root = parse_junit(render_junit(parse_report(document)))
+    root = parse_junit(render_junit(report_of(document)))
     assert {"raises[float32]", "raises[float32]#2"} <= set(outcomes(root))
 
 
 def test_junit_of_kernel_lint(kernel_run: tuple[dict[str, Any], Path]) -> None:
-    root = parse_junit(render_junit(parse_report(kernel_run[0])))
+    root = parse_junit(render_junit(report_of(kernel_run[0])))
     kernels = {k: v for k, v in outcomes(root).items() if k.endswith("[sm_80]")}
     assert kernels == {"gelu[sm_80]": "passed", "spill[sm_80]": "failure", "bad[sm_80]": "failure"}
     bad = next(c for c in root.iter("testcase") if c.get("name") == "bad[sm_80]").find("failure")
@@ -211,7 +218,7 @@ def test_annotations_point_at_the_op_line_and_escape_everything(
     runs: dict[str, tuple[dict[str, Any], Path]],
 ) -> None:
     document, _ = runs["mixed"]
-    text = render_annotations(parse_report(document))
+    text = render_annotations(report_of(document))
     lines = text.splitlines()
     assert all(re.match(r"^::(error|warning|notice) ", line) for line in lines)
     line_of = {op["name"]: op["line"] for op in document["ops"]}
@@ -229,7 +236,7 @@ def test_annotations_are_capped_with_a_notice(runs: dict[str, tuple[dict[str, An
     document = copy.deepcopy(runs["failing"][0])
     softmax = next(op for op in document["ops"] if op["name"] == "softmax")
     document["ops"] = [{**copy.deepcopy(softmax), "name": f"op,{i}:x"} for i in range(25)]
-    lines = render_annotations(parse_report(document)).splitlines()
+    lines = render_annotations(report_of(document)).splitlines()
     errors = [line for line in lines if line.startswith("::error ")]
     assert len(errors) == 10
     assert "title=gpuemu-ci%3A op op%2C0%3Ax failed" in errors[0]
@@ -238,7 +245,7 @@ def test_annotations_are_capped_with_a_notice(runs: dict[str, tuple[dict[str, An
 
 def test_annotations_of_kernel_lint(kernel_run: tuple[dict[str, Any], Path]) -> None:
     document, project = kernel_run
-    lines = render_annotations(parse_report(document), source_root=project).splitlines()
+    lines = render_annotations(report_of(document), source_root=project).splitlines()
     spill = next(line for line in lines if "kernel spill failed lint" in line)
     line = int(re.search(r"line=(\d+)", spill).group(1))
     assert spill.startswith("::error file=kernels/spill.cu,")

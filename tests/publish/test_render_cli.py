@@ -95,13 +95,13 @@ def test_render_to_stdout_as_utf8_bytes(results: Path) -> None:
     ("content", "message"),
     [
         (None, "results file not found"),
-        ("not json", "is not a readable results document"),
+        ("not json", "is not a gpuemu-ci results document: not JSON"),
         ("[1, 2]", "is not a gpuemu-ci results document"),
-        ('{"schema_version": "9", "ops": []}', "has results schema version 9"),
-        ('{"schema_version": "1", "ops": [{"name": 3}]}', "ops[0].name must be a string"),
+        ('{"schema_version": "9", "ops": []}', "has results schema version '9'"),
+        ('{"schema_version": "2", "ops": [{"name": 3}]}', "Expected `str`, got `int` - at `$.ops[0].name`"),
         (
-            '{"schema_version": "1", "ops": [], "config": {"path": "g.toml"}, "verdict": "great"}',
-            "verdict is 'great', not one of: passed, failed, error, incomplete",
+            '{"schema_version": "2", "verdict": "great", "ops": [], "config": {"path": "g.toml"}}',
+            "- at `$.verdict`",
         ),
     ],
 )

@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import markupsafe
+import msgspec
 import pytest
 
 from gpuemu_ci.render.html import render_html
+from gpuemu_ci.render.links import Links
 from gpuemu_ci.render.markdown import (
     COMMENT_LIMIT,
     SUMMARY_LIMIT,
@@ -26,8 +28,7 @@ from gpuemu_ci.render.markdown import (
     render_comment,
     render_summary,
 )
-from gpuemu_ci.render.parse import parse_report
-from gpuemu_ci.render.report import Headline, Links
+from gpuemu_ci.results.model import Headline, Results
 from tests.real_runs import real_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,6 +61,12 @@ TEMPLATE_TAGS = {
 }
 
 
+def report_of(document: dict[str, Any]) -> Results:
+    """A results document as the renderers take it: validated by the one results model. Built from the dict
+    (not JSON text), so strings JSON cannot carry (a lone surrogate from an op's message) reach the renderer."""
+    return msgspec.convert(document, type=Results, strict=False)  # strict=False: JSON object keys are text
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     base = tmp_path_factory.getbasetemp()
@@ -85,7 +92,7 @@ def assert_renders_inert(markdown: str) -> None:
 
 
 def test_passing_run(runs: dict[str, dict[str, Any]]) -> None:
-    report = parse_report(runs["passing"])
+    report = report_of(runs["passing"])
     comment = render_comment(report, Links(RUN_URL, ARTIFACT_URL), job="gate")
     lines = comment.splitlines()
     assert lines[0] == "<!-- gpuemu-ci:v1 key=gate -->"
@@ -102,7 +109,7 @@ def test_passing_run(runs: dict[str, dict[str, Any]]) -> None:
 
 def test_failing_run_puts_failures_first_with_replay_commands(runs: dict[str, dict[str, Any]]) -> None:
     document = runs["failing"]
-    report = parse_report(document)
+    report = report_of(document)
     comment = render_comment(report, Links(RUN_URL, ARTIFACT_URL))
     assert comment.splitlines()[1].startswith("## ❌ gpuemu-ci FAILED: 1 of 2 ops failed")
     assert comment.index("### Failures") < comment.index("passing op × dtype")
@@ -125,7 +132,7 @@ def test_failing_run_puts_failures_first_with_replay_commands(runs: dict[str, di
 
 
 def test_skipped_errored_and_hostile_ops(runs: dict[str, dict[str, Any]]) -> None:
-    report = parse_report(runs["mixed"])
+    report = report_of(runs["mixed"])
     for markdown in (render_comment(report, job="gate"), render_summary(report)):
         assert_renders_inert(markdown)
         rendered = html.unescape(gfm(markdown)).replace("\u200d", "")
@@ -139,14 +146,14 @@ def test_skipped_errored_and_hostile_ops(runs: dict[str, dict[str, Any]]) -> Non
 
 
 def test_summary_has_the_comment_content_and_the_counts(runs: dict[str, dict[str, Any]]) -> None:
-    report = parse_report(runs["failing"])
+    report = report_of(runs["failing"])
     comment, summary = render_comment(report, marker=False), render_summary(report)
     assert summary.startswith(comment.split("\n", 1)[0])
     for replay in re.findall(r"^gpuemu-ci replay .*$", comment, re.M):
         assert replay in summary
     counts = gfm(summary).split("<summary>Counts</summary>", 1)[1]
     cases = re.search(r"<td>cases</td>\s*<td[^>]*>([\d,]+)</td>", counts)
-    assert cases is not None and cases.group(1) == f"{report.counts.cases_total:,}"
+    assert cases is not None and cases.group(1) == f"{report.summary.cases_total:,}"
 
 
 def big_failing_document(failing: dict[str, Any], copies: int) -> dict[str, Any]:
@@ -164,7 +171,7 @@ def big_failing_document(failing: dict[str, Any], copies: int) -> dict[str, Any]
 
 
 def test_big_failing_suite_fits_and_says_what_was_cut(runs: dict[str, dict[str, Any]]) -> None:
-    report = parse_report(big_failing_document(runs["failing"], 150))
+    report = report_of(big_failing_document(runs["failing"], 150))
     failures = sum(len(op.failures) for op in report.ops)
     assert failures >= 300
     comment = render_comment(report, Links(RUN_URL, ARTIFACT_URL), job="gate")
@@ -186,7 +193,7 @@ def test_big_failing_suite_fits_and_says_what_was_cut(runs: dict[str, dict[str, 
 def test_the_poster_can_add_the_marker_within_the_budget(runs: dict[str, dict[str, Any]]) -> None:
     from gpuemu_ci.github import comments
 
-    report = parse_report(big_failing_document(runs["failing"], 150))
+    report = report_of(big_failing_document(runs["failing"], 150))
     body = render_comment(report, marker=False, job="matrix/leg 1")
     posted = comments.compose_body(body, "matrix/leg 1")
     assert len(posted.encode("utf-8")) <= comments.MAX_COMMENT_BYTES
@@ -194,7 +201,7 @@ def test_the_poster_can_add_the_marker_within_the_budget(runs: dict[str, dict[st
 
 
 def test_a_tiny_budget_keeps_only_the_verdict(runs: dict[str, dict[str, Any]]) -> None:
-    report = parse_report(big_failing_document(runs["failing"], 20))
+    report = report_of(big_failing_document(runs["failing"], 20))
     comment = render_comment(report, Links(RUN_URL, ARTIFACT_URL), limit=900)
     assert len(comment.encode("utf-8")) <= 900
     assert "## ❌ gpuemu-ci FAILED" in comment
@@ -209,7 +216,7 @@ def test_one_huge_value_cannot_blow_the_budget(runs: dict[str, dict[str, Any]]) 
     document["ops"][0]["name"] = "n" * 100_000
     document["ops"][0]["message"] = "m\n" * 50_000
     document["notes"] = ["x" * 100_000]
-    comment = render_comment(parse_report(document))
+    comment = render_comment(report_of(document))
     assert len(comment.encode("utf-8")) <= COMMENT_LIMIT
     assert comment.splitlines()[1].startswith("## ❌ gpuemu-ci FAILED")
 
@@ -217,17 +224,22 @@ def test_one_huge_value_cannot_blow_the_budget(runs: dict[str, dict[str, Any]]) 
 @pytest.mark.parametrize(
     ("edit", "expected"),
     [
-        ({"cut_short": True}, "INCOMPLETE"),
+        ({"cut_short": True}, "refused"),
         ({"verdict": "incomplete", "exit_code": 3, "cut_short": True}, "INCOMPLETE"),
+        ({"verdict": "incomplete", "exit_code": 1}, "INCOMPLETE"),
         ({"ops": [], "kernels": []}, "ERROR: nothing was tested"),
-        ({"exit_code": 3}, "ERROR"),
+        ({"exit_code": 3}, "refused"),
     ],
 )
 def test_never_passed_when_nothing_ran_or_the_run_was_cut_short(
     runs: dict[str, dict[str, Any]], edit: dict[str, Any], expected: str
 ) -> None:
     document = {**runs["passing"], **edit}
-    report = parse_report(document)
+    if expected == "refused":  # a "passed" that was cut short or exited non-zero is not a results document
+        with pytest.raises(msgspec.ValidationError, match="a passed verdict needs exit_code 0"):
+            report_of(document)
+        return
+    report = report_of(document)
     assert report.headline is not Headline.PASSED
     comment = render_comment(report)
     assert comment.splitlines()[1].split(" gpuemu-ci ", 1)[1].startswith(expected)
@@ -238,7 +250,7 @@ def test_all_ops_skipped_is_not_a_pass(runs: dict[str, dict[str, Any]]) -> None:
     document = copy.deepcopy(runs["mixed"])
     document["ops"] = [op for op in document["ops"] if op["name"] == "gpu_only"]
     document.update(verdict="passed", exit_code=0)  # even if a producer said so
-    comment = render_comment(parse_report(document))
+    comment = render_comment(report_of(document))
     assert "ERROR: nothing was tested" in comment.splitlines()[1]
     assert "**not tested**" in comment
 
@@ -246,16 +258,14 @@ def test_all_ops_skipped_is_not_a_pass(runs: dict[str, dict[str, Any]]) -> None:
 DIFF = {
     "status": "compared",
     "message": "compared with the baseline of main",
-    "baseline": {"commit": "0" * 40},
-    "summary_line": "1 regression, 1 improvement, 2 unchanged against main@000000",
-    "regressions": 1,
+    "baseline": None,
     "entries": [
         {
             "kind": "op",
             "name": "softmax",
-            "dtype": "float32",
+            "variant": "float32",
             "classification": "regressed",
-            "severity": "failure",
+            "severity": "error",
             "reasons": [
                 {"metric": "status", "old": "passed", "new": "failed", "message": "passed -> failed"}
             ],
@@ -263,7 +273,7 @@ DIFF = {
         {
             "kind": "op",
             "name": HOSTILE,
-            "dtype": "float32",
+            "variant": "float32",
             "classification": "improved",
             "severity": "info",
             "reasons": [
@@ -273,7 +283,7 @@ DIFF = {
         {
             "kind": "op",
             "name": "gelu",
-            "dtype": "float32",
+            "variant": "float32",
             "classification": "unchanged",
             "severity": "info",
             "reasons": [],
@@ -281,7 +291,7 @@ DIFF = {
         {
             "kind": "kernel",
             "name": "gelu",
-            "arch": "sm_80",
+            "variant": "sm_80",
             "classification": "unchanged",
             "severity": "info",
             "reasons": [],
@@ -291,12 +301,13 @@ DIFF = {
 
 
 def test_baseline_diff_table(runs: dict[str, dict[str, Any]]) -> None:
-    report = parse_report({**runs["failing"], "diff": DIFF})
+    report = report_of({**runs["failing"], "diff": DIFF})
     comment = render_comment(report)
     assert_renders_inert(comment)
     rendered = html.unescape(gfm(comment)).replace("\u200d", "")
     section = rendered.split("<h3>Baseline comparison</h3>", 1)[1]
-    assert DIFF["summary_line"] in section
+    assert report.diff is not None and report.diff.summary_line.startswith("1 regression, 1 improved")
+    assert report.diff.summary_line in section
     rows = re.findall(r"<tr>(.*?)</tr>", section.split("</table>", 1)[0], re.S)
     assert len(rows) == 3  # header, regressed, improved; unchanged ones are counted instead
     assert "regressed" in rows[1] and "passed -> failed" in rows[1] and "❌" in rows[1]
@@ -307,12 +318,15 @@ def test_baseline_diff_table(runs: dict[str, dict[str, Any]]) -> None:
 
 def test_a_real_baseline_diff(runs: dict[str, dict[str, Any]], tmp_path: Path) -> None:
     from gpuemu_ci.config.model import Policies
-    from gpuemu_ci.diff.apply import apply_baseline
+    from gpuemu_ci.diff.baseline import BaselineSource, diff_against
+    from gpuemu_ci.pipeline.gate import with_diff
+    from gpuemu_ci.results.codec import to_builtins
 
     baseline = tmp_path / "baseline-results.json"
     baseline.write_text(json.dumps(runs["passing"]))
-    document = apply_baseline(copy.deepcopy(runs["failing"]), baseline, Policies())
-    report = parse_report(document)
+    current = report_of(copy.deepcopy(runs["failing"]))
+    report = with_diff(current, diff_against(BaselineSource(baseline), current, Policies(), True))
+    document = to_builtins(report)
     assert report.diff is not None and report.diff.status == "compared" and report.diff.regressions >= 1
     comment = render_comment(report)
     assert_renders_inert(comment)
@@ -323,7 +337,7 @@ def test_a_real_baseline_diff(runs: dict[str, dict[str, Any]], tmp_path: Path) -
     assert len(rows) == len([e for e in document["diff"]["entries"] if e["classification"] != "unchanged"])
     for entry in regressed:
         row = next(
-            r for r in rows if f"<code>{entry['name']}</code>" in r and f"<td>{entry['dtype']}</td>" in r
+            r for r in rows if f"<code>{entry['name']}</code>" in r and f"<td>{entry['variant']}</td>" in r
         )
         assert "❌" in row and entry["reasons"][0]["message"] in row
 
@@ -333,13 +347,13 @@ def test_no_baseline_is_said_plainly(runs: dict[str, dict[str, Any]]) -> None:
         "status": "no_baseline",
         "message": "no gpuemu-baseline artifact for main yet: run the baseline workflow",
     }
-    comment = render_comment(parse_report({**runs["passing"], "diff": diff}))
+    comment = render_comment(report_of({**runs["passing"], "diff": diff}))
     assert "No baseline comparison (no baseline): no gpuemu\\-baseline artifact" not in comment
     assert "No baseline comparison (no baseline): no gpuemu-baseline artifact for main yet" in comment
 
 
 def test_html_report_is_escaped_and_links_only_http(runs: dict[str, dict[str, Any]]) -> None:
-    report = parse_report({**runs["mixed"], "diff": DIFF})
+    report = report_of({**runs["mixed"], "diff": DIFF})
     page = render_html(report, Links(RUN_URL, "javascript:alert(1)"))
     assert page.startswith("<!DOCTYPE html>")
     assert "<img" not in page and "<script" not in page and "javascript:" not in page
@@ -363,7 +377,7 @@ def test_html_report_is_escaped_and_links_only_http(runs: dict[str, dict[str, An
         (
             {
                 "repo": "octo/kernels",
-                "run_id": 77,
+                "run_id": "77",
                 "run_attempt": 2,
                 "server_url": "https://github.com",
                 "job": "gate",
@@ -374,15 +388,15 @@ def test_html_report_is_escaped_and_links_only_http(runs: dict[str, dict[str, An
             {"repo": "octo/kernels", "run_id": "77", "server_url": "https://ghe.example/"},
             "https://ghe.example/octo/kernels/actions/runs/77",
         ),
-        ({"repo": "octo/k](javascript:alert(1))", "run_id": 77, "server_url": "https://github.com"}, None),
-        ({"repo": "octo/kernels", "run_id": 77, "server_url": "javascript:alert(1)//"}, None),
+        ({"repo": "octo/k](javascript:alert(1))", "run_id": "77", "server_url": "https://github.com"}, None),
+        ({"repo": "octo/kernels", "run_id": "77", "server_url": "javascript:alert(1)//"}, None),
     ],
 )
 def test_the_run_link_comes_from_the_document_when_not_given(
     runs: dict[str, dict[str, Any]], run: dict[str, Any], expected: str | None
 ) -> None:
-    report = parse_report({**runs["passing"], "run": run})
-    links = Links.for_report(report)
+    report = report_of({**runs["passing"], "run": run})
+    links = Links.for_results(report)
     assert links.run_url == expected
     comment = render_comment(report, links)
     assert ("[workflow run](" + expected + ")" in comment) if expected else "workflow run" not in comment

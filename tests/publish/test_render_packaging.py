@@ -53,14 +53,15 @@ def test_wheel_ships_templates_and_schema_and_renders_from_them(tmp_path: Path) 
         "import gpuemu_ci, json, sys\n"
         "from gpuemu_ci.render.markdown import render_summary\n"
         "from gpuemu_ci.render.html import render_html\n"
-        "from gpuemu_ci.render.parse import parse_report\n"
-        "from gpuemu_ci.results.schema import load_schema\n"
-        "doc = {'schema_version': '1', 'verdict': 'error', 'exit_code': 3, 'seed': 1,"
-        " 'config': {'path': 'g.toml'}, 'ops': [], 'kernels': []}\n"
-        "report = parse_report(doc)\n"
+        "from gpuemu_ci.results.codec import from_json\n"
+        "from gpuemu_ci.results.schema import published_schema_text\n"
+        "doc = {'schema_version': '2', 'verdict': 'error', 'exit_code': 3, 'seed': 1, 'generator_version': '3',"
+        " 'suite': 'quick', 'started_at': '', 'finished_at': '', 'config': {'path': 'g.toml', 'sha256': '0' * 64},"
+        " 'environment': {'python': '3', 'numpy': '2', 'platform': 'p', 'executable': 'python'}}\n"
+        "report = from_json(json.dumps(doc))\n"
         "print(gpuemu_ci.__file__)\n"
         "print(render_summary(report).splitlines()[0])\n"
-        "print(render_html(report).splitlines()[0], load_schema()['title'])\n"
+        "print(render_html(report).splitlines()[0], json.loads(published_schema_text())['title'])\n"
     )
     env = {**os.environ, "PYTHONPATH": str(target)}
     done = subprocess.run(
@@ -70,4 +71,4 @@ def test_wheel_ships_templates_and_schema_and_renders_from_them(tmp_path: Path) 
     where, summary, page = done.stdout.splitlines()
     assert Path(where).is_relative_to(target)
     assert summary == "## ⚠️ gpuemu-ci ERROR: nothing was tested"
-    assert page == "<!DOCTYPE html> gpuemu-ci results document, schema version 1"
+    assert page == "<!DOCTYPE html> gpuemu-ci results document (schema version 2)"

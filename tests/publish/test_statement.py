@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -14,14 +14,21 @@ import rfc8785
 from gpuemu_ci.attest import statement
 from gpuemu_ci.attest.statement import RunContext
 from gpuemu_ci.errors import UsageError
+from gpuemu_ci.results.codec import from_json
+from gpuemu_ci.results.model import Results
 
-ISSUED = datetime(2026, 11, 22, 10, 30, 0, tzinfo=timezone.utc)
+ISSUED = datetime(2026, 11, 22, 10, 30, 0, tzinfo=UTC)
+
+
+def as_results(document: dict[str, Any]) -> Results:
+    return from_json(json.dumps(document))
 
 
 def build(document: dict[str, Any], **context: Any) -> dict[str, Any]:
-    merged = statement.context_for_results(document, RunContext(), RunContext(**context))
+    results = from_json(json.dumps(document))  # what a results.json on disk gives the signer
+    merged = statement.context_for_results(results, RunContext(), RunContext(**context))
     return statement.build_statement(
-        document,
+        results,
         results_name="results.json",
         results_sha256="cd" * 32,
         context=merged,
@@ -102,25 +109,32 @@ class TestPredicate:
             "name": "NVIDIA H100",
             "compute_capability": "9.0",
             "driver_version": "580",
-            "runtime_version": "13",
+            "cuda_runtime_version": "13.0",
         }
-        document = sample.results(diff={"regressions": [{"op": "softmax", "headroom": float("inf")}]})
-        document["environment"]["gpu"] = gpu
+        document = sample.results(diff={"status": "no_baseline", "message": "no baseline: first run"})
+        document["environment"]["gpu"] = {**gpu, "count": 1}
         predicate = build(document)["predicate"]
         assert predicate["tool"] == {"name": "gpuemu-ci", "version": "0.1.0"}
         assert predicate["generator_version"] == "2"
-        assert predicate["environment"]["gpu"] == gpu
-        assert predicate["lint"] == {"status": "ran", "toolchain": None}
-        # JCS has no Infinity; the copied diff says it in a string instead of failing to sign.
-        assert predicate["diff"]["regressions"][0]["headroom"] == "Infinity"
+        assert {k: predicate["environment"]["gpu"][k] for k in gpu} == gpu
+        assert predicate["lint"] == {"status": "ran", "toolchain": None, "reason": None}
+        assert predicate["diff"]["status"] == "no_baseline" and predicate["diff"]["summary_line"]
+
+    def test_numbers_json_cannot_carry_become_strings(self) -> None:
+        # JCS has no Infinity and no integers past 2^53: a copied value says it in a string instead of
+        # failing to sign.
+        assert statement.jcs_safe({"h": float("inf"), "n": 2**64 - 1}) == {
+            "h": "Infinity",
+            "n": str(2**64 - 1),
+        }
 
     def test_unsigned_statement_says_so(self, sample: Any) -> None:
-        document = sample.results()
+        results = from_json(json.dumps(sample.results()))
         built = statement.build_statement(
-            document,
+            results,
             results_name="results.json",
             results_sha256="cd" * 32,
-            context=statement.context_for_results(document, RunContext(), RunContext()),
+            context=statement.context_for_results(results, RunContext(), RunContext()),
             signer_keyid=None,
             issued_at=ISSUED,
             nonce="n",
@@ -150,22 +164,22 @@ class TestBadResults:
     @pytest.mark.parametrize(
         ("change", "message"),
         [
-            ({"schema_version": "2"}, "schema_version"),
-            ({"config": {"path": "gpuemu.toml"}}, "config.sha256 is missing"),
-            ({"config": {"path": "gpuemu.toml", "sha256": "xyz"}}, "not a sha256"),
-            ({"verdict": None}, "verdict is missing"),
-            ({"seed": -1}, "seed"),
-            ({"seed": True}, "seed must be"),
-            ({"ops": "softmax"}, "ops must be a list"),
-            ({"ops": [{"status": "passed"}]}, r"ops\[0\].name is missing"),
+            ({"schema_version": "1"}, "schema version '1'"),
+            ({"config": {"path": "gpuemu.toml"}}, r"missing required field `sha256` - at `\$.config`"),
+            ({"config": {"path": "gpuemu.toml", "sha256": "xyz"}}, r"\$.config.sha256"),
+            ({"verdict": None}, r"\$.verdict"),
+            ({"seed": -1}, r"\$.seed"),
+            ({"seed": True}, r"\$.seed"),
+            ({"ops": "softmax"}, r"\$.ops"),
+            ({"ops": [{"status": "passed"}]}, r"missing required field `name` - at `\$.ops\[0\]`"),
             (
                 {"kernels": [{"name": "k", "source": "k.cu", "source_sha256": 5, "status": "passed"}]},
-                "source_sha256",
+                r"\$.kernels\[0\]",
             ),
         ],
     )
     def test_named_field_in_the_error(self, sample: Any, change: dict[str, Any], message: str) -> None:
-        with pytest.raises(statement.ResultsFormatError, match=message) as info:
+        with pytest.raises(UsageError, match=message) as info:
             build(sample.results(**change))
         assert info.value.exit_code == 2
 
@@ -245,16 +259,18 @@ class TestRunContext:
 
     def test_flags_beat_the_results_document_which_beats_the_environment(self, sample: Any) -> None:
         env = RunContext(repo="octo/kernels", commit="ee" * 20, job="sign", run_id="77", event="workflow_run")
-        merged = statement.context_for_results(sample.results(), env, RunContext(job="manual"))
+        merged = statement.context_for_results(as_results(sample.results()), env, RunContext(job="manual"))
         assert merged.job == "manual"
         assert merged.commit == sample.commit  # the tested commit, not the signing job's GITHUB_SHA
         assert merged.run_id == "9000000001"
-        env_only = statement.context_for_results(sample.results(run=None), env, RunContext())
+        env_only = statement.context_for_results(as_results(sample.results(run=None)), env, RunContext())
         assert (env_only.repo, env_only.run_id, env_only.event) == ("octo/kernels", "77", "workflow_run")
 
     def test_results_from_another_repository_are_not_signed_silently(self, sample: Any) -> None:
         env = RunContext(repo="someone/else")
         with pytest.raises(UsageError, match="--repo"):
-            statement.context_for_results(sample.results(), env, RunContext())
-        forced = statement.context_for_results(sample.results(), env, RunContext(repo="someone/else"))
+            statement.context_for_results(as_results(sample.results()), env, RunContext())
+        forced = statement.context_for_results(
+            as_results(sample.results()), env, RunContext(repo="someone/else")
+        )
         assert forced.repo == "someone/else"

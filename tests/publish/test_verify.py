@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -130,7 +130,7 @@ class TestSignedButNotOurs:
 class TestExpectations:
     @pytest.fixture
     def claims(self, signing_key: keys.SigningKey, make_envelope: Any) -> Any:
-        issued = datetime(2026, 11, 20, 12, 0, tzinfo=timezone.utc)
+        issued = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
         outcome = verify_report(make_envelope(signing_key, issued_at=issued), keyring(signing_key), None)
         return outcome.claims
 

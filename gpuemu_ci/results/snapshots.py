@@ -1,62 +1,20 @@
-"""Writing and reading results documents and input snapshots; every write is atomic (temp file + rename)."""
+"""Input snapshots: the exact inputs of a failing case as an .npz named by its hash, with the metadata to rebuild
+and replay the case."""
 
 from __future__ import annotations
 
 import hashlib
 import io
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from gpuemu_ci.errors import UsageError
-from gpuemu_ci.results.model import SCHEMA_VERSION
+from gpuemu_ci.files import atomic_write
 
-RESULTS_NAME = "results.json"
 SNAPSHOT_DIR = "snapshots"
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
-
-
-def dumps(document: dict[str, Any]) -> str:
-    return json.dumps(document, indent=2, sort_keys=False, allow_nan=False, default=_json_default) + "\n"
-
-
-def write_results(out_dir: Path, document: dict[str, Any]) -> Path:
-    path = out_dir / RESULTS_NAME
-    atomic_write_bytes(path, dumps(document).encode("utf-8"))
-    return path
-
-
-def read_results(path: Path) -> dict[str, Any]:
-    """Loads a results document, with a clear error for anything that is not one."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"results file not found: {path}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"{path} is not a readable results document: {exc}") from None
-    if not isinstance(data, dict) or "schema_version" not in data or "ops" not in data:
-        raise UsageError(f"{path} is not a gpuemu-ci results document (no schema_version/ops)")
-    if str(data["schema_version"]) != SCHEMA_VERSION:
-        raise UsageError(
-            f"{path} has results schema version {data['schema_version']}; this gpuemu-ci reads "
-            f"version {SCHEMA_VERSION}"
-        )
-    return data
 
 
 def write_snapshot(out_dir: Path, arrays: dict[str, np.ndarray], metadata: dict[str, Any]) -> str:
@@ -70,7 +28,9 @@ def write_snapshot(out_dir: Path, arrays: dict[str, np.ndarray], metadata: dict[
         # bfloat16 is stored as its raw uint16 bits: .npz has no bfloat16 type.
         payload[f"input:{name}"] = contiguous.view(np.uint16) if dtypes[name] == "bfloat16" else contiguous
     meta = dict(metadata, input_dtypes=dtypes)
-    payload["__metadata__"] = np.frombuffer(dumps(meta).encode("utf-8"), dtype=np.uint8)
+    payload["__metadata__"] = np.frombuffer(
+        json.dumps(meta, default=_json_default).encode("utf-8"), dtype=np.uint8
+    )
     buffer = io.BytesIO()
     # Uncompressed: random mantissas barely compress (about 7%) and zlib costs 30 times the write; artifact
     # uploads compress anyway.
@@ -78,7 +38,7 @@ def write_snapshot(out_dir: Path, arrays: dict[str, np.ndarray], metadata: dict[
     data = buffer.getvalue()
     digest = hashlib.sha256(data).hexdigest()[:16]
     relative = f"{SNAPSHOT_DIR}/{digest}.npz"
-    atomic_write_bytes(out_dir / relative, data)
+    atomic_write(out_dir / relative, data)
     return relative
 
 

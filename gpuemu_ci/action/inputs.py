@@ -1,0 +1,76 @@
+"""The Action's inputs (action.yml), validated once from the runner's `INPUT_*` variables."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from gpuemu_ci.config.model import Suite
+from gpuemu_ci.errors import UsageError
+from gpuemu_ci.github.context import ActionContext
+
+
+class Mode(StrEnum):
+    GATE = "gate"
+    BASELINE = "baseline"
+    NIGHTLY = "nightly"
+    SIGN = "sign"
+    COMMENT = "comment"
+
+
+@dataclass(frozen=True)
+class ActionInputs:
+    """The action.yml inputs, validated."""
+
+    config: str
+    suite: Suite
+    seed: int | None
+    mode: Mode
+    baseline: str
+    comment: bool
+    fail_on_regression: bool | None
+    require_gpu: bool | None
+    output_dir: str
+    results: str | None
+    job_key: str
+    signing_key: str = field(default="", repr=False)
+
+    @classmethod
+    def from_context(cls, ctx: ActionContext) -> ActionInputs:
+        mode_text = ctx.input("mode", "gate") or "gate"
+        suite_text = ctx.input("suite", "quick") or "quick"
+        seed_text = ctx.input("seed")
+        try:
+            mode = Mode(mode_text)
+        except ValueError:
+            raise UsageError(
+                f"input mode={mode_text!r}: expected one of {', '.join(m.value for m in Mode)}"
+            ) from None
+        try:
+            suite = Suite(suite_text)
+        except ValueError:
+            raise UsageError(f"input suite={suite_text!r}: expected quick or thorough") from None
+        if seed_text is not None and not (
+            seed_text.isascii() and seed_text.isdigit() and int(seed_text) < 2**64
+        ):
+            raise UsageError(f"input seed={seed_text!r}: expected an integer between 0 and 2^64 - 1")
+
+        def optional_bool(name: str) -> bool | None:
+            return None if ctx.input(name) is None else ctx.input_bool(name, False)
+
+        return cls(
+            config=ctx.input("config", "gpuemu.toml") or "gpuemu.toml",
+            # Nightly mode is the thorough suite with a fresh seed, whatever `suite` says (the nightly
+            # template passes `suite: thorough`, which alone would replay the config's seed every night).
+            suite=Suite.NIGHTLY if mode is Mode.NIGHTLY else suite,
+            seed=int(seed_text) if seed_text is not None else None,
+            mode=mode,
+            baseline=ctx.input("baseline", "auto") or "auto",
+            comment=ctx.input_bool("comment", True),
+            fail_on_regression=optional_bool("fail_on_regression"),
+            require_gpu=optional_bool("require_gpu"),
+            output_dir=ctx.input("output_dir", "gpuemu-out") or "gpuemu-out",
+            results=ctx.input("results"),
+            job_key=ctx.input("job_key") or ctx.job or "gpuemu-ci",
+            signing_key=ctx.input("signing_key", "") or "",
+        )

@@ -1,0 +1,205 @@
+"""One invocation of the Action: its context, inputs and outputs, and what every mode shares: running the gate,
+publishing the results (files, annotations, step summary, report, PR comment) and signing.
+
+A failed comment, issue or baseline download is a warning; the exit code is always the gate's."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from gpuemu_ci.action import commands
+from gpuemu_ci.action.inputs import ActionInputs, Mode
+from gpuemu_ci.config.load import load_config
+from gpuemu_ci.config.model import Config
+from gpuemu_ci.errors import UsageError
+from gpuemu_ci.files import atomic_write
+from gpuemu_ci.github.client import GitHubClient
+from gpuemu_ci.github.context import ActionContext
+from gpuemu_ci.pipeline.gate import GateBaseline, run_gate
+from gpuemu_ci.pipeline.settings import RunOptions
+from gpuemu_ci.progress import StderrReporter
+from gpuemu_ci.render.links import Links
+from gpuemu_ci.results.codec import write_results
+from gpuemu_ci.results.model import Results, RunInfo
+
+REPORT_NAME = "report.dsse.json"
+
+
+@dataclass
+class ActionStep:
+    """The Action as one step of a job: what it was given and what it leaves behind."""
+
+    ctx: ActionContext
+    inputs: ActionInputs
+    env: Mapping[str, str]
+    workspace: Path
+    stdout: TextIO
+    outputs: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    _client: GitHubClient | None = None
+
+    @property
+    def out_dir(self) -> Path:
+        return self.workspace / self.inputs.output_dir
+
+    def relative(self, path: Path) -> str:
+        try:
+            return path.resolve().relative_to(self.workspace.resolve()).as_posix()
+        except ValueError:
+            return str(path)
+
+    def warn(self, text: str) -> None:
+        self.warnings.append(text)
+        self.stdout.write(commands.format_command("warning", text) + "\n")
+
+    def notice(self, text: str) -> None:
+        self.stdout.write(commands.format_command("notice", text) + "\n")
+
+    def client(self) -> GitHubClient | None:
+        if self._client is None and self.ctx.token:
+            self._client = GitHubClient(self.ctx.token, self.ctx.api_url)
+        return self._client
+
+    def close(self) -> None:
+        """Write the step's outputs, close the API client and hand the output files to the workspace's owner."""
+        commands.set_outputs(self.env.get("GITHUB_OUTPUT"), self.outputs)
+        if self._client is not None:
+            self._client.close()
+        hand_over(self.out_dir, self.workspace)
+
+    # --- running --------------------------------------------------------------------------------------------
+    def config(self) -> Config:
+        return load_config(self.workspace / self.inputs.config)
+
+    def run_info(self) -> RunInfo:
+        ctx = self.ctx
+        return RunInfo(
+            repo=ctx.repository,
+            repo_id=None if ctx.repository_id is None else str(ctx.repository_id),
+            run_id=None if ctx.run_id is None else str(ctx.run_id),
+            run_attempt=ctx.run_attempt,
+            pr=ctx.pr_number,
+            event=ctx.event_name,
+            server_url=ctx.server_url,
+            job=self.inputs.job_key,
+            # Pull requests run on a merge commit; the tested change is the PR head.
+            commit=ctx.head_sha or ctx.sha,
+        )
+
+    def run_gate(self, config: Config, baseline: GateBaseline | None = None) -> Results:
+        """The gate on `config` with this step's inputs."""
+        options = RunOptions(
+            suite=self.inputs.suite,
+            seed=self.inputs.seed,
+            out_dir=self.out_dir.resolve(),
+            require_gpu=self.inputs.require_gpu,
+            run_info=self.run_info(),
+        )
+        with commands.group("gpuemu-ci: running the suite", stream=self.stdout):
+            return run_gate(config, options, baseline=baseline, observer=StderrReporter())
+
+    def results_path(self) -> Path:
+        """The results file named by the `results` input (default: output_dir/results.json)."""
+        path = Path(self.inputs.results) if self.inputs.results else self.out_dir / "results.json"
+        path = path if path.is_absolute() else self.workspace / path
+        if not path.is_file():
+            raise UsageError(f"results file not found: {self.relative(path)} (input `results`)")
+        return path
+
+    # --- publishing -----------------------------------------------------------------------------------------
+    def publish(self, results: Results, *, comment: bool) -> int:
+        """results.json, step summary, SARIF, JUnit, annotations, report, comment and outputs."""
+        from gpuemu_ci.render.annotations import render_annotations
+        from gpuemu_ci.render.junit import render_junit
+        from gpuemu_ci.render.markdown import render_summary
+        from gpuemu_ci.render.sarif import render_sarif
+
+        path = write_results(self.out_dir, results)
+        links = Links.for_results(results, run_url=self.ctx.run_url)
+        sarif = render_sarif(results, job=self.inputs.job_key, source_root=self.workspace)
+        atomic_write(self.out_dir / "results.sarif", sarif.encode())
+        atomic_write(self.out_dir / "junit.xml", render_junit(results).encode())
+        self.stdout.write(render_annotations(results, source_root=self.workspace))
+        summary = commands.append_step_summary(
+            self.env.get("GITHUB_STEP_SUMMARY"), render_summary(results, links)
+        )
+        if summary.truncated:
+            self.warn("the step summary was truncated to GitHub's 1 MiB limit; results.json has everything")
+        self.write_report(path, sign=bool(self.inputs.signing_key) and not self.ctx.is_fork)
+        regressions = results.compared.regressions if results.compared else 0
+        self.outputs.update(
+            {
+                "verdict": results.verdict.value,
+                "ops_passed": results.summary.ops_passed,
+                "ops_failed": results.summary.ops_failed,
+                "regressions": regressions,
+                "results_path": self.relative(path),
+            }
+        )
+        if comment and self.inputs.comment:
+            self.outputs["comment_url"] = ""
+            if not self.ctx.is_pull_request or self.ctx.pr_number is None:
+                pass  # nothing to comment on outside pull requests
+            elif self.ctx.token_is_read_only:
+                self.notice(
+                    "pull request from a fork: the token is read-only, so no comment is posted here; "
+                    "the gpuemu-fork-comment workflow posts it from the uploaded results"
+                )
+            else:
+                self.post_comment(results, self.ctx.pr_number)
+        return results.exit_code
+
+    def post_comment(self, results: Results, pr: int, *, run_url: str | None = None) -> None:
+        from gpuemu_ci.github.comments import upsert_comment
+        from gpuemu_ci.render.markdown import render_comment
+
+        client = self.client()
+        if client is None:
+            self.warn("no github_token: the PR comment was not posted")
+            return
+        links = Links.for_results(results, run_url=run_url or self.ctx.run_url)
+        body = render_comment(results, links, job=self.inputs.job_key, marker=False)
+        outcome = upsert_comment(client, self.ctx.repository, pr, body, self.inputs.job_key)
+        if outcome.warning:
+            self.warn(f"PR comment: {outcome.warning}")
+        if outcome.url:
+            self.outputs["comment_url"] = outcome.url
+
+    def write_report(self, results: Path, *, sign: bool) -> None:
+        from gpuemu_ci.attest import keys
+        from gpuemu_ci.attest.signing import sign_results
+
+        signing_key = None
+        if sign and self.inputs.signing_key:
+            signing_key = keys.load_private_key_pem(self.inputs.signing_key.encode(), "input signing_key")
+        elif self.inputs.mode is Mode.SIGN:
+            raise UsageError(
+                "mode sign needs the signing_key input (a PEM Ed25519 private key from a secret)"
+            )
+        report = sign_results(results, signing_key, self.env)
+        path = self.out_dir / REPORT_NAME
+        atomic_write(path, report.envelope)
+        self.outputs["report_path"] = self.relative(path)
+        if signing_key is None and self.inputs.mode is not Mode.SIGN:
+            note = "fork pull request without secrets" if self.ctx.is_fork else "no signing_key given"
+            self.notice(f"the report is unsigned ({note})")
+
+
+def hand_over(directory: Path, workspace: Path) -> None:
+    """Docker actions run as root: give the outputs to the workspace's owner so later steps can touch them."""
+    if not directory.exists() or not hasattr(os, "chown") or os.geteuid() != 0:
+        return
+    owner = workspace.stat()
+    try:  # an output_dir like out/gpuemu also made `out`, which later steps must be able to clean
+        parts = directory.resolve().relative_to(workspace.resolve()).parts
+    except ValueError:
+        parts = ()
+    parents = [workspace.joinpath(*parts[:i]) for i in range(1, len(parts))]
+    for path in [*parents, directory, *directory.rglob("*")]:
+        with contextlib.suppress(OSError):
+            os.chown(path, owner.st_uid, owner.st_gid, follow_symlinks=False)

@@ -1,0 +1,62 @@
+"""Files the gate writes and the untrusted files it reads: atomic writes, and reads with a size cap that refuse
+anything but a regular file (a FIFO or /dev/zero would otherwise hang or fill memory)."""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+from gpuemu_ci.errors import UsageError
+
+MAX_DOCUMENT_BYTES = 256 << 20  # results.json, baselines, reports: far above any real document
+
+
+def atomic_write(path: Path, data: bytes, *, mode: int = 0o644, exclusive: bool = False) -> None:
+    """Write `data` to `path` through a temporary file in the same directory, so a reader never sees half a
+    file. The temporary file is created private (0600, as mkstemp does) and given `mode` before it becomes
+    `path`, so a secret is never readable by others, not even for a moment. `exclusive`: refuse (with
+    FileExistsError) when `path` exists, instead of replacing it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            os.fchmod(handle.fileno(), mode & ~_umask())
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if exclusive:
+            os.link(temp, path)  # atomic create-if-absent: fails when path exists
+            os.unlink(temp)
+        else:
+            os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
+
+
+def read_bounded(path: Path, what: str, limit: int = MAX_DOCUMENT_BYTES) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes; a UsageError (exit 2) naming `what` otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise UsageError(f"{what} not found: {path}") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {what} {path}: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise UsageError(f"{what} {path} is not a regular file")
+        if info.st_size > limit:
+            raise UsageError(f"{what} {path} is {info.st_size:,} bytes; more than the {limit:,} read at most")
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise UsageError(f"{what} {path} grew past the {limit:,} bytes read at most")
+    return data

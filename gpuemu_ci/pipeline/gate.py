@@ -1,0 +1,205 @@
+"""The gate: config + options (+ a baseline) -> the results document. The one function behind `gpuemu-ci run`
+and the Action's gate, baseline and nightly modes; it runs every stage in order and writes only files."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import msgspec
+
+from gpuemu_ci import __version__
+from gpuemu_ci.backends.interface import CallTarget, Pool
+from gpuemu_ci.clock import utc_now
+from gpuemu_ci.config.model import Config, OpSpec
+from gpuemu_ci.diff.baseline import BaselineSource, diff_against
+from gpuemu_ci.errors import ConfigError, ExitCode
+from gpuemu_ci.fuzz.values import GENERATOR_VERSION
+from gpuemu_ci.lint.model import LintReport
+from gpuemu_ci.pipeline.environment import environment, git_info
+from gpuemu_ci.pipeline.session import DETECT, Session, needs_gpu
+from gpuemu_ci.pipeline.settings import RunOptions, Settings, select_ops
+from gpuemu_ci.pipeline.verdict import decide
+from gpuemu_ci.plan.model import CaseRef
+from gpuemu_ci.progress import Observer
+from gpuemu_ci.results.diff import BaselineDiff
+from gpuemu_ci.results.kernels import LintStatus
+from gpuemu_ci.results.model import (
+    ConfigInfo,
+    GpuInfo,
+    OpResult,
+    OpStatus,
+    Results,
+    Summary,
+    ToolInfo,
+    Verdict,
+)
+
+LintRunner = Callable[[Config, Settings], LintReport]
+
+
+@dataclass(frozen=True)
+class GateBaseline:
+    """The baseline to diff against, and whether regressions fail the gate (None: the config's policy)."""
+
+    source: BaselineSource
+    fail_on_regression: bool | None = None
+
+
+def run_gate(
+    config: Config,
+    options: RunOptions,
+    *,
+    baseline: GateBaseline | None = None,
+    observer: Observer | None = None,
+    pool_factory: Callable[[int], Pool] | None = None,
+    lint_runner: LintRunner | None = None,
+    gpu: GpuInfo | str | None = DETECT,
+) -> Results:
+    """Runs every selected op and the lint step, diffs against `baseline` when given, and decides the verdict.
+    Returns the document (not yet written)."""
+    started = time.monotonic()
+    started_at = utc_now()
+    settings = Settings.resolve(config, options)
+    ops = select_ops(config, options.ops)
+    for dtype in settings.dtypes:
+        if not any(dtype in op.dtypes for op in ops):
+            raise ConfigError(f"--dtype {dtype!r} is not among the dtypes of the selected ops")
+    with Session(config, settings, observer=observer, pool_factory=pool_factory, gpu=gpu) as session:
+        op_results, cut_short = _run_ops(session, ops, include_kernels=not options.ops, started=started)
+    lint = _lint(config, settings, lint_runner)
+    notes: list[str] = []
+    if cut_short:
+        notes.append(
+            f"the run was cut short after {settings.timeout_s:g} s ({settings.timeout_source}); results are partial"
+        )
+    results = Results(
+        tool=ToolInfo(version=__version__),
+        generator_version=GENERATOR_VERSION,
+        seed=settings.seed,
+        suite=settings.suite.value,
+        started_at=started_at,
+        finished_at=utc_now(),
+        config=ConfigInfo(path=_display_path(config.path), sha256=config.sha256, project=config.project.name),
+        environment=environment(session.gpu),
+        git=git_info(config.root),
+        verdict=Verdict.ERROR,  # decided below, once the baseline diff is known
+        exit_code=int(ExitCode.INFRASTRUCTURE),
+        cut_short=cut_short,
+        summary=Summary(duration_s=round(time.monotonic() - started, 3)),
+        ops=op_results,
+        kernels=lint.kernels,
+        lint=lint.info(),
+        run=settings.run_info,
+        notes=tuple(notes),
+    )
+    diff = None
+    if baseline is not None:
+        flag = config.policies.fail_on_regression
+        if baseline.fail_on_regression is not None:
+            flag = baseline.fail_on_regression
+        diff = diff_against(baseline.source, results, config.policies, flag)
+    return with_diff(results, diff, lint_unavailable=lint.status is LintStatus.UNAVAILABLE)
+
+
+def with_diff(results: Results, diff: BaselineDiff | None, *, lint_unavailable: bool = False) -> Results:
+    """`results` with its diff attached and the verdict and exit code decided (pipeline.verdict.decide)."""
+    verdict, code = decide(
+        results.ops,
+        results.kernels,
+        cut_short=results.cut_short,
+        lint_unavailable=lint_unavailable,
+        diff=diff,
+    )
+    notes = results.notes
+    if diff is not None and diff.gate_failed:
+        n = diff.regressions
+        notes = (
+            *notes,
+            f"the gate failed on {n} regression{'s' if n != 1 else ''} against the baseline "
+            "(policies.fail_on_regression)",
+        )
+    return msgspec.structs.replace(results, diff=diff, verdict=verdict, exit_code=int(code), notes=notes)
+
+
+def _run_ops(
+    session: Session, ops: tuple[OpSpec, ...], *, include_kernels: bool, started: float
+) -> tuple[tuple[OpResult, ...], bool]:
+    """Every op's result, in config order (launchable [[kernels]] after the ops), and whether the suite
+    timeout cut the run short."""
+    config, settings = session.config, session.settings
+    deadline = started + settings.timeout_s
+    targets: dict[str, CallTarget] = {}
+    if include_kernels:  # launchable [[kernels]] run like ops, on a GPU only
+        for kernel in config.kernels:
+            if kernel.launch is not None and kernel.op is not None:
+                from gpuemu_ci.backends.cuda import kernel_target
+
+                gpu_only = replace(kernel.op, execution=replace(kernel.op.execution, require_gpu=True))
+                ops = (*ops, gpu_only)
+                targets[kernel.op.name] = kernel_target(kernel, config.root)
+    results: dict[str, OpResult] = {}
+    runnable: list[tuple[OpSpec, list[CaseRef]]] = []
+    for op in ops:
+        if needs_gpu(op) and session.gpu is None:
+            results[op.name] = _no_gpu(op, settings.require_gpu)
+            session.observer.op_finished(
+                op.name, results[op.name].status.value, results[op.name].message or ""
+            )
+        else:
+            runnable.append((op, session.plan(op)))
+    cut_short = False
+    if runnable:
+
+        def run_one(item: tuple[OpSpec, list[CaseRef]]) -> tuple[str, OpResult, bool]:
+            op, cases = item
+            runner = session.runner(op, target=targets.get(op.name), deadline=deadline)
+            return op.name, runner.run(cases), runner.cut_short
+
+        with ThreadPoolExecutor(max_workers=settings.jobs, thread_name_prefix="gpuemu-op") as executor:
+            for name, result, short in executor.map(run_one, runnable):
+                results[name] = result
+                cut_short = cut_short or short
+    return tuple(results[op.name] for op in ops), cut_short
+
+
+def _no_gpu(op: OpSpec, require_gpu: bool) -> OpResult:
+    return OpResult(
+        name=op.name,
+        status=OpStatus.ERROR if require_gpu else OpStatus.SKIPPED,
+        family=op.error_model.family.value if op.error_model.family else None,
+        comparator=None,
+        line=op.line,
+        framework=op.targets.framework.value,
+        interpreter=None,
+        skip_reason="no GPU",
+        message="requires a GPU and none was found" + (" (--require-gpu)" if require_gpu else ""),
+        cases_total=0,
+        cases_passed=0,
+        cases_failed=0,
+        cases_errored=0,
+    )
+
+
+def _lint(config: Config, settings: Settings, lint_runner: LintRunner | None) -> LintReport:
+    if not config.kernels:
+        return LintReport(status=LintStatus.NO_KERNELS, toolchain=None)
+    if not settings.lint:
+        return LintReport.disabled()
+    if lint_runner is None:
+        from gpuemu_ci.pipeline.lint_step import run_lint
+
+        lint_runner = run_lint
+    return lint_runner(config, settings)
+
+
+def _display_path(path: Path) -> str:
+    """The config path relative to the working directory (the repository root in Actions), so annotations
+    and SARIF point at it; just its name when it lies elsewhere (no machine paths in reports)."""
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return path.name

@@ -1,0 +1,45 @@
+"""The gate's decision, in one place: ops, kernels, a cut-short run and the baseline diff -> verdict and exit
+code (DESIGN.md "Exit codes"). Never "passed" when nothing ran or when the run was cut short."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gpuemu_ci.errors import ExitCode
+from gpuemu_ci.results.diff import BaselineDiff
+from gpuemu_ci.results.kernels import KernelResult, KernelStatus
+from gpuemu_ci.results.model import OpResult, OpStatus, Verdict
+
+
+def decide(
+    ops: Sequence[OpResult],
+    kernels: Sequence[KernelResult],
+    *,
+    cut_short: bool,
+    lint_unavailable: bool = False,
+    diff: BaselineDiff | None = None,
+) -> tuple[Verdict, ExitCode]:
+    """2: an op or reference that does not load (the config is wrong); 1: a failure, a lint violation or a
+    regression that fails the gate; 3: cut short, something could not run, or nothing ran at all; 0: passed.
+
+    A found failure outranks an incomplete run (1, not 3): what failed is worth more than what is missing."""
+    if any(op.import_error for op in ops):
+        return Verdict.ERROR, ExitCode.USAGE
+    failed = (
+        any(op.status is OpStatus.FAILED for op in ops)
+        or any(k.status is KernelStatus.FAILED for k in kernels)
+        or (diff is not None and diff.gate_failed)
+    )
+    if failed:
+        return Verdict.FAILED, ExitCode.GATE_FAILED
+    if cut_short:
+        return Verdict.INCOMPLETE, ExitCode.INFRASTRUCTURE
+    errored = any(op.status is OpStatus.ERROR for op in ops) or any(
+        k.status is KernelStatus.ERROR for k in kernels
+    )
+    if lint_unavailable or errored:
+        return Verdict.ERROR, ExitCode.INFRASTRUCTURE
+    executed = sum(op.cases_total for op in ops) + sum(1 for k in kernels if k.status is KernelStatus.PASSED)
+    if executed == 0:
+        return Verdict.ERROR, ExitCode.INFRASTRUCTURE
+    return Verdict.PASSED, ExitCode.PASSED

@@ -1,0 +1,90 @@
+"""results.json <-> `Results`: the one reader and writer of results documents.
+
+A document read from a file may come from a fork's artifact, so it is untrusted: `from_json` validates it
+once, completely, against the model, and a bad document is a UsageError (exit 2) naming the JSON path of the
+first bad field (``$.ops[3].failures[0].case_seed``). Afterwards the object is trusted everywhere.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from gpuemu_ci.errors import UsageError
+from gpuemu_ci.files import atomic_write, read_bounded
+from gpuemu_ci.results.model import SCHEMA_VERSION, Results
+
+RESULTS_NAME = "results.json"
+
+
+def _encode_extra(value: Any) -> Any:
+    # kwargs and case metadata may hold NumPy scalars or arrays.
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+_ENCODER = msgspec.json.Encoder(enc_hook=_encode_extra)
+_DECODER = msgspec.json.Decoder(Results)
+
+
+def to_json(results: Results) -> bytes:
+    """The document as indented JSON (UTF-8, a trailing newline)."""
+    return msgspec.json.format(_ENCODER.encode(results), indent=2) + b"\n"
+
+
+def to_builtins(results: Results) -> dict[str, Any]:
+    """The document as plain dicts and lists (what `json.loads(to_json(...))` gives)."""
+    data: dict[str, Any] = msgspec.json.decode(_ENCODER.encode(results))
+    return data
+
+
+def from_json(data: bytes | str, *, source: str = "the results document") -> Results:
+    """A validated `Results`; a UsageError naming `source` and the first bad field otherwise."""
+    try:
+        version = msgspec.json.decode(data, type=_Version).schema_version
+    except (msgspec.DecodeError, RecursionError) as exc:
+        raise UsageError(f"{source} is not a gpuemu-ci results document: {_why(exc)}") from None
+    if version != SCHEMA_VERSION:
+        raise UsageError(
+            f"{source} has results schema version {version!r}; this gpuemu-ci reads version {SCHEMA_VERSION}"
+            " (re-run the suite, or use the gpuemu-ci that wrote it)"
+        )
+    try:
+        return _DECODER.decode(data)
+    except (msgspec.DecodeError, RecursionError) as exc:
+        raise UsageError(f"{source} is not a valid gpuemu-ci results document: {_why(exc)}") from None
+
+
+def read_results(path: Path, what: str = "results file") -> Results:
+    """Reads and validates a results.json (bounded: a huge file, a FIFO or a device is refused)."""
+    return from_json(read_bounded(Path(path), what), source=str(path))
+
+
+def write_results(out_dir: Path, results: Results) -> Path:
+    """Writes `out_dir/results.json` atomically; returns its path."""
+    path = out_dir / RESULTS_NAME
+    atomic_write(path, to_json(results))
+    return path
+
+
+class _Version(msgspec.Struct):
+    schema_version: str | int | None = None
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "it is nested too deeply"
+    text = str(exc)
+    if isinstance(exc, msgspec.ValidationError) and " - at `" not in text:
+        text += " - at `$`"
+    if isinstance(exc, msgspec.DecodeError) and not isinstance(exc, msgspec.ValidationError):
+        return f"not JSON ({text})"
+    return text
