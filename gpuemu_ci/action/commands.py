@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TextIO
 
 from gpuemu_ci.render.escape import workflow_command
+from gpuemu_ci.render.text import clip_utf8
 
 STEP_SUMMARY_LIMIT = 1024 * 1024
 _SUMMARY_CUT = "\n\n… (step summary truncated at GitHub's 1 MiB limit; the full report is in the artifact)\n"
@@ -63,23 +64,6 @@ def group(title: str, *, stream: TextIO | None = None) -> Iterator[None]:
         print("::endgroup::", file=out, flush=True)
 
 
-@contextmanager
-def stop_commands(*, stream: TextIO | None = None) -> Iterator[str]:
-    """Disable command processing while untrusted output (kernel logs) is echoed.
-
-    Output from code under test can contain ``::add-mask::`` or ``::error`` lines; between
-    ``::stop-commands::<token>`` and ``::<token>::`` the runner ignores them. The token is
-    random, so the untrusted text cannot guess it to resume processing early.
-    """
-    out = stream if stream is not None else sys.stdout
-    token = secrets.token_hex(16)
-    print(f"::stop-commands::{token}", file=out, flush=True)
-    try:
-        yield token
-    finally:
-        print(f"::{token}::", file=out, flush=True)
-
-
 def set_outputs(path: Path | str | None, outputs: Mapping[str, object]) -> bool:
     """Append step outputs to the ``GITHUB_OUTPUT`` file; False when there is none (not in Actions).
 
@@ -118,11 +102,7 @@ def append_step_summary(
     room = max(0, limit - used)
     truncated = len(data) > room
     if truncated:
-        note = _SUMMARY_CUT.encode("utf-8")
-        keep = max(0, room - len(note))
-        data = data[:keep].decode("utf-8", errors="ignore").encode("utf-8") + (
-            note if room >= len(note) else b""
-        )
+        data = clip_utf8(text, room, _SUMMARY_CUT).encode("utf-8")
     with target.open("ab") as fh:
         fh.write(data)
     return SummaryWrite(len(data), truncated)

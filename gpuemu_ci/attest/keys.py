@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NewType
+from typing import Any, NewType
 
 import rfc8785
 from cryptography.exceptions import UnsupportedAlgorithm
@@ -43,7 +43,7 @@ def keyid_for(public_key: Ed25519PublicKey) -> KeyId:
     """The securesystemslib default key id of an Ed25519 public key."""
     raw = public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     # For these ASCII-only keys RFC 8785 and securesystemslib's canonical JSON give the same bytes.
-    document = {"keytype": "ed25519", "scheme": "ed25519", "keyval": {"public": raw.hex()}}
+    document: dict[str, Any] = {"keytype": "ed25519", "scheme": "ed25519", "keyval": {"public": raw.hex()}}
     return KeyId(hashlib.sha256(rfc8785.dumps(document)).hexdigest())
 
 

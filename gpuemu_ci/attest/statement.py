@@ -13,7 +13,6 @@ back, after its signature holds, is `verify_policy.parse_statement`.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Mapping
@@ -28,6 +27,7 @@ import rfc8785
 from gpuemu_ci import __version__
 from gpuemu_ci.clock import format_utc
 from gpuemu_ci.errors import UsageError
+from gpuemu_ci.github.context import RunVariables, load_event
 from gpuemu_ci.results.model import Results, RunInfo
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -86,28 +86,17 @@ class RunContext:
     @classmethod
     def from_environment(cls, env: Mapping[str, str]) -> RunContext:
         """Read the GITHUB_* variables of an Actions job (and the PR number from the event file)."""
-
-        def text(name: str) -> str | None:
-            return env.get(name) or None
-
-        def number(name: str) -> int | None:
-            value = text(name)
-            if value is not None and not value.isdigit():
-                raise UsageError(f"environment variable {name}={value!r} is not a number")
-            return None if value is None else int(value)
-
-        for name in ("GITHUB_REPOSITORY_ID", "GITHUB_RUN_ID"):
-            number(name)
+        found = RunVariables.from_env(env)
         return cls(
-            repo=text("GITHUB_REPOSITORY"),
-            repo_id=text("GITHUB_REPOSITORY_ID"),
-            commit=text("GITHUB_SHA"),
-            pr=_pr_from_event(text("GITHUB_EVENT_PATH")),
-            event=text("GITHUB_EVENT_NAME"),
-            run_id=text("GITHUB_RUN_ID"),
-            run_attempt=number("GITHUB_RUN_ATTEMPT"),
-            job=text("GITHUB_JOB"),
-            server_url=text("GITHUB_SERVER_URL"),
+            repo=found.repository,
+            repo_id=None if found.repository_id is None else str(found.repository_id),
+            commit=found.sha,
+            pr=_pr_from_event(load_event(found.event_path, missing_ok=True)),
+            event=found.event_name,
+            run_id=None if found.run_id is None else str(found.run_id),
+            run_attempt=found.run_attempt,
+            job=found.job,
+            server_url=found.server_url,
         )
 
     @classmethod
@@ -151,19 +140,8 @@ class RunContext:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-def _pr_from_event(path: str | None) -> int | None:
-    """The pull request number from the webhook payload at GITHUB_EVENT_PATH, if there is one."""
-    if path is None:
-        return None
-    try:
-        with open(path, encoding="utf-8") as handle:
-            event = json.load(handle)
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as e:
-        raise UsageError(f"cannot read the event payload GITHUB_EVENT_PATH={path}: {e}") from None
-    if not isinstance(event, dict):
-        return None
+def _pr_from_event(event: Mapping[str, Any]) -> int | None:
+    """The pull request number of a webhook payload, if there is exactly one."""
     candidates: list[Any] = [event.get("pull_request")]
     workflow_run = event.get("workflow_run")
     # A workflow_run event lists the PRs of the triggering run; only an unambiguous one counts.

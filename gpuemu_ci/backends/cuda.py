@@ -211,7 +211,7 @@ def _arg(
         if value.denominator != 1:
             raise LaunchError(f"argument {text!r} is {float(value):g}, not an integer")
         number: float | int = int(value)
-        info = np.iinfo(SCALAR_TYPES[type_name])
+        info = np.iinfo(np.dtype(SCALAR_TYPES[type_name]))
         if not info.min <= number <= info.max:
             raise LaunchError(f"argument {text!r} = {number} does not fit {type_name} (use :int64)")
     else:

@@ -109,6 +109,8 @@ def _eval(node: ast.AST, env: Mapping[str, Number], arrays: Mapping[str, ArrayIn
     if isinstance(node, ast.Expression):
         return _eval(node.body, env, arrays, text)
     if isinstance(node, ast.Constant):
+        if not isinstance(node.value, (int, float)) or isinstance(node.value, bool):
+            raise LaunchError(f"{text!r}: {node.value!r} is not a number")
         return Fraction(node.value)
     if isinstance(node, ast.Name):
         if node.id not in env:

@@ -114,15 +114,21 @@ def _attribute(owner: Any, dotted: str, where: str) -> Any:
     return obj
 
 
-def _load_callable(target: CallTarget) -> Loaded:
-    module_part, sep, attr = target.spec.partition(":")
+def load_callable(spec: str, root: Path) -> Any:
+    """The function a `package.module:function` (or `script.py:function`) spec names, imported with `root` on
+    sys.path: the one way every target and hook is loaded. Raises LoadError saying what is wrong."""
+    module_part, sep, attr = spec.partition(":")
     if not sep or not module_part or not attr:
-        raise LoadError(f"target {target.spec!r} must look like 'package.module:function'")
+        raise LoadError(f"target {spec!r} must look like 'package.module:function'")
     if module_part.endswith(".py"):
-        module = _load_file((target.root / module_part).resolve())
+        module = _load_file((root / module_part).resolve())
     else:
-        module = _import_module(module_part, target.root)
-    fn = _attribute(module, attr, module_part)
+        module = _import_module(module_part, root)
+    return _attribute(module, attr, module_part)
+
+
+def _load_callable(target: CallTarget) -> Loaded:
+    fn = load_callable(target.spec, target.root)
 
     def invoke(inputs: dict[str, Any], kwargs: dict[str, Any]) -> Any:
         return fn(**inputs, **kwargs)

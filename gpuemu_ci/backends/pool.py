@@ -103,11 +103,6 @@ class WorkerPool:
                 worker.spawn()
 
     @property
-    def triton_interpreter(self) -> bool:
-        """Whether Triton kernels run through the interpreter in this pool's workers."""
-        return self.env.get("TRITON_INTERPRET") == "1"
-
-    @property
     def worker_starts(self) -> int:
         """How many worker processes were started so far (replacements included)."""
         return sum(w.starts for w in self._workers)

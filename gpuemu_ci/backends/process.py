@@ -266,20 +266,20 @@ class WorkerProcess:
         calls: dict[Stage, CallResult] = {}
         done: CaseDone | None = None
         try:
+            if self.conn is None:
+                raise EOFError("no connection to the worker")
             self.conn.send_bytes(dumps(request))
             done = self._collect(job.timeout_s, calls)
-        except _Failure as failure:
+        except _Failure as failed:
             self._rescue(calls)
             tail = self._tail(log_start)
             self._replace()
-            return self._failed_run(job, calls, failure, tail)
+            return self._failed_run(job, calls, failed, tail)
         except (OSError, EOFError):  # the request could not even be sent: the worker is gone
             tail = self._tail(log_start)
             self._replace()
-            failure = _Failure(
-                CallStatus.CRASHED, "the worker process died before the case started", Stage.IDLE
-            )
-            return self._failed_run(job, calls, failure, tail)
+            gone = _Failure(CallStatus.CRASHED, "the worker process died before the case started", Stage.IDLE)
+            return self._failed_run(job, calls, gone, tail)
         finally:
             if self.arena is not None:
                 self.arena.unlink()  # the worker has mapped it (or is dead): the name can go

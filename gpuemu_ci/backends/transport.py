@@ -109,7 +109,7 @@ def _raw_bytes(address: int, nbytes: int) -> np.ndarray:
     if nbytes == 0:
         return np.empty(0, np.uint8)
     buf = (ctypes.c_char * nbytes).from_address(address)
-    view = np.frombuffer(buf, dtype=np.uint8)
+    view = np.frombuffer(memoryview(buf), dtype=np.uint8)
     view.flags.writeable = False
     return view
 
@@ -169,6 +169,7 @@ class Arena:
         self._mm: mmap.mmap | None = None
         if _shm_has_room(size):
             self._shm = shared_memory.SharedMemory(name=self.name, create=True, size=size)
+            assert self._shm.buf is not None
             buffer: memoryview | mmap.mmap = self._shm.buf
         else:
             fd, self.path = tempfile.mkstemp(prefix=self.name)
@@ -200,7 +201,7 @@ class Arena:
 
     def stage(self) -> Stage:
         assert self.u8 is not None
-        value = struct.unpack_from("<q", self.u8, STAGE_OFFSET)[0]
+        value = struct.unpack_from("<q", self.u8.data, STAGE_OFFSET)[0]
         try:
             return Stage(value)
         except ValueError:
@@ -208,17 +209,17 @@ class Arena:
 
     def set_stage(self, stage: Stage) -> None:
         assert self.u8 is not None
-        struct.pack_into("<qdqq", self.u8, STAGE_OFFSET, int(stage), 0.0, 0, 0)
+        struct.pack_into("<qdqq", self.u8.data, STAGE_OFFSET, int(stage), 0.0, 0, 0)
 
     def loaded_at(self) -> float:
         """time.monotonic() at which the worker finished loading the case's targets (0.0: not yet)."""
         assert self.u8 is not None
-        return struct.unpack_from("<d", self.u8, LOADED_AT_OFFSET)[0]
+        return struct.unpack_from("<d", self.u8.data, LOADED_AT_OFFSET)[0]
 
     def rescued(self) -> bytes | None:
         """Results the worker saved before its last user call (read after it died), or None."""
         assert self.u8 is not None
-        offset, length = struct.unpack_from("<qq", self.u8, RESCUE_OFFSET)
+        offset, length = struct.unpack_from("<qq", self.u8.data, RESCUE_OFFSET)
         if length <= 0 or offset < HEADER_BYTES or offset + length > self.size:
             return None
         return self.u8[offset : offset + length].tobytes()
@@ -291,11 +292,11 @@ def view_input(buffer: mmap.mmap | np.ndarray, desc: ArrayDesc) -> np.ndarray:
 
 
 def write_stage(u8: np.ndarray, stage: Stage) -> None:
-    struct.pack_into("<q", u8, STAGE_OFFSET, int(stage))
+    struct.pack_into("<q", u8.data, STAGE_OFFSET, int(stage))
 
 
 def write_loaded_at(u8: np.ndarray, when: float) -> None:
-    struct.pack_into("<d", u8, LOADED_AT_OFFSET, when)
+    struct.pack_into("<d", u8.data, LOADED_AT_OFFSET, when)
 
 
 def write_rescue(u8: np.ndarray, start: int, blob: bytes) -> int | None:
@@ -304,9 +305,9 @@ def write_rescue(u8: np.ndarray, start: int, blob: bytes) -> int | None:
     start = _align(start)
     if start + len(blob) > u8.size:
         return None
-    struct.pack_into("<qq", u8, RESCUE_OFFSET, 0, 0)
+    struct.pack_into("<qq", u8.data, RESCUE_OFFSET, 0, 0)
     u8[start : start + len(blob)] = np.frombuffer(blob, dtype=np.uint8)
-    struct.pack_into("<qq", u8, RESCUE_OFFSET, start, len(blob))
+    struct.pack_into("<qq", u8.data, RESCUE_OFFSET, start, len(blob))
     return start + len(blob)
 
 
@@ -376,7 +377,7 @@ def send_arrays(conn: Connection, arrays: Sequence[np.ndarray]) -> None:
     """One raw frame per array (C order); the receiver knows shapes from the reply."""
     for arr in arrays:
         arr = np.ascontiguousarray(arr)
-        conn.send_bytes(arr.reshape(-1).view(np.uint8) if arr.size else b"")
+        conn.send_bytes(arr.reshape(-1).view(np.uint8).data if arr.size else b"")
 
 
 def recv_arrays(conn: Connection, descs: Sequence[OutputDesc]) -> tuple[np.ndarray, ...]:

@@ -249,7 +249,7 @@ def _print_outcome(outcome: VerifyOutcome, public_keys: list[keys.PublicKey]) ->
     if outcome.claims is None:
         return
     claims = outcome.claims
-    by_id = {k.keyid: k for k in public_keys}
+    by_id: dict[str, keys.PublicKey] = {k.keyid: k for k in public_keys}
     signers = ", ".join(f"{kid} ({by_id[kid].fingerprint})" for kid in outcome.keyids)
     age = datetime.now(UTC) - claims.issued_at
     when = f"{format_duration(age)} ago" if age >= timedelta(0) else f"{format_duration(-age)} in the future"

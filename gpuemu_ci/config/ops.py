@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from gpuemu_ci.config.model import (
     INVARIANT_NAMES,
@@ -32,6 +31,7 @@ from gpuemu_ci.config.schema import (
     BUILTIN_SCHEMAS,
     DEFAULT_DIMS,
     DIM_NAME,
+    E,
     canonical_dtype,
     check_constraint,
     check_dtype,
@@ -347,7 +347,7 @@ def _execution(table: TableReader) -> Execution:
     )
 
 
-def table_choice(table: TableReader, key: str, value: str | None, enum: type) -> Any:
+def table_choice(table: TableReader, key: str, value: str | None, enum: type[E]) -> E | None:
     if value is None:
         return None
     members = [m.value for m in enum]

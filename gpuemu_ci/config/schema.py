@@ -4,13 +4,15 @@ constraints, and upstream's builtin schemas."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from enum import StrEnum
+from typing import Any, TypeVar
 
 from gpuemu_ci import dtypes as dtype_table
 from gpuemu_ci.config.model import DimSpec, InputSpec, Layout, ValueKind
 from gpuemu_ci.config.reader import SourceText, TableReader
 from gpuemu_ci.errors import ConfigError
 
+E = TypeVar("E", bound=StrEnum)
 DIM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -196,7 +198,7 @@ def _bound(table: TableReader, key: str) -> int | str | None:
     raise table.error(key, "expected an integer or a dim name")
 
 
-def enum_list(table: TableReader, key: str, values: tuple[str, ...], enum: type) -> tuple:
+def enum_list(table: TableReader, key: str, values: tuple[str, ...], enum: type[E]) -> tuple[E, ...]:
     members = [m.value for m in enum]
     for value in values:
         if value not in members:

@@ -8,8 +8,6 @@ case seed and the op's config replay a case byte for byte.
 
 from __future__ import annotations
 
-import importlib
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,8 +93,10 @@ def build_case(
     arrays: dict[str, np.ndarray] = {}
     specs = {spec.name: spec for spec in op.shapes.inputs}
     for index, (name, values) in enumerate(logical.items()):
-        spec = specs.get(name)
-        allowed = (spec.layouts if spec is not None and spec.layouts else None) or op.shapes.layouts
+        declared = specs.get(name)
+        allowed = (
+            declared.layouts if declared is not None and declared.layouts else None
+        ) or op.shapes.layouts
         choice = layout_mod.choose(
             tuple(allowed), tuple(values.shape), chosen.contiguous, layout_rng.derive(f"input_{index}")
         )
@@ -124,11 +124,13 @@ def _from_hook(
 ) -> dict[str, np.ndarray]:
     """`inputs = "pkg.mod:make_inputs"`: the user's generator gets the case's rng (replayable), dims, dtype and
     kwargs, and returns a dict of arrays. It runs in the gate's process, like the config."""
-    module_name, _, attribute = (op.targets.inputs_hook or "").partition(":")
-    if str(root) not in sys.path:
-        sys.path.insert(0, str(root))
+    from gpuemu_ci.backends.loading import LoadError, load_callable
+
     try:
-        hook = getattr(importlib.import_module(module_name), attribute)
+        hook = load_callable(op.targets.inputs_hook or "", root)
+    except LoadError as exc:
+        raise ConfigError(f"op {op.name!r}: inputs hook does not load: {exc}", line=op.line) from None
+    try:
         produced = hook(rng=rng, dims=dict(dims), dtype=dtype, kwargs=dict(kwargs))
     except Exception as exc:  # user code: report it as a config problem, not a traceback
         raise ConfigError(

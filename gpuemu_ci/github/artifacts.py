@@ -94,7 +94,8 @@ class Artifact:
     @classmethod
     def from_api(cls, data: Mapping[str, Any]) -> Artifact | None:
         """Parse an API artifact object; None when a required field is missing or mistyped."""
-        run = data.get("workflow_run") if isinstance(data.get("workflow_run"), dict) else {}
+        linked = data.get("workflow_run")
+        run: Mapping[str, Any] = linked if isinstance(linked, dict) else {}
         try:
             return cls(
                 id=_req(data, "id", int),

@@ -143,7 +143,8 @@ def resolve_pull_request(client: GitHubClient, ctx: ActionContext) -> int | None
     for pull in pulls:
         if not isinstance(pull, dict):
             continue
-        head_obj = pull.get("head") if isinstance(pull.get("head"), dict) else {}
+        head_field = pull.get("head")
+        head_obj: Mapping[str, Any] = head_field if isinstance(head_field, dict) else {}
         number = pull.get("number")
         if head_obj.get("sha") == run.head_sha and isinstance(number, int):
             return number

@@ -71,6 +71,49 @@ class TriggeringRun:
 
 
 @dataclass(frozen=True)
+class RunVariables:
+    """The run's identity from the plain ``GITHUB_*`` variables, as given (None when unset); numeric ids are
+    checked. What a signing job or a tool outside Actions can read without an event payload."""
+
+    repository: str | None
+    repository_id: int | None
+    sha: str | None
+    ref: str | None
+    event_name: str | None
+    event_path: str | None
+    run_id: int | None
+    run_attempt: int | None
+    job: str | None
+    server_url: str | None
+    api_url: str | None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> RunVariables:
+        def text(name: str) -> str | None:
+            return env.get(name, "").strip() or None
+
+        def number(name: str) -> int | None:
+            value = text(name)
+            if value is not None and not value.isdigit():
+                raise UsageError(f"environment variable {name}={value!r} is not a number")
+            return None if value is None else int(value)
+
+        return cls(
+            repository=text("GITHUB_REPOSITORY"),
+            repository_id=number("GITHUB_REPOSITORY_ID"),
+            sha=text("GITHUB_SHA"),
+            ref=text("GITHUB_REF"),
+            event_name=text("GITHUB_EVENT_NAME"),
+            event_path=text("GITHUB_EVENT_PATH"),
+            run_id=number("GITHUB_RUN_ID"),
+            run_attempt=number("GITHUB_RUN_ATTEMPT"),
+            job=text("GITHUB_JOB"),
+            server_url=text("GITHUB_SERVER_URL"),
+            api_url=text("GITHUB_API_URL"),
+        )
+
+
+@dataclass(frozen=True)
 class ActionContext:
     """Everything gpuemu-ci needs to know about the workflow run it is part of."""
 
@@ -104,7 +147,8 @@ class ActionContext:
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> ActionContext:
         """Build the context from an environment mapping; raise ``UsageError`` if it is unusable."""
-        repository = env.get("GITHUB_REPOSITORY", "").strip()
+        variables = RunVariables.from_env(env)
+        repository = variables.repository or ""
         if not repository:
             raise UsageError(
                 "GITHUB_REPOSITORY is not set: run this inside GitHub Actions, or set the GITHUB_* "
@@ -113,21 +157,21 @@ class ActionContext:
         if repository.count("/") != 1 or "" in repository.split("/"):
             raise UsageError(f"GITHUB_REPOSITORY={repository!r} is not of the form owner/name")
         inputs = read_inputs(env)
-        payload = _load_event(env.get("GITHUB_EVENT_PATH", ""))
-        event_name = env.get("GITHUB_EVENT_NAME", "").strip()
+        payload = load_event(variables.event_path)
+        event_name = variables.event_name or ""
         repo_payload = _obj(payload, "repository")
         fields: dict[str, Any] = {
             "repository": repository,
             "event_name": event_name,
             "event": EventKind.from_name(event_name),
-            "sha": env.get("GITHUB_SHA", ""),
-            "ref": env.get("GITHUB_REF", ""),
-            "server_url": env.get("GITHUB_SERVER_URL") or DEFAULT_SERVER_URL,
-            "api_url": env.get("GITHUB_API_URL") or DEFAULT_API_URL,
-            "repository_id": _int(env.get("GITHUB_REPOSITORY_ID")) or _int(repo_payload.get("id")),
-            "run_id": _int(env.get("GITHUB_RUN_ID")),
-            "run_attempt": _int(env.get("GITHUB_RUN_ATTEMPT")) or 1,
-            "job": env.get("GITHUB_JOB", ""),
+            "sha": variables.sha or "",
+            "ref": variables.ref or "",
+            "server_url": variables.server_url or DEFAULT_SERVER_URL,
+            "api_url": variables.api_url or DEFAULT_API_URL,
+            "repository_id": variables.repository_id or _int(repo_payload.get("id")),
+            "run_id": variables.run_id,
+            "run_attempt": variables.run_attempt or 1,
+            "job": variables.job or "",
             "workflow": env.get("GITHUB_WORKFLOW", ""),
             "workflow_ref": env.get("GITHUB_WORKFLOW_REF", ""),
             "actor": env.get("GITHUB_ACTOR", ""),
@@ -206,19 +250,25 @@ def _input_key(name: str) -> str:
     return name.strip().replace(" ", "_").replace("-", "_").lower()
 
 
-def _load_event(path: str) -> dict[str, Any]:
+def load_event(path: str | None, *, missing_ok: bool = False) -> dict[str, Any]:
+    """The webhook payload at GITHUB_EVENT_PATH ({} when there is none; `missing_ok`: also when the file is
+    gone); a UsageError when it cannot be read or is not a JSON object."""
     if not path:
         return {}
     try:
         text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        if missing_ok:
+            return {}
+        raise UsageError(f"cannot read the event payload GITHUB_EVENT_PATH={path}: {exc.strerror}") from exc
     except OSError as exc:
         raise UsageError(f"cannot read the event payload GITHUB_EVENT_PATH={path}: {exc.strerror}") from exc
     try:
         payload = json.loads(text)
     except ValueError as exc:
-        raise UsageError(f"the event payload {path} is not valid JSON: {exc}") from exc
+        raise UsageError(f"the event payload GITHUB_EVENT_PATH={path} is not valid JSON: {exc}") from None
     if not isinstance(payload, dict):
-        raise UsageError(f"the event payload {path} is not a JSON object")
+        raise UsageError(f"the event payload GITHUB_EVENT_PATH={path} is not a JSON object")
     return payload
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from gpuemu_ci.github.client import GitHubClient, GitHubError, GitHubNetworkError, GitHubServerError
 from gpuemu_ci.render.markdown import comment_key
+from gpuemu_ci.render.text import clip_utf8
 from gpuemu_ci.results.model import OpStatus
 
 NIGHTLY_LABEL = "gpuemu-nightly"
@@ -83,16 +84,7 @@ def issue_body(op: NightlyOp, run_url: str | None) -> str:
     footer += f"Managed by gpuemu-ci: updated while `{op.name}` keeps failing, closed when it passes again."
     head = nightly_marker(op.name) + "\n"
     budget = MAX_ISSUE_BYTES - len(head.encode()) - len(footer.encode())
-    return head + truncate_utf8(op.details or f"`{op.name}` failed.", budget) + footer
-
-
-def truncate_utf8(text: str, max_bytes: int, note: str = _TRUNCATED) -> str:
-    """``text`` cut to at most ``max_bytes`` UTF-8 bytes, ending with ``note`` when cut."""
-    data = text.encode("utf-8")
-    if len(data) <= max_bytes:
-        return text
-    room = max(0, max_bytes - len(note.encode("utf-8")))
-    return data[:room].decode("utf-8", errors="ignore") + note
+    return head + clip_utf8(op.details or f"`{op.name}` failed.", budget, _TRUNCATED) + footer
 
 
 def sync_nightly_issues(

@@ -244,8 +244,10 @@ def parse_compile_error(output: CompileOutput) -> CompileError:
         if diag.file is not None:
             where = "" if output.job.kind is SourceKind.PTX else f" (line {diag.line} of the generated PTX)"
             file = str(output.job.source)
-            line = diag.line if output.job.kind is SourceKind.PTX else None
-            return CompileError(f"ptxas: {diag.message}{where}", file, line, arch, log[-COMPILE_LOG_LIMIT:])
+            ptx_line = diag.line if output.job.kind is SourceKind.PTX else None
+            return CompileError(
+                f"ptxas: {diag.message}{where}", file, ptx_line, arch, log[-COMPILE_LOG_LIMIT:]
+            )
     m = _FATAL.search(log)
     if m is not None:
         return CompileError(m.group("msg").strip(), None, None, arch, log[-COMPILE_LOG_LIMIT:])

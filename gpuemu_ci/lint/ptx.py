@@ -47,10 +47,6 @@ class PtxFunction:
     def opcode_counts(self) -> dict[str, int]:
         return dict(Counter(i.opcode for i in self.instructions))
 
-    @property
-    def predicated(self) -> int:
-        return sum(1 for i in self.instructions if i.predicate)
-
 
 @dataclass(frozen=True)
 class PtxModule:

@@ -10,7 +10,7 @@ out (a SASS pattern without a SASS tool, a figure ptxas did not print) is a WARN
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpuemu_ci.config.model import ArtifactChecks, PatternCheck
@@ -132,7 +132,7 @@ def _matches(pattern: re.Pattern[str], listings: Sequence[Listing]) -> list[tupl
 def check_patterns(
     m: KernelMetrics,
     checks: ArtifactChecks,
-    listings: dict[str, Sequence[Listing] | None],
+    listings: Mapping[str, Sequence[Listing] | None],
     *,
     missing_reason: dict[str, str],
 ) -> list[Violation]:

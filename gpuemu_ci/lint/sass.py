@@ -62,10 +62,6 @@ class SassFunction:
             end -= 1
         return self.instructions[:end]
 
-    @property
-    def predicated(self) -> int:
-        return sum(1 for i in self.instructions if i.predicate)
-
     def opcode_counts(self) -> dict[str, int]:
         """Full opcode -> count over the body (padding left out, so counts follow the code, not alignment)."""
         return dict(Counter(i.opcode for i in self.body))
@@ -142,13 +138,3 @@ def parse_nvdisasm_json(text: str) -> tuple[SassFunction, ...]:
     if not isinstance(doc, list) or len(doc) < 2 or not isinstance(doc[1], list):
         raise ValueError("nvdisasm JSON does not have the [header, [functions]] shape")
     return tuple(_json_function(f) for f in doc[1] if isinstance(f, dict))
-
-
-def producer_of(text: str) -> str | None:
-    """The `.note.nv.tkinfo` tool version of the cubin behind an nvdisasm JSON document, when present."""
-    try:
-        doc = json.loads(text)
-        info = doc[0].get(".note.nv.tkinfo", {})
-        return str(info["tki_toolVersion"]) if "tki_toolVersion" in info else None
-    except (json.JSONDecodeError, LookupError, AttributeError, TypeError):
-        return None

@@ -61,13 +61,13 @@ def check_invariants(
         u_out = info.unit_roundoff if info.is_float else 0.0
         n = values.shape[-1] if values.ndim else 1
         sums = values.reshape(-1, n).sum(axis=1)
-        allowed = c * (n * u_out + sqrt(n) * dtypes.info("float32").unit_roundoff)
-        off = np.abs(sums - 1.0) > allowed
+        tolerance = c * (n * u_out + sqrt(n) * dtypes.info("float32").unit_roundoff)
+        off = np.abs(sums - 1.0) > tolerance
         if off.any():
             fail(
                 "normalized",
                 f"{int(off.sum())} of {off.size} rows do not sum to 1 (worst {sums[np.argmax(np.abs(sums - 1))]:.9g}"
-                f", allowed ±{allowed:.3g})",
+                f", allowed ±{tolerance:.3g})",
             )
     return findings
 

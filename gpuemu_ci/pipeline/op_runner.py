@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-import sys
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -246,19 +244,16 @@ class OpRunner:
         return self._error_scale
 
     def _load_hook(self, spec: str) -> Callable[..., Any]:
+        from gpuemu_ci.backends.loading import LoadError, load_callable
         from gpuemu_ci.errors import ConfigError
 
-        module_name, _, attribute = spec.partition(":")
-        if str(self.config.root) not in sys.path:
-            sys.path.insert(0, str(self.config.root))
         try:
-            return getattr(importlib.import_module(module_name), attribute)
-        except Exception as exc:
+            hook: Callable[..., Any] = load_callable(spec, self.config.root)
+        except LoadError as exc:
             raise ConfigError(
-                f"op {self.op.name!r}: error_scale hook {spec!r} does not import: "
-                f"{type(exc).__name__}: {exc}",
-                line=self.op.line,
+                f"op {self.op.name!r}: error_scale hook {spec!r} does not import: {exc}", line=self.op.line
             ) from None
+        return hook
 
     def _import_failure(self, outcome: CaseOutcome) -> OpResult:
         failed = outcome.run.op if outcome.run.op.status is CallStatus.IMPORT_ERROR else outcome.run.reference

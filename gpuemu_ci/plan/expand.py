@@ -9,7 +9,6 @@ consecutive slots cover every value mode with both aligned and unaligned dims an
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from gpuemu_ci.config.model import Config, Distribution, OpSpec, Suite
 from gpuemu_ci.plan.model import CaseRef, CaseStratum, ValueMode
@@ -53,13 +52,6 @@ def stratum(op: OpSpec, seed: int) -> CaseStratum:
     return CaseStratum(
         dtype=dtype, mode=modes[mode_slot % len(modes)], aligned=aligned, contiguous=contiguous
     )
-
-
-@dataclass(frozen=True)
-class SuiteProfile:
-    suite: Suite
-    iterations: int  # cases per op and dtype
-    dtypes_of: dict[str, tuple[str, ...]]  # op name -> dtypes this suite runs
 
 
 def suite_dtypes(op: OpSpec, config: Config, suite: Suite, only: Sequence[str] = ()) -> tuple[str, ...]:

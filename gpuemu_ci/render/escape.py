@@ -9,7 +9,6 @@ shows as those characters and nothing else. Pick the function for the place the 
 - `markdown_cell`: a cell of a GitHub table (no line breaks, ``|`` escaped);
 - `markdown_code_span`: an inline code span, with ``table_cell=True`` inside a table;
 - `markdown_code_block`: a fenced code block (replay commands, compiler logs);
-- `html_text`: HTML element text and attribute values;
 - `xml_text`: characters XML 1.0 cannot hold at all (ElementTree does the rest);
 - `workflow_command_data` / `workflow_command_property`: GitHub workflow commands;
 - `safe_url`: a URL that may go into a link, or None.
@@ -107,11 +106,6 @@ def markdown_code_block(value: object, language: str = "") -> str:
     fence = "`" * max(3, longest + 1)
     info = re.sub(r"[^A-Za-z0-9_+-]", "", language)
     return f"{fence}{info}\n{text.rstrip(chr(10))}\n{fence}\n"
-
-
-def html_text(value: object) -> str:
-    """``value`` escaped for HTML text or a quoted attribute value."""
-    return html.escape(_visible_controls(str(value)), quote=True)
 
 
 def xml_text(value: object) -> str:

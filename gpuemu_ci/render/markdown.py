@@ -121,9 +121,7 @@ def _fit(report: Results, links: Links, template: str, limit: int) -> str:
 
 def _hard_cut(rendered: str, limit: int) -> str:
     """A last guarantee for absurd budgets: whole lines up to ``limit`` bytes, then a cut mark."""
-    mark = "\n… (cut to fit)\n"
-    kept = rendered.encode("utf-8")[: max(0, limit - len(mark.encode("utf-8")))].decode("utf-8", "ignore")
-    return (kept.rsplit("\n", 1)[0] if "\n" in kept else kept) + mark if limit > len(mark.encode()) else ""
+    return text.clip_utf8(rendered, limit, "\n… (cut to fit)\n", whole_lines=True)
 
 
 class _Fitter:
@@ -151,18 +149,24 @@ class _Fitter:
         current = getattr(base, field)
         high = min(high, current) if current is not None else high
         if high <= low:
-            return replace(base, **{field: max(0, min(low, high))})
-        if not self.fits(replace(base, **{field: low})):
-            return replace(base, **{field: low})
+            return _with(base, field, max(0, min(low, high)))
+        if not self.fits(_with(base, field, low)):
+            return _with(base, field, low)
         # Every item renders to 20 bytes at least: no point trying more than fit in the budget.
         high = min(high, low + self.limit // 20)
         while low < high:
             mid = (low + high + 1) // 2
-            if self.fits(replace(base, **{field: mid})):
+            if self.fits(_with(base, field, mid)):
                 low = mid
             else:
                 high = mid - 1
-        return replace(base, **{field: low})
+        return _with(base, field, low)
+
+
+def _with(limits: Limits, field: str, count: int) -> Limits:
+    """`limits` with one of its row counts set."""
+    changed: Limits = replace(limits, **{field: count})  # type: ignore[arg-type]  # field is a count field
+    return changed
 
 
 def _size(rendered: str) -> int:

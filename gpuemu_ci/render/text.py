@@ -67,6 +67,22 @@ def clip(text: str | None, limit: int) -> str:
     return value if len(value) <= limit else value[: limit - 1] + "…"
 
 
+def clip_utf8(text: str, max_bytes: int, note: str = "…", *, whole_lines: bool = False) -> str:
+    """``text`` cut to at most ``max_bytes`` UTF-8 bytes (never inside a character), ending with ``note`` when
+    cut; ``whole_lines`` also drops the partial last line. GitHub counts comment, issue and summary budgets
+    in bytes."""
+    data = text.encode("utf-8")
+    if len(data) <= max_bytes:
+        return text
+    room = max_bytes - len(note.encode("utf-8"))
+    if room < 0:
+        return ""
+    kept = data[:room].decode("utf-8", errors="ignore")
+    if whole_lines and "\n" in kept:
+        kept = kept.rsplit("\n", 1)[0]
+    return kept + note
+
+
 def error_vs_allowed(failure: Failure) -> str:
     """What a failing case got wrong, in one phrase."""
     if failure.headroom is None:

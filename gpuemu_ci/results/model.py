@@ -20,7 +20,7 @@ from gpuemu_ci.results.base import Count, Record, Seed, Sha256, check_seed
 from gpuemu_ci.results.diff import BaselineDiff, DiffStatus
 from gpuemu_ci.results.kernels import KernelResult, KernelStatus, LintInfo
 
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION: Literal["2"] = "2"
 _REPO = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 
 

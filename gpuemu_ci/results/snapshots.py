@@ -34,7 +34,7 @@ def write_snapshot(out_dir: Path, arrays: dict[str, np.ndarray], metadata: dict[
     buffer = io.BytesIO()
     # Uncompressed: random mantissas barely compress (about 7%) and zlib costs 30 times the write; artifact
     # uploads compress anyway.
-    np.savez(buffer, **payload)
+    np.savez(buffer, **payload)  # type: ignore[arg-type]  # numpy's stub types **kwds as its bool flag
     data = buffer.getvalue()
     digest = hashlib.sha256(data).hexdigest()[:16]
     relative = f"{SNAPSHOT_DIR}/{digest}.npz"

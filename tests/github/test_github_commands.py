@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import re
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,6 @@ from gpuemu_ci.action.commands import (
     append_step_summary,
     group,
     set_outputs,
-    stop_commands,
 )
 from gpuemu_ci.render.annotations import Annotation, Level, format_annotations
 from gpuemu_ci.render.escape import workflow_command_data as escape_data
@@ -140,17 +138,6 @@ def test_add_mask_masks_the_value_and_each_line_of_a_key() -> None:
     masked = [parse_command(line) for line in out.getvalue().splitlines()]
     assert all(name == "add-mask" for name, _, _ in masked)
     assert [m for _, _, m in masked] == [key, *key.split("\n")]
-
-
-def test_stop_commands_brackets_untrusted_output() -> None:
-    out = io.StringIO()
-    with stop_commands(stream=out) as token:
-        print("::add-mask::nothing\n::error::forged", file=out)
-    lines = out.getvalue().splitlines()
-    assert lines[0] == f"::stop-commands::{token}" and lines[-1] == f"::{token}::"
-    assert re.fullmatch(r"[0-9a-f]{32}", token)
-    with stop_commands(stream=io.StringIO()) as other:
-        assert other != token
 
 
 def test_group() -> None:

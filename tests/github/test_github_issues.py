@@ -11,8 +11,8 @@ from gpuemu_ci.github.issues import (
     issue_body,
     nightly_marker,
     sync_nightly_issues,
-    truncate_utf8,
 )
+from gpuemu_ci.render.text import clip_utf8
 from gpuemu_ci.results.model import OpStatus
 from tests.github.fake_api import Failure, FakeGitHub
 
@@ -135,10 +135,10 @@ def test_huge_details_are_truncated_to_the_budget() -> None:
 
 def test_truncate_utf8_never_splits_a_character() -> None:
     text = "€" * 10  # 3 bytes each
-    cut = truncate_utf8(text, 20, note="…")
+    cut = clip_utf8(text, 20, note="…")
     assert len(cut.encode()) <= 20 and cut.endswith("…")
     assert cut == "€" * 5 + "…"  # 15 bytes of whole characters, then the 3-byte note
-    assert truncate_utf8("short", 20) == "short"
+    assert clip_utf8("short", 20) == "short"
 
 
 def test_a_flood_of_new_failures_opens_at_most_max_opened(

@@ -102,10 +102,6 @@ def test_code_block_language_cannot_inject() -> None:
     assert block.splitlines()[0] == "```shscript"
 
 
-def test_html_text_escapes_markup_and_quotes() -> None:
-    assert escape.html_text('<a href="x">&\'') == "&lt;a href=&quot;x&quot;&gt;&amp;&#x27;"
-
-
 def test_xml_text_drops_what_xml_cannot_hold() -> None:
     assert escape.xml_text("a\x00b\x1bc\ttab\nline") == "a\ufffdb\ufffdc\ttab\nline"
 
