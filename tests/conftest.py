@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_harness import CliResult, run_cli
+from tests.support_cli import CliResult, run_cli
+
+# Fixtures for signed reports (a results document, keys, envelopes), shared by tests/attest and tests/cli.
+pytest_plugins = ["tests.support_reports"]
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from gpuemu_ci.github.context import read_inputs
-from tests.action.support import ACTION_DOC, ACTION_YML, REPO, load_yaml
+from tests.action.support_files import ACTION_DOC, ACTION_YML, REPO, load_yaml
 
 # The inputs and outputs issue 9 promises; more may exist, none of these may go missing.
 PROMISED_INPUTS = {

@@ -18,7 +18,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from tests.action.support import (
+from tests.action.support_files import (
     DOCKERFILE,
     DOCKERIGNORE,
     HADOLINT_MISSING,

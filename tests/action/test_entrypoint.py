@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from gpuemu_ci.attest import keys
-from tests.action.action_env import (
+from tests.action.support_runner import (
     BUGGY_SCALE,
     CORRECT_OPS,
     TINY_CONFIG,
@@ -33,7 +33,7 @@ from tests.action.action_env import (
     workflow_run_event,
     write_tiny_project,
 )
-from tests.github.fake_api import Failure, FakeGitHub
+from tests.github.support_fake_api import Failure, FakeGitHub
 
 
 def sha(label: str) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from gpuemu_ci.github.artifacts import BASELINE_EVENTS
-from tests.action.support import (
+from tests.action.support_files import (
     ACTION_DOC,
     ACTION_YML,
     ACTIONLINT_MISSING,

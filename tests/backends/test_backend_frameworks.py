@@ -12,7 +12,7 @@ import pytest
 from gpuemu_ci.backends import WorkerPool
 from gpuemu_ci.backends.interface import CallStatus
 from gpuemu_ci.config.model import Framework
-from tests.backends.helpers import make_job
+from tests.backends.support_jobs import make_job
 
 TORCH_OPS = """
 import torch

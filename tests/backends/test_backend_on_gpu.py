@@ -17,7 +17,7 @@ from gpuemu_ci.backends import WorkerPool
 from gpuemu_ci.backends.gpu import detect_gpu
 from gpuemu_ci.backends.interface import CallStatus
 from gpuemu_ci.config.model import Framework
-from tests.backends.helpers import make_job
+from tests.backends.support_jobs import make_job
 
 pytestmark = pytest.mark.gpu
 

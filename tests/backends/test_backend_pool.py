@@ -12,7 +12,7 @@ import pytest
 
 from gpuemu_ci.backends import WorkerPool
 from gpuemu_ci.backends.interface import CallStatus, CaseJob, TargetKind
-from tests.backends.helpers import make_job, pair, target
+from tests.backends.support_jobs import make_job, pair, target
 
 
 def _assert_pool_still_works(pool: WorkerPool, root: Path) -> None:
@@ -251,7 +251,7 @@ PARENT_SCRIPT = """
 import sys, threading, time
 from pathlib import Path
 from gpuemu_ci.backends import WorkerPool
-from tests.backends.helpers import make_job, pair
+from tests.backends.support_jobs import make_job, pair
 
 root = Path(sys.argv[1])
 pool = WorkerPool(1, root, gpu=None)

@@ -11,7 +11,7 @@ import pytest
 from gpuemu_ci.backends import WorkerPool
 from gpuemu_ci.backends.interface import CallStatus
 from gpuemu_ci.backends.transport import memory_region, plan_inputs
-from tests.backends.helpers import make_job, pair
+from tests.backends.support_jobs import make_job, pair
 
 
 def _strided_with_nan_gaps() -> tuple[np.ndarray, np.ndarray]:

@@ -9,20 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from gpuemu_ci.cli.main import main
 from tests.conftest import EXAMPLES
+from tests.support_cli import run_cli
 
 
-def run(args: list[str], capsys) -> tuple[int, str, str]:
-    code = main(["run", *args])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+def run(args: list[str]) -> tuple[int, str, str]:
+    """`gpuemu-ci run ARGS` through the CLI harness: (exit code, stdout, stderr)."""
+    result = run_cli(["run", *args])
+    return result.code, result.stdout, result.stderr
 
 
-def test_quickstart_passes_and_writes_results(tmp_path, capsys):
-    code, out, err = run(
-        ["--config", str(EXAMPLES / "quickstart" / "gpuemu.toml"), "--out", str(tmp_path)], capsys
-    )
+def test_quickstart_passes_and_writes_results(tmp_path):
+    code, out, err = run(["--config", str(EXAMPLES / "quickstart" / "gpuemu.toml"), "--out", str(tmp_path)])
     assert code == 0, err
     assert out == ""  # machine output only with --json
     document = json.loads((tmp_path / "results.json").read_text())
@@ -33,7 +31,7 @@ def test_quickstart_passes_and_writes_results(tmp_path, capsys):
     assert "PASSED" in err
 
 
-def test_buggy_example_fails_with_a_replayable_seed(tmp_path, capsys):
+def test_buggy_example_fails_with_a_replayable_seed(tmp_path):
     code, _, err = run(
         [
             "--config",
@@ -45,7 +43,6 @@ def test_buggy_example_fails_with_a_replayable_seed(tmp_path, capsys):
             "--op",
             "gelu",
         ],
-        capsys,
     )
     assert code == 1
     document = json.loads((tmp_path / "results.json").read_text())
@@ -57,12 +54,12 @@ def test_buggy_example_fails_with_a_replayable_seed(tmp_path, capsys):
     assert f"--seed {failure['case_seed']}" in failure["replay"] and failure["replay"] in err
     assert (tmp_path / failure["snapshot"]).is_file()
     # The printed replay command reproduces the failure.
-    code = main([*failure["replay"].split()[1:], "--out", str(tmp_path / "replay")])
-    assert code == 1
-    assert "REPRODUCED" in capsys.readouterr().err
+    replayed = run_cli([*failure["replay"].split()[1:], "--out", str(tmp_path / "replay")])
+    assert replayed.code == 1
+    assert "REPRODUCED" in replayed.stderr
 
 
-def test_json_flag_prints_exactly_the_results_file(tmp_path, capsys):
+def test_json_flag_prints_exactly_the_results_file(tmp_path):
     code, out, _ = run(
         [
             "--config",
@@ -75,13 +72,12 @@ def test_json_flag_prints_exactly_the_results_file(tmp_path, capsys):
             "2",
             "--json",
         ],
-        capsys,
     )
     assert code == 0
     assert json.loads(out) == json.loads((tmp_path / "results.json").read_text())
 
 
-def test_seed_dtype_and_iterations_flags(tmp_path, capsys):
+def test_seed_dtype_and_iterations_flags(tmp_path):
     code, _, _ = run(
         [
             "--config",
@@ -97,7 +93,6 @@ def test_seed_dtype_and_iterations_flags(tmp_path, capsys):
             "--seed",
             "99",
         ],
-        capsys,
     )
     assert code == 0
     document = json.loads((tmp_path / "results.json").read_text())
@@ -106,10 +101,10 @@ def test_seed_dtype_and_iterations_flags(tmp_path, capsys):
     assert [d["dtype"] for d in op["dtypes"]] == ["float16"]
 
 
-def test_thorough_suite_runs_every_dtype(tmp_path, simple_project, capsys):
+def test_thorough_suite_runs_every_dtype(tmp_path, simple_project):
     config = simple_project()
     code, _, err = run(
-        ["--config", str(config), "--out", str(tmp_path), "--suite", "thorough", "--iterations", "2"], capsys
+        ["--config", str(config), "--out", str(tmp_path), "--suite", "thorough", "--iterations", "2"]
     )
     assert code == 0, err
     (op,) = json.loads((tmp_path / "results.json").read_text())["ops"]
@@ -123,19 +118,17 @@ def test_thorough_suite_runs_every_dtype(tmp_path, simple_project, capsys):
         ("myops.ops:wrong_dtype", "myops.ops:scale_ref", 1, "dtype", "dtype float64 != expected"),
     ],
 )
-def test_op_returning_wrong_shape_or_dtype_fails(
-    tmp_path, simple_project, capsys, op, reference, code, kind, text
-):
-    got, _, err = run(["--config", str(simple_project(op, reference)), "--out", str(tmp_path)], capsys)
+def test_op_returning_wrong_shape_or_dtype_fails(tmp_path, simple_project, op, reference, code, kind, text):
+    got, _, err = run(["--config", str(simple_project(op, reference)), "--out", str(tmp_path)])
     assert got == code
     (op_result,) = json.loads((tmp_path / "results.json").read_text())["ops"]
     assert op_result["failures"][0]["kind"] == kind and text in op_result["failures"][0]["message"]
     assert "Traceback" not in err
 
 
-def test_reference_that_raises_is_an_error_not_a_pass(tmp_path, simple_project, capsys):
+def test_reference_that_raises_is_an_error_not_a_pass(tmp_path, simple_project):
     code, _, err = run(
-        ["--config", str(simple_project(reference="myops.ops:raises")), "--out", str(tmp_path)], capsys
+        ["--config", str(simple_project(reference="myops.ops:raises")), "--out", str(tmp_path)]
     )
     assert code == 3
     document = json.loads((tmp_path / "results.json").read_text())
@@ -144,16 +137,14 @@ def test_reference_that_raises_is_an_error_not_a_pass(tmp_path, simple_project, 
     assert "could not be judged" in err
 
 
-def test_op_that_does_not_import_is_a_config_error(tmp_path, simple_project, capsys):
-    code, _, err = run(
-        ["--config", str(simple_project(op="myops.nothere:scale")), "--out", str(tmp_path)], capsys
-    )
+def test_op_that_does_not_import_is_a_config_error(tmp_path, simple_project):
+    code, _, err = run(["--config", str(simple_project(op="myops.nothere:scale")), "--out", str(tmp_path)])
     assert code == 2
     assert "could not be loaded" in err and "myops.nothere" in err
     assert json.loads((tmp_path / "results.json").read_text())["ops"][0]["status"] == "error"
 
 
-def test_nothing_executed_is_exit_3_never_green(tmp_path, make_project, capsys):
+def test_nothing_executed_is_exit_3_never_green(tmp_path, make_project):
     config = make_project("""
         [[ops]]
         name = "gpu_only"
@@ -169,20 +160,18 @@ def test_nothing_executed_is_exit_3_never_green(tmp_path, make_project, capsys):
 
     if detect_gpu() is not None:
         pytest.skip("a GPU is present: the op would run")
-    code, _, err = run(["--config", str(config), "--out", str(tmp_path)], capsys)
+    code, _, err = run(["--config", str(config), "--out", str(tmp_path)])
     document = json.loads((tmp_path / "results.json").read_text())
     assert document["ops"][0]["status"] == "skipped" and document["ops"][0]["skip_reason"] == "no GPU"
     assert code == 3 and document["verdict"] == "error"
     assert "SKIP" in err
-    code, _, _ = run(["--config", str(config), "--out", str(tmp_path), "--require-gpu"], capsys)
+    code, _, _ = run(["--config", str(config), "--out", str(tmp_path), "--require-gpu"])
     assert code == 3
     assert json.loads((tmp_path / "results.json").read_text())["ops"][0]["status"] == "error"
 
 
-def test_empty_config_runs_nothing_and_fails(tmp_path, make_project, capsys):
-    code, _, err = run(
-        ["--config", str(make_project("[project]\nname = 'empty'\n")), "--out", str(tmp_path)], capsys
-    )
+def test_empty_config_runs_nothing_and_fails(tmp_path, make_project):
+    code, _, err = run(["--config", str(make_project("[project]\nname = 'empty'\n")), "--out", str(tmp_path)])
     assert code == 3 and "ERROR" in err
 
 
@@ -195,9 +184,9 @@ def test_empty_config_runs_nothing_and_fails(tmp_path, make_project, capsys):
         (["--suite", "weekly"], "Invalid value for '--suite'"),
     ],
 )
-def test_bad_usage_is_exit_2_with_a_message(tmp_path, capsys, args, text):
+def test_bad_usage_is_exit_2_with_a_message(tmp_path, args, text):
     base = ["--config", str(EXAMPLES / "quickstart" / "gpuemu.toml"), "--out", str(tmp_path)]
-    code, _, err = run([*base, *args], capsys)
+    code, _, err = run([*base, *args])
     assert code == 2
     assert text in err and "Traceback" not in err
     assert not (tmp_path / "results.json").exists()  # nothing half-written
@@ -213,7 +202,7 @@ def test_config_errors_through_the_real_entry_point(tmp_path):
     assert "Traceback" not in result.stderr and result.stdout == ""
 
 
-def test_suite_timeout_writes_partial_results_and_never_passes(tmp_path, capsys):
+def test_suite_timeout_writes_partial_results_and_never_passes(tmp_path):
     code, _, err = run(
         [
             "--config",
@@ -225,7 +214,6 @@ def test_suite_timeout_writes_partial_results_and_never_passes(tmp_path, capsys)
             "--jobs",
             "1",
         ],
-        capsys,
     )
     document = json.loads((tmp_path / "results.json").read_text())
     assert code == 3 and document["verdict"] == "incomplete" and document["cut_short"] is True
@@ -245,25 +233,24 @@ def test_results_name_the_config_relative_to_the_working_directory(tmp_path, mon
         "--iterations",
         "1",
     ]
-    monkeypatch.chdir(EXAMPLES.parent)
-    main(args)
+    run_cli(args, cwd=EXAMPLES.parent)
     text = (tmp_path / "results.json").read_text()
     assert str(EXAMPLES) not in text
     assert json.loads(text)["config"]["path"] == "examples/quickstart/gpuemu.toml"
-    monkeypatch.chdir(tmp_path)
-    main(args)
+    run_cli(args, cwd=tmp_path)
     assert json.loads((tmp_path / "results.json").read_text())["config"]["path"] == "gpuemu.toml"
 
 
-def test_help_lists_every_command(capsys):
-    assert main(["--help"]) == 0
-    out = capsys.readouterr().out
+def test_help_lists_every_command():
+    result = run_cli(["--help"])
+    assert result.code == 0
+    out = result.stdout
     for command in ("run", "replay", "minimize", "calibrate", "lint", "verify"):
         assert command in out
     assert Path  # keep the import used in type positions
 
 
-def test_launchable_kernel_is_linted_and_skipped_without_a_gpu(tmp_path, make_project, capsys):
+def test_launchable_kernel_is_linted_and_skipped_without_a_gpu(tmp_path, make_project):
     """A [[kernels]] entry with a launch table: linted by nvcc here, validated through CuPy only on a GPU."""
     import shutil
 
@@ -314,7 +301,7 @@ def test_launchable_kernel_is_linted_and_skipped_without_a_gpu(tmp_path, make_pr
             "def gelu_ref(x):\n    return 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x**3)))\n",
         },
     )
-    code, _, _ = run(["--config", str(config), "--out", str(tmp_path)], capsys)
+    code, _, _ = run(["--config", str(config), "--out", str(tmp_path)])
     document = json.loads((tmp_path / "results.json").read_text())
     ops = {op["name"]: op for op in document["ops"]}
     assert ops["scale"]["status"] == "passed"
@@ -324,8 +311,8 @@ def test_launchable_kernel_is_linted_and_skipped_without_a_gpu(tmp_path, make_pr
     assert document["summary"]["ops_skipped"] == 1
 
 
-def test_calibrate_reports_headroom_per_dtype_and_shape_class(capsys):
-    code = main(
+def test_calibrate_reports_headroom_per_dtype_and_shape_class():
+    calibrated = run_cli(
         [
             "calibrate",
             "--config",
@@ -337,28 +324,25 @@ def test_calibrate_reports_headroom_per_dtype_and_shape_class(capsys):
             "--json",
         ]
     )
-    captured = capsys.readouterr()
-    rows = json.loads(captured.out)
-    assert code == 0
+    rows = json.loads(calibrated.stdout)
+    assert calibrated.code == 0
     assert {row["dtype"] for row in rows} == {"float32", "float16", "bfloat16"}
     assert all(
         row["worst_headroom"] < 1.0 and "atol" not in row for row in rows
     )  # percentiles only on request
-    assert (
-        main(
-            [
-                "calibrate",
-                "--config",
-                str(EXAMPLES / "quickstart" / "gpuemu.toml"),
-                "--op",
-                "gelu",
-                "--iterations",
-                "2",
-                "--percentile",
-                "99",
-                "--json",
-            ]
-        )
-        == 0
+    with_percentiles = run_cli(
+        [
+            "calibrate",
+            "--config",
+            str(EXAMPLES / "quickstart" / "gpuemu.toml"),
+            "--op",
+            "gelu",
+            "--iterations",
+            "2",
+            "--percentile",
+            "99",
+            "--json",
+        ]
     )
-    assert all("atol" in row and "rtol" in row for row in json.loads(capsys.readouterr().out))
+    assert with_percentiles.code == 0
+    assert all("atol" in row and "rtol" in row for row in json.loads(with_percentiles.stdout))

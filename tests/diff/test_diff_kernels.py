@@ -8,7 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from diff_support import (
+
+from gpuemu_ci.config.model import KernelDeltaOverride, Policies
+from gpuemu_ci.diff.baseline import load_baseline
+from gpuemu_ci.diff.classify import baseline_info, compare
+from tests.diff.support_diff import (
     PTX_SRC,
     diff_cli,
     entry,
@@ -21,10 +25,6 @@ from diff_support import (
     valid_diff,
     valid_results,
 )
-
-from gpuemu_ci.config.model import KernelDeltaOverride, Policies
-from gpuemu_ci.diff.baseline import load_baseline
-from gpuemu_ci.diff.classify import baseline_info, compare
 
 pytestmark = [pytest.mark.slow, requires_nvcc]
 

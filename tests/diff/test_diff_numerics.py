@@ -8,7 +8,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from diff_support import QUICKSTART, diff_cli, dtype_result, entry, gpuemu, load, reason, save, valid_results
+
+from tests.diff.support_diff import (
+    QUICKSTART,
+    diff_cli,
+    dtype_result,
+    entry,
+    gpuemu,
+    load,
+    reason,
+    save,
+    valid_results,
+)
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from gpuemu_ci.github.client import GitHubClient
-from tests.github.fake_api import FakeGitHub, SleepRecorder
+from tests.github.support_fake_api import FakeGitHub, SleepRecorder
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from gpuemu_ci.github.artifacts import (
 )
 from gpuemu_ci.github.client import GitHubClient
 from gpuemu_ci.github.context import ActionContext, EventKind
-from tests.github.fake_api import Failure, FakeGitHub, SleepRecorder, make_zip
+from tests.github.support_fake_api import Failure, FakeGitHub, SleepRecorder, make_zip
 
 BASE = "b" * 40
 OLDER = "0" * 39 + "1"

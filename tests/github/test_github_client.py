@@ -21,7 +21,7 @@ from gpuemu_ci.github.client import (
     GitHubRateLimitError,
     GitHubServerError,
 )
-from tests.github.fake_api import Failure, FakeGitHub, SleepRecorder
+from tests.github.support_fake_api import Failure, FakeGitHub, SleepRecorder
 
 NOW = 1_700_000_000.0
 

@@ -16,8 +16,8 @@ from gpuemu_ci.github.comments import (
 )
 from gpuemu_ci.github.context import ActionContext
 from gpuemu_ci.render.markdown import comment_marker
-from tests.github.fake_api import Failure, FakeGitHub, SleepRecorder
-from tests.github.fake_objects import validation_error
+from tests.github.support_fake_api import Failure, FakeGitHub, SleepRecorder
+from tests.github.support_fake_objects import validation_error
 
 EVENTS = Path(__file__).resolve().parents[1] / "fixtures" / "github-events"
 

@@ -14,7 +14,7 @@ from gpuemu_ci.github.issues import (
 )
 from gpuemu_ci.render.text import clip_utf8
 from gpuemu_ci.results.model import OpStatus
-from tests.github.fake_api import Failure, FakeGitHub
+from tests.github.support_fake_api import Failure, FakeGitHub
 
 RUN_1 = "https://github.example/octo-org/kernels/actions/runs/1"
 RUN_2 = "https://github.example/octo-org/kernels/actions/runs/2"

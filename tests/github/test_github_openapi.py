@@ -11,9 +11,9 @@ import jsonschema
 import pytest
 
 from gpuemu_ci.github.client import GitHubClient
-from tests.github import fake_routes
-from tests.github.fake_api import FakeGitHub
-from tests.github.openapi_check import SPEC_PATH, OpenApiContract, contract
+from tests.github import support_fake_routes as fake_routes
+from tests.github.support_fake_api import FakeGitHub
+from tests.github.support_openapi import SPEC_PATH, OpenApiContract, contract
 
 EXTRACT = SPEC_PATH.with_name("extract.py")
 

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.github.fake_api import FakeGitHub
-from tests.github.runner_parsers import parse_command, parse_github_output
+from tests.github.support_fake_api import FakeGitHub
+from tests.github.support_runner_parsers import parse_command, parse_github_output
 
 EVENTS = Path(__file__).resolve().parents[1] / "fixtures" / "github-events"
 

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from lint_support import PTX, SRC, ptx_pattern, requires_nvcc, sass_pattern, spec
 
 from gpuemu_ci.config.model import ArtifactChecks
 from gpuemu_ci.errors import ConfigError, ExitCode, InfraError
 from gpuemu_ci.lint import LintReport, discover_toolchain, lint_kernels
 from gpuemu_ci.results.base import Severity
 from gpuemu_ci.results.kernels import ArchSource, KernelStatus
+from tests.lint.support_lint import PTX, SRC, ptx_pattern, requires_nvcc, sass_pattern, spec
 
 pytestmark = requires_nvcc
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from lint_support import PTX
 
 from gpuemu_ci.lint.ptx import parse_ptx
+from tests.lint.support_lint import PTX
 
 
 def _module(name: str):

@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 import pytest
-from lint_support import LOGS
 
 from gpuemu_ci.lint.ptxas_log import Level, parse_ptxas_log
+from tests.lint.support_lint import LOGS
 
 ALL_LOGS = sorted(p.name for p in LOGS.glob("*.log"))
 VERSIONS = ("11.8", "12.0", "12.4", "12.6", "12.9", "13.0", "13.5")

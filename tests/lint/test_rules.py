@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import msgspec
 import pytest
-from lint_support import LOGS, ptx_pattern, sass_pattern
 
 from gpuemu_ci.config.model import ArtifactChecks, PatternCheck
 from gpuemu_ci.errors import ConfigError
@@ -12,6 +11,7 @@ from gpuemu_ci.lint.ptxas_log import parse_ptxas_log
 from gpuemu_ci.lint.rules import Listing, check_limits, check_patterns, validate_checks
 from gpuemu_ci.results.base import Severity
 from gpuemu_ci.results.kernels import DeviceFunctionMetrics, KernelMetrics, ToolIdentity
+from tests.lint.support_lint import LOGS, ptx_pattern, sass_pattern
 
 
 def metrics(log_name: str, entry: str, occurrence: int = 0, **extra) -> KernelMetrics:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from lint_support import SASS
 
 from gpuemu_ci.lint.sass import parse_nvdisasm_json, parse_sass_text
+from tests.lint.support_lint import SASS
 
 
 def test_cuobjdump_text_gelu_sm80() -> None:

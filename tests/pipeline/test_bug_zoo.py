@@ -118,15 +118,13 @@ def test_minimize_shrinks_to_a_smaller_failing_case(zoo):
     assert again.failed
 
 
-def test_replay_cli_from_results_file(zoo, capsys):
-    from gpuemu_ci.cli.main import main
-
+def test_replay_cli_from_results_file(zoo, cli):
     _, document, out, _ = zoo
     case_id = document["ops"][1]["failures"][0]["case_id"]
     args = ["replay", str(out / "results.json"), "--config", str(ZOO), "--case", case_id, "--out", str(out)]
-    assert main(args) == 1
-    assert "REPRODUCED" in capsys.readouterr().err
-    assert main([*args, "--from-snapshots"]) == 1
+    replayed = cli(*args)
+    assert replayed.code == 1 and "REPRODUCED" in replayed.stderr
+    assert cli(*args, "--from-snapshots").code == 1
     assert (
         json.loads((out / "results.json").read_text())["ops"]
         == to_builtins(read_results(out / "results.json"))["ops"]

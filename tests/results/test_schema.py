@@ -15,7 +15,7 @@ import pytest
 from gpuemu_ci.errors import ExitCode, UsageError
 from gpuemu_ci.results.codec import from_json, read_results, to_builtins, to_json
 from gpuemu_ci.results.schema import generate_schema, published_schema_text, schema_text
-from tests.real_runs import real_run
+from tests.support_real_runs import real_run
 
 
 def schema_errors(document: dict[str, Any]) -> list[str]:

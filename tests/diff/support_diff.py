@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli_harness import run_cli
+from tests.support_cli import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "examples" / "quickstart"

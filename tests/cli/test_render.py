@@ -8,12 +8,13 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from gpuemu_ci.cli.main import main
 from gpuemu_ci.cli.render import RENDERERS, Format
+from tests.support_cli import CliResult
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,26 +47,22 @@ def test_every_format_has_a_renderer() -> None:
 
 
 @pytest.mark.parametrize("kind", [f.value for f in Format])
-def test_render_to_a_file(
-    results: Path, tmp_path: Path, kind: str, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_render_to_a_file(results: Path, tmp_path: Path, kind: str, cli: Callable[..., CliResult]) -> None:
     output = tmp_path / "nested" / f"report.{kind}"
-    code = main(
-        [
-            "render",
-            kind,
-            str(results),
-            "-o",
-            str(output),
-            "--job",
-            "gate",
-            "--run-url",
-            "https://github.com/o/r/actions/runs/1",
-        ]
+    result = cli(
+        "render",
+        kind,
+        results,
+        "-o",
+        output,
+        "--job",
+        "gate",
+        "--run-url",
+        "https://github.com/o/r/actions/runs/1",
     )
-    assert code == 0
+    assert result.code == 0
     data = output.read_bytes()
-    assert data and f"wrote the {kind} ({len(data):,} bytes) to {output}" in capsys.readouterr().err
+    assert data and f"wrote the {kind} ({len(data):,} bytes) to {output}" in result.stderr
     text = data.decode("utf-8")
     first = {
         "comment": "<!-- gpuemu-ci:v1 key=gate -->",
@@ -106,22 +103,23 @@ def test_render_to_stdout_as_utf8_bytes(results: Path) -> None:
     ],
 )
 def test_bad_results_exit_2(
-    tmp_path: Path, content: str | None, message: str, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, content: str | None, message: str, cli: Callable[..., CliResult]
 ) -> None:
     path = tmp_path / "results.json"
     if content is not None:
         path.write_text(content)
-    assert main(["render", "summary", str(path)]) == 2
-    err = capsys.readouterr().err
+    result = cli("render", "summary", path)
+    assert result.code == 2
+    err = result.stderr
     assert message in err and "Traceback" not in err and err.count("\n") == 1
 
 
 def test_unknown_format_and_unwritable_output_exit_2(
-    results: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    results: Path, tmp_path: Path, cli: Callable[..., CliResult]
 ) -> None:
-    assert main(["render", "pdf", str(results)]) == 2
-    assert "'pdf' is not one of" in capsys.readouterr().err
+    result = cli("render", "pdf", results)
+    assert result.code == 2 and "'pdf' is not one of" in result.stderr
     blocker = tmp_path / "file"
     blocker.write_text("")
-    assert main(["render", "junit", str(results), "-o", str(blocker / "x.xml")]) == 2
-    assert f"cannot write {blocker / 'x.xml'}" in capsys.readouterr().err
+    result = cli("render", "junit", results, "-o", blocker / "x.xml")
+    assert result.code == 2 and f"cannot write {blocker / 'x.xml'}" in result.stderr

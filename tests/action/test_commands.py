@@ -17,7 +17,7 @@ from gpuemu_ci.action.commands import (
 from gpuemu_ci.render.annotations import Annotation, Level, format_annotations
 from gpuemu_ci.render.escape import workflow_command_data as escape_data
 from gpuemu_ci.render.escape import workflow_command_property as escape_property
-from tests.github.runner_parsers import parse_command, parse_github_output, unescape
+from tests.github.support_runner_parsers import parse_command, parse_github_output, unescape
 
 
 def test_escaping_round_trips_through_the_runner_decoding() -> None:

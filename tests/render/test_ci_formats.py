@@ -21,7 +21,7 @@ from gpuemu_ci.render.annotations import render_annotations
 from gpuemu_ci.render.junit import render_junit
 from gpuemu_ci.render.sarif import FINGERPRINT_KEY, render_sarif, sarif_log
 from gpuemu_ci.results.model import Results
-from tests.real_runs import real_run_with_project as real_run
+from tests.support_real_runs import real_run_with_project as real_run
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = "<img src=x onerror=alert(1)>|**bold**"

@@ -7,10 +7,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from lint_support import SRC, requires_nvcc
 
-from gpuemu_ci.cli.lint import lint_command
+from tests.lint.support_lint import SRC, requires_nvcc
+from tests.support_cli import CliResult, run_cli
 
 CONFIG = """
 [project]
@@ -51,8 +50,8 @@ def _write(project: Path, cap: int = 64, entry: str = "ops::add") -> Path:
     return path
 
 
-def _run(*args: str):
-    return CliRunner().invoke(lint_command, list(args))
+def _run(*args: str) -> CliResult:
+    return run_cli(["lint", *args])
 
 
 @requires_nvcc

@@ -6,11 +6,11 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from tests.github import fake_objects as obj
-from tests.github.fake_http import Recorded, Reply
+from tests.github import support_fake_objects as obj
+from tests.github.support_fake_http import Recorded, Reply
 
 if TYPE_CHECKING:
-    from tests.github.fake_api import FakeGitHub
+    from tests.github.support_fake_api import FakeGitHub
 
 COMMENT_LIMIT = 65_536
 

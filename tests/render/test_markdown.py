@@ -29,7 +29,7 @@ from gpuemu_ci.render.markdown import (
     render_summary,
 )
 from gpuemu_ci.results.model import Headline, Results
-from tests.real_runs import real_run
+from tests.support_real_runs import real_run
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = "<img src=x onerror=alert(1)>|**bold**"

@@ -24,8 +24,8 @@ from typing import Any
 
 import yaml
 
-from tests.github.fake_api import FakeGitHub
-from tests.github.runner_parsers import parse_command, parse_github_output
+from tests.github.support_fake_api import FakeGitHub
+from tests.github.support_runner_parsers import parse_command, parse_github_output
 
 REPO = Path(__file__).resolve().parents[2]
 ENTRYPOINT = REPO / "entrypoint.py"

@@ -1,4 +1,6 @@
-"""Shared fixtures for the signing tests: a results document as `gpuemu-ci run` writes it, keys.
+"""Fixtures for signed reports, registered for every test by tests/conftest.py (`pytest_plugins`).
+
+Shared fixtures for the signing tests: a results document as `gpuemu-ci run` writes it, keys.
 
 Constants reach the tests through the `sample` fixture (not imports), so the tests work under
 any pytest import mode.

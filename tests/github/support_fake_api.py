@@ -14,7 +14,7 @@ and ``X-GitHub-Api-Version``. Failures are injected per request with ``fail(...)
 response is recorded in ``responses``, and ``check_responses_against_openapi()`` validates them
 against GitHub's published description (the ``fake_github`` fixture does so after every test).
 
-Other test packages import it as ``from tests.github.fake_api import FakeGitHub, Failure``.
+Other test packages import it as ``from tests.github.support_fake_api import FakeGitHub, Failure``.
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
-from tests.github import fake_objects as obj
-from tests.github import fake_routes as routes
-from tests.github.fake_http import LoopbackServer, Recorded, RecordedResponse, Reply
-from tests.github.openapi_check import contract
+from tests.github import support_fake_objects as obj
+from tests.github import support_fake_routes as routes
+from tests.github.support_fake_http import LoopbackServer, Recorded, RecordedResponse, Reply
+from tests.github.support_openapi import contract
 
 API_VERSION = "2022-11-28"
 _EPOCH = datetime(2026, 3, 1, tzinfo=UTC)

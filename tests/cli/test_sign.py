@@ -18,7 +18,7 @@ from securesystemslib.dsse import Envelope as SslibEnvelope
 from securesystemslib.signer import CryptoSigner
 
 from gpuemu_ci.attest import keys
-from tests.cli_harness import CliResult, run_cli
+from tests.support_cli import CliResult, run_cli
 
 
 def invoke(command: str, args: Sequence[str], env: dict[str, str] | None = None) -> CliResult:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from gpuemu_ci.cli.init import template_files
-from gpuemu_ci.cli.main import main
-from tests.action.support import STARTER, TEMPLATE_NAMES, TEMPLATES
+from tests.action.support_files import STARTER, TEMPLATE_NAMES, TEMPLATES
+from tests.support_cli import CliResult
 
 WORKFLOW_FILES = [f".github/workflows/{name}" for name in TEMPLATE_NAMES]
 STARTER_FILES = ["gpuemu.toml", "gpuemu_ops/__init__.py", "gpuemu_ops/example.py", "gpuemu_ops/reference.py"]
@@ -33,14 +33,12 @@ class Outcome:
 
 
 @pytest.fixture
-def init(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Callable[..., Outcome]:
+def init(cli: Callable[..., CliResult]) -> Callable[..., Outcome]:
     """`gpuemu-ci init ARGS` in this process (the same code path, without a second interpreter)."""
 
     def run(*args: str, cwd: Path) -> Outcome:
-        monkeypatch.chdir(cwd)
-        capsys.readouterr()
-        code = main(["init", *args])
-        return Outcome(code, capsys.readouterr().err)
+        result = cli("init", *args, cwd=cwd)
+        return Outcome(result.code, result.stderr)
 
     return run
 

@@ -9,13 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from diff_support import diff_cli, dtype_result, gpuemu, load, save, valid_diff
 
 from gpuemu_ci.config.model import Policies
 from gpuemu_ci.diff.baseline import BaselineSource, diff_against
 from gpuemu_ci.pipeline.gate import with_diff
 from gpuemu_ci.results.codec import from_json, to_builtins
-from tests.cli_harness import run_cli
+from tests.diff.support_diff import diff_cli, dtype_result, gpuemu, load, save, valid_diff
+from tests.support_cli import run_cli
 
 
 def apply_baseline(document: dict, baseline: Path, policies: Policies) -> dict:
