@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 config_option = click.option(
     "--config",
@@ -13,11 +17,15 @@ config_option = click.option(
     help="gpuemu.toml to use (default: the nearest one in this or a parent directory).",
 )
 
-out_option = click.option(
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("gpuemu-out"),
-    show_default=True,
-    help="Directory for results.json and input snapshots.",
-)
+
+def out_option(help_text: str = "Directory for results.json and input snapshots.") -> Callable[[F], F]:
+    """`--out DIR` (default gpuemu-out)."""
+    option: Callable[[F], F] = click.option(
+        "--out",
+        "out_dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=Path("gpuemu-out"),
+        show_default=True,
+        help=help_text,
+    )
+    return option

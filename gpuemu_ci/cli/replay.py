@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from gpuemu_ci.cli.options import config_option
+from gpuemu_ci.cli.options import config_option, out_option
 from gpuemu_ci.config.load import load_config
 from gpuemu_ci.errors import ExitCode, UsageError
 from gpuemu_ci.pipeline.replay import minimize, replay
@@ -49,14 +49,7 @@ def _parse_dims(text: str | None) -> dict[str, int] | None:
 )
 @click.option("--dims", "dims_text", help="Minimized dims, e.g. M=3,N=65 (from `gpuemu-ci minimize`).")
 @click.option("--scale", type=float, help="Minimized input scale (from `gpuemu-ci minimize`).")
-@click.option(
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("gpuemu-out"),
-    show_default=True,
-    help="Directory for the snapshots of cases that still fail.",
-)
+@out_option("Directory for the snapshots of cases that still fail.")
 def replay_command(
     results: Path | None,
     config_path: Path | None,
@@ -141,14 +134,7 @@ def _report(label: str, failed: bool, message: str, recorded_kind: str | None) -
 @click.option("--seed", required=True, type=click.IntRange(0, 2**64 - 1), help="The failing case's seed.")
 @click.option("--max-runs", type=click.IntRange(1), default=200, show_default=True, help="Op runs at most.")
 @click.option("--json", "as_json", is_flag=True, help="Print the minimized case as JSON on stdout.")
-@click.option(
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("gpuemu-out"),
-    show_default=True,
-    help="Directory for the snapshots of the cases it runs.",
-)
+@out_option("Directory for the snapshots of the cases it runs.")
 def minimize_command(
     config_path: Path | None, op_name: str, seed: int, max_runs: int, as_json: bool, out_dir: Path
 ) -> int:

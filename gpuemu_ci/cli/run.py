@@ -35,7 +35,7 @@ from gpuemu_ci.results.codec import to_json, write_results
 @click.option("--op", "ops", multiple=True, help="Only this op (repeatable).")
 @click.option("--dtype", "dtype_names", multiple=True, help="Only this dtype (repeatable).")
 @click.option("--iterations", type=click.IntRange(1), help="Cases per op and dtype (overrides the suite's).")
-@out_option
+@out_option()
 @click.option("--json", "as_json", is_flag=True, help="Also print results.json on stdout.")
 @click.option("--jobs", type=click.IntRange(1), help="Ops run in parallel (default: ci.parallel_jobs).")
 @click.option(

@@ -20,8 +20,8 @@ from gpuemu_ci.results.model import SCHEMA_VERSION, Results
 RESULTS_NAME = "results.json"
 
 
-def _encode_extra(value: Any) -> Any:
-    # kwargs and case metadata may hold NumPy scalars or arrays.
+def encode_extra(value: Any) -> Any:
+    """JSON for the values kwargs and case metadata hold besides JSON's own: NumPy scalars and arrays, paths."""
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, np.ndarray):
@@ -31,7 +31,7 @@ def _encode_extra(value: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
-_ENCODER = msgspec.json.Encoder(enc_hook=_encode_extra)
+_ENCODER = msgspec.json.Encoder(enc_hook=encode_extra)
 _DECODER = msgspec.json.Decoder(Results)
 
 

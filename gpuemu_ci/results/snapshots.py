@@ -13,6 +13,7 @@ import numpy as np
 
 from gpuemu_ci.errors import UsageError
 from gpuemu_ci.files import atomic_write
+from gpuemu_ci.results.codec import encode_extra
 
 SNAPSHOT_DIR = "snapshots"
 
@@ -29,7 +30,7 @@ def write_snapshot(out_dir: Path, arrays: dict[str, np.ndarray], metadata: dict[
         payload[f"input:{name}"] = contiguous.view(np.uint16) if dtypes[name] == "bfloat16" else contiguous
     meta = dict(metadata, input_dtypes=dtypes)
     payload["__metadata__"] = np.frombuffer(
-        json.dumps(meta, default=_json_default).encode("utf-8"), dtype=np.uint8
+        json.dumps(meta, default=encode_extra).encode("utf-8"), dtype=np.uint8
     )
     buffer = io.BytesIO()
     # Uncompressed: random mantissas barely compress (about 7%) and zlib costs 30 times the write; artifact
@@ -61,13 +62,3 @@ def read_snapshot(path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         raise UsageError(f"{path} is not a readable gpuemu-ci snapshot: {exc}") from None
     order = meta.get("input_order") or list(arrays)
     return {name: arrays[name] for name in order}, meta
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, Path):
-        return str(value)
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
