@@ -7,15 +7,15 @@ A human table goes to stderr; `--json` prints the LintReport document on stdout.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
 
 import click
 
+from gpuemu_ci.cli.options import config_option
+from gpuemu_ci.config.load import load_config
 from gpuemu_ci.config.model import KernelSpec
-from gpuemu_ci.errors import ExitCode, GpuemuError, UsageError
+from gpuemu_ci.errors import UsageError
 from gpuemu_ci.lint.model import LintReport
 from gpuemu_ci.lint.run import lint_kernels
 from gpuemu_ci.results.base import Severity
@@ -127,42 +127,8 @@ def select_kernels(kernels: Sequence[KernelSpec], names: Sequence[str]) -> tuple
     return tuple(known[n] for n in dict.fromkeys(names))
 
 
-def run_lint(
-    kernels: Sequence[KernelSpec],
-    *,
-    root: Path | None,
-    kernel_names: Sequence[str] = (),
-    archs: Sequence[str] = (),
-    as_json: bool = False,
-    jobs: int | None = None,
-    out: TextIO | None = None,
-    err: TextIO | None = None,
-) -> int:
-    """Everything `gpuemu-ci lint` does after loading the config; returns the exit code."""
-    out = out if out is not None else sys.stdout
-    err = err if err is not None else sys.stderr
-    try:
-        selected = select_kernels(kernels, kernel_names)
-        if not selected:
-            raise UsageError("the config has no [[kernels]] entries: there is nothing to lint")
-        report = lint_kernels(selected, archs=archs or None, jobs=jobs, root=root)
-    except GpuemuError as e:
-        print(f"gpuemu-ci lint: {e.diagnostics()}", file=err)
-        return int(e.exit_code)
-    print(format_report(report), file=err)
-    if as_json:
-        print(json.dumps(report.to_json(), indent=2), file=out)
-    return int(report.exit_code)
-
-
 @click.command("lint")
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(path_type=Path, dir_okay=False),
-    default=None,
-    help="gpuemu.toml to read (default: the nearest one from the current directory up).",
-)
+@config_option
 @click.option(
     "--kernel",
     "kernel_names",
@@ -184,25 +150,20 @@ def run_lint(
     default=None,
     help="Compiles run at once (default: the number of CPUs).",
 )
-@click.pass_context
 def lint_command(
-    ctx: click.Context,
     config_path: Path | None,
     kernel_names: tuple[str, ...],
     archs: tuple[str, ...],
     as_json: bool,
     jobs: int | None,
-) -> None:
+) -> int:
     """Compile each [[kernels]] source per arch; check registers, spills, memory and instruction patterns."""
-    from gpuemu_ci.config.load import load_config
-
-    try:
-        config = load_config(config_path)
-    except GpuemuError as e:
-        click.echo(f"gpuemu-ci lint: {e.diagnostics()}", err=True)
-        ctx.exit(int(e.exit_code))
-        return
-    code = run_lint(
-        config.kernels, root=config.root, kernel_names=kernel_names, archs=archs, as_json=as_json, jobs=jobs
-    )
-    ctx.exit(code if code in tuple(ExitCode) else int(ExitCode.INFRASTRUCTURE))
+    config = load_config(config_path)
+    selected = select_kernels(config.kernels, kernel_names)
+    if not selected:
+        raise UsageError("the config has no [[kernels]] entries: there is nothing to lint")
+    report = lint_kernels(selected, archs=archs or None, jobs=jobs, root=config.root)
+    click.echo(format_report(report), err=True)
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2))
+    return int(report.exit_code)
