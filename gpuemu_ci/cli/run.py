@@ -99,7 +99,8 @@ def run_command(
     baseline = None
     if baseline_path is not None:
         baseline = GateBaseline(BaselineSource(path=baseline_path), fail_on_regression)
-    results = run_gate(config, options, baseline=baseline, observer=StderrReporter())
+    with StderrReporter() as reporter:
+        results = run_gate(config, options, baseline=baseline, observer=reporter)
     path = write_results(options.out_dir, results)
     print_summary(results, path)
     if as_json:

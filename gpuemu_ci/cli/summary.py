@@ -1,32 +1,45 @@
-"""The human summary of a run, on stderr."""
+"""The human summary of a run, on stderr: every op once, failures with what replays them, then the verdict."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
 
+from gpuemu_ci.cli.describe import describe_inputs
 from gpuemu_ci.results.kernels import KernelStatus
-from gpuemu_ci.results.model import OpStatus, Results
+from gpuemu_ci.results.model import Headline, OpStatus, Results
+from gpuemu_ci.terminal import Style
 
-ICONS = {
-    OpStatus.PASSED: "PASS",
-    OpStatus.FAILED: "FAIL",
-    OpStatus.SKIPPED: "SKIP",
-    OpStatus.ERROR: "ERROR",
-    KernelStatus.PASSED: "PASS",
-    KernelStatus.FAILED: "FAIL",
-    KernelStatus.SKIPPED: "SKIP",
-    KernelStatus.ERROR: "ERROR",
+LABELS = {
+    OpStatus.PASSED: ("PASS", "passed"),
+    OpStatus.FAILED: ("FAIL", "failed"),
+    OpStatus.SKIPPED: ("SKIP", "skipped"),
+    OpStatus.ERROR: ("ERROR", "error"),
+    KernelStatus.PASSED: ("PASS", "passed"),
+    KernelStatus.FAILED: ("FAIL", "failed"),
+    KernelStatus.SKIPPED: ("SKIP", "skipped"),
+    KernelStatus.ERROR: ("ERROR", "error"),
+}
+HEADLINE_ROLES = {
+    Headline.PASSED: "passed",
+    Headline.FAILED: "failed",
+    Headline.ERROR: "error",
+    Headline.INCOMPLETE: "skipped",
 }
 SHOWN_FAILURES = 3  # per op; results.json has the rest
 
 
 def print_summary(results: Results, path: Path) -> None:
-    s = results.summary
+    style = Style.for_stream(sys.stderr)
 
     def echo(text: str = "") -> None:
-        click.echo(text, err=True)
+        click.echo(text, err=True, color=style.colour)  # click strips colour off terminals unless told
+
+    def label(status: OpStatus | KernelStatus) -> str:
+        word, role = LABELS[status]
+        return style.paint(f"{word:<5}", role)
 
     echo()
     for op in results.ops:
@@ -35,13 +48,12 @@ def print_summary(results: Results, path: Path) -> None:
             detail = f"skipped ({op.skip_reason})"
         elif op.message:
             detail += f" - {op.message}"
-        echo(f"  {ICONS[op.status]:<5} {op.name}: {detail}")
+        echo(f"  {label(op.status)} {op.name}: {detail}")
         for failure in op.failures[:SHOWN_FAILURES]:
-            shapes = ", ".join(f"{k}{tuple(v)}" for k, v in failure.shapes.items())
             first_line = failure.message.splitlines()[0] if failure.message else failure.kind
+            inputs = describe_inputs(failure.shapes, failure.strides, failure.layouts)
             echo(
-                f"        {failure.kind} [{failure.dtype}] {shapes} {failure.distribution} "
-                f"seed {failure.case_seed}"
+                f"        {failure.kind} [{failure.dtype}] {inputs} {failure.distribution} seed {failure.case_seed}"
             )
             echo(f"          {first_line[:300]}")
             echo(f"          replay: {failure.replay}")
@@ -49,7 +61,7 @@ def print_summary(results: Results, path: Path) -> None:
         if hidden > 0:
             echo(f"        ... and {hidden} more failures in {path}")
     for kernel in results.kernels:
-        echo(f"  {ICONS[kernel.status]:<5} kernel {kernel.name}")
+        echo(f"  {label(kernel.status)} kernel {kernel.name}")
         for violation in kernel.violations[:5]:
             echo(f"        {violation.message}")
         if kernel.error is not None:
@@ -63,9 +75,11 @@ def print_summary(results: Results, path: Path) -> None:
     for note in results.notes:
         echo(f"  note: {note}")
     echo()
+    s = results.summary
+    headline = results.headline
     echo(
-        f"gpuemu-ci: {results.verdict.value.upper()} - ops {s.ops_passed} passed, {s.ops_failed} failed, "
-        f"{s.ops_skipped} skipped, {s.ops_errored} errored; cases {s.cases_total} "
+        f"gpuemu-ci: {style.paint(headline.value.upper(), HEADLINE_ROLES[headline])} - ops {s.ops_passed} passed, "
+        f"{s.ops_failed} failed, {s.ops_skipped} skipped, {s.ops_errored} errored; cases {s.cases_total} "
         f"({s.cases_failed} failed); seed {results.seed}; {s.duration_s:.1f}s"
     )
     echo(f"gpuemu-ci: results written to {path}")

@@ -151,6 +151,7 @@ def _run_ops(
             )
         else:
             runnable.append((op, session.plan(op)))
+    session.observer.suite_planned({op.name: len(cases) for op, cases in runnable})
     cut_short = False
     if runnable:
 
