@@ -134,7 +134,9 @@ class StderrReporter:
         """The CI progress line: totals, each running op, elapsed time and the estimate."""
         done, total, failed, _ = self._totals()
         percent = f" ({100 * done // total}%)" if total else ""
-        running = [f"{name} {c.done}/{c.total}" for name, c in self._ops.items() if c.started and not c.finished]
+        running = [
+            f"{name} {c.done}/{c.total}" for name, c in self._ops.items() if c.started and not c.finished
+        ]
         parts = [f"progress {done}/{total} cases{percent}, {failed} failed"]
         if running:
             parts.append("running " + ", ".join(running))

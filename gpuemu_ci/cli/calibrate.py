@@ -45,7 +45,9 @@ def calibrate_command(
             f"{row.op:<20} {row.dtype:<9} {row.shape_class:<18} cases {row.cases:>4}  "
             f"worst headroom {row.worst_headroom or 0.0:.3g}"
         )
-        if percentile is not None:
+        if percentile is not None and row.meaningless:
+            line += f"  p{percentile:g}: no meaningful atol/rtol ({row.meaningless}); keep the error bound"
+        elif percentile is not None:
             line += f"  p{percentile:g} atol {row.atol or 0.0:.3g} rtol {row.rtol or 0.0:.3g} (not a bound)"
         click.echo(line, err=True)
     if as_json:
@@ -67,4 +69,4 @@ def calibrate_command(
     return int(ExitCode.PASSED)
 
 
-_QUANTILES = ("percentile", "atol", "rtol")
+_QUANTILES = ("percentile", "atol", "rtol", "meaningless")

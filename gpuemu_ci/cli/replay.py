@@ -8,13 +8,16 @@ from pathlib import Path
 
 import click
 
+from gpuemu_ci.cli.describe import describe_arrays
 from gpuemu_ci.cli.options import config_option, out_option
 from gpuemu_ci.config.load import load_config
 from gpuemu_ci.errors import ExitCode, UsageError
-from gpuemu_ci.pipeline.replay import minimize, replay
+from gpuemu_ci.pipeline.minimize import minimize
+from gpuemu_ci.pipeline.replay import replay
 from gpuemu_ci.pipeline.session import Session
 from gpuemu_ci.pipeline.settings import RunOptions, select_ops
 from gpuemu_ci.results.codec import read_results
+from gpuemu_ci.results.snapshots import read_snapshot
 
 
 def _parse_dims(text: str | None) -> dict[str, int] | None:
@@ -94,8 +97,10 @@ def replay_command(
                 )
                 still_failing += _report(failure.case_id, outcome.failed, outcome.message, failure.kind)
         else:
+            if snapshot is not None and not op_name:
+                op_name = str(read_snapshot(snapshot)[1].get("op") or "")  # a snapshot knows its op
             if not op_name or (seed is None and snapshot is None):
-                raise UsageError("give a results file, or --op NAME with --seed SEED (or --snapshot FILE)")
+                raise UsageError("give a results file, --snapshot FILE, or --op NAME with --seed SEED")
             op = select_ops(config, [op_name])[0]
             outcome = replay(
                 session,
@@ -108,10 +113,10 @@ def replay_command(
             still_failing += _report(
                 f"{op_name} seed {outcome.case.seed}", outcome.failed, outcome.message, None
             )
-            shapes = ", ".join(f"{k}{tuple(v.shape)}" for k, v in outcome.case.arrays.items())
+            layouts = {name: choice.layout.value for name, choice in outcome.case.layouts.items()}
             click.echo(
-                f"  inputs: {shapes}; dtype {outcome.case.dtype}; {outcome.case.stratum.mode.value}; "
-                f"kwargs {json.dumps(dict(outcome.case.kwargs))}",
+                f"  inputs: {describe_arrays(outcome.case.arrays, layouts)}; dtype {outcome.case.dtype}; "
+                f"{outcome.case.stratum.mode.value}; kwargs {json.dumps(dict(outcome.case.kwargs))}",
                 err=True,
             )
     return int(ExitCode.GATE_FAILED if still_failing else ExitCode.PASSED)
@@ -138,22 +143,24 @@ def _report(label: str, failed: bool, message: str, recorded_kind: str | None) -
 def minimize_command(
     config_path: Path | None, op_name: str, seed: int, max_runs: int, as_json: bool, out_dir: Path
 ) -> int:
-    """Shrink a failing case (dims, then value magnitudes) by re-running the op; print the smallest failing case."""
+    """Shrink a failing case by re-running the op: dims, layouts, then value magnitudes and digits, keeping the
+    failure's kind. Prints the smallest failing case in words and saves it as a replayable snapshot."""
     config = load_config(config_path)
     op = select_ops(config, [op_name])[0]
     with Session(config, RunOptions(out_dir=out_dir, jobs=1)) as session:
         result = minimize(session, op, seed, max_runs=max_runs)
-    dims_text = ",".join(f"{k}={v}" for k, v in result.dims.items())
+    snapshot = out_dir / result.snapshot
     command = (
-        f"gpuemu-ci replay --config {shlex.quote(str(config_path or config.path.name))} --op "
-        f"{shlex.quote(op_name)} --seed {seed} --dims {dims_text}"
-        + (f" --scale {result.scale!r}" if result.scale != 1.0 else "")
+        f"gpuemu-ci replay --config {shlex.quote(str(config_path or config.path.name))} "
+        f"--snapshot {shlex.quote(str(snapshot))}"
     )
+    layouts = {name: choice.layout.value for name, choice in result.case.layouts.items()}
     click.echo(
-        f"minimized {op_name} seed {seed} in {result.runs} runs: "
-        f"{result.original_dims} -> {result.dims}"
-        + (f", inputs x{result.scale:g}" if result.scale != 1.0 else ""),
-        err=True,
+        f"minimized {op_name} seed {seed} in {result.runs} runs, still a {result.kind.value}:", err=True
+    )
+    click.echo(f"  {result.in_words()}", err=True)
+    click.echo(
+        f"  inputs: {describe_arrays(result.case.arrays, layouts)}; dtype {result.case.dtype}", err=True
     )
     for line in result.message.splitlines():
         click.echo(f"  {line}", err=True)
@@ -164,10 +171,15 @@ def minimize_command(
                 {
                     "op": op_name,
                     "seed": seed,
+                    "kind": result.kind.value,
                     "original_dims": result.original_dims,
                     "dims": result.dims,
-                    "scale": result.scale,
+                    "made_contiguous": list(result.made_contiguous),
+                    "scale_exponent": result.scale_exponent,
+                    "rounded": result.rounded,
+                    "changes": result.in_words(),
                     "runs": result.runs,
+                    "snapshot": str(snapshot),
                     "replay": command,
                 }
             )

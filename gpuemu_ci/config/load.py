@@ -129,6 +129,11 @@ def build_config(data: Mapping[str, Any], source: SourceText, path: Path, sha256
         raise ConfigError("`ops` must be an array of tables ([[ops]])", path=source.path)
     if not isinstance(kernels_raw, list):
         raise ConfigError("`kernels` must be an array of tables ([[kernels]])", path=source.path)
+    if not ops_raw and not kernels_raw:
+        raise ConfigError(
+            "declares no [[ops]] or [[kernels]]: there is nothing to test (see `gpuemu-ci init` for a starter)",
+            path=source.path,
+        )
 
     op_lines = _table_spans(source, "ops", len(ops_raw))
     ops = tuple(

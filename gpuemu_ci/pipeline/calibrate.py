@@ -30,6 +30,7 @@ class CalibrationRow:
     percentile: float | None = None
     atol: float | None = None  # the `percentile` of the absolute errors (opt-in; not a bound)
     rtol: float | None = None  # ... of the errors relative to max |reference|
+    meaningless: str | None = None  # why atol/rtol would accept nearly anything (then they are not offered)
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ def calibrate(
     rows: list[CalibrationRow] = []
     unusable = 0
     for op in ops:
-        groups: dict[tuple[str, str, str], list[tuple[float, float, float]]] = defaultdict(list)
+        groups: dict[tuple[str, str, str], list[tuple[float, float, float, float]]] = defaultdict(list)
         for ref in session.plan(op, op.dtypes, iterations):
             outcome = session.run_case(op, ref)
             if outcome.verdict is None or outcome.verdict.stats is None:
@@ -56,20 +57,21 @@ def calibrate(
             stats = outcome.verdict.stats
             shape_class = ("tile-multiple" if outcome.inputs.stratum.aligned else "boundary") + " dims"
             reference = outcome.run.reference.outputs[0] if outcome.run.reference.outputs else None
-            rel = 0.0
+            rel, scale = 0.0, 0.0
             if reference is not None and stats.max_abs_error is not None:
-                scale = float(np.nanmax(np.abs(reference))) if np.size(reference) else 0.0
+                finite = np.abs(reference[np.isfinite(reference)]) if np.size(reference) else np.empty(0)
+                scale = float(finite.max()) if finite.size else 0.0
                 rel = stats.max_abs_error / scale if scale > 0 else 0.0
             groups[(outcome.inputs.dtype, shape_class, stats.comparator.value)].append(
-                (stats.headroom or 0.0, stats.max_abs_error or 0.0, rel)
+                (stats.headroom or 0.0, stats.max_abs_error or 0.0, rel, scale)
             )
         for (dtype, shape_class, comparator), values in sorted(groups.items()):
-            quantiles: dict[str, float | None] = {}
+            atol = rtol = None
+            meaningless = None
             if percentile is not None:
-                quantiles = {
-                    "atol": json_float(float(np.percentile([v[1] for v in values], percentile))),
-                    "rtol": json_float(float(np.percentile([v[2] for v in values], percentile))),
-                }
+                atol = float(np.percentile([v[1] for v in values], percentile))
+                rtol = float(np.percentile([v[2] for v in values], percentile))
+                meaningless = _meaningless(atol, rtol, float(np.median([v[3] for v in values])))
             rows.append(
                 CalibrationRow(
                     op=op.name,
@@ -79,7 +81,21 @@ def calibrate(
                     comparator=comparator,
                     worst_headroom=json_float(max(v[0] for v in values)),
                     percentile=percentile,
-                    **quantiles,
+                    atol=json_float(atol),
+                    rtol=json_float(rtol),
+                    meaningless=meaningless,
                 )
             )
     return Calibration(tuple(rows), unusable)
+
+
+# A tolerance that allows errors this large next to the values themselves accepts nearly any output.
+MEANINGLESS_FRACTION = 0.25
+
+
+def _meaningless(atol: float, rtol: float, magnitude: float) -> str | None:
+    if rtol >= MEANINGLESS_FRACTION:
+        return f"rtol {rtol:.3g}: errors as large as the outputs themselves"
+    if magnitude > 0 and atol >= MEANINGLESS_FRACTION * magnitude:
+        return f"atol {atol:.3g} against outputs of typical magnitude {magnitude:.3g}"
+    return None

@@ -37,6 +37,7 @@ from gpuemu_ci.results.model import (
     ToolInfo,
     Verdict,
 )
+from gpuemu_ci.results.snapshots import clear_snapshots
 
 LintRunner = Callable[[Config, Settings], LintReport]
 
@@ -65,6 +66,7 @@ def run_gate(
     started_at = utc_now()
     settings = Settings.resolve(config, options)
     ops = select_ops(config, options.ops)
+    clear_snapshots(settings.out_dir)
     for dtype in settings.dtypes:
         if not any(dtype in op.dtypes for op in ops):
             raise ConfigError(f"--dtype {dtype!r} is not among the dtypes of the selected ops")

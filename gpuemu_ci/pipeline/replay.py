@@ -1,4 +1,4 @@
-"""Re-running one case (from its seed or its snapshot) and shrinking a failing case by actually running the op."""
+"""Re-running one case: from its seed (optionally at other dims or value scale) or from its saved snapshot."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from gpuemu_ci.config.model import Layout, OpSpec
 from gpuemu_ci.errors import UsageError
 from gpuemu_ci.fuzz import layouts as layout_mod
 from gpuemu_ci.fuzz.case import CaseInputs, build_case, rebuild_from_snapshot
-from gpuemu_ci.fuzz.shapes import satisfies
 from gpuemu_ci.fuzz.values import GENERATOR_VERSION
 from gpuemu_ci.oracle.model import CaseVerdict
 from gpuemu_ci.pipeline.records import CaseOutcome
@@ -24,6 +23,7 @@ class ReplayOutcome:
     case: CaseInputs
     verdict: CaseVerdict | None  # None: the reference failed, so the case could not be judged
     message: str
+    outcome: CaseOutcome
 
     @property
     def failed(self) -> bool:
@@ -88,8 +88,13 @@ def replay(
         if dims is not None:
             _check_dims(op, dims)
         case = build_case(op, seed, session.config.root, dims_override=dims, value_scale=scale)
+    return run_inputs(session, op, case)
+
+
+def run_inputs(session: Session, op: OpSpec, case: CaseInputs) -> ReplayOutcome:
+    """Runs and judges exactly these inputs."""
     outcome = session.run_case(op, CaseRef(op.name, -1, case.seed), inputs=case)
-    return ReplayOutcome(case, outcome.verdict, describe_outcome(outcome))
+    return ReplayOutcome(case, outcome.verdict, describe_outcome(outcome), outcome)
 
 
 def _check_dims(op: OpSpec, dims: Mapping[str, int]) -> None:
@@ -100,49 +105,3 @@ def _check_dims(op: OpSpec, dims: Mapping[str, int]) -> None:
     missing = names - set(dims)
     if missing:
         raise UsageError(f"--dims must give every dim of op {op.name!r}; missing {sorted(missing)}")
-
-
-@dataclass(frozen=True)
-class Minimized:
-    seed: int
-    original_dims: dict[str, int]
-    dims: dict[str, int]
-    scale: float
-    runs: int
-    message: str
-
-
-def minimize(session: Session, op: OpSpec, seed: int, max_runs: int = 200) -> Minimized:
-    """Shrinks a failing case: binary search on each dim (shared dims change together, as they are one symbol)
-    from the largest down, then halves every float input while it still fails. Each probe really runs the op;
-    the search only ever moves to a case that fails, so it ends at a failing case."""
-    first = replay(session, op, seed=seed)
-    if not first.failed:
-        raise UsageError(f"case seed {seed} of op {op.name!r} passes: nothing to minimize")
-    dims = dict(first.case.dims)
-    original = dict(dims)
-    runs = 1
-    lows = {d.name: max(d.low, 1) for d in op.shapes.dims}
-
-    def fails(candidate: dict[str, int], scale: float | None = None) -> bool:
-        nonlocal runs
-        if not all(satisfies(c, candidate) for c in op.shapes.constraints):
-            return False
-        runs += 1
-        outcome = replay(session, op, seed=seed, dims=candidate, scale=scale)
-        return outcome.failed and outcome.verdict is not None
-
-    for name in sorted(dims, key=lambda n: -dims[n]):
-        lo, hi = lows.get(name, 1), dims[name]
-        while lo < hi and runs < max_runs:
-            mid = (lo + hi) // 2
-            if fails({**dims, name: mid}):
-                hi = mid
-            else:
-                lo = mid + 1
-        dims[name] = hi
-    scale = 1.0
-    while runs < max_runs and scale > 2.0**-20 and fails(dims, scale / 2):
-        scale /= 2
-    final = replay(session, op, seed=seed, dims=dims, scale=None if scale == 1.0 else scale)
-    return Minimized(seed, original, dims, scale, runs, final.message)

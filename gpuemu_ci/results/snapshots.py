@@ -18,6 +18,14 @@ from gpuemu_ci.results.codec import encode_extra
 SNAPSHOT_DIR = "snapshots"
 
 
+def clear_snapshots(out_dir: Path) -> None:
+    """Remove the snapshots an earlier run left in `out_dir`: results.json names only this run's."""
+    folder = out_dir / SNAPSHOT_DIR
+    if folder.is_dir():
+        for path in folder.glob("*.npz"):
+            path.unlink(missing_ok=True)
+
+
 def write_snapshot(out_dir: Path, arrays: dict[str, np.ndarray], metadata: dict[str, Any]) -> str:
     """An .npz of the case's logical inputs plus its metadata; named by the hash of its content. Returns the
     path relative to out_dir."""

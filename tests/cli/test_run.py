@@ -170,11 +170,6 @@ def test_nothing_executed_is_exit_3_never_green(tmp_path, make_project):
     assert json.loads((tmp_path / "results.json").read_text())["ops"][0]["status"] == "error"
 
 
-def test_empty_config_runs_nothing_and_fails(tmp_path, make_project):
-    code, _, err = run(["--config", str(make_project("[project]\nname = 'empty'\n")), "--out", str(tmp_path)])
-    assert code == 3 and "ERROR" in err
-
-
 @pytest.mark.parametrize(
     ("args", "text"),
     [
@@ -346,3 +341,85 @@ def test_calibrate_reports_headroom_per_dtype_and_shape_class():
     )
     assert with_percentiles.code == 0
     assert all("atol" in row and "rtol" in row for row in json.loads(with_percentiles.stdout))
+
+
+@pytest.mark.parametrize("text", ["", "[project]\nname = 'empty'\n", "[ci]\nquick_iterations = 4\n"])
+def test_a_config_with_nothing_to_test_is_a_config_error(tmp_path, text):
+    (tmp_path / "gpuemu.toml").write_text(text)
+    code, _, err = run(["--config", str(tmp_path / "gpuemu.toml"), "--out", str(tmp_path / "out")])
+    assert code == 2
+    assert "declares no [[ops]] or [[kernels]]: there is nothing to test" in err
+    assert not (tmp_path / "out" / "results.json").exists()
+
+
+def test_a_run_cut_short_by_timeout_that_found_a_failure_exits_1_and_names_the_setting(tmp_path):
+    config = EXAMPLES / "buggy" / "gpuemu.toml"
+    code, _, _ = run(
+        ["--config", str(config), "--out", str(tmp_path), "--suite", "thorough", "--timeout", "1"]
+    )
+    document = json.loads((tmp_path / "results.json").read_text())
+    assert document["cut_short"] is True
+    if document["summary"]["cases_failed"]:  # a failure found before the cut decides: exit 1, not 3
+        assert code == 1 and document["verdict"] == "failed"
+    else:
+        assert code == 3 and document["verdict"] == "incomplete"
+    assert any("cut short after 1 s (--timeout)" in note for note in document["notes"])
+    assert "ci.thorough_timeout" not in " ".join(document["notes"])
+
+
+def test_every_option_of_every_command_says_what_it_does():
+    import click
+
+    from gpuemu_ci.cli.main import _register, cli
+
+    _register()
+    missing = []
+
+    def walk(command: click.Command, path: str) -> None:
+        if isinstance(command, click.Group):
+            for name, sub in command.commands.items():
+                walk(sub, f"{path} {name}")
+            return
+        if not command.help:
+            missing.append(path)
+        missing.extend(
+            f"{path} {p.opts}" for p in command.params if isinstance(p, click.Option) and not p.help
+        )
+
+    walk(cli, "gpuemu-ci")
+    assert missing == []
+
+
+def test_a_run_removes_the_snapshots_an_earlier_run_left(tmp_path):
+    stale = tmp_path / "snapshots" / "0123456789abcdef.npz"
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"old")
+    code, _, _ = run(["--config", str(EXAMPLES / "buggy" / "gpuemu.toml"), "--out", str(tmp_path),
+                      "--op", "softmax", "--iterations", "2"])  # fmt: skip
+    assert code == 1
+    document = json.loads((tmp_path / "results.json").read_text())
+    named = {f["snapshot"] for op in document["ops"] for f in op["failures"]}
+    assert not stale.exists()
+    assert {f"snapshots/{p.name}" for p in (tmp_path / "snapshots").iterdir()} == named
+
+
+def test_replay_from_a_snapshot_needs_no_op(tmp_path):
+    config = EXAMPLES / "buggy" / "gpuemu.toml"
+    run(["--config", str(config), "--out", str(tmp_path), "--op", "softmax", "--iterations", "2"])
+    document = json.loads((tmp_path / "results.json").read_text())
+    failure = document["ops"][0]["failures"][0]
+    replayed = run_cli(["replay", "--config", str(config), "--snapshot", str(tmp_path / failure["snapshot"]),
+                        "--out", str(tmp_path / "again")])  # fmt: skip
+    assert replayed.code == 1 and "REPRODUCED softmax" in replayed.stderr
+    assert "inputs: x(" in replayed.stderr
+
+
+def test_calibrate_says_when_a_percentile_tolerance_would_mean_nothing():
+    result = run_cli(["calibrate", "--config", str(EXAMPLES / "quickstart" / "gpuemu.toml"), "--op", "matmul",
+                      "--iterations", "8", "--percentile", "99.9", "--json"])  # fmt: skip
+    rows = json.loads(result.stdout)
+    useless = [row for row in rows if row["meaningless"]]
+    assert useless, rows  # wide-range inputs make the absolute errors as large as the outputs
+    assert "no meaningful atol/rtol" in result.stderr and "keep the error bound" in result.stderr
+    assert all(row["meaningless"] is None or "atol" in row["meaningless"] or "rtol" in row["meaningless"]
+               for row in rows)  # fmt: skip

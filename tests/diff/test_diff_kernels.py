@@ -156,7 +156,7 @@ def test_more_registers_is_a_failing_regression_with_old_and_new(runs: Runs) -> 
     assert registers["old"] == kernel_entry(load(runs.base), "gelu", "gelu", "sm_80")["registers"]
     assert registers["new"] == kernel_entry(load(runs.current), "gelu", "gelu", "sm_80")["registers"]
     assert registers["new"] > registers["old"]
-    assert "max_register_increase = 0" in registers["message"]
+    assert "more than max_register_increase = 8" in registers["message"]  # the default allows one block
     assert "gelu [sm_80]" in stderr and f"registers {registers['old']} -> {registers['new']}" in stderr
 
 

@@ -11,7 +11,8 @@ import pytest
 from gpuemu_ci.config.load import load_config
 from gpuemu_ci.fuzz.case import build_case
 from gpuemu_ci.pipeline.gate import run_gate
-from gpuemu_ci.pipeline.replay import case_from_snapshot, minimize, replay
+from gpuemu_ci.pipeline.minimize import minimize
+from gpuemu_ci.pipeline.replay import case_from_snapshot, replay
 from gpuemu_ci.pipeline.session import Session
 from gpuemu_ci.pipeline.settings import RunOptions
 from gpuemu_ci.results.codec import read_results, to_builtins, write_results
@@ -108,14 +109,20 @@ def test_minimize_shrinks_to_a_smaller_failing_case(zoo):
     result = minimize(session, op, failure["case_seed"])
     assert np.prod(list(result.dims.values())) < np.prod(failure["shapes"]["x"])
     assert result.dims["N"] % 64  # still a tail
-    again = replay(
-        session,
-        op,
-        seed=failure["case_seed"],
-        dims=result.dims,
-        scale=None if result.scale == 1.0 else result.scale,
-    )
-    assert again.failed
+    assert result.kind.value == failure["kind"]  # the same kind of failure, not another one found on the way
+    assert all(choice.layout.value == "contiguous" for choice in result.case.layouts.values())
+    assert "dims" in result.in_words() and "->" in result.in_words()
+    again = replay(session, op, snapshot=session.out_dir / result.snapshot)
+    assert again.failed and again.verdict is not None and again.verdict.primary.kind is result.kind
+
+
+def test_minimize_keeps_the_layout_a_stride_bug_needs(zoo):
+    config, document, _out, session = zoo
+    op_record = next(o for o in document["ops"] if o["name"] == "rmsnorm_ignores_strides")
+    failure = op_record["failures"][0]
+    result = minimize(session, config.op("rmsnorm_ignores_strides"), failure["case_seed"], max_runs=60)
+    assert result.case.layouts["x"].layout.value != "contiguous"  # without it the bug is gone
+    assert "x" not in result.made_contiguous
 
 
 def test_replay_cli_from_results_file(zoo, cli):
