@@ -297,6 +297,27 @@ def _kernel_result(
     )
 
 
+def check_kernels(
+    kernels: Sequence[KernelSpec],
+    *,
+    archs: Sequence[str] | None = None,
+    root: Path | None = None,
+    toolchain: Toolchain | None = None,
+) -> None:
+    """Everything `lint_kernels` would refuse as a config error (a missing source, a bad or unsupported arch, a
+    flag that fights the lint), found without compiling: `gpuemu-ci run` checks this before any op runs, so
+    a mistake costs seconds, not a whole suite. A missing toolchain is left to the lint step, which records
+    it with the results (exit 3)."""
+    if not kernels:
+        return
+    tc = toolchain if toolchain is not None else discover_toolchain()
+    specs = [_validate(k, root) for k in kernels]
+    if tc.nvcc is None and tc.ptxas is None:
+        return
+    for spec in specs:
+        _resolve_archs(spec, archs or (), tc)
+
+
 def lint_kernels(
     kernels: Sequence[KernelSpec],
     *,

@@ -19,6 +19,7 @@ from gpuemu_ci.diff.baseline import BaselineSource, diff_against
 from gpuemu_ci.errors import ConfigError, ExitCode
 from gpuemu_ci.fuzz.values import GENERATOR_VERSION
 from gpuemu_ci.lint.model import LintReport
+from gpuemu_ci.lint.run import check_kernels
 from gpuemu_ci.pipeline.environment import environment, git_info
 from gpuemu_ci.pipeline.session import DETECT, Session, needs_gpu
 from gpuemu_ci.pipeline.settings import RunOptions, Settings, select_ops
@@ -66,6 +67,8 @@ def run_gate(
     started_at = utc_now()
     settings = Settings.resolve(config, options)
     ops = select_ops(config, options.ops)
+    if config.kernels and settings.lint:
+        check_kernels(config.kernels, archs=settings.archs, root=config.root)  # before any op runs
     clear_snapshots(settings.out_dir)
     for dtype in settings.dtypes:
         if not any(dtype in op.dtypes for op in ops):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -423,3 +424,20 @@ def test_calibrate_says_when_a_percentile_tolerance_would_mean_nothing():
     assert "no meaningful atol/rtol" in result.stderr and "keep the error bound" in result.stderr
     assert all(row["meaningless"] is None or "atol" in row["meaningless"] or "rtol" in row["meaningless"]
                for row in rows)  # fmt: skip
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+@pytest.mark.parametrize(
+    ("arch", "message"), [("sm_9999", "is not one this toolchain"), ("compute_80", "virtual")]
+)
+def test_a_bad_kernel_arch_is_found_before_any_op_runs(tmp_path, simple_project, arch, message):
+    config = simple_project()
+    kernel = tmp_path / "k.cu"
+    kernel.write_text('extern "C" __global__ void k(float* y) { y[0] = 1.f; }\n')
+    config.write_text(
+        config.read_text() + f'\n[[kernels]]\nname = "k"\nsource = "{kernel}"\narchs = ["{arch}"]\n'
+    )
+    code, _, err = run(["--config", str(config), "--out", str(tmp_path / "out")])
+    assert code == 2 and message in err
+    assert "cases" not in err  # no op started
+    assert not (tmp_path / "out" / "results.json").exists()
