@@ -3,27 +3,37 @@
     import gpuemu_ci
 
     def test_my_softmax():
-        gpuemu_ci.check("softmax", my_softmax, config="gpuemu.toml")   # AssertionError with replay seeds
+        gpuemu_ci.check("softmax", my_softmax, config="gpuemu.toml")   # AssertionError with replay commands
 
 The op's dims, inputs, dtypes, family, kwargs and reference come from the config; `fn` replaces its `op`.
-An importable function (module level) runs in an isolated worker; a lambda or closure runs in this process.
+A function defined at module level (a test module's too) runs in an isolated worker, imported the way pytest
+imported it; a lambda or closure runs in this process. A failure names the cases and how to replay them:
+`gpuemu-ci replay ... --target MODULE:FUNCTION` for an importable function, `check(..., seeds=[...])` for the
+others.
 """
 
 from __future__ import annotations
 
 import importlib
+import shlex
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from gpuemu_ci.backends.interface import Pool
+import msgspec
+
+from gpuemu_ci.backends.interface import CallTarget, Pool, TargetKind
 from gpuemu_ci.config.load import load_config
 from gpuemu_ci.config.model import Config, ExecutionMode, Suite
 from gpuemu_ci.errors import UsageError
 from gpuemu_ci.pipeline.session import Session
 from gpuemu_ci.pipeline.settings import RunOptions, select_ops
+from gpuemu_ci.plan.model import CaseRef
 from gpuemu_ci.results.model import OpResult, OpStatus
+
+DEFAULT_OUT_DIR = Path("gpuemu-out")  # the pytest plugin points this at pytest's temporary directory
 
 
 class OpCheckFailed(AssertionError):
@@ -34,17 +44,47 @@ class OpCheckFailed(AssertionError):
         self.result = result
 
 
-def _importable_name(fn: Callable[..., Any]) -> str | None:
-    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
-    if not module or "<" in qualname or module == "__main__":
+def importable_target(fn: Callable[..., Any]) -> tuple[str, Path] | None:
+    """("package.module:qualname", the directory to import it from) for a module-level function; None for a
+    lambda, a closure or a function of `__main__`. A module pytest imported from a test folder is found the
+    way pytest found it: from the first parent directory that is not a package."""
+    module_name, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
+    if not module_name or "<" in qualname or module_name == "__main__":
         return None
-    try:
-        target: Any = importlib.import_module(module)
-        for part in qualname.split("."):
-            target = getattr(target, part)
-    except (ImportError, AttributeError):
+    module = sys.modules.get(module_name) or _import(module_name)
+    if module is None:
         return None
-    return f"{module}:{qualname}" if target is fn else None
+    target: Any = module
+    for part in qualname.split("."):
+        target = getattr(target, part, None)
+    if target is not fn:
+        return None
+    file = getattr(module, "__file__", None)
+    if not file:
+        return None
+    base = Path(file).resolve().parent
+    for _ in module_name.split(".")[:-1]:
+        base = base.parent
+    return f"{module_name}:{qualname}", base
+
+
+def target_from_text(text: str) -> tuple[str, Path]:
+    """`--target` of `gpuemu-ci replay`: "pkg.mod:function" (imported from the working directory) or
+    "path/to/file.py:function" (imported as pytest would: from the first parent that is not a package)."""
+    module_part, sep, attribute = text.partition(":")
+    if not sep or not module_part or not attribute:
+        raise UsageError(f"--target {text!r}: expected package.module:function or path/to/file.py:function")
+    if not module_part.endswith(".py"):
+        return text, Path.cwd()
+    path = Path(module_part).resolve()
+    if not path.is_file():
+        raise UsageError(f"--target {text!r}: {path} does not exist")
+    parts = [path.stem]
+    base = path.parent
+    while (base / "__init__.py").is_file():
+        parts.insert(0, base.name)
+        base = base.parent
+    return f"{'.'.join(parts)}:{attribute}", base
 
 
 def check(
@@ -54,47 +94,81 @@ def check(
     config: str | Path | Config | None = None,
     suite: str = "quick",
     seed: int | None = None,
+    seeds: Sequence[int] = (),
     iterations: int | None = None,
     dtypes: Sequence[str] = (),
-    out_dir: str | Path = "gpuemu-out",
+    out_dir: str | Path | None = None,
     isolate: bool | None = None,
 ) -> OpResult:
     """Fuzzes `fn` with the schema of op `op_name` and judges it against the op's fp64 reference.
 
-    Returns the OpResult when every case passed; raises OpCheckFailed (an AssertionError) listing each
-    failure with its replay command otherwise, and also when no case ran or a case could not be judged."""
+    `seeds`: run exactly these case seeds (from a failure) instead of the suite. Returns the OpResult when
+    every case passed; raises OpCheckFailed (an AssertionError) listing each failure with how to replay it
+    otherwise, and also when no case ran or a case could not be judged."""
+    __tracebackhide__ = True  # pytest shows the message, not gpuemu-ci's frames
     loaded = (
         config if isinstance(config, Config) else load_config(Path(config) if config is not None else None)
     )
     op = select_ops(loaded, [op_name])[0]
-    target = _importable_name(fn)
-    use_worker = target is not None if isolate is None else isolate
-    if use_worker and target is None:
+    found = importable_target(fn)
+    use_worker = found is not None if isolate is None else isolate
+    if use_worker and found is None:
         raise UsageError(
-            f"{fn!r} is not importable as module:function, so it cannot run in an isolated "
-            "worker; pass isolate=False"
+            f"{fn!r} is not importable as module:function, so it cannot run in an isolated worker; pass isolate=False"
         )
     op = replace(
         op,
         targets=replace(
             op.targets,
-            op=target or f"<in-process>:{getattr(fn, '__name__', 'fn')}",
+            op=found[0] if found else f"<in-process>:{getattr(fn, '__name__', 'fn')}",
             execution_mode=ExecutionMode.CALLABLE,
         ),
+    )
+    target = (
+        CallTarget(TargetKind.CALLABLE, found[0], found[1], op.targets.framework)
+        if found and use_worker
+        else None
     )
     options = RunOptions(
         suite=Suite(suite),
         seed=seed,
         iterations=iterations,
         dtypes=tuple(dtypes),
-        out_dir=Path(out_dir).resolve(),
+        out_dir=Path(out_dir if out_dir is not None else DEFAULT_OUT_DIR).resolve(),
         jobs=1,
     )
     with Session(loaded, options, pool_factory=None if use_worker else _in_process(fn)) as session:
-        result = session.runner(op).run(session.plan(op))
+        cases = [CaseRef(op.name, -1, s) for s in seeds] if seeds else session.plan(op)
+        result = session.runner(op, target=target).run(cases)
+    result = _with_replays(result, loaded, op_name, found if use_worker else None)
     if result.status is not OpStatus.PASSED:
         raise OpCheckFailed(_failure_text(op_name, result, session.settings.seed), result)
     return result
+
+
+def _with_replays(result: OpResult, config: Config, op_name: str, found: tuple[str, Path] | None) -> OpResult:
+    """Each failure's replay runs the function that was checked, not the op's own."""
+    failures = []
+    for failure in result.failures:
+        if found is not None:
+            module, function = found[0].split(":", 1)
+            file = found[1] / (module.replace(".", "/") + ".py")
+            spec = f"{file}:{function}" if file.is_file() else found[0]
+            command = (
+                f"gpuemu-ci replay --config {shlex.quote(str(config.path))} --op {shlex.quote(op_name)} "
+                f"--seed {failure.case_seed} --target {shlex.quote(spec)}"
+            )
+        else:
+            command = f"gpuemu_ci.check({op_name!r}, <the same function>, seeds=[{failure.case_seed}])"
+        failures.append(msgspec.structs.replace(failure, replay=command))
+    return msgspec.structs.replace(result, failures=tuple(failures))
+
+
+def _import(name: str) -> Any:
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
 
 
 def _in_process(fn: Callable[..., Any]) -> Callable[[int], Pool]:

@@ -11,7 +11,7 @@ import pytest
 from tests.support_cli import CliResult, run_cli
 
 # Fixtures for signed reports (a results document, keys, envelopes), shared by tests/attest and tests/cli.
-pytest_plugins = ["tests.support_reports"]
+pytest_plugins = ["tests.support_reports", "pytester"]
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"

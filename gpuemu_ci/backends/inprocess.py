@@ -19,10 +19,14 @@ from gpuemu_ci.backends.transport import is_float_like
 
 
 class InProcessPool:
-    """`run(job)` like WorkerPool, calling `op_function` for the job's op target."""
+    """`run(job)` like WorkerPool, calling `op_function` for the job's op target, and `reference_function`
+    (when given; else the job's reference target, loaded) for its reference."""
 
-    def __init__(self, op_function: Callable[..., Any]) -> None:
+    def __init__(
+        self, op_function: Callable[..., Any], reference_function: Callable[..., Any] | None = None
+    ) -> None:
         self.op_function = op_function
+        self.reference_function = reference_function
 
     def close(self) -> None:
         """Nothing to release."""
@@ -34,17 +38,19 @@ class InProcessPool:
         return future
 
     def run(self, job: CaseJob) -> CaseRun:
-        try:
-            reference = load_target(job.reference)
-        except LoadError as exc:
-            return CaseRun(
-                CallResult(CallStatus.IMPORT_ERROR, message=str(exc)), CallResult(CallStatus.RAISED)
-            )
-        ref_result = self._reference(reference.invoke, job, ())
+        if self.reference_function is not None:
+            function = self.reference_function
+            invoke: Callable[..., Any] = lambda inputs, kwargs: function(**inputs, **kwargs)  # noqa: E731
+        else:
+            try:
+                invoke = load_target(job.reference).invoke
+            except LoadError as exc:
+                return CaseRun(
+                    CallResult(CallStatus.IMPORT_ERROR, message=str(exc)), CallResult(CallStatus.RAISED)
+                )
+        ref_result = self._reference(invoke, job, ())
         reference_abs = (
-            self._reference(reference.invoke, job, job.abs_reference_inputs)
-            if job.abs_reference_inputs
-            else None
+            self._reference(invoke, job, job.abs_reference_inputs) if job.abs_reference_inputs else None
         )
         if job.op.kind is not TargetKind.CALLABLE:
             raise ValueError("in-process runs take a Python callable")

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from gpuemu_ci.api import target_from_text
+from gpuemu_ci.backends.interface import CallTarget, TargetKind
 from gpuemu_ci.cli.describe import describe_arrays
 from gpuemu_ci.cli.options import config_option, out_option
 from gpuemu_ci.config.load import load_config
@@ -52,6 +54,12 @@ def _parse_dims(text: str | None) -> dict[str, int] | None:
 )
 @click.option("--dims", "dims_text", help="Minimized dims, e.g. M=3,N=65 (from `gpuemu-ci minimize`).")
 @click.option("--scale", type=float, help="Minimized input scale (from `gpuemu-ci minimize`).")
+@click.option(
+    "--target",
+    "target_text",
+    help="Run this function instead of the op's own: package.module:function or path/to/file.py:function "
+    "(the replay command of a gpuemu_ci.check failure).",
+)
 @out_option("Directory for the snapshots of cases that still fail.")
 def replay_command(
     results: Path | None,
@@ -63,6 +71,7 @@ def replay_command(
     from_snapshots: bool,
     dims_text: str | None,
     scale: float | None,
+    target_text: str | None,
     out_dir: Path,
 ) -> int:
     """Re-run failing cases and print their verdict. Exit 1 when a case still fails, 0 when none does."""
@@ -102,6 +111,10 @@ def replay_command(
             if not op_name or (seed is None and snapshot is None):
                 raise UsageError("give a results file, --snapshot FILE, or --op NAME with --seed SEED")
             op = select_ops(config, [op_name])[0]
+            target = None
+            if target_text is not None:
+                spec, root = target_from_text(target_text)
+                target = CallTarget(TargetKind.CALLABLE, spec, root, op.targets.framework)
             outcome = replay(
                 session,
                 op,
@@ -109,6 +122,7 @@ def replay_command(
                 snapshot=snapshot,
                 dims=_parse_dims(dims_text),
                 scale=scale,
+                target=target,
             )
             still_failing += _report(
                 f"{op_name} seed {outcome.case.seed}", outcome.failed, outcome.message, None

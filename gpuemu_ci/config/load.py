@@ -247,9 +247,23 @@ def _ci(table: TableReader | None) -> CiSettings:
         parallel_jobs=table.integer("parallel_jobs", defaults.parallel_jobs, minimum=1) or 1,
         lint=table.boolean("lint", defaults.lint),
         require_gpu=table.boolean("require_gpu", defaults.require_gpu),
+        corpus=_corpus_dir(table),
     )
     table.finish()
     return ci
+
+
+def _corpus_dir(table: TableReader) -> str | None:
+    """`corpus = "gpuemu-corpus"`: a directory next to gpuemu.toml (inside the repository, never outside)."""
+    text = table.string("corpus")
+    if text is None:
+        return None
+    path = Path(text)
+    if not text or path.is_absolute() or ".." in path.parts:
+        raise table.error(
+            "corpus", f"{text!r}: give a directory relative to gpuemu.toml, inside the repository"
+        )
+    return text
 
 
 def _policies(table: TableReader | None) -> Policies:

@@ -306,6 +306,7 @@ class CiSettings:
     parallel_jobs: int = 1
     lint: bool = True
     require_gpu: bool = False
+    corpus: str | None = None  # regression corpus directory, relative to gpuemu.toml (gpuemu-ci corpus add)
 
 
 @dataclass(frozen=True)

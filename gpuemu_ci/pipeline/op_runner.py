@@ -222,7 +222,8 @@ class OpRunner:
             error_scale,
             bias_test=case.stratum.mode is ValueMode.REGULAR
             and all(c.layout is not Layout.BROADCAST for c in case.layouts.values()),
-            correlated=case.stratum.mode is ValueMode.ASCENDING
+            # Sorted values, and real data (captured), may sum correlated addends: the bound assumes g(n) = n.
+            correlated=case.stratum.mode in (ValueMode.ASCENDING, ValueMode.CAPTURED)
             or bounds.constant_along_reduction(
                 self.op,
                 {

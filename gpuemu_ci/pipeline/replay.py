@@ -6,6 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
+from gpuemu_ci.backends.interface import CallTarget
 from gpuemu_ci.config.model import Layout, OpSpec
 from gpuemu_ci.errors import UsageError
 from gpuemu_ci.fuzz import layouts as layout_mod
@@ -31,14 +34,23 @@ class ReplayOutcome:
 
 
 def case_from_snapshot(op: OpSpec, path: Path) -> CaseInputs:
-    """Rebuilds a case from its .npz: the exact logical inputs, layouts, dims and kwargs that failed."""
+    """Rebuilds a case from its .npz: the exact logical inputs, layouts (or, for a capture of a real call, the
+    exact element strides), dims and kwargs that failed."""
     arrays, meta = read_snapshot(path)
     if meta.get("op") != op.name:
         raise UsageError(f"snapshot {path} is of op {meta.get('op')!r}, not {op.name!r}")
-    layouts = {
-        name: layout_mod.LayoutChoice(Layout(info["layout"]), info.get("broadcast_dim"))
-        for name, info in meta.get("layouts", {}).items()
-    }
+    strides = meta.get("strides")
+    if isinstance(strides, dict):  # a capture: the strides the real call had
+        laid_out = {
+            name: with_strides(values, tuple(strides.get(name, ()))) for name, values in arrays.items()
+        }
+        layouts = {name: classify_layout(array) for name, array in laid_out.items()}
+    else:
+        layouts = {
+            name: layout_mod.LayoutChoice(Layout(info["layout"]), info.get("broadcast_dim"))
+            for name, info in meta.get("layouts", {}).items()
+        }
+        laid_out = rebuild_from_snapshot(arrays, layouts)
     chosen = CaseStratum(meta["dtype"], ValueMode(meta["mode"]), aligned=False, contiguous=False)
     return CaseInputs(
         seed=int(meta["case_seed"]),
@@ -47,8 +59,38 @@ def case_from_snapshot(op: OpSpec, path: Path) -> CaseInputs:
         kwargs=meta.get("kwargs", {}),
         logical=arrays,
         layouts=layouts,
-        arrays=rebuild_from_snapshot(arrays, layouts),
+        arrays=laid_out,
     )
+
+
+def with_strides(values: np.ndarray, strides: tuple[int, ...]) -> np.ndarray:
+    """`values` laid out in memory with these element strides (gaps poisoned with NaN, stride 0 shared); C
+    order when the strides do not fit the shape or are negative."""
+    if len(strides) != values.ndim or any(s < 0 for s in strides) or values.size == 0:
+        return values
+    extent = 1 + sum((n - 1) * s for n, s in zip(values.shape, strides, strict=True))
+    base = (
+        np.full(extent, np.nan, dtype=values.dtype)
+        if values.dtype.kind == "f"
+        else np.zeros(extent, values.dtype)
+    )
+    view = np.lib.stride_tricks.as_strided(
+        base, values.shape, tuple(s * values.itemsize for s in strides), writeable=True
+    )
+    view[...] = values  # where strides overlap (stride 0), the values along that dim are one value anyway
+    return view
+
+
+def classify_layout(array: np.ndarray) -> layout_mod.LayoutChoice:
+    """What the oracle and reports need to know of a real array's layout."""
+    strides = tuple(s // array.itemsize for s in array.strides) if array.itemsize else ()
+    if 0 in strides and array.size > 1:
+        return layout_mod.LayoutChoice(Layout.BROADCAST, strides.index(0))
+    if array.flags.c_contiguous:
+        return layout_mod.LayoutChoice(Layout.CONTIGUOUS, None)
+    if array.ndim >= 2 and array.T.flags.c_contiguous:
+        return layout_mod.LayoutChoice(Layout.TRANSPOSED, None)
+    return layout_mod.LayoutChoice(Layout.STRIDED, None)
 
 
 def describe_outcome(outcome: CaseOutcome) -> str:
@@ -73,6 +115,7 @@ def replay(
     dims: Mapping[str, int] | None = None,
     scale: float | None = None,
     generator_version: str | None = None,
+    target: CallTarget | None = None,
 ) -> ReplayOutcome:
     if snapshot is not None:
         case = case_from_snapshot(op, snapshot)
@@ -88,12 +131,14 @@ def replay(
         if dims is not None:
             _check_dims(op, dims)
         case = build_case(op, seed, session.config.root, dims_override=dims, value_scale=scale)
-    return run_inputs(session, op, case)
+    return run_inputs(session, op, case, target)
 
 
-def run_inputs(session: Session, op: OpSpec, case: CaseInputs) -> ReplayOutcome:
-    """Runs and judges exactly these inputs."""
-    outcome = session.run_case(op, CaseRef(op.name, -1, case.seed), inputs=case)
+def run_inputs(
+    session: Session, op: OpSpec, case: CaseInputs, target: CallTarget | None = None
+) -> ReplayOutcome:
+    """Runs and judges exactly these inputs (with `target` instead of the op's own, when given)."""
+    outcome = session.run_case(op, CaseRef(op.name, -1, case.seed), inputs=case, target=target)
     return ReplayOutcome(case, outcome.verdict, describe_outcome(outcome), outcome)
 
 

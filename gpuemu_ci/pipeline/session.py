@@ -116,9 +116,12 @@ class Session:
             target,
         )
 
-    def run_case(self, op: OpSpec, ref: CaseRef, inputs: CaseInputs | None = None) -> CaseOutcome:
-        """Runs and judges one case (built from its seed unless `inputs` is given), waiting for it."""
+    def run_case(
+        self, op: OpSpec, ref: CaseRef, inputs: CaseInputs | None = None, target: CallTarget | None = None
+    ) -> CaseOutcome:
+        """Runs and judges one case (built from its seed unless `inputs` is given), waiting for it; `target`
+        replaces the op's own (a function checked with `gpuemu_ci.check`)."""
         runner = self._runners.get(op.name)
-        if runner is None or runner.op is not op:
-            runner = self._runners[op.name] = self.runner(op)
+        if runner is None or runner.op is not op or runner.target is not target:
+            runner = self._runners[op.name] = self.runner(op, target=target)
         return runner.run_case(ref, inputs=inputs)

@@ -17,6 +17,7 @@ class ValueMode(StrEnum):
     WIDE_RANGE = "adversarial:wide_range"  # huge dynamic range within a row
     CANCELLATION = "adversarial:cancellation"  # x and -x pairs
     TIES = "adversarial:ties"  # few distinct values, duplicates
+    CAPTURED = "captured"  # real inputs from a shadowed call (a capture) or a pinned corpus case
 
     @property
     def distribution(self) -> str:

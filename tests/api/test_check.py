@@ -40,7 +40,8 @@ def test_a_buggy_callable_raises_with_replay_seeds(quickstart_kernels, tmp_path)
     with pytest.raises(OpCheckFailed) as info:
         gpuemu_ci.check("softmax", softmax_without_max_subtraction, config=QUICKSTART, out_dir=tmp_path)
     text = str(info.value)
-    assert "softmax failed" in text and "replay: gpuemu-ci replay" in text and "--seed" in text
+    # A function defined inside the test cannot be imported by a worker: its replay is a check() of it.
+    assert "softmax failed" in text and "replay: gpuemu_ci.check('softmax'" in text and "seeds=[" in text
     assert isinstance(info.value, AssertionError)  # pytest reports it as a test failure
     assert info.value.result.cases_failed > 0
 
@@ -89,3 +90,54 @@ def test_an_unknown_op_is_a_clear_error():
 
     with pytest.raises(ConfigError, match="is not an op"):
         gpuemu_ci.check("nope", lambda x: x, config=QUICKSTART)
+
+
+def off_by_a_lot(x):
+    """A buggy softmax defined right here, in a test module: it must still run isolated, as pytest imported it."""
+    return (np.exp(x.astype(np.float32)) / np.float32(x.shape[-1])).astype(x.dtype)
+
+
+def test_a_function_of_a_test_module_runs_isolated_and_its_replay_command_replays_it(tmp_path, cli):
+    with pytest.raises(OpCheckFailed) as info:
+        gpuemu_ci.check("softmax", off_by_a_lot, config=QUICKSTART, out_dir=tmp_path, iterations=2)
+    failures = info.value.result.failures
+    assert failures and all(f.kind != "raised" for f in failures)  # it loaded and ran in the worker
+    command = failures[0].replay
+    assert "--target" in command and "test_check.py:off_by_a_lot" in command
+    replayed = cli(*command.split()[1:], "--out", tmp_path / "replay")
+    assert replayed.code == 1 and "REPRODUCED" in replayed.stderr, replayed.stderr
+
+
+def test_a_closure_failure_says_how_to_replay_it_with_seeds(quickstart_kernels, tmp_path):
+    scale = np.float32(1.01)
+    with pytest.raises(OpCheckFailed) as info:
+        gpuemu_ci.check("softmax", lambda x: quickstart_kernels(x) * scale, config=QUICKSTART, out_dir=tmp_path,
+                        iterations=2)  # fmt: skip
+    failure = info.value.result.failures[0]
+    assert f"seeds=[{failure.case_seed}]" in failure.replay
+    with pytest.raises(OpCheckFailed) as again:
+        gpuemu_ci.check("softmax", lambda x: quickstart_kernels(x) * scale, config=QUICKSTART, out_dir=tmp_path,
+                        seeds=[failure.case_seed])  # fmt: skip
+    assert (
+        again.value.result.cases_total == 1 and again.value.result.failures[0].case_seed == failure.case_seed
+    )
+
+
+def test_pytest_shows_the_failure_not_gpuemu_ci_frames(pytester):
+    pytester.makepyfile(
+        test_user=f"""
+        import numpy as np
+        import gpuemu_ci
+
+        def wrong(x):
+            return (x * 2).astype(x.dtype)
+
+        def test_wrong():
+            gpuemu_ci.check("gelu", wrong, config={str(QUICKSTART)!r}, iterations=1)
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    output = result.stdout.str()
+    assert "gpuemu-ci: gelu failed" in output
+    assert "gpuemu_ci/api.py" not in output and "gpuemu_ci/pipeline" not in output

@@ -1,0 +1,328 @@
+"""`Shadow`: check a running op's real calls against its fp64 reference, in the background.
+
+The wrapped function returns its result unchanged and at once. A sample of calls (`sampling.Sampler`) is
+copied and queued; one background thread runs the reference in float64 on the copied inputs and judges the
+output with the same error-bound oracle and op family as the gate. A failing call is written as a capture
+(an input snapshot `gpuemu-ci replay --snapshot` replays and `gpuemu-ci corpus add` pins) and reported to the
+`on_failure` callback. The checker never raises into the caller unless `raise_on_failure` asks it to.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import queue
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+import numpy as np
+
+from gpuemu_ci.backends.inprocess import InProcessPool
+from gpuemu_ci.backends.interface import CaseJob
+from gpuemu_ci.config.model import Config, OpSpec
+from gpuemu_ci.errors import UsageError
+from gpuemu_ci.oracle import bounds
+from gpuemu_ci.oracle.judge import CaseContext, comparator_for, judge
+from gpuemu_ci.oracle.model import CaseVerdict, Comparator
+from gpuemu_ci.pipeline.targets import reference_target
+from gpuemu_ci.shadow.capture import write_capture
+from gpuemu_ci.shadow.sampling import Reason, RobustOutliers, Sampler
+from gpuemu_ci.shadow.spec import dims_of, resolve_op
+from gpuemu_ci.shadow.tensors import Held, element_sample, hold, is_tensor
+
+F = TypeVar("F", bound=Callable[..., Any])
+DEFAULT_CAPTURES = Path("gpuemu-captures")
+
+
+class ShadowCheckFailed(AssertionError):
+    """A checked call failed (raised only with `raise_on_failure`, at the next call or `drain()`)."""
+
+
+@dataclass(frozen=True)
+class ShadowFailure:
+    """What the `on_failure` callback receives."""
+
+    op: str
+    reason: Reason  # why this call was checked
+    verdict: str  # the oracle's findings, in words
+    capture: Path  # the input snapshot of the call
+
+
+@dataclass
+class ShadowStats:
+    """Counters since the checker was made."""
+
+    calls: int = 0
+    checks: int = 0  # calls queued for checking
+    checked: int = 0  # calls judged
+    drops: int = 0  # calls that should have been checked but found the queue full
+    failures: int = 0
+    skipped: int = 0  # checked calls that could not be judged (the inputs do not fit the op's schema)
+    internal_errors: int = 0
+    last_error: str | None = None
+    reasons: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Call:
+    inputs: dict[str, Held]
+    kwargs: dict[str, Any]
+    outputs: tuple[Held, ...]
+    reason: Reason
+
+
+class Shadow:
+    """A shadow checker for one op; use it as a decorator (`@Shadow("softmax")`), as a context manager (which
+    starts it and, on exit, waits for the queued checks), or call `wrap(fn)`.
+
+    `op`: an op declared in gpuemu.toml (found from the working directory, or `config`); or give `reference`
+    (a callable or "pkg.mod:func") and `family` (and optionally `inputs` = {name: dims}) for an op that is
+    not declared. `probability`: the random share of ordinary calls checked (first calls, new shapes and
+    outliers are always checked)."""
+
+    def __init__(
+        self,
+        op: str | None = None,
+        *,
+        config: str | Path | Config | None = None,
+        reference: Callable[..., Any] | str | None = None,
+        family: str | None = None,
+        inputs: Mapping[str, tuple[str | int, ...]] | None = None,
+        probability: float = 0.01,
+        capture_dir: str | Path = DEFAULT_CAPTURES,
+        on_failure: Callable[[ShadowFailure], None] | None = None,
+        raise_on_failure: bool = False,
+        queue_size: int = 64,
+        outlier_threshold: float = 6.0,
+        seed: int | None = None,
+        start: bool = True,
+    ) -> None:
+        self.op, self.root, self.validation, self._reference = resolve_op(
+            op, config=config, reference=reference, family=family, inputs=inputs
+        )
+        self.capture_dir = Path(capture_dir)
+        self.on_failure = on_failure
+        self.raise_on_failure = raise_on_failure
+        self.stats = ShadowStats()
+        self._sampler = Sampler(probability, RobustOutliers(outlier_threshold), seed)
+        self._queue: queue.Queue[_Call | None] = queue.Queue(maxsize=queue_size)
+        self._lock = threading.Lock()
+        self._pending_failure: ShadowFailure | None = None
+        self._running = False
+        self._thread: threading.Thread | None = None
+        self._observe = _outside_graphs(self._observe_call)
+        if start:
+            self.start()
+
+    # --- control ----------------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start checking (the background thread starts with the first queued call)."""
+        self._running = True
+
+    def stop(self) -> None:
+        """Stop checking: calls pass straight through; queued checks still finish (see `drain`)."""
+        self._running = False
+
+    def set_probability(self, probability: float) -> None:
+        if not 0.0 <= probability <= 1.0:
+            raise UsageError(f"probability must be in [0, 1], not {probability}")
+        self._sampler.probability = probability
+
+    @property
+    def probability(self) -> float:
+        return self._sampler.probability
+
+    def drain(self, timeout: float | None = None) -> None:
+        """Wait until every queued check is judged (then raise a pending failure with `raise_on_failure`)."""
+        if self._thread is not None:
+            self._queue.join() if timeout is None else _join_with_timeout(self._queue, timeout)
+        self._raise_pending()
+
+    def __enter__(self) -> Shadow:
+        self.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.stop()
+        self.drain()
+
+    # --- wrapping ---------------------------------------------------------------------------------------
+    def __call__(self, fn: F) -> F:
+        return self.wrap(fn)
+
+    def wrap(self, fn: F) -> F:
+        """`fn`, returning exactly what it returns, with a sample of its calls checked."""
+        signature = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            self._raise_pending()
+            result = fn(*args, **kwargs)
+            if self._running:
+                self._observe(signature, args, kwargs, result)
+            return result
+
+        return checked  # type: ignore[return-value]
+
+    # --- the caller's thread: cheap, and never raising ----------------------------------------------------
+    def _observe_call(
+        self, signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any
+    ) -> None:
+        try:
+            with self._lock:
+                self.stats.calls += 1
+                bound = signature.bind_partial(*args, **kwargs).arguments
+                tensors = {name: v for name, v in bound.items() if is_tensor(v)}
+                reason = self._sampler.decide([element_sample(v) for v in tensors.values()])
+                if reason is None:
+                    return
+                plain = {name: v for name, v in bound.items() if name not in tensors and not _is_ctx(v)}
+                outputs = result if isinstance(result, tuple | list) else (result,)
+                call = _Call(
+                    {name: hold(v) for name, v in tensors.items()},
+                    plain,
+                    tuple(hold(o) for o in outputs if is_tensor(o)),
+                    reason,
+                )
+                try:
+                    self._queue.put_nowait(call)
+                except queue.Full:
+                    self.stats.drops += 1
+                    return
+                self.stats.checks += 1
+                self.stats.reasons[reason.value] = self.stats.reasons.get(reason.value, 0) + 1
+                self._ensure_thread()
+        except Exception as exc:  # the caller's training run must not die of the checker
+            self.stats.internal_errors += 1
+            self.stats.last_error = f"{type(exc).__name__}: {exc}"
+
+    def _ensure_thread(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._work, name="gpuemu-shadow", daemon=True)
+            self._thread.start()
+
+    def _raise_pending(self) -> None:
+        if self.raise_on_failure and self._pending_failure is not None:
+            failure, self._pending_failure = self._pending_failure, None
+            raise ShadowCheckFailed(
+                f"gpuemu-ci shadow: a call of {failure.op} failed ({failure.reason.value}): "
+                f"{failure.verdict.splitlines()[0]}; capture {failure.capture}"
+            )
+
+    # --- the checker's thread ----------------------------------------------------------------------------
+    def _work(self) -> None:
+        while True:
+            call = self._queue.get()
+            try:
+                if call is None:
+                    return
+                self._check(call)
+            except Exception as exc:
+                with self._lock:
+                    self.stats.internal_errors += 1
+                    self.stats.last_error = f"{type(exc).__name__}: {exc}"
+            finally:
+                self._queue.task_done()
+
+    def _check(self, call: _Call) -> None:
+        inputs = {name: held.numpy() for name, held in call.inputs.items()}
+        outputs = tuple(held.numpy() for held in call.outputs)
+        verdict = self.judge(inputs, call.kwargs, outputs)
+        with self._lock:
+            self.stats.checked += 1
+        if verdict is None:
+            with self._lock:
+                self.stats.skipped += 1
+            return
+        if verdict.passed:
+            return
+        message = "\n".join(f"{f.kind.value}: {f.message}" for f in verdict.findings)
+        capture = write_capture(
+            self.capture_dir,
+            self.op,
+            inputs,
+            {name: held.strides for name, held in call.inputs.items()},
+            call.kwargs,
+            verdict,
+            reason=call.reason.value,
+        )
+        failure = ShadowFailure(self.op.name, call.reason, message, capture)
+        with self._lock:
+            self.stats.failures += 1
+            self._pending_failure = failure
+        if self.on_failure is not None:
+            self.on_failure(failure)
+        else:
+            print(f"gpuemu-ci shadow: {self.op.name} failed a check; capture {capture}", file=sys.stderr)
+
+    def judge(
+        self, inputs: Mapping[str, np.ndarray], kwargs: Mapping[str, Any], outputs: tuple[np.ndarray, ...]
+    ) -> CaseVerdict | None:
+        """The oracle's verdict on one call (None when the inputs do not fit the op's schema)."""
+        dims = dims_of(self.op, inputs)
+        if dims is None or not outputs:
+            return None
+        dtype = _case_dtype(self.op, inputs, outputs)
+        bound = comparator_for(self.op, dtype) is Comparator.BOUND
+        job = CaseJob(
+            op=reference_target(self.op, self.root),  # not called: the op's output is the captured one
+            reference=reference_target(self.op, self.root),
+            inputs=dict(inputs),
+            kwargs=dict(kwargs),
+            out_dtype=self.op.output_dtype or dtype,
+            abs_reference_inputs=bounds.abs_linear_inputs(self.op) if bound else (),
+        )
+        pool = InProcessPool(lambda **_: outputs, self._reference)
+        run = pool.run(job)
+        # Real data: no rounding-bias test (one call's values are not independent draws), and addends treated
+        # as correlated (the bound's conservative g(n) = n), so a correct op is never flagged by its data.
+        context = CaseContext(dtype, dims, kwargs, dict(inputs), bias_test=False, correlated=True)
+        return judge(self.op, context, run, self.validation)
+
+
+def shadow(op: str | None = None, **options: Any) -> Shadow:
+    """`@shadow("softmax")` — see `Shadow`."""
+    return Shadow(op, **options)
+
+
+def _case_dtype(op: OpSpec, inputs: Mapping[str, np.ndarray], outputs: tuple[np.ndarray, ...]) -> str:
+    from gpuemu_ci.dtypes import canonical
+
+    for array in (*inputs.values(), *outputs):
+        name = canonical(array.dtype.name)
+        if name is not None and name in ("float64", "float32", "float16", "bfloat16"):
+            return name
+    return op.output_dtype or op.dtypes[0]
+
+
+def _is_ctx(value: Any) -> bool:
+    # torch.autograd.Function.forward(ctx, ...): ctx is passed through, not an input.
+    return (
+        type(value).__name__ in ("FunctionCtx", "BackwardCFunction") or "autograd" in type(value).__module__
+    )
+
+
+def _outside_graphs(function: F) -> F:
+    """Under torch.compile the queueing is a graph break: it runs eagerly, outside the compiled graph."""
+    torch = sys.modules.get("torch")
+    compiler = getattr(torch, "compiler", None) if torch is not None else None
+    disable = getattr(compiler, "disable", None)
+    return disable(function) if disable is not None else function
+
+
+def _join_with_timeout(work: queue.Queue[Any], timeout: float) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while work.unfinished_tasks and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+__all__ = ["Shadow", "ShadowCheckFailed", "ShadowFailure", "ShadowStats", "shadow"]
