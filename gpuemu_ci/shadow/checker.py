@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from gpuemu_ci.backends.inprocess import InProcessPool
-from gpuemu_ci.backends.interface import CaseJob
+from gpuemu_ci.backends.interface import CallTarget, CaseJob, TargetKind
 from gpuemu_ci.config.model import Config, OpSpec
 from gpuemu_ci.errors import UsageError
 from gpuemu_ci.oracle import bounds
@@ -33,7 +33,7 @@ from gpuemu_ci.pipeline.targets import reference_target
 from gpuemu_ci.shadow.capture import write_capture
 from gpuemu_ci.shadow.sampling import Reason, RobustOutliers, Sampler
 from gpuemu_ci.shadow.spec import dims_of, resolve_op
-from gpuemu_ci.shadow.tensors import Held, element_sample, hold, is_tensor
+from gpuemu_ci.shadow.tensors import Held, element_sample, hold, is_tensor, on_device
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_CAPTURES = Path("gpuemu-captures")
@@ -83,7 +83,10 @@ class Shadow:
     `op`: an op declared in gpuemu.toml (found from the working directory, or `config`); or give `reference`
     (a callable or "pkg.mod:func") and `family` (and optionally `inputs` = {name: dims}) for an op that is
     not declared. `probability`: the random share of ordinary calls checked (first calls, new shapes and
-    outliers are always checked)."""
+    outliers are always checked). `outlier_threshold`: how far from the recent calls an outlier is, in units
+    of their typical spacing. `device_outliers`: also look for outliers among GPU tensors (off by default:
+    reading a GPU tensor's values on every call waits for the GPU; first calls, new shapes and the random
+    share still work without it)."""
 
     def __init__(
         self,
@@ -98,7 +101,8 @@ class Shadow:
         on_failure: Callable[[ShadowFailure], None] | None = None,
         raise_on_failure: bool = False,
         queue_size: int = 64,
-        outlier_threshold: float = 6.0,
+        outlier_threshold: float = 4.0,
+        device_outliers: bool = False,
         seed: int | None = None,
         start: bool = True,
     ) -> None:
@@ -110,6 +114,7 @@ class Shadow:
         self.raise_on_failure = raise_on_failure
         self.stats = ShadowStats()
         self._sampler = Sampler(probability, RobustOutliers(outlier_threshold), seed)
+        self.device_outliers = device_outliers
         self._queue: queue.Queue[_Call | None] = queue.Queue(maxsize=queue_size)
         self._lock = threading.Lock()
         self._pending_failure: ShadowFailure | None = None
@@ -180,7 +185,13 @@ class Shadow:
                 self.stats.calls += 1
                 bound = signature.bind_partial(*args, **kwargs).arguments
                 tensors = {name: v for name, v in bound.items() if is_tensor(v)}
-                reason = self._sampler.decide([element_sample(v) for v in tensors.values()])
+                values = tuple(tensors.values())
+                kinds = tuple((tuple(v.shape), str(v.dtype)) for v in values)
+                # Reading a GPU tensor's values waits for the GPU: outliers on a device only when asked for.
+                look = self.device_outliers or not any(on_device(v) for v in values)
+                reason = self._sampler.decide(
+                    kinds, (lambda: [element_sample(v) for v in values]) if look else None
+                )
                 if reason is None:
                     return
                 plain = {name: v for name, v in bound.items() if name not in tensors and not _is_ctx(v)}
@@ -272,7 +283,7 @@ class Shadow:
         dtype = _case_dtype(self.op, inputs, outputs)
         bound = comparator_for(self.op, dtype) is Comparator.BOUND
         job = CaseJob(
-            op=reference_target(self.op, self.root),  # not called: the op's output is the captured one
+            op=CallTarget(TargetKind.CALLABLE, "<shadowed>", self.root),  # its output is the captured one
             reference=reference_target(self.op, self.root),
             inputs=dict(inputs),
             kwargs=dict(kwargs),

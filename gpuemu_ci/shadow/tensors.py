@@ -21,12 +21,21 @@ def is_tensor(value: Any) -> bool:
     )
 
 
+def on_device(value: Any) -> bool:
+    """A tensor on a GPU (or any device but the host)."""
+    return (
+        not isinstance(value, np.ndarray) and getattr(getattr(value, "device", None), "type", "cpu") != "cpu"
+    )
+
+
 def element_sample(value: Any) -> np.ndarray:
     """At most FEATURE_SAMPLE elements spread over `value`, as NumPy: a view-based stride per dim, so a large
     or non-contiguous tensor is never copied whole."""
     ndim = value.ndim
     if ndim == 0:
         return _numpy(value.reshape(1))
+    if _numel(value) <= FEATURE_SAMPLE:
+        return _numpy(value)
     per_dim = max(1, int(FEATURE_SAMPLE ** (1 / ndim)))
     index = tuple(slice(None, None, max(1, math.ceil(n / per_dim))) for n in value.shape)
     return _numpy(value[index]).reshape(-1)
@@ -65,3 +74,7 @@ def _numpy(value: Any) -> np.ndarray:
         bits = tensor.contiguous().view(torch.int16).cpu().numpy()
         return bits.view(np.uint16).view(ml_dtypes.bfloat16)
     return np.asarray(tensor.cpu().numpy())
+
+
+def _numel(value: Any) -> int:
+    return int(value.size) if isinstance(value, np.ndarray) else int(value.numel())
