@@ -89,7 +89,7 @@ def target_from_text(text: str) -> tuple[str, Path]:
 
 def check(
     op_name: str,
-    fn: Callable[..., Any],
+    fn: Callable[..., Any] | None = None,
     *,
     config: str | Path | Config | None = None,
     suite: str = "quick",
@@ -100,7 +100,8 @@ def check(
     out_dir: str | Path | None = None,
     isolate: bool | None = None,
 ) -> OpResult:
-    """Fuzzes `fn` with the schema of op `op_name` and judges it against the op's fp64 reference.
+    """Fuzzes `fn` with the schema of op `op_name` and judges it against the op's fp64 reference (without
+    `fn`: the op as the config declares it, in an isolated worker, as the gate runs it).
 
     `seeds`: run exactly these case seeds (from a failure) instead of the suite. Returns the OpResult when
     every case passed; raises OpCheckFailed (an AssertionError) listing each failure with how to replay it
@@ -110,25 +111,25 @@ def check(
         config if isinstance(config, Config) else load_config(Path(config) if config is not None else None)
     )
     op = select_ops(loaded, [op_name])[0]
-    found = importable_target(fn)
-    use_worker = found is not None if isolate is None else isolate
-    if use_worker and found is None:
-        raise UsageError(
-            f"{fn!r} is not importable as module:function, so it cannot run in an isolated worker; pass isolate=False"
+    found = importable_target(fn) if fn is not None else None
+    use_worker = fn is None or (found is not None if isolate is None else isolate)
+    target = None
+    if fn is not None:
+        if use_worker and found is None:
+            raise UsageError(
+                f"{fn!r} is not importable as module:function, so it cannot run in an isolated worker; "
+                "pass isolate=False"
+            )
+        op = replace(
+            op,
+            targets=replace(
+                op.targets,
+                op=found[0] if found else f"<in-process>:{getattr(fn, '__name__', 'fn')}",
+                execution_mode=ExecutionMode.CALLABLE,
+            ),
         )
-    op = replace(
-        op,
-        targets=replace(
-            op.targets,
-            op=found[0] if found else f"<in-process>:{getattr(fn, '__name__', 'fn')}",
-            execution_mode=ExecutionMode.CALLABLE,
-        ),
-    )
-    target = (
-        CallTarget(TargetKind.CALLABLE, found[0], found[1], op.targets.framework)
-        if found and use_worker
-        else None
-    )
+        if found and use_worker:
+            target = CallTarget(TargetKind.CALLABLE, found[0], found[1], op.targets.framework)
     options = RunOptions(
         suite=Suite(suite),
         seed=seed,
@@ -137,10 +138,12 @@ def check(
         out_dir=Path(out_dir if out_dir is not None else DEFAULT_OUT_DIR).resolve(),
         jobs=1,
     )
-    with Session(loaded, options, pool_factory=None if use_worker else _in_process(fn)) as session:
+    pool_factory = None if use_worker or fn is None else _in_process(fn)
+    with Session(loaded, options, pool_factory=pool_factory) as session:
         cases = [CaseRef(op.name, -1, s) for s in seeds] if seeds else session.plan(op)
         result = session.runner(op, target=target).run(cases)
-    result = _with_replays(result, loaded, op_name, found if use_worker else None)
+    if fn is not None:  # the config's op keeps the gate's own replay commands
+        result = _with_replays(result, loaded, op_name, found if use_worker else None)
     if result.status is not OpStatus.PASSED:
         raise OpCheckFailed(_failure_text(op_name, result, session.settings.seed), result)
     return result
