@@ -8,7 +8,7 @@
    (no signature: BAD_SIGNATURE, "unsigned"; any other failure: BAD_SIGNATURE).
 3. Only now parse the payload, the verified bytes as they are (never re-canonicalised), into
    `ReportClaims`, checking `_type` and `predicateType` (failure: MALFORMED).
-4. Run the expectations (`AllOf` of repo, repo id, commit, max age, artifact digests); every
+4. Run the expectations (`AllOf` of repo, repo id, commit, verdict, max age, artifact digests); every
    check runs and reports (any failure: EXPECTATION_MISMATCH).
 
 The checks are small frozen objects that look only at claims, never at bytes or keys, so the
@@ -92,6 +92,7 @@ class CheckKind(StrEnum):
     COMMIT = "commit"
     MAX_AGE = "max_age"
     ARTIFACT = "artifact"
+    VERDICT = "verdict"
 
 
 @dataclass(frozen=True)
@@ -150,6 +151,22 @@ class CommitIs:
             else f"report is for commit {claims.commit}, expected {self.commit}"
         )
         return (CheckResult(CheckKind.COMMIT, ok, self.commit, claims.commit, message),)
+
+
+@dataclass(frozen=True)
+class VerdictIs:
+    """The report states this verdict (a valid signature over a failed gate is still a failed gate)."""
+
+    verdict: str
+
+    def check(self, claims: ReportClaims) -> tuple[CheckResult, ...]:
+        ok = claims.verdict == self.verdict
+        message = (
+            f"verdict {claims.verdict}"
+            if ok
+            else f"report's verdict is {claims.verdict}, required {self.verdict}"
+        )
+        return (CheckResult(CheckKind.VERDICT, ok, self.verdict, claims.verdict, message),)
 
 
 @dataclass(frozen=True)

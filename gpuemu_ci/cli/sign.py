@@ -32,6 +32,7 @@ from gpuemu_ci.attest.verify_policy import (
     MaxAge,
     RepoIdIs,
     RepoIs,
+    VerdictIs,
     VerifyExit,
     VerifyOutcome,
     format_duration,
@@ -48,6 +49,7 @@ from gpuemu_ci.errors import (
     VerifyFailed,
 )
 from gpuemu_ci.files import atomic_write, read_bounded
+from gpuemu_ci.results.model import Verdict
 
 DEFAULT_KEY_ENV = "GPUEMU_SIGNING_KEY"
 
@@ -184,6 +186,11 @@ def sign_command(
     "--commit", metavar="SHA", callback=_checked(normalize_commit), help="Require this commit (full id)."
 )
 @click.option(
+    "--require-verdict",
+    type=click.Choice([v.value for v in Verdict]),
+    help="Require this verdict (e.g. passed: a valid signature over a failed gate is not enough).",
+)
+@click.option(
     "--max-age",
     metavar="DURATION",
     callback=_checked(parse_duration),
@@ -202,6 +209,7 @@ def verify_command(
     repo: str | None,
     repo_id: str | None,
     commit: str | None,
+    require_verdict: str | None,
     max_age: Any,
     artifacts: tuple[Path, ...],
 ) -> None:
@@ -221,6 +229,8 @@ def verify_command(
         checks.append(RepoIdIs(repo_id))
     if commit is not None:
         checks.append(CommitIs(commit))
+    if require_verdict is not None:
+        checks.append(VerdictIs(require_verdict))
     if max_age is not None:
         checks.append(MaxAge(max_age, now=datetime.now(UTC)))
     try:

@@ -114,6 +114,18 @@ class TestSignThenVerify:
         assert result.exit_code == 2
         assert complaint in result.output
 
+    def test_a_valid_signature_over_a_failed_verdict_fails_require_verdict_passed(
+        self, report: Path, keypair: tuple[Path, Path]
+    ) -> None:
+        plain = verify(report, keypair[1])
+        assert plain.exit_code == 0 and "verdict:   failed" in plain.stdout  # the signature holds; it says so
+        required = verify(report, keypair[1], "--require-verdict", "passed")
+        assert required.exit_code == 2
+        assert "report's verdict is failed, required passed" in required.output
+        assert verify(report, keypair[1], "--require-verdict", "failed").exit_code == 0
+        bad = verify(report, keypair[1], "--require-verdict", "green")
+        assert bad.exit_code == 2 and "Traceback" not in bad.output
+
     def test_changed_artifact_exits_2(self, report: Path, keypair: tuple[Path, Path], workdir: Path) -> None:
         kernel = workdir / "kernels" / "gelu.cu"
         kernel.write_text(kernel.read_text().replace("gelu", "geIu"))
