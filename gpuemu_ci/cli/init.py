@@ -9,6 +9,9 @@ when one exists.
 
 from __future__ import annotations
 
+import re
+import shutil
+import subprocess
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path, PurePosixPath
@@ -24,6 +27,79 @@ if TYPE_CHECKING:  # importlib.resources.abc is 3.11+; only the annotation needs
 # Only these suffixes are templates; anything else in the package folder (caches) is not copied.
 _TEMPLATE_SUFFIXES = frozenset({".toml", ".py", ".yml"})
 WORKFLOWS_DIR = PurePosixPath(".github/workflows")
+BASELINE_WORKFLOW = WORKFLOWS_DIR / "gpuemu-baseline.yml"
+TEMPLATE_BRANCH = re.compile(rb"branches: \[main\]")  # the one line of the baseline template that names it
+IGNORED = ("gpuemu-out/", "gpuemu-captures/")  # what `run` and shadow checking write: never committed
+
+
+@dataclass(frozen=True)
+class DefaultBranch:
+    """The branch the baseline workflow runs on, and how it was found (said to the user)."""
+
+    name: str
+    source: str
+    certain: bool
+
+
+def default_branch(target: Path) -> DefaultBranch:
+    """The repository's default branch: the remote's (origin/HEAD), else the current branch of a repository
+    with no remote yet, else `main`."""
+    git = shutil.which("git")
+    if git is not None and target.is_dir():
+
+        def ref(name: str) -> str | None:
+            try:
+                done = subprocess.run(
+                    [git, "-C", str(target), "symbolic-ref", "--quiet", "--short", name],
+                    capture_output=True,
+                    text=True,
+                    timeout=10,
+                )
+            except (OSError, subprocess.SubprocessError):
+                return None
+            return done.stdout.strip() or None if done.returncode == 0 else None
+
+        remote_head = ref("refs/remotes/origin/HEAD")
+        if remote_head is not None:
+            return DefaultBranch(remote_head.removeprefix("origin/"), "the remote's default branch", True)
+        current = ref("HEAD")
+        if current is not None and not _has_remote(git, target):
+            return DefaultBranch(current, "the current branch (the repository has no remote yet)", True)
+    return DefaultBranch("main", "a guess: no remote default branch was found", False)
+
+
+def _has_remote(git: str, target: Path) -> bool:
+    try:
+        done = subprocess.run([git, "-C", str(target), "remote"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return bool(done.stdout.strip())
+
+
+def with_branch(content: bytes, branch: str) -> bytes:
+    """The baseline workflow running on pushes to `branch` (quoted when YAML needs it)."""
+    plain = re.fullmatch(r"[A-Za-z0-9._/-]+", branch) is not None
+    name = branch if plain else '"' + branch.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return TEMPLATE_BRANCH.sub(b"branches: [" + name.encode() + b"]", content, count=1)
+
+
+def ignore_outputs(target: Path) -> tuple[str, ...]:
+    """Add gpuemu-ci's output folders to `.gitignore` (created if missing); returns the lines added."""
+    path = target / ".gitignore"
+    try:
+        text = path.read_text(encoding="utf-8") if path.is_file() else ""
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {path}: {exc}") from exc
+    present = {line.strip().lstrip("/") for line in text.splitlines()}
+    missing = tuple(entry for entry in IGNORED if entry not in present and entry.rstrip("/") not in present)
+    if missing:
+        prefix = "" if not text or text.endswith("\n") else "\n"
+        try:
+            with path.open("a", encoding="utf-8") as handle:
+                handle.write(prefix + "# gpuemu-ci outputs\n" + "".join(f"{entry}\n" for entry in missing))
+        except OSError as exc:
+            raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    return missing
 
 
 @dataclass(frozen=True)
@@ -41,6 +117,8 @@ class InitResult:
     target: Path
     written: tuple[PurePosixPath, ...]
     replaced: tuple[PurePosixPath, ...]
+    ignored: tuple[str, ...] = ()  # lines added to .gitignore
+    branch: DefaultBranch | None = None  # the baseline workflow's branch (None: no workflows written)
 
 
 def template_files(*, workflows: bool = True) -> tuple[TemplateFile, ...]:
@@ -90,14 +168,19 @@ def write_starter(target: Path, *, force: bool = False, workflows: bool = True) 
             f"{', '.join(str(rel) for rel in existing)}. Nothing was written; run `gpuemu-ci init "
             "--force` to replace them, or `--no-workflows` to leave .github/workflows alone"
         )
+    branch = default_branch(target) if workflows else None
     for item in files:
         path = target / item.relative
+        content = item.content
+        if branch is not None and item.relative == BASELINE_WORKFLOW:
+            content = with_branch(content, branch.name)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(item.content)
+            path.write_bytes(content)
         except OSError as exc:
             raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from exc
-    return InitResult(target, tuple(f.relative for f in files), tuple(existing))
+    ignored = ignore_outputs(target)
+    return InitResult(target, tuple(f.relative for f in files), tuple(existing), ignored, branch)
 
 
 @click.command("init")
@@ -128,16 +211,23 @@ def init_command(directory: Path, force: bool, no_workflows: bool) -> int:
     for rel in result.written:
         note = " (replaced)" if rel in result.replaced else ""
         echo(f"  {rel}{note}", err=True)
+    if result.ignored:
+        echo(f"  .gitignore: added {', '.join(result.ignored)}", err=True)
     echo("Next:", err=True)
     echo(
         "  gpuemu-ci run                  check the example op, then register your own in gpuemu.toml",
         err=True,
     )
-    if not no_workflows:
+    if result.branch is not None:
+        branch = result.branch
         echo(
-            "  commit and push to the default branch: gpuemu-baseline.yml uploads the baseline that\n"
-            "  gpuemu-pr.yml compares pull requests with (it runs on pushes to `main`: edit its\n"
-            "  `branches:` if your default branch has another name)",
+            f"  commit and push to `{branch.name}` ({branch.source}): gpuemu-baseline.yml uploads the\n"
+            "  baseline that gpuemu-pr.yml compares pull requests with"
+            + (
+                ""
+                if branch.certain
+                else f";\n  edit its `branches:` if your default branch is not `{branch.name}`"
+            ),
             err=True,
         )
     return 0

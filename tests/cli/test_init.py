@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -59,9 +60,12 @@ def test_init_writes_the_starter_and_the_four_workflows(tmp_path: Path, elsewher
     target = tmp_path / "repo"
     result = gpuemu("init", "--dir", str(target), cwd=elsewhere)
     assert result.returncode == 0, result.stderr
-    assert files_under(target) == sorted(STARTER_FILES + WORKFLOW_FILES)
-    for name in TEMPLATE_NAMES:
+    assert files_under(target) == sorted([*STARTER_FILES, *WORKFLOW_FILES, ".gitignore"])
+    for (
+        name
+    ) in TEMPLATE_NAMES:  # not a git repository: the baseline workflow keeps `main`, and says it guessed
         assert (target / ".github/workflows" / name).read_bytes() == (TEMPLATES / name).read_bytes()
+    assert "edit its `branches:`" in result.stderr
     assert (target / "gpuemu.toml").read_bytes() == (STARTER / "gpuemu.toml").read_bytes()
     assert files_under(elsewhere) == [], "init wrote into the working directory instead of --dir"
     for name in STARTER_FILES + WORKFLOW_FILES:
@@ -138,13 +142,15 @@ def test_no_workflows_leaves_github_workflows_alone(
     result = init("--dir", str(target), "--no-workflows", cwd=elsewhere)
     assert result.code == 0, result.stderr
     assert (target / ".github/workflows/gpuemu-pr.yml").read_text() == "name: mine\n"
-    assert sorted(set(files_under(target)) - {".github/workflows/gpuemu-pr.yml"}) == sorted(STARTER_FILES)
+    assert sorted(set(files_under(target)) - {".github/workflows/gpuemu-pr.yml"}) == sorted(
+        [*STARTER_FILES, ".gitignore"]
+    )
 
 
 def test_init_into_the_working_directory_by_default(init: Callable[..., Outcome], elsewhere: Path) -> None:
     result = init("--no-workflows", cwd=elsewhere)
     assert result.code == 0, result.stderr
-    assert files_under(elsewhere) == sorted(STARTER_FILES)
+    assert files_under(elsewhere) == sorted([*STARTER_FILES, ".gitignore"])
 
 
 def test_dir_that_is_a_file_is_a_usage_error(
@@ -172,3 +178,50 @@ def test_template_files_come_from_the_package() -> None:
     names = sorted(f.relative.as_posix() for f in template_files())
     assert names == sorted(STARTER_FILES + WORKFLOW_FILES)
     assert sorted(f.relative.as_posix() for f in template_files(workflows=False)) == sorted(STARTER_FILES)
+
+
+def git(*args: str, cwd: Path) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_the_baseline_workflow_runs_on_the_remotes_default_branch(
+    init: Callable[..., Outcome], tmp_path: Path
+) -> None:
+    upstream = tmp_path / "upstream.git"
+    git("init", "--bare", "--initial-branch", "trunk", str(upstream), cwd=tmp_path)
+    seed = tmp_path / "seed"
+    git("init", "--initial-branch", "trunk", str(seed), cwd=tmp_path)
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "--allow-empty", "-m", "start", cwd=seed)
+    git("push", str(upstream), "trunk", cwd=seed)
+    clone = tmp_path / "clone"
+    git("clone", str(upstream), str(clone), cwd=tmp_path)
+    git("switch", "-c", "feature/adopt-gpuemu", cwd=clone)  # init runs on a feature branch, as it would
+
+    outcome = init("--dir", str(clone), cwd=clone)
+    assert outcome.code == 0, outcome.stderr
+    workflow = (clone / ".github/workflows/gpuemu-baseline.yml").read_text()
+    assert "branches: [trunk]" in workflow and "branches: [main]" not in workflow
+    assert "push to `trunk` (the remote's default branch)" in outcome.stderr
+    assert "edit its `branches:`" not in outcome.stderr
+
+
+def test_outputs_are_git_ignored_once(init: Callable[..., Outcome], tmp_path: Path) -> None:
+    target = tmp_path / "repo"
+    target.mkdir()
+    (target / ".gitignore").write_text("*.pyc\ngpuemu-out\n")  # no final newline issue, one entry present
+    outcome = init("--dir", str(target), "--no-workflows", cwd=tmp_path)
+    assert outcome.code == 0, outcome.stderr
+    assert (target / ".gitignore").read_text() == "*.pyc\ngpuemu-out\n# gpuemu-ci outputs\ngpuemu-captures/\n"
+    assert ".gitignore: added gpuemu-captures/" in outcome.stderr
+    assert init("--dir", str(target), "--no-workflows", "--force", cwd=tmp_path).code == 0
+    assert (target / ".gitignore").read_text().count("gpuemu-captures/") == 1  # not added twice
+
+
+def test_the_starter_lists_every_family(tmp_path: Path) -> None:
+    from gpuemu_ci.config.model import Family
+
+    starter = (STARTER / "gpuemu.toml").read_text()
+    comment = starter[starter.index("# The family picks") : starter.index('family = "')]
+    for family in Family:
+        assert family.value in comment, f"the starter does not mention the {family.value} family"
