@@ -67,7 +67,6 @@ BUG_CLASSES: dict[str, str] = {
     "partial_rotary_offset": "second rotary half located at head_dim / 2, not rotary_dim / 2: partial RoPE",
     "size1_stride": "rows stepped with the stride of a size-1 dim: [B, H, 1, D]-contiguous inputs, B > 1",
 }
-ROLES = ("control", "bug", "upstream")
 BASELINE_ROLES = ("control", "upstream")  # what a mutant is compared with
 MAX_LISTED = 6  # false alarms listed per control and seed
 
@@ -214,7 +213,7 @@ def report(
     )
     print(
         "marks per seed: X caught on a case the correct kernel passes, c caught only where the correct kernel "
-        "fails too, . missed, E error\n"
+        "fails too, ? undecided (the correct kernel's failures were not all recorded), . missed, E error\n"
     )
     header = f"{'bug class / mutant':<58} {'seeds':<{2 * len(seeds)}} caught  clean   fp32"
     print(header)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from field_kernels.gpu import F32, cdiv, dev, load, round_to, store, store_truncating  # noqa: F401
+from field_kernels.gpu import F32, cdiv, dev, load, round_to, store, store_truncating  # noqa: F401  (names the mutants use)
 
 BLOCK_K = 256
 SPLIT_K = 4
