@@ -39,7 +39,7 @@ from typing import Any
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib
+    import tomli as tomllib  # type: ignore[no-redef]
 
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent
@@ -218,7 +218,7 @@ def report(
     header = f"{'bug class / mutant':<58} {'seeds':<{2 * len(seeds)}} caught  clean   fp32"
     print(header)
     print("-" * len(header))
-    totals = Counter()
+    totals: Counter[str] = Counter()
     all_caught = True
     for cls, trigger in BUG_CLASSES.items():
         members = [e for e in bugs if e.bug_class == cls]
