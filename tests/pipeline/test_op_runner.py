@@ -107,10 +107,12 @@ def test_a_pool_that_cannot_start_a_worker_is_an_infrastructure_error(tmp_path: 
         1, config.root, env={"PYTHONPATH": "/nonexistent", "PYTHONHOME": "/nonexistent"}, gpu=None
     )
     try:
-        with Session(
-            config, RunOptions(out_dir=tmp_path), pool_factory=lambda jobs: pool, gpu=None
-        ) as session:
-            with pytest.raises(InfraError, match="could not start a gpuemu worker"):
-                session.run_op(op, session.plan(op))
+        with (
+            Session(
+                config, RunOptions(out_dir=tmp_path), pool_factory=lambda jobs: pool, gpu=None
+            ) as session,
+            pytest.raises(InfraError, match="could not start a gpuemu worker"),
+        ):
+            session.run_op(op, session.plan(op))
     finally:
         pool.close()
