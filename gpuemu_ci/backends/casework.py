@@ -14,6 +14,7 @@ outcome; `contain` narrows that to Exception in the caller's process, where Ctrl
 
 from __future__ import annotations
 
+import ctypes
 import os
 import sys
 import time
@@ -36,7 +37,7 @@ from gpuemu_ci.backends.interface import (
 )
 from gpuemu_ci.backends.loading import Loaded, LoadError, describe_exception, load_callable, load_target
 from gpuemu_ci.backends.protocol import Stage
-from gpuemu_ci.backends.transport import is_float_like, region_of, resolve_dtype
+from gpuemu_ci.backends.transport import is_float_like, memory_region, region_of, resolve_dtype
 from gpuemu_ci.config.model import Framework, Layout, OpSpec
 from gpuemu_ci.fuzz import layouts as layout_mod
 from gpuemu_ci.fuzz.case import CaseInputs, InputsHookError, build_case
@@ -220,7 +221,8 @@ def run_op_side(
     except InputsFailed as exc:
         return OpSide(CallResult(CallStatus.RAISED, message=f"not run: {exc.message}"))
     bridge = get_bridge(task.op_target.framework)
-    regions = {name: region_of(arr) for name, arr in case.arrays.items()}
+    arrays = {name: rehome(arr) for name, arr in case.arrays.items()}
+    regions = {name: region_of(arr) for name, arr in arrays.items()}
     before = {name: region.copy() for name, (region, _) in regions.items() if region is not None}
     out_dtype = op.output_dtype or case.dtype
 
@@ -238,7 +240,7 @@ def run_op_side(
         out = None
         try:
             natives = {}
-            for name, view in case.arrays.items():
+            for name, view in arrays.items():
                 region, offset = regions[name]
                 natives[name] = bridge.to_native(view, region, offset)
             if op.execution.out_arg:
@@ -288,6 +290,33 @@ def run_op_side(
     ):
         interpreter = "triton-interpreter"
     return OpSide(first, rerun, modified, interpreter, retire)
+
+
+def rehome(view: np.ndarray) -> np.ndarray:
+    """The same view (shape, strides, bytes, gaps) over a private buffer that also holds everything a kernel
+    ignoring the strides would read (the view's element count, C-contiguous from its first element), the
+    extra poisoned like the gaps. Out-of-view reads then find the same poison whatever ran before in this
+    process, so their verdict replays. A contiguous array already is such a buffer."""
+    address, nbytes, offset = memory_region(view)
+    span = offset + view.size * view.itemsize
+    if nbytes == 0 or (view.flags.c_contiguous and span <= nbytes):
+        return view
+    size = -(-max(nbytes, span) // view.itemsize) * view.itemsize
+    buffer = np.empty(size, dtype=np.uint8)
+    buffer.view(view.dtype)[...] = _poison(view.dtype)
+    buffer[:nbytes] = np.frombuffer(
+        memoryview((ctypes.c_char * nbytes).from_address(address)).cast("B"), np.uint8
+    )
+    return np.ndarray(view.shape, dtype=view.dtype, buffer=buffer, offset=offset, strides=view.strides)
+
+
+def _poison(dtype: np.dtype) -> object:
+    """What the generator fills gaps with (fuzz/layouts.py): NaN, the largest integer, True."""
+    if is_float_like(dtype) or dtype.kind == "c":
+        return np.nan
+    if dtype.kind == "b":
+        return True
+    return np.iinfo(dtype).max
 
 
 def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:

@@ -22,8 +22,8 @@ from gpuemu_ci.pipeline.records import failure_record
 from gpuemu_ci.plan.model import CaseRef
 from gpuemu_ci.progress import Observer
 from gpuemu_ci.results.model import DtypeResult, Failure, OpResult, OpStatus
+from gpuemu_ci.results.rules import MAX_RECORDED_FAILURES, op_message, op_status
 
-MAX_RECORDED_FAILURES = 20  # per op; the rest are counted (snapshots cost disk and comment space)
 WINDOW_PER_JOB = 8  # cases submitted ahead per job: workers never wait, a cut-short run wastes little
 
 
@@ -74,25 +74,8 @@ class OpTally:
         )
 
 
-def op_status(total: int, failed: int, errored: int) -> OpStatus:
-    if failed:
-        return OpStatus.FAILED
-    if errored or total == 0:
-        return OpStatus.ERROR
-    return OpStatus.PASSED
-
-
 def family_of(op: OpSpec) -> str | None:
     return op.error_model.family.value if op.error_model.family else None
-
-
-def op_message(total: int, errored: int, failed: int, cut_short: bool) -> str | None:
-    """The note an OpResult carries about its counts (shared with the merge of shards)."""
-    if total == 0:
-        return "no case ran" + (" (the suite timeout expired first)" if cut_short else "")
-    if errored and not failed:
-        return f"{errored} of {total} cases could not be judged (the reference failed)"
-    return None
 
 
 def op_detail(total: int, failed: int, errored: int) -> str:
@@ -107,9 +90,10 @@ def op_detail(total: int, failed: int, errored: int) -> str:
 class OpCollector:
     """The judged cases of one op, arriving in any order -> its OpResult."""
 
-    def __init__(self, config: Config, op: OpSpec) -> None:
+    def __init__(self, config: Config, op: OpSpec, out_dir: Path | None = None) -> None:
         self.config = config
         self.op = op
+        self.out_dir = out_dir  # where the judges wrote snapshots
         self.tallies: dict[str, OpTally] = {}
         self.failing: list[tuple[CaseRef, CaseReport]] = []
         self.unloadable: tuple[CaseRef, CaseReport] | None = None
@@ -168,15 +152,13 @@ class OpCollector:
     def _drop_unrecorded_snapshots(self, failures: tuple[Failure, ...]) -> None:
         """Snapshots of failures past the recorded ones were written before the order was known."""
         kept = {f.snapshot for f in failures}
-        out_dir = self._out_dir
+        out_dir = self.out_dir
         if out_dir is None:
             return
         for _, report in self.failing[MAX_RECORDED_FAILURES:]:
             if report.snapshot and report.snapshot not in kept:
                 with contextlib.suppress(OSError):
                     (out_dir / report.snapshot).unlink()
-
-    _out_dir: Path | None = None
 
     def _unloadable(self, report: CaseReport) -> OpResult:
         return OpResult(
@@ -242,9 +224,7 @@ class SuiteRun:
         self.cut_short = False
 
     def run(self, plans: Sequence[OpPlan]) -> dict[str, OpResult]:
-        states = [_OpState(plan, OpCollector(self.config, plan.op)) for plan in plans]
-        for state in states:
-            state.collector._out_dir = state.plan.task.out_dir
+        states = [_OpState(plan, OpCollector(self.config, plan.op, plan.task.out_dir)) for plan in plans]
         owner: dict[Future[CaseReport], tuple[_OpState, CaseRef]] = {}
         results: dict[str, OpResult] = {}
         started: set[str] = set()

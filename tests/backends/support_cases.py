@@ -1,6 +1,6 @@
 """Helpers for the backend tests: user code in a temporary root, and ops (from real gpuemu.toml text) to run.
 
-`op_task(root, "userops:add", ...)` writes a one-op config next to the user code and returns what the pool
+`op_task(root, "backend_ops:add", ...)` writes a one-op config next to the user code and returns what the pool
 runs; `first_case(task)` is the op's first planned case. Cases travel as seeds, so a test that needs a
 particular input picks the seed (`seed_where`) or lets the op check what it received (it raises otherwise).
 """
@@ -135,7 +135,7 @@ _names = itertools.count()
 
 
 def write_user_code(root: Path) -> Path:
-    (root / "userops.py").write_text(USER_OPS)
+    (root / "backend_ops.py").write_text(USER_OPS)
     (root / "broken.py").write_text(BROKEN)
     scripts = root / "scripts"
     scripts.mkdir(exist_ok=True)
@@ -147,7 +147,7 @@ def write_user_code(root: Path) -> Path:
 def op_task(
     root: Path,
     op: str,
-    reference: str = "userops:ref_add",
+    reference: str = "backend_ops:ref_add",
     *,
     schema: str = PAIR,
     extra: str = 'family = "elementwise"',

@@ -199,7 +199,7 @@ def test_triton_kernel_runs_through_the_interpreter_on_cpu(pool: WorkerPool, fw_
     report = pool.run(task, spec)
     assert report.outcome == "passed", report.message  # the tail mask holds, and the NaN gaps were never read
     assert report.interpreter == "triton-interpreter"
-    plain = op_task(fw_root, "userops:add")
+    plain = op_task(fw_root, "backend_ops:add")
     assert pool.run(plain, first_case(plain)).interpreter is None  # only cases that launched Triton say so
 
 

@@ -15,25 +15,25 @@ from tests.backends.support_cases import first_case, op_task
 
 
 def _run(
-    pool: WorkerPool, root: Path, op: str, reference: str = "userops:ref_add", **kw: object
+    pool: WorkerPool, root: Path, op: str, reference: str = "backend_ops:ref_add", **kw: object
 ) -> CaseReport:
     task = op_task(root, op, reference, **kw)  # type: ignore[arg-type]
     return pool.run(task, first_case(task))
 
 
 def _assert_pool_still_works(pool: WorkerPool, root: Path) -> None:
-    report = _run(pool, root, "userops:add", extra='family = "elementwise"\nkwargs = { scale = [2.0] }')
+    report = _run(pool, root, "backend_ops:add", extra='family = "elementwise"\nkwargs = { scale = [2.0] }')
     assert report.outcome == "passed", report.message
-    wrong = _run(pool, root, "userops:wrong_add")
+    wrong = _run(pool, root, "backend_ops:wrong_add")
     assert wrong.outcome == "failed" and wrong.kind == "mismatch"
 
 
 @pytest.mark.parametrize(
     ("op", "words", "stderr_words"),
     [
-        ("userops:segfault", "SIGSEGV", "about to touch address 0"),
-        ("userops:abort", "SIGABRT", "aborting now"),
-        ("userops:hard_exit", "exited with code 3", ""),
+        ("backend_ops:segfault", "SIGSEGV", "about to touch address 0"),
+        ("backend_ops:abort", "SIGABRT", "aborting now"),
+        ("backend_ops:hard_exit", "exited with code 3", ""),
     ],
 )
 def test_worker_death_is_recorded_and_the_worker_replaced(
@@ -51,15 +51,15 @@ def test_worker_death_is_recorded_and_the_worker_replaced(
 
 
 def test_segfault_stderr_tail_has_the_python_traceback(pool: WorkerPool, user_root: Path) -> None:
-    report = _run(pool, user_root, "userops:segfault")
+    report = _run(pool, user_root, "backend_ops:segfault")
     assert "Fatal Python error: Segmentation fault" in (report.stderr_tail or "")
-    assert "userops.py" in (report.stderr_tail or "") and "in segfault" in (report.stderr_tail or "")
+    assert "backend_ops.py" in (report.stderr_tail or "") and "in segfault" in (report.stderr_tail or "")
 
 
 def test_hang_past_the_case_timeout_is_killed(pool: WorkerPool, user_root: Path) -> None:
     _assert_pool_still_works(pool, user_root)  # loaded: the timeout is the case's, not the first load's
     report = _run(
-        pool, user_root, "userops:hang", timeout=1.0, extra='family = "elementwise"\ndeterministic = true'
+        pool, user_root, "backend_ops:hang", timeout=1.0, extra='family = "elementwise"\ndeterministic = true'
     )
     assert report.outcome == "failed" and report.kind == "timeout"
     assert "timeout of 1 s" in report.message and "in the op call" in report.message
@@ -70,7 +70,7 @@ def test_hang_past_the_case_timeout_is_killed(pool: WorkerPool, user_root: Path)
 def test_timeout_in_the_reference_means_the_case_could_not_be_judged(
     pool: WorkerPool, user_root: Path
 ) -> None:
-    report = _run(pool, user_root, "userops:add", reference="userops:hang", timeout=1.0)
+    report = _run(pool, user_root, "backend_ops:add", reference="backend_ops:hang", timeout=1.0)
     assert report.outcome == "errored" and report.kind == "timeout"
     assert report.message.startswith("the reference timed out:") and "in the reference call" in report.message
     _assert_pool_still_works(pool, user_root)
@@ -79,15 +79,15 @@ def test_timeout_in_the_reference_means_the_case_could_not_be_judged(
 def test_memory_error_is_oom_and_keeps_the_worker(pool: WorkerPool, user_root: Path) -> None:
     _assert_pool_still_works(pool, user_root)
     starts = pool.worker_starts
-    report = _run(pool, user_root, "userops:huge")
+    report = _run(pool, user_root, "backend_ops:huge")
     assert report.outcome == "failed" and report.kind == "oom"
-    assert "MemoryError" in report.message and "userops.py" in report.message
+    assert "MemoryError" in report.message and "backend_ops.py" in report.message
     _assert_pool_still_works(pool, user_root)
     assert pool.worker_starts == starts  # Python recovered: no restart needed
 
 
 def test_device_out_of_memory_is_oom(pool: WorkerPool, user_root: Path) -> None:
-    report = _run(pool, user_root, "userops:device_oom")
+    report = _run(pool, user_root, "backend_ops:device_oom")
     assert report.kind == "oom" and "CUDA out of memory" in report.message
 
 
@@ -95,7 +95,7 @@ def test_sticky_cuda_error_is_a_crash_and_the_worker_is_replaced(pool: WorkerPoo
     _assert_pool_still_works(pool, user_root)
     starts = pool.worker_starts
     report = _run(
-        pool, user_root, "userops:sticky_cuda", extra='family = "elementwise"\ndeterministic = true'
+        pool, user_root, "backend_ops:sticky_cuda", extra='family = "elementwise"\ndeterministic = true'
     )
     assert report.kind == "crashed" and "illegal memory access" in report.message
     assert pool.worker_starts == starts + 1
@@ -103,7 +103,7 @@ def test_sticky_cuda_error_is_a_crash_and_the_worker_is_replaced(pool: WorkerPoo
 
 
 def test_exception_reports_type_message_and_user_frames_only(pool: WorkerPool, user_root: Path) -> None:
-    report = _run(pool, user_root, "userops:raises")
+    report = _run(pool, user_root, "backend_ops:raises")
     assert report.kind == "raised"
     text = report.message
     assert f"ValueError: bad shape {report.shapes['a']}" in text
@@ -115,7 +115,7 @@ def test_exception_reports_type_message_and_user_frames_only(pool: WorkerPool, u
     ("spec", "who", "words"),
     [
         ("no_such_module:f", "op", "cannot import module 'no_such_module'"),
-        ("userops:missing", "op", "has no attribute 'missing'"),
+        ("backend_ops:missing", "op", "has no attribute 'missing'"),
         ("broken:f", "op", "RuntimeError: boom while importing"),
     ],
 )
@@ -128,7 +128,7 @@ def test_import_errors_say_what_is_missing(
 
 
 def test_a_reference_that_does_not_load(pool: WorkerPool, user_root: Path) -> None:
-    report = _run(pool, user_root, "userops:add", reference="userops:nope")
+    report = _run(pool, user_root, "backend_ops:add", reference="backend_ops:nope")
     assert report.outcome == "unloadable" and report.unloadable == "reference"
     assert "has no attribute 'nope'" in report.message
 
@@ -136,9 +136,9 @@ def test_a_reference_that_does_not_load(pool: WorkerPool, user_root: Path) -> No
 @pytest.mark.parametrize(
     ("op", "words"),
     [
-        ("userops:returns_none", "returned None"),
-        ("userops:returns_dict", "returned a dict"),
-        ("userops:returns_objects", "object dtype"),
+        ("backend_ops:returns_none", "returned None"),
+        ("backend_ops:returns_dict", "returned a dict"),
+        ("backend_ops:returns_objects", "object dtype"),
     ],
 )
 def test_bad_outputs(pool: WorkerPool, user_root: Path, op: str, words: str) -> None:
@@ -152,9 +152,12 @@ def test_nothing_of_a_worker_lives_in_the_file_system(user_root: Path, tmp_path:
     shm = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
     env = {"TMPDIR": str(tmp_path)}
     with WorkerPool(2, user_root, env=env, gpu=None) as p:
-        for op in ("userops:add", "userops:segfault", "userops:big", "userops:hang"):
+        for op in ("backend_ops:add", "backend_ops:segfault", "backend_ops:big", "backend_ops:hang"):
             task = op_task(
-                user_root, op, "userops:big_ref" if op == "userops:big" else "userops:ref_add", timeout=1
+                user_root,
+                op,
+                "backend_ops:big_ref" if op == "backend_ops:big" else "backend_ops:ref_add",
+                timeout=1,
             )
             p.run(task, first_case(task))
         if os.path.isdir("/dev/shm"):
@@ -163,8 +166,8 @@ def test_nothing_of_a_worker_lives_in_the_file_system(user_root: Path, tmp_path:
 
 
 def test_an_ops_cases_spread_over_every_worker_from_threads(user_root: Path) -> None:
-    task = op_task(user_root, "userops:add")
-    crash = op_task(user_root, "userops:segfault")
+    task = op_task(user_root, "backend_ops:add")
+    crash = op_task(user_root, "backend_ops:segfault")
     outcomes: list[str] = []
     lock = threading.Lock()
     with WorkerPool(2, user_root, gpu=None) as p:
@@ -187,7 +190,7 @@ def test_an_ops_cases_spread_over_every_worker_from_threads(user_root: Path) -> 
 def test_closed_pool_refuses_work(user_root: Path) -> None:
     p = WorkerPool(1, user_root, gpu=None)
     p.close()
-    task = op_task(user_root, "userops:add")
+    task = op_task(user_root, "backend_ops:add")
     with pytest.raises(RuntimeError):
         p.submit(task, first_case(task))
 
@@ -210,7 +213,7 @@ def test_script_without_the_expected_function(pool: WorkerPool, user_root: Path)
 
 
 def test_submit_returns_futures_that_resolve(pool: WorkerPool, user_root: Path) -> None:
-    task = op_task(user_root, "userops:add")
+    task = op_task(user_root, "backend_ops:add")
     futures = [pool.submit(task, first_case(task, n)) for n in range(6)]
     assert [f.result(timeout=120).outcome for f in futures] == ["passed"] * 6
 
@@ -223,7 +226,7 @@ from tests.backends.support_cases import first_case, op_task
 
 root = Path(sys.argv[1])
 pool = WorkerPool(1, root, gpu=None)
-task = op_task(root, "userops:hang", timeout=600)
+task = op_task(root, "backend_ops:hang", timeout=600)
 pool.submit(task, first_case(task))
 while True:
     slot = next((s for s in pool._slots if s.case is not None and s.proc is not None), None)

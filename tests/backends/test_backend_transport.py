@@ -104,7 +104,10 @@ def test_an_arena_has_no_name_and_grows() -> None:
 
 def test_outputs_larger_than_the_first_arena_reach_the_judge(pool: WorkerPool, user_root: Path) -> None:
     task = op_task(
-        user_root, "userops:big", "userops:big_ref", extra='family = "elementwise"\ndeterministic = true'
+        user_root,
+        "backend_ops:big",
+        "backend_ops:big_ref",
+        extra='family = "elementwise"\ndeterministic = true',
     )
     report = pool.run(task, first_case(task))
     assert report.outcome == "passed", report.message  # 4 MiB twice: the op asked for a larger arena
@@ -114,8 +117,8 @@ def test_outputs_larger_than_the_first_arena_reach_the_judge(pool: WorkerPool, u
 def test_exact_outputs_cross_unchanged_in_every_dtype(pool: WorkerPool, user_root: Path, dtype: str) -> None:
     task = op_task(
         user_root,
-        "userops:identity",
-        "userops:ref_identity",
+        "backend_ops:identity",
+        "backend_ops:ref_identity",
         schema='[ops.dims]\nN = { min = 1, max = 300, typical = [64] }\n[ops.inputs]\nx = ["N"]\n',
         extra='family = "exact"',
         dtypes=f'["{dtype}"]',
@@ -128,8 +131,8 @@ def test_exact_outputs_cross_unchanged_in_every_dtype(pool: WorkerPool, user_roo
 def test_empty_inputs_and_outputs(pool: WorkerPool, user_root: Path) -> None:
     task = op_task(
         user_root,
-        "userops:identity",
-        "userops:ref_identity",
+        "backend_ops:identity",
+        "backend_ops:ref_identity",
         schema='[ops.dims]\nN = { min = 0, max = 3, typical = [0] }\n[ops.inputs]\nx = ["N"]\n',
         extra='family = "exact"',
     )
