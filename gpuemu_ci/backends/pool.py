@@ -61,13 +61,16 @@ class CaseAborted(Exception):
     """The pool was aborted (an interrupt) while this case was running."""
 
 
-def _settle(future: Future[CaseReport], error: BaseException) -> None:
-    """Fail a future that has no result yet, whether it was queued or running."""
-    if future.done():
+def _settle(future: Future[CaseReport], error: BaseException, *, cancel_queued: bool) -> None:
+    """End a future that has no result yet: a running one fails with `error`; a queued one is cancelled
+    (`cancel_queued`) or fails too. Waiters are woken either way (a plain `cancel()` does not wake wait())."""
+    if future.done() and not future.cancelled():
         return
-    with contextlib.suppress(RuntimeError):  # already running: set_running_or_notify_cancel refuses
-        if not future.set_running_or_notify_cancel():
-            return  # it was cancelled
+    if not future.running() and cancel_queued:
+        future.cancel()
+    with contextlib.suppress(RuntimeError):  # already running: it refuses, and says so in the log
+        if not future.running() and not future.set_running_or_notify_cancel():
+            return  # cancelled, and now notified
     future.set_exception(error)
 
 
@@ -110,6 +113,7 @@ class _Slot:
     case: _Case | None = None
     side: str = ""  # "op" | "place" | "judge"
     readied: bool = False  # the worker said its imports are done: the case's timer runs
+    task: int = 0  # the number of the side it runs (replies must carry it)
     started: float = 0.0
     deadline: float = 0.0
     log_mark: int = 0
@@ -215,6 +219,7 @@ class WorkerPool:
         self._judge_queue: deque[_Case] = deque()
         self._free_arenas: list[Arena] = []
         self._want: dict[str, int] = {}
+        self._sides = 0
         try:
             for slot in slots:
                 self._spawn(slot)
@@ -246,7 +251,7 @@ class WorkerPool:
         pending += list(self._op_queue) + list(self._judge_queue)
         pending += [s.case for s in self._slots if s.case is not None]
         for case in pending:
-            _settle(case.future, error)
+            _settle(case.future, error, cancel_queued=False)
 
     def _shutdown(self, slots: list[_Slot]) -> None:
         """Stop every worker: ask, give them a moment, then kill their process groups whatever they did."""
@@ -258,8 +263,7 @@ class WorkerPool:
             leftover += list(self._incoming)
             self._incoming.clear()
         for case in leftover:
-            if not case.future.cancel():
-                _settle(case.future, CaseAborted("the run was stopped"))
+            _settle(case.future, CaseAborted("the run was stopped"), cancel_queued=True)
         for slot in slots:
             if slot.proc is not None and not aborting and slot.case is None:
                 with contextlib.suppress(OSError, TimeoutError):
@@ -337,7 +341,8 @@ class WorkerPool:
 
     def _begin(self, slot: _Slot, case: _Case, side: str) -> None:
         assert slot.proc is not None
-        slot.case, slot.side = case, side
+        self._sides += 1
+        slot.case, slot.side, slot.task = case, side, self._sides
         slot.proc.drain_log()
         slot.log_mark = slot.proc.log.total
         slot.readied = False
@@ -349,7 +354,7 @@ class WorkerPool:
         case.op_pid = slot.proc.pid
         self._begin(slot, case, "op")
         request = RunOp(
-            case.task.key, case.spec, ArenaGrant(case.arena.size), self._tasks_for(slot, case.task)
+            slot.task, case.task.key, case.spec, ArenaGrant(case.arena.size), self._tasks_for(slot, case.task)
         )
         self._send(slot, request, (case.arena.fd,))
 
@@ -360,7 +365,9 @@ class WorkerPool:
         has_outputs = bool(case.op_side.op.outputs) or (rerun is not None and bool(rerun.outputs))
         grant = ArenaGrant(case.arena.size) if has_outputs and case.arena is not None else None
         fds = (case.arena.fd,) if grant is not None and case.arena is not None else ()
-        request = Judge(case.task.key, case.spec, case.op_side, grant, self._tasks_for(slot, case.task))
+        request = Judge(
+            slot.task, case.task.key, case.spec, case.op_side, grant, self._tasks_for(slot, case.task)
+        )
         self._send(slot, request, fds)
 
     def _send(self, slot: _Slot, request: object, fds: tuple[int, ...]) -> None:
@@ -483,6 +490,8 @@ class WorkerPool:
         case = slot.case
         if case is None:
             raise ValueError(f"a {type(reply).__name__} while no case runs")
+        if getattr(reply, "task", None) != slot.task:
+            raise ValueError(f"a {type(reply).__name__} for another case")
         if isinstance(reply, Ready) and slot.side in ("op", "judge") and not slot.readied:
             slot.readied = True
             slot.deadline = time.monotonic() + case.task.timeout_s  # the parent's clock, from now
@@ -512,7 +521,7 @@ class WorkerPool:
             case.arena.resize(wanted)
             slot.side, slot.readied = "place", True
             slot.deadline = time.monotonic() + case.task.timeout_s
-            self._send(slot, PlaceOutputs(ArenaGrant(case.arena.size)), (case.arena.fd,))
+            self._send(slot, PlaceOutputs(slot.task, ArenaGrant(case.arena.size)), (case.arena.fd,))
             return
         for call in (done.op, done.rerun):
             if call is not None:

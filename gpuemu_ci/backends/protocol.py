@@ -62,6 +62,7 @@ class ArenaGrant:
 class RunOp:
     """Generate the case's inputs, call the op (and re-run it), write the outputs into the arena."""
 
+    task: int  # this side's number: every reply carries it, so a late or stray reply is never misread
     key: str
     case: CaseSpec
     arena: ArenaGrant
@@ -72,6 +73,7 @@ class RunOp:
 class PlaceOutputs:
     """The outputs did not fit: here is a larger arena for them."""
 
+    task: int
     arena: ArenaGrant
 
 
@@ -90,6 +92,7 @@ class OpSideResult:
 class Judge:
     """Generate the same inputs, call the reference, judge the op's outputs (read from the arena)."""
 
+    task: int
     key: str
     case: CaseSpec
     op_side: OpSideResult
@@ -141,16 +144,20 @@ class Hello(msgspec.Struct, frozen=True, tag=True, forbid_unknown_fields=True):
 class Ready(msgspec.Struct, frozen=True, tag=True, forbid_unknown_fields=True):
     """The worker imported what the side needs: the case's timer starts now (on the parent's clock)."""
 
+    task: int
+
 
 class OpPartial(msgspec.Struct, frozen=True, tag=True, forbid_unknown_fields=True):
     """The op's first call, sent before the determinism re-run (which might kill the process)."""
 
+    task: int
     op: CallReply
 
 
 class OpDone(msgspec.Struct, frozen=True, tag=True, forbid_unknown_fields=True):
     """The op side of a case. `needs` > 0: the outputs did not fit the arena and wait for PlaceOutputs."""
 
+    task: int
     op: CallReply
     rerun: CallReply | None = None
     inputs_modified: tuple[str, ...] = ()
@@ -162,6 +169,7 @@ class OpDone(msgspec.Struct, frozen=True, tag=True, forbid_unknown_fields=True):
 class Verdict(msgspec.Struct, frozen=True, tag=True, forbid_unknown_fields=True):
     """The judge side of a case."""
 
+    task: int
     report: CaseReport
     retire: bool = False
 

@@ -60,6 +60,7 @@ class Worker:
         self.sock = sock
         self.status = status
         self.tasks: dict[str, OpTask] = {}
+        self.current = 0  # the number of the side being run: every reply carries it
 
     def stage(self, stage: Stage) -> None:
         if self.status is not None:
@@ -69,7 +70,7 @@ class Worker:
         send_frame(self.sock, dumps_reply(message))
 
     def ready(self) -> None:
-        self.send(Ready())
+        self.send(Ready(self.current))
 
     # ---- the op side -----------------------------------------------------------------------------------
 
@@ -83,7 +84,7 @@ class Worker:
             if reply is not None:
                 early[id(result)] = reply
                 self.stage(Stage.REPLY)
-                self.send(OpPartial(reply))  # survives a re-run that kills this process
+                self.send(OpPartial(self.current, reply))  # survives a re-run that kills this process
 
         try:
             side = run_op_side(
@@ -97,11 +98,19 @@ class Worker:
         if any(r is None for r in replies):  # outputs larger than the arena: ask for a bigger one
             needed = span([a for r in results for a in r.outputs])
             self.send(
-                OpDone(_reply(side.op), None, side.inputs_modified, side.interpreter, side.retire, needed)
+                OpDone(
+                    self.current,
+                    _reply(side.op),
+                    None,
+                    side.inputs_modified,
+                    side.interpreter,
+                    side.retire,
+                    needed,
+                )
             )
             data, more_fds = recv_frame(self.sock)
             grant = loads_request(data)
-            if not isinstance(grant, PlaceOutputs):
+            if not isinstance(grant, PlaceOutputs) or grant.task != self.current:
                 raise SystemExit(0)  # the parent is shutting down
             placement = _Placement(map_arena(more_fds[0], grant.arena.size))
             try:
@@ -113,7 +122,9 @@ class Worker:
             op_reply = CallReply(
                 CallStatus.CRASHED.value, "the outputs did not fit the arena the pool granted"
             )
-        self.send(OpDone(op_reply, rerun_reply, side.inputs_modified, side.interpreter, side.retire))
+        self.send(
+            OpDone(self.current, op_reply, rerun_reply, side.inputs_modified, side.interpreter, side.retire)
+        )
 
     # ---- the judge side --------------------------------------------------------------------------------
 
@@ -144,7 +155,7 @@ class Worker:
         )
         report, retire = run_judge_side(task, request.case, view, stage=self.stage, on_loaded=self.ready)
         self.stage(Stage.REPLY)
-        self.send(Verdict(_clipped(report), retire))
+        self.send(Verdict(self.current, _clipped(report), retire))
 
 
 def _reply(result: CallResult, descs: tuple[OutputDesc, ...] = ()) -> CallReply:
@@ -224,15 +235,17 @@ def main(argv: list[str] | None = None) -> int:
         message = loads_request(data)
         if isinstance(message, Shutdown):
             return 0
-        baseline.restore()
+        baseline.restore()  # whatever the last case left behind does not reach this one
         if isinstance(message, RunOp | Judge):
             worker.tasks.update((t.key, t) for t in message.tasks)
+            worker.current = message.task
         if isinstance(message, RunOp):
             worker.run_op(message, fds)
         elif isinstance(message, Judge):
             worker.judge(message, fds)
         else:
             raise TypeError(f"unexpected request {type(message).__name__}")
+        baseline.restore()  # and a timer it armed does not go off while the worker waits
         worker.stage(Stage.IDLE)
 
 
