@@ -31,6 +31,13 @@ def test_it_replaces_the_pr_gate_under_the_same_name_artifact_and_comment_key() 
     assert uploads == ["gpuemu-results"]
 
 
+def test_the_readme_shows_the_template_as_it_is() -> None:
+    import yaml
+
+    blocks = re.findall(r"```yaml\n(.*?)```", (REPO / "README.md").read_text(encoding="utf-8"), re.S)
+    assert _workflow() in [yaml.safe_load(block) for block in blocks]
+
+
 def test_the_matrix_alone_sets_the_number_of_shards_and_the_merge_waits_for_all() -> None:
     jobs = _workflow()["jobs"]
     shard, merge = jobs["shard"], jobs["gpuemu"]
