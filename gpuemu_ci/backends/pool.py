@@ -28,6 +28,7 @@ from pathlib import Path
 import msgspec
 
 import gpuemu_ci
+from gpuemu_ci.backends import zygote
 from gpuemu_ci.backends.channel import FrameError
 from gpuemu_ci.backends.gpu import GpuInfo, detect_gpu
 from gpuemu_ci.backends.interface import CallStatus, CaseReport, CaseSpec, OpTask
@@ -50,6 +51,7 @@ from gpuemu_ci.backends.protocol import (
     loads_reply,
 )
 from gpuemu_ci.backends.transport import Arena, check_outputs
+from gpuemu_ci.backends.zygote import ForkServer, ZygoteError
 from gpuemu_ci.errors import InfraError
 
 _AUTO = object()
@@ -141,6 +143,7 @@ class WorkerPool:
         start_timeout_s: float = 120.0,
         load_timeout_s: float = 300.0,
         tail_bytes: int = 4000,
+        fork_workers: bool = True,
     ) -> None:
         self.jobs = max(1, int(jobs))
         self.root = Path(root if root is not None else Path.cwd()).resolve()
@@ -149,6 +152,7 @@ class WorkerPool:
         self.start_timeout_s = start_timeout_s
         self.load_timeout_s = load_timeout_s
         self.tail_bytes = tail_bytes
+        self.fork_workers = fork_workers  # from a zygote (zygote.py), where the platform allows
         self.worker_starts = 0
         self._lock = threading.Lock()
         self._incoming: deque[_Case] = deque()
@@ -220,6 +224,10 @@ class WorkerPool:
         self._free_arenas: list[Arena] = []
         self._want: dict[str, int] = {}
         self._sides = 0
+        self._forkserver: ForkServer | None = None
+        if self.fork_workers and zygote.available():
+            with contextlib.suppress(ZygoteError):
+                self._forkserver = ForkServer(self.root, self.env)
         try:
             for slot in slots:
                 self._spawn(slot)
@@ -271,8 +279,7 @@ class WorkerPool:
         deadline = time.monotonic() + (0.0 if aborting else 1.0)
         for slot in slots:
             if slot.proc is not None:
-                with contextlib.suppress(Exception):
-                    slot.proc.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+                slot.proc.wait(max(0.0, deadline - time.monotonic()))
                 slot.proc.close()  # kills the process group in every case
                 slot.proc = None
         for case in leftover:
@@ -280,6 +287,8 @@ class WorkerPool:
         for arena in self._free_arenas:
             arena.close()
         self._free_arenas.clear()
+        if self._forkserver is not None:
+            self._forkserver.close()
 
     def _spawn(self, slot: _Slot) -> None:
         if slot.proc is not None:
@@ -287,7 +296,13 @@ class WorkerPool:
         slot.proc, slot.ready, slot.case, slot.side = None, False, None, ""
         slot.sent, slot.loaded = set(), set()
         try:
-            slot.proc = WorkerProcess(self.root, self.env)
+            try:
+                slot.proc = WorkerProcess(self.root, self.env, self._forkserver)
+            except ZygoteError:  # no fork server after all: start workers the plain way from now on
+                if self._forkserver is not None:
+                    self._forkserver.close()
+                self._forkserver = None
+                slot.proc = WorkerProcess(self.root, self.env)
         except InfraError as exc:
             slot.failed_starts += 1
             slot.start_error = exc.message
@@ -419,6 +434,9 @@ class WorkerPool:
                 routes[slot.proc.log_fd] = (slot, "log")
                 poller.register(slot.proc.log_fd, select.POLLIN)
         poller.register(self._wake_r, select.POLLIN)
+        if self._forkserver is not None and not self._forkserver.broken:
+            routes[self._forkserver.fileno()] = (self._slots[0], "zygote")
+            poller.register(self._forkserver.fileno(), select.POLLIN)
         events = poller.poll(timeout * 1000)
         for fd, _event in events:
             if fd == self._wake_r:
@@ -427,6 +445,10 @@ class WorkerPool:
                         pass
                 continue
             slot, kind = routes[fd]
+            if kind == "zygote":
+                if self._forkserver is not None:
+                    self._forkserver.poll()  # exit statuses of workers
+                continue
             if slot.proc is None or slot.proc.closed:
                 continue
             if kind == "log":
@@ -460,9 +482,7 @@ class WorkerPool:
     def _died(self, slot: _Slot) -> None:
         proc = slot.proc
         assert proc is not None
-        with contextlib.suppress(Exception):
-            proc.proc.wait(timeout=0.5)  # a crash closes the socket as the process exits
-        words = exit_words(proc.returncode())
+        words = exit_words(proc.wait(0.5))  # a crash closes the socket as the process exits
         if not slot.ready:
             proc.drain_log()
             slot.failed_starts += 1

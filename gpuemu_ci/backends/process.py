@@ -23,6 +23,7 @@ from pathlib import Path
 
 from gpuemu_ci.backends.channel import FrameReader, send_frame
 from gpuemu_ci.backends.protocol import Stage, dumps_request
+from gpuemu_ci.backends.zygote import ForkServer
 from gpuemu_ci.errors import InfraError
 
 LOG_KEEP = 64 << 10  # bytes of a worker's output kept (the tail attached to failures is shorter)
@@ -69,37 +70,30 @@ class LogTail:
 class WorkerProcess:
     """A started worker: its process, socket, output pipe and status page."""
 
-    def __init__(self, root: Path, env: Mapping[str, str]) -> None:
+    def __init__(self, root: Path, env: Mapping[str, str], forkserver: ForkServer | None = None) -> None:
+        """Start a worker: forked by `forkserver` when given (ZygoteError if it cannot), else a fresh one."""
         parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         log_read, log_write = os.pipe()
         status_fd = os.memfd_create("gpuemu-status") if hasattr(os, "memfd_create") else _temp_fd()
         os.ftruncate(status_fd, mmap.PAGESIZE)
         with contextlib.suppress(OSError):
             fcntl.fcntl(log_read, _F_SETPIPE_SZ, 1 << 20)  # fewer wake-ups for a chatty op
-        command = [
-            sys.executable, "-m", "gpuemu_ci.backends.worker",
-            str(child_sock.fileno()), str(status_fd), str(os.getpid()), "pdeathsig",
-        ]  # fmt: skip
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.forkserver = forkserver
         try:
-            self.proc = subprocess.Popen(
-                command,
-                pass_fds=(child_sock.fileno(), status_fd),
-                cwd=root,
-                env=dict(env),
-                stdin=subprocess.DEVNULL,
-                stdout=log_write,
-                stderr=log_write,
-                start_new_session=True,  # its own process group: a kill reaches what the user code spawned
-            )
-        except OSError as exc:
+            if forkserver is not None:
+                self.pid = forkserver.fork((child_sock.fileno(), status_fd, log_write))
+            else:
+                self.proc = self._spawn(root, env, child_sock.fileno(), status_fd, log_write)
+                self.pid = self.proc.pid
+        except BaseException:
             for fd in (log_read, log_write, status_fd):
                 os.close(fd)
             parent_sock.close()
-            raise InfraError(f"could not start a gpuemu worker process ({sys.executable}): {exc}") from None
+            raise
         finally:
             child_sock.close()
         os.close(log_write)
-        self.pid = self.proc.pid
         self.sock = parent_sock
         self.sock.setblocking(False)
         os.set_blocking(log_read, False)
@@ -109,6 +103,28 @@ class WorkerProcess:
         self.status = mmap.mmap(status_fd, mmap.PAGESIZE, prot=mmap.PROT_READ)
         os.close(status_fd)
         self.closed = False
+
+    @staticmethod
+    def _spawn(
+        root: Path, env: Mapping[str, str], sock_fd: int, status_fd: int, log_fd: int
+    ) -> subprocess.Popen[bytes]:
+        command = [
+            sys.executable, "-m", "gpuemu_ci.backends.worker",
+            str(sock_fd), str(status_fd), str(os.getpid()), "pdeathsig",
+        ]  # fmt: skip
+        try:
+            return subprocess.Popen(
+                command,
+                pass_fds=(sock_fd, status_fd),
+                cwd=root,
+                env=dict(env),
+                stdin=subprocess.DEVNULL,
+                stdout=log_fd,
+                stderr=log_fd,
+                start_new_session=True,  # its own process group: a kill reaches what the user code spawned
+            )
+        except OSError as exc:
+            raise InfraError(f"could not start a gpuemu worker process ({sys.executable}): {exc}") from None
 
     def send(self, message: object, fds: tuple[int, ...] = ()) -> None:
         """Send a request; OSError or TimeoutError when the worker is gone or does not read."""
@@ -141,16 +157,28 @@ class WorkerProcess:
             self.log.add(chunk)
 
     def returncode(self) -> int | None:
-        return self.proc.poll()
+        """Its exit status once it has exited (negative: the signal that killed it), else None."""
+        if self.proc is not None:
+            return self.proc.poll()
+        assert self.forkserver is not None
+        self.forkserver.poll()
+        return self.forkserver.wait(self.pid, 0.0)
+
+    def wait(self, timeout_s: float) -> int | None:
+        """Its exit status, waiting at most `timeout_s` for it to exit."""
+        if self.proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=timeout_s)
+            return self.proc.poll()
+        assert self.forkserver is not None
+        return self.forkserver.wait(self.pid, timeout_s)
 
     def kill(self) -> int | None:
         """Kill the process and everything in its process group, now, whatever state it is in; reap it.
         Returns its exit status."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signal.SIGKILL)  # also after a clean exit: children it left behind
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=10)
-        return self.proc.poll()
+        return self.wait(10.0)
 
     def close(self) -> None:
         """Kill (if alive) and release the socket, pipe and status page. Idempotent."""

@@ -213,15 +213,20 @@ def _die_with_parent(parent: int, kernel_signal: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Worker entry point; serve requests on the socket until EOF or Shutdown."""
+    """Worker entry point (`SOCKET_FD STATUS_FD PARENT_PID [pdeathsig]`): serve until EOF or Shutdown."""
     args = sys.argv[1:] if argv is None else argv
-    fd, status_fd, parent = int(args[0]), int(args[1]), int(args[2])
-    _die_with_parent(parent, kernel_signal=args[3:] == ["pdeathsig"])
+    return serve(int(args[0]), int(args[1]), int(args[2]), kernel_signal=args[3:] == ["pdeathsig"])
+
+
+def serve(fd: int, status_fd: int, parent: int, *, kernel_signal: bool) -> int:
+    """Serve the pool's requests on socket `fd` until EOF or Shutdown (stdout and stderr are the log pipe)."""
+    _die_with_parent(parent, kernel_signal=kernel_signal)
     os.set_inheritable(fd, False)  # processes the user code starts must not keep our socket open
     os.set_inheritable(status_fd, False)
     os.dup2(2, 1)  # user prints go to the log, never into the protocol
     faulthandler.enable()
     sock = socket.socket(fileno=fd)
+    sock.setblocking(True)
     status = mmap.mmap(status_fd, mmap.PAGESIZE)
     os.close(status_fd)
     worker = Worker(sock, status)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpuemu_ci.backends import WorkerPool
-from gpuemu_ci.backends.interface import CaseReport
+from gpuemu_ci.backends.interface import CaseReport, CaseSpec, OpTask
 from tests.backends.support_cases import first_case, op_task
 
 
@@ -272,3 +272,17 @@ def test_workers_do_not_outlive_a_killed_parent(user_root: Path, tmp_path: Path)
             break
         time.sleep(0.1)
     assert not any(_alive(pid) for pid in pids)
+
+
+def test_workers_start_as_fresh_interpreters_where_they_cannot_be_forked(user_root: Path) -> None:
+    """The zygote is a speed-up: without it (not Linux, or it cannot start) workers start one by one."""
+    with WorkerPool(1, user_root, gpu=None, fork_workers=False) as p:
+        assert p.run(*_case(user_root, "backend_ops:add")).outcome == "passed"
+        crashed = p.run(*_case(user_root, "backend_ops:segfault"))
+        assert crashed.kind == "crashed" and "SIGSEGV" in crashed.message
+        assert p.run(*_case(user_root, "backend_ops:add")).outcome == "passed"
+
+
+def _case(root: Path, op: str) -> tuple[OpTask, CaseSpec]:
+    task = op_task(root, op)
+    return task, first_case(task)
