@@ -69,16 +69,20 @@ def test_a_chatty_op_costs_a_bounded_tail(tmp_path: Path) -> None:
         cwd=tmp_path, env=environment(tmp_path, TMPDIR=str(temp)), stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     peak_kib = 0
-    while gate.poll() is None:  # the gate's peak resident memory, while 400 MiB of output go by
-        try:
-            status = Path(f"/proc/{gate.pid}/status").read_text()
-        except OSError:
-            break
-        peak_kib = max(
-            peak_kib, *(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM"))
-        )
-        time.sleep(0.05)
-    _, err = gate.communicate(timeout=300)
+    try:
+        while gate.poll() is None:  # the gate's peak resident memory, while 400 MiB of output go by
+            try:
+                status = Path(f"/proc/{gate.pid}/status").read_text()
+            except OSError:
+                break
+            peaks = [int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM")]
+            peak_kib = max(peak_kib, *peaks)
+            time.sleep(0.05)
+        _, err = gate.communicate(timeout=300)
+    finally:
+        if gate.poll() is None:
+            gate.kill()
+            gate.wait()
     assert gate.returncode == 1, err
     assert 0 < peak_kib < 250 * 1024, f"the gate's peak memory was {peak_kib // 1024} MiB"
     (op,) = json.loads((tmp_path / "out" / "results.json").read_text())["ops"]

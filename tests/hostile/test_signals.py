@@ -45,13 +45,18 @@ def test_a_signal_stops_the_gate_within_seconds_keeping_what_was_judged(
          "--jobs", "2", "--no-lint"],
         cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    deadline = time.monotonic() + 120
-    while len(pids_in(pids)) < 8 and time.monotonic() < deadline:  # some cases judged, others running
-        assert gate.poll() is None
-        time.sleep(0.05)
-    gate.send_signal(sig)
-    sent = time.monotonic()
-    _, err = gate.communicate(timeout=60)
+    try:
+        deadline = time.monotonic() + 120
+        while len(pids_in(pids)) < 8 and time.monotonic() < deadline:  # some cases judged, others running
+            assert gate.poll() is None
+            time.sleep(0.05)
+        gate.send_signal(sig)
+        sent = time.monotonic()
+        _, err = gate.communicate(timeout=60)
+    finally:
+        if gate.poll() is None:  # a failed test leaves nothing running either
+            gate.kill()
+            gate.wait()
     assert time.monotonic() - sent < 10, "the gate did not stop within seconds"
     assert gate.returncode == code, err
     assert f"interrupted by {sig.name}" in err and "Traceback" not in err

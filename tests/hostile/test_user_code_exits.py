@@ -97,7 +97,12 @@ def test_hooks_run_in_the_workers_never_in_the_gates_process(tmp_path: Path) -> 
         [sys.executable, "-m", "gpuemu_ci", "run", "--config", str(config), "--out", str(tmp_path / "o"), "--no-lint"],
         cwd=tmp_path, env=environment(tmp_path, HOOK_PIDS=str(pids)), stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    _, err = gate.communicate(timeout=300)
+    try:
+        _, err = gate.communicate(timeout=300)
+    finally:
+        if gate.poll() is None:
+            gate.kill()
+            gate.wait()
     assert gate.returncode == 0, err
     ran_in = set(pids_in(pids))
     assert ran_in and gate.pid not in ran_in  # the op's and the judge's processes, both generate the inputs
