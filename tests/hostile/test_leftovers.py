@@ -86,9 +86,9 @@ def test_a_chatty_op_costs_a_bounded_tail(tmp_path: Path) -> None:
     assert gate.returncode == 1, err
     assert 0 < peak_kib < 250 * 1024, f"the gate's peak memory was {peak_kib // 1024} MiB"
     (op,) = json.loads((tmp_path / "out" / "results.json").read_text())["ops"]
-    assert op["cases_failed"] == 8
+    assert op["cases_failed"] == 8, op
     for failure in op["failures"]:
         tail = failure["stderr_tail"] or ""
-        assert "LAST LINE BEFORE THE ERROR" in tail and len(tail) <= 4100
+        assert "LAST LINE BEFORE THE ERROR" in tail and len(tail) <= 4100, (failure["message"], tail[-300:])
     assert list(temp.iterdir()) == []
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["results.json", "snapshots"]
