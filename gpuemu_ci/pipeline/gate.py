@@ -85,27 +85,26 @@ def run_gate(
             raise ConfigError(f"--dtype {dtype!r} is not among the dtypes of the selected ops")
     own = interruption is None
     interruption = interruption or Interruption()
-    with (
-        interruption if own else contextlib.nullcontext(),
-        Session(config, settings, observer=observer, pool_factory=pool_factory, gpu=gpu) as session,
-    ):
-        op_results, cut_short, shard = _run_ops(
-            session,
-            ops,
-            include_kernels=not options.ops,
-            started=started,
-            stop=interruption.event,
-            shard=options.shard,
-        )
+    with interruption if own else contextlib.nullcontext():
+        with Session(config, settings, observer=observer, pool_factory=pool_factory, gpu=gpu) as session:
+            op_results, cut_short, shard = _run_ops(
+                session,
+                ops,
+                include_kernels=not options.ops,
+                started=started,
+                stop=interruption.event,
+                shard=options.shard,
+            )
+        if interruption.signal is not None:
+            lint = LintReport.disabled(f"not run: the run was interrupted by {interruption.name}")
+        elif shard is not None and shard.index != 1:
+            lint = LintReport.disabled(f"lint runs in shard 1 of {shard.count}")
+        else:
+            lint = _lint(config, settings, lint_runner)  # a signal now lets the compiles under way finish
     notes: list[str] = []
     if interruption.signal is not None:
-        lint = LintReport.disabled(f"not run: the run was interrupted by {interruption.name}")
         notes.append(f"the run was interrupted by {interruption.name}; results are partial")
         cut_short = True
-    elif shard is not None and shard.index != 1:
-        lint = LintReport.disabled(f"lint runs in shard 1 of {shard.count}")
-    else:
-        lint = _lint(config, settings, lint_runner)
     if cut_short and interruption.signal is None:
         notes.append(
             f"the run was cut short after {settings.timeout_s:g} s ({settings.timeout_source}); results are partial"
