@@ -9,6 +9,8 @@ shared machine are not stable.
   calls      seconds inside the op, reference and naive calls, summed over the workers (from the judges'
              reports); wall / calls is everything that is not user code.
   cpu        CPU seconds of this process and of the workers (reaped children).
+  busy       how much of jobs x wall the pool kept a case's side running: below 100% the scheduler left a job
+             idle; near 100% with wall far above cpu / jobs, the processes waited for a core (a loaded machine).
 
 Targets (issue 18, on this 2-core machine): the quickstart gate with --jobs 2 at most 1.0x the anchor; the
 thorough suite's --jobs 2 speedup at least 1.8x (--thorough). --shards times one unsharded run against two
@@ -41,7 +43,7 @@ from gpuemu_ci.backends.interface import CaseReport, CaseSpec, OpTask
 from gpuemu_ci.backends.loading import load_callable
 from gpuemu_ci.config.load import load_config
 from gpuemu_ci.config.model import Config, Suite
-from gpuemu_ci.fuzz.case import draw_kwargs
+from gpuemu_ci.fuzz.case import build_case, draw_kwargs
 from gpuemu_ci.fuzz.shapes import draw_dims, shape_of
 from gpuemu_ci.pipeline.gate import run_gate
 from gpuemu_ci.pipeline.session import Session
@@ -85,6 +87,7 @@ class TimedPool(WorkerPool):
 class Measured:
     wall: float
     calls: float
+    busy: float  # seconds the pool's sides ran, over jobs x wall: how busy the scheduler kept its jobs
     parent_cpu: float
     child_cpu: float
     cases: int
@@ -112,6 +115,7 @@ def gate(config: Config, jobs: int, out_dir: Path, suite: Suite = Suite.QUICK) -
     return Measured(
         wall=wall,
         calls=sum(p.call_s for p in pools),
+        busy=sum(p.side_s for p in pools) / (jobs * wall),
         parent_cpu=time.process_time() - cpu,
         child_cpu=_children_cpu() - children,
         cases=sum(p.cases for p in pools),
@@ -178,6 +182,47 @@ def hand_written_loop(cases: list[LoopCase]) -> tuple[float, float]:
     return time.perf_counter() - start, calls
 
 
+# ---- what bounds the gate's wall time ------------------------------------------------------------------------
+
+
+def start_s(root: Path) -> float:
+    """Seconds from a new pool (jobs 2: a zygote and three forked workers) to all workers ready."""
+    start = time.perf_counter()
+    pool = TimedPool(2, root)
+    try:
+        while not all(s.ready for s in getattr(pool, "_slots", [])) or not getattr(pool, "_slots", None):
+            time.sleep(0.005)
+        return time.perf_counter() - start
+    finally:
+        pool.close()
+
+
+def generation_s(config: Config) -> float:
+    """Seconds to generate every planned case's inputs once, in one process (the workers do it twice: in the
+    op's process and in the judge's)."""
+    session = Session(config, RunOptions(out_dir=Path(".")), gpu=None)  # plans only: no pool is started
+    planned = [(op, session.plan(op)) for op in select_ops(config, ())]
+    start = time.perf_counter()
+    for op, refs in planned:
+        for ref in refs:
+            build_case(op, ref.seed, config.root)
+    return time.perf_counter() - start
+
+
+def floor(config: Config, measured: Measured, loop_wall: float, rounds: int) -> None:
+    start = min(start_s(config.root) for _ in range(rounds))
+    generate = min(generation_s(config) for _ in range(rounds))
+    per_case = 1e3 / max(measured.cases, 1)
+    print(f"where the gate's time goes (--jobs 2, per case): {measured.child_cpu * per_case:.2f} ms of worker CPU "
+          f"({measured.calls * per_case:.2f} ms inside calls, {2 * generate * per_case:.2f} ms generating the "
+          f"inputs twice), {measured.parent_cpu * per_case:.2f} ms of parent CPU; the hand-written loop "
+          f"{loop_wall * per_case:.2f} ms")  # fmt: skip
+    bound = start + (2 * generate + measured.calls) / 2
+    print(f"workers ready {start:.3f} s; a lower bound on the wall time with two cores, were judging and every "
+          f"hand-over free: start + (2 x generation + calls) / 2 = {bound:.3f} s = {bound / loop_wall:.2f}x the "
+          f"loop")  # fmt: skip
+
+
 # ---- shards ----------------------------------------------------------------------------------------------------
 
 
@@ -236,7 +281,7 @@ def _row(label: str, m: Measured, base_wall: float) -> str:
     ratio = m.wall / m.calls if m.calls else float("inf")
     return (
         f"{label:<14} {m.cases:>6} {m.wall:>8.3f} {m.calls:>8.3f} {ratio:>10.2f} {base_wall / m.wall:>8.2f}x "
-        f"{m.parent_cpu:>10.3f} {m.child_cpu:>11.3f}  {m.verdict}"
+        f"{m.parent_cpu:>10.3f} {m.child_cpu:>11.3f} {100 * m.busy:>5.0f}%  {m.verdict}"
     )
 
 
@@ -267,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
                     best[jobs] = result
         print(f"config: {args.config}  rounds: {args.rounds}  (best wall time of each setting)")
         print(f"{'':<14} {'cases':>6} {'wall s':>8} {'calls s':>8} {'wall/calls':>10} {'vs j1':>9} "
-              f"{'cpu parent':>10} {'cpu workers':>11}  verdict")  # fmt: skip
+              f"{'cpu parent':>10} {'cpu workers':>11} {'busy':>6}  verdict")  # fmt: skip
         print(f"{'hand loop':<14} {len(cases):>6} {loop_wall:>8.3f} {loop_calls:>8.3f} "
               f"{loop_wall / loop_calls:>10.2f}")  # fmt: skip
         for jobs in (1, 2):
@@ -275,6 +320,7 @@ def main(argv: list[str] | None = None) -> int:
         ratio = best[2].wall / loop_wall
         verdict = "meets" if ratio <= QUICKSTART_TARGET else "misses"
         print(f"gate --jobs 2 / hand-written loop: {ratio:.2f}x; {verdict} the target <= {QUICKSTART_TARGET}")
+        floor(config, best[2], loop_wall, args.rounds)
         if args.thorough:
             thorough: dict[int, Measured] = {}
             for round_no in range(max(1, args.rounds - 1)):

@@ -29,7 +29,7 @@ from gpuemu_ci.config.load import load_config  # noqa: E402
 
 TARGET = 1.3
 
-HOOKS = '''
+HOOKS = """
 import numpy as np
 
 MIB = 1 << 20
@@ -53,11 +53,17 @@ def rows_with_weight(rng, dims, dtype, kwargs):
 def matrices(rng, dims, dtype, kwargs):
     m, k, n = (rng.derive(name).choice([1024, 2048]) for name in ("M", "K", "N"))  # 1 to 4 M per input
     return {"a": _values(rng.derive("a"), (m, k)), "b": _values(rng.derive("b"), (k, n))}
-'''
+"""
 
 OPS = [
     ("softmax", "kernels.softmax:softmax", "kernels.reference:softmax", "large_inputs:rows_by_4096", 1e-5),
-    ("rmsnorm", "kernels.rmsnorm:rmsnorm", "kernels.reference:rmsnorm", "large_inputs:rows_with_weight", 1e-4),
+    (
+        "rmsnorm",
+        "kernels.rmsnorm:rmsnorm",
+        "kernels.reference:rmsnorm",
+        "large_inputs:rows_with_weight",
+        1e-4,
+    ),
     ("gelu", "kernels.gelu:gelu", "refs/gelu_ref.py", "large_inputs:rows_by_4096", 1e-5),
     ("cumsum", "kernels.cumsum:cumsum", "kernels.reference:cumsum", "large_inputs:rows_by_4096", 1e-2),
     ("matmul", "kernels.matmul:matmul", "kernels.reference:matmul", "large_inputs:matrices", 1e-2),
@@ -83,7 +89,9 @@ def write_suite(directory: Path, iterations: int) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--iterations", type=int, default=4, help="cases per op")
     parser.add_argument("--jobs", type=int, nargs="+", default=[1, 2])

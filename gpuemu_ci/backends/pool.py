@@ -115,6 +115,7 @@ class _Slot:
     case: _Case | None = None
     side: str = ""  # "op" | "place" | "judge"
     readied: bool = False  # the worker said its imports are done: the case's timer runs
+    side_started: float = 0.0
     task: int = 0  # the number of the side it runs (replies must carry it)
     started: float = 0.0
     deadline: float = 0.0
@@ -154,6 +155,7 @@ class WorkerPool:
         self.tail_bytes = tail_bytes
         self.fork_workers = fork_workers  # from a zygote (zygote.py), where the platform allows
         self.worker_starts = 0
+        self.side_s = 0.0  # seconds sides ran, summed over slots: side_s / (jobs x wall) is how busy it kept
         self._lock = threading.Lock()
         self._incoming: deque[_Case] = deque()
         self._wake_r, self._wake_w = os.pipe()
@@ -312,8 +314,10 @@ class WorkerPool:
         slot.started = time.monotonic()
 
     def _check_starts(self) -> None:
-        if all(s.proc is None and s.failed_starts >= 2 for s in self._slots):
-            raise InfraError(self._slots[0].start_error or "no gpuemu worker process could be started")
+        """Two processes at least must be able to run: a case's judge never runs where its op ran."""
+        dead = [s for s in self._slots if s.proc is None and s.failed_starts >= 2]
+        if len(self._slots) - len(dead) < 2:
+            raise InfraError(dead[0].start_error or "no gpuemu worker process could be started")
 
     # ---- dispatching -------------------------------------------------------------------------------------
 
@@ -358,6 +362,7 @@ class WorkerPool:
         assert slot.proc is not None
         self._sides += 1
         slot.case, slot.side, slot.task = case, side, self._sides
+        slot.side_started = time.monotonic()
         slot.proc.drain_log()
         slot.log_mark = slot.proc.log.total
         slot.readied = False
@@ -583,6 +588,7 @@ class WorkerPool:
         return slot.proc.log.since(slot.log_mark, self.tail_bytes)
 
     def _finish_side(self, slot: _Slot, *, retire: bool) -> None:
+        self.side_s += time.monotonic() - slot.side_started
         slot.case, slot.side = None, ""
         if retire:
             self._spawn(slot)
@@ -616,6 +622,7 @@ class WorkerPool:
         stage = slot.proc.stage()
         slot.proc.kill()
         tail = self._tail(slot)
+        self.side_s += time.monotonic() - slot.side_started
         slot.case, slot.side = None, ""
         self._spawn(slot)
         if case is None:
