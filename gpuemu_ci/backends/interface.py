@@ -155,6 +155,10 @@ class CaseReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     call_s: float = 0.0  # seconds inside the op, reference and naive calls (benchmarks)
 
 
+class CaseAborted(Exception):
+    """What a running case's future holds when its pool was aborted (an interrupt): the case did not finish."""
+
+
 class Pool(Protocol):
     """Where cases run: `WorkerPool` (isolated worker processes) or `InProcessPool` (the caller's process)."""
 

@@ -31,7 +31,7 @@ import gpuemu_ci
 from gpuemu_ci.backends import zygote
 from gpuemu_ci.backends.channel import FrameError
 from gpuemu_ci.backends.gpu import GpuInfo, detect_gpu
-from gpuemu_ci.backends.interface import CallStatus, CaseReport, CaseSpec, OpTask
+from gpuemu_ci.backends.interface import CallStatus, CaseAborted, CaseReport, CaseSpec, OpTask
 from gpuemu_ci.backends.process import WorkerProcess, exit_words
 from gpuemu_ci.backends.protocol import (
     STAGE_WORDS,
@@ -57,10 +57,6 @@ from gpuemu_ci.errors import InfraError
 _AUTO = object()
 _STATUSES = frozenset(s.value for s in CallStatus)
 FIRST_ARENA = 1 << 20
-
-
-class CaseAborted(Exception):
-    """The pool was aborted (an interrupt) while this case was running."""
 
 
 def _settle(future: Future[CaseReport], error: BaseException, *, cancel_queued: bool) -> None:

@@ -16,7 +16,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuemu_ci.backends.interface import CaseReport, CaseSpec, OpTask, Pool
+from gpuemu_ci.backends.interface import CaseAborted, CaseReport, CaseSpec, OpTask, Pool
 from gpuemu_ci.config.model import Config, OpSpec
 from gpuemu_ci.pipeline.records import failure_record
 from gpuemu_ci.plan.model import CaseRef
@@ -283,16 +283,11 @@ class SuiteRun:
                 return
 
     def _collect(self, state: _OpState, ref: CaseRef, future: Future[CaseReport]) -> None:
-        if future.cancelled() or future.exception() is not None:
-            from gpuemu_ci.backends.pool import CaseAborted
-            from gpuemu_ci.errors import GpuemuError
-
-            error = None if future.cancelled() else future.exception()
-            if error is not None and not isinstance(error, CaseAborted):
-                if isinstance(error, GpuemuError):
-                    raise error
-                raise error
+        if future.cancelled() or isinstance(future.exception(), CaseAborted):
             return  # not run: the run was cut short
+        error = future.exception()
+        if error is not None:
+            raise error  # the pool could not run anything (InfraError)
         report = future.result()
         state.finished += 1
         state.collector.add(ref, report)
