@@ -5,6 +5,7 @@ signing, and shards that do not belong together are refused with exit 2 saying w
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -188,8 +189,6 @@ def test_merged_results_render_and_sign_like_a_single_run(
 
 def _with_times_of(path: Path, other: Path, directory: Path) -> Path:
     """`path`'s document with the timestamps and duration of `other` (snapshots stay where they are)."""
-    import shutil
-
     import msgspec
 
     from gpuemu_ci.results.codec import write_results
@@ -273,3 +272,25 @@ def test_every_case_runs_in_exactly_one_shard_balanced_by_cost(tmp_path: Path) -
     matmul = {owner[("matmul", ref.index)] for ref in plans[2][1]}
     assert matmul == {1, 2, 3, 4}  # one op spreads over every shard
     assert deal(plans, 4) == owner  # the same deal every time, everywhere
+
+
+def test_shards_of_another_config_or_generator_are_refused_saying_which(
+    cli: Callable[..., CliResult], tmp_path: Path
+) -> None:
+    source = (EXAMPLES / "quickstart" / "gpuemu.toml").read_text()
+    project = tmp_path / "project"
+    shutil.copytree(EXAMPLES / "quickstart", project)
+    base = ("--op", "gelu", "--iterations", "2", "--no-lint")
+    one = cli("run", "--config", project / "gpuemu.toml", "--shard", "1/2", "--out", tmp_path / "a", *base)
+    (project / "gpuemu.toml").write_text(source + "\n# edited between the shards\n")
+    two = cli("run", "--config", project / "gpuemu.toml", "--shard", "2/2", "--out", tmp_path / "b", *base)
+    assert one.code == 0 and two.code == 0, one.stderr + two.stderr
+    first, second = tmp_path / "a" / "results.json", tmp_path / "b" / "results.json"
+    merged = cli("merge", first, second, "-o", tmp_path / "m.json")
+    assert merged.code == 2 and "their config differs" in merged.stderr
+    document = json.loads(second.read_text())
+    document["config"] = json.loads(first.read_text())["config"]
+    document["generator_version"] = "2"
+    second.write_text(json.dumps(document))
+    merged = cli("merge", first, second, "-o", tmp_path / "m.json")
+    assert merged.code == 2 and "input generator version differs" in merged.stderr
