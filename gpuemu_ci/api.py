@@ -141,7 +141,7 @@ def check(
     pool_factory = None if use_worker or fn is None else _in_process(fn)
     with Session(loaded, options, pool_factory=pool_factory) as session:
         cases = [CaseRef(op.name, -1, s) for s in seeds] if seeds else session.plan(op)
-        result = session.runner(op, target=target).run(cases)
+        result = session.run_op(op, cases, target)
     if fn is not None:  # the config's op keeps the gate's own replay commands
         result = _with_replays(result, loaded, op_name, found if use_worker else None)
     if result.status is not OpStatus.PASSED:

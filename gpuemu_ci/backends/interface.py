@@ -1,17 +1,25 @@
-"""What the pipeline asks of a backend, and what comes back. Only `backends/` runs user code."""
+"""What the pipeline asks of a backend, and what comes back. Only `backends/` runs user code.
+
+A case travels as its seed: the pipeline hands a pool an `OpTask` (the op's config and targets, sent once
+per worker process) and a `CaseSpec` (the case seed, or a snapshot to replay), and gets a `CaseReport` back:
+the verdict of the judge process, never arrays. The process that runs the op generates the inputs from the
+seed; the reference and the judging run in another process, which generates the same inputs from the seed
+and reads the op's outputs from shared memory (see casework.py and pool.py).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
+import msgspec
 import numpy as np
 
-from gpuemu_ci.config.model import Framework
+from gpuemu_ci.config.model import Framework, OpSpec, Validation
 
 
 class TargetKind(StrEnum):
@@ -35,7 +43,7 @@ class CallStatus(StrEnum):
     OK = "ok"
     RAISED = "raised"  # the user code raised an exception (message holds type and text)
     IMPORT_ERROR = "import_error"  # the target could not be imported / loaded
-    CRASHED = "crashed"  # the worker process died (segfault, abort, os._exit)
+    CRASHED = "crashed"  # the worker process died (segfault, abort, os._exit) or sent garbage
     TIMEOUT = "timeout"
     OOM = "oom"  # MemoryError (or the CUDA equivalent)
     BAD_OUTPUT = "bad_output"  # returned something that is not an array (or tuple of arrays)
@@ -67,29 +75,9 @@ class CallResult:
 
 
 @dataclass(frozen=True)
-class CaseJob:
-    """One case: the worker runs the reference (fp64 inputs), then the op (+ a re-run when determinism is checked).
-
-    `inputs` may be non-contiguous views (transposed, strided with NaN-poisoned gaps, stride-0 broadcast): the op
-    must receive exactly that memory layout. The reference receives contiguous float64 copies of float inputs
-    (same values) and unchanged contiguous copies of integer/bool inputs.
-    """
-
-    op: CallTarget
-    reference: CallTarget
-    inputs: Mapping[str, np.ndarray]
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
-    timeout_s: float = 60.0
-    rerun_for_determinism: bool = False
-    out_arg: str | None = None  # pass a NaN-prefilled buffer (reference's shape, case dtype) as this kwarg
-    out_dtype: str | None = None
-    # Inputs the reference is linear in (matmul, sums, scans: all; attention: v). When set, the worker also runs
-    # the reference on |those inputs| (others unchanged): that gives the oracle's error scale S (|A||B|, sum |x|).
-    abs_reference_inputs: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
 class CaseRun:
+    """Everything the judge looks at besides the inputs: the calls' results, as the oracle reads them."""
+
     reference: CallResult
     op: CallResult
     rerun: CallResult | None = None
@@ -98,15 +86,88 @@ class CaseRun:
     interpreter: str | None = None  # e.g. "triton-interpreter" when TRITON_INTERPRET was used
 
 
+@dataclass(frozen=True)
+class OpTask:
+    """One op as the workers need it: its config (the `[[ops]]` entry, not the whole config), the targets to
+    call, and what the judge needs. Sent to a worker process once; cases refer to it by `key`."""
+
+    key: str  # unique within a pool's lifetime (the op name, plus a variant for replaced targets)
+    op: OpSpec
+    validation: Validation
+    root: Path  # the config's directory
+    op_target: CallTarget
+    reference: CallTarget
+    naive: CallTarget | None
+    timeout_s: float  # per side of a case: generating its inputs and the calls
+    master_seed: int  # recorded in snapshots
+    out_dir: Path | None  # where the judge writes the snapshots of failing cases (None: none written)
+
+
+@dataclass(frozen=True)
+class CaseSpec:
+    """One case: its seed (and iteration index), with the minimizer's overrides, or a snapshot to replay."""
+
+    seed: int
+    index: int = -1
+    dims: Mapping[str, int] | None = None
+    scale: float | None = None
+    snapshot: Path | None = None
+    snapshot_wanted: bool = True  # write an input snapshot when the case fails
+
+
+Outcome = Literal["passed", "failed", "errored", "unloadable"]
+# What the results model requires of these fields, checked when a worker's report is decoded.
+SnapshotPath = Annotated[str, msgspec.Meta(pattern=r"^snapshots/[0-9a-f]{16}\.npz$")]
+Count = Annotated[int, msgspec.Meta(ge=0)]
+
+
+class CaseReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A judged case, as the judge process sends it (validated when decoded; see protocol.py).
+
+    outcome: passed; failed (a wrong answer, a crash, a timeout of the op); errored (could not be judged:
+    the reference or the inputs failed); unloadable (the op, its reference or a hook does not load: the
+    config is wrong). `kind`/`message`/`stderr_tail` describe a non-passing case as results.json records it;
+    `findings` are the individual reasons ((kind, message) pairs)."""
+
+    outcome: Outcome
+    dtype: str = ""
+    distribution: str = ""
+    aligned: bool = False
+    dims: dict[str, int] = {}
+    kwargs: dict[str, Any] = {}
+    shapes: dict[str, tuple[int, ...]] = {}
+    strides: dict[str, tuple[int, ...]] = {}
+    layouts: dict[str, str] = {}
+    kind: str | None = None
+    message: str = ""
+    findings: tuple[tuple[str, str], ...] = ()
+    comparator: str | None = None
+    headroom: float | None = None
+    max_abs_error: float | None = None
+    worst_index: tuple[int, ...] | None = None
+    exceeded: Count | None = None
+    total: Count | None = None
+    stderr_tail: str | None = None
+    snapshot: SnapshotPath | None = None
+    interpreter: str | None = None
+    reference_scale: float | None = None  # max |reference| over the first output (for calibrate)
+    unloadable: str | None = None  # which target does not load: "op", "reference", "inputs hook", ...
+    call_s: float = 0.0  # seconds inside the op, reference and naive calls (benchmarks)
+
+
+class CaseAborted(Exception):
+    """What a running case's future holds when its pool was aborted (an interrupt): the case did not finish."""
+
+
 class Pool(Protocol):
     """Where cases run: `WorkerPool` (isolated worker processes) or `InProcessPool` (the caller's process)."""
 
-    def run(self, job: CaseJob) -> CaseRun:
-        """Runs one case and waits for it."""
+    def submit(self, task: OpTask, case: CaseSpec) -> Future[CaseReport]:
+        """Queues one case; the future resolves to its report (or is cancelled when the pool aborts)."""
         ...
 
-    def submit(self, job: CaseJob) -> Future[CaseRun]:
-        """Queues one case; the future resolves to its run."""
+    def abort(self) -> None:
+        """Stops everything now: queued cases are cancelled, running ones killed (their futures cancelled)."""
         ...
 
     def close(self) -> None:

@@ -1,33 +1,75 @@
-"""WorkerPool: runs CaseJobs in persistent, isolated worker processes, one per parallel job.
+"""WorkerPool: runs cases, from their seeds, in persistent isolated worker processes.
 
-`run(job)` may be called from several threads (each call takes a free worker), and `submit(job)` returns a
-Future, so a caller can build and judge cases while a worker computes. The pool never raises for what user
-code does (see process.py); it raises InfraError only when no worker process can be started at all.
+Each case has two sides (casework.py): the op side, in one worker, and the judge side, in another; the op's
+outputs cross from the first to the second once, through a shared-memory arena the pool owns. `jobs` is the
+number of processes computing at once (one core each); the pool keeps `jobs + 1` processes, so a judge can
+always run outside the process that ran its op. An op's cases spread over every worker.
+
+One scheduler thread owns the workers: it dispatches sides, reads replies and output (never blocking on a
+worker), and enforces deadlines on its own clock. What user code does never raises here: a crash, a timeout,
+an OOM kill or a reply that does not parse ends that side as a recorded failure with the case's seed, and the
+worker is replaced. InfraError only when no worker process can be started at all.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import queue
-import shutil
+import select
 import site
-import tempfile
 import threading
-import weakref
+import time
+from collections import deque
 from collections.abc import Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
+import msgspec
 
 import gpuemu_ci
+from gpuemu_ci.backends import zygote
+from gpuemu_ci.backends.channel import FrameError
 from gpuemu_ci.backends.gpu import GpuInfo, detect_gpu
-from gpuemu_ci.backends.interface import CaseJob, CaseRun
-from gpuemu_ci.backends.process import WorkerProcess
+from gpuemu_ci.backends.interface import CallStatus, CaseAborted, CaseReport, CaseSpec, OpTask
+from gpuemu_ci.backends.process import WorkerProcess, exit_words
+from gpuemu_ci.backends.protocol import (
+    STAGE_WORDS,
+    ArenaGrant,
+    CallReply,
+    Hello,
+    Judge,
+    OpDone,
+    OpPartial,
+    OpSideResult,
+    PlaceOutputs,
+    Ready,
+    RunOp,
+    Shutdown,
+    Stage,
+    Verdict,
+    loads_reply,
+)
+from gpuemu_ci.backends.transport import Arena, check_outputs
+from gpuemu_ci.backends.zygote import ForkServer, ZygoteError
 from gpuemu_ci.errors import InfraError
 
 _AUTO = object()
+_STATUSES = frozenset(s.value for s in CallStatus)
+FIRST_ARENA = 1 << 20
+
+
+def _settle(future: Future[CaseReport], error: BaseException, *, cancel_queued: bool) -> None:
+    """End a future that has no result yet: a running one fails with `error`; a queued one is cancelled
+    (`cancel_queued`) or fails too. Waiters are woken either way (a plain `cancel()` does not wake wait())."""
+    if future.done() and not future.cancelled():
+        return
+    if not future.running() and cancel_queued:
+        future.cancel()
+    with contextlib.suppress(RuntimeError):  # already running: it refuses, and says so in the log
+        if not future.running() and not future.set_running_or_notify_cancel():
+            return  # cancelled, and now notified
+    future.set_exception(error)
 
 
 def _worker_env(extra: Mapping[str, str] | None, gpu: GpuInfo | None, jobs: int) -> dict[str, str]:
@@ -42,32 +84,51 @@ def _worker_env(extra: Mapping[str, str] | None, gpu: GpuInfo | None, jobs: int)
     env["PYTHONUNBUFFERED"] = "1"  # user prints reach the log before a crash
     if gpu is None:
         env.setdefault("TRITON_INTERPRET", "1")  # must be set before triton is imported
-    if jobs > 1:  # parallel workers on few cores: do not let every BLAS/OpenMP pool take all of them
-        threads = str(max(1, (os.cpu_count() or 1) // jobs))
-        for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-            env.setdefault(name, threads)
+    threads = str(max(1, (os.cpu_count() or 1) // jobs))
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env.setdefault(name, threads)  # parallel workers must not each take every core for BLAS
     return env
 
 
-def _shutdown(workers: list[WorkerProcess], pool_dir: Path, executor: list[ThreadPoolExecutor]) -> None:
-    for ex in executor:
-        ex.shutdown(wait=True)
-    for worker in workers:
-        worker.ask_to_stop()
-    for worker in workers:
-        worker.stop(asked=True)
-    shutil.rmtree(pool_dir, ignore_errors=True)
+@dataclass
+class _Case:
+    task: OpTask
+    spec: CaseSpec
+    future: Future[CaseReport]
+    arena: Arena | None = None
+    op_pid: int | None = None
+    partial: CallReply | None = None
+    op_side: OpSideResult | None = None
+
+
+@dataclass
+class _Slot:
+    """One job slot: its current process and what that process is doing."""
+
+    index: int
+    proc: WorkerProcess | None = None
+    ready: bool = False
+    case: _Case | None = None
+    side: str = ""  # "op" | "place" | "judge"
+    readied: bool = False  # the worker said its imports are done: the case's timer runs
+    side_started: float = 0.0
+    task: int = 0  # the number of the side it runs (replies must carry it)
+    started: float = 0.0
+    deadline: float = 0.0
+    log_mark: int = 0
+    sent: set[str] = field(default_factory=set)  # op tasks this process knows
+    loaded: set[tuple[str, str]] = field(default_factory=set)  # (task key, side) it has run before
+    failed_starts: int = 0
+    start_error: str = ""
 
 
 class WorkerPool:
-    """Runs CaseJobs in `jobs` persistent worker processes; `run` may be called from several threads.
+    """Runs cases in `jobs` (+1) persistent worker processes. `submit` from any thread.
 
     root: the working directory of the workers (the config's directory). env: extra environment variables.
     gpu: the detected GPU (detected when not given); without one, TRITON_INTERPRET=1 is set for the workers.
-    The processes are started at once, so they boot while the caller plans and generates its first cases.
-    Close the pool (or use it as a context manager) when done: close() waits for submitted cases, and
-    must not be called while other threads are inside run() (their cases would end as crashed).
-    """
+    The processes start at once, so they boot while the caller plans. close() waits for submitted cases;
+    abort() stops at once."""
 
     def __init__(
         self,
@@ -79,65 +140,524 @@ class WorkerPool:
         start_timeout_s: float = 120.0,
         load_timeout_s: float = 300.0,
         tail_bytes: int = 4000,
+        fork_workers: bool = True,
     ) -> None:
         self.jobs = max(1, int(jobs))
         self.root = Path(root if root is not None else Path.cwd()).resolve()
         self.gpu: GpuInfo | None = detect_gpu() if gpu is _AUTO else gpu  # type: ignore[assignment]
         self.env = _worker_env(env, self.gpu, self.jobs)
-        self._dir = Path(tempfile.mkdtemp(prefix="gpuemu-workers-"))
-        opts = {
-            "start_timeout_s": start_timeout_s,
-            "load_timeout_s": load_timeout_s,
-            "tail_bytes": tail_bytes,
-        }
-        self._workers = [WorkerProcess(i, self._dir, self.root, self.env, opts) for i in range(self.jobs)]
-        self._idle: queue.Queue[WorkerProcess] = queue.Queue()
-        for worker in self._workers:
-            self._idle.put(worker)
+        self.start_timeout_s = start_timeout_s
+        self.load_timeout_s = load_timeout_s
+        self.tail_bytes = tail_bytes
+        self.fork_workers = fork_workers  # from a zygote (zygote.py), where the platform allows
+        self.worker_starts = 0
+        self.side_s = 0.0  # seconds sides ran, summed over slots: side_s / (jobs x wall) is how busy it kept
+        self._lock = threading.Lock()
+        self._incoming: deque[_Case] = deque()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._closing = False
+        self._aborting = False
         self._closed = False
-        self._executor: list[ThreadPoolExecutor] = []  # created by the first submit()
-        self._executor_lock = threading.Lock()
-        self._finalizer = weakref.finalize(self, _shutdown, self._workers, self._dir, self._executor)
-        for worker in self._workers:
-            with contextlib.suppress(InfraError):  # reported by the first run() that needs this worker
-                worker.spawn()
+        self._error: InfraError | None = None
+        self._thread = threading.Thread(target=self._serve, name="gpuemu-pool", daemon=True)
+        self._thread.start()
 
-    @property
-    def worker_starts(self) -> int:
-        """How many worker processes were started so far (replacements included)."""
-        return sum(w.starts for w in self._workers)
+    # ---- the caller's side -------------------------------------------------------------------------------
 
-    def run(self, job: CaseJob) -> CaseRun:
-        """Run one case in a free worker (blocks until one is free). Raises InfraError only when no worker
-        process can be started at all."""
-        if self._closed:
-            raise RuntimeError("WorkerPool is closed")
-        for name, arr in job.inputs.items():
-            if not isinstance(arr, np.ndarray):
-                raise TypeError(f"CaseJob input {name!r} must be a numpy array, not {type(arr).__name__}")
-        worker = self._idle.get()
-        try:
-            return worker.run(job)
-        finally:
-            self._idle.put(worker)
+    def submit(self, task: OpTask, case: CaseSpec) -> Future[CaseReport]:
+        """Queue a case; the future resolves to its report. Cancel it to drop a case not started yet."""
+        future: Future[CaseReport] = Future()
+        with self._lock:
+            if self._closing:
+                raise RuntimeError("WorkerPool is closed")
+            if self._error is not None:
+                raise self._error
+            self._incoming.append(_Case(task, case, future))
+        self._wake()
+        return future
 
-    def submit(self, job: CaseJob) -> Future[CaseRun]:
-        """Queue a case; the Future resolves to its CaseRun (or the exception `run` would raise). At most
-        `jobs` cases run at once; the others wait in order."""
-        if self._closed:
-            raise RuntimeError("WorkerPool is closed")
-        with self._executor_lock:
-            if not self._executor:
-                self._executor.append(ThreadPoolExecutor(self.jobs, thread_name_prefix="gpuemu-pool"))
-            return self._executor[0].submit(self.run, job)
+    def run(self, task: OpTask, case: CaseSpec) -> CaseReport:
+        """Run one case and wait for it."""
+        return self.submit(task, case).result()
+
+    def abort(self) -> None:
+        """Stop now: queued cases are cancelled, running ones killed (CaseAborted); then close."""
+        with self._lock:
+            self._aborting = True
+        self.close()
 
     def close(self) -> None:
-        """Stop every worker, release shared memory and the log directory. Idempotent."""
-        self._closed = True
-        self._finalizer()
+        """Finish the submitted cases, stop every worker (and whatever it started) and release everything.
+        Idempotent."""
+        with self._lock:
+            self._closing = True
+        self._wake()
+        if threading.current_thread() is not self._thread:
+            self._thread.join()
+        if not self._closed:
+            self._closed = True
+            for fd in (self._wake_r, self._wake_w):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
     def __enter__(self) -> WorkerPool:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _wake(self) -> None:
+        with contextlib.suppress(BlockingIOError, OSError):
+            os.write(self._wake_w, b"x")
+
+    # ---- the scheduler thread ----------------------------------------------------------------------------
+
+    def _serve(self) -> None:
+        slots = [_Slot(i) for i in range(self.jobs + 1)]
+        self._slots = slots
+        self._op_queue: deque[_Case] = deque()
+        self._judge_queue: deque[_Case] = deque()
+        self._free_arenas: list[Arena] = []
+        self._want: dict[str, int] = {}
+        self._sides = 0
+        self._forkserver: ForkServer | None = None
+        if self.fork_workers and zygote.available():
+            with contextlib.suppress(ZygoteError):
+                self._forkserver = ForkServer(self.root, self.env)
+        try:
+            for slot in slots:
+                self._spawn(slot)
+            while True:
+                with self._lock:
+                    self._op_queue.extend(self._incoming)
+                    self._incoming.clear()
+                    closing, aborting = self._closing, self._aborting
+                if aborting:
+                    break
+                busy = [s for s in slots if s.case is not None]
+                if closing and not busy and not self._op_queue and not self._judge_queue:
+                    break
+                self._dispatch()
+                self._wait_and_handle()
+                self._check_deadlines()
+        except BaseException as exc:  # a bug here must not hang the caller's futures
+            self._fail_all(
+                exc if isinstance(exc, InfraError) else InfraError(f"the worker pool failed: {exc!r}")
+            )
+        finally:
+            self._shutdown(slots)
+
+    def _fail_all(self, error: InfraError) -> None:
+        with self._lock:
+            self._error = error
+            pending = list(self._incoming)
+            self._incoming.clear()
+        pending += list(self._op_queue) + list(self._judge_queue)
+        pending += [s.case for s in self._slots if s.case is not None]
+        for case in pending:
+            _settle(case.future, error, cancel_queued=False)
+
+    def _shutdown(self, slots: list[_Slot]) -> None:
+        """Stop every worker: ask, give them a moment, then kill their process groups whatever they did."""
+        aborting = self._aborting
+        leftover = (
+            list(self._op_queue) + list(self._judge_queue) + [s.case for s in slots if s.case is not None]
+        )
+        with self._lock:
+            leftover += list(self._incoming)
+            self._incoming.clear()
+        for case in leftover:
+            _settle(case.future, CaseAborted("the run was stopped"), cancel_queued=True)
+        for slot in slots:
+            if slot.proc is not None and not aborting and slot.case is None:
+                with contextlib.suppress(OSError, TimeoutError):
+                    slot.proc.send(Shutdown())
+        deadline = time.monotonic() + (0.0 if aborting else 1.0)
+        for slot in slots:
+            if slot.proc is not None:
+                slot.proc.wait(max(0.0, deadline - time.monotonic()))
+                slot.proc.close()  # kills the process group in every case
+                slot.proc = None
+        for case in leftover:
+            self._release_arena(case)
+        for arena in self._free_arenas:
+            arena.close()
+        self._free_arenas.clear()
+        if self._forkserver is not None:
+            self._forkserver.close()
+
+    def _spawn(self, slot: _Slot) -> None:
+        if slot.proc is not None:
+            slot.proc.close()
+        slot.proc, slot.ready, slot.case, slot.side = None, False, None, ""
+        slot.sent, slot.loaded = set(), set()
+        try:
+            try:
+                slot.proc = WorkerProcess(self.root, self.env, self._forkserver)
+            except ZygoteError:  # no fork server after all: start workers the plain way from now on
+                if self._forkserver is not None:
+                    self._forkserver.close()
+                self._forkserver = None
+                slot.proc = WorkerProcess(self.root, self.env)
+        except InfraError as exc:
+            slot.failed_starts += 1
+            slot.start_error = exc.message
+            self._check_starts()
+            return
+        self.worker_starts += 1
+        slot.started = time.monotonic()
+
+    def _check_starts(self) -> None:
+        """Two processes at least must be able to run: a case's judge never runs where its op ran."""
+        dead = [s for s in self._slots if s.proc is None and s.failed_starts >= 2]
+        if len(self._slots) - len(dead) < 2:
+            raise InfraError(dead[0].start_error or "no gpuemu worker process could be started")
+
+    # ---- dispatching -------------------------------------------------------------------------------------
+
+    def _idle(self) -> list[_Slot]:
+        return [s for s in self._slots if s.proc is not None and s.ready and s.case is None]
+
+    def _dispatch(self) -> None:
+        while sum(1 for s in self._slots if s.case is not None) < self.jobs:
+            idle = self._idle()
+            if not idle:
+                return
+            judged = self._next_judge(idle)
+            if judged is not None:
+                case, slot = judged
+                self._start_judge(slot, case)
+                continue
+            awaiting = len(self._judge_queue) + sum(1 for s in self._slots if s.side == "judge")
+            if not self._op_queue or awaiting > 2 * self.jobs:
+                return
+            case = self._op_queue.popleft()
+            if not case.future.set_running_or_notify_cancel():
+                continue  # cancelled before it started
+            slot = max(idle, key=lambda s: ((case.task.key, "op") in s.loaded, -s.index))
+            self._start_op(slot, case)
+
+    def _next_judge(self, idle: list[_Slot]) -> tuple[_Case, _Slot] | None:
+        for case in self._judge_queue:
+            others = [s for s in idle if s.proc is not None and s.proc.pid != case.op_pid]
+            if others:
+                self._judge_queue.remove(case)
+                slot = max(others, key=lambda s: ((case.task.key, "judge") in s.loaded, -s.index))
+                return case, slot
+        return None
+
+    def _tasks_for(self, slot: _Slot, task: OpTask) -> tuple[OpTask, ...]:
+        if task.key in slot.sent:
+            return ()
+        slot.sent.add(task.key)
+        return (task,)
+
+    def _begin(self, slot: _Slot, case: _Case, side: str) -> None:
+        assert slot.proc is not None
+        self._sides += 1
+        slot.case, slot.side, slot.task = case, side, self._sides
+        slot.side_started = time.monotonic()
+        slot.proc.drain_log()
+        slot.log_mark = slot.proc.log.total
+        slot.readied = False
+        slot.deadline = time.monotonic() + self.load_timeout_s  # until it says Ready: importing
+
+    def _start_op(self, slot: _Slot, case: _Case) -> None:
+        assert slot.proc is not None
+        case.arena = self._take_arena(self._want.get(case.task.key, FIRST_ARENA))
+        case.op_pid = slot.proc.pid
+        self._begin(slot, case, "op")
+        request = RunOp(
+            slot.task, case.task.key, case.spec, ArenaGrant(case.arena.size), self._tasks_for(slot, case.task)
+        )
+        self._send(slot, request, (case.arena.fd,))
+
+    def _start_judge(self, slot: _Slot, case: _Case) -> None:
+        assert case.op_side is not None
+        self._begin(slot, case, "judge")
+        rerun = case.op_side.rerun
+        has_outputs = bool(case.op_side.op.outputs) or (rerun is not None and bool(rerun.outputs))
+        grant = ArenaGrant(case.arena.size) if has_outputs and case.arena is not None else None
+        fds = (case.arena.fd,) if grant is not None and case.arena is not None else ()
+        request = Judge(
+            slot.task, case.task.key, case.spec, case.op_side, grant, self._tasks_for(slot, case.task)
+        )
+        self._send(slot, request, fds)
+
+    def _send(self, slot: _Slot, request: object, fds: tuple[int, ...]) -> None:
+        assert slot.proc is not None
+        try:
+            slot.proc.send(request, fds)
+        except (OSError, TimeoutError):
+            self._side_failed(slot, CallStatus.CRASHED, "the worker process died before the case started")
+
+    # ---- arenas --------------------------------------------------------------------------------------------
+
+    def _take_arena(self, size: int) -> Arena:
+        fitting = [a for a in self._free_arenas if a.size >= size]
+        if fitting:
+            arena = min(fitting, key=lambda a: a.size)
+        elif self._free_arenas:
+            arena = max(self._free_arenas, key=lambda a: a.size)
+            arena.resize(size)
+        else:
+            return Arena(size)
+        self._free_arenas.remove(arena)
+        return arena
+
+    def _release_arena(self, case: _Case) -> None:
+        if case.arena is not None:
+            if self._closing and self._aborting:
+                case.arena.close()
+            else:
+                self._free_arenas.append(case.arena)
+            case.arena = None
+
+    # ---- events ------------------------------------------------------------------------------------------
+
+    def _wait_and_handle(self) -> None:
+        now = time.monotonic()
+        waits = [s.deadline - now for s in self._slots if s.case is not None]
+        waits += [
+            s.started + self.start_timeout_s - now for s in self._slots if s.proc is not None and not s.ready
+        ]
+        timeout = max(0.0, min([0.5, *waits]))
+        poller = select.poll()
+        routes: dict[int, tuple[_Slot, str]] = {}
+        for slot in self._slots:
+            if slot.proc is None:
+                continue
+            routes[slot.proc.sock.fileno()] = (slot, "sock")
+            poller.register(slot.proc.sock.fileno(), select.POLLIN)
+            if slot.proc.log_fd >= 0:
+                routes[slot.proc.log_fd] = (slot, "log")
+                poller.register(slot.proc.log_fd, select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
+        if self._forkserver is not None and not self._forkserver.broken:
+            routes[self._forkserver.fileno()] = (self._slots[0], "zygote")
+            poller.register(self._forkserver.fileno(), select.POLLIN)
+        events = poller.poll(timeout * 1000)
+        for fd, _event in events:
+            if fd == self._wake_r:
+                with contextlib.suppress(BlockingIOError, OSError):
+                    while os.read(self._wake_r, 4096):
+                        pass
+                continue
+            slot, kind = routes[fd]
+            if kind == "zygote":
+                if self._forkserver is not None:
+                    self._forkserver.poll()  # exit statuses of workers
+                continue
+            if slot.proc is None or slot.proc.closed:
+                continue
+            if kind == "log":
+                slot.proc.drain_log()
+            else:
+                self._read_replies(slot)
+
+    def _read_replies(self, slot: _Slot) -> None:
+        proc = slot.proc
+        assert proc is not None
+        try:
+            frames, closed = proc.reader.feed(proc.sock)
+            for frame in frames:
+                self._handle(slot, loads_reply(frame))
+                if slot.proc is not proc:  # the worker was replaced while handling
+                    return
+        except (msgspec.DecodeError, FrameError, ValueError) as exc:
+            self._bad_reply(slot, str(exc))
+            return
+        if closed and slot.proc is proc:
+            self._died(slot)
+
+    def _bad_reply(self, slot: _Slot, why: str) -> None:
+        if slot.case is None:  # between cases nothing can be wrong but the worker itself: replace it
+            self._spawn(slot)
+            return
+        self._side_failed(
+            slot, CallStatus.CRASHED, f"the worker process sent a reply that does not parse ({why})"
+        )
+
+    def _died(self, slot: _Slot) -> None:
+        proc = slot.proc
+        assert proc is not None
+        words = exit_words(proc.wait(0.5))  # a crash closes the socket as the process exits
+        if not slot.ready:
+            proc.drain_log()
+            slot.failed_starts += 1
+            slot.start_error = (
+                f"could not start a gpuemu worker process (python -m gpuemu_ci.backends.worker {words}):\n"
+                + proc.log.since(0, self.tail_bytes)
+            )
+            proc.close()
+            slot.proc = None
+            self._check_starts()
+            if slot.failed_starts < 2:
+                self._spawn(slot)
+            return
+        if slot.case is None:
+            self._spawn(slot)
+            return
+        self._side_failed(slot, CallStatus.CRASHED, f"the worker process {words} {STAGE_WORDS[proc.stage()]}")
+
+    def _handle(self, slot: _Slot, reply: object) -> None:
+        if isinstance(reply, Hello):
+            if slot.ready:
+                raise ValueError("a second Hello")
+            slot.ready, slot.failed_starts = True, 0
+            return
+        case = slot.case
+        if case is None:
+            raise ValueError(f"a {type(reply).__name__} while no case runs")
+        if getattr(reply, "task", None) != slot.task:
+            raise ValueError(f"a {type(reply).__name__} for another case")
+        if isinstance(reply, Ready) and slot.side in ("op", "judge") and not slot.readied:
+            slot.readied = True
+            slot.deadline = time.monotonic() + case.task.timeout_s  # the parent's clock, from now
+        elif slot.side in ("op", "place") and isinstance(reply, OpPartial):
+            self._check_call(reply.op, case)
+            case.partial = reply.op
+        elif slot.side in ("op", "place") and isinstance(reply, OpDone):
+            self._op_done(slot, case, reply)
+        elif slot.side == "judge" and isinstance(reply, Verdict):
+            self._verdict(slot, case, reply)
+        else:
+            raise ValueError(f"a {type(reply).__name__} while the worker runs the {slot.side} side")
+
+    def _check_call(self, reply: CallReply, case: _Case) -> None:
+        if reply.status not in _STATUSES:
+            raise ValueError(f"call status {reply.status!r}")
+        size = case.arena.size if case.arena is not None else 0
+        check_outputs(reply.outputs, size)
+
+    def _op_done(self, slot: _Slot, case: _Case, done: OpDone) -> None:
+        assert slot.proc is not None and case.arena is not None
+        if done.needs > 0:
+            if slot.side == "place" or done.needs > 1 << 40:
+                raise ValueError(f"asked for {done.needs} arena bytes")
+            wanted = done.needs + done.needs // 8
+            self._want[case.task.key] = max(self._want.get(case.task.key, 0), wanted)
+            case.arena.resize(wanted)
+            slot.side, slot.readied = "place", True
+            slot.deadline = time.monotonic() + case.task.timeout_s
+            self._send(slot, PlaceOutputs(slot.task, ArenaGrant(case.arena.size)), (case.arena.fd,))
+            return
+        for call in (done.op, done.rerun):
+            if call is not None:
+                self._check_call(call, case)
+        slot.loaded.add((case.task.key, "op"))
+        used = max((d.offset + d.nbytes for c in (done.op, done.rerun) if c for d in c.outputs), default=0)
+        self._want[case.task.key] = max(self._want.get(case.task.key, FIRST_ARENA), used + used // 8)
+        failed = any(c is not None and c.status != CallStatus.OK.value for c in (done.op, done.rerun))
+        tail = self._tail(slot) if failed else ""
+        case.op_side = OpSideResult(done.op, done.rerun, done.inputs_modified, done.interpreter, tail)
+        self._finish_side(slot, retire=done.retire)
+        self._queue_judge(case)
+
+    def _queue_judge(self, case: _Case) -> None:
+        assert case.op_side is not None
+        if case.op_side.op.status == CallStatus.IMPORT_ERROR.value:  # nothing to judge: the op does not load
+            report = CaseReport(outcome="unloadable", unloadable="op", message=case.op_side.op.message)
+            self._resolve(case, report)
+            return
+        self._judge_queue.append(case)
+
+    def _verdict(self, slot: _Slot, case: _Case, verdict: Verdict) -> None:
+        report = verdict.report
+        slot.loaded.add((case.task.key, "judge"))
+        if report.outcome == "errored" and not report.stderr_tail:
+            tail = self._tail(slot)
+            report = msgspec.structs.replace(report, stderr_tail=tail or None)
+        self._finish_side(slot, retire=verdict.retire)
+        self._resolve(case, report)
+
+    def _resolve(self, case: _Case, report: CaseReport) -> None:
+        self._release_arena(case)
+        if not case.future.done():
+            case.future.set_result(report)
+
+    def _tail(self, slot: _Slot) -> str:
+        assert slot.proc is not None
+        slot.proc.drain_log()
+        return slot.proc.log.since(slot.log_mark, self.tail_bytes)
+
+    def _finish_side(self, slot: _Slot, *, retire: bool) -> None:
+        self.side_s += time.monotonic() - slot.side_started
+        slot.case, slot.side = None, ""
+        if retire:
+            self._spawn(slot)
+
+    # ---- failures of a side ------------------------------------------------------------------------------
+
+    def _check_deadlines(self) -> None:
+        now = time.monotonic()
+        for slot in self._slots:
+            if slot.proc is None:
+                continue
+            if not slot.ready and now > slot.started + self.start_timeout_s:
+                slot.proc.kill()
+                self._died(slot)
+                continue
+            if slot.case is not None and now > slot.deadline:
+                stage = slot.proc.stage()
+                what = (
+                    f"the case took longer than its timeout of {slot.case.task.timeout_s:g} s"
+                    if slot.readied
+                    else f"loading the op and reference took longer than {self.load_timeout_s:g} s"
+                )
+                self._side_failed(
+                    slot, CallStatus.TIMEOUT, f"{what} ({STAGE_WORDS[stage]}); the worker was killed"
+                )
+
+    def _side_failed(self, slot: _Slot, status: CallStatus, message: str) -> None:
+        """The side running in `slot` ends with `status`: record it on the case, replace the worker."""
+        case, side = slot.case, slot.side
+        assert slot.proc is not None
+        stage = slot.proc.stage()
+        slot.proc.kill()
+        tail = self._tail(slot)
+        self.side_s += time.monotonic() - slot.side_started
+        slot.case, slot.side = None, ""
+        self._spawn(slot)
+        if case is None:
+            return
+        if side in ("op", "place"):
+            case.op_side = self._failed_op_side(case, status, message, stage, tail)
+            self._queue_judge(case)
+            return
+        who = {
+            Stage.REFERENCE: "reference",
+            Stage.REFERENCE_ABS: "reference",
+            Stage.NAIVE: "naive implementation",
+            Stage.GENERATING: "inputs generation",
+        }.get(stage, "judge")
+        from gpuemu_ci.plan.expand import stratum
+
+        kind = "timeout" if status is CallStatus.TIMEOUT else "crashed"
+        chosen = stratum(case.task.op, case.spec.seed)
+        report = CaseReport(
+            outcome="errored",
+            dtype=chosen.dtype,
+            distribution=chosen.mode.value,
+            aligned=chosen.aligned,
+            kind=kind,
+            message=f"the {who} {status.words}: {message}",
+            stderr_tail=tail or None,
+        )
+        self._resolve(case, report)
+
+    def _failed_op_side(
+        self, case: _Case, status: CallStatus, message: str, stage: Stage, tail: str
+    ) -> OpSideResult:
+        """The op side of a case whose worker died: the running call gets the failure, later ones say so."""
+        deterministic = case.task.op.execution.deterministic
+        failure = CallReply(status.value, message)
+        not_run = CallReply(status.value, f"not run: {message}")
+        if stage is Stage.RERUN and case.partial is not None:
+            return OpSideResult(case.partial, failure, (), None, tail)
+        if stage is Stage.RERUN:
+            lost = CallReply(CallStatus.CRASHED.value, f"its outputs were lost: {message}")
+            return OpSideResult(lost, failure, (), None, tail)
+        return OpSideResult(failure, not_run if deterministic else None, (), None, tail)

@@ -1,31 +1,26 @@
 """Messages between the pool (parent) and a worker process.
 
-Small metadata travels pickled over a local socket; array bytes never do: inputs live in a shared-memory
-arena (see transport.py) and outputs follow a reply as raw byte frames. The parent only unpickles worker
-replies with `loads_reply`, which accepts nothing but builtin containers and the dataclasses of this module,
-so a misbehaving op cannot make the parent import or run anything.
+Requests (parent -> worker) are pickled: the parent wrote them. Replies (worker -> parent) come from a process
+that runs user code, so they are decoded by msgspec into exactly the types below and checked again by the
+pool (sizes, offsets, dtypes): anything that does not parse into what was asked is that case's `crashed`
+failure, never an exception in the parent. Arrays never travel in messages: the op's outputs go into a
+shared-memory arena (an anonymous memfd handed over as a file descriptor), which the judge process maps.
 """
 
 from __future__ import annotations
 
-import io
 import pickle
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any
 
-from gpuemu_ci.backends.interface import CallTarget
+import msgspec
 
-# The arena starts with a small header the worker writes while it works, so that after a crash or a
-# timeout the parent knows which call was running without any extra round trip.
-HEADER_BYTES = 64
-STAGE_OFFSET = 0  # int64: Stage
-LOADED_AT_OFFSET = 8  # float64: time.monotonic() when loading finished (the case timer starts there)
-RESCUE_OFFSET = 16  # int64 offset, int64 length: finished results saved in the arena before a risky call
+from gpuemu_ci.backends.interface import CaseReport, CaseSpec, OpTask
 
 
 class Stage(IntEnum):
-    """What the worker is doing right now (written into the arena header)."""
+    """What the worker is doing right now (written into its status page; used for messages only, never for
+    deadlines, which the parent keeps on its own clock)."""
 
     IDLE = 0
     LOADING = 1
@@ -33,48 +28,76 @@ class Stage(IntEnum):
     OP = 3
     RERUN = 4
     REPLY = 5
-    REFERENCE_ABS = 6  # the reference on |inputs| (the oracle's error scale)
+    REFERENCE_ABS = 6
+    GENERATING = 7
+    NAIVE = 8
+    JUDGING = 9
+
+
+STAGE_WORDS = {
+    Stage.IDLE: "before the case started",
+    Stage.LOADING: "while importing the op and reference",
+    Stage.REFERENCE: "in the reference call",
+    Stage.REFERENCE_ABS: "in the reference call on |inputs|",
+    Stage.OP: "in the op call",
+    Stage.RERUN: "in the determinism re-run of the op",
+    Stage.REPLY: "while sending results",
+    Stage.GENERATING: "while generating the case's inputs",
+    Stage.NAIVE: "in the naive implementation's call",
+    Stage.JUDGING: "while judging the outputs",
+}
+
+
+# ---- parent -> worker -------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class ArenaRef:
-    """A shared-memory segment the worker must attach (sent once per arena): a POSIX shared-memory name, or
-    a file path when /dev/shm is too small for it (e.g. Docker's 64 MiB default)."""
+class ArenaGrant:
+    """A shared-memory arena for this task: its file descriptor rides along with the message."""
 
-    name: str
     size: int
-    path: str | None = None
 
 
 @dataclass(frozen=True)
-class ArrayDesc:
-    """One input inside the arena: the memory region copied from the caller's base buffer (gaps included)
-    and the view over it. `strides` are byte strides, `data_offset` is relative to `region_offset`."""
+class RunOp:
+    """Generate the case's inputs, call the op (and re-run it), write the outputs into the arena."""
 
-    name: str
-    dtype: str
-    shape: tuple[int, ...]
-    strides: tuple[int, ...]
-    region_offset: int
-    region_nbytes: int
-    data_offset: int
+    task: int  # this side's number: every reply carries it, so a late or stray reply is never misread
+    key: str
+    case: CaseSpec
+    arena: ArenaGrant
+    tasks: tuple[OpTask, ...] = ()  # op descriptions this worker has not seen yet
 
 
 @dataclass(frozen=True)
-class CaseRequest:
-    """Run one case: reference, op, optional re-run. Targets are sent once per worker process (in
-    `new_targets`) and referred to by number afterwards."""
+class PlaceOutputs:
+    """The outputs did not fit: here is a larger arena for them."""
 
-    reference: int
-    op: int
-    inputs: tuple[ArrayDesc, ...]
-    kwargs: dict[str, Any]
-    out_arg: str | None
-    out_dtype: str | None
-    rerun: bool
-    abs_inputs: tuple[str, ...] = ()  # also run the reference with these inputs replaced by |input|
-    arena: ArenaRef | None = None  # set when the worker must switch to a new arena first
-    new_targets: tuple[tuple[int, CallTarget], ...] = ()
+    task: int
+    arena: ArenaGrant
+
+
+@dataclass(frozen=True)
+class OpSideResult:
+    """What the op side produced, as the judge receives it (outputs: descriptors into the arena)."""
+
+    op: CallReply
+    rerun: CallReply | None
+    inputs_modified: tuple[str, ...]
+    interpreter: str | None
+    op_stderr: str = ""  # the op worker's output during the case, when a call failed
+
+
+@dataclass(frozen=True)
+class Judge:
+    """Generate the same inputs, call the reference, judge the op's outputs (read from the arena)."""
+
+    task: int
+    key: str
+    case: CaseSpec
+    op_side: OpSideResult
+    arena: ArenaGrant | None  # None when the op produced no outputs
+    tasks: tuple[OpTask, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -82,71 +105,7 @@ class Shutdown:
     """Ask the worker to exit cleanly."""
 
 
-@dataclass(frozen=True)
-class Hello:
-    """First message of a worker: it is ready."""
-
-    pid: int
-    triton_interpret: bool
-
-
-@dataclass(frozen=True)
-class OutputDesc:
-    """An output array (C order). Its bytes sit in the arena at `arena_offset`, or (-1) travel with the
-    message: inline in CallDone.payload when there is one, else as one raw frame after the message."""
-
-    dtype: str
-    shape: tuple[int, ...]
-    nbytes: int
-    arena_offset: int = -1
-
-
-@dataclass(frozen=True)
-class CallReply:
-    """The outcome of one call. `status` is a CallStatus value."""
-
-    status: str
-    message: str = ""
-    duration_s: float = 0.0
-    outputs: tuple[OutputDesc, ...] = ()
-
-
-@dataclass(frozen=True)
-class CallDone:
-    """The result of one call (stage REFERENCE, REFERENCE_ABS, OP or RERUN). Outputs are written into the
-    arena behind the inputs when they fit; otherwise small ones travel inline in `payload` (concatenated
-    C-order bytes) and large ones follow the message as raw frames. A worker saves every finished CallDone in
-    the arena (or sends it, when it does not fit) before starting its next user call, so a later crash or
-    timeout in the same case does not lose the results already computed."""
-
-    stage: int
-    reply: CallReply
-    payload: bytes | None = None
-
-
-@dataclass(frozen=True)
-class CaseDone:
-    """The last message of a case."""
-
-    inputs_modified: tuple[str, ...] = ()
-    interpreter: str | None = None
-    retire: bool = False  # the worker's state is unusable (e.g. a sticky CUDA error): replace it
-    calls: tuple[CallDone, ...] = ()  # results not sent yet: one message per case in the common case
-    arena_wanted: int = 0  # arena bytes this case would have needed to keep every output in it
-
-
-_REPLY_TYPES = {cls.__name__: cls for cls in (Hello, OutputDesc, CallReply, CallDone, CaseDone)}
-
-
-class _ReplyUnpickler(pickle.Unpickler):
-    def find_class(self, module: str, name: str) -> Any:
-        if module == __name__ and name in _REPLY_TYPES:
-            return _REPLY_TYPES[name]
-        raise pickle.UnpicklingError(f"worker reply refers to {module}.{name}, which is not allowed")
-
-
-def dumps(message: object) -> bytes:
-    """Encode a message (either direction)."""
+def dumps_request(message: object) -> bytes:
     return pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
 
 
@@ -155,6 +114,84 @@ def loads_request(data: bytes) -> object:
     return pickle.loads(data)
 
 
-def loads_reply(data: bytes) -> object:
-    """Decode a worker reply, allowing only this module's reply types and builtin values."""
-    return _ReplyUnpickler(io.BytesIO(data)).load()
+# ---- worker -> parent -------------------------------------------------------------------------------------
+
+
+class OutputDesc(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """An output array (C order) at `offset` in the arena."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    nbytes: int
+    offset: int
+
+
+class CallReply(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The outcome of one call. `status` is a CallStatus value."""
+
+    status: str
+    message: str = ""
+    duration_s: float = 0.0
+    outputs: tuple[OutputDesc, ...] = ()
+
+
+class Hello(msgspec.Struct, frozen=True, tag=True, forbid_unknown_fields=True):
+    """First message of a worker: it is ready."""
+
+    pid: int
+
+
+class Ready(msgspec.Struct, frozen=True, tag=True, forbid_unknown_fields=True):
+    """The worker imported what the side needs: the case's timer starts now (on the parent's clock)."""
+
+    task: int
+
+
+class OpPartial(msgspec.Struct, frozen=True, tag=True, forbid_unknown_fields=True):
+    """The op's first call, sent before the determinism re-run (which might kill the process)."""
+
+    task: int
+    op: CallReply
+
+
+class OpDone(msgspec.Struct, frozen=True, tag=True, forbid_unknown_fields=True):
+    """The op side of a case. `needs` > 0: the outputs did not fit the arena and wait for PlaceOutputs."""
+
+    task: int
+    op: CallReply
+    rerun: CallReply | None = None
+    inputs_modified: tuple[str, ...] = ()
+    interpreter: str | None = None
+    retire: bool = False  # the worker's state is unusable (a sticky CUDA error): replace it
+    needs: int = 0
+
+
+class Verdict(msgspec.Struct, frozen=True, tag=True, forbid_unknown_fields=True):
+    """The judge side of a case."""
+
+    task: int
+    report: CaseReport
+    retire: bool = False
+
+
+Reply = Hello | Ready | OpPartial | OpDone | Verdict
+
+
+def _encode_extra(value: object) -> object:
+    from gpuemu_ci.results.codec import encode_extra  # NumPy scalars in kwargs
+
+    return encode_extra(value)
+
+
+_ENCODER = msgspec.msgpack.Encoder(enc_hook=_encode_extra)
+_DECODER = msgspec.msgpack.Decoder(Reply)
+
+
+def dumps_reply(message: Reply) -> bytes:
+    return _ENCODER.encode(message)
+
+
+def loads_reply(data: bytes) -> Reply:
+    """Decode a worker reply into one of the reply types; msgspec.DecodeError (ValidationError included)
+    for anything else."""
+    return _DECODER.decode(data)

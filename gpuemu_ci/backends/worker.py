@@ -1,9 +1,10 @@
-"""The worker process: imports user code once, then runs cases sent by the pool until told to stop.
+"""The worker process: runs the op side or the judge side of cases (casework.py) until told to stop.
 
-Started by pool.py as `python -m gpuemu_ci.backends.worker FD` (a fresh interpreter: nothing inherited from
-the parent's state). FD is one end of a socketpair carrying protocol messages; the process's stdout is
-pointed at its stderr log so user prints cannot corrupt the protocol, and faulthandler writes a Python
-traceback there if user code segfaults or aborts.
+Started by the pool as `python -m gpuemu_ci.backends.worker SOCKET_FD STATUS_FD PARENT_PID [pdeathsig]` (a
+fresh interpreter: nothing inherited from the parent's state) in its own session, with stdout and stderr on
+a pipe the parent drains into a bounded tail. SOCKET_FD carries the protocol's frames; STATUS_FD is a small
+shared page where the worker writes what it is doing (for messages after a crash; never for deadlines).
+Before each case the process state user code may have changed is put back (hygiene.py).
 """
 
 from __future__ import annotations
@@ -11,362 +12,183 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import faulthandler
+import mmap
 import os
 import signal
+import socket
+import struct
 import sys
 import threading
 import time
-from dataclasses import replace
-from multiprocessing.connection import Connection
-from typing import Any
 
 import numpy as np
 
-from gpuemu_ci.backends.cuda import OUTPUT_DTYPE_KWARG
-from gpuemu_ci.backends.frameworks import BadOutput, Bridge, get_bridge, to_numpy_outputs
-from gpuemu_ci.backends.interface import CallStatus, CallTarget, TargetKind
-from gpuemu_ci.backends.loading import Loaded, LoadError, describe_exception, load_target
+from gpuemu_ci.backends.casework import OpView, run_judge_side, run_op_side
+from gpuemu_ci.backends.channel import recv_frame, send_frame
+from gpuemu_ci.backends.hygiene import Baseline
+from gpuemu_ci.backends.interface import CallResult, CallStatus, CaseReport, OpTask
 from gpuemu_ci.backends.protocol import (
-    HEADER_BYTES,
-    CallDone,
     CallReply,
-    CaseDone,
-    CaseRequest,
     Hello,
+    Judge,
+    OpDone,
+    OpPartial,
+    OutputDesc,
+    PlaceOutputs,
+    Ready,
+    Reply,
+    RunOp,
     Shutdown,
     Stage,
-    dumps,
+    Verdict,
+    dumps_reply,
     loads_request,
 )
-from gpuemu_ci.backends.transport import (
-    INLINE_LIMIT,
-    attach,
-    describe,
-    is_float_like,
-    pack_inline,
-    place_outputs,
-    resolve_dtype,
-    send_arrays,
-    span,
-    view_input,
-    write_loaded_at,
-    write_rescue,
-    write_stage,
-)
+from gpuemu_ci.backends.transport import map_arena, place_outputs, read_outputs, span
 
-# Errors after which a CUDA context cannot be trusted: the worker answers, then is replaced.
-_STICKY_CUDA = (
-    "illegal memory access",
-    "illegal address",
-    "cudaErrorIllegalAddress",
-    "CUDA_ERROR_ILLEGAL_ADDRESS",
-    "unspecified launch failure",
-    "CUDA_ERROR_LAUNCH_FAILED",
-    "device-side assert",
-    "misaligned address",
-)
-_TRITON_LAUNCHES = [0]
+MESSAGE_LIMIT = 64 << 10  # characters of one message or stderr tail sent back
 
 
-def _hook_triton() -> None:
-    """Count launches through Triton's interpreter, so results say when it was really used."""
-    mod = sys.modules.get("triton.runtime.interpreter")
-    if mod is None or getattr(mod, "_gpuemu_hooked", False):
-        return
-    cls = getattr(mod, "InterpretedFunction", None)
-    original = getattr(cls, "run", None)
-    if cls is None or original is None:
-        return
-
-    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
-        _TRITON_LAUNCHES[0] += 1
-        return original(self, *args, **kwargs)
-
-    cls.run = run
-    setattr(mod, "_gpuemu_hooked", True)  # noqa: B010  # a marker on a third-party module
-
-
-def _classify(exc: BaseException) -> tuple[CallStatus, bool]:
-    """(status, retire the worker) for an exception raised by user code."""
-    if isinstance(exc, BadOutput):
-        return CallStatus.BAD_OUTPUT, False
-    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":  # torch, cupy
-        return CallStatus.OOM, False
-    text = f"{type(exc).__name__} {exc}"
-    if any(marker in text for marker in _STICKY_CUDA):
-        return CallStatus.CRASHED, True
-    return CallStatus.RAISED, False
-
-
-def _materialize(arr: np.ndarray, arena: np.ndarray | None) -> np.ndarray:
-    """An independent C-order copy when the output may alias the shared inputs (restored before a re-run)."""
-    if arena is not None and np.may_share_memory(arr, arena):
-        return np.array(arr, order="C", copy=True)
-    return np.ascontiguousarray(arr)
-
-
-def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
-    if a.size % 8 == 0:  # regions are 64-byte aligned: compare in 8-byte words
-        return bool(np.array_equal(a.view(np.uint64), b.view(np.uint64)))
-    return bool(np.array_equal(a, b))
-
-
-def _reference_copy(view: np.ndarray) -> np.ndarray:
-    """Contiguous float64 copy of a float input (exact upcast), unchanged contiguous copy otherwise."""
-    if is_float_like(view.dtype):
-        return np.array(view, dtype=np.float64, order="C")
-    if view.dtype.kind == "c":
-        return np.array(view, dtype=np.complex128, order="C")
-    return np.array(view, order="C", copy=True)
-
-
-def _as_reference_output(arr: np.ndarray) -> np.ndarray:
-    if is_float_like(arr.dtype) and arr.dtype != np.float64:
-        return arr.astype(np.float64)
-    return arr
+def _clip(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    return (
+        text if len(text) <= limit else text[: limit - 40] + f"… ({len(text) - limit + 40:,} more characters)"
+    )
 
 
 class Worker:
-    """State kept across cases: the arena mapping (loaded targets are cached in loading.py)."""
+    def __init__(self, sock: socket.socket, status: mmap.mmap | None) -> None:
+        self.sock = sock
+        self.status = status
+        self.tasks: dict[str, OpTask] = {}
+        self.current = 0  # the number of the side being run: every reply carries it
 
-    def __init__(self, conn: Connection) -> None:
-        self.conn = conn
-        self.mm: Any = None
-        self.u8: np.ndarray | None = None
-        self.targets: dict[int, CallTarget] = {}
-        self.pending: list[CallDone] = []  # small results, sent with CaseDone
-        self.inputs_end = HEADER_BYTES  # where the arena's free space starts
-        self.cursor = HEADER_BYTES  # next free arena byte for outputs
-        self.wanted = HEADER_BYTES  # where the cursor would be if every output had fit
+    def stage(self, stage: Stage) -> None:
+        if self.status is not None:
+            struct.pack_into("<q", self.status, 0, int(stage))
 
-    def _stage(self, stage: Stage) -> None:
-        if self.u8 is not None:
-            write_stage(self.u8, stage)
+    def send(self, message: Reply) -> None:
+        send_frame(self.sock, dumps_reply(message))
 
-    def _load(self, target: CallTarget) -> tuple[Loaded | None, CallReply | None]:
+    def ready(self) -> None:
+        self.send(Ready(self.current))
+
+    # ---- the op side -----------------------------------------------------------------------------------
+
+    def run_op(self, request: RunOp, fds: list[int]) -> None:
+        task = self.tasks[request.key]
+        placement = _Placement(map_arena(fds[0], request.arena.size))
+        early: dict[int, CallReply] = {}
+
+        def first_call(result: CallResult) -> None:
+            reply = placement.place(result)
+            if reply is not None:
+                early[id(result)] = reply
+                self.stage(Stage.REPLY)
+                self.send(OpPartial(self.current, reply))  # survives a re-run that kills this process
+
         try:
-            return load_target(target), None
-        except LoadError as exc:
-            return None, CallReply(CallStatus.IMPORT_ERROR.value, str(exc))
-
-    def _call(
-        self,
-        loaded: Loaded,
-        bridge: Bridge,
-        inputs: dict[str, Any],
-        kwargs: dict[str, Any],
-        out: Any,
-        expected: np.dtype | None = None,
-    ) -> tuple[CallReply, list[np.ndarray], bool]:
-        """Run one call; returns (reply, outputs, retire). `expected`: the op's output dtype, for frameworks
-        that hand it back under another name (CuPy's bfloat16 bits)."""
-        start = time.perf_counter()
-        try:
-            result = loaded.invoke(inputs, kwargs)
-            bridge.synchronize()
-            duration = time.perf_counter() - start
-            if result is None and out is not None:
-                result = out
-            outputs = bridge.outputs_as(
-                [_materialize(a, self.u8) for a in to_numpy_outputs(result)], expected
+            side = run_op_side(
+                task, request.case, stage=self.stage, on_first_call=first_call, on_loaded=self.ready
             )
-        except BaseException as exc:  # user code may raise anything, SystemExit included
-            duration = time.perf_counter() - start
-            status, retire = _classify(exc)
-            message = f"{exc}" if status is CallStatus.BAD_OUTPUT else describe_exception(exc)
-            return CallReply(status.value, message, duration), [], retire
-        ok = CallReply(CallStatus.OK.value, "", duration, tuple(describe(a) for a in outputs))
-        return ok, outputs, False
-
-    def _reference(
-        self,
-        req: CaseRequest,
-        target: CallTarget,
-        loaded: Loaded,
-        views: dict[str, np.ndarray],
-        absolute: tuple[str, ...],
-    ) -> tuple[CallReply, list[np.ndarray], bool]:
-        """The reference on fp64 copies (inputs named in `absolute` replaced by their absolute values)."""
-        bridge = get_bridge(target.framework)
-        try:
-            copies = {n: _reference_copy(v) for n, v in views.items()}
-            for name in absolute:
-                if name in copies:
-                    np.abs(copies[name], out=copies[name])
-            ref_in = {n: bridge.to_native(c).value for n, c in copies.items()}
-        except Exception as exc:
-            return CallReply(CallStatus.RAISED.value, f"handing inputs to the reference: {exc}"), [], False
-        reply, outputs, retire = self._call(loaded, bridge, ref_in, dict(req.kwargs), None)
-        outputs = [_as_reference_output(a) for a in outputs]
-        return replace(reply, outputs=tuple(describe(a) for a in outputs)), outputs, retire
-
-    def handle(self, req: CaseRequest) -> None:
-        """Run one case, sending CallDone after each call and CaseDone at the end."""
-        self.targets.update(req.new_targets)
-        reference, op = self.targets[req.reference], self.targets[req.op]
-        if req.arena is not None:
-            self.u8 = None
-            self.mm = attach(req.arena)
-            self.u8 = np.frombuffer(self.mm, dtype=np.uint8)
-        self._stage(Stage.LOADING)
-        views = {d.name: view_input(self.mm, d) for d in req.inputs}
-        regions = {d.name: (d.region_offset, d.region_nbytes, d.data_offset) for d in req.inputs}
-        self.inputs_end = max((o + n for o, n, _ in regions.values()), default=HEADER_BYTES)
-        self.cursor = self.wanted = self.inputs_end  # outputs and saved results go behind the inputs
-        ref_loaded, ref_failure = self._load(reference)
-        op_loaded, op_failure = self._load(op)
-        _hook_triton()
-        if self.u8 is not None:
-            write_loaded_at(self.u8, time.monotonic())
-        unusable = CallReply(CallStatus.CRASHED.value, "not run: the GPU context is unusable")
-        retire = False
-
-        self._stage(Stage.REFERENCE)
-        ref_out: list[np.ndarray] = []
-        if ref_loaded is None:
-            assert ref_failure is not None
-            self._send(Stage.REFERENCE, ref_failure, [])
-        else:
-            reply, ref_out, retire = self._reference(req, reference, ref_loaded, views, ())
-            self._send(Stage.REFERENCE, reply, ref_out)
-        if req.abs_inputs:
-            self._stage(Stage.REFERENCE_ABS)
-            if ref_loaded is None:
-                assert ref_failure is not None
-                self._send(Stage.REFERENCE_ABS, ref_failure, [])
-            elif retire:
-                self._send(Stage.REFERENCE_ABS, unusable, [])
-            else:
-                self._flush()
-                reply, abs_out, retire = self._reference(req, reference, ref_loaded, views, req.abs_inputs)
-                self._send(Stage.REFERENCE_ABS, reply, abs_out)
-
-        modified: tuple[str, ...] = ()
-        interpreter: str | None = None
-        if op_loaded is None or retire:
-            self._send(Stage.OP, op_failure or unusable, [])
-        else:
-            self._stage(Stage.OP)
-            used = self.inputs_end
-            snapshot = self.u8[HEADER_BYTES:used].copy() if self.u8 is not None else None
-            launches_before = _TRITON_LAUNCHES[0]
-            had_triton = "triton" in sys.modules
-            self._flush()
-            reply, op_out, retire = self._run_op(req, op, op_loaded, views, regions, ref_out, Stage.OP)
-            if snapshot is not None and self.u8 is not None:
-                modified = tuple(
-                    name
-                    for name, (o, n, _) in regions.items()
-                    if n
-                    and not _same_bytes(self.u8[o : o + n], snapshot[o - HEADER_BYTES : o + n - HEADER_BYTES])
+            self.stage(Stage.REPLY)
+            results = [side.op] + ([side.rerun] if side.rerun is not None else [])
+            replies = [early.get(id(r)) or placement.place(r) for r in results]
+        finally:
+            placement.close()
+        if any(r is None for r in replies):  # outputs larger than the arena: ask for a bigger one
+            needed = span([a for r in results for a in r.outputs])
+            self.send(
+                OpDone(
+                    self.current,
+                    _reply(side.op),
+                    None,
+                    side.inputs_modified,
+                    side.interpreter,
+                    side.retire,
+                    needed,
                 )
-            self._send(Stage.OP, reply, op_out)
-            if req.rerun and not retire:
-                if snapshot is not None and self.u8 is not None:
-                    self.u8[HEADER_BYTES:used] = snapshot  # identical fresh inputs
-                self._flush()
-                reply, rerun_out, retire = self._run_op(
-                    req, op, op_loaded, views, regions, ref_out, Stage.RERUN
+            )
+            data, more_fds = recv_frame(self.sock)
+            grant = loads_request(data)
+            if not isinstance(grant, PlaceOutputs) or grant.task != self.current:
+                raise SystemExit(0)  # the parent is shutting down
+            placement = _Placement(map_arena(more_fds[0], grant.arena.size))
+            try:
+                replies = [placement.place(r) for r in results]
+            finally:
+                placement.close()
+        op_reply, rerun_reply = replies[0], (replies[1] if len(replies) > 1 else None)
+        if op_reply is None:
+            op_reply = CallReply(
+                CallStatus.CRASHED.value, "the outputs did not fit the arena the pool granted"
+            )
+        self.send(
+            OpDone(self.current, op_reply, rerun_reply, side.inputs_modified, side.interpreter, side.retire)
+        )
+
+    # ---- the judge side --------------------------------------------------------------------------------
+
+    def judge(self, request: Judge, fds: list[int]) -> None:
+        task = self.tasks[request.key]
+        side = request.op_side
+        outputs: tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]] = ((), ())
+        if request.arena is not None:
+            arena = map_arena(fds[0], request.arena.size)
+            try:
+                outputs = (
+                    read_outputs(arena, side.op.outputs),
+                    read_outputs(arena, side.rerun.outputs) if side.rerun is not None else (),
                 )
-                self._send(Stage.RERUN, reply, rerun_out)
-            elif req.rerun:
-                self._send(Stage.RERUN, unusable, [])
-            _hook_triton()
-            interpret = os.environ.get("TRITON_INTERPRET") == "1"
-            newly_imported = not had_triton and "triton" in sys.modules
-            if _TRITON_LAUNCHES[0] > launches_before or (newly_imported and interpret):
-                interpreter = "triton-interpreter"
-        self._stage(Stage.REPLY)
-        done = CaseDone(modified, interpreter, retire, tuple(self.pending), self.wanted)
-        self.conn.send_bytes(dumps(done))
-        self.pending.clear()
-        self._stage(Stage.IDLE)
+            finally:
+                arena.close()
 
-    def _send(self, stage: Stage, reply: CallReply, outputs: list[np.ndarray]) -> None:
-        """Queue a result whose outputs fit in the arena or inline (sent with CaseDone), or send a large one
-        now with raw frames."""
-        self.wanted += span(outputs)
-        placed = place_outputs(self.u8, self.cursor, outputs) if self.u8 is not None else None
-        if placed is not None:
-            descs, self.cursor = placed
-            self.pending.append(CallDone(int(stage), replace(reply, outputs=tuple(descs))))
-            return
-        if sum(a.nbytes for a in outputs) <= INLINE_LIMIT:
-            self.pending.append(CallDone(int(stage), reply, pack_inline(outputs)))
-            return
-        self._flush()
-        self.conn.send_bytes(dumps(CallDone(int(stage), reply)))
-        send_arrays(self.conn, outputs)
+        def result(reply: CallReply, arrays: tuple[np.ndarray, ...]) -> CallResult:
+            status = CallStatus(reply.status)
+            tail = side.op_stderr if status is not CallStatus.OK else ""
+            return CallResult(status, arrays, reply.message, tail, reply.duration_s)
 
-    def _flush(self) -> None:
-        """Make queued results survive the next user call, which might kill the process: save them in the
-        arena behind the inputs (they still go out with CaseDone), or send them now if they do not fit."""
-        if not self.pending:
-            return
-        end = write_rescue(self.u8, self.cursor, dumps(tuple(self.pending))) if self.u8 is not None else None
-        if end is not None:
-            self.cursor = end  # later outputs must not overwrite the saved results
-            return
-        for done in self.pending:
-            self.conn.send_bytes(dumps(done))
-        self.pending.clear()
+        view = OpView(
+            result(side.op, outputs[0]),
+            result(side.rerun, outputs[1]) if side.rerun is not None else None,
+            side.inputs_modified,
+            side.interpreter,
+        )
+        report, retire = run_judge_side(task, request.case, view, stage=self.stage, on_loaded=self.ready)
+        self.stage(Stage.REPLY)
+        self.send(Verdict(self.current, _clipped(report), retire))
 
-    def _run_op(
-        self,
-        req: CaseRequest,
-        target: CallTarget,
-        loaded: Loaded,
-        views: dict[str, np.ndarray],
-        regions: dict[str, tuple[int, int, int]],
-        ref_out: list[np.ndarray],
-        stage: Stage,
-    ) -> tuple[CallReply, list[np.ndarray], bool]:
-        """One op call on the shared inputs (converted for its framework), with a fresh `out=` buffer."""
-        bridge = get_bridge(target.framework)
-        call_kwargs = dict(req.kwargs)
-        if target.kind is TargetKind.CUDA_KERNEL and req.out_dtype:
-            # A launch allocates the buffer the kernel writes: it takes the case's output dtype.
-            call_kwargs[OUTPUT_DTYPE_KWARG] = req.out_dtype
-        out = None
-        try:
-            natives = {}
-            for name, view in views.items():
-                o, n, d = regions[name]
-                region = self.u8[o : o + n] if (self.u8 is not None and n) else None
-                natives[name] = bridge.to_native(view, region, d)
-            if req.out_arg:
-                if not ref_out:
-                    return (
-                        CallReply(
-                            CallStatus.RAISED.value,
-                            f"not run: the `{req.out_arg}=` buffer takes the reference output's shape, "
-                            "and the reference returned none",
-                        ),
-                        [],
-                        False,
-                    )
-                out = bridge.full_nan(ref_out[0].shape, self._out_dtype(req, views, ref_out[0]))
-                call_kwargs[req.out_arg] = out
-        except Exception as exc:
-            failed = CallReply(CallStatus.RAISED.value, f"handing inputs to {target.framework.value}: {exc}")
-            return failed, [], False
-        self._stage(stage)
-        values = {n: v.value for n, v in natives.items()}
-        expected = resolve_dtype(req.out_dtype) if req.out_dtype else None
-        reply, outputs, retire = self._call(loaded, bridge, values, call_kwargs, out, expected)
-        for native in natives.values():
-            if native.write_back is not None and not retire:
-                native.write_back()  # device-side writes into inputs become visible to the comparison
-        return reply, outputs, retire
 
-    @staticmethod
-    def _out_dtype(req: CaseRequest, views: dict[str, np.ndarray], ref: np.ndarray) -> np.dtype:
-        if req.out_dtype:
-            return resolve_dtype(req.out_dtype)
-        for view in views.values():
-            if is_float_like(view.dtype):
-                return view.dtype
-        return ref.dtype
+def _reply(result: CallResult, descs: tuple[OutputDesc, ...] = ()) -> CallReply:
+    return CallReply(result.status.value, _clip(result.message), result.duration_s, descs)
+
+
+class _Placement:
+    """Outputs written one after the other into an arena mapped for one case."""
+
+    def __init__(self, arena: mmap.mmap) -> None:
+        self.arena = arena
+        self.cursor = 0
+
+    def place(self, result: CallResult) -> CallReply | None:
+        """The call's reply with its outputs in the arena, or None when they do not fit."""
+        if self.cursor + span(result.outputs) > len(self.arena):
+            return None
+        descs, self.cursor = place_outputs(self.arena, self.cursor, result.outputs)
+        return _reply(result, tuple(descs))
+
+    def close(self) -> None:
+        self.arena.close()
+
+
+def _clipped(report: CaseReport) -> CaseReport:
+    import msgspec
+
+    return msgspec.structs.replace(
+        report,
+        message=_clip(report.message),
+        findings=tuple((k, _clip(m)) for k, m in report.findings),
+        stderr_tail=_clip(report.stderr_tail) if report.stderr_tail else report.stderr_tail,
+    )
 
 
 def _die_with_parent(parent: int, kernel_signal: bool) -> None:
@@ -391,29 +213,45 @@ def _die_with_parent(parent: int, kernel_signal: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Worker entry point: `FD PARENT_PID [pdeathsig]`; serve requests on the socket until EOF or Shutdown."""
+    """Worker entry point (`SOCKET_FD STATUS_FD PARENT_PID [pdeathsig]`): serve until EOF or Shutdown."""
     args = sys.argv[1:] if argv is None else argv
-    fd = int(args[0])
-    if len(args) > 1:
-        _die_with_parent(int(args[1]), kernel_signal=args[2:] == ["pdeathsig"])
+    return serve(int(args[0]), int(args[1]), int(args[2]), kernel_signal=args[3:] == ["pdeathsig"])
+
+
+def serve(fd: int, status_fd: int, parent: int, *, kernel_signal: bool) -> int:
+    """Serve the pool's requests on socket `fd` until EOF or Shutdown (stdout and stderr are the log pipe)."""
+    _die_with_parent(parent, kernel_signal=kernel_signal)
     os.set_inheritable(fd, False)  # processes the user code starts must not keep our socket open
-    os.dup2(2, 1)  # user prints go to the stderr log, never into the protocol
+    os.set_inheritable(status_fd, False)
+    os.dup2(2, 1)  # user prints go to the log, never into the protocol
     faulthandler.enable()
-    conn = Connection(fd)
-    worker = Worker(conn)
-    conn.send_bytes(dumps(Hello(os.getpid(), os.environ.get("TRITON_INTERPRET") == "1")))
+    sock = socket.socket(fileno=fd)
+    sock.setblocking(True)
+    status = mmap.mmap(status_fd, mmap.PAGESIZE)
+    os.close(status_fd)
+    worker = Worker(sock, status)
+    baseline = Baseline.capture()  # before any user code runs
+    worker.send(Hello(os.getpid()))
     while True:
         try:
-            data = conn.recv_bytes()
+            data, fds = recv_frame(sock)
         except (EOFError, OSError):
             return 0
         message = loads_request(data)
         if isinstance(message, Shutdown):
             return 0
-        if isinstance(message, CaseRequest):
-            worker.handle(message)
+        baseline.restore()  # whatever the last case left behind does not reach this one
+        if isinstance(message, RunOp | Judge):
+            worker.tasks.update((t.key, t) for t in message.tasks)
+            worker.current = message.task
+        if isinstance(message, RunOp):
+            worker.run_op(message, fds)
+        elif isinstance(message, Judge):
+            worker.judge(message, fds)
         else:
             raise TypeError(f"unexpected request {type(message).__name__}")
+        baseline.restore()  # and a timer it armed does not go off while the worker waits
+        worker.stage(Stage.IDLE)
 
 
 if __name__ == "__main__":

@@ -102,6 +102,10 @@ def ignore_outputs(target: Path) -> tuple[str, ...]:
     return missing
 
 
+# Alternatives to a default workflow, copied by hand (README): gpuemu-pr-sharded.yml replaces gpuemu-pr.yml.
+ALTERNATIVE_WORKFLOWS = frozenset({"gpuemu-pr-sharded.yml"})
+
+
 @dataclass(frozen=True)
 class TemplateFile:
     """One file `init` writes: its path relative to the target directory and its bytes."""
@@ -132,6 +136,7 @@ def template_files(*, workflows: bool = True) -> tuple[TemplateFile, ...]:
         files += [
             TemplateFile(WORKFLOWS_DIR / item.relative, item.content)
             for item in _walk(root / "workflows", PurePosixPath())
+            if item.relative.name not in ALTERNATIVE_WORKFLOWS
         ]
     names = {f.relative.as_posix() for f in files}
     missing = {"gpuemu.toml"} - names

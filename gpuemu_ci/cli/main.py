@@ -7,9 +7,12 @@ workflow-command annotation when running in GitHub Actions), and returns its cod
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Sequence
+from types import FrameType
 
 import click
 
@@ -36,9 +39,28 @@ def _register() -> None:
         cli.add_command(command)
 
 
+class _Terminated(BaseException):
+    """SIGTERM outside a run (a run handles it itself: pipeline/interrupt.py): unwind, so that every worker
+    is stopped on the way out, then exit 143."""
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise _Terminated
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the CLI and returns the exit code (never raises for user errors)."""
     _register()
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminate) if on_main_thread else None
+    try:
+        return _main(argv)
+    finally:
+        if on_main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     try:
         result = cli.main(
             args=list(argv) if argv is not None else None, prog_name="gpuemu-ci", standalone_mode=False
@@ -48,12 +70,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
     except click.exceptions.Abort:
-        return report_error(Interrupted("aborted", 2))
+        return report_error(Interrupted("aborted", signal.SIGINT))
     except click.ClickException as exc:
         exc.show()
         return int(ExitCode.USAGE) if exc.exit_code == 2 else int(exc.exit_code)
     except KeyboardInterrupt:
-        return report_error(Interrupted("interrupted", 2))
+        return report_error(Interrupted("interrupted", signal.SIGINT))
+    except _Terminated:
+        return report_error(Interrupted("terminated", signal.SIGTERM))
     except Exception as exc:  # a bug in gpuemu-ci itself: say so plainly, exit 3
         if os.environ.get("GPUEMU_DEBUG"):
             traceback.print_exc()

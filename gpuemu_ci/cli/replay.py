@@ -10,7 +10,7 @@ import click
 
 from gpuemu_ci.api import target_from_text
 from gpuemu_ci.backends.interface import CallTarget, TargetKind
-from gpuemu_ci.cli.describe import describe_arrays
+from gpuemu_ci.cli.describe import describe_arrays, describe_inputs
 from gpuemu_ci.cli.options import config_option, out_option
 from gpuemu_ci.config.load import load_config
 from gpuemu_ci.errors import ExitCode, UsageError
@@ -124,15 +124,14 @@ def replay_command(
                 scale=scale,
                 target=target,
             )
-            still_failing += _report(
-                f"{op_name} seed {outcome.case.seed}", outcome.failed, outcome.message, None
-            )
-            layouts = {name: choice.layout.value for name, choice in outcome.case.layouts.items()}
-            click.echo(
-                f"  inputs: {describe_arrays(outcome.case.arrays, layouts)}; dtype {outcome.case.dtype}; "
-                f"{outcome.case.stratum.mode.value}; kwargs {json.dumps(dict(outcome.case.kwargs))}",
-                err=True,
-            )
+            still_failing += _report(f"{op_name} seed {outcome.seed}", outcome.failed, outcome.message, None)
+            report = outcome.report
+            if report.shapes:
+                click.echo(
+                    f"  inputs: {describe_inputs(report.shapes, report.strides, report.layouts)}; "
+                    f"dtype {report.dtype}; {report.distribution}; kwargs {json.dumps(dict(report.kwargs))}",
+                    err=True,
+                )
     return int(ExitCode.GATE_FAILED if still_failing else ExitCode.PASSED)
 
 

@@ -13,9 +13,11 @@ from gpuemu_ci.config.load import load_config
 from gpuemu_ci.config.model import Suite
 from gpuemu_ci.diff.baseline import BaselineSource
 from gpuemu_ci.dtypes import canonical
-from gpuemu_ci.errors import UsageError
+from gpuemu_ci.errors import Interrupted, UsageError
 from gpuemu_ci.pipeline.gate import GateBaseline, run_gate
+from gpuemu_ci.pipeline.interrupt import Interruption
 from gpuemu_ci.pipeline.settings import RunOptions
+from gpuemu_ci.pipeline.shard import Shard
 from gpuemu_ci.progress import StderrReporter
 from gpuemu_ci.results.codec import to_json, write_results
 
@@ -37,7 +39,17 @@ from gpuemu_ci.results.codec import to_json, write_results
 @click.option("--iterations", type=click.IntRange(1), help="Cases per op and dtype (overrides the suite's).")
 @out_option()
 @click.option("--json", "as_json", is_flag=True, help="Also print results.json on stdout.")
-@click.option("--jobs", type=click.IntRange(1), help="Ops run in parallel (default: ci.parallel_jobs).")
+@click.option(
+    "--jobs",
+    type=click.IntRange(1),
+    help="Cases computed at once, one worker process each (default: ci.parallel_jobs, else the cores available).",
+)
+@click.option(
+    "--shard",
+    "shard_text",
+    metavar="K/N",
+    help="Run only shard K of N: a deterministic 1/N of the cases, balanced by cost (`gpuemu-ci merge` joins them).",
+)
 @click.option(
     "--require-gpu/--no-require-gpu",
     default=None,
@@ -78,8 +90,17 @@ def run_command(
     timeout: float | None,
     baseline_path: Path | None,
     fail_on_regression: bool | None,
+    shard_text: str | None,
 ) -> int:
-    """Fuzz every op against its fp64 reference, lint the kernels, and write results.json."""
+    """Fuzz every op against its fp64 reference, lint the kernels, and write results.json.
+
+    SIGINT or SIGTERM stops the run within seconds; the cases judged so far are written, marked cut short,
+    and the command exits 130 or 143."""
+    shard = Shard.parse(shard_text) if shard_text is not None else None
+    if shard is not None and baseline_path is not None:
+        raise UsageError(
+            "--shard and --baseline: diff the merged results instead (gpuemu-ci merge --baseline)"
+        )
     config = load_config(config_path)
     if fail_on_regression is not None and baseline_path is None:
         raise UsageError("--fail-on-regression/--no-fail-on-regression need --baseline")
@@ -95,17 +116,23 @@ def run_command(
         lint=lint,
         archs=archs,
         timeout_s=timeout,
+        shard=shard,
     )
     baseline = None
     if baseline_path is not None:
         baseline = GateBaseline(BaselineSource(path=baseline_path), fail_on_regression)
-    with StderrReporter() as reporter:
-        results = run_gate(config, options, baseline=baseline, observer=reporter)
-    path = write_results(options.out_dir, results)
+    with Interruption() as interruption, StderrReporter() as reporter:
+        results = run_gate(config, options, baseline=baseline, observer=reporter, interruption=interruption)
+        path = write_results(options.out_dir, results)
     print_summary(results, path)
     if as_json:
         sys.stdout.buffer.write(to_json(results))
         sys.stdout.flush()
+    if interruption.signal is not None:
+        raise Interrupted(
+            f"interrupted by {interruption.name}: the cases judged so far are in {path} (cut short)",
+            interruption.signal,
+        )
     return results.exit_code
 
 

@@ -244,7 +244,7 @@ def _ci(table: TableReader | None) -> CiSettings:
         or defaults.thorough_timeout,
         case_timeout=table.number("case_timeout", defaults.case_timeout, positive=True)
         or defaults.case_timeout,
-        parallel_jobs=table.integer("parallel_jobs", defaults.parallel_jobs, minimum=1) or 1,
+        parallel_jobs=table.integer("parallel_jobs", defaults.parallel_jobs, minimum=1),
         lint=table.boolean("lint", defaults.lint),
         require_gpu=table.boolean("require_gpu", defaults.require_gpu),
         corpus=_corpus_dir(table),

@@ -303,7 +303,7 @@ class CiSettings:
     thorough_iterations: int = 100
     thorough_timeout: float = 3600.0  # seconds for the whole run
     case_timeout: float = 60.0  # seconds for one case
-    parallel_jobs: int = 1
+    parallel_jobs: int | None = None  # None: the cores available
     lint: bool = True
     require_gpu: bool = False
     corpus: str | None = None  # regression corpus directory, relative to gpuemu.toml (gpuemu-ci corpus add)

@@ -119,30 +119,42 @@ def _scaled(values: np.ndarray, scale: float) -> np.ndarray:
     return (values.astype(np.float64) * scale).astype(values.dtype)
 
 
+class InputsHookError(ConfigError):
+    """The inputs hook does not load (`loaded` False), raised, or returned something else than arrays."""
+
+    def __init__(self, message: str, line: int | None, *, loaded: bool) -> None:
+        super().__init__(message, line=line)
+        self.loaded = loaded
+
+
 def _from_hook(
     op: OpSpec, rng: SeededRng, dims: Mapping[str, int], dtype: str, kwargs: Mapping[str, Any], root: Path
 ) -> dict[str, np.ndarray]:
     """`inputs = "pkg.mod:make_inputs"`: the user's generator gets the case's rng (replayable), dims, dtype and
-    kwargs, and returns a dict of arrays. It runs in the gate's process, like the config."""
+    kwargs, and returns a dict of arrays. It runs in the worker processes, with the rest of the user code."""
     from gpuemu_ci.backends.loading import LoadError, load_callable
 
     try:
         hook = load_callable(op.targets.inputs_hook or "", root)
     except LoadError as exc:
-        raise ConfigError(f"op {op.name!r}: inputs hook does not load: {exc}", line=op.line) from None
+        raise InputsHookError(
+            f"op {op.name!r}: inputs hook does not load: {exc}", op.line, loaded=False
+        ) from None
     try:
         produced = hook(rng=rng, dims=dict(dims), dtype=dtype, kwargs=dict(kwargs))
-    except Exception as exc:  # user code: report it as a config problem, not a traceback
-        raise ConfigError(
+    except BaseException as exc:  # user code, sys.exit() included: the case's failure, not the gate's exit
+        raise InputsHookError(
             f"op {op.name!r}: inputs hook {op.targets.inputs_hook!r} failed: {type(exc).__name__}: {exc}",
-            line=op.line,
+            op.line,
+            loaded=True,
         ) from None
     if not isinstance(produced, Mapping) or not all(isinstance(v, np.ndarray) for v in produced.values()):
-        raise ConfigError(
+        raise InputsHookError(
             f"op {op.name!r}: inputs hook {op.targets.inputs_hook!r} must return a dict of NumPy arrays",
-            line=op.line,
+            op.line,
+            loaded=True,
         )
     return {str(k): np.ascontiguousarray(v) for k, v in produced.items()}
 
 
-__all__ = ["CaseInputs", "Layout", "build_case", "draw_kwargs", "rebuild_from_snapshot"]
+__all__ = ["CaseInputs", "InputsHookError", "Layout", "build_case", "draw_kwargs", "rebuild_from_snapshot"]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpuemu_ci.backends.interface import CaseSpec
 from gpuemu_ci.config.model import OpSpec
 from gpuemu_ci.pipeline.session import Session
 from gpuemu_ci.results.base import json_float
@@ -47,23 +48,23 @@ def calibrate(
     unusable = 0
     for op in ops:
         groups: dict[tuple[str, str, str], list[tuple[float, float, float, float]]] = defaultdict(list)
-        for ref in session.plan(op, op.dtypes, iterations):
-            outcome = session.run_case(op, ref)
-            if outcome.verdict is None or outcome.verdict.stats is None:
+        task = session.task(op)
+        futures = [
+            session.pool.submit(task, CaseSpec(ref.seed, ref.index, snapshot_wanted=False))
+            for ref in session.plan(op, op.dtypes, iterations)
+        ]
+        for future in futures:  # in plan order, whichever worker ran them
+            report = future.result()
+            if report.outcome in ("errored", "unloadable") or report.comparator is None:
                 unusable += 1
                 continue
-            if not outcome.verdict.passed:
+            if report.outcome != "passed":
                 unusable += 1
-            stats = outcome.verdict.stats
-            shape_class = ("tile-multiple" if outcome.inputs.stratum.aligned else "boundary") + " dims"
-            reference = outcome.run.reference.outputs[0] if outcome.run.reference.outputs else None
-            rel, scale = 0.0, 0.0
-            if reference is not None and stats.max_abs_error is not None:
-                finite = np.abs(reference[np.isfinite(reference)]) if np.size(reference) else np.empty(0)
-                scale = float(finite.max()) if finite.size else 0.0
-                rel = stats.max_abs_error / scale if scale > 0 else 0.0
-            groups[(outcome.inputs.dtype, shape_class, stats.comparator.value)].append(
-                (stats.headroom or 0.0, stats.max_abs_error or 0.0, rel, scale)
+            shape_class = ("tile-multiple" if report.aligned else "boundary") + " dims"
+            scale = report.reference_scale or 0.0
+            rel = report.max_abs_error / scale if scale > 0 and report.max_abs_error is not None else 0.0
+            groups[(report.dtype, shape_class, report.comparator)].append(
+                (report.headroom or 0.0, report.max_abs_error or 0.0, rel, scale)
             )
         for (dtype, shape_class, comparator), values in sorted(groups.items()):
             atol = rtol = None

@@ -3,9 +3,10 @@ and the Action's gate, baseline and nightly modes; it runs every stage in order 
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -16,15 +17,16 @@ from gpuemu_ci.backends.interface import CallTarget, Pool
 from gpuemu_ci.clock import utc_now
 from gpuemu_ci.config.model import Config, OpSpec
 from gpuemu_ci.diff.baseline import BaselineSource, diff_against
-from gpuemu_ci.errors import ConfigError, ExitCode
+from gpuemu_ci.errors import ConfigError, ExitCode, UsageError
 from gpuemu_ci.fuzz.values import GENERATOR_VERSION
 from gpuemu_ci.lint.model import LintReport
 from gpuemu_ci.lint.run import check_kernels
 from gpuemu_ci.pipeline.environment import environment, git_info
+from gpuemu_ci.pipeline.interrupt import Interruption
 from gpuemu_ci.pipeline.session import DETECT, Session, needs_gpu
 from gpuemu_ci.pipeline.settings import RunOptions, Settings, select_ops
+from gpuemu_ci.pipeline.shard import Shard, plan_digest, select
 from gpuemu_ci.pipeline.verdict import decide
-from gpuemu_ci.plan.model import CaseRef
 from gpuemu_ci.progress import Observer
 from gpuemu_ci.results.diff import BaselineDiff
 from gpuemu_ci.results.kernels import LintStatus
@@ -34,6 +36,7 @@ from gpuemu_ci.results.model import (
     OpResult,
     OpStatus,
     Results,
+    ShardInfo,
     Summary,
     ToolInfo,
     Verdict,
@@ -60,12 +63,19 @@ def run_gate(
     pool_factory: Callable[[int], Pool] | None = None,
     lint_runner: LintRunner | None = None,
     gpu: GpuInfo | str | None = DETECT,
+    interruption: Interruption | None = None,
 ) -> Results:
     """Runs every selected op and the lint step, diffs against `baseline` when given, and decides the verdict.
-    Returns the document (not yet written)."""
+    Returns the document (not yet written).
+
+    SIGINT or SIGTERM stops the run within seconds: the document then holds the cases judged so far, marked cut
+    short (`interruption.signal` says which; without an `interruption`, run_gate handles the signals itself
+    while it runs on the main thread)."""
     started = time.monotonic()
     started_at = utc_now()
     settings = Settings.resolve(config, options)
+    if options.shard is not None and baseline is not None:
+        raise UsageError("a shard is not diffed against a baseline: pass --baseline to `gpuemu-ci merge`")
     ops = select_ops(config, options.ops)
     if config.kernels and settings.lint:
         check_kernels(config.kernels, archs=settings.archs, root=config.root)  # before any op runs
@@ -73,11 +83,29 @@ def run_gate(
     for dtype in settings.dtypes:
         if not any(dtype in op.dtypes for op in ops):
             raise ConfigError(f"--dtype {dtype!r} is not among the dtypes of the selected ops")
-    with Session(config, settings, observer=observer, pool_factory=pool_factory, gpu=gpu) as session:
-        op_results, cut_short = _run_ops(session, ops, include_kernels=not options.ops, started=started)
-    lint = _lint(config, settings, lint_runner)
+    own = interruption is None
+    interruption = interruption or Interruption()
+    with interruption if own else contextlib.nullcontext():
+        with Session(config, settings, observer=observer, pool_factory=pool_factory, gpu=gpu) as session:
+            op_results, cut_short, shard = _run_ops(
+                session,
+                ops,
+                include_kernels=not options.ops,
+                started=started,
+                stop=interruption.event,
+                shard=options.shard,
+            )
+        if interruption.signal is not None:
+            lint = LintReport.disabled(f"not run: the run was interrupted by {interruption.name}")
+        elif shard is not None and shard.index != 1:
+            lint = LintReport.disabled(f"lint runs in shard 1 of {shard.count}")
+        else:
+            lint = _lint(config, settings, lint_runner)  # a signal now lets the compiles under way finish
     notes: list[str] = []
-    if cut_short:
+    if interruption.signal is not None:
+        notes.append(f"the run was interrupted by {interruption.name}; results are partial")
+        cut_short = True
+    if cut_short and interruption.signal is None:
         notes.append(
             f"the run was cut short after {settings.timeout_s:g} s ({settings.timeout_source}); results are partial"
         )
@@ -100,6 +128,7 @@ def run_gate(
         lint=lint.info(),
         run=settings.run_info,
         notes=tuple(notes),
+        shard=shard,
     )
     diff = None
     if baseline is not None:
@@ -131,10 +160,16 @@ def with_diff(results: Results, diff: BaselineDiff | None, *, lint_unavailable: 
 
 
 def _run_ops(
-    session: Session, ops: tuple[OpSpec, ...], *, include_kernels: bool, started: float
-) -> tuple[tuple[OpResult, ...], bool]:
-    """Every op's result, in config order (launchable [[kernels]] after the ops), and whether the suite
-    timeout cut the run short."""
+    session: Session,
+    ops: tuple[OpSpec, ...],
+    *,
+    include_kernels: bool,
+    started: float,
+    stop: threading.Event,
+    shard: Shard | None,
+) -> tuple[tuple[OpResult, ...], bool, ShardInfo | None]:
+    """Every op's result, in config order (launchable [[kernels]] after the ops), whether the suite timeout or
+    a signal cut the run short, and (with `shard`) what this shard holds."""
     config, settings = session.config, session.settings
     deadline = started + settings.timeout_s
     targets: dict[str, CallTarget] = {}
@@ -147,7 +182,7 @@ def _run_ops(
                 ops = (*ops, gpu_only)
                 targets[kernel.op.name] = kernel_target(kernel, config.root)
     results: dict[str, OpResult] = {}
-    runnable: list[tuple[OpSpec, list[CaseRef]]] = []
+    runnable: list[OpSpec] = []
     for op in ops:
         if needs_gpu(op) and session.gpu is None:
             results[op.name] = _no_gpu(op, settings.require_gpu)
@@ -155,21 +190,46 @@ def _run_ops(
                 op.name, results[op.name].status.value, results[op.name].message or ""
             )
         else:
-            runnable.append((op, session.plan(op)))
-    session.observer.suite_planned({op.name: len(cases) for op, cases in runnable})
-    cut_short = False
+            runnable.append(op)
     if runnable:
+        session.start()  # the workers boot while the cases are planned
+    plans = [(op, session.plan(op)) for op in runnable]
+    info = None
+    if shard is not None:
+        digest = plan_digest(config.sha256, settings.seed, GENERATOR_VERSION, settings.suite.value, plans)
+        dtypes = [settings.dtypes_for(config, op) for op in runnable]
+        mine, info = select(shard, plans, dtypes, digest)
+        for op, cases in zip(runnable, mine, strict=True):
+            if not cases:
+                results[op.name] = _in_other_shards(op, shard)
+                session.observer.op_finished(op.name, "skipped", results[op.name].message or "")
+        plans = [(op, cases) for op, cases in zip(runnable, mine, strict=True) if cases]
+    session.observer.suite_planned({op.name: len(cases) for op, cases in plans})
+    cut_short = False
+    if plans:
+        ran, cut_short = session.run_ops(
+            [(op, cases, targets.get(op.name)) for op, cases in plans], deadline=deadline, stop=stop
+        )
+        results.update(ran)
+    return tuple(results[op.name] for op in ops), cut_short, info
 
-        def run_one(item: tuple[OpSpec, list[CaseRef]]) -> tuple[str, OpResult, bool]:
-            op, cases = item
-            runner = session.runner(op, target=targets.get(op.name), deadline=deadline)
-            return op.name, runner.run(cases), runner.cut_short
 
-        with ThreadPoolExecutor(max_workers=settings.jobs, thread_name_prefix="gpuemu-op") as executor:
-            for name, result, short in executor.map(run_one, runnable):
-                results[name] = result
-                cut_short = cut_short or short
-    return tuple(results[op.name] for op in ops), cut_short
+def _in_other_shards(op: OpSpec, shard: Shard) -> OpResult:
+    return OpResult(
+        name=op.name,
+        status=OpStatus.SKIPPED,
+        family=op.error_model.family.value if op.error_model.family else None,
+        comparator=None,
+        line=op.line,
+        framework=op.targets.framework.value,
+        interpreter=None,
+        skip_reason="other shards",
+        message=f"none of its cases fell in shard {shard}",
+        cases_total=0,
+        cases_passed=0,
+        cases_failed=0,
+        cases_errored=0,
+    )
 
 
 def _no_gpu(op: OpSpec, require_gpu: bool) -> OpResult:

@@ -14,12 +14,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from gpuemu_ci import dtypes
+from gpuemu_ci.backends.casework import snapshot_meta
+from gpuemu_ci.backends.interface import CaseSpec
 from gpuemu_ci.config.model import Layout, OpSpec
 from gpuemu_ci.errors import UsageError
 from gpuemu_ci.fuzz import layouts as layout_mod
 from gpuemu_ci.fuzz.case import CaseInputs, build_case, rebuild_from_snapshot
 from gpuemu_ci.fuzz.shapes import satisfies
-from gpuemu_ci.pipeline.records import snapshot_meta
 from gpuemu_ci.pipeline.replay import ReplayOutcome, replay, run_inputs
 from gpuemu_ci.pipeline.session import Session
 from gpuemu_ci.results.model import FailureKind
@@ -67,28 +68,26 @@ class Minimized:
 def minimize(session: Session, op: OpSpec, seed: int, max_runs: int = 200) -> Minimized:
     """Shrinks the case `seed` of `op` (see the module docstring); a UsageError when it does not fail."""
     first = replay(session, op, seed=seed)
-    if not first.failed or first.verdict is None or first.verdict.primary is None:
+    if first.kind is None:
         raise UsageError(f"case seed {seed} of op {op.name!r} passes: nothing to minimize")
-    kind = first.verdict.primary.kind
+    kind = first.kind
     probe = _Probe(session, op, kind, max_runs)
 
-    dims = _shrink_dims(probe, op, seed, dict(first.case.dims))
-    case = (
-        build_case(op, seed, session.config.root, dims_override=dims)
-        if dims != first.case.dims
-        else first.case
-    )
+    dims = _shrink_dims(probe, op, seed, dict(first.report.dims))
+    # The layout and value passes change the inputs themselves: they are built here, then sent to the
+    # workers as snapshots (replay.run_inputs).
+    case = build_case(op, seed, session.config.root, dims_override=dims)
     case, contiguous = _drop_layouts(probe, case)
     case, exponent = _scale_down(probe, case)
     case, rounded = _round(probe, case)
 
     final = run_inputs(session, op, case)
-    meta = snapshot_meta(op, session.settings.seed, final.outcome)
+    meta = snapshot_meta(session.task(op), CaseSpec(seed), case)
     relative = write_snapshot(session.out_dir, dict(case.logical), meta)
     return Minimized(
         seed=seed,
         kind=kind,
-        original_dims=dict(first.case.dims),
+        original_dims=dict(first.report.dims),
         dims=dict(case.dims),
         made_contiguous=contiguous,
         scale_exponent=exponent,
@@ -119,23 +118,17 @@ class _Probe:
 
 
 def _same_failure(outcome: ReplayOutcome, kind: FailureKind) -> bool:
-    verdict = outcome.verdict
-    return (
-        verdict is not None
-        and not verdict.passed
-        and verdict.primary is not None
-        and verdict.primary.kind is kind
-    )
+    return outcome.kind is kind
 
 
 def _shrink_dims(probe: _Probe, op: OpSpec, seed: int, dims: dict[str, int]) -> dict[str, int]:
     lows = {d.name: max(d.low, 1) for d in op.shapes.dims}
-    root = probe.session.config.root
 
     def fails(candidate: dict[str, int]) -> bool:
-        if not all(satisfies(c, candidate) for c in op.shapes.constraints):
+        if not all(satisfies(c, candidate) for c in op.shapes.constraints) or probe.spent:
             return False
-        return probe.fails(build_case(op, seed, root, dims_override=candidate))
+        probe.runs += 1  # from the seed: the workers generate the smaller case themselves
+        return _same_failure(replay(probe.session, op, seed=seed, dims=candidate), probe.kind)
 
     for name in sorted(dims, key=lambda n: -dims[n]):
         lo, hi = lows.get(name, 1), dims[name]

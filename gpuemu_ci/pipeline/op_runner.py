@@ -1,276 +1,176 @@
-"""Runs the planned cases of one op through a worker pool and judges each: -> OpResult."""
+"""Runs planned cases through a pool and collects each op's judged cases into its OpResult.
+
+Cases of every op are submitted in plan order and run on whichever worker is free, so they finish in any
+order; everything an OpResult holds is computed so that the order does not matter (sums, maxima with the
+lowest case index winning ties, failures sorted by case index). That is also what lets the shards of a suite
+merge into exactly the document of an unsharded run (results/merge.py).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
-from collections import deque
-from collections.abc import Callable, Sequence
-from concurrent.futures import Future, wait
+from collections.abc import Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from gpuemu_ci.backends.interface import CallStatus, CallTarget, CaseJob, CaseRun, Pool
-from gpuemu_ci.config.model import Config, Layout, OpSpec
-from gpuemu_ci.fuzz.case import CaseInputs, build_case
-from gpuemu_ci.oracle import bounds
-from gpuemu_ci.oracle.judge import CaseContext, comparator_for, judge
-from gpuemu_ci.oracle.model import Comparator
-from gpuemu_ci.pipeline.records import CaseOutcome, failure_record
-from gpuemu_ci.pipeline.targets import naive_target, op_target, reference_target
-from gpuemu_ci.plan.model import CaseRef, ValueMode
+from gpuemu_ci.backends.interface import CaseAborted, CaseReport, CaseSpec, OpTask, Pool
+from gpuemu_ci.config.model import Config, OpSpec
+from gpuemu_ci.pipeline.records import failure_record
+from gpuemu_ci.plan.model import CaseRef
 from gpuemu_ci.progress import Observer
-from gpuemu_ci.results.base import json_float
 from gpuemu_ci.results.model import DtypeResult, Failure, OpResult, OpStatus
+from gpuemu_ci.results.rules import MAX_RECORDED_FAILURES, op_message, op_status
 
-MAX_RECORDED_FAILURES = 20  # per op; the rest are counted (snapshots cost disk and comment space)
-
-
-# Cases generated and queued ahead of the one being judged: enough that a worker never waits for the parent
-# and that the parent generates while workers boot, few enough that a suite cut short wastes little.
-MAX_QUEUED = 64
-MAX_QUEUED_BYTES = 64 << 20  # inputs held by queued cases (a single larger case still runs)
-
-
-@dataclass(frozen=True)
-class _Queued:
-    ref: CaseRef
-    case: CaseInputs
-    job: CaseJob
-    future: Future[CaseRun]
-    nbytes: int
-
-
-def _has_room(window: deque[_Queued]) -> bool:
-    return not window or (len(window) < MAX_QUEUED and sum(q.nbytes for q in window) < MAX_QUEUED_BYTES)
+WINDOW_PER_JOB = 8  # cases submitted ahead per job: workers never wait, a cut-short run wastes little
 
 
 @dataclass
 class OpTally:
-    """Accumulates case outcomes into per-dtype figures."""
+    """One op x dtype's figures, from its cases in any order."""
 
     cases: int = 0
     failed: int = 0
     errored: int = 0
     worst_headroom: float | None = None
+    worst_index: int | None = None
+    worst_case: str | None = None
     max_abs_error: float | None = None
     comparator: str | None = None
-    worst_case: str | None = None
 
-    def add(self, outcome: CaseOutcome) -> None:
+    def add(self, ref: CaseRef, report: CaseReport) -> None:
         self.cases += 1
-        if outcome.verdict is None:
+        if report.outcome == "errored":
             self.errored += 1
             return
-        if not outcome.verdict.passed:
+        if report.outcome != "passed":
             self.failed += 1
-        stats = outcome.verdict.stats
-        if stats is None:
+        if report.comparator is None:
             return
-        self.comparator = stats.comparator.value
-        if stats.headroom is not None and (
-            self.worst_headroom is None or stats.headroom > self.worst_headroom
+        self.comparator = report.comparator
+        headroom = report.headroom
+        if headroom is not None and (
+            self.worst_headroom is None
+            or headroom > self.worst_headroom
+            or (headroom == self.worst_headroom and ref.index < (self.worst_index or 0))
         ):
-            self.worst_headroom = stats.headroom
-            self.worst_case = outcome.ref.case_id
-        if stats.max_abs_error is not None:
-            self.max_abs_error = max(self.max_abs_error or 0.0, stats.max_abs_error)
+            self.worst_headroom, self.worst_index, self.worst_case = headroom, ref.index, ref.case_id
+        if report.max_abs_error is not None:
+            self.max_abs_error = max(self.max_abs_error or 0.0, report.max_abs_error)
 
-
-@dataclass
-class OpRunner:
-    config: Config
-    op: OpSpec
-    pool: Pool
-    out_dir: Path
-    master_seed: int
-    observer: Observer
-    deadline: float | None = None  # time.monotonic() value after which no new case starts
-    target: CallTarget | None = None  # instead of the op's own (a [[kernels]] entry launched through CuPy)
-    interpreter: str | None = None
-    cut_short: bool = False
-    _failures: list[Failure] = field(default_factory=list)
-    _constants: dict[str, tuple[CallTarget, CallTarget, float, tuple[str, ...]]] = field(default_factory=dict)
-    _error_scale: Callable[..., Any] | None = None
-
-    def run(self, cases: Sequence[CaseRef]) -> OpResult:
-        """Runs and judges `cases` in order. With a pool that has `submit`, the next cases are generated and
-        queued while a worker computes, and finished ones are judged meanwhile (results keep case order).
-        Once the deadline has passed no further case starts: queued cases no worker has begun are dropped."""
-        self.observer.op_started(self.op.name, len(cases))
-        tallies: dict[str, OpTally] = {}
-        omitted = 0
-        error_scale = self.error_scale_hook()
-        window: deque[_Queued] = deque()  # submitted cases, oldest first
-        upcoming = 0
-        stopped = False  # the deadline passed: nothing more starts
-        try:
-            while True:
-                if not stopped and self._expired():
-                    kept = deque(q for q in window if not q.future.cancel())  # running ones cannot be
-                    self.cut_short = upcoming < len(cases) or len(kept) < len(window)
-                    upcoming, window, stopped = len(cases), kept, True
-                head_ready = bool(window) and window[0].future.done()
-                if not head_ready and upcoming < len(cases) and _has_room(window):
-                    window.append(self._submit(cases[upcoming]))
-                    upcoming += 1
-                    continue
-                if not window:
-                    break
-                if not head_ready and not stopped and self.deadline is not None:
-                    wait((window[0].future,), timeout=max(0.0, self.deadline - time.monotonic()) + 1e-3)
-                    continue  # finished, or the deadline passed while waiting
-                queued = window.popleft()
-                outcome = self._finish(
-                    queued.ref, queued.case, queued.job, queued.future.result(), error_scale
-                )
-                if outcome.run.op.status is CallStatus.IMPORT_ERROR or (
-                    outcome.run.reference.status is CallStatus.IMPORT_ERROR
-                ):
-                    return self._import_failure(outcome)
-                tallies.setdefault(outcome.inputs.dtype, OpTally()).add(outcome)
-                passed = outcome.verdict is not None and outcome.verdict.passed
-                self.observer.case_done(self.op.name, passed)
-                if not passed:
-                    if len(self._failures) < MAX_RECORDED_FAILURES:
-                        self._failures.append(
-                            failure_record(self.config, self.op, self.master_seed, self.out_dir, outcome)
-                        )
-                    else:
-                        omitted += 1
-        finally:
-            for queued in window:  # an early return or an error: cases not started yet are not run
-                queued.future.cancel()
-        return self._result(tallies, omitted)
-
-    def _expired(self) -> bool:
-        return self.deadline is not None and time.monotonic() > self.deadline
-
-    # --- one case ---------------------------------------------------------------------------------------
-    def run_case(self, ref: CaseRef, inputs: CaseInputs | None = None) -> CaseOutcome:
-        """Builds (unless `inputs` is given), runs and judges one case, waiting for it."""
-        case = inputs if inputs is not None else build_case(self.op, ref.seed, self.config.root)
-        job = self._job(case)
-        return self._finish(ref, case, job, self.pool.run(job), self.error_scale_hook())
-
-    def _submit(self, ref: CaseRef) -> _Queued:
-        case = build_case(self.op, ref.seed, self.config.root)
-        job = self._job(case)
-        future = self.pool.submit(job)
-        nbytes = sum(a.nbytes for a in case.arrays.values()) + sum(a.nbytes for a in case.logical.values())
-        return _Queued(ref, case, job, future, nbytes)
-
-    def _job(self, case: CaseInputs) -> CaseJob:
-        constants = self._constants.get(case.dtype)
-        if constants is None:  # per op and dtype: the targets, the timeout and what the |x| reference needs
-            root = self.config.root
-            bound = comparator_for(self.op, case.dtype) is Comparator.BOUND
-            constants = self._constants[case.dtype] = (
-                self.target or op_target(self.op, root),
-                reference_target(self.op, root),
-                self.op.execution.timeout_s or self.config.ci.case_timeout,
-                bounds.abs_linear_inputs(self.op) if bound else (),
-            )
-        op, reference, timeout, abs_inputs = constants
-        return CaseJob(
-            op=op,
-            reference=reference,
-            inputs=case.arrays,
-            kwargs=case.kwargs,
-            timeout_s=timeout,
-            rerun_for_determinism=self.op.execution.deterministic,
-            out_arg=self.op.execution.out_arg,
-            out_dtype=self.op.output_dtype or case.dtype,
-            abs_reference_inputs=abs_inputs,
+    def row(self, dtype: str) -> DtypeResult:
+        return DtypeResult(
+            dtype=dtype,
+            status=op_status(self.cases, self.failed, self.errored),
+            cases_total=self.cases,
+            cases_failed=self.failed,
+            cases_errored=self.errored,
+            worst_headroom=self.worst_headroom,
+            max_abs_error=self.max_abs_error,
+            comparator=self.comparator,
+            worst_case=self.worst_case,
         )
 
-    def _finish(
-        self,
-        ref: CaseRef,
-        case: CaseInputs,
-        job: CaseJob,
-        run: CaseRun,
-        error_scale: Callable[..., Any] | None,
-    ) -> CaseOutcome:
-        """Judges a finished run (running the naive implementation first for baseline-relative ops)."""
-        root = self.config.root
-        if run.interpreter:
-            self.interpreter = run.interpreter
-        if run.reference.status is not CallStatus.OK:
-            return CaseOutcome(ref, case, run, None)
-        naive_output = None
-        naive = naive_target(self.op, root)
-        if naive is not None and run.op.status is CallStatus.OK:
-            naive_run = self.pool.run(
-                CaseJob(
-                    op=naive,
-                    reference=job.reference,
-                    inputs=case.arrays,
-                    kwargs=case.kwargs,
-                    timeout_s=job.timeout_s,
-                )
-            )
-            if naive_run.op.status is not CallStatus.OK or not naive_run.op.outputs:
-                return CaseOutcome(ref, case, naive_run, None)
-            naive_output = naive_run.op.outputs[0]
-        context = CaseContext(
-            case.dtype,
-            case.dims,
-            case.kwargs,
-            case.logical,
-            naive_output,
-            error_scale,
-            bias_test=case.stratum.mode is ValueMode.REGULAR
-            and all(c.layout is not Layout.BROADCAST for c in case.layouts.values()),
-            # Sorted values, and real data (captured), may sum correlated addends: the bound assumes g(n) = n.
-            correlated=case.stratum.mode in (ValueMode.ASCENDING, ValueMode.CAPTURED)
-            or bounds.constant_along_reduction(
-                self.op,
-                {
-                    name: c.broadcast_dim
-                    for name, c in case.layouts.items()
-                    if c.layout is Layout.BROADCAST and c.broadcast_dim is not None
-                },
-            ),
+
+def family_of(op: OpSpec) -> str | None:
+    return op.error_model.family.value if op.error_model.family else None
+
+
+def op_detail(total: int, failed: int, errored: int) -> str:
+    detail = f"{total - failed - errored}/{total} cases passed"
+    if failed:
+        detail += f", {failed} failed"
+    if errored:
+        detail += f", {errored} errored"
+    return detail
+
+
+class OpCollector:
+    """The judged cases of one op, arriving in any order -> its OpResult."""
+
+    def __init__(self, config: Config, op: OpSpec, out_dir: Path | None = None) -> None:
+        self.config = config
+        self.op = op
+        self.out_dir = out_dir  # where the judges wrote snapshots
+        self.tallies: dict[str, OpTally] = {}
+        self.failing: list[tuple[CaseRef, CaseReport]] = []
+        self.unloadable: tuple[CaseRef, CaseReport] | None = None
+        self.interpreter: str | None = None
+
+    def add(self, ref: CaseRef, report: CaseReport) -> None:
+        if report.outcome == "unloadable":
+            if self.unloadable is None or ref.index < self.unloadable[0].index:
+                self.unloadable = (ref, report)
+            return
+        self.tallies.setdefault(report.dtype, OpTally()).add(ref, report)
+        if report.interpreter:
+            self.interpreter = report.interpreter
+        if report.outcome != "passed":
+            self.failing.append((ref, report))
+
+    def wants_snapshot(self, index: int) -> bool:
+        """Whether a failure of case `index` could still be among the recorded ones."""
+        earlier = sum(1 for ref, _ in self.failing if ref.index < index)
+        return earlier < MAX_RECORDED_FAILURES
+
+    def result(self, *, cut_short: bool = False) -> OpResult:
+        if self.unloadable is not None:
+            return self._unloadable(self.unloadable[1])
+        self.failing.sort(key=lambda item: item[0].index)
+        recorded = self.failing[:MAX_RECORDED_FAILURES]
+        failures = tuple(failure_record(self.config, ref, report) for ref, report in recorded)
+        self._drop_unrecorded_snapshots(failures)
+        order = [d for d in self.op.dtypes if d in self.tallies] + sorted(
+            set(self.tallies) - set(self.op.dtypes)
         )
-        return CaseOutcome(ref, case, run, judge(self.op, context, run, self.config.validation), naive_output)
+        rows = tuple(self.tallies[d].row(d) for d in order)
+        total = sum(t.cases for t in self.tallies.values())
+        failed = sum(t.failed for t in self.tallies.values())
+        errored = sum(t.errored for t in self.tallies.values())
+        comparators = sorted({t.comparator for t in self.tallies.values() if t.comparator})
+        return OpResult(
+            name=self.op.name,
+            status=op_status(total, failed, errored),
+            family=family_of(self.op),
+            comparator=",".join(comparators) or None,
+            line=self.op.line,
+            framework=self.op.targets.framework.value,
+            interpreter=self.interpreter,
+            skip_reason=None,
+            message=op_message(total, errored, failed, cut_short),
+            cases_total=total,
+            cases_passed=total - failed - errored,
+            cases_failed=failed,
+            cases_errored=errored,
+            dtypes=rows,
+            failures=failures,
+            failures_omitted=max(0, len(self.failing) - MAX_RECORDED_FAILURES),
+        )
 
-    def error_scale_hook(self) -> Callable[..., Any] | None:
-        """The op's `error_scale` hook (custom family), loaded once."""
-        spec = self.op.targets.error_scale
-        if spec is None:
-            return None
-        if self._error_scale is None:
-            self._error_scale = self._load_hook(spec)
-        return self._error_scale
+    def _drop_unrecorded_snapshots(self, failures: tuple[Failure, ...]) -> None:
+        """Snapshots of failures past the recorded ones were written before the order was known."""
+        kept = {f.snapshot for f in failures}
+        out_dir = self.out_dir
+        if out_dir is None:
+            return
+        for _, report in self.failing[MAX_RECORDED_FAILURES:]:
+            if report.snapshot and report.snapshot not in kept:
+                with contextlib.suppress(OSError):
+                    (out_dir / report.snapshot).unlink()
 
-    def _load_hook(self, spec: str) -> Callable[..., Any]:
-        from gpuemu_ci.backends.loading import LoadError, load_callable
-        from gpuemu_ci.errors import ConfigError
-
-        try:
-            hook: Callable[..., Any] = load_callable(spec, self.config.root)
-        except LoadError as exc:
-            raise ConfigError(
-                f"op {self.op.name!r}: error_scale hook {spec!r} does not import: {exc}", line=self.op.line
-            ) from None
-        return hook
-
-    def _import_failure(self, outcome: CaseOutcome) -> OpResult:
-        failed = outcome.run.op if outcome.run.op.status is CallStatus.IMPORT_ERROR else outcome.run.reference
-        who = "op" if failed is outcome.run.op else "reference"
-        message = f"the {who} could not be loaded: {failed.message}"
-        self.observer.op_finished(self.op.name, "error", message)
+    def _unloadable(self, report: CaseReport) -> OpResult:
         return OpResult(
             name=self.op.name,
             status=OpStatus.ERROR,
-            family=_family(self.op),
+            family=family_of(self.op),
             comparator=None,
             line=self.op.line,
             framework=self.op.targets.framework.value,
             interpreter=None,
             skip_reason=None,
-            message=message,
+            message=f"the {report.unloadable or 'op'} could not be loaded: {report.message}",
             cases_total=0,
             cases_passed=0,
             cases_failed=0,
@@ -278,64 +178,143 @@ class OpRunner:
             import_error=True,
         )
 
-    def _result(self, tallies: dict[str, OpTally], omitted: int) -> OpResult:
-        total = sum(t.cases for t in tallies.values())
-        failed = sum(t.failed for t in tallies.values())
-        errored = sum(t.errored for t in tallies.values())
-        dtype_results = tuple(
-            DtypeResult(
-                dtype=dtype,
-                status=_status(t.cases, t.failed, t.errored),
-                cases_total=t.cases,
-                cases_failed=t.failed,
-                cases_errored=t.errored,
-                worst_headroom=json_float(t.worst_headroom),
-                max_abs_error=json_float(t.max_abs_error),
-                comparator=t.comparator,
-                worst_case=t.worst_case,
-            )
-            for dtype, t in tallies.items()
-        )
-        status = _status(total, failed, errored)
-        message = None
-        if total == 0:
-            message = "no case ran" + (" (the suite timeout expired first)" if self.cut_short else "")
-        elif errored and not failed:
-            message = f"{errored} of {total} cases could not be judged (the reference failed)"
-        comparators = sorted({t.comparator for t in tallies.values() if t.comparator})
-        detail = f"{total - failed - errored}/{total} cases passed"
-        if failed:
-            detail += f", {failed} failed"
-        if errored:
-            detail += f", {errored} errored"
-        self.observer.op_finished(self.op.name, status.value, detail)
-        return OpResult(
-            name=self.op.name,
-            status=status,
-            family=_family(self.op),
-            comparator=",".join(comparators) or None,
-            line=self.op.line,
-            framework=self.op.targets.framework.value,
-            interpreter=self.interpreter,
-            skip_reason=None,
-            message=message,
-            cases_total=total,
-            cases_passed=total - failed - errored,
-            cases_failed=failed,
-            cases_errored=errored,
-            dtypes=dtype_results,
-            failures=tuple(self._failures),
-            failures_omitted=omitted,
-        )
+
+@dataclass(frozen=True)
+class OpPlan:
+    """One op of a run: its task and the cases to run."""
+
+    op: OpSpec
+    task: OpTask
+    cases: Sequence[CaseRef]
 
 
-def _status(total: int, failed: int, errored: int) -> OpStatus:
-    if failed:
-        return OpStatus.FAILED
-    if errored or total == 0:
-        return OpStatus.ERROR
-    return OpStatus.PASSED
+@dataclass
+class _OpState:
+    plan: OpPlan
+    collector: OpCollector
+    submitted: int = 0
+    finished: int = 0
+    pending: set[Future[CaseReport]] = field(default_factory=set)
+    skipped: bool = False  # unloadable: its remaining cases are not run
+    done: bool = False
 
 
-def _family(op: OpSpec) -> str | None:
-    return op.error_model.family.value if op.error_model.family else None
+class SuiteRun:
+    """Runs the cases of several ops through one pool: every op's cases spread over every worker.
+
+    `deadline` (time.monotonic()): no case starts after it. `stop`: set it (from a signal handler) to stop at
+    once; running cases are killed. Either leaves the run `cut_short`."""
+
+    def __init__(
+        self,
+        config: Config,
+        pool: Pool,
+        observer: Observer,
+        *,
+        jobs: int = 1,
+        deadline: float | None = None,
+        stop: threading.Event | None = None,
+    ) -> None:
+        self.config = config
+        self.pool = pool
+        self.observer = observer
+        self.window = max(1, jobs) * WINDOW_PER_JOB + 2
+        self.deadline = deadline
+        self.stop = stop or threading.Event()
+        self.cut_short = False
+
+    def run(self, plans: Sequence[OpPlan]) -> dict[str, OpResult]:
+        states = [_OpState(plan, OpCollector(self.config, plan.op, plan.task.out_dir)) for plan in plans]
+        owner: dict[Future[CaseReport], tuple[_OpState, CaseRef]] = {}
+        results: dict[str, OpResult] = {}
+        started: set[str] = set()
+        stopped = False
+        try:
+            while True:
+                if not stopped and (self.stop.is_set() or self._expired()):
+                    stopped = True
+                    self.cut_short = True
+                    if self.stop.is_set():
+                        self.pool.abort()  # kills running cases: stop within seconds
+                    for future in list(owner):
+                        future.cancel()  # queued cases never start
+                if not stopped:
+                    self._submit(states, owner, started)
+                self._finish_ops(states, results, stopped)
+                if not owner:
+                    break
+                timeout = (
+                    0.2 if self.deadline is None else max(0.0, min(0.2, self.deadline - time.monotonic()))
+                )
+                done, _ = wait(list(owner), timeout=timeout, return_when=FIRST_COMPLETED)
+                for future in done:
+                    state, ref = owner.pop(future)
+                    state.pending.discard(future)
+                    self._collect(state, ref, future)
+            self._finish_ops(states, results, stopped)
+        finally:
+            for future in owner:
+                future.cancel()
+        return results
+
+    def _expired(self) -> bool:
+        return self.deadline is not None and time.monotonic() > self.deadline
+
+    def _submit(
+        self,
+        states: list[_OpState],
+        owner: dict[Future[CaseReport], tuple[_OpState, CaseRef]],
+        started: set[str],
+    ) -> None:
+        for state in states:
+            while len(owner) < self.window and not state.skipped and state.submitted < len(state.plan.cases):
+                ref = state.plan.cases[state.submitted]
+                if state.plan.op.name not in started:
+                    started.add(state.plan.op.name)
+                    self.observer.op_started(state.plan.op.name, len(state.plan.cases))
+                spec = CaseSpec(
+                    ref.seed, ref.index, snapshot_wanted=state.collector.wants_snapshot(ref.index)
+                )
+                future = self.pool.submit(state.plan.task, spec)
+                state.submitted += 1
+                state.pending.add(future)
+                owner[future] = (state, ref)
+            if len(owner) >= self.window:
+                return
+
+    def _collect(self, state: _OpState, ref: CaseRef, future: Future[CaseReport]) -> None:
+        if future.cancelled() or isinstance(future.exception(), CaseAborted):
+            return  # not run: the run was cut short
+        error = future.exception()
+        if error is not None:
+            raise error  # the pool could not run anything (InfraError)
+        report = future.result()
+        state.finished += 1
+        state.collector.add(ref, report)
+        if report.outcome == "unloadable" and not state.skipped:
+            state.skipped = True  # the config is wrong: the other cases of this op would say the same
+            for pending in list(state.pending):
+                pending.cancel()
+            return
+        if report.outcome != "unloadable":
+            self.observer.case_done(state.plan.op.name, report.outcome == "passed")
+
+    def _finish_ops(self, states: list[_OpState], results: dict[str, OpResult], stopped: bool) -> None:
+        for state in states:
+            if state.done or state.pending:
+                continue
+            complete = state.skipped or state.submitted == len(state.plan.cases)
+            if not complete and not stopped:
+                continue
+            state.done = True
+            short = state.finished < len(state.plan.cases) and not state.skipped
+            result = state.collector.result(cut_short=short)
+            results[state.plan.op.name] = result
+            if result.import_error:
+                self.observer.op_finished(result.name, "error", result.message or "")
+            else:
+                self.observer.op_finished(
+                    result.name,
+                    result.status.value,
+                    op_detail(result.cases_total, result.cases_failed, result.cases_errored),
+                )

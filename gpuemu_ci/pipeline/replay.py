@@ -1,36 +1,45 @@
-"""Re-running one case: from its seed (optionally at other dims or value scale) or from its saved snapshot."""
+"""Re-running one case: from its seed (optionally at other dims or value scale), from its saved snapshot, or
+exactly given inputs (the minimizer's). The session's workers generate (or load) the inputs themselves."""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from gpuemu_ci.backends.interface import CallTarget
+from gpuemu_ci.backends.interface import CallTarget, CaseReport, CaseSpec
 from gpuemu_ci.config.model import Layout, OpSpec
 from gpuemu_ci.errors import UsageError
 from gpuemu_ci.fuzz import layouts as layout_mod
-from gpuemu_ci.fuzz.case import CaseInputs, build_case, rebuild_from_snapshot
+from gpuemu_ci.fuzz.case import CaseInputs, rebuild_from_snapshot
 from gpuemu_ci.fuzz.values import GENERATOR_VERSION
-from gpuemu_ci.oracle.model import CaseVerdict
-from gpuemu_ci.pipeline.records import CaseOutcome
 from gpuemu_ci.pipeline.session import Session
-from gpuemu_ci.plan.model import CaseRef, CaseStratum, ValueMode
-from gpuemu_ci.results.snapshots import read_snapshot
+from gpuemu_ci.plan.model import CaseStratum, ValueMode
+from gpuemu_ci.results.model import FailureKind
+from gpuemu_ci.results.snapshots import read_snapshot, write_snapshot
 
 
 @dataclass(frozen=True)
 class ReplayOutcome:
-    case: CaseInputs
-    verdict: CaseVerdict | None  # None: the reference failed, so the case could not be judged
+    seed: int
+    report: CaseReport
     message: str
-    outcome: CaseOutcome
 
     @property
     def failed(self) -> bool:
-        return self.verdict is None or not self.verdict.passed
+        """The case did not pass (a wrong answer, or it could not be judged)."""
+        return self.report.outcome != "passed"
+
+    @property
+    def kind(self) -> FailureKind | None:
+        """How a judged case failed (None: it passed, or could not be judged)."""
+        if self.report.outcome != "failed" or self.report.kind not in {k.value for k in FailureKind}:
+            return None
+        return FailureKind(self.report.kind)
 
 
 def case_from_snapshot(op: OpSpec, path: Path) -> CaseInputs:
@@ -93,17 +102,15 @@ def classify_layout(array: np.ndarray) -> layout_mod.LayoutChoice:
     return layout_mod.LayoutChoice(Layout.STRIDED, None)
 
 
-def describe_outcome(outcome: CaseOutcome) -> str:
-    if outcome.verdict is None:
-        failed = outcome.run.reference
-        return f"could not judge: the reference {failed.status.value}: {failed.message}"
-    if outcome.verdict.passed:
-        stats = outcome.verdict.stats
-        headroom = (
-            f" (worst error {stats.headroom:.3g}x of allowed)" if stats and stats.headroom is not None else ""
-        )
+def describe_outcome(report: CaseReport) -> str:
+    if report.outcome == "errored":
+        return f"could not judge: {report.message}"
+    if report.outcome == "unloadable":
+        return f"the {report.unloadable or 'op'} could not be loaded: {report.message}"
+    if report.outcome == "passed":
+        headroom = f" (worst error {report.headroom:.3g}x of allowed)" if report.headroom is not None else ""
         return "passed" + headroom
-    return "\n".join(f"{f.kind.value}: {f.message}" for f in outcome.verdict.findings)
+    return "\n".join(f"{kind}: {message}" for kind, message in report.findings)
 
 
 def replay(
@@ -117,8 +124,10 @@ def replay(
     generator_version: str | None = None,
     target: CallTarget | None = None,
 ) -> ReplayOutcome:
+    """Re-runs one case in the session's workers (with `target` instead of the op's own, when given)."""
     if snapshot is not None:
-        case = case_from_snapshot(op, snapshot)
+        seed = case_from_snapshot(op, snapshot).seed  # a bad snapshot is refused here, before any worker runs
+        case = CaseSpec(seed, snapshot=snapshot.resolve())
     else:
         if seed is None:
             raise UsageError("replay needs --seed or --snapshot")
@@ -130,16 +139,26 @@ def replay(
             )
         if dims is not None:
             _check_dims(op, dims)
-        case = build_case(op, seed, session.config.root, dims_override=dims, value_scale=scale)
-    return run_inputs(session, op, case, target)
+        case = CaseSpec(seed, dims=dims, scale=scale)
+    report = session.run_case(op, case, target=target)
+    return ReplayOutcome(seed, report, describe_outcome(report))
 
 
 def run_inputs(
     session: Session, op: OpSpec, case: CaseInputs, target: CallTarget | None = None
 ) -> ReplayOutcome:
-    """Runs and judges exactly these inputs (with `target` instead of the op's own, when given)."""
-    outcome = session.run_case(op, CaseRef(op.name, -1, case.seed), inputs=case, target=target)
-    return ReplayOutcome(case, outcome.verdict, describe_outcome(outcome), outcome)
+    """Runs and judges exactly these inputs: they travel to the workers as a snapshot (with their strides)."""
+    from gpuemu_ci.backends.casework import snapshot_meta
+
+    scratch = Path(tempfile.mkdtemp(prefix="gpuemu-inputs-"))
+    try:
+        meta = snapshot_meta(session.task(op), CaseSpec(case.seed), case)
+        meta["strides"] = {name: list(layout_mod.element_strides(a)) for name, a in case.arrays.items()}
+        path = scratch / write_snapshot(scratch, dict(case.logical), meta)
+        report = session.run_case(op, CaseSpec(case.seed, snapshot=path), target=target)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return ReplayOutcome(case.seed, report, describe_outcome(report))
 
 
 def _check_dims(op: OpSpec, dims: Mapping[str, int]) -> None:

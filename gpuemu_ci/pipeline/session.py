@@ -3,20 +3,20 @@ and `gpuemu_ci.check` all run their cases through a Session."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 
-from gpuemu_ci.backends.interface import CallTarget, Pool
+from gpuemu_ci.backends.interface import CallTarget, CaseReport, CaseSpec, OpTask, Pool
 from gpuemu_ci.config.model import Config, Framework, OpSpec
-from gpuemu_ci.fuzz.case import CaseInputs
-from gpuemu_ci.pipeline.op_runner import OpRunner
-from gpuemu_ci.pipeline.records import CaseOutcome
+from gpuemu_ci.pipeline.op_runner import OpPlan, SuiteRun
 from gpuemu_ci.pipeline.settings import RunOptions, Settings
+from gpuemu_ci.pipeline.targets import naive_target, op_target, reference_target
 from gpuemu_ci.plan.expand import plan_op
 from gpuemu_ci.plan.model import CaseRef
 from gpuemu_ci.progress import Observer, Silent
-from gpuemu_ci.results.model import GpuInfo
+from gpuemu_ci.results.model import GpuInfo, OpResult
 
 DETECT = "detect"
 
@@ -28,8 +28,8 @@ def needs_gpu(op: OpSpec) -> bool:
 class Session:
     """Settings resolved once, and a worker pool started on first use and closed with the session.
 
-    `pool_factory(jobs)` replaces the worker pool (an in-process pool for `check`, a counting wrapper in the
-    benchmarks); `gpu` is the detected GPU, or DETECT to ask the machine."""
+    `pool_factory(jobs)` replaces the worker pool (an in-process pool for `check`); `gpu` is the detected GPU,
+    or DETECT to ask the machine."""
 
     def __init__(
         self,
@@ -45,7 +45,7 @@ class Session:
         self.observer = observer or Silent()
         self._pool_factory = pool_factory
         self._pool: Pool | None = None
-        self._runners: dict[str, OpRunner] = {}
+        self._tasks: dict[tuple[int, CallTarget | None], OpTask] = {}
         if isinstance(gpu, str):
             from gpuemu_ci.backends import detect_gpu
 
@@ -73,11 +73,20 @@ class Session:
                 )
         return self._pool
 
+    def start(self) -> None:
+        """Start the workers now (they boot while the caller plans)."""
+        _ = self.pool
+
     def close(self) -> None:
         """Stop the workers (idempotent)."""
-        self._runners.clear()
         if self._pool is not None:
             self._pool.close()
+            self._pool = None
+
+    def abort(self) -> None:
+        """Stop the workers at once, killing what runs."""
+        if self._pool is not None:
+            self._pool.abort()
             self._pool = None
 
     def __enter__(self) -> Session:
@@ -86,6 +95,8 @@ class Session:
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
+        if error is not None:
+            self.abort()  # an exception (Ctrl-C included) must not wait for queued cases
         self.close()
 
     # --- cases ------------------------------------------------------------------------------------------
@@ -96,32 +107,47 @@ class Session:
         chosen = self.settings.dtypes_for(self.config, op) if dtypes is None else tuple(dtypes)
         return plan_op(op, self.settings.seed, chosen, iterations or self.settings.iterations)
 
-    def runner(
-        self,
-        op: OpSpec,
-        *,
-        target: CallTarget | None = None,
-        deadline: float | None = None,
-        out_dir: Path | None = None,
-    ) -> OpRunner:
-        """An OpRunner for `op` on this session's pool (`target` replaces the op's own, e.g. a CUDA kernel)."""
-        return OpRunner(
-            self.config,
-            op,
-            self.pool,
-            out_dir or self.out_dir,
-            self.settings.seed,
-            self.observer,
-            deadline,
-            target,
-        )
+    def task(self, op: OpSpec, target: CallTarget | None = None, *, out_dir: Path | None = None) -> OpTask:
+        """What the workers need to run and judge `op`'s cases (`target` replaces the op's own, e.g. a CUDA
+        kernel)."""
+        key = (id(op), target)
+        task = self._tasks.get(key)
+        if task is None:
+            root = self.config.root
+            task = self._tasks[key] = OpTask(
+                key=f"{op.name}/{len(self._tasks)}",
+                op=op,
+                validation=self.config.validation,
+                root=root,
+                op_target=target or op_target(op, root),
+                reference=reference_target(op, root),
+                naive=naive_target(op, root),
+                timeout_s=op.execution.timeout_s or self.config.ci.case_timeout,
+                master_seed=self.settings.seed,
+                out_dir=out_dir or self.out_dir,
+            )
+        return task
 
-    def run_case(
-        self, op: OpSpec, ref: CaseRef, inputs: CaseInputs | None = None, target: CallTarget | None = None
-    ) -> CaseOutcome:
-        """Runs and judges one case (built from its seed unless `inputs` is given), waiting for it; `target`
-        replaces the op's own (a function checked with `gpuemu_ci.check`)."""
-        runner = self._runners.get(op.name)
-        if runner is None or runner.op is not op or runner.target is not target:
-            runner = self._runners[op.name] = self.runner(op, target=target)
-        return runner.run_case(ref, inputs=inputs)
+    def run_ops(
+        self,
+        plans: Sequence[tuple[OpSpec, Sequence[CaseRef], CallTarget | None]],
+        *,
+        deadline: float | None = None,
+        stop: threading.Event | None = None,
+    ) -> tuple[dict[str, OpResult], bool]:
+        """Every op's result (by name) and whether the run was cut short (the deadline or `stop`)."""
+        run = SuiteRun(
+            self.config, self.pool, self.observer, jobs=self.settings.jobs, deadline=deadline, stop=stop
+        )
+        results = run.run([OpPlan(op, self.task(op, target), cases) for op, cases, target in plans])
+        return results, run.cut_short
+
+    def run_op(self, op: OpSpec, cases: Sequence[CaseRef], target: CallTarget | None = None) -> OpResult:
+        """One op's cases -> its OpResult."""
+        results, _ = self.run_ops([(op, cases, target)])
+        return results[op.name]
+
+    def run_case(self, op: OpSpec, case: CaseSpec, target: CallTarget | None = None) -> CaseReport:
+        """Runs and judges one case, waiting for it (`target` replaces the op's own: a function checked with
+        `gpuemu_ci.check`)."""
+        return self.pool.submit(self.task(op, target), case).result()

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from gpuemu_ci.config.model import Config, OpSpec, Suite
 from gpuemu_ci.errors import ConfigError
+from gpuemu_ci.pipeline.shard import Shard
 from gpuemu_ci.plan.expand import suite_dtypes
 from gpuemu_ci.results.model import RunInfo
 
@@ -36,6 +37,7 @@ class RunOptions:
     timeout_s: float | None = None  # overrides ci.thorough_timeout
     run_info: RunInfo | None = None  # the CI run this is part of (the Action fills it)
     extra_env: dict[str, str] = field(default_factory=dict)
+    shard: Shard | None = None  # run only this shard's cases (`--shard K/N`)
 
 
 @dataclass(frozen=True)
@@ -67,8 +69,8 @@ class Settings:
             suite=suite,
             seed=master_seed(config, options.seed, suite),
             iterations=options.iterations or default_iterations,
-            jobs=max(1, options.jobs or config.ci.parallel_jobs),
-            lint_jobs=max(1, options.jobs or os.cpu_count() or 1),
+            jobs=max(1, options.jobs or config.ci.parallel_jobs or available_cores()),
+            lint_jobs=max(1, options.jobs or available_cores()),
             timeout_s=options.timeout_s or config.ci.thorough_timeout,
             timeout_source="--timeout" if options.timeout_s else "ci.thorough_timeout",
             require_gpu=config.ci.require_gpu if options.require_gpu is None else options.require_gpu,
@@ -83,6 +85,21 @@ class Settings:
     def dtypes_for(self, config: Config, op: OpSpec) -> tuple[str, ...]:
         """The dtypes this run covers for `op`."""
         return suite_dtypes(op, config, self.suite, self.dtypes)
+
+
+def available_cores() -> int:
+    """The cores this process may use: its CPU affinity, capped by a cgroup v2 CPU quota (containers)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            cores = min(cores, max(1, int(int(quota) / int(period) + 0.5)))
+    except (OSError, ValueError):
+        pass
+    return max(1, cores)
 
 
 def master_seed(config: Config, seed: int | None, suite: Suite) -> int:

@@ -266,6 +266,25 @@ class FailureGroup:
         return self.failures[0] if self.failures else None
 
 
+class ShardOp(Record, frozen=True):
+    """One op of a sharded suite's plan, as the unsharded run would list it."""
+
+    name: str
+    dtypes: tuple[str, ...]  # the planned dtypes, in the order results list them
+    cases: Count  # the op's planned cases in the whole suite
+
+
+class ShardInfo(Record, frozen=True):
+    """The part of a suite this document holds (`gpuemu-ci run --shard K/N`); `gpuemu-ci merge` puts the N
+    parts back together and refuses parts of different plans."""
+
+    index: Annotated[int, msgspec.Meta(ge=1)]
+    count: Annotated[int, msgspec.Meta(ge=1)]
+    plan: Sha256  # the whole suite's plan: config, seed, generator, ops, dtypes and case seeds
+    cases: Count  # this shard's cases
+    ops: tuple[ShardOp, ...] = ()
+
+
 class Results(Record, frozen=True, kw_only=True):
     """Everything a run found: results.json."""
 
@@ -289,9 +308,12 @@ class Results(Record, frozen=True, kw_only=True):
     diff: BaselineDiff | None = None
     run: RunInfo | None = None
     notes: tuple[str, ...] = ()
+    shard: ShardInfo | None = None  # set in the document of one shard; never in a merged or whole run
 
     def __post_init__(self) -> None:
         check_seed(self.seed, "seed")
+        if self.shard is not None and self.shard.index > self.shard.count:
+            raise ValueError(f"shard {self.shard.index} of {self.shard.count} does not exist")
         if self.verdict is Verdict.PASSED and (self.exit_code != 0 or self.cut_short):
             # msgspec reports this as a validation error of the document (`$`) when one is read.
             raise ValueError("a passed verdict needs exit_code 0 and a run that was not cut short")

@@ -22,8 +22,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from gpuemu_ci.backends.inprocess import InProcessPool
-from gpuemu_ci.backends.interface import CallTarget, CaseJob, TargetKind
+from gpuemu_ci.backends.casework import judged_run
+from gpuemu_ci.backends.loading import load_target
 from gpuemu_ci.config.model import Config, OpSpec
 from gpuemu_ci.errors import UsageError
 from gpuemu_ci.oracle import bounds
@@ -273,6 +273,17 @@ class Shadow:
         else:
             print(f"gpuemu-ci shadow: {self.op.name} failed a check; capture {capture}", file=sys.stderr)
 
+    def _reference_invoke(self) -> Callable[[dict[str, Any], dict[str, Any]], Any]:
+        """The reference as casework calls it: the function given, or the op's reference target, loaded."""
+        given = self._reference
+        if given is None:
+            return load_target(reference_target(self.op, self.root)).invoke
+
+        def invoke(arrays: dict[str, Any], kwargs: dict[str, Any]) -> Any:
+            return given(**arrays, **kwargs)
+
+        return invoke
+
     def judge(
         self, inputs: Mapping[str, np.ndarray], kwargs: Mapping[str, Any], outputs: tuple[np.ndarray, ...]
     ) -> CaseVerdict | None:
@@ -282,16 +293,8 @@ class Shadow:
             return None
         dtype = _case_dtype(self.op, inputs, outputs)
         bound = comparator_for(self.op, dtype) is Comparator.BOUND
-        job = CaseJob(
-            op=CallTarget(TargetKind.CALLABLE, "<shadowed>", self.root),  # its output is the captured one
-            reference=reference_target(self.op, self.root),
-            inputs=dict(inputs),
-            kwargs=dict(kwargs),
-            out_dtype=self.op.output_dtype or dtype,
-            abs_reference_inputs=bounds.abs_linear_inputs(self.op) if bound else (),
-        )
-        pool = InProcessPool(lambda **_: outputs, self._reference)
-        run = pool.run(job)
+        abs_inputs = bounds.abs_linear_inputs(self.op) if bound else ()
+        run = judged_run(self._reference_invoke(), dict(inputs), dict(kwargs), outputs, abs_inputs)
         # Real data: no rounding-bias test (one call's values are not independent draws), and addends treated
         # as correlated (the bound's conservative g(n) = n), so a correct op is never flagged by its data.
         context = CaseContext(dtype, dims, kwargs, dict(inputs), bias_test=False, correlated=True)

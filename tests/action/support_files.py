@@ -23,6 +23,9 @@ TEMPLATES = REPO / "gpuemu_ci" / "templates" / "workflows"
 STARTER = REPO / "gpuemu_ci" / "templates" / "starter"
 PROJECT_WORKFLOWS = REPO / ".github" / "workflows"
 TEMPLATE_NAMES = ("gpuemu-baseline.yml", "gpuemu-fork-comment.yml", "gpuemu-nightly.yml", "gpuemu-pr.yml")
+# The sharded PR gate replaces gpuemu-pr.yml when a suite outgrows one runner; `init` does not write it.
+SHARDED_TEMPLATE = "gpuemu-pr-sharded.yml"
+ALL_TEMPLATE_NAMES = (*TEMPLATE_NAMES, SHARDED_TEMPLATE)
 
 # Why a linter may be missing, said once so every skip tells the same story.
 ACTIONLINT_MISSING = (

@@ -15,9 +15,9 @@ from tests.action.support_files import (
     ACTION_DOC,
     ACTION_YML,
     ACTIONLINT_MISSING,
+    ALL_TEMPLATE_NAMES,
     PROJECT_WORKFLOWS,
     REPO,
-    TEMPLATE_NAMES,
     TEMPLATES,
     action_name,
     load_yaml,
@@ -34,6 +34,8 @@ EXPECTED_PERMISSIONS = {
     ("gpuemu-baseline.yml", "sign"): {},
     ("gpuemu-nightly.yml", "nightly"): {"contents": "read", "issues": "write"},
     ("gpuemu-fork-comment.yml", "comment"): {"actions": "read", "pull-requests": "write"},
+    ("gpuemu-pr-sharded.yml", "shard"): {"contents": "read"},
+    ("gpuemu-pr-sharded.yml", "gpuemu"): {"contents": "read", "pull-requests": "write", "actions": "read"},
 }
 OUR_ACTION = "gpuemu/action"
 
@@ -51,8 +53,8 @@ def _action_steps(workflow: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
-def test_the_four_templates_exist() -> None:
-    assert sorted(p.name for p in TEMPLATES.glob("*.yml")) == sorted(TEMPLATE_NAMES)
+def test_the_templates_exist() -> None:
+    assert sorted(p.name for p in TEMPLATES.glob("*.yml")) == sorted(ALL_TEMPLATE_NAMES)
 
 
 # --- actionlint ------------------------------------------------------------------------------
@@ -109,7 +111,7 @@ def test_actionlint_passes_on_the_workflows_in_the_docs(tmp_path: Path) -> None:
 # --- permissions -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", TEMPLATE_NAMES)
+@pytest.mark.parametrize("name", ALL_TEMPLATE_NAMES)
 def test_templates_grant_nothing_by_default_and_each_job_only_what_it_needs(name: str) -> None:
     workflow = _template(name)
     assert workflow.get("permissions") == {}, f"{name}: set top-level `permissions: {{}}`"
@@ -140,7 +142,7 @@ def test_project_ci_runs_the_promised_checks() -> None:
 # --- security rules --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", TEMPLATE_NAMES)
+@pytest.mark.parametrize("name", ALL_TEMPLATE_NAMES)
 def test_no_template_uses_pull_request_target(name: str) -> None:
     assert "pull_request_target" not in triggers(_template(name))
 

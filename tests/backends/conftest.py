@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gpuemu_ci.backends import WorkerPool
-from tests.backends.support_jobs import write_user_code
+from tests.backends.support_cases import write_user_code
 
 
 @pytest.fixture(scope="session")

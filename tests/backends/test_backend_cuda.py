@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from gpuemu_ci.backends.cuda import (
 from gpuemu_ci.backends.expressions import ArrayInfo, LaunchError, evaluate, evaluate_int, parse_expression
 from gpuemu_ci.backends.frameworks import bf16_as_bits, bits_as_bf16
 from gpuemu_ci.backends.gpu import detect_gpu
-from gpuemu_ci.backends.interface import CallStatus, CallTarget, CaseJob, TargetKind
+from gpuemu_ci.backends.interface import CallTarget, OpTask, TargetKind
 from gpuemu_ci.config.model import (
     ErrorModel,
     Family,
@@ -33,6 +34,7 @@ from gpuemu_ci.config.model import (
     OpSpec,
     OpTargets,
 )
+from tests.backends.support_cases import first_case, op_task
 
 
 @pytest.mark.parametrize(
@@ -188,23 +190,29 @@ def test_kernel_target_round_trips_through_its_spec(tmp_path: Path) -> None:
         KernelProgram.decode("{}")
 
 
+def _kernel_task(root: Path, program: KernelProgram, reference: str, schema: str, dtypes: str) -> OpTask:
+    task = op_task(root, reference, reference, schema=schema, extra='family = "elementwise"', dtypes=dtypes)
+    return replace(task, op_target=CallTarget(TargetKind.CUDA_KERNEL, program.encode(), root))
+
+
+XY = (
+    "[ops.dims]\nM = [5]\nN = { min = 1, max = 600, typical = [300] }\n[ops.inputs]\n"
+    'x = { dims = ["M", "N"], layouts = ["contiguous"] }\ny = { dims = ["M", "N"], layouts = ["contiguous"] }\n'
+)
+
+
 def test_a_kernel_without_gpu_is_an_import_error(tmp_path: Path) -> None:
     (tmp_path / "refs.py").write_text("def add(x, y):\n    return x + y\n")
-    program = _program(source="add.cu")
-    job = CaseJob(
-        op=CallTarget(TargetKind.CUDA_KERNEL, program.encode(), tmp_path),
-        reference=CallTarget(TargetKind.CALLABLE, "refs:add", tmp_path),
-        inputs={"x": np.ones((2, 3), np.float32), "y": np.ones((2, 3), np.float32)},
-    )
     try:
         import cupy  # noqa: F401
 
         pytest.skip("cupy is installed here")
     except ImportError:
         pass
+    task = _kernel_task(tmp_path, _program(source="add.cu"), "refs:add", XY, '["float32"]')
     with WorkerPool(1, tmp_path, gpu=None) as pool:
-        run = pool.run(job)
-    assert run.op.status is CallStatus.IMPORT_ERROR and "cupy" in run.op.message
+        report = pool.run(task, first_case(task))
+    assert report.outcome == "unloadable" and report.unloadable == "op" and "cupy" in report.message
 
 
 ADD_KERNEL = r"""
@@ -234,19 +242,11 @@ def test_cuda_kernel_launch_on_a_gpu(tmp_path: Path) -> None:
         output_dims=("M", "N"),
         input_dims=(("x", ("M", "N")), ("y", ("M", "N"))),
     )
-    buf = np.full((5, 600), np.nan, np.float32)
-    x = buf[:, :300]  # a row stride of 600 elements, NaN in the padding
-    x[...] = np.arange(1500, dtype=np.float32).reshape(5, 300)
-    y = np.ones((5, 300), np.float32)
-    job = CaseJob(
-        op=CallTarget(TargetKind.CUDA_KERNEL, program.encode(), tmp_path),
-        reference=CallTarget(TargetKind.CALLABLE, "refs:add", tmp_path),
-        inputs={"x": x, "y": y},
-    )
+    task = _kernel_task(tmp_path, program, "refs:add", XY, '["float32"]')
     with WorkerPool(1, tmp_path) as pool:
-        run = pool.run(job)
-    assert run.op.status is CallStatus.OK, run.op.message
-    np.testing.assert_array_equal(run.op.outputs[0], x + y)
+        for n in range(4):
+            report = pool.run(task, first_case(task, n))
+            assert report.outcome == "passed", report.message
 
 
 def test_the_output_buffer_is_poisoned_in_the_case_dtype_with_bfloat16_as_its_bits() -> None:
@@ -297,15 +297,11 @@ def test_a_bfloat16_cuda_kernel_launch_on_a_gpu(tmp_path: Path) -> None:
         output_dims=("N",),
         input_dims=(("x", ("N",)),),
     )
-    x = np.linspace(-4, 4, 300).astype(ml_dtypes.bfloat16)
-    job = CaseJob(
-        op=CallTarget(TargetKind.CUDA_KERNEL, program.encode(), tmp_path),
-        reference=CallTarget(TargetKind.CALLABLE, "refs:scale2", tmp_path),
-        inputs={"x": x},
-        out_dtype="bfloat16",
+    schema = (
+        "[ops.dims]\nN = { min = 1, max = 300, typical = [256] }\n"
+        '[ops.inputs]\nx = { dims = ["N"], layouts = ["contiguous"] }\n'
     )
+    task = _kernel_task(tmp_path, program, "refs:scale2", schema, '["bfloat16"]')
     with WorkerPool(1, tmp_path) as pool:
-        run = pool.run(job)
-    assert run.op.status is CallStatus.OK, run.op.message
-    assert run.op.outputs[0].dtype == np.dtype(ml_dtypes.bfloat16)
-    np.testing.assert_array_equal(run.op.outputs[0].astype(np.float32), 2 * x.astype(np.float32))
+        report = pool.run(task, first_case(task))
+    assert report.outcome == "passed", report.message

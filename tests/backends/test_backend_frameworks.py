@@ -1,28 +1,28 @@
-"""torch / Triton (interpreter on CPU) / JAX ops receive their framework's arrays and come back as NumPy."""
+"""torch / Triton (interpreter on CPU) / JAX ops receive their framework's arrays, with the generated memory
+layouts, in real workers; their results come back as NumPy and are judged against the NumPy reference. The
+ops check what they receive themselves (an AssertionError fails the case)."""
 
 from __future__ import annotations
 
 import textwrap
 from pathlib import Path
 
-import ml_dtypes
-import numpy as np
 import pytest
 
 from gpuemu_ci.backends import WorkerPool
-from gpuemu_ci.backends.interface import CallStatus
-from gpuemu_ci.config.model import Framework
-from tests.backends.support_jobs import make_job
+from gpuemu_ci.config.model import Layout
+from gpuemu_ci.fuzz.case import build_case
+from gpuemu_ci.fuzz.layouts import element_strides
+from tests.backends.support_cases import first_case, op_task, seed_where
 
 TORCH_OPS = """
 import torch
 
-def add(a, b):
-    assert isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+def add(a, b, expect=None):
+    assert isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor), (type(a), type(b))
+    if expect is not None:
+        assert list(a.stride()) + list(b.stride()) == expect, (a.stride(), b.stride(), expect)
     return a + b
-
-def strides(a, b):
-    return torch.tensor(list(a.stride()) + list(b.stride()))
 
 def scale_inplace(a, b):
     a.mul_(2)
@@ -80,12 +80,17 @@ def softmax(x):
     e = np.exp(x - x.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)
 
-def add(a, b):
+def add(a, b, expect=None):
     return a + b
 
-def first(a, b):
+def double(a, b):
     return a * 2
 """
+
+STRIDED = (
+    "[ops.dims]\nM = [4, 16]\nN = { min = 2, max = 64, typical = [8] }\n[ops.inputs]\n"
+    'a = { dims = ["M", "N"], layouts = ["strided"] }\nb = { dims = ["M", "N"], layouts = ["broadcast"] }\n'
+)
 
 
 @pytest.fixture(scope="module")
@@ -100,99 +105,112 @@ def fw_root(user_root: Path) -> Path:
     return user_root
 
 
-def _strided(rows: int = 3, cols: int = 5, dtype: type = np.float32) -> np.ndarray:
-    buf = np.full((rows, 2 * cols), np.nan, dtype=dtype)
-    view = buf[:, ::2]
-    view[...] = (np.arange(rows * cols).reshape(rows, cols) / 7).astype(dtype)
-    return view
-
-
-def test_torch_op_on_cpu_gets_tensors_with_the_same_strides(pool: WorkerPool, fw_root: Path) -> None:
+def test_torch_op_on_cpu_gets_tensors_with_the_generated_strides(pool: WorkerPool, fw_root: Path) -> None:
     pytest.importorskip("torch")
-    a = _strided()
-    b = np.broadcast_to(np.arange(5, dtype=np.float32), (3, 5))
-    run = pool.run(make_job(fw_root, "torch_ops:strides", {"a": a, "b": b}, reference="np_refs:add",
-                            framework=Framework.TORCH))  # fmt: skip
-    assert run.op.status is CallStatus.OK, run.op.message
-    assert run.op.outputs[0].tolist() == [10, 2, 0, 1]  # element strides: torch's view of the same memory
-    run = pool.run(make_job(fw_root, "torch_ops:add", {"a": a, "b": b}, reference="np_refs:add",
-                            framework=Framework.TORCH))  # fmt: skip
-    assert run.op.outputs[0].dtype == np.float32
-    np.testing.assert_array_equal(run.op.outputs[0], a + b)
-    np.testing.assert_allclose(run.reference.outputs[0], run.op.outputs[0], rtol=1e-6)
+    plain = op_task(
+        fw_root,
+        "torch_ops:add",
+        "np_refs:add",
+        schema=STRIDED,
+        extra='family = "elementwise"\nframework = "torch"',
+    )
+    spec = seed_where(
+        plain, lambda c: c.layouts["a"].layout is Layout.STRIDED and c.layouts["b"].layout is Layout.BROADCAST
+    )
+    case = build_case(plain.op, spec.seed, plain.root)
+    expect = [*element_strides(case.arrays["a"]), *element_strides(case.arrays["b"])]
+    assert 0 in expect and expect[:2] != [case.arrays["a"].shape[1], 1]  # really strided and broadcast
+    checked = op_task(
+        fw_root,
+        "torch_ops:add",
+        "np_refs:add",
+        schema=STRIDED,
+        extra=f'family = "elementwise"\nframework = "torch"\nkwargs = {{ expect = [{expect}] }}',
+    )
+    report = pool.run(checked, spec)
+    assert report.outcome == "passed", report.message
 
 
 def test_torch_inplace_write_is_detected(pool: WorkerPool, fw_root: Path) -> None:
     pytest.importorskip("torch")
-    a = _strided()
-    run = pool.run(make_job(fw_root, "torch_ops:scale_inplace", {"a": a, "b": a}, reference="np_refs:first",
-                            framework=Framework.TORCH))  # fmt: skip
-    assert run.op.status is CallStatus.OK, run.op.message
-    assert set(run.inputs_modified) == {"a"}
+    task = op_task(
+        fw_root,
+        "torch_ops:scale_inplace",
+        "np_refs:double",
+        extra='family = "elementwise"\nframework = "torch"',
+    )
+    report = pool.run(task, first_case(task))
+    assert report.outcome == "failed" and report.kind == "inputs_modified", report.message
+    assert "wrote into its input(s) a" in report.message
 
 
 def test_torch_out_buffer_and_bfloat16_results(pool: WorkerPool, fw_root: Path) -> None:
     pytest.importorskip("torch")
-    a = _strided(dtype=ml_dtypes.bfloat16)
-    run = pool.run(make_job(fw_root, "torch_ops:into_out", {"a": a, "b": a}, reference="np_refs:add",
-                            out_arg="out", framework=Framework.TORCH))  # fmt: skip
-    assert run.op.status is CallStatus.OK, run.op.message
-    out = run.op.outputs[0]
-    assert out.dtype == np.dtype(ml_dtypes.bfloat16)
-    np.testing.assert_array_equal(out.astype(np.float64), (a + a).astype(np.float64))
-    f32 = _strided()
-    run = pool.run(make_job(fw_root, "torch_ops:as_bf16", {"a": f32, "b": f32}, reference="np_refs:add",
-                            framework=Framework.TORCH))  # fmt: skip
-    assert run.op.outputs[0].dtype == np.dtype(ml_dtypes.bfloat16)
-    np.testing.assert_array_equal(run.op.outputs[0], (f32 + f32).astype(ml_dtypes.bfloat16))
+    into = op_task(
+        fw_root,
+        "torch_ops:into_out",
+        "np_refs:add",
+        extra='family = "elementwise"\nframework = "torch"\nout_arg = "out"',
+        dtypes='["bfloat16"]',
+    )
+    report = pool.run(into, first_case(into))
+    assert report.outcome == "passed", report.message
+    as_bf16 = op_task(
+        fw_root,
+        "torch_ops:as_bf16",
+        "np_refs:add",
+        extra='family = "elementwise"\nframework = "torch"\noutput_dtype = "bfloat16"',
+    )
+    report = pool.run(as_bf16, first_case(as_bf16))
+    assert report.outcome == "passed", report.message
 
 
 def test_torch_tensor_requiring_grad_is_converted(pool: WorkerPool, fw_root: Path) -> None:
     pytest.importorskip("torch")
-    a = np.ones((2, 2), np.float32)
-    run = pool.run(make_job(fw_root, "torch_ops:grad_tensor", {"a": a, "b": a}, reference="np_refs:first",
-                            framework=Framework.TORCH))  # fmt: skip
-    assert run.op.status is CallStatus.OK, run.op.message
-    np.testing.assert_array_equal(run.op.outputs[0], a * 2)
+    task = op_task(
+        fw_root,
+        "torch_ops:grad_tensor",
+        "np_refs:double",
+        extra='family = "elementwise"\nframework = "torch"',
+    )
+    report = pool.run(task, first_case(task))
+    assert report.outcome == "passed", report.message
 
 
 def test_torch_tensor_without_data_is_a_bad_output(pool: WorkerPool, fw_root: Path) -> None:
     pytest.importorskip("torch")
-    a = np.ones((2, 2), np.float32)
-    run = pool.run(make_job(fw_root, "torch_ops:meta", {"a": a, "b": a}, reference="np_refs:first",
-                            framework=Framework.TORCH))  # fmt: skip
-    assert run.op.status is CallStatus.BAD_OUTPUT
-    assert "cannot convert a Tensor to NumPy" in run.op.message
+    task = op_task(
+        fw_root, "torch_ops:meta", "np_refs:double", extra='family = "elementwise"\nframework = "torch"'
+    )
+    report = pool.run(task, first_case(task))
+    assert report.kind == "bad_output" and "cannot convert a Tensor to NumPy" in report.message
 
 
 def test_triton_kernel_runs_through_the_interpreter_on_cpu(pool: WorkerPool, fw_root: Path) -> None:
     pytest.importorskip("torch")
     pytest.importorskip("triton")
     assert pool.env.get("TRITON_INTERPRET") == "1"
-    x = _strided(rows=4, cols=37)  # 37 columns: the tail mask matters (block of 64)
-    run = pool.run(make_job(fw_root, "triton_ops:softmax", {"x": x}, reference="np_refs:softmax",
-                            framework=Framework.TORCH))  # fmt: skip
-    assert run.op.status is CallStatus.OK, run.op.message
-    assert run.interpreter == "triton-interpreter"
-    np.testing.assert_allclose(run.op.outputs[0], run.reference.outputs[0], rtol=1e-5, atol=1e-7)
-    assert not np.isnan(run.op.outputs[0]).any()  # the NaN gaps were never read
-    plain = pool.run(make_job(fw_root, "userops:add", {"a": x, "b": x}))
-    assert plain.interpreter is None  # only cases that launched a Triton kernel say so
+    schema = '[ops.dims]\nM = [4]\nN = { min = 1, max = 100, typical = [64] }\n[ops.inputs]\nx = ["M", "N"]\n'
+    task = op_task(fw_root, "triton_ops:softmax", "np_refs:softmax", schema=schema,
+                   extra='family = "softmax"\nframework = "torch"')  # fmt: skip
+    spec = seed_where(
+        task, lambda c: c.arrays["x"].shape[1] % 64 != 0 and c.layouts["x"].layout is not Layout.CONTIGUOUS
+    )
+    report = pool.run(task, spec)
+    assert report.outcome == "passed", report.message  # the tail mask holds, and the NaN gaps were never read
+    assert report.interpreter == "triton-interpreter"
+    plain = op_task(fw_root, "backend_ops:add")
+    assert pool.run(plain, first_case(plain)).interpreter is None  # only cases that launched Triton say so
 
 
 def test_jax_op_gets_jax_arrays(pool: WorkerPool, fw_root: Path) -> None:
     pytest.importorskip("jax")
-    a = _strided()
-    run = pool.run(make_job(fw_root, "jax_ops:add", {"a": a, "b": a}, reference="np_refs:add",
-                            framework=Framework.JAX))  # fmt: skip
-    assert run.op.status is CallStatus.OK, run.op.message
-    np.testing.assert_array_equal(run.op.outputs[0], a + a)
-    assert run.op.outputs[0].dtype == np.float32
+    task = op_task(fw_root, "jax_ops:add", "np_refs:add", extra='family = "elementwise"\nframework = "jax"')
+    report = pool.run(task, first_case(task))
+    assert report.outcome == "passed", report.message
 
 
 def test_cupy_without_a_gpu_is_an_import_error(pool: WorkerPool, fw_root: Path) -> None:
-    a = np.ones(3, np.float32)
-    run = pool.run(make_job(fw_root, "np_refs:add", {"a": a, "b": a}, reference="np_refs:add",
-                            framework=Framework.CUPY))  # fmt: skip
-    assert run.op.status is CallStatus.IMPORT_ERROR
-    assert "framework 'cupy' is not usable" in run.op.message
+    task = op_task(fw_root, "np_refs:add", "np_refs:add", extra='family = "elementwise"\nframework = "cupy"')
+    report = pool.run(task, first_case(task))
+    assert report.outcome == "unloadable" and "framework 'cupy' is not usable" in report.message

@@ -9,48 +9,54 @@ import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
-import ml_dtypes
-import numpy as np
 import pytest
 
 from gpuemu_ci.backends import WorkerPool
 from gpuemu_ci.backends.gpu import detect_gpu
-from gpuemu_ci.backends.interface import CallStatus
-from gpuemu_ci.config.model import Framework
-from tests.backends.support_jobs import make_job
+from gpuemu_ci.backends.interface import CaseSpec, OpTask
+from gpuemu_ci.config.model import Layout
+from gpuemu_ci.fuzz.case import build_case
+from gpuemu_ci.fuzz.layouts import element_strides
+from tests.backends.support_cases import first_case, op_task, seed_where
 
 pytestmark = pytest.mark.gpu
 
 GPU_OPS = """
 import numpy as np
 
-def torch_layout(a, b):
+def torch_add(a, b, expect=None):
     import torch
     assert a.is_cuda and b.is_cuda
-    return torch.tensor(list(a.stride()) + list(b.stride()))
+    if expect is not None:
+        assert list(a.stride()) + list(b.stride()) == expect, (a.stride(), b.stride(), expect)
+    return a + b
 
 def torch_scale_inplace(a, b):
     a.mul_(2)
     return a + b
 
-def cupy_layout(a, b):
+def cupy_add(a, b, expect=None):
     import cupy
     assert isinstance(a, cupy.ndarray) and isinstance(b, cupy.ndarray)
-    return cupy.asarray(list(a.strides) + list(b.strides), dtype=cupy.int64)
-
-def cupy_add(a, b):
+    if expect is not None:
+        assert list(a.strides) + list(b.strides) == expect, (a.strides, b.strides, expect)
     return a + b
 
 def cupy_bf16_identity(a, b):
     assert str(a.dtype) == "uint16"  # CuPy has no bfloat16: the bits arrive as uint16
     return a.copy()
 
-def ref_add(a, b):
+def ref_add(a, b, expect=None):
     return a + b
 
 def ref_first(a, b):
     return a
 """
+
+STRIDED = (
+    "[ops.dims]\nM = [4, 16]\nN = { min = 2, max = 64, typical = [8] }\n[ops.inputs]\n"
+    'a = { dims = ["M", "N"], layouts = ["strided"] }\nb = { dims = ["M", "N"], layouts = ["broadcast"] }\n'
+)
 
 
 @pytest.fixture(scope="module")
@@ -68,56 +74,54 @@ def gpu_pool(gpu_root: Path) -> Iterator[WorkerPool]:
         yield pool
 
 
-def _strided(rows: int = 3, cols: int = 5) -> np.ndarray:
-    buf = np.full((rows, 2 * cols), np.nan, np.float32)
-    view = buf[:, ::2]
-    view[...] = np.arange(rows * cols, dtype=np.float32).reshape(rows, cols) / 7
-    return view
+def _strided_case(root: Path, op: str, framework: str, bytes_: bool) -> tuple[OpTask, CaseSpec]:
+    """A case whose `a` is strided (NaN gaps) and `b` broadcast, and an op told the strides to expect."""
+    plain = op_task(
+        root,
+        op,
+        "gpu_ops:ref_add",
+        schema=STRIDED,
+        extra=f'family = "elementwise"\nframework = "{framework}"',
+    )
+    spec = seed_where(
+        plain, lambda c: c.layouts["a"].layout is Layout.STRIDED and c.layouts["b"].layout is Layout.BROADCAST
+    )
+    case = build_case(plain.op, spec.seed, plain.root)
+    a, b = case.arrays["a"], case.arrays["b"]
+    expect = [*a.strides, *b.strides] if bytes_ else [*element_strides(a), *element_strides(b)]
+    extra = f'family = "elementwise"\nframework = "{framework}"\nkwargs = {{ expect = [{expect}] }}'
+    return op_task(root, op, "gpu_ops:ref_add", schema=STRIDED, extra=extra), spec
 
 
 def test_torch_on_a_gpu_gets_device_tensors_with_the_fuzzed_strides(
     gpu_pool: WorkerPool, gpu_root: Path
 ) -> None:
     pytest.importorskip("torch")
-    a = _strided()
-    b = np.broadcast_to(np.arange(5, dtype=np.float32), (3, 5))
-    run = gpu_pool.run(make_job(gpu_root, "gpu_ops:torch_layout", {"a": a, "b": b}, reference="gpu_ops:ref_add",
-                                framework=Framework.TORCH))  # fmt: skip
-    assert run.op.status is CallStatus.OK, run.op.message
-    assert run.op.outputs[0].tolist() == [10, 2, 0, 1]
+    task, spec = _strided_case(gpu_root, "gpu_ops:torch_add", "torch", bytes_=False)
+    report = gpu_pool.run(task, spec)
+    assert report.outcome == "passed", report.message
 
 
 def test_a_device_side_write_into_an_input_is_detected(gpu_pool: WorkerPool, gpu_root: Path) -> None:
     pytest.importorskip("torch")
-    a = _strided()
-    run = gpu_pool.run(make_job(gpu_root, "gpu_ops:torch_scale_inplace", {"a": a, "b": a.copy()},
-                                reference="gpu_ops:ref_add", framework=Framework.TORCH))  # fmt: skip
-    assert run.op.status is CallStatus.OK, run.op.message
-    assert run.inputs_modified == ("a",)
+    task = op_task(gpu_root, "gpu_ops:torch_scale_inplace", "gpu_ops:ref_add",
+                   extra='family = "elementwise"\nframework = "torch"')  # fmt: skip
+    report = gpu_pool.run(task, first_case(task))
+    assert report.kind == "inputs_modified" and "wrote into its input(s) a" in report.message
 
 
 def test_cupy_ops_get_device_arrays_with_the_same_byte_strides(gpu_pool: WorkerPool, gpu_root: Path) -> None:
     pytest.importorskip("cupy")
-    a = _strided()
-    b = np.broadcast_to(np.arange(5, dtype=np.float32), (3, 5))
-    layout = gpu_pool.run(make_job(gpu_root, "gpu_ops:cupy_layout", {"a": a, "b": b}, reference="gpu_ops:ref_add",
-                                   framework=Framework.CUPY))  # fmt: skip
-    assert layout.op.status is CallStatus.OK, layout.op.message
-    assert layout.op.outputs[0].tolist() == list(a.strides) + list(b.strides)
-    added = gpu_pool.run(make_job(gpu_root, "gpu_ops:cupy_add", {"a": a, "b": b}, reference="gpu_ops:ref_add",
-                                  framework=Framework.CUPY))  # fmt: skip
-    assert added.op.status is CallStatus.OK, added.op.message
-    np.testing.assert_array_equal(added.op.outputs[0], a + b)
+    task, spec = _strided_case(gpu_root, "gpu_ops:cupy_add", "cupy", bytes_=True)
+    report = gpu_pool.run(task, spec)
+    assert report.outcome == "passed", report.message
 
 
 def test_bfloat16_reaches_cupy_as_bits_and_comes_back_as_bfloat16(
     gpu_pool: WorkerPool, gpu_root: Path
 ) -> None:
     pytest.importorskip("cupy")
-    a = np.linspace(-3, 3, 12, dtype=np.float32).astype(ml_dtypes.bfloat16).reshape(3, 4)
-    run = gpu_pool.run(make_job(gpu_root, "gpu_ops:cupy_bf16_identity", {"a": a, "b": a},
-                                reference="gpu_ops:ref_first", framework=Framework.CUPY,
-                                out_dtype="bfloat16"))  # fmt: skip
-    assert run.op.status is CallStatus.OK, run.op.message
-    assert run.op.outputs[0].dtype == np.dtype(ml_dtypes.bfloat16)
-    np.testing.assert_array_equal(run.op.outputs[0].astype(np.float32), a.astype(np.float32))
+    task = op_task(gpu_root, "gpu_ops:cupy_bf16_identity", "gpu_ops:ref_first",
+                   extra='family = "exact"\nframework = "cupy"', dtypes='["bfloat16"]')  # fmt: skip
+    report = gpu_pool.run(task, first_case(task))
+    assert report.outcome == "passed", report.message

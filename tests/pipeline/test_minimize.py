@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gpuemu_ci.backends.interface import CaseSpec
 from gpuemu_ci.config.load import load_config
 from gpuemu_ci.pipeline.minimize import minimize
 from gpuemu_ci.pipeline.session import Session
@@ -54,5 +55,5 @@ def test_the_failure_kind_is_kept_and_the_result_is_described(tmp_path: Path, ma
 
 
 def _fails_big(session: Session, op, ref) -> bool:  # type: ignore[no-untyped-def]
-    outcome = session.run_case(op, ref)
-    return outcome.inputs.dims["N"] >= 40 and outcome.verdict is not None and not outcome.verdict.passed
+    report = session.run_case(op, CaseSpec(ref.seed, ref.index))
+    return report.dims["N"] >= 40 and report.outcome == "failed"

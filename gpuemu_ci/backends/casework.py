@@ -1,0 +1,647 @@
+"""What is done with a case, from its seed, in the processes that run user code.
+
+- The op side (`run_op_side`): generate the case's inputs, call the op on them in their real memory layouts
+  (and again on identical inputs when the op is declared deterministic), and notice writes into the inputs.
+- The judge side (`run_judge_side`): generate the same inputs from the seed, call the fp64 reference (and
+  the naive implementation and the hooks the oracle needs), judge the op's outputs and describe the case
+  (with its input snapshot) when it did not pass.
+
+The two sides run in different worker processes (worker.py), so a kernel that corrupts its own process's
+memory cannot corrupt its judge. For `gpuemu_ci.check` with a lambda both run in the caller's process
+(inprocess.py). Everything user code does, `sys.exit` and KeyboardInterrupt included, ends as a recorded
+outcome; `contain` narrows that to Exception in the caller's process, where Ctrl-C must still stop a test.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gpuemu_ci.backends.cuda import OUTPUT_DTYPE_KWARG
+from gpuemu_ci.backends.frameworks import BadOutput, Bridge, get_bridge, to_numpy_outputs
+from gpuemu_ci.backends.interface import (
+    CallResult,
+    CallStatus,
+    CaseReport,
+    CaseRun,
+    CaseSpec,
+    OpTask,
+    TargetKind,
+)
+from gpuemu_ci.backends.loading import Loaded, LoadError, describe_exception, load_callable, load_target
+from gpuemu_ci.backends.protocol import Stage
+from gpuemu_ci.backends.transport import is_float_like, memory_region, region_of, resolve_dtype
+from gpuemu_ci.config.model import Framework, Layout, OpSpec
+from gpuemu_ci.fuzz import layouts as layout_mod
+from gpuemu_ci.fuzz.case import CaseInputs, InputsHookError, build_case
+from gpuemu_ci.fuzz.shapes import shape_of
+from gpuemu_ci.plan.model import ValueMode
+
+Stager = Callable[[Stage], None]
+Invoke = Callable[[dict[str, Any], dict[str, Any]], Any]
+
+# Errors after which a CUDA context cannot be trusted: the worker answers, then is replaced.
+_STICKY_CUDA = (
+    "illegal memory access",
+    "illegal address",
+    "cudaErrorIllegalAddress",
+    "CUDA_ERROR_ILLEGAL_ADDRESS",
+    "unspecified launch failure",
+    "CUDA_ERROR_LAUNCH_FAILED",
+    "device-side assert",
+    "misaligned address",
+)
+_TRITON_LAUNCHES = [0]
+UNUSABLE = "not run: the GPU context is unusable"
+
+
+def _no_stage(stage: Stage) -> None:
+    pass
+
+
+# ---- inputs ------------------------------------------------------------------------------------------------
+
+
+class InputsFailed(Exception):
+    """The case's inputs could not be made: the inputs hook does not load (`unloadable`) or raised."""
+
+    def __init__(self, message: str, unloadable: bool) -> None:
+        super().__init__(message)
+        self.message = message
+        self.unloadable = unloadable
+
+
+def make_inputs(task: OpTask, case: CaseSpec, contain: type[BaseException] = BaseException) -> CaseInputs:
+    """The case's inputs: from its seed (byte for byte what `build_case` gives anywhere), or its snapshot."""
+    try:
+        if case.snapshot is not None:
+            from gpuemu_ci.pipeline.replay import case_from_snapshot  # a snapshot's or a capture's inputs
+
+            return case_from_snapshot(task.op, case.snapshot)
+        return build_case(task.op, case.seed, task.root, dims_override=case.dims, value_scale=case.scale)
+    except InputsHookError as exc:
+        raise InputsFailed(exc.message, unloadable=not exc.loaded) from None
+    except contain as exc:
+        raise InputsFailed(f"generating the inputs failed: {describe_exception(exc)}", False) from None
+
+
+def describe_case(case: CaseInputs) -> dict[str, Any]:
+    """What results.json records about a case besides its verdict."""
+    described = case.describe()
+    return {
+        "dtype": case.dtype,
+        "distribution": case.stratum.mode.value,
+        "aligned": case.stratum.aligned,
+        "dims": {k: int(v) for k, v in case.dims.items()},
+        "kwargs": dict(case.kwargs),
+        "shapes": described["shapes"],
+        "strides": described["strides"],
+        "layouts": described["layouts"],
+    }
+
+
+# ---- calling user code ------------------------------------------------------------------------------------
+
+
+def _classify(exc: BaseException) -> tuple[CallStatus, bool]:
+    """(status, retire the worker) for an exception raised by user code."""
+    if isinstance(exc, BadOutput):
+        return CallStatus.BAD_OUTPUT, False
+    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":  # torch, cupy
+        return CallStatus.OOM, False
+    text = f"{type(exc).__name__} {exc}"
+    if any(marker in text for marker in _STICKY_CUDA):
+        return CallStatus.CRASHED, True
+    return CallStatus.RAISED, False
+
+
+def call(
+    invoke: Invoke,
+    bridge: Bridge,
+    inputs: dict[str, Any],
+    kwargs: dict[str, Any],
+    *,
+    out: Any = None,
+    expected: np.dtype | None = None,
+    private_of: Callable[[np.ndarray], np.ndarray] = np.ascontiguousarray,
+    contain: type[BaseException] = BaseException,
+) -> tuple[CallResult, bool]:
+    """One call of user code; returns (result, retire). `expected`: the op's output dtype, for frameworks
+    that hand it back under another name (CuPy's bfloat16 bits). `private_of` makes an output independent of
+    memory the caller will reuse."""
+    start = time.perf_counter()
+    try:
+        result = invoke(inputs, kwargs)
+        bridge.synchronize()
+        duration = time.perf_counter() - start
+        if result is None and out is not None:
+            result = out
+        outputs = bridge.outputs_as([private_of(a) for a in to_numpy_outputs(result)], expected)
+    except contain as exc:  # user code may raise anything, SystemExit and KeyboardInterrupt included
+        duration = time.perf_counter() - start
+        status, retire = _classify(exc)
+        message = f"{exc}" if status is CallStatus.BAD_OUTPUT else describe_exception(exc)
+        return CallResult(status, (), message, "", duration), retire
+    return CallResult(CallStatus.OK, tuple(outputs), "", "", duration), False
+
+
+def hook_triton() -> None:
+    """Count launches through Triton's interpreter, so results say when it was really used."""
+    mod = sys.modules.get("triton.runtime.interpreter")
+    if mod is None or getattr(mod, "_gpuemu_hooked", False):
+        return
+    cls = getattr(mod, "InterpretedFunction", None)
+    original = getattr(cls, "run", None)
+    if cls is None or original is None:
+        return
+
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _TRITON_LAUNCHES[0] += 1
+        return original(self, *args, **kwargs)
+
+    cls.run = run
+    setattr(mod, "_gpuemu_hooked", True)  # noqa: B010  # a marker on a third-party module
+
+
+# ---- the op side -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OpSide:
+    """The op's calls on one case (outputs are this process's arrays)."""
+
+    op: CallResult
+    rerun: CallResult | None = None
+    inputs_modified: tuple[str, ...] = ()
+    interpreter: str | None = None
+    retire: bool = False
+
+
+def out_buffer_shape(op: OpSpec, case: CaseInputs) -> tuple[int, ...]:
+    """The `out=` buffer's shape: the op's declared `output` dims, else the first input's shape."""
+    if op.shapes.output_dims is not None:
+        return shape_of(op.shapes.output_dims, case.dims)
+    first = next(iter(case.arrays.values()), None)
+    return tuple(first.shape) if first is not None else ()
+
+
+def run_op_side(
+    task: OpTask,
+    spec: CaseSpec,
+    *,
+    stage: Stager = _no_stage,
+    invoke: Invoke | None = None,
+    on_first_call: Callable[[CallResult], None] | None = None,
+    on_loaded: Callable[[], None] = lambda: None,
+    contain: type[BaseException] = BaseException,
+) -> OpSide:
+    """Generate the inputs and call the op (twice when it is declared deterministic). `invoke` replaces the
+    op target (a callable in the caller's process); `on_loaded` is told when the imports are done (the case's
+    timer starts there); `on_first_call` sees the first call's result before the re-run, which might kill
+    the process."""
+    op = task.op
+    stage(Stage.LOADING)
+    if invoke is None:
+        try:
+            invoke = load_target(task.op_target).invoke
+        except LoadError as exc:
+            return OpSide(CallResult(CallStatus.IMPORT_ERROR, message=str(exc)))
+    hook_triton()  # count launches of kernels the import just defined
+    on_loaded()
+    stage(Stage.GENERATING)
+    try:
+        case = make_inputs(task, spec, contain)
+    except InputsFailed as exc:
+        return OpSide(CallResult(CallStatus.RAISED, message=f"not run: {exc.message}"))
+    bridge = get_bridge(task.op_target.framework)
+    arrays = {name: rehome(arr) for name, arr in case.arrays.items()}
+    regions = {name: region_of(arr) for name, arr in arrays.items()}
+    before = {name: region.copy() for name, (region, _) in regions.items() if region is not None}
+    out_dtype = op.output_dtype or case.dtype
+
+    def private(arr: np.ndarray) -> np.ndarray:
+        # An output that is (a view of) an input would change when the inputs are restored for the re-run.
+        for region, _ in regions.values():
+            if region is not None and np.may_share_memory(arr, region):
+                return np.array(arr, order="C", copy=True)
+        return np.ascontiguousarray(arr)
+
+    def one_call(which: Stage) -> tuple[CallResult, bool]:
+        kwargs = dict(case.kwargs)
+        if task.op_target.kind is TargetKind.CUDA_KERNEL:
+            kwargs[OUTPUT_DTYPE_KWARG] = out_dtype  # a launch allocates the buffer the kernel writes
+        out = None
+        try:
+            natives = {}
+            for name, view in arrays.items():
+                region, offset = regions[name]
+                natives[name] = bridge.to_native(view, region, offset)
+            if op.execution.out_arg:
+                out = bridge.full_nan(out_buffer_shape(op, case), resolve_dtype(out_dtype))
+                kwargs[op.execution.out_arg] = out
+        except Exception as exc:
+            failed = CallResult(
+                CallStatus.RAISED, message=f"handing inputs to {bridge.framework.value}: {exc}"
+            )
+            return failed, False
+        stage(which)
+        values = {name: native.value for name, native in natives.items()}
+        result, retire = call(
+            invoke, bridge, values, kwargs, out=out, expected=resolve_dtype(out_dtype), private_of=private,
+            contain=contain,
+        )  # fmt: skip
+        if not retire:
+            for native in natives.values():
+                if native.write_back is not None:
+                    native.write_back()  # device-side writes into inputs become visible to the comparison
+        return result, retire
+
+    launches_before = _TRITON_LAUNCHES[0]
+    had_triton = "triton" in sys.modules
+    first, retire = one_call(Stage.OP)
+    modified = tuple(
+        name
+        for name, (region, _) in regions.items()
+        if region is not None and not _same_bytes(region, before[name])
+    )
+    rerun: CallResult | None = None
+    if op.execution.deterministic:
+        if retire:
+            rerun = CallResult(CallStatus.CRASHED, message=UNUSABLE)
+        else:
+            if on_first_call is not None:
+                on_first_call(first)
+            for name, (region, _) in regions.items():
+                if region is not None:
+                    region[...] = before[name]  # identical fresh inputs
+            rerun, retire = one_call(Stage.RERUN)
+    hook_triton()
+    newly_imported = not had_triton and "triton" in sys.modules
+    interpreter = None
+    if _TRITON_LAUNCHES[0] > launches_before or (
+        newly_imported and os.environ.get("TRITON_INTERPRET") == "1"
+    ):
+        interpreter = "triton-interpreter"
+    return OpSide(first, rerun, modified, interpreter, retire)
+
+
+def rehome(view: np.ndarray) -> np.ndarray:
+    """The same view (shape, strides, bytes, gaps) over a private buffer that also holds everything a kernel
+    ignoring the strides would read (the view's element count, C-contiguous from its first element), the
+    extra poisoned like the gaps. Out-of-view reads then find the same poison whatever ran before in this
+    process, so their verdict replays. A contiguous array already is such a buffer."""
+    address, nbytes, offset = memory_region(view)
+    span = offset + view.size * view.itemsize
+    if nbytes == 0 or (view.flags.c_contiguous and span <= nbytes):
+        return view
+    size = -(-max(nbytes, span) // view.itemsize) * view.itemsize
+    buffer = np.empty(size, dtype=np.uint8)
+    buffer.view(view.dtype)[...] = _poison(view.dtype)
+    buffer[:nbytes] = np.frombuffer(
+        memoryview((ctypes.c_char * nbytes).from_address(address)).cast("B"), np.uint8
+    )
+    return np.ndarray(view.shape, dtype=view.dtype, buffer=buffer, offset=offset, strides=view.strides)
+
+
+def _poison(dtype: np.dtype) -> object:
+    """What the generator fills gaps with (fuzz/layouts.py): NaN, the largest integer, True."""
+    if is_float_like(dtype) or dtype.kind == "c":
+        return np.nan
+    if dtype.kind == "b":
+        return True
+    return np.iinfo(dtype).max
+
+
+def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
+    if a.size % 8 == 0 and a.ctypes.data % 8 == 0:
+        return bool(np.array_equal(a.view(np.uint64), b.view(np.uint64)))
+    return bool(np.array_equal(a, b))
+
+
+# ---- the judge side ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OpView:
+    """The op side as the judge sees it: the calls' results with their outputs read from the arena."""
+
+    op: CallResult
+    rerun: CallResult | None = None
+    inputs_modified: tuple[str, ...] = ()
+    interpreter: str | None = None
+
+
+def _reference_copy(view: np.ndarray) -> np.ndarray:
+    """Contiguous float64 copy of a float input (exact upcast), unchanged contiguous copy otherwise."""
+    if is_float_like(view.dtype):
+        return np.array(view, dtype=np.float64, order="C")
+    if view.dtype.kind == "c":
+        return np.array(view, dtype=np.complex128, order="C")
+    return np.array(view, order="C", copy=True)
+
+
+def _as_reference_output(arr: np.ndarray) -> np.ndarray:
+    if is_float_like(arr.dtype) and arr.dtype != np.float64:
+        return arr.astype(np.float64)
+    return arr
+
+
+def reference_call(
+    invoke: Invoke,
+    arrays: Mapping[str, np.ndarray],
+    kwargs: Mapping[str, Any],
+    absolute: tuple[str, ...] = (),
+    framework: Framework = Framework.NUMPY,
+    contain: type[BaseException] = BaseException,
+) -> tuple[CallResult, bool]:
+    """The reference on fp64 copies of `arrays` (those named in `absolute` replaced by their absolute
+    values): (result, retire)."""
+    bridge = get_bridge(framework)
+    try:
+        copies = {n: _reference_copy(v) for n, v in arrays.items()}
+        for name in absolute:
+            if name in copies:
+                np.abs(copies[name], out=copies[name])
+        ref_in = {n: bridge.to_native(c).value for n, c in copies.items()}
+    except Exception as exc:
+        return CallResult(CallStatus.RAISED, message=f"handing inputs to the reference: {exc}"), False
+    result, retire = call(invoke, bridge, ref_in, dict(kwargs), contain=contain)
+    outputs = tuple(_as_reference_output(a) for a in result.outputs)
+    return CallResult(result.status, outputs, result.message, "", result.duration_s), retire
+
+
+def judged_run(
+    reference: Invoke,
+    inputs: Mapping[str, np.ndarray],
+    kwargs: Mapping[str, Any],
+    outputs: tuple[np.ndarray, ...],
+    abs_inputs: tuple[str, ...] = (),
+) -> CaseRun:
+    """What the oracle judges for outputs computed elsewhere (a shadowed call in production): the reference,
+    run here on fp64 copies of the inputs (and on |abs_inputs|), and the given outputs as the op's."""
+    result, _ = reference_call(reference, inputs, kwargs, contain=Exception)
+    absolute = (
+        reference_call(reference, inputs, kwargs, abs_inputs, contain=Exception)[0] if abs_inputs else None
+    )
+    op = CallResult(CallStatus.OK, tuple(np.ascontiguousarray(o) for o in outputs))
+    return CaseRun(reference=result, op=op, reference_abs=absolute)
+
+
+class _Unloadable(Exception):
+    def __init__(self, who: str, message: str) -> None:
+        super().__init__(message)
+        self.who = who
+        self.message = message
+
+
+@dataclass
+class _Judging:
+    """One judge-side case in progress."""
+
+    task: OpTask
+    spec: CaseSpec
+    stage: Stager
+    contain: type[BaseException]
+    on_loaded: Callable[[], None]
+    reference_invoke: Invoke | None = None
+    call_s: float = 0.0
+    retire: bool = False
+
+    def load(self, spec: str | None, who: str, target: Any = None) -> Any:
+        try:
+            if target is not None:
+                return load_target(target)
+            return load_callable(spec or "", self.task.root)
+        except LoadError as exc:
+            raise _Unloadable(who, str(exc)) from None
+
+    def reference(self, loaded: Loaded, case: CaseInputs, absolute: tuple[str, ...]) -> CallResult:
+        result, retire = reference_call(
+            loaded.invoke, case.arrays, case.kwargs, absolute, self.task.reference.framework, self.contain
+        )
+        self.retire = self.retire or retire
+        self.call_s += result.duration_s
+        return result
+
+    def naive(self, loaded: Loaded, case: CaseInputs) -> CallResult:
+        """The naive same-dtype implementation, on fresh copies of the inputs in their layouts."""
+        assert self.task.naive is not None
+        bridge = get_bridge(self.task.naive.framework)
+        arrays = {
+            name: layout_mod.materialize(values, case.layouts[name])
+            if name in case.layouts
+            else values.copy()
+            for name, values in case.logical.items()
+        }
+        try:
+            natives = {name: bridge.to_native(view).value for name, view in arrays.items()}
+        except Exception as exc:
+            return CallResult(CallStatus.RAISED, message=f"handing inputs to {bridge.framework.value}: {exc}")
+        result, retire = call(loaded.invoke, bridge, natives, dict(case.kwargs), contain=self.contain)
+        self.retire = self.retire or retire
+        self.call_s += result.duration_s
+        return result
+
+
+def run_judge_side(
+    task: OpTask,
+    spec: CaseSpec,
+    op_view: OpView,
+    *,
+    stage: Stager = _no_stage,
+    on_loaded: Callable[[], None] = lambda: None,
+    contain: type[BaseException] = BaseException,
+    reference: Invoke | None = None,
+) -> tuple[CaseReport, bool]:
+    """Judge the op's outputs against the reference, from the case's seed. Returns (report, retire);
+    `on_loaded` is told when every import is done (the case's timer starts there); `reference` replaces the
+    task's reference target (a function in the caller's process)."""
+    judging = _Judging(task, spec, stage, contain, on_loaded, reference)
+    try:
+        return _judge(judging, op_view), judging.retire
+    except _Unloadable as exc:
+        return CaseReport(outcome="unloadable", unloadable=exc.who, message=exc.message), judging.retire
+
+
+def _judge(judging: _Judging, op_view: OpView) -> CaseReport:
+    from gpuemu_ci.oracle import bounds
+    from gpuemu_ci.oracle.judge import CaseContext, comparator_for, judge
+    from gpuemu_ci.oracle.model import Comparator
+
+    task, op, stage = judging.task, judging.task.op, judging.stage
+    if op_view.op.status is CallStatus.IMPORT_ERROR:
+        raise _Unloadable("op", op_view.op.message)
+    stage(Stage.LOADING)
+    reference_target = (
+        Loaded(judging.reference_invoke, "reference")
+        if judging.reference_invoke is not None
+        else judging.load(None, "reference", task.reference)
+    )
+    naive_target = judging.load(None, "naive implementation", task.naive) if task.naive is not None else None
+    error_scale = None
+    if op.targets.error_scale is not None:
+        error_scale = judging.load(op.targets.error_scale, "error_scale hook")
+    judging.on_loaded()
+    stage(Stage.GENERATING)
+    try:
+        case = make_inputs(task, judging.spec, judging.contain)
+    except InputsFailed as exc:
+        if exc.unloadable:
+            raise _Unloadable("inputs hook", exc.message) from None
+        return CaseReport(outcome="errored", kind="raised", message=exc.message)
+    judging.call_s += op_view.op.duration_s + (op_view.rerun.duration_s if op_view.rerun else 0.0)
+    bound = comparator_for(op, case.dtype) is Comparator.BOUND
+    abs_inputs = bounds.abs_linear_inputs(op) if bound else ()
+    stage(Stage.REFERENCE)
+    reference = judging.reference(reference_target, case, ())
+    reference_abs = None
+    if abs_inputs and reference.status is CallStatus.OK:
+        stage(Stage.REFERENCE_ABS)
+        reference_abs = judging.reference(reference_target, case, abs_inputs)
+    if reference.status is not CallStatus.OK:
+        return _errored(judging, case, reference, "reference")
+    naive_output = None
+    if naive_target is not None and op_view.op.status is CallStatus.OK:
+        stage(Stage.NAIVE)
+        naive = judging.naive(naive_target, case)
+        if naive.status is not CallStatus.OK or not naive.outputs:
+            return _errored(judging, case, naive, "naive implementation")
+        naive_output = naive.outputs[0]
+    run = CaseRun(
+        reference=reference,
+        op=op_view.op,
+        rerun=op_view.rerun,
+        reference_abs=reference_abs,
+        inputs_modified=op_view.inputs_modified,
+        interpreter=op_view.interpreter,
+    )
+    context = CaseContext(
+        case.dtype,
+        case.dims,
+        case.kwargs,
+        case.logical,
+        naive_output,
+        error_scale,
+        bias_test=case.stratum.mode is ValueMode.REGULAR
+        and all(c.layout is not Layout.BROADCAST for c in case.layouts.values()),
+        # Sorted values, and real data (captured), may sum correlated addends: the bound assumes g(n) = n.
+        correlated=case.stratum.mode in (ValueMode.ASCENDING, ValueMode.CAPTURED)
+        or bounds.constant_along_reduction(
+            op,
+            {
+                name: c.broadcast_dim
+                for name, c in case.layouts.items()
+                if c.layout is Layout.BROADCAST and c.broadcast_dim is not None
+            },
+        ),
+    )
+    stage(Stage.JUDGING)
+    try:
+        verdict = judge(op, context, run, task.validation)
+    except judging.contain as exc:  # an error_scale hook that raises, or worse
+        failed = CallResult(
+            CallStatus.RAISED, message=f"judging the outputs failed: {describe_exception(exc)}"
+        )
+        return _errored(judging, case, failed, "judge")
+    return _judged(judging, case, run, verdict)
+
+
+def _judged(judging: _Judging, case: CaseInputs, run: CaseRun, verdict: Any) -> CaseReport:
+    from gpuemu_ci.results.base import json_float
+    from gpuemu_ci.results.model import FailureKind
+
+    stats = verdict.stats
+    reference = run.reference.outputs[0] if run.reference.outputs else None
+    scale = None
+    if reference is not None and np.size(reference) and reference.dtype.kind == "f":
+        finite = np.abs(reference[np.isfinite(reference)])  # the typical magnitude, for calibrate
+        scale = json_float(float(finite.max()) if finite.size else 0.0)
+    figures: dict[str, Any] = {
+        "comparator": stats.comparator.value if stats else None,
+        "headroom": json_float(stats.headroom) if stats else None,
+        "max_abs_error": json_float(stats.max_abs_error) if stats else None,
+        "worst_index": tuple(int(i) for i in stats.worst_index)
+        if stats and stats.worst_index is not None
+        else None,
+        "exceeded": stats.exceeded if stats else None,
+        "total": stats.total if stats else None,
+    }
+    base = {
+        **describe_case(case),
+        "interpreter": run.interpreter,
+        "reference_scale": scale,
+        "call_s": judging.call_s,
+    }
+    if verdict.passed:
+        return CaseReport(outcome="passed", **base, **figures)
+    primary = verdict.primary
+    kind = primary.kind if primary else FailureKind.MISMATCH
+    troubled = kind in (FailureKind.CRASHED, FailureKind.TIMEOUT, FailureKind.OOM, FailureKind.RAISED)
+    return CaseReport(
+        outcome="failed",
+        **base,
+        **figures,
+        kind=kind.value,
+        message="\n".join(f.message for f in verdict.findings),
+        findings=tuple((f.kind.value, f.message) for f in verdict.findings),
+        stderr_tail=(run.op.stderr_tail or None) if troubled else None,
+        snapshot=_snapshot(judging, case),
+    )
+
+
+def _errored(judging: _Judging, case: CaseInputs, failed: CallResult, who: str) -> CaseReport:
+    """A case that could not be judged: the reference (or the naive implementation, or the judge) failed."""
+    from gpuemu_ci.results.model import FailureKind
+
+    kinds = {k.value for k in FailureKind}
+    kind = failed.status.value if failed.status.value in kinds else FailureKind.RAISED.value
+    return CaseReport(
+        outcome="errored",
+        **describe_case(case),
+        kind=kind,
+        message=f"the {who} {failed.status.words}: {failed.message}",
+        stderr_tail=failed.stderr_tail or None,
+        snapshot=_snapshot(judging, case),
+        call_s=judging.call_s,
+    )
+
+
+def _snapshot(judging: _Judging, case: CaseInputs) -> str | None:
+    task, spec = judging.task, judging.spec
+    if task.out_dir is None or not spec.snapshot_wanted:
+        return None
+    from gpuemu_ci.results.snapshots import write_snapshot
+
+    try:
+        return write_snapshot(task.out_dir, dict(case.logical), snapshot_meta(task, spec, case))
+    except OSError:  # a full or read-only disk loses the snapshot, never the verdict
+        return None
+
+
+def snapshot_meta(task: OpTask, spec: CaseSpec, case: CaseInputs) -> dict[str, Any]:
+    """What a snapshot records besides the inputs: enough to rebuild and replay the case."""
+    from gpuemu_ci.fuzz.values import GENERATOR_VERSION
+
+    return {
+        "op": task.op.name,
+        "case_seed": case.seed,
+        "case_index": spec.index,
+        "master_seed": task.master_seed,
+        "generator_version": GENERATOR_VERSION,
+        "dtype": case.dtype,
+        "mode": case.stratum.mode.value,
+        "dims": dict(case.dims),
+        "kwargs": dict(case.kwargs),
+        "layouts": {
+            name: {"layout": c.layout.value, "broadcast_dim": c.broadcast_dim}
+            for name, c in case.layouts.items()
+        },
+        "input_order": list(case.logical),
+    }

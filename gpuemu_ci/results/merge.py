@@ -1,0 +1,192 @@
+"""The documents of a suite's shards (`gpuemu-ci run --shard K/N`) -> the document the unsharded run makes.
+
+Every figure of a results document is order-independent by construction (pipeline/op_runner.py: sums, maxima
+whose ties go to the lowest case index, failures sorted by case index, dtype rows in config order), so the
+shards' rows combine into exactly the unsharded rows: same case seeds, verdicts, failures and summary. What
+only one run can know (the machine, timestamps, the lint of the kernels, which runs in shard 1) comes from the
+shards as documented below. Shards of different plans, a missing shard or a shard given twice are refused
+(UsageError, exit 2) with the file and the difference named.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import msgspec
+
+from gpuemu_ci.errors import UsageError
+from gpuemu_ci.results.model import (
+    DtypeResult,
+    Failure,
+    OpResult,
+    Results,
+    ShardInfo,
+    ShardOp,
+    Summary,
+)
+from gpuemu_ci.results.rules import MAX_RECORDED_FAILURES, op_message, op_status
+
+OTHER_SHARDS = "other shards"
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One shard document and where it came from (for messages)."""
+
+    source: str
+    results: Results
+
+    @property
+    def info(self) -> ShardInfo:
+        assert self.results.shard is not None
+        return self.results.shard
+
+
+def check_shards(shards: Sequence[Shard]) -> list[Shard]:
+    """The shards in index order, after checking they are the N parts of one suite's plan."""
+    if not shards:
+        raise UsageError("merge needs the results.json of every shard")
+    for shard in shards:
+        if shard.results.shard is None:
+            raise UsageError(
+                f"{shard.source} is not the document of a shard (it was not run with --shard K/N)"
+            )
+    first = shards[0]
+    same = (
+        ("shard count", lambda r: r.shard.count if r.shard else None),
+        ("config", lambda r: r.config.sha256),
+        ("master seed", lambda r: r.seed),
+        ("input generator version", lambda r: r.generator_version),
+        ("suite", lambda r: r.suite),
+        ("gpuemu-ci version", lambda r: r.tool.version),
+        ("plan (ops, dtypes, case seeds)", lambda r: r.shard.plan if r.shard else None),
+    )
+    for shard in shards[1:]:
+        for what, key in same:
+            if key(shard.results) != key(first.results):
+                raise UsageError(
+                    f"{shard.source} and {first.source} are shards of different runs: their {what} differs "
+                    f"({key(shard.results)!r} vs {key(first.results)!r})"
+                )
+    count = first.info.count
+    by_index: dict[int, Shard] = {}
+    for shard in shards:
+        seen = by_index.get(shard.info.index)
+        if seen is not None:
+            raise UsageError(
+                f"shard {shard.info.index}/{count} is given twice: {seen.source} and {shard.source}"
+            )
+        by_index[shard.info.index] = shard
+    missing = [k for k in range(1, count + 1) if k not in by_index]
+    if missing:
+        listed = ", ".join(f"{k}/{count}" for k in missing)
+        raise UsageError(f"shard{'s' if len(missing) > 1 else ''} {listed} missing: merge needs all {count}")
+    ordered = [by_index[k] for k in range(1, count + 1)]
+    names = [op.name for op in ordered[0].results.ops]
+    for shard in ordered[1:]:
+        if [op.name for op in shard.results.ops] != names:
+            raise UsageError(f"{shard.source} lists other ops than {ordered[0].source}")
+    return ordered
+
+
+def merge_shards(shards: Sequence[Shard]) -> Results:
+    """The unsharded document (verdict, exit code and diff not decided yet: see pipeline.gate.with_diff)."""
+    ordered = check_shards(shards)
+    first = ordered[0].results
+    planned = {op.name: op for op in ordered[0].info.ops}
+    ops = tuple(
+        _merge_op([s.results.ops[i] for s in ordered], planned.get(first.ops[i].name))
+        for i in range(len(first.ops))
+    )
+    notes = tuple(dict.fromkeys(note for s in ordered for note in s.results.notes))
+    return msgspec.structs.replace(
+        first,
+        started_at=min(s.results.started_at for s in ordered),
+        finished_at=max(s.results.finished_at for s in ordered),
+        cut_short=any(s.results.cut_short for s in ordered),
+        summary=Summary(duration_s=max(s.results.summary.duration_s for s in ordered)),
+        ops=ops,
+        notes=notes,
+        shard=None,
+        diff=None,
+    )
+
+
+def _merge_op(rows: list[OpResult], planned: ShardOp | None) -> OpResult:
+    unloadable = [r for r in rows if r.import_error]
+    if unloadable:
+        return unloadable[0]
+    ran = [r for r in rows if r.skip_reason != OTHER_SHARDS]
+    if not ran:
+        return rows[0]
+    if any(r.skip_reason for r in ran):  # not run anywhere, for the same reason (no GPU)
+        return ran[0]
+    if len(ran) == 1:
+        return _with_message(ran[0], planned)
+    base = ran[0]
+    order = list(planned.dtypes) if planned else []
+    by_dtype: dict[str, list[DtypeResult]] = {}
+    for row in ran:
+        for d in row.dtypes:
+            by_dtype.setdefault(d.dtype, []).append(d)
+    dtypes = [d for d in order if d in by_dtype] + sorted(set(by_dtype) - set(order))
+    merged_rows = tuple(_merge_dtype(by_dtype[d]) for d in dtypes)
+    failures = sorted((f for r in ran for f in r.failures), key=_case_order)
+    failing = sum(r.cases_failed + r.cases_errored for r in ran)
+    total = sum(r.cases_total for r in ran)
+    failed = sum(r.cases_failed for r in ran)
+    errored = sum(r.cases_errored for r in ran)
+    comparators = sorted({d.comparator for d in merged_rows if d.comparator})
+    merged = msgspec.structs.replace(
+        base,
+        status=op_status(total, failed, errored),
+        comparator=",".join(comparators) or None,
+        interpreter=next((r.interpreter for r in ran if r.interpreter), None),
+        cases_total=total,
+        cases_passed=total - failed - errored,
+        cases_failed=failed,
+        cases_errored=errored,
+        dtypes=merged_rows,
+        failures=tuple(failures[:MAX_RECORDED_FAILURES]),
+        failures_omitted=max(0, failing - MAX_RECORDED_FAILURES),
+    )
+    return _with_message(merged, planned)
+
+
+def _with_message(op: OpResult, planned: ShardOp | None) -> OpResult:
+    short = planned is not None and op.cases_total < planned.cases
+    return msgspec.structs.replace(
+        op, message=op_message(op.cases_total, op.cases_errored, op.cases_failed, short)
+    )
+
+
+def _case_order(failure: Failure) -> int:
+    return failure.case_index if failure.case_index is not None else -1
+
+
+def _worst_key(row: DtypeResult) -> tuple[float, int]:
+    """Largest headroom first; on a tie the lowest case index, as one run in case order keeps the first."""
+    index = row.worst_case.rsplit("/", 1)[-1] if row.worst_case else ""
+    position = int(index) if index.lstrip("-").isdigit() else 1 << 62
+    return (-(row.worst_headroom if row.worst_headroom is not None else float("-inf")), position)
+
+
+def _merge_dtype(rows: list[DtypeResult]) -> DtypeResult:
+    total = sum(r.cases_total for r in rows)
+    failed = sum(r.cases_failed for r in rows)
+    errored = sum(r.cases_errored for r in rows)
+    judged = [r for r in rows if r.worst_headroom is not None]
+    worst = min(judged, key=_worst_key) if judged else None
+    errors = [r.max_abs_error for r in rows if r.max_abs_error is not None]
+    return DtypeResult(
+        dtype=rows[0].dtype,
+        status=op_status(total, failed, errored),
+        cases_total=total,
+        cases_failed=failed,
+        cases_errored=errored,
+        worst_headroom=worst.worst_headroom if worst else None,
+        max_abs_error=max(errors) if errors else None,
+        comparator=next((r.comparator for r in rows if r.comparator), None),
+        worst_case=worst.worst_case if worst else None,
+    )
