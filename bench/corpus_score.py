@@ -55,7 +55,12 @@ BUG_CLASSES: dict[str, str] = {
     "writes_into_input": "uses its input as scratch (output still right)",
     "nondeterministic": "split-K atomics in arrival order (declared deterministic)",
     "unwritten_out_buffer": "floor-divided grid leaves out= edges unwritten",
+    "int32_offset_overflow": "int32 element offsets wrap (past 2^31 elements)",
 }
+# Classes only the thorough suite's large sizes reach: their entries (and the op's correct kernels) are also run
+# with `--suite thorough`, which must catch the bug; the quick suite must not (it never draws such sizes).
+THOROUGH_ONLY = {"int32_offset_overflow"}
+THOROUGH_ITERATIONS = 8  # cases per dtype in that run, besides the large-size cases it always adds
 ROLES = ("control", "hn", "bug")
 
 
@@ -112,8 +117,10 @@ def check_corpus(entries: Sequence[Entry]) -> list[str]:
     return problems
 
 
-def run_gpuemu(config_path: Path, seed: int, out_dir: Path, names: Sequence[str]) -> dict:
-    """One quick-suite run over the selected entries; returns results.json."""
+def run_gpuemu(
+    config_path: Path, seed: int, out_dir: Path, names: Sequence[str], suite: str = "quick"
+) -> dict:
+    """One run of a suite over the selected entries; returns results.json."""
     command = [
         sys.executable,
         "-m",
@@ -122,13 +129,15 @@ def run_gpuemu(config_path: Path, seed: int, out_dir: Path, names: Sequence[str]
         "--config",
         str(config_path),
         "--suite",
-        "quick",
+        suite,
         "--seed",
         str(seed),
         "--out",
         str(out_dir),
         *[arg for n in names for arg in ("--op", n)],
     ]
+    if suite != "quick":
+        command += ["--iterations", str(THOROUGH_ITERATIONS)]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     results = out_dir / "results.json"
     if done.returncode not in (0, 1) or not results.is_file():
@@ -171,6 +180,25 @@ def score(
             s.notes[seed] = describe_op_result(op)
             if op["status"] not in ("passed", "failed"):
                 s.errors.append(f"seed {seed}: {op['status']}: {op.get('message')}")
+        thorough_ops = {e.op for e in entries if e.variant in THOROUGH_ONLY}
+        thorough = [e for e in entries if e.op in thorough_ops]
+        if thorough:
+            document = run_gpuemu(
+                config_path, seed, out_root / f"seed-{seed}-thorough", [e.name for e in thorough], "thorough"
+            )
+            by_name = {op["name"]: op for op in document["ops"]}
+            for entry in thorough:
+                op, s = by_name[entry.name], scores[entry.name]
+                quick_failed = s.gpuemu[seed]
+                if entry.is_bug and entry.variant in THOROUGH_ONLY:
+                    s.gpuemu[seed] = op["status"] == "failed"
+                    if quick_failed:
+                        s.errors.append(
+                            f"seed {seed}: the quick suite caught it, which it cannot do by design"
+                        )
+                else:
+                    s.gpuemu[seed] = quick_failed or op["status"] == "failed"
+                s.notes[seed] = f"thorough: {describe_op_result(op)}; quick: {s.notes[seed]}"
         gpuemu_s = time.monotonic() - started
         started = time.monotonic()
         for entry in entries:

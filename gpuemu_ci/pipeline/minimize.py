@@ -18,7 +18,7 @@ from gpuemu_ci.config.model import Layout, OpSpec
 from gpuemu_ci.errors import UsageError
 from gpuemu_ci.fuzz import layouts as layout_mod
 from gpuemu_ci.fuzz.case import CaseInputs, build_case, rebuild_from_snapshot
-from gpuemu_ci.fuzz.shapes import satisfies
+from gpuemu_ci.fuzz.shapes import admissible
 from gpuemu_ci.pipeline.records import snapshot_meta
 from gpuemu_ci.pipeline.replay import ReplayOutcome, replay, run_inputs
 from gpuemu_ci.pipeline.session import Session
@@ -72,10 +72,11 @@ def minimize(session: Session, op: OpSpec, seed: int, max_runs: int = 200) -> Mi
     kind = first.verdict.primary.kind
     probe = _Probe(session, op, kind, max_runs)
 
-    dims = _shrink_dims(probe, op, seed, dict(first.case.dims))
+    drawn = {name: size for name, size in first.case.dims.items() if not _is_derived(op, name)}
+    dims = _shrink_dims(probe, op, seed, dict(drawn), first.case.kwargs)
     case = (
         build_case(op, seed, session.config.root, dims_override=dims)
-        if dims != first.case.dims
+        if dims != drawn
         else first.case
     )
     case, contiguous = _drop_layouts(probe, case)
@@ -128,12 +129,20 @@ def _same_failure(outcome: ReplayOutcome, kind: FailureKind) -> bool:
     )
 
 
-def _shrink_dims(probe: _Probe, op: OpSpec, seed: int, dims: dict[str, int]) -> dict[str, int]:
+def _is_derived(op: OpSpec, name: str) -> bool:
+    dim = op.shapes.dim(name)
+    return dim is not None and dim.is_derived
+
+
+def _shrink_dims(
+    probe: _Probe, op: OpSpec, seed: int, dims: dict[str, int], kwargs: Mapping[str, object]
+) -> dict[str, int]:
+    """The drawn dims, each shrunk by binary search (derived dims follow them)."""
     lows = {d.name: max(d.low, 1) for d in op.shapes.dims}
     root = probe.session.config.root
 
     def fails(candidate: dict[str, int]) -> bool:
-        if not all(satisfies(c, candidate) for c in op.shapes.constraints):
+        if not admissible(op, candidate, kwargs):
             return False
         return probe.fails(build_case(op, seed, root, dims_override=candidate))
 

@@ -12,7 +12,8 @@ from typing import Any
 
 from gpuemu_ci.backends.interface import CallStatus, CallTarget, CaseJob, CaseRun, Pool
 from gpuemu_ci.config.model import Config, Layout, OpSpec
-from gpuemu_ci.fuzz.case import CaseInputs, build_case
+from gpuemu_ci.fuzz.case import CaseInputs, CaseSkipped, build_case
+from gpuemu_ci.fuzz.coverage import CoverageTally
 from gpuemu_ci.oracle import bounds
 from gpuemu_ci.oracle.judge import CaseContext, comparator_for, judge
 from gpuemu_ci.oracle.model import Comparator
@@ -56,9 +57,11 @@ class OpTally:
     max_abs_error: float | None = None
     comparator: str | None = None
     worst_case: str | None = None
+    coverage: CoverageTally = field(default_factory=CoverageTally)
 
     def add(self, outcome: CaseOutcome) -> None:
         self.cases += 1
+        self.coverage.add(outcome.inputs)
         if outcome.verdict is None:
             self.errored += 1
             return
@@ -112,7 +115,10 @@ class OpRunner:
                     upcoming, window, stopped = len(cases), kept, True
                 head_ready = bool(window) and window[0].future.done()
                 if not head_ready and upcoming < len(cases) and _has_room(window):
-                    window.append(self._submit(cases[upcoming]))
+                    try:
+                        window.append(self._submit(cases[upcoming]))
+                    except CaseSkipped as skipped:  # a large case this machine cannot hold: said in coverage
+                        self._tally(tallies, skipped.stratum.dtype).skip(skipped)
                     upcoming += 1
                     continue
                 if not window:
@@ -128,7 +134,8 @@ class OpRunner:
                     outcome.run.reference.status is CallStatus.IMPORT_ERROR
                 ):
                     return self._import_failure(outcome)
-                tallies.setdefault(outcome.inputs.dtype, OpTally()).add(outcome)
+                self._tally(tallies, outcome.inputs.dtype)
+                tallies[outcome.inputs.dtype].add(outcome)
                 passed = outcome.verdict is not None and outcome.verdict.passed
                 self.observer.case_done(self.op.name, passed)
                 if not passed:
@@ -142,6 +149,11 @@ class OpRunner:
             for queued in window:  # an early return or an error: cases not started yet are not run
                 queued.future.cancel()
         return self._result(tallies, omitted)
+
+    def _tally(self, tallies: dict[str, OpTally], dtype: str) -> CoverageTally:
+        if dtype not in tallies:
+            tallies[dtype] = OpTally(coverage=CoverageTally(max_elements=self.op.shapes.max_elements))
+        return tallies[dtype].coverage
 
     def _expired(self) -> bool:
         return self.deadline is not None and time.monotonic() > self.deadline
@@ -293,6 +305,7 @@ class OpRunner:
                 max_abs_error=json_float(t.max_abs_error),
                 comparator=t.comparator,
                 worst_case=t.worst_case,
+                coverage=t.coverage.result(),
             )
             for dtype, t in tallies.items()
         )

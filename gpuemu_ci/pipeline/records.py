@@ -30,6 +30,8 @@ class CaseOutcome:
     naive_output: np.ndarray | None = None
 
 
+MAX_SNAPSHOT_BYTES = 256 << 20  # inputs larger than this are replayed from the seed, not snapshotted
+
 # Failures where the op's own stderr says what happened.
 _RAN_INTO_TROUBLE = frozenset({FailureKind.CRASHED, FailureKind.TIMEOUT, FailureKind.OOM, FailureKind.RAISED})
 
@@ -59,7 +61,13 @@ def failure_record(
         message = "\n".join(f.message for f in outcome.verdict.findings)
         stderr = outcome.run.op.stderr_tail or None if kind in _RAN_INTO_TROUBLE else None
         errored = False
-    snapshot = write_snapshot(out_dir, dict(case.logical), snapshot_meta(op, master_seed, outcome))
+    # Inputs of large-size cases (gigabytes) are not copied to disk: the seed replays them.
+    held = sum(a.nbytes for a in case.logical.values())
+    snapshot = (
+        write_snapshot(out_dir, dict(case.logical), snapshot_meta(op, master_seed, outcome))
+        if held <= MAX_SNAPSHOT_BYTES
+        else None
+    )
     return Failure(
         case_id=outcome.ref.case_id,
         case_index=outcome.ref.index,
@@ -96,6 +104,7 @@ def snapshot_meta(op: OpSpec, master_seed: int, outcome: CaseOutcome) -> dict[st
         "generator_version": GENERATOR_VERSION,
         "dtype": case.dtype,
         "mode": case.stratum.mode.value,
+        "size_class": case.stratum.size_class.value,
         "dims": dict(case.dims),
         "kwargs": dict(case.kwargs),
         "layouts": {

@@ -94,7 +94,9 @@ class Session:
     ) -> list[CaseRef]:
         """The cases of `op` this session's suite runs (or `iterations` per dtype of `dtypes`)."""
         chosen = self.settings.dtypes_for(self.config, op) if dtypes is None else tuple(dtypes)
-        return plan_op(op, self.settings.seed, chosen, iterations or self.settings.iterations)
+        return plan_op(
+            op, self.settings.seed, chosen, iterations or self.settings.iterations, self.settings.suite
+        )
 
     def runner(
         self,
