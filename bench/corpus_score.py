@@ -44,10 +44,10 @@ BUG_CLASSES: dict[str, str] = {
     "low_precision_accumulator": "fp16/bf16 accumulator (long reductions)",
     "non_pow2_tree_drops_lanes": "halving tree over a non-power-of-two block",
     "stride_assumption": "offsets as if contiguous (non-contiguous inputs)",
-    "max_init_zero": "running max starts at 0 (all-negative rows)",
+    "max_init_zero": "running max starts at 0 (all-negative or underflow rows)",
     "one_pass_variance": "E[x^2] - E[x]^2 (|mean| >> std)",
     "truncating_bf16_store": "fp32 -> bf16 by truncation (rounding bias)",
-    "ignored_kwarg": "eps never forwarded (non-default eps)",
+    "ignored_kwarg": "a kwarg never forwarded (eps, position offset)",
     "tanh_gelu_spec_mismatch": "tanh GELU where erf GELU is specified",
     "bias_wrong_axis": "bias indexed with the row extent (M != N)",
     "scan_no_carry": "no carry across scan blocks (N > BLOCK)",
@@ -56,6 +56,16 @@ BUG_CLASSES: dict[str, str] = {
     "nondeterministic": "split-K atomics in arrival order (declared deterministic)",
     "unwritten_out_buffer": "floor-divided grid leaves out= edges unwritten",
     "int32_offset_overflow": "int32 element offsets wrap (past 2^31 elements)",
+    "long_row_acc_assign": "acc = across 4096-wide blocks (N > 4096)",
+    "vocab_chunk_acc_assign": "lse of the last 16384-logit chunk only (V > 16384)",
+    "eps_ignored": "no eps under the rsqrt (rows of zeros)",
+    "sumsq_input_dtype": "squares summed in the 16-bit input dtype (fp16/bf16 cases)",
+    "row_stride_n": "rows stepped by N (row-padded slices x[:, :N])",
+    "conv_halo": "no KW - 1 halo (LO > 128 and KW > stride)",
+    "angles_low_precision": "RoPE positions in the input dtype (16-bit, positions > 256)",
+    "wrong_operand": "k normalised with q's weight",
+    "expert_tail_dropped": "last partial block of experts never scored (E % 8 != 0)",
+    "wrong_affine_index": "group-norm affine indexed by group (CPG > 1)",
 }
 # Classes only the thorough suite's large sizes reach: their entries (and the op's correct kernels) are also run
 # with `--suite thorough`, which must catch the bug; the quick suite must not (it never draws such sizes).
@@ -164,7 +174,7 @@ def score(
     entries: Sequence[Entry],
     seeds: Sequence[int],
     out_root: Path,
-    quick_dtypes: tuple[str, ...],
+    quick_dtypes: tuple[str, ...] | None,
 ) -> dict[str, Score]:
     from oneshape_baseline import judge_entry  # bench/corpus is on sys.path (see main)
 
@@ -202,7 +212,11 @@ def score(
         gpuemu_s = time.monotonic() - started
         started = time.monotonic()
         for entry in entries:
-            run_dtypes = tuple(d for d in entry.spec.dtypes if d in quick_dtypes) or entry.spec.dtypes[:1]
+            run_dtypes = (
+                tuple(d for d in entry.spec.dtypes if d in quick_dtypes) or entry.spec.dtypes[:1]
+                if quick_dtypes is not None
+                else entry.spec.dtypes
+            )
             verdict = judge_entry(entry.spec, run_dtypes, seed)
             scores[entry.name].baseline[seed] = verdict.caught
             scores[entry.name].baseline_notes[seed] = verdict.detail

@@ -236,6 +236,10 @@ def _ci(table: TableReader | None) -> CiSettings:
         quick_dtypes=_quick_dtypes(table),
         quick_iterations=table.integer("quick_iterations", defaults.quick_iterations, minimum=1)
         or defaults.quick_iterations,
+        quick_extra_dtype_iterations=table.integer(
+            "quick_extra_dtype_iterations", defaults.quick_extra_dtype_iterations, minimum=1
+        )
+        or defaults.quick_extra_dtype_iterations,
         thorough_iterations=table.integer("thorough_iterations", defaults.thorough_iterations, minimum=1)
         or defaults.thorough_iterations,
         thorough_timeout=table.number("thorough_timeout", defaults.thorough_timeout, positive=True)
@@ -346,6 +350,7 @@ KERNEL_VALIDATION_KEYS = (
     "deterministic",
     "timeout",
     "max_elements",
+    "precision_reference",
 )
 
 

@@ -21,7 +21,8 @@ class Family(StrEnum):
     MATMUL = "matmul"
     ATTENTION = "attention"
     CUSTOM = "custom"
-    EXACT = "exact"
+    EXACT = "exact"  # bitwise equality with the reference rounded to the output dtype
+    ARGMAX = "argmax"  # the op returns the index of the largest of the scores the reference returns
 
 
 class Framework(StrEnum):
@@ -226,6 +227,9 @@ class ErrorModel:
     transcendental_ulps: float = 4.0  # k_f in the bound
     bound_c: float = 4.0
     naive_factor: float = 2.0
+    # Judge with the reference run in the working precision too (oracle/precision.py); off for references that
+    # are inaccurate in float32 by design.
+    precision_reference: bool = True
 
     def tolerance_for(self, dtype: str) -> Tolerance | None:
         return dict(self.tolerances).get(dtype)
@@ -333,7 +337,8 @@ class Policies:
 @dataclass(frozen=True)
 class CiSettings:
     quick_dtypes: tuple[str, ...] | None = None  # None: every dtype each op declares
-    quick_iterations: int = 16  # the 16 quick coverage slots per dtype (plan/expand.py)
+    quick_iterations: int = 16  # the 16 quick coverage slots, for an op's first dtype (plan/expand.py)
+    quick_extra_dtype_iterations: int = 8  # the first 8 of them for each further dtype
     thorough_iterations: int = 100
     thorough_timeout: float = 3600.0  # seconds for the whole run
     case_timeout: float = 60.0  # seconds for one case

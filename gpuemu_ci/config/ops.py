@@ -152,6 +152,7 @@ OP_KEYS = (
     "bound_c",
     "max_elements",
     "inputs_hook",
+    "precision_reference",
 )
 
 
@@ -366,6 +367,7 @@ def _error_model(table: TableReader, validation: Validation, family: Family | No
         transcendental_ulps=table.number("transcendental_ulps", 4.0) or 0.0,
         bound_c=table.number("bound_c", 4.0, positive=True) or 4.0,
         naive_factor=table.number("naive_factor", 2.0, positive=True) or 2.0,
+        precision_reference=table.boolean("precision_reference", True),
     )
 
 

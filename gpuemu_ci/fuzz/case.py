@@ -20,7 +20,7 @@ from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Family, InputSpec, Layout, OpSpec, ValueKind
 from gpuemu_ci.errors import ConfigError
 from gpuemu_ci.fuzz import layouts as layout_mod
-from gpuemu_ci.fuzz.large import LargeSkip, large_draw
+from gpuemu_ci.fuzz.large import LargeSkip, large_draw, memory_shortfall
 from gpuemu_ci.fuzz.shapes import CapChange, DimDraw, draw, resolve, shape_of
 from gpuemu_ci.fuzz.values import generate
 from gpuemu_ci.plan.expand import stratum
@@ -78,7 +78,12 @@ def _draw(op: OpSpec, seed: int, chosen: CaseStratum) -> DimDraw:
         if isinstance(drawn, LargeSkip):
             raise CaseSkipped(seed, chosen, drawn.reason)
         return drawn
-    return draw(op, shape_rng, chosen)
+    drawn = draw(op, shape_rng, chosen)
+    if chosen.size_class is SizeClass.TYPICAL:  # the user's sizes, uncapped: they must still fit in memory
+        reason = memory_shortfall(op, drawn.dims, chosen.dtype)
+        if reason is not None:
+            raise CaseSkipped(seed, chosen, f"typical sizes: {reason}")
+    return drawn
 
 
 def build_case(

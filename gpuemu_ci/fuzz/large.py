@@ -67,6 +67,25 @@ def case_bytes(op: OpSpec, dims: Mapping[str, int], dtype: str) -> int:
     return 3 * held + runs * reference + outputs * (out_item + 8 * runs + 8 * JUDGE_ARRAYS)
 
 
+CHECK_ABOVE = 256 << 20  # cases estimated under this are not checked against the free memory
+
+
+def memory_shortfall(op: OpSpec, dims: Mapping[str, int], dtype: str) -> str | None:
+    """Why a case of these dims cannot run here (its estimated peak memory exceeds the usable share of the
+    free memory), or None when it can."""
+    need = case_bytes(op, dims, dtype)
+    if need <= CHECK_ABOVE:
+        return None
+    free = available_bytes()
+    if free is None:
+        return None  # unknown: run it, as before there was a check
+    usable = int(free * MEMORY_SHARE)
+    if need <= usable:
+        return None
+    shown = ", ".join(f"{name} = {size}" for name, size in dims.items())
+    return f"{shown} needs about {_gib(need)}, {_gib(usable)} usable here"
+
+
 def _gib(n: int) -> str:
     return f"{n / 2**30:.1f} GiB"
 

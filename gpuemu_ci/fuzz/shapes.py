@@ -36,7 +36,6 @@ BOUNDARY_MAX_POWER = 8  # boundary sizes reach 2^8 + 1; longer rows are the tile
 NEAR = 32  # how far from a wanted size the sampler looks for one that meets the constraints
 SCAN_LIMIT = 4096  # sizes of a range tried one by one before giving up on a dim
 MAX_RESTARTS = 8
-MAX_VALID_TYPICAL = 64
 TWO_31 = 1 << 31
 
 
@@ -88,13 +87,14 @@ def tile_ladder(low: int, high: int) -> tuple[int, ...]:
 
 
 def row_dims(op: OpSpec, schema: Schema) -> frozenset[str]:
-    """Drawn dims that shape the rows: what the last dim of an input, and the dims an op sums over (in the
-    inputs but not in the declared output), are made of."""
+    """Drawn dims that shape the rows: what the last dim of a 2-D (or larger) input, and the dims an op sums
+    over (in the inputs but not in the declared output), are made of. (A 1-D input, a bias or the targets of
+    a loss, is one value per row: its dim counts the rows.)"""
     wanted: set[str] = set()
     output = {d for d in op.shapes.output_dims or () if isinstance(d, str)}
     for spec in op.shapes.inputs:
         named = [d for d in spec.dims if isinstance(d, str)]
-        if named:
+        if named and len(spec.dims) >= 2:
             wanted.add(named[-1])
         if op.shapes.output_dims is not None:
             wanted.update(d for d in named if d not in output)
@@ -176,17 +176,21 @@ class _Sampler:
 
     # --- dims ---------------------------------------------------------------------------------------
     def typical(self, kwargs: dict[str, object]) -> dict[str, object]:
-        """One combination of the typical sizes that meets the constraints (with these kwargs if possible)."""
+        """A combination of the typical sizes that meets the constraints (with these kwargs if possible).
+        Successive typical cases take the largest combination, the smallest, the second largest, the second
+        smallest, ...: the user's largest and smallest sizes (prefill and decode, say) both run early."""
         for fixed in (kwargs, None):
             valid = []
             for values in self.schema.typical_assignments(fixed):
                 done = self._admits(values)
                 if done is not None:
                     valid.append(done)
-                    if len(valid) >= MAX_VALID_TYPICAL:
-                        break
             if valid:
-                return self.rng.derive("typical").choice(valid)
+                valid.sort(key=lambda v: -sum(_count(spec.dims, v) for spec in self.op.shapes.inputs))
+                order = [
+                    v for pair in itertools.zip_longest(valid, reversed(valid)) for v in pair if v is not None
+                ]
+                return order[self.stratum.counter % len(valid)]
         raise self._unsatisfiable("the typical sizes")
 
     def drawn(self, kwargs: dict[str, object]) -> dict[str, object]:

@@ -94,8 +94,9 @@ class Session:
     ) -> list[CaseRef]:
         """The cases of `op` this session's suite runs (or `iterations` per dtype of `dtypes`)."""
         chosen = self.settings.dtypes_for(self.config, op) if dtypes is None else tuple(dtypes)
+        extra = self.settings.extra_iterations if iterations is None else None
         return plan_op(
-            op, self.settings.seed, chosen, iterations or self.settings.iterations, self.settings.suite
+            op, self.settings.seed, chosen, iterations or self.settings.iterations, self.settings.suite, extra
         )
 
     def runner(

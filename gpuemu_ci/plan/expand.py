@@ -146,17 +146,24 @@ def large_variants(op: OpSpec) -> int:
 
 
 def plan_op(
-    op: OpSpec, master_seed: int, dtypes: Sequence[str], iterations: int, suite: Suite = Suite.QUICK
+    op: OpSpec,
+    master_seed: int,
+    dtypes: Sequence[str],
+    iterations: int,
+    suite: Suite = Suite.QUICK,
+    extra_iterations: int | None = None,
 ) -> list[CaseRef]:
-    """The first `iterations` slots per dtype (the table in order, round after round), plus the large-size
-    cases of the thorough and nightly suites (in the first of `dtypes`)."""
+    """The first `iterations` slots of the first of `dtypes` and the first `extra_iterations` (default:
+    `iterations`) of each other (the table in order, round after round), plus the large-size cases of the
+    thorough and nightly suites (in the first of `dtypes`)."""
     if iterations <= 0 or not dtypes:
         return []
     modulus = len(op.dtypes) * _CODES_PER_DTYPE
     wanted: dict[int, int] = {}  # stratum code -> cases still to find
-    for dtype in dtypes:
+    for position, dtype in enumerate(dtypes):
         index = op.dtypes.index(dtype)
-        for k in range(iterations):
+        count = iterations if position == 0 or extra_iterations is None else min(iterations, extra_iterations)
+        for k in range(count):
             code = _code(index, k % SLOTS, k // SLOTS)
             wanted[code] = wanted.get(code, 0) + 1
     if suite is not Suite.QUICK:

@@ -88,7 +88,19 @@ def test_derived_dims_bound_kwargs_and_named_ranges_load(make_project):
 def test_ci_max_elements_defaults_and_quick_dtypes_default_to_every_dtype(make_project):
     config = load(make_project, GQA.replace("max_elements = 100000\n", ""))
     assert config.ci.max_elements == DEFAULT_MAX_ELEMENTS and config.ci.quick_dtypes is None
+    assert (config.ci.quick_iterations, config.ci.quick_extra_dtype_iterations) == (16, 8)
     assert config.op("pool").shapes.max_elements == DEFAULT_MAX_ELEMENTS
+    assert config.op("pool").error_model.precision_reference
+    narrowed = load(
+        make_project,
+        GQA.replace("[ci]\n", '[ci]\nquick_dtypes = ["float32"]\nquick_extra_dtype_iterations = 4\n').replace(
+            'family = "exact"\n', 'family = "exact"\nprecision_reference = false\n'
+        ),
+    )
+    assert narrowed.ci.quick_dtypes == ("float32",) and narrowed.ci.quick_extra_dtype_iterations == 4
+    assert not narrowed.op("pool").error_model.precision_reference
+    error = error_of(make_project, GQA.replace("[ci]\n", "[ci]\nquick_dtypes = []\n"))
+    assert "an empty list runs nothing" in str(error)
 
 
 @pytest.mark.parametrize(

@@ -95,7 +95,7 @@ def test_quick_suite_passes_controls_and_catches_bugs(tmp_path: Path) -> None:
     ops = {op["name"]: op for op in json.loads((tmp_path / "results.json").read_text())["ops"]}
     for name in CONTROLS:
         assert ops[name]["status"] == "passed", (name, ops[name]["failures"][:1])
-        assert ops[name]["cases_total"] == 32  # 16 coverage slots x the two quick dtypes
+        assert ops[name]["cases_total"] == 32  # 16 quick slots for float32, 8 for float16 and bfloat16
     for name, kind in BUGS.items():
         assert ops[name]["status"] == "failed", name
         assert kind in {f["kind"] for f in ops[name]["failures"]}, (name, ops[name]["failures"][:1])
@@ -116,7 +116,18 @@ def test_one_shape_baseline_misses_shape_triggered_bugs(monkeypatch: pytest.Monk
 
 
 def _run_corpus(tmp_path: Path, suite: str, *names: str, iterations: int | None = None) -> tuple[int, dict]:
-    command = [sys.executable, "-m", "gpuemu_ci", "run", "--config", str(CORPUS), "--seed", "1", "--suite", suite]
+    command = [
+        sys.executable,
+        "-m",
+        "gpuemu_ci",
+        "run",
+        "--config",
+        str(CORPUS),
+        "--seed",
+        "1",
+        "--suite",
+        suite,
+    ]
     command += ["--out", str(tmp_path / suite), *[arg for name in names for arg in ("--op", name)]]
     if iterations is not None:
         command += ["--iterations", str(iterations)]

@@ -273,3 +273,33 @@ def test_only_thorough_and_nightly_plan_large_cases(config):
     assert SizeClass.LARGE not in quick
     large = [s for s in thorough if s.size_class is SizeClass.LARGE]
     assert sorted(s.counter for s in large) == list(range(7)) and {s.dtype for s in large} == {"float32"}
+
+
+def test_a_1d_input_does_not_make_its_dim_a_row(make_project):
+    """The targets of a loss [BT] are one value per row: the vocabulary V is the row, and the first tile case
+    runs the declared max V with the rows count shrunk to fit the cap."""
+    config = load_config(
+        make_project(
+            """
+            [[ops]]
+            name = "loss"
+            op = "m.ops:f"
+            reference = "m.ops:f"
+            family = "reduction"
+            dtypes = ["float32"]
+            output = ["BT"]
+            [ops.dims]
+            BT = [16]
+            V = { min = 2, max = 65536, typical = [8192] }
+            [ops.inputs]
+            logits = ["BT", "V"]
+            target = { dims = ["BT"], dtype = "int64", kind = "index", high = "V" }
+            """,
+            FILES,
+        )
+    )
+    op = config.op("loss")
+    first_tile = CaseStratum("float32", ValueMode.REGULAR, SizeClass.TILE, True, counter=0)
+    drawn = draw(op, SeededRng(4), first_tile)
+    assert drawn.dims["V"] == 65536 and drawn.dims["BT"] * 65536 <= op.shapes.max_elements
+    assert [c.dim for c in drawn.capped] in ([], ["BT"])
