@@ -17,7 +17,7 @@ from pathlib import Path
 
 from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Family, InputSpec, OpSpec
-from gpuemu_ci.fuzz.shapes import TWO_31, DimDraw, _count, _free_roots, _Sampler
+from gpuemu_ci.fuzz.shapes import TWO_31, DimDraw, Sampler, element_count, free_roots
 from gpuemu_ci.plan.model import CaseStratum
 from gpuemu_ci.rng import SeededRng
 
@@ -54,12 +54,12 @@ def case_bytes(op: OpSpec, dims: Mapping[str, int], dtype: str) -> int:
     float64 work arrays."""
     held = reference = biggest = 0
     for spec in op.shapes.inputs:
-        count = _count(spec.dims, dims)
+        count = element_count(spec.dims, dims)
         info = dtypes.info(spec.dtype or dtype)
         held += count * info.numpy.itemsize
         reference += count * (8 if info.is_float else info.numpy.itemsize)
         biggest = max(biggest, count)
-    outputs = _count(op.shapes.output_dims, dims) if op.shapes.output_dims is not None else biggest
+    outputs = element_count(op.shapes.output_dims, dims) if op.shapes.output_dims is not None else biggest
     runs = (
         2 if op.error_model.family in (Family.MATMUL, Family.REDUCTION, Family.SCAN, Family.ATTENTION) else 1
     )
@@ -95,7 +95,7 @@ def large_draw(
 ) -> DimDraw | LargeSkip:
     """The dims of a large case, or why it cannot run; `budget` (bytes) defaults to MEMORY_SHARE of the memory
     available now."""
-    sampler = _Sampler(op, rng, stratum)
+    sampler = Sampler(op, rng, stratum)
     kwargs = sampler.kwargs()
     base = sampler.typical(kwargs)
     schema = sampler.schema
@@ -110,7 +110,7 @@ def large_draw(
     return _at_max(op, sampler, base, name, stratum.dtype, budget)
 
 
-def _largest_input(op: OpSpec, sampler: _Sampler, base: dict[str, object]) -> InputSpec | None:
+def _largest_input(op: OpSpec, sampler: Sampler, base: dict[str, object]) -> InputSpec | None:
     """The input that can hold the most elements when every drawn dim sits at its declared max."""
     schema = sampler.schema
     best, best_count = None, -1
@@ -122,7 +122,9 @@ def _largest_input(op: OpSpec, sampler: _Sampler, base: dict[str, object]) -> In
             continue
     for spec in op.shapes.inputs:
         try:
-            count = _count(spec.dims, {**top, **{k: v for k, v in base.items() if k not in schema.free_dims}})
+            count = element_count(
+                spec.dims, {**top, **{k: v for k, v in base.items() if k not in schema.free_dims}}
+            )
         except (KeyError, TypeError):
             continue
         if count > best_count:
@@ -131,16 +133,16 @@ def _largest_input(op: OpSpec, sampler: _Sampler, base: dict[str, object]) -> In
 
 
 def _grow(
-    sampler: _Sampler, spec: InputSpec, base: dict[str, object], threshold: int
+    sampler: Sampler, spec: InputSpec, base: dict[str, object], threshold: int
 ) -> dict[str, object] | None:
     """The typical sizes with `spec`'s dims grown until it holds more than `threshold` elements (dims that do
     not shape the rows first), or None when the declared ranges stop short."""
     schema = sampler.schema
-    roots = [r for d in spec.dims if isinstance(d, str) for r in sorted(_free_roots(schema, d))]
+    roots = [r for d in spec.dims if isinstance(d, str) for r in sorted(free_roots(schema, d))]
     order = sorted(dict.fromkeys(roots), key=lambda n: n in sampler.rows)
     values = dict(base)
     for name in order:
-        count = _count(spec.dims, values)
+        count = element_count(spec.dims, values)
         if count > threshold:
             return values
         current = max(1, int(values[name]))  # type: ignore[call-overload]
@@ -152,15 +154,15 @@ def _grow(
             continue
         target = min(high, max(current, need))
         for size in range(target, min(high, target + GROW_SEARCH) + 1):
-            done = sampler._admits({**sampler._free_values(values), name: size})
+            done = sampler.admits({**sampler.free_values(values), name: size})
             if done is not None:
                 values = done
                 break
-    return values if _count(spec.dims, values) > threshold else None
+    return values if element_count(spec.dims, values) > threshold else None
 
 
 def _crossing(
-    op: OpSpec, sampler: _Sampler, base: dict[str, object], dtype: str, budget: int
+    op: OpSpec, sampler: Sampler, base: dict[str, object], dtype: str, budget: int
 ) -> DimDraw | LargeSkip:
     spec = _largest_input(op, sampler, base)
     if spec is None:
@@ -178,7 +180,7 @@ def _crossing(
         tried.append(f"2^31 {label} of `{spec.name}` needs about {_gib(need)}")
     if not tried:
         top = _grow(sampler, spec, base, 1 << 62)
-        reach = _count(spec.dims, top) if top is not None else 0
+        reach = element_count(spec.dims, top) if top is not None else 0
         return LargeSkip(
             f"large sizes: the declared ranges keep `{spec.name}` under 2^31 bytes"
             + (f" (at most {reach} elements)" if reach else "")
@@ -187,7 +189,7 @@ def _crossing(
 
 
 def _at_max(
-    op: OpSpec, sampler: _Sampler, base: dict[str, object], name: str, dtype: str, budget: int
+    op: OpSpec, sampler: Sampler, base: dict[str, object], name: str, dtype: str, budget: int
 ) -> DimDraw | LargeSkip:
     values = _with_max(sampler, base, name)
     if values is None:
@@ -207,7 +209,7 @@ def _at_max(
         values = shrunk
 
 
-def _with_max(sampler: _Sampler, base: dict[str, object], name: str) -> dict[str, object] | None:
+def _with_max(sampler: Sampler, base: dict[str, object], name: str) -> dict[str, object] | None:
     """The typical sizes with `name` at its declared max (or as close under it as the constraints allow); the
     other dims keep their typical size where the constraints let them, else the nearest size that fits."""
     schema = sampler.schema
@@ -221,7 +223,7 @@ def _with_max(sampler: _Sampler, base: dict[str, object], name: str) -> dict[str
         for other in schema.free_dims:
             assert values is not None
             if other == name:
-                values = sampler._admits({**values, name: size})
+                values = sampler.admits({**values, name: size})
             else:
                 try:
                     lo, hi = schema.bounds(other, values)
@@ -229,8 +231,8 @@ def _with_max(sampler: _Sampler, base: dict[str, object], name: str) -> dict[str
                     values = None
                 else:
                     preferred = min(max(int(base[other]), lo), hi)  # type: ignore[call-overload]
-                    pool = tuple(t for t in sampler._typical_or_empty(other, values) if lo <= t <= hi)
-                    values = sampler._choose(
+                    pool = tuple(t for t in sampler.typical_or_empty(other, values) if lo <= t <= hi)
+                    values = sampler.choose(
                         other, preferred, pool or (preferred,), lo, hi, values, sampler.rng
                     )
             if values is None:
@@ -240,7 +242,7 @@ def _with_max(sampler: _Sampler, base: dict[str, object], name: str) -> dict[str
     return None
 
 
-def _shrink_others(sampler: _Sampler, values: dict[str, object], keep: str) -> dict[str, object] | None:
+def _shrink_others(sampler: Sampler, values: dict[str, object], keep: str) -> dict[str, object] | None:
     schema = sampler.schema
     order = sorted(
         (n for n in schema.free_dims if n != keep and n not in sampler.rows and int(values[n]) > 1),  # type: ignore[call-overload]
@@ -249,12 +251,12 @@ def _shrink_others(sampler: _Sampler, values: dict[str, object], keep: str) -> d
     for name in order:
         current = int(values[name])  # type: ignore[call-overload]
         for size in (current // 2, current - 1, 1):
-            done = sampler._admits({**sampler._free_values(values), name: size})
+            done = sampler.admits({**sampler.free_values(values), name: size})
             if done is not None:
                 return done
     return None
 
 
-def _kwargs(sampler: _Sampler, values: Mapping[str, object]) -> dict[str, object]:
+def _kwargs(sampler: Sampler, values: Mapping[str, object]) -> dict[str, object]:
     schema = sampler.schema
     return {n: values[n] for n in (*schema.free_kwargs, *schema.bindings) if n in values}

@@ -98,20 +98,20 @@ def row_dims(op: OpSpec, schema: Schema) -> frozenset[str]:
             wanted.add(named[-1])
         if op.shapes.output_dims is not None:
             wanted.update(d for d in named if d not in output)
-    return frozenset(n for name in wanted for n in _free_roots(schema, name))
+    return frozenset(n for name in wanted for n in free_roots(schema, name))
 
 
-def _free_roots(schema: Schema, name: str) -> set[str]:
+def free_roots(schema: Schema, name: str) -> set[str]:
     """The drawn dims a value depends on (itself, when drawn)."""
     if name in schema.free_dims:
         return {name}
     roots: set[str] = set()
     for dep in schema.deps(name):
-        roots |= _free_roots(schema, dep)
+        roots |= free_roots(schema, dep)
     return roots
 
 
-def _count(dims: Iterable[str | int], values: Mapping[str, object]) -> int:
+def element_count(dims: Iterable[str | int], values: Mapping[str, object]) -> int:
     total = 1
     for d in dims:
         size = values[d] if isinstance(d, str) else d
@@ -123,7 +123,7 @@ def shape_of(dims: tuple[str | int, ...], values: Mapping[str, int]) -> tuple[in
     return tuple(values[d] if isinstance(d, str) else d for d in dims)
 
 
-class _Sampler:
+class Sampler:
     """Draws one case's dims and kwargs for one stratum."""
 
     def __init__(self, op: OpSpec, rng: SeededRng, stratum: CaseStratum) -> None:
@@ -136,7 +136,7 @@ class _Sampler:
         self.failures: dict[str, int] = {}  # constraint text -> how often it emptied a choice
 
     # --- helpers ------------------------------------------------------------------------------------
-    def _admits(self, values: dict[str, object]) -> dict[str, object] | None:
+    def admits(self, values: dict[str, object]) -> dict[str, object] | None:
         """`values` completed with what they determine, or None when something fails."""
         trial = dict(values)
         problems = self.schema.settle(trial)
@@ -146,7 +146,7 @@ class _Sampler:
             return None
         return trial
 
-    def _free_values(self, values: Mapping[str, object]) -> dict[str, object]:
+    def free_values(self, values: Mapping[str, object]) -> dict[str, object]:
         return {k: v for k, v in values.items() if k in self.schema.free_kwargs or k in self.schema.free_dims}
 
     # --- kwargs -------------------------------------------------------------------------------------
@@ -166,11 +166,11 @@ class _Sampler:
                 name: options[level % len(options)]
                 for name, options, level in zip(names, candidates, levels, strict=True)
             }
-            if self._admits(values) is not None:
+            if self.admits(values) is not None:
                 return values
         for combination in itertools.islice(itertools.product(*candidates), 100_000):
             values = dict(zip(names, combination, strict=True))
-            if self._admits(values) is not None:
+            if self.admits(values) is not None:
                 return values
         raise self._unsatisfiable("kwargs")
 
@@ -182,11 +182,11 @@ class _Sampler:
         for fixed in (kwargs, None):
             valid = []
             for values in self.schema.typical_assignments(fixed):
-                done = self._admits(values)
+                done = self.admits(values)
                 if done is not None:
                     valid.append(done)
             if valid:
-                valid.sort(key=lambda v: -sum(_count(spec.dims, v) for spec in self.op.shapes.inputs))
+                valid.sort(key=lambda v: -sum(element_count(spec.dims, v) for spec in self.op.shapes.inputs))
                 order = [
                     v for pair in itertools.zip_longest(valid, reversed(valid)) for v in pair if v is not None
                 ]
@@ -226,9 +226,9 @@ class _Sampler:
         else:
             pool = boundary_sizes(low, high)
             preferred = rng.derive(name).choice(pool)
-        return self._choose(name, preferred, pool, low, high, values, rng)
+        return self.choose(name, preferred, pool, low, high, values, rng)
 
-    def _choose(
+    def choose(
         self,
         name: str,
         preferred: int,
@@ -246,29 +246,29 @@ class _Sampler:
             key=lambda s: abs(s - preferred),
         )
         for size in (preferred, *pointed, *_near(preferred, low, high)[1:]):
-            done = self._admits({**values, name: size})
+            done = self.admits({**values, name: size})
             if done is not None:
                 return done
-        fits = [s for s in pool if self._admits({**values, name: s}) is not None]
+        fits = [s for s in pool if self.admits({**values, name: s}) is not None]
         if not fits:
             wider = {
                 *boundary_sizes(low, high),
                 *tile_ladder(low, high),
-                *(t for t in self._typical_or_empty(name, values) if low <= t <= high),
+                *(t for t in self.typical_or_empty(name, values) if low <= t <= high),
                 *(
                     v
                     for v in values.values()
                     if isinstance(v, int) and not isinstance(v, bool) and low <= v <= high
                 ),
             }
-            fits = sorted(s for s in wider if self._admits({**values, name: s}) is not None)
+            fits = sorted(s for s in wider if self.admits({**values, name: s}) is not None)
         if not fits:
-            fits = [s for s in _scan(low, high) if self._admits({**values, name: s}) is not None][:64]
+            fits = [s for s in _scan(low, high) if self.admits({**values, name: s}) is not None][:64]
         if not fits:
             return None
-        return self._admits({**values, name: rng.derive(name).derive("fallback").choice(fits)})
+        return self.admits({**values, name: rng.derive(name).derive("fallback").choice(fits)})
 
-    def _typical_or_empty(self, name: str, values: Mapping[str, object]) -> tuple[int, ...]:
+    def typical_or_empty(self, name: str, values: Mapping[str, object]) -> tuple[int, ...]:
         try:
             return self.schema.typical(name, values)
         except ValueError:
@@ -282,7 +282,7 @@ class _Sampler:
         limit = self.op.shapes.max_elements
         drawn = dict(values)
         for spec in self.op.shapes.inputs:
-            while _count(spec.dims, values) > limit:
+            while element_count(spec.dims, values) > limit:
                 shrunk = self._shrink_one(spec.dims, values)
                 if shrunk is None:
                     break
@@ -295,7 +295,7 @@ class _Sampler:
         return values, changes
 
     def _shrink_one(self, dims: tuple[str | int, ...], values: dict[str, object]) -> dict[str, object] | None:
-        roots = {r for d in dims if isinstance(d, str) for r in _free_roots(self.schema, d)}
+        roots = {r for d in dims if isinstance(d, str) for r in free_roots(self.schema, d)}
         order = sorted(
             (n for n in roots if int(values[n]) > 1),  # type: ignore[call-overload]
             key=lambda n: (n in self.rows, -int(values[n])),  # type: ignore[call-overload]
@@ -311,7 +311,7 @@ class _Sampler:
             known = {
                 *boundary_sizes(low, high),
                 *tile_ladder(low, high),
-                *self._typical_or_empty(name, values),
+                *self.typical_or_empty(name, values),
             }
             smaller = sorted((s for s in known if s < current), key=lambda s: ((s % 16 != 0) != odd, -s))
             for size in (*smaller, *_near(current // 2, low, min(high, current - 1))):
@@ -325,14 +325,14 @@ class _Sampler:
     def _with_size(self, values: dict[str, object], name: str, size: int) -> dict[str, object] | None:
         """`values` with drawn dim `name` at `size`; the drawn dims after it that the constraints then reject
         are chosen again near their size (`B == A + 2` follows A down)."""
-        free = self._free_values(values)
-        done = self._admits({**free, name: size})
+        free = self.free_values(values)
+        done = self.admits({**free, name: size})
         if done is not None:
             return done
         later = self.schema.free_dims[self.schema.free_dims.index(name) + 1 :]
         trial: dict[str, object] | None = {k: v for k, v in free.items() if k not in later and k != name}
         assert trial is not None
-        trial = self._admits({**trial, name: size})
+        trial = self.admits({**trial, name: size})
         for other in later:
             if trial is None:
                 return None
@@ -341,7 +341,7 @@ class _Sampler:
             except ValueError:
                 return None
             preferred = min(max(int(values[other]), low), high)  # type: ignore[call-overload]
-            trial = self._choose(other, preferred, (preferred,), low, high, trial, self.rng)
+            trial = self.choose(other, preferred, (preferred,), low, high, trial, self.rng)
         return trial
 
     def _unsatisfiable(self, what: str) -> ConfigError:
@@ -392,7 +392,7 @@ def _scan(low: int, high: int) -> list[int]:
 
 def draw(op: OpSpec, rng: SeededRng, stratum: CaseStratum) -> DimDraw:
     """The dims and kwargs of a case of the typical, boundary or tile class (large: `large_draw`)."""
-    sampler = _Sampler(op, rng, stratum)
+    sampler = Sampler(op, rng, stratum)
     kwargs = sampler.kwargs()
     if stratum.size_class is SizeClass.TYPICAL:
         values = sampler.typical(kwargs)
