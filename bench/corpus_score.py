@@ -158,7 +158,10 @@ def run_gpuemu(
 def describe_op_result(op: dict) -> str:
     if op["status"] != "failed":
         worst = max((d.get("worst_headroom") or 0.0 for d in op.get("dtypes", [])), default=0.0)
-        return f"{op['status']}, worst headroom {worst:.3g}"
+        skipped = [r for d in op.get("dtypes", []) for r in (d.get("coverage") or {}).get("skipped", [])]
+        return f"{op['status']}, worst headroom {worst:.3g}" + (
+            f" (not run here: {'; '.join(skipped)})" if skipped else ""
+        )
     kinds = sorted({f["kind"] for f in op.get("failures", [])})
     first = op["failures"][0] if op.get("failures") else None
     where = (
