@@ -44,10 +44,10 @@ BUG_CLASSES: dict[str, str] = {
     "low_precision_accumulator": "fp16/bf16 accumulator (long reductions)",
     "non_pow2_tree_drops_lanes": "halving tree over a non-power-of-two block",
     "stride_assumption": "offsets as if contiguous (non-contiguous inputs)",
-    "max_init_zero": "running max starts at 0 (all-negative rows)",
+    "max_init_zero": "running max starts at 0 (all-negative or underflow rows)",
     "one_pass_variance": "E[x^2] - E[x]^2 (|mean| >> std)",
     "truncating_bf16_store": "fp32 -> bf16 by truncation (rounding bias)",
-    "ignored_kwarg": "eps never forwarded (non-default eps)",
+    "ignored_kwarg": "a kwarg never forwarded (eps, position offset)",
     "tanh_gelu_spec_mismatch": "tanh GELU where erf GELU is specified",
     "bias_wrong_axis": "bias indexed with the row extent (M != N)",
     "scan_no_carry": "no carry across scan blocks (N > BLOCK)",
@@ -55,7 +55,22 @@ BUG_CLASSES: dict[str, str] = {
     "writes_into_input": "uses its input as scratch (output still right)",
     "nondeterministic": "split-K atomics in arrival order (declared deterministic)",
     "unwritten_out_buffer": "floor-divided grid leaves out= edges unwritten",
+    "int32_offset_overflow": "int32 element offsets wrap (past 2^31 elements)",
+    "long_row_acc_assign": "acc = across 4096-wide blocks (N > 4096)",
+    "vocab_chunk_acc_assign": "lse of the last 16384-logit chunk only (V > 16384)",
+    "eps_ignored": "no eps under the rsqrt (rows of zeros)",
+    "sumsq_input_dtype": "squares summed in the 16-bit input dtype (fp16/bf16 cases)",
+    "row_stride_n": "rows stepped by N (row-padded slices x[:, :N])",
+    "conv_halo": "no KW - 1 halo (LO > 128 and KW > stride)",
+    "angles_low_precision": "RoPE positions in the input dtype (16-bit, positions > 256)",
+    "wrong_operand": "k normalised with q's weight",
+    "expert_tail_dropped": "last partial block of experts never scored (E % 8 != 0)",
+    "wrong_affine_index": "group-norm affine indexed by group (CPG > 1)",
 }
+# Classes only the thorough suite's large sizes reach: their entries (and the op's correct kernels) are also run
+# with `--suite thorough`, which must catch the bug; the quick suite must not (it never draws such sizes).
+THOROUGH_ONLY = {"int32_offset_overflow"}
+THOROUGH_ITERATIONS = 8  # cases per dtype in that run, besides the large-size cases it always adds
 ROLES = ("control", "hn", "bug")
 
 
@@ -112,8 +127,10 @@ def check_corpus(entries: Sequence[Entry]) -> list[str]:
     return problems
 
 
-def run_gpuemu(config_path: Path, seed: int, out_dir: Path, names: Sequence[str]) -> dict:
-    """One quick-suite run over the selected entries; returns results.json."""
+def run_gpuemu(
+    config_path: Path, seed: int, out_dir: Path, names: Sequence[str], suite: str = "quick"
+) -> dict:
+    """One run of a suite over the selected entries; returns results.json."""
     command = [
         sys.executable,
         "-m",
@@ -122,13 +139,15 @@ def run_gpuemu(config_path: Path, seed: int, out_dir: Path, names: Sequence[str]
         "--config",
         str(config_path),
         "--suite",
-        "quick",
+        suite,
         "--seed",
         str(seed),
         "--out",
         str(out_dir),
         *[arg for n in names for arg in ("--op", n)],
     ]
+    if suite != "quick":
+        command += ["--iterations", str(THOROUGH_ITERATIONS)]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     results = out_dir / "results.json"
     if done.returncode not in (0, 1) or not results.is_file():
@@ -139,7 +158,10 @@ def run_gpuemu(config_path: Path, seed: int, out_dir: Path, names: Sequence[str]
 def describe_op_result(op: dict) -> str:
     if op["status"] != "failed":
         worst = max((d.get("worst_headroom") or 0.0 for d in op.get("dtypes", [])), default=0.0)
-        return f"{op['status']}, worst headroom {worst:.3g}"
+        skipped = [r for d in op.get("dtypes", []) for r in (d.get("coverage") or {}).get("skipped", [])]
+        return f"{op['status']}, worst headroom {worst:.3g}" + (
+            f" (not run here: {'; '.join(skipped)})" if skipped else ""
+        )
     kinds = sorted({f["kind"] for f in op.get("failures", [])})
     first = op["failures"][0] if op.get("failures") else None
     where = (
@@ -155,7 +177,7 @@ def score(
     entries: Sequence[Entry],
     seeds: Sequence[int],
     out_root: Path,
-    quick_dtypes: tuple[str, ...],
+    quick_dtypes: tuple[str, ...] | None,
 ) -> dict[str, Score]:
     from oneshape_baseline import judge_entry  # bench/corpus is on sys.path (see main)
 
@@ -171,10 +193,33 @@ def score(
             s.notes[seed] = describe_op_result(op)
             if op["status"] not in ("passed", "failed"):
                 s.errors.append(f"seed {seed}: {op['status']}: {op.get('message')}")
+        thorough_ops = {e.op for e in entries if e.variant in THOROUGH_ONLY}
+        thorough = [e for e in entries if e.op in thorough_ops]
+        if thorough:
+            document = run_gpuemu(
+                config_path, seed, out_root / f"seed-{seed}-thorough", [e.name for e in thorough], "thorough"
+            )
+            by_name = {op["name"]: op for op in document["ops"]}
+            for entry in thorough:
+                op, s = by_name[entry.name], scores[entry.name]
+                quick_failed = s.gpuemu[seed]
+                if entry.is_bug and entry.variant in THOROUGH_ONLY:
+                    s.gpuemu[seed] = op["status"] == "failed"
+                    if quick_failed:
+                        s.errors.append(
+                            f"seed {seed}: the quick suite caught it, which it cannot do by design"
+                        )
+                else:
+                    s.gpuemu[seed] = quick_failed or op["status"] == "failed"
+                s.notes[seed] = f"thorough: {describe_op_result(op)}; quick: {s.notes[seed]}"
         gpuemu_s = time.monotonic() - started
         started = time.monotonic()
         for entry in entries:
-            run_dtypes = tuple(d for d in entry.spec.dtypes if d in quick_dtypes) or entry.spec.dtypes[:1]
+            run_dtypes = (
+                tuple(d for d in entry.spec.dtypes if d in quick_dtypes) or entry.spec.dtypes[:1]
+                if quick_dtypes is not None
+                else entry.spec.dtypes
+            )
             verdict = judge_entry(entry.spec, run_dtypes, seed)
             scores[entry.name].baseline[seed] = verdict.caught
             scores[entry.name].baseline_notes[seed] = verdict.detail

@@ -7,7 +7,8 @@ in the kernel's own dtype. This module does the same without torch:
 
 - the shape: every dim at its largest power-of-two typical size (what benchmark problems use);
 - the values: standard normal (near 1 for norm weights, [-1, 1] for rotary tables, uniform ids for indices);
-- kwargs: the first value the config lists (a benchmark problem fixes its constructor arguments);
+- kwargs: the first value the config lists (a benchmark problem fixes its constructor arguments), and those
+  bound to dims;
 - the reference: the op's fp64 reference on the same rounded inputs, its output cast to the kernel's dtype
   (a same-dtype reference that adds no error of its own, which can only spare the baseline false alarms);
 - the verdict: `np.allclose(out, ref, atol=tol, rtol=tol)` (NaN is unequal to NaN, as in torch.allclose); an
@@ -27,7 +28,10 @@ from typing import Any
 import numpy as np
 
 from gpuemu_ci import dtypes
-from gpuemu_ci.config.model import InputSpec, OpSpec, ValueKind
+from gpuemu_ci.backends.expressions import evaluate_int
+from gpuemu_ci.config.dimgraph import schema_of
+from gpuemu_ci.config.model import Family, InputSpec, OpSpec, ValueKind
+from gpuemu_ci.fuzz.shapes import resolve
 
 TRIALS = 5
 TOLERANCE = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 1e-2}
@@ -42,12 +46,22 @@ class BaselineVerdict:
 
 
 def benchmark_dims(op: OpSpec) -> dict[str, int]:
-    """Each dim at its largest power-of-two typical size (the largest typical size when none is one)."""
-    chosen: dict[str, int] = {}
-    for dim in op.shapes.dims:
-        powers = [t for t in dim.typical if t > 0 and t & (t - 1) == 0]
-        chosen[dim.name] = max(powers or dim.typical)
-    return chosen
+    """Each drawn dim at its largest power-of-two typical size (the largest typical size when none is one);
+    derived dims follow (a benchmark problem's shapes are consistent)."""
+    schema = schema_of(op.name, op.shapes, op.line)
+    values: dict[str, object] = {name: candidates[0] for name, candidates in op.shapes.kwargs}
+    for name in schema.free_dims:
+        sizes = schema.typical(name, values)
+        powers = [t for t in sizes if t > 0 and t & (t - 1) == 0]
+        values[name] = max(powers or sizes)
+    dims, _, _ = resolve(op, {n: int(v) for n, v in values.items() if n in schema.free_dims}, values)  # type: ignore[call-overload]
+    return dims
+
+
+def benchmark_kwargs(op: OpSpec, dims: Mapping[str, int]) -> dict[str, Any]:
+    """The first value of each fuzzed kwarg, and the kwargs bound to dims."""
+    first = {name: candidates[0] for name, candidates in op.shapes.kwargs}
+    return resolve(op, dims, first)[1]
 
 
 def _shape(spec_dims: tuple[str | int, ...], dims: Mapping[str, int]) -> tuple[int, ...]:
@@ -57,14 +71,19 @@ def _shape(spec_dims: tuple[str | int, ...], dims: Mapping[str, int]) -> tuple[i
 def _bound(value: int | str | None, dims: Mapping[str, int], default: int) -> int:
     if value is None:
         return default
-    return dims[value] if isinstance(value, str) else value
+    return evaluate_int(value, dims) if isinstance(value, str) else value
 
 
-def make_input(spec: InputSpec, dims: Mapping[str, int], dtype: str, rng: np.random.Generator) -> np.ndarray:
+def make_input(
+    spec: InputSpec, dims: Mapping[str, int], dtype: str, rng: np.random.Generator, table_seed: int = 0
+) -> np.ndarray:
     shape = _shape(spec.dims, dims)
     target = dtypes.info(spec.dtype or dtype).numpy
     if spec.kind is ValueKind.INDEX:
         return rng.integers(_bound(spec.low, dims, 0), _bound(spec.high, dims, 1), size=shape).astype(target)
+    if spec.kind in (ValueKind.COS, ValueKind.SIN):  # one angle table for the trial's cos and sin
+        angles = np.random.default_rng(table_seed).uniform(-np.pi, np.pi, size=shape)
+        return (np.cos(angles) if spec.kind is ValueKind.COS else np.sin(angles)).astype(target)
     if spec.kind is ValueKind.AFFINE_WEIGHT:
         values = 1.0 + 0.1 * rng.standard_normal(shape)
     elif spec.kind is ValueKind.COS_SIN:
@@ -90,8 +109,9 @@ def _reference_inputs(inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]
 
 def run_trial(op: OpSpec, dtype: str, dims: Mapping[str, int], rng: np.random.Generator) -> str | None:
     """One trial; returns why it failed, or None when allclose held."""
-    inputs = {spec.name: make_input(spec, dims, dtype, rng) for spec in op.shapes.inputs}
-    kwargs = {name: candidates[0] for name, candidates in op.shapes.kwargs}
+    table_seed = int(rng.integers(2**31))
+    inputs = {spec.name: make_input(spec, dims, dtype, rng, table_seed) for spec in op.shapes.inputs}
+    kwargs = benchmark_kwargs(op, dims)
     out_dtype = dtypes.info(op.output_dtype or dtype).numpy
     with np.errstate(all="ignore"):
         reference = np.asarray(load_callable(op.targets.reference)(**_reference_inputs(inputs), **kwargs))
@@ -105,6 +125,13 @@ def run_trial(op: OpSpec, dtype: str, dims: Mapping[str, int], rng: np.random.Ge
         except Exception as exc:  # a kernel that raises fails the trial, as in KernelBench
             return f"raised {type(exc).__name__}: {exc}"
         out = np.asarray(buffer if result is None else result)
+        if (
+            op.error_model.family is Family.ARGMAX
+        ):  # the reference's scores, compared like torch.argmax outputs
+            expected_index = np.argmax(reference, axis=-1)
+            if out.shape != expected_index.shape or not np.array_equal(out, expected_index):
+                return "argmax differs from the reference's"
+            return None
         if out.shape != reference.shape:
             return f"shape {out.shape} != {reference.shape}"
         expected = reference.astype(out_dtype).astype(np.float64)

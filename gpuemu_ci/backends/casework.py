@@ -19,7 +19,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -40,7 +40,7 @@ from gpuemu_ci.backends.protocol import Stage
 from gpuemu_ci.backends.transport import is_float_like, memory_region, region_of, resolve_dtype
 from gpuemu_ci.config.model import Framework, Layout, OpSpec
 from gpuemu_ci.fuzz import layouts as layout_mod
-from gpuemu_ci.fuzz.case import CaseInputs, InputsHookError, build_case
+from gpuemu_ci.fuzz.case import CaseInputs, CaseSkipped, InputsHookError, build_case
 from gpuemu_ci.fuzz.shapes import shape_of
 from gpuemu_ci.plan.model import ValueMode
 
@@ -60,6 +60,7 @@ _STICKY_CUDA = (
 )
 _TRITON_LAUNCHES = [0]
 UNUSABLE = "not run: the GPU context is unusable"
+MAX_SNAPSHOT_BYTES = 256 << 20  # inputs larger than this are replayed from the seed, not snapshotted
 
 
 def _no_stage(stage: Stage) -> None:
@@ -88,6 +89,8 @@ def make_inputs(task: OpTask, case: CaseSpec, contain: type[BaseException] = Bas
         return build_case(task.op, case.seed, task.root, dims_override=case.dims, value_scale=case.scale)
     except InputsHookError as exc:
         raise InputsFailed(exc.message, unloadable=not exc.loaded) from None
+    except CaseSkipped:
+        raise  # a large case this machine cannot hold: neither side runs it
     except contain as exc:
         raise InputsFailed(f"generating the inputs failed: {describe_exception(exc)}", False) from None
 
@@ -99,6 +102,8 @@ def describe_case(case: CaseInputs) -> dict[str, Any]:
         "dtype": case.dtype,
         "distribution": case.stratum.mode.value,
         "aligned": case.stratum.aligned,
+        "size_class": case.stratum.size_class.value,
+        "capped": tuple(f"{c.dim} {c.drawn} → {c.kept}" for c in case.capped),
         "dims": {k: int(v) for k, v in case.dims.items()},
         "kwargs": dict(case.kwargs),
         "shapes": described["shapes"],
@@ -220,6 +225,8 @@ def run_op_side(
         case = make_inputs(task, spec, contain)
     except InputsFailed as exc:
         return OpSide(CallResult(CallStatus.RAISED, message=f"not run: {exc.message}"))
+    except CaseSkipped as exc:  # the judge side says so in its report
+        return OpSide(CallResult(CallStatus.RAISED, message=f"not run: {exc.reason}"))
     bridge = get_bridge(task.op_target.framework)
     arrays = {name: rehome(arr) for name, arr in case.arrays.items()}
     regions = {name: region_of(arr) for name, arr in arrays.items()}
@@ -430,6 +437,22 @@ class _Judging:
         self.call_s += result.duration_s
         return result
 
+    def working_precision_reference(self, loaded: Loaded, case: CaseInputs) -> CallResult:
+        """The reference called on the inputs cast to the op's working precision (oracle/precision.py), its
+        outputs as computed there."""
+        from gpuemu_ci.oracle import precision
+
+        bridge = get_bridge(self.task.reference.framework)
+        try:
+            cast = precision.working_precision_inputs(self.task.op, case.dtype, case.logical)
+            natives = {name: bridge.to_native(values).value for name, values in cast.items()}
+        except Exception as exc:
+            return CallResult(CallStatus.RAISED, message=f"handing inputs to the reference: {exc}")
+        result, retire = call(loaded.invoke, bridge, natives, dict(case.kwargs), contain=self.contain)
+        self.retire = self.retire or retire
+        self.call_s += result.duration_s
+        return result
+
     def naive(self, loaded: Loaded, case: CaseInputs) -> CallResult:
         """The naive same-dtype implementation, on fresh copies of the inputs in their layouts."""
         assert self.task.naive is not None
@@ -471,7 +494,7 @@ def run_judge_side(
 
 
 def _judge(judging: _Judging, op_view: OpView) -> CaseReport:
-    from gpuemu_ci.oracle import bounds
+    from gpuemu_ci.oracle import bounds, precision
     from gpuemu_ci.oracle.judge import CaseContext, comparator_for, judge
     from gpuemu_ci.oracle.model import Comparator
 
@@ -496,8 +519,16 @@ def _judge(judging: _Judging, op_view: OpView) -> CaseReport:
         if exc.unloadable:
             raise _Unloadable("inputs hook", exc.message) from None
         return CaseReport(outcome="errored", kind="raised", message=exc.message)
+    except CaseSkipped as exc:
+        return CaseReport(
+            outcome="skipped",
+            dtype=exc.stratum.dtype,
+            distribution=exc.stratum.mode.value,
+            size_class=exc.stratum.size_class.value,
+            message=exc.reason,
+        )
     judging.call_s += op_view.op.duration_s + (op_view.rerun.duration_s if op_view.rerun else 0.0)
-    bound = comparator_for(op, case.dtype) is Comparator.BOUND
+    bound = comparator_for(op, case.dtype) in (Comparator.BOUND, Comparator.ARGMAX)
     abs_inputs = bounds.abs_linear_inputs(op) if bound else ()
     stage(Stage.REFERENCE)
     reference = judging.reference(reference_target, case, ())
@@ -545,6 +576,14 @@ def _judge(judging: _Judging, op_view: OpView) -> CaseReport:
     stage(Stage.JUDGING)
     try:
         verdict = judge(op, context, run, task.validation)
+        if precision.worth_measuring(op, case.dtype, verdict):
+            # The case fails the family bound: judge it again with the reference's working-precision error
+            # (oracle/precision.py). Cases within the family bound pass either way, so only these pay for it.
+            stage(Stage.REFERENCE)
+            low = judging.working_precision_reference(reference_target, case)
+            if low.status is CallStatus.OK:
+                verdict = judge(op, replace(context, low_outputs=low.outputs), run, task.validation)
+            stage(Stage.JUDGING)
     except judging.contain as exc:  # an error_scale hook that raises, or worse
         failed = CallResult(
             CallStatus.RAISED, message=f"judging the outputs failed: {describe_exception(exc)}"
@@ -619,6 +658,8 @@ def _snapshot(judging: _Judging, case: CaseInputs) -> str | None:
         return None
     from gpuemu_ci.results.snapshots import write_snapshot
 
+    if sum(a.nbytes for a in case.logical.values()) > MAX_SNAPSHOT_BYTES:
+        return None  # a large-size case's gigabytes are not copied to disk: its seed replays it
     try:
         return write_snapshot(task.out_dir, dict(case.logical), snapshot_meta(task, spec, case))
     except OSError:  # a full or read-only disk loses the snapshot, never the verdict
@@ -637,6 +678,7 @@ def snapshot_meta(task: OpTask, spec: CaseSpec, case: CaseInputs) -> dict[str, A
         "generator_version": GENERATOR_VERSION,
         "dtype": case.dtype,
         "mode": case.stratum.mode.value,
+        "size_class": case.stratum.size_class.value,
         "dims": dict(case.dims),
         "kwargs": dict(case.kwargs),
         "layouts": {

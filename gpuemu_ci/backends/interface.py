@@ -115,7 +115,7 @@ class CaseSpec:
     snapshot_wanted: bool = True  # write an input snapshot when the case fails
 
 
-Outcome = Literal["passed", "failed", "errored", "unloadable"]
+Outcome = Literal["passed", "failed", "errored", "unloadable", "skipped"]
 # What the results model requires of these fields, checked when a worker's report is decoded.
 SnapshotPath = Annotated[str, msgspec.Meta(pattern=r"^snapshots/[0-9a-f]{16}\.npz$")]
 Count = Annotated[int, msgspec.Meta(ge=0)]
@@ -126,13 +126,16 @@ class CaseReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
     outcome: passed; failed (a wrong answer, a crash, a timeout of the op); errored (could not be judged:
     the reference or the inputs failed); unloadable (the op, its reference or a hook does not load: the
-    config is wrong). `kind`/`message`/`stderr_tail` describe a non-passing case as results.json records it;
+    config is wrong); skipped (a large-size case this machine's memory cannot hold: `message` says why; never
+    a pass, never a failure). `kind`/`message`/`stderr_tail` describe a non-passing case as results.json records it;
     `findings` are the individual reasons ((kind, message) pairs)."""
 
     outcome: Outcome
     dtype: str = ""
     distribution: str = ""
     aligned: bool = False
+    size_class: str = ""  # typical, boundary, tile or large (plan.model.SizeClass)
+    capped: tuple[str, ...] = ()  # tool-chosen sizes the element cap shrank: "N 4097 → 2049"
     dims: dict[str, int] = {}
     kwargs: dict[str, Any] = {}
     shapes: dict[str, tuple[int, ...]] = {}

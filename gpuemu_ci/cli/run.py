@@ -29,7 +29,8 @@ from gpuemu_ci.results.codec import to_json, write_results
     type=click.Choice([s.value for s in Suite]),
     default="quick",
     show_default=True,
-    help="quick: few cases per op, ci.quick_dtypes; thorough/nightly: many cases, all dtypes.",
+    help="quick: 16 cases per op for its first dtype, 8 for each other (ci.quick_dtypes narrows the dtypes); "
+    "thorough/nightly: 100 per op and dtype, plus the large sizes.",
 )
 @click.option(
     "--seed", type=click.IntRange(0, 2**64 - 1), help="Master seed (default: validation.seed, else 0)."

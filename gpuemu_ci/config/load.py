@@ -137,14 +137,14 @@ def build_config(data: Mapping[str, Any], source: SourceText, path: Path, sha256
 
     op_lines = _table_spans(source, "ops", len(ops_raw))
     ops = tuple(
-        ops_parser.parse_op(TableReader(raw, f"ops[{i}]", source, start, end), validation, project, root)
+        ops_parser.parse_op(TableReader(raw, f"ops[{i}]", source, start, end), validation, project, root, ci)
         for i, (raw, (start, end)) in enumerate(zip(ops_raw, op_lines, strict=True))
     )
     _unique([op.name for op in ops], "ops", source, op_lines)
 
     kernel_lines = _table_spans(source, "kernels", len(kernels_raw))
     kernels = tuple(
-        _kernel(TableReader(raw, f"kernels[{i}]", source, start, end), validation, project, root)
+        _kernel(TableReader(raw, f"kernels[{i}]", source, start, end), validation, project, root, ci)
         for i, (raw, (start, end)) in enumerate(zip(kernels_raw, kernel_lines, strict=True))
     )
     _unique([k.name for k in kernels], "kernels", source, kernel_lines)
@@ -157,7 +157,7 @@ def build_config(data: Mapping[str, Any], source: SourceText, path: Path, sha256
                 path=source.path,
                 line=kernel.line,
             )
-    for dtype in ci.quick_dtypes:
+    for dtype in ci.quick_dtypes or ():
         check_dtype(dtype, "ci.quick_dtypes", source)
     return Config(path, root, sha256, project, validation, ops, kernels, policies, ci)
 
@@ -233,11 +233,13 @@ def _ci(table: TableReader | None) -> CiSettings:
         return CiSettings()
     defaults = CiSettings()
     ci = CiSettings(
-        quick_dtypes=tuple(
-            canonical_dtype(d) for d in (table.string_list("quick_dtypes", defaults.quick_dtypes) or ())
-        ),
+        quick_dtypes=_quick_dtypes(table),
         quick_iterations=table.integer("quick_iterations", defaults.quick_iterations, minimum=1)
         or defaults.quick_iterations,
+        quick_extra_dtype_iterations=table.integer(
+            "quick_extra_dtype_iterations", defaults.quick_extra_dtype_iterations, minimum=1
+        )
+        or defaults.quick_extra_dtype_iterations,
         thorough_iterations=table.integer("thorough_iterations", defaults.thorough_iterations, minimum=1)
         or defaults.thorough_iterations,
         thorough_timeout=table.number("thorough_timeout", defaults.thorough_timeout, positive=True)
@@ -248,6 +250,7 @@ def _ci(table: TableReader | None) -> CiSettings:
         lint=table.boolean("lint", defaults.lint),
         require_gpu=table.boolean("require_gpu", defaults.require_gpu),
         corpus=_corpus_dir(table),
+        max_elements=table.integer("max_elements", defaults.max_elements, minimum=1) or defaults.max_elements,
     )
     table.finish()
     return ci
@@ -264,6 +267,16 @@ def _corpus_dir(table: TableReader) -> str | None:
             "corpus", f"{text!r}: give a directory relative to gpuemu.toml, inside the repository"
         )
     return text
+
+
+def _quick_dtypes(table: TableReader) -> tuple[str, ...] | None:
+    """None (every dtype of each op) unless the config narrows the quick suite."""
+    listed = table.string_list("quick_dtypes")
+    if listed is None:
+        return None
+    if not listed:
+        raise table.error("quick_dtypes", "an empty list runs nothing; leave it out to run every dtype")
+    return tuple(canonical_dtype(d) for d in listed)
 
 
 def _policies(table: TableReader | None) -> Policies:
@@ -336,10 +349,14 @@ KERNEL_VALIDATION_KEYS = (
     "nonfinite",
     "deterministic",
     "timeout",
+    "max_elements",
+    "precision_reference",
 )
 
 
-def _kernel(table: TableReader, validation: Validation, project: Project, root: Path) -> KernelSpec:
+def _kernel(
+    table: TableReader, validation: Validation, project: Project, root: Path, ci: CiSettings
+) -> KernelSpec:
     name = table.string("name", required=True) or ""
     source_text = table.string("source", required=True) or ""
     source = (root / source_text).resolve()
@@ -365,7 +382,7 @@ def _kernel(table: TableReader, validation: Validation, project: Project, root: 
     launch = _launch(launch_table) if launch_table is not None else None
     op = None
     if launch is not None:
-        op = ops_parser.parse_kernel_op(table, name, validation, project, root)
+        op = ops_parser.parse_kernel_op(table, name, validation, project, root, ci)
         if launch.output_dtype and op.output_dtype and launch.output_dtype != op.output_dtype:
             raise launch_table.error(  # type: ignore[union-attr]
                 "output_dtype",

@@ -21,7 +21,8 @@ class Family(StrEnum):
     MATMUL = "matmul"
     ATTENTION = "attention"
     CUSTOM = "custom"
-    EXACT = "exact"
+    EXACT = "exact"  # bitwise equality with the reference rounded to the output dtype
+    ARGMAX = "argmax"  # the op returns the index of the largest of the scores the reference returns
 
 
 class Framework(StrEnum):
@@ -54,6 +55,7 @@ class Layout(StrEnum):
     STRIDED = "strided"
     BROADCAST = "broadcast"
     ODD_SIZE1 = "odd_size1"
+    ROW_PADDED = "row_padded"  # a slice x[..., :N] of a wider buffer: inner stride 1, row stride > N
 
 
 class Distribution(StrEnum):
@@ -107,19 +109,40 @@ INVARIANT_NAMES: tuple[str, ...] = (
 
 @dataclass(frozen=True)
 class DimSpec:
-    """A symbolic dimension. `typical` are the user's sizes; `low`/`high` bound the boundary sizes the fuzzer adds."""
+    """A symbolic dimension. `typical` are the user's sizes; `low`/`high` bound the sizes the fuzzer adds.
+
+    A dim may be *derived* (`C = "G * CPG"`: `derived` holds the expression over dims and kwargs), and the
+    range and typical sizes of a drawn dim may name other dims (`max = "D"`, `typical = ["D"]`): then
+    `min_expr`, `max_expr` and the strings in `typical_terms` are evaluated per case, and `typical`, `low`
+    and `high` hold static estimates (the values at the other dims' typical sizes and range ends) for code
+    that only needs an idea of the size."""
 
     name: str
     typical: tuple[int, ...]
     low: int
     high: int
+    derived: str | None = None
+    min_expr: str | None = None
+    max_expr: str | None = None
+    typical_terms: tuple[int | str, ...] = ()  # as declared (sizes and expressions); empty: `typical`
+    line: int | None = None
+
+    @property
+    def is_derived(self) -> bool:
+        return self.derived is not None
+
+    @property
+    def terms(self) -> tuple[int | str, ...]:
+        return self.typical_terms or self.typical
 
 
 @dataclass(frozen=True)
 class DimConstraint:
-    """A relation between dims, e.g. `D % 2 == 0`, `R <= D`; kept as text and evaluated on candidate dims."""
+    """A condition over dims and kwargs (`D % 2 == 0`, `CB in (1, B)`, `L + 2*padding >= kernel_size`); kept as
+    text, validated at load (backends/expressions.py, logic mode) and evaluated on candidate dims."""
 
     expression: str
+    line: int | None = None
 
 
 class ValueKind(StrEnum):
@@ -132,7 +155,9 @@ class ValueKind(StrEnum):
     AFFINE_WEIGHT = "affine_weight"  # near 1 (norm gamma)
     INDEX = "index"  # integers in [low, high) (embedding ids, class targets)
     SORTED_OFFSETS = "sorted_offsets"  # non-decreasing, from 0 to the bound (ragged batches)
-    COS_SIN = "cos_sin"  # rotary tables: values in [-1, 1]
+    COS_SIN = "cos_sin"  # values in [-1, 1] (no table structure; kept for older configs)
+    COS = "cos"  # a rotary cos table: cos(theta) with the matching `sin` input, halves repeated
+    SIN = "sin"  # ... and its sin table (same theta as the op's `cos` input of the same shape)
 
 
 @dataclass(frozen=True)
@@ -164,6 +189,9 @@ class OpTargets:
     error_scale: str | None = None  # custom family: "pkg.mod:error_scale"
 
 
+DEFAULT_MAX_ELEMENTS = 1 << 18  # per input: keeps a case fast on a CPU runner (`ci.max_elements`)
+
+
 @dataclass(frozen=True)
 class OpShapes:
     """What the op's inputs look like: symbolic dims, the inputs, the output's dims, constraints between
@@ -176,6 +204,13 @@ class OpShapes:
     kwargs: tuple[tuple[str, tuple[object, ...]], ...] = ()  # name -> candidate values to fuzz over
     layouts: tuple[Layout, ...] = tuple(Layout)
     distributions: tuple[Distribution, ...] = tuple(Distribution)
+    kwarg_bindings: tuple[
+        tuple[str, str], ...
+    ] = ()  # kwarg name -> expression over dims (`num_groups = "G"`)
+    max_elements: int = DEFAULT_MAX_ELEMENTS  # per input, for sizes the tool chooses (ci.max_elements or own)
+
+    def dim(self, name: str) -> DimSpec | None:
+        return next((d for d in self.dims if d.name == name), None)
 
 
 @dataclass(frozen=True)
@@ -192,6 +227,9 @@ class ErrorModel:
     transcendental_ulps: float = 4.0  # k_f in the bound
     bound_c: float = 4.0
     naive_factor: float = 2.0
+    # Judge with the reference run in the working precision too (oracle/precision.py); off for references that
+    # are inaccurate in float32 by design.
+    precision_reference: bool = True
 
     def tolerance_for(self, dtype: str) -> Tolerance | None:
         return dict(self.tolerances).get(dtype)
@@ -298,8 +336,9 @@ class Policies:
 
 @dataclass(frozen=True)
 class CiSettings:
-    quick_dtypes: tuple[str, ...] = ("float32",)
-    quick_iterations: int = 16  # one full round of the 16 coverage slots (plan/expand.py)
+    quick_dtypes: tuple[str, ...] | None = None  # None: every dtype each op declares
+    quick_iterations: int = 16  # the 16 quick coverage slots, for an op's first dtype (plan/expand.py)
+    quick_extra_dtype_iterations: int = 8  # the first 8 of them for each further dtype
     thorough_iterations: int = 100
     thorough_timeout: float = 3600.0  # seconds for the whole run
     case_timeout: float = 60.0  # seconds for one case
@@ -307,6 +346,7 @@ class CiSettings:
     lint: bool = True
     require_gpu: bool = False
     corpus: str | None = None  # regression corpus directory, relative to gpuemu.toml (gpuemu-ci corpus add)
+    max_elements: int = DEFAULT_MAX_ELEMENTS  # per input, for sizes the tool chooses (not the typical ones)
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from gpuemu_ci.backends.expressions import parse_expression
+from gpuemu_ci.config.dimgraph import Schema
 from gpuemu_ci.config.model import (
     INVARIANT_NAMES,
-    DimConstraint,
+    CiSettings,
     DimSpec,
     Distribution,
     ErrorModel,
@@ -33,12 +35,12 @@ from gpuemu_ci.config.schema import (
     DIM_NAME,
     E,
     canonical_dtype,
-    check_constraint,
     check_dtype,
     dim_list,
     dims_table,
     enum_list,
     kwargs_table,
+    parse_constraint,
     parse_inputs,
 )
 from gpuemu_ci.errors import ConfigError
@@ -148,31 +150,47 @@ OP_KEYS = (
     "naive",
     "naive_factor",
     "bound_c",
+    "max_elements",
+    "inputs_hook",
+    "precision_reference",
 )
 
 
-def parse_op(table: TableReader, validation: Validation, project: Project, root: Path) -> OpSpec:
+def parse_op(
+    table: TableReader, validation: Validation, project: Project, root: Path, ci: CiSettings | None = None
+) -> OpSpec:
     table.aliases.update(OP_ALIASES)
     table.expect_keys(OP_KEYS)
     name = table.string("name", required=True) or ""
-    spec = _op_body(table, name, validation, project, root, need_target=True)
+    spec = _op_body(table, name, validation, project, root, ci or CiSettings(), need_target=True)
     table.finish()
     return spec
 
 
 def parse_kernel_op(
-    table: TableReader, name: str, validation: Validation, project: Project, root: Path
+    table: TableReader,
+    name: str,
+    validation: Validation,
+    project: Project,
+    root: Path,
+    ci: CiSettings | None = None,
 ) -> OpSpec:
     """The validation part of a launchable [[kernels]] entry (its target is the kernel itself)."""
     table.aliases.update({"input_names": "inputs"})
-    return _op_body(table, name, validation, project, root, need_target=False)
+    return _op_body(table, name, validation, project, root, ci or CiSettings(), need_target=False)
 
 
 def _op_body(
-    table: TableReader, name: str, validation: Validation, project: Project, root: Path, need_target: bool
+    table: TableReader,
+    name: str,
+    validation: Validation,
+    project: Project,
+    root: Path,
+    ci: CiSettings,
+    need_target: bool,
 ) -> OpSpec:
     targets = _targets(table, name, project, root, need_target)
-    shapes, inputs_hook = _shapes(table)
+    shapes, inputs_hook = _shapes(table, name, ci)
     family = table_choice(table, "family", table.string("family"), Family)
     error_scale = table.string("error_scale")
     if family is Family.CUSTOM and not error_scale and not targets.naive:
@@ -238,8 +256,9 @@ def _targets(table: TableReader, name: str, project: Project, root: Path, need_t
     )
 
 
-def _shapes(table: TableReader) -> tuple[OpShapes, str | None]:
-    """Dims (own or from a builtin schema), inputs, the output's dims and constraints; and the inputs hook."""
+def _shapes(table: TableReader, op_name: str, ci: CiSettings) -> tuple[OpShapes, str | None]:
+    """Dims (own or from a builtin schema), inputs, the output's dims, kwargs and constraints, checked as one
+    schema (config/dimgraph.py); and the inputs hook."""
     schema_name = table.string("schema")
     schema = None
     if schema_name is not None:
@@ -254,6 +273,13 @@ def _shapes(table: TableReader) -> tuple[OpShapes, str | None]:
         for dim_name, sizes in schema[0].items():
             dims.setdefault(dim_name, DimSpec(dim_name, sizes, low=1, high=max(sizes)))
     inputs, hook = parse_inputs(table, dims, schema[1] if schema else None)
+    own_hook = table.string("inputs_hook")
+    if own_hook is not None:
+        if hook is not None:
+            raise table.error("inputs_hook", "the inputs hook is given twice (`inputs` is a hook already)")
+        if ":" not in own_hook:
+            raise table.error("inputs_hook", 'expected "pkg.mod:function"')
+        hook = own_hook
     if not dims:
         dims = {n: DimSpec(n, s, low=1, high=max(s)) for n, s in DEFAULT_DIMS.items()}
     output_raw = table.raw("output")
@@ -261,23 +287,26 @@ def _shapes(table: TableReader) -> tuple[OpShapes, str | None]:
         dim_list(table, "output", output_raw) if output_raw is not None else (schema[2] if schema else None)
     )
     _check_dims_declared(table, inputs, output_dims, dims)
-    constraints = table.string_list("constraints", ()) or ()
-    for text in constraints:
-        check_constraint(table, text, dims)
+    constraints = tuple(parse_constraint(table, text) for text in table.string_list("constraints", ()) or ())
+    kwargs, bindings = kwargs_table(table, dims)
     layouts = table.string_list("layouts")
     distributions = table.string_list("distributions")
     shapes = OpShapes(
         inputs=inputs,
         dims=tuple(dims.values()),
         output_dims=output_dims,
-        constraints=tuple(DimConstraint(c) for c in constraints),
-        kwargs=kwargs_table(table),
+        constraints=constraints,
+        kwargs=kwargs,
         layouts=enum_list(table, "layouts", layouts, Layout) if layouts else tuple(Layout),
         distributions=enum_list(table, "distributions", distributions, Distribution)
         if distributions
         else tuple(Distribution),
+        kwarg_bindings=bindings,
+        max_elements=table.integer("max_elements", ci.max_elements, minimum=1) or ci.max_elements,
     )
-    return shapes, hook
+    graph = Schema(op_name, shapes, table.line, table.source.path)
+    graph.validate()
+    return replace(shapes, dims=graph.static_dims()), hook
 
 
 def _check_dims_declared(
@@ -295,10 +324,13 @@ def _check_dims_declared(
                     f"in [ops.dims]; declared: {', '.join(dims) or 'none'}",
                 )
         for bound in (spec.low, spec.high):
-            if isinstance(bound, str) and bound not in dims:
-                raise table.error(
-                    "inputs", f"`{spec.name}` is bounded by dim {bound!r}, which is not declared"
-                )
+            if isinstance(bound, str):
+                unknown = sorted(parse_expression(bound).names - set(dims))
+                if unknown:
+                    raise table.error(
+                        "inputs",
+                        f"`{spec.name}` is bounded by {bound!r}: {unknown[0]!r} is not a declared dim",
+                    )
 
 
 def _dtypes(table: TableReader, validation: Validation) -> tuple[str, ...]:
@@ -335,6 +367,7 @@ def _error_model(table: TableReader, validation: Validation, family: Family | No
         transcendental_ulps=table.number("transcendental_ulps", 4.0) or 0.0,
         bound_c=table.number("bound_c", 4.0, positive=True) or 4.0,
         naive_factor=table.number("naive_factor", 2.0, positive=True) or 2.0,
+        precision_reference=table.boolean("precision_reference", True),
     )
 
 

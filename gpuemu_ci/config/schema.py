@@ -4,11 +4,13 @@ constraints, and upstream's builtin schemas."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from enum import StrEnum
 from typing import Any, TypeVar
 
 from gpuemu_ci import dtypes as dtype_table
-from gpuemu_ci.config.model import DimSpec, InputSpec, Layout, ValueKind
+from gpuemu_ci.backends.expressions import ExpressionError, parse_expression
+from gpuemu_ci.config.model import DimConstraint, DimSpec, InputSpec, Layout, ValueKind
 from gpuemu_ci.config.reader import SourceText, TableReader
 from gpuemu_ci.errors import ConfigError
 
@@ -56,6 +58,9 @@ DEFAULT_DIMS = {"B": (1, 2, 8), "S": (7, 64, 128), "H": (3, 256, 1024)}
 
 
 def dims_table(table: TableReader, key: str) -> dict[str, DimSpec]:
+    """[ops.dims]: sizes, ranges whose ends and typical sizes may name other dims, and derived dims (a string:
+    an expression over dims and kwargs). Names and cycles are checked once every part of the op is read
+    (config/dimgraph.py)."""
     sub = table.table(key)
     if sub is None:
         return {}
@@ -68,45 +73,104 @@ def dims_table(table: TableReader, key: str) -> dict[str, DimSpec]:
     return dims
 
 
+def _size(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _expression(table: TableReader, key: str, text: str, what: str) -> str:
+    """A validated arithmetic expression (names are checked later, against every dim and kwarg)."""
+    try:
+        return parse_expression(text).text
+    except ExpressionError as exc:
+        raise table.error(key, f"{what}: {exc}") from None
+
+
 def _dim(table: TableReader, name: str) -> DimSpec:
     value = table.raw(name)
+    line = table.line_of(name)
     if isinstance(value, bool):
-        raise table.error(name, "expected sizes: a list, an integer or { min, max, typical }")
-    if isinstance(value, int):
+        raise table.error(name, "expected sizes: a list, an integer, an expression or { min, max, typical }")
+    if isinstance(value, str):
+        expr = _expression(table, name, value, "a derived dim is an expression over dims and kwargs")
+        return DimSpec(name, (), low=0, high=0, derived=expr, line=line)
+    if _size(value):
         value = [value]
     if isinstance(value, list):
-        if not value or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
+        if not value or not all(_size(v) and v >= 0 for v in value):
             raise table.error(name, "expected a non-empty list of sizes >= 0")
         typical = tuple(value)
-        return DimSpec(name, typical, low=min(1, min(typical)), high=max(typical))
+        return DimSpec(name, typical, low=min(1, min(typical)), high=max(typical), line=line)
     if isinstance(value, dict):
-        sub = TableReader(value, f"{table.where}.{name}", table.source, table.line_of(name))
-        low = sub.integer("min", None, minimum=0)
-        high = sub.integer("max", None, minimum=0)
+        sub = TableReader(value, f"{table.where}.{name}", table.source, line)
+        low_raw, high_raw = sub.raw("min"), sub.raw("max")
         typical_raw = sub.raw("typical")
+        derived_raw = sub.raw("expr")
         sub.finish()
-        if typical_raw is None:
-            typical_list = []
-        elif isinstance(typical_raw, int) and not isinstance(typical_raw, bool):
-            typical_list = [typical_raw]
-        elif isinstance(typical_raw, list) and all(
-            isinstance(v, int) and not isinstance(v, bool) for v in typical_raw
-        ):
-            typical_list = list(typical_raw)
-        else:
-            raise table.error(name, "`typical` must be a size or a list of sizes")
-        if low is None and high is None and not typical_list:
+        ends: dict[str, int | str | None] = {}
+        for end_key, raw in (("min", low_raw), ("max", high_raw)):
+            if raw is None or (_size(raw) and raw >= 0):
+                ends[end_key] = raw
+            elif isinstance(raw, str):
+                ends[end_key] = _expression(table, name, raw, f"`{end_key}`")
+            else:
+                raise table.error(name, f"`{end_key}` must be a size >= 0 or an expression naming dims")
+        if derived_raw is not None:
+            if not isinstance(derived_raw, str):
+                raise table.error(name, '`expr` is an expression over dims and kwargs, e.g. "G * CPG"')
+            if typical_raw is not None:
+                raise table.error(name, "a derived dim (`expr`) has no typical sizes of its own")
+            expr = _expression(table, name, derived_raw, "`expr`")
+            low, high = ends["min"], ends["max"]
+            return DimSpec(
+                name,
+                (),
+                low=low if isinstance(low, int) else 0,
+                high=high if isinstance(high, int) else 0,
+                derived=expr,
+                min_expr=low if isinstance(low, str) else None,
+                max_expr=high if isinstance(high, str) else None,
+                line=line,
+            )
+        terms = _typical_terms(table, name, typical_raw)
+        if ends["min"] is None and ends["max"] is None and not terms:
             raise table.error(name, "give `min` and `max`, or `typical` sizes")
-        low = low if low is not None else min([1, *typical_list])
-        high = high if high is not None else max([low, *typical_list])
-        if low > high:
+        sizes = [t for t in terms if isinstance(t, int)]
+        low_end, high_end = ends["min"], ends["max"]
+        low = low_end if isinstance(low_end, int) else min([1, *sizes])
+        high = high_end if isinstance(high_end, int) else max([low, *sizes])
+        if isinstance(low_end, int) and isinstance(high_end, int) and low > high:
             raise table.error(name, f"min ({low}) is greater than max ({high})")
-        outside = [v for v in typical_list if not low <= v <= high]
-        if outside:
+        outside = [v for v in sizes if not low <= v <= high]
+        if outside and isinstance(low_end, int | None) and isinstance(high_end, int | None):
             raise table.error(name, f"typical sizes {outside} lie outside [{low}, {high}]")
-        typical = tuple(typical_list) or tuple(sorted({low, high}))
-        return DimSpec(name, typical, low=low, high=high)
-    raise table.error(name, "expected sizes: a list, an integer or { min, max, typical }")
+        typical = tuple(sizes) or (() if len(sizes) < len(terms) else tuple(sorted({low, high})))
+        return DimSpec(
+            name,
+            typical,
+            low=low,
+            high=high,
+            min_expr=low_end if isinstance(low_end, str) else None,
+            max_expr=high_end if isinstance(high_end, str) else None,
+            typical_terms=terms if any(isinstance(t, str) for t in terms) else (),
+            line=line,
+        )
+    raise table.error(name, "expected sizes: a list, an integer, an expression or { min, max, typical }")
+
+
+def _typical_terms(table: TableReader, name: str, raw: object) -> tuple[int | str, ...]:
+    """`typical`: a size, an expression, or a list of them (`typical = ["D", 64]`)."""
+    if raw is None:
+        return ()
+    items = raw if isinstance(raw, list) else [raw]
+    terms: list[int | str] = []
+    for item in items:
+        if _size(item) and item >= 0:  # type: ignore[operator]
+            terms.append(item)  # type: ignore[arg-type]
+        elif isinstance(item, str):
+            terms.append(_expression(table, name, item, "`typical`"))
+        else:
+            raise table.error(name, "`typical` must be sizes >= 0 or expressions naming dims")
+    return tuple(terms)
 
 
 def dim_list(table: TableReader, key: str, value: Any) -> tuple[str | int, ...]:
@@ -193,9 +257,9 @@ def _bound(table: TableReader, key: str) -> int | str | None:
     value = table.raw(key)
     if value is None or (isinstance(value, int) and not isinstance(value, bool)):
         return value
-    if isinstance(value, str) and DIM_NAME.match(value):
-        return value
-    raise table.error(key, "expected an integer or a dim name")
+    if isinstance(value, str):
+        return _expression(table, key, value, "an integer, a dim name or an expression over dims")
+    raise table.error(key, "expected an integer, a dim name or an expression over dims")
 
 
 def enum_list(table: TableReader, key: str, values: tuple[str, ...], enum: type[E]) -> tuple[E, ...]:
@@ -206,30 +270,46 @@ def enum_list(table: TableReader, key: str, values: tuple[str, ...], enum: type[
     return tuple(enum(v) for v in values)
 
 
-def kwargs_table(table: TableReader) -> tuple[tuple[str, tuple[object, ...]], ...]:
-    """`kwargs = { eps = 1e-5, axis = [-1, 0] }`: a list is a set of values to fuzz over (wrap a list value in a
-    list to pass it as one value)."""
+def kwargs_table(
+    table: TableReader, dim_names: Iterable[str]
+) -> tuple[tuple[tuple[str, tuple[object, ...]], ...], tuple[tuple[str, str], ...]]:
+    """`kwargs = { eps = 1e-5, axis = [-1, 0], num_groups = "G" }`: a list is a set of values to fuzz over (wrap
+    a list value in a list to pass it as one value); a string that names a dim binds the kwarg to that dim or to
+    an expression over dims (`"G"`, `"L // 2"`). Returns (fuzzed kwargs, bound kwargs)."""
     sub = table.table("kwargs")
     if sub is None:
-        return ()
-    result = []
+        return (), ()
+    dims = set(dim_names)
+    fuzzed = []
+    bound = []
     for key in list(sub._data):
         value = sub.raw(key)
+        if isinstance(value, str) and _names_a_dim(value, dims):
+            bound.append((key, _expression(sub, key, value, "a kwarg bound to dims")))
+            continue
         candidates = tuple(value) if isinstance(value, list) else (value,)
         if not candidates:
             raise sub.error(key, "an empty list gives nothing to call the op with")
-        result.append((key, candidates))
+        fuzzed.append((key, candidates))
     sub.finish()
-    return tuple(result)
+    return tuple(fuzzed), tuple(bound)
 
 
-CONSTRAINT = re.compile(r"^\s*([A-Za-z_]\w*(?:\s*%\s*\d+)?)\s*(==|!=|<=|>=|<|>)\s*([A-Za-z_]\w*|\d+)\s*$")
+def _names_a_dim(text: str, dims: set[str]) -> bool:
+    """Whether a kwarg's string value is an expression over dims (else it is passed as a string)."""
+    try:
+        return bool(parse_expression(text).names & dims)
+    except ExpressionError:
+        return False
 
 
-def check_constraint(table: TableReader, text: str, dims: dict[str, DimSpec]) -> None:
-    match = CONSTRAINT.match(text)
-    if not match:
-        raise table.error("constraints", f'{text!r} is not a constraint like "D % 2 == 0" or "R <= D"')
-    for token in re.findall(r"[A-Za-z_]\w*", text):
-        if token not in dims:
-            raise table.error("constraints", f"{text!r} names {token!r}, which is not a declared dim")
+def parse_constraint(table: TableReader, text: str) -> DimConstraint:
+    """A condition over dims and kwargs; its names are checked with the rest of the schema."""
+    try:
+        parse_expression(text, logic=True)
+    except ExpressionError as exc:
+        raise table.error(
+            "constraints",
+            f'{exc}. A constraint is a condition such as "D % 2 == 0", "R <= D", "CB in (1, B)"',
+        ) from None
+    return DimConstraint(text.strip(), table.line_of("constraints"))

@@ -1,29 +1,45 @@
 """A case seed -> everything the op receives: dims, kwargs, layouts and the input arrays.
 
 The derivation follows upstream's seed tree: `it = SeededRng(case_seed)`, then `it.derive("shape")`,
-`it.derive("layout")`, `it.derive("data").derive(f"input_{i}")`, plus `it.derive("kwargs")` for fuzzed
-kwargs. The stratum (dtype, value mode, alignment, contiguity) is a function of the seed (plan/expand.py), so a
-case seed and the op's config replay a case byte for byte.
+`it.derive("layout")`, `it.derive("data").derive(f"input_{i}")`. The stratum (dtype, value mode, size class,
+contiguity, and the counter that picks the tile rung, the kwargs and the large variant) is a function of the
+seed (plan/expand.py), so a case seed and the op's config replay a case byte for byte.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from gpuemu_ci import dtypes
-from gpuemu_ci.config.model import Family, Layout, OpSpec
+from gpuemu_ci.config.model import Family, InputSpec, Layout, OpSpec, ValueKind
 from gpuemu_ci.errors import ConfigError
 from gpuemu_ci.fuzz import layouts as layout_mod
-from gpuemu_ci.fuzz.shapes import draw_dims, shape_of
+from gpuemu_ci.fuzz.large import LargeSkip, large_draw, memory_shortfall
+from gpuemu_ci.fuzz.shapes import CapChange, DimDraw, draw, resolve, shape_of
 from gpuemu_ci.fuzz.values import generate
 from gpuemu_ci.plan.expand import stratum
-from gpuemu_ci.plan.model import CaseStratum
+from gpuemu_ci.plan.model import CaseStratum, SizeClass, ValueMode
 from gpuemu_ci.rng import SeededRng
+
+# Kinds whose rows are one value: a broadcast along the row would break what the kind promises.
+ROW_KINDS = frozenset({ValueKind.PROBABILITIES, ValueKind.LOG_PROBABILITIES, ValueKind.COS, ValueKind.SIN})
+
+
+class CaseSkipped(Exception):
+    """A case this machine cannot run (a large-size case that does not fit in memory); the reason is shown in
+    the results' coverage. Never a pass and never a failure."""
+
+    def __init__(self, seed: int, stratum: CaseStratum, reason: str) -> None:
+        super().__init__(reason)
+        self.seed = seed
+        self.stratum = stratum
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -35,6 +51,7 @@ class CaseInputs:
     logical: Mapping[str, np.ndarray]  # C-contiguous values (what the reference sees, before fp64)
     layouts: Mapping[str, layout_mod.LayoutChoice]
     arrays: Mapping[str, np.ndarray]  # what the op receives (real layouts)
+    capped: tuple[CapChange, ...] = field(default=())  # tool-chosen sizes the element cap shrank
 
     @property
     def dtype(self) -> str:
@@ -49,8 +66,29 @@ class CaseInputs:
         }
 
 
-def draw_kwargs(op: OpSpec, rng: SeededRng) -> dict[str, Any]:
-    return {name: rng.derive(name).choice(list(candidates)) for name, candidates in op.shapes.kwargs}
+def draw_kwargs(op: OpSpec, seed: int) -> dict[str, Any]:
+    """The kwargs of a case (fuzzed ones and those bound to its dims)."""
+    return dict(_draw(op, seed, stratum(op, seed)).kwargs)
+
+
+def case_dims(op: OpSpec, seed: int) -> dict[str, int]:
+    """The dims of a case, without making its inputs (raises CaseSkipped like `build_case`)."""
+    return dict(_draw(op, seed, stratum(op, seed)).dims)
+
+
+def _draw(op: OpSpec, seed: int, chosen: CaseStratum) -> DimDraw:
+    shape_rng = SeededRng(seed).derive("shape")
+    if chosen.size_class is SizeClass.LARGE:
+        drawn = large_draw(op, shape_rng, chosen)
+        if isinstance(drawn, LargeSkip):
+            raise CaseSkipped(seed, chosen, drawn.reason)
+        return drawn
+    drawn = draw(op, shape_rng, chosen)
+    if chosen.size_class is SizeClass.TYPICAL:  # the user's sizes, uncapped: they must still fit in memory
+        reason = memory_shortfall(op, drawn.dims, chosen.dtype)
+        if reason is not None:
+            raise CaseSkipped(seed, chosen, f"typical sizes: {reason}")
+    return drawn
 
 
 def build_case(
@@ -60,32 +98,26 @@ def build_case(
     dims_override: Mapping[str, int] | None = None,
     value_scale: float | None = None,
 ) -> CaseInputs:
-    """Materialises a case. `dims_override` and `value_scale` are used by the minimizer only."""
+    """Materialises a case. `dims_override` (drawn dims; derived dims follow) and `value_scale` are used by the
+    minimizer only. Raises CaseSkipped for a large case the machine's memory cannot hold."""
     it = SeededRng(seed)
     chosen = stratum(op, seed)
-    dims = (
-        dict(dims_override)
-        if dims_override is not None
-        else draw_dims(op, it.derive("shape"), chosen.aligned)
-    )
-    kwargs = draw_kwargs(op, it.derive("kwargs"))
+    if dims_override is not None:
+        fuzzed = _draw(op, seed, chosen).kwargs if op.shapes.kwargs else {}
+        dims, kwargs, problems = resolve(op, dims_override, fuzzed)
+        if problems:
+            raise ValueError(f"these dims make no valid case: {problems[0].message}")
+        capped: tuple[CapChange, ...] = ()
+    else:
+        drawn = _draw(op, seed, chosen)
+        dims, kwargs, capped = drawn.dims, drawn.kwargs, drawn.capped
     data = it.derive("data")
     if op.targets.inputs_hook:
-        logical = _from_hook(op, data, dims, chosen.dtype, kwargs, root)
+        logical = _from_hook(op, data, dims, chosen, kwargs, root)
     else:
         logical = {}
         for index, spec in enumerate(op.shapes.inputs):
-            shape = shape_of(spec.dims, dims)
-            logical[spec.name] = generate(
-                spec,
-                shape,
-                spec.dtype or chosen.dtype,
-                chosen.mode,
-                data.derive(f"input_{index}"),
-                dims,
-                op.error_model.nonfinite,
-                tame=op.error_model.family is Family.ATTENTION,
-            )
+            logical[spec.name] = _generate(op, spec, index, dims, chosen, data.derive(f"input_{index}"), data)
     if value_scale is not None:
         logical = {name: _scaled(a, value_scale) for name, a in logical.items()}
     layout_rng = it.derive("layout")
@@ -98,13 +130,40 @@ def build_case(
             declared.layouts if declared is not None and declared.layouts else None
         ) or op.shapes.layouts
         choice = layout_mod.choose(
-            tuple(allowed), tuple(values.shape), chosen.contiguous, layout_rng.derive(f"input_{index}")
+            tuple(allowed),
+            tuple(values.shape),
+            chosen.contiguous,
+            layout_rng.derive(f"input_{index}"),
+            whole_rows=declared is not None and declared.kind in ROW_KINDS,
         )
         values = layout_mod.broadcast_source(values, choice)
         logical[name] = values
         layouts[name] = choice
         arrays[name] = layout_mod.materialize(values, choice)
-    return CaseInputs(seed, chosen, dims, kwargs, logical, layouts, arrays)
+    return CaseInputs(seed, chosen, dims, kwargs, logical, layouts, arrays, capped)
+
+
+def _generate(
+    op: OpSpec,
+    spec: InputSpec,
+    index: int,
+    dims: Mapping[str, int],
+    chosen: CaseStratum,
+    rng: SeededRng,
+    data: SeededRng,
+) -> np.ndarray:
+    return generate(
+        spec,
+        shape_of(spec.dims, dims),
+        spec.dtype or chosen.dtype,
+        chosen.mode,
+        rng,
+        dims,
+        op.error_model.nonfinite,
+        tame=op.error_model.family is Family.ATTENTION,
+        shared=data.derive("shared"),
+        primary=index == 0,
+    )
 
 
 def rebuild_from_snapshot(
@@ -127,11 +186,46 @@ class InputsHookError(ConfigError):
         self.loaded = loaded
 
 
+def value_generator(
+    op: OpSpec, dims: Mapping[str, int], chosen: CaseStratum, data: SeededRng
+) -> Callable[..., np.ndarray]:
+    """The `generate` helper an inputs hook receives: a tensor of any shape in the case's value mode.
+
+    `generate(shape, dtype=None, kind="any", low=None, high=None, name=None)`: `dtype` defaults to the case's,
+    `kind` is an input kind (`"probabilities"`, `"index"` with `high`, ...), and `name` picks the stream (calls
+    with the same name give the same values; by default the n-th call has its own)."""
+    calls = [0]
+
+    def generate_tensor(
+        shape: tuple[int, ...] | list[int],
+        dtype: str | None = None,
+        kind: str = "any",
+        low: int | None = None,
+        high: int | None = None,
+        name: str | None = None,
+    ) -> np.ndarray:
+        key = name if name is not None else f"call_{calls[0]}"
+        calls[0] += 1
+        spec = InputSpec(key, tuple(int(s) for s in shape), dtype, ValueKind(kind), low, high)
+        return _generate(
+            op, spec, 0 if calls[0] == 1 else 1, dims, chosen, data.derive("hook").derive(key), data
+        ).reshape(tuple(int(s) for s in shape))
+
+    return generate_tensor
+
+
 def _from_hook(
-    op: OpSpec, rng: SeededRng, dims: Mapping[str, int], dtype: str, kwargs: Mapping[str, Any], root: Path
+    op: OpSpec,
+    rng: SeededRng,
+    dims: Mapping[str, int],
+    chosen: CaseStratum,
+    kwargs: Mapping[str, Any],
+    root: Path,
 ) -> dict[str, np.ndarray]:
-    """`inputs = "pkg.mod:make_inputs"`: the user's generator gets the case's rng (replayable), dims, dtype and
-    kwargs, and returns a dict of arrays. It runs in the worker processes, with the rest of the user code."""
+    """`inputs_hook = "pkg.mod:make_inputs"`: the user's generator gets the case's rng (replayable), dims, dtype
+    and kwargs, and, when it accepts them, the case's value `mode` and a `generate` helper that makes a tensor
+    in that mode. It returns a dict of arrays (layouts are applied to them afterwards, as to any input). It runs
+    in the worker processes, with the rest of the user code."""
     from gpuemu_ci.backends.loading import LoadError, load_callable
 
     try:
@@ -140,8 +234,16 @@ def _from_hook(
         raise InputsHookError(
             f"op {op.name!r}: inputs hook does not load: {exc}", op.line, loaded=False
         ) from None
+    arguments: dict[str, Any] = {
+        "rng": rng,
+        "dims": dict(dims),
+        "dtype": chosen.dtype,
+        "kwargs": dict(kwargs),
+    }
+    extra = {"mode": chosen.mode.value, "generate": value_generator(op, dims, chosen, rng)}
+    arguments.update({k: v for k, v in extra.items() if _accepts(hook, k)})
     try:
-        produced = hook(rng=rng, dims=dict(dims), dtype=dtype, kwargs=dict(kwargs))
+        produced = hook(**arguments)
     except BaseException as exc:  # user code, sys.exit() included: the case's failure, not the gate's exit
         raise InputsHookError(
             f"op {op.name!r}: inputs hook {op.targets.inputs_hook!r} failed: {type(exc).__name__}: {exc}",
@@ -154,7 +256,43 @@ def _from_hook(
             op.line,
             loaded=True,
         )
-    return {str(k): np.ascontiguousarray(v) for k, v in produced.items()}
+    result = {str(k): np.ascontiguousarray(v) for k, v in produced.items()}
+    _check_declared_shapes(op, result, dims)
+    return result
 
 
-__all__ = ["CaseInputs", "InputsHookError", "Layout", "build_case", "draw_kwargs", "rebuild_from_snapshot"]
+def _accepts(hook: Callable[..., Any], name: str) -> bool:
+    try:
+        parameters = inspect.signature(hook).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
+def _check_declared_shapes(op: OpSpec, produced: Mapping[str, np.ndarray], dims: Mapping[str, int]) -> None:
+    """Inputs declared next to a hook (`[ops.inputs]` with `inputs_hook`) must come back with their shapes: the
+    oracle reads the bound's lengths and scales from them."""
+    for spec in op.shapes.inputs:
+        if spec.name not in produced:
+            continue
+        expected = shape_of(spec.dims, dims)
+        if tuple(produced[spec.name].shape) != expected:
+            raise InputsHookError(
+                f"op {op.name!r}: inputs hook returned `{spec.name}` with shape {tuple(produced[spec.name].shape)}, "
+                f"but [ops.inputs] declares {list(spec.dims)} = {expected}",
+                op.line,
+                loaded=True,
+            )
+
+
+__all__ = [
+    "CaseInputs",
+    "CaseSkipped",
+    "InputsHookError",
+    "Layout",
+    "ValueMode",
+    "build_case",
+    "case_dims",
+    "draw_kwargs",
+    "rebuild_from_snapshot",
+]

@@ -4,7 +4,10 @@
 - strided: a larger allocation whose gaps hold NaN (floats) or the dtype's maximum (integers), so an op that
   reads past the logical elements or ignores strides produces visibly wrong output;
 - broadcast: one dim of size > 1 has stride 0 (the values repeat along it), as `expand` makes;
-- odd_size1: size-1 dims carry unusual strides, which a kernel must never use.
+- odd_size1: size-1 dims carry unusual strides, which a kernel must never use;
+- row_padded: a slice `x[..., :N]` of a wider buffer, the most common non-contiguous tensor (padded vocabularies,
+  slices of fused projections): inner stride 1, row stride the next multiple of 64 above N (2N + 1 for rows
+  shorter than 64), the padding poisoned like the strided layout's gaps.
 """
 
 from __future__ import annotations
@@ -35,22 +38,36 @@ def applicable(layout: Layout, shape: tuple[int, ...]) -> bool:
         return any(s == 1 for s in shape)
     if layout is Layout.STRIDED:
         return len(shape) >= 1 and all(s > 0 for s in shape)
+    if layout is Layout.ROW_PADDED:
+        return len(shape) >= 2 and shape[-2] > 1 and shape[-1] > 0
     return True
 
 
 def choose(
-    layouts: tuple[Layout, ...], shape: tuple[int, ...], contiguous: bool, rng: SeededRng
+    layouts: tuple[Layout, ...],
+    shape: tuple[int, ...],
+    contiguous: bool,
+    rng: SeededRng,
+    whole_rows: bool = False,
 ) -> LayoutChoice:
-    """Contiguous cases stay contiguous; others pick among the op's non-contiguous layouts that fit the shape."""
+    """Contiguous cases stay contiguous; others pick among the op's non-contiguous layouts that fit the shape.
+    `whole_rows`: the input's rows are one value (probability rows, rotary tables), so a broadcast may repeat
+    rows but never one element along a row."""
     if contiguous:
         return LayoutChoice(Layout.CONTIGUOUS)
-    options = [lay for lay in layouts if lay is not Layout.CONTIGUOUS and applicable(lay, shape)]
+    broadcastable = [i for i, s in enumerate(shape) if s > 1 and not (whole_rows and i == len(shape) - 1)]
+    options = [
+        lay
+        for lay in layouts
+        if lay is not Layout.CONTIGUOUS
+        and applicable(lay, shape)
+        and (lay is not Layout.BROADCAST or broadcastable)
+    ]
     if not options:
         return LayoutChoice(Layout.CONTIGUOUS)
     layout = rng.choice(options)
     if layout is Layout.BROADCAST:
-        candidates = [i for i, s in enumerate(shape) if s > 1]
-        return LayoutChoice(layout, rng.derive("broadcast_dim").choice(candidates))
+        return LayoutChoice(layout, rng.derive("broadcast_dim").choice(broadcastable))
     return LayoutChoice(layout)
 
 
@@ -83,6 +100,8 @@ def materialize(values: np.ndarray, choice: LayoutChoice) -> np.ndarray:
             for size, stride in zip(base.shape, base.strides, strict=True)
         )
         return np.lib.stride_tricks.as_strided(base, shape=base.shape, strides=strides)
+    if layout is Layout.ROW_PADDED:
+        return _row_padded(values)
     raise AssertionError(layout)
 
 
@@ -104,6 +123,26 @@ def _strided(values: np.ndarray) -> np.ndarray:
     if values.ndim >= 2:
         index = (*tuple(slice(0, s) for s in values.shape[:-2]), slice(1, None), slice(0, None, 2))
     view = buffer[index]
+    view[...] = values
+    return view
+
+
+ROW_PAD_MULTIPLE = 64
+
+
+def row_stride(n: int) -> int:
+    """The row stride (elements) of a row-padded view of rows of n: the next multiple of 64 above n, or 2n + 1
+    for short rows (the buffer stays within twice the view)."""
+    if n < ROW_PAD_MULTIPLE:
+        return 2 * n + 1
+    return (n // ROW_PAD_MULTIPLE + 1) * ROW_PAD_MULTIPLE
+
+
+def _row_padded(values: np.ndarray) -> np.ndarray:
+    """`values` as `buffer[..., :N]` of a buffer whose rows are `row_stride(N)` long, the rest poisoned."""
+    n = values.shape[-1]
+    buffer = np.full((*values.shape[:-1], row_stride(n)), _poison(values.dtype), dtype=values.dtype)
+    view = buffer[..., :n]
     view[...] = values
     return view
 

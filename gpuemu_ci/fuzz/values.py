@@ -17,7 +17,10 @@ from gpuemu_ci.config.model import InputSpec, NonFinite, ValueKind
 from gpuemu_ci.plan.model import ValueMode
 from gpuemu_ci.rng import SeededRng
 
-GENERATOR_VERSION = "3"
+# 4: size classes (typical sizes as declared, tile ladders, large sizes), zero and underflow rows, rotary
+# cos/sin tables, pairwise kwargs, the row-padded layout, and inputs over 2^24 elements built from a repeated
+# block (see README "Determinism and replay").
+GENERATOR_VERSION = "4"
 
 TWO_POW_53 = float(2**53)
 LN2 = 0.6931471805599453  # a literal: log-probabilities are -k * ln 2 for dyadic probabilities
@@ -31,6 +34,15 @@ WIDE_EXPONENT = {"float64": 40, "float32": 20, "float16": 6, "bfloat16": 20}
 TAME_OFFSET = 4.0
 TAME_EXPONENT = 3
 INT_RANGE = {True: (-100, 100), False: (0, 200)}  # signed, unsigned
+# Magnitudes past which exp(-x) underflows to 0 in each dtype (its smallest subnormal is e^-744, e^-103.3,
+# e^-16.6, e^-92): a row this negative has a softmax only when the max is subtracted first.
+UNDERFLOW = {"float64": 760.0, "float32": 110.0, "float16": 20.0, "bfloat16": 110.0}
+TAME_UNDERFLOW = 2.0
+# Inputs with more elements than this repeat one block of about BLOCK values (a prime number of rows, or BLOCK
+# values, so an offset that wraps by a power of two lands on other values): drawing 2^31 values one by one
+# would take minutes and tens of GiB.
+BLOCK_THRESHOLD = 1 << 24
+BLOCK = 1_048_573
 
 
 def unit_floats(rng: SeededRng, n: int) -> np.ndarray:
@@ -68,21 +80,40 @@ def generate(
     dims: Mapping[str, int],
     nonfinite: NonFinite = NonFinite.NONE,
     tame: bool = False,
+    shared: SeededRng | None = None,
+    primary: bool = False,
 ) -> np.ndarray:
     """The logical (C-contiguous) input array, already rounded to its dtype.
 
     `tame` keeps magnitudes O(1) for ops whose exact result is ill-conditioned in its input scale (attention:
     fp32 score errors grow with |q||k| and flip the softmax at large magnitudes, so huge inputs would test the
-    problem, not the kernel)."""
+    problem, not the kernel). `shared` is a stream every input of the case sees (rotary cos and sin tables draw
+    their angles from it); `primary` marks the op's first input (its rows are the op's rows even when 1-D)."""
     info = dtypes.info(dtype_name)
     n = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    if n > BLOCK_THRESHOLD:
+        block_shape = _block_shape(shape)
+        block = generate(spec, block_shape, dtype_name, mode, rng, dims, nonfinite, tame, shared, primary)
+        return np.resize(block.reshape(-1), n).reshape(shape)
     if spec.kind is not ValueKind.ANY:
-        values = _kind_values(spec, shape, n, info, rng, dims)
+        values = _kind_values(spec, shape, n, info, rng, dims, shared)
     elif info.is_float:
-        values = _float_values(mode, shape, n, dtype_name, rng, nonfinite, tame)
+        values = _float_values(mode, shape, n, dtype_name, rng, nonfinite, tame, primary)
     else:
         values = _int_values(mode, n, info, rng)
     return np.asarray(values).reshape(shape).astype(info.numpy)
+
+
+def _block_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The block a huge input repeats: whole rows (a prime number of them, so the period is no power of two)
+    when rows are short enough, else BLOCK values."""
+    last = shape[-1] if shape else 1
+    if len(shape) >= 2 and 0 < 3 * last <= BLOCK:
+        rows = BLOCK // last
+        while rows > 2 and any(rows % q == 0 for q in range(2, int(rows**0.5) + 1)):
+            rows -= 1
+        return (rows, last)
+    return (BLOCK,)
 
 
 def _float_values(
@@ -93,6 +124,7 @@ def _float_values(
     rng: SeededRng,
     nonfinite: NonFinite,
     tame: bool,
+    primary: bool = False,
 ) -> np.ndarray:
     base = regular(rng.derive("base"), n)
     if mode is ValueMode.REGULAR:
@@ -123,7 +155,27 @@ def _float_values(
     if mode is ValueMode.TIES:
         choices = np.array([-2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0])
         return choices[(rng.derive("ties").u64_array(n) % np.uint64(len(choices))).astype(np.int64)]
+    if mode in (ValueMode.ZERO_ROWS, ValueMode.UNDERFLOW_ROWS):
+        rows = _rows(base, shape, primary)
+        if rows is None:
+            return base
+        if mode is ValueMode.ZERO_ROWS:
+            rows[::3] = 0.0
+        else:
+            floor = TAME_UNDERFLOW if tame else UNDERFLOW[dtype_name]
+            rows[::2] = -(floor + np.abs(rows[::2]))
+        return base
     raise AssertionError(mode)
+
+
+def _rows(values: np.ndarray, shape: tuple[int, ...], primary: bool) -> np.ndarray | None:
+    """A (rows, last dim) view of `values` for the row modes; a 1-D input is one row when it is the op's first
+    input (its rows are the op's), and is left alone otherwise (a weight or a bias)."""
+    if not values.size or not shape:
+        return None
+    if len(shape) == 1:
+        return values.reshape(1, -1) if primary else None
+    return values.reshape(-1, shape[-1])
 
 
 def _boundary(
@@ -178,9 +230,16 @@ def _int_values(mode: ValueMode, n: int, info: dtypes.DtypeInfo, rng: SeededRng)
 
 
 def _bound(value: int | str | None, dims: Mapping[str, int], default: int) -> int:
+    """An input's `low`/`high`: a size, a dim name or an expression over dims."""
     if value is None:
         return default
-    return dims[value] if isinstance(value, str) else value
+    if isinstance(value, int):
+        return value
+    if value in dims:
+        return dims[value]
+    from gpuemu_ci.backends.expressions import evaluate_int
+
+    return evaluate_int(value, dims)
 
 
 def _kind_values(
@@ -190,6 +249,7 @@ def _kind_values(
     info: dtypes.DtypeInfo,
     rng: SeededRng,
     dims: Mapping[str, int],
+    shared: SeededRng | None = None,
 ) -> np.ndarray:
     kind = spec.kind
     if kind is ValueKind.INDEX:
@@ -200,15 +260,21 @@ def _kind_values(
         if spec.ignore_value is not None and n:
             ignored = (rng.derive("ignore").u64_array(n) % np.uint64(8)) == 0
             values[ignored] = spec.ignore_value
+        if n >= 2 and high > low:  # the first and last rows of a table are where offsets go wrong
+            values[0], values[-1] = low, high - 1
         return values
+    if kind in (ValueKind.COS, ValueKind.SIN):
+        return _rotary(shape, shared or rng, kind is ValueKind.COS)
     if kind is ValueKind.SORTED_OFFSETS:
+        # Bag offsets: sorted, the first 0, every one <= the total (`high`); in about half the cases the last is
+        # the total itself (an empty last bag, or the include_last_offset convention).
         high = _bound(spec.high, dims, n)
         cuts = (
             np.sort((rng.u64_array(n) % np.uint64(high + 1)).astype(np.int64)) if n else np.zeros(0, np.int64)
         )
         if n:
             cuts[0] = 0
-        if n >= 2:
+        if n >= 2 and rng.derive("last").gen_u64() & 1:
             cuts[-1] = high
         return cuts
     u = unit_floats(rng, n)
@@ -241,4 +307,24 @@ def _dyadic_log_probabilities(rng: SeededRng, n: int, rows: int) -> np.ndarray:
             depths[leaf] += 1
             depths.append(depths[leaf])
         out[start : start + rows] = -LN2 * np.array(depths, dtype=np.float64)
+    return out
+
+
+def _rotary(shape: tuple[int, ...], rng: SeededRng, cos: bool) -> np.ndarray:
+    """A rotary table: cos or sin of one angle per (position, frequency), the two halves of the last dim
+    repeated (cos = cat(c, c), as `rotate_half` kernels expect), position 0 at angle 0. The angles come from
+    `rng`, which the case's cos and sin inputs share, and t = tan(angle / 2) makes cos = (1 - t^2) / (1 + t^2)
+    and sin = 2t / (1 + t^2) exact rational arithmetic (no libm), with cos^2 + sin^2 = 1 to rounding."""
+    if not shape or 0 in shape:
+        return np.zeros(shape)
+    half = shape[-1] // 2
+    angles_shape = (*shape[:-1], half)
+    t = regular(rng.derive("rotary"), int(np.prod(angles_shape, dtype=np.int64))).reshape(angles_shape)
+    if len(shape) >= 2:
+        t[..., 0, :] = 0.0  # position 0: angle 0
+    denominator = 1.0 + t * t
+    value = (1.0 - t * t) / denominator if cos else 2.0 * t / denominator
+    out = np.full(shape, 1.0 if cos else 0.0)  # an odd width leaves its last lane unrotated
+    out[..., :half] = value
+    out[..., half : 2 * half] = value
     return out

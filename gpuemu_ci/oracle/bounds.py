@@ -16,6 +16,7 @@ import numpy as np
 
 from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Family, OpSpec
+from gpuemu_ci.oracle.precision import input_magnitude
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ def floor_term(op: OpSpec, output_dtype: str) -> float:
 
 def abs_linear_inputs(op: OpSpec) -> tuple[str, ...]:
     """Inputs the reference is linear in, for the |.|-reference that yields S."""
-    if op.error_model.family in (Family.MATMUL, Family.REDUCTION, Family.SCAN):
+    if op.error_model.family in (Family.MATMUL, Family.REDUCTION, Family.SCAN, Family.ARGMAX):
         return tuple(spec.name for spec in op.shapes.inputs)
     if op.error_model.family is Family.ATTENTION and op.shapes.inputs:
         return (op.shapes.inputs[-1].name,)
@@ -62,7 +63,7 @@ def reduced_dims(op: OpSpec) -> frozenset[str]:
     """Dims the op sums over: those of the inputs missing from the output (matmul, reductions, attention),
     else the last dim of the first input (row-wise families)."""
     if (
-        op.error_model.family in (Family.MATMUL, Family.REDUCTION, Family.ATTENTION)
+        op.error_model.family in (Family.MATMUL, Family.REDUCTION, Family.ATTENTION, Family.ARGMAX)
         and op.shapes.output_dims is not None
     ):
         output_names = {d for d in op.shapes.output_dims if isinstance(d, str)}
@@ -127,14 +128,21 @@ def allowed_error(op: OpSpec, case: BoundInputs) -> np.ndarray:
     g = float(n) if case.correlated else sqrt(n)
     family = op.error_model.family or Family.ELEMENTWISE
     if family is Family.ELEMENTWISE:
-        scale = r.copy()
-        for x in case.inputs.values():
-            if x.shape == r.shape:  # internal cancellation is bounded by the operands' magnitude
-                scale = np.maximum(scale, np.abs(x))
+        # Internal cancellation is bounded by the operands' magnitude: the inputs that feed each element (by
+        # shape, broadcasting or dim names), so an output shaped like no input (concat(q', k')) keeps it too.
+        magnitude = input_magnitude(op, case.inputs, r.shape)
+        scale = r if magnitude is None else np.maximum(r, magnitude)
         term = (1.0 + k_f) * u_acc * scale
-    elif family in (Family.MATMUL, Family.REDUCTION, Family.SCAN):
-        scale = case.reference_abs if case.reference_abs is not None else r * n
-        term = g * u_acc * np.abs(scale) + k_f * u_acc * r
+    elif family in (Family.MATMUL, Family.REDUCTION, Family.SCAN, Family.ARGMAX):
+        scale = np.abs(case.reference_abs) if case.reference_abs is not None else r * n
+        if family is Family.REDUCTION:
+            # A statistic computed from a computed mean (a variance, a std) errs by the mean's error, about
+            # g u mean|x|, even where the statistic is 0 (the std of a constant row): the square root does not
+            # shrink it. The reference on |x| is 0 there.
+            mean = input_magnitude(op, case.inputs, r.shape, np.mean)
+            if mean is not None:
+                scale = np.maximum(scale, mean)
+        term = g * u_acc * scale + k_f * u_acc * r
     elif family is Family.SOFTMAX:
         x = next(iter(case.inputs.values()))
         spread = np.zeros_like(r)
@@ -145,7 +153,8 @@ def allowed_error(op: OpSpec, case: BoundInputs) -> np.ndarray:
         term = (k_f + 2.0 + sqrt(n)) * u_acc * r + u_acc * r * spread
     elif family is Family.NORM:
         x = next(iter(case.inputs.values()))
-        scale = r.copy()
+        # Outputs shaped unlike the normalised input (concat(q', k')): the magnitude of each output row.
+        scale = r.copy() if x.shape == r.shape else np.broadcast_to(r.max(axis=-1, keepdims=True), r.shape)
         if x.shape == r.shape and x.size:
             axis = _row_axis(case.kwargs)
             eps = float(case.kwargs.get("eps", 0.0) or 0.0)  # type: ignore[arg-type]
@@ -154,14 +163,7 @@ def allowed_error(op: OpSpec, case: BoundInputs) -> np.ndarray:
             sigma = np.where(sigma > 0, sigma, 1.0)
             # The computed mean errs in proportion to the row's mean |x|, not |mean| (rows can cancel).
             mean_abs = np.abs(x).mean(axis=axis, keepdims=True)
-            affine = [
-                w
-                for w in case.inputs.values()
-                if w is not x and w.ndim >= 1 and w.size and w.shape[-1] == x.shape[-1]
-            ]
-            # The first per-column input scales the normalised row (gamma); later ones are added to it (beta).
-            gamma = max(float(np.abs(affine[0]).max()), 1.0) if affine else 1.0
-            shift = sum((np.abs(b) for b in affine[1:]), np.zeros(1))
+            gamma, shift = _affine(case.inputs, x, axis)
             scale = (mean_abs + np.abs(x)) / sigma * gamma + shift
         term = (g + 2.0 + k_f) * u_acc * np.maximum(scale, r)
     elif family is Family.ATTENTION:
@@ -192,6 +194,26 @@ def allowed_error(op: OpSpec, case: BoundInputs) -> np.ndarray:
         # subnormal, in absolute terms: n of them at most.
         term = term + n * _accumulator_floor(op, case.case_dtype)
     return op.error_model.bound_c * (u_out * r + term + eta)
+
+
+_SHIFT_NAMES = ("bias", "beta", "shift", "b")
+
+
+def _affine(inputs: Mapping[str, np.ndarray], x: np.ndarray, axis: int) -> tuple[float, np.ndarray]:
+    """The per-column parameters of a norm: 1-D inputs as long as the normalised axis. Those named like a
+    bias (`bias`, `beta`, `shift`, `b`) are added to the row; the others scale it (gamma, at least 1)."""
+    length = x.shape[axis]
+    per_column = [(n, w) for n, w in inputs.items() if w is not x and w.ndim == 1 and w.shape[0] == length]
+    shape = [1] * x.ndim
+    shape[axis] = length
+    gamma = 1.0
+    shift = np.zeros(1)
+    for name, w in per_column:
+        if name.lower() in _SHIFT_NAMES:
+            shift = shift + np.abs(w).reshape(shape)
+        else:
+            gamma = max(gamma, float(np.abs(w).max(initial=0.0)))
+    return gamma, shift
 
 
 def _accumulator_floor(op: OpSpec, case_dtype: str) -> float:

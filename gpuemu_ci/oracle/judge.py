@@ -10,7 +10,9 @@ import numpy as np
 from gpuemu_ci import dtypes
 from gpuemu_ci.backends.interface import CallResult, CallStatus, CaseRun
 from gpuemu_ci.config.model import Family, OpSpec, Validation
-from gpuemu_ci.oracle import bounds
+from gpuemu_ci.oracle import bounds, precision
+from gpuemu_ci.oracle.argmax import axis_of as argmax_axis
+from gpuemu_ci.oracle.argmax import compare_argmax
 from gpuemu_ci.oracle.compare import DEFAULT_TOLERANCES, allclose_allowance, compare, compare_exact
 from gpuemu_ci.oracle.invariants import bias_z, check_invariants
 from gpuemu_ci.oracle.model import CaseVerdict, Comparator, ErrorStats, FailureKind, Finding
@@ -37,9 +39,12 @@ class CaseContext:
     error_scale: Callable[..., tuple[np.ndarray, int]] | None = None  # custom family hook
     bias_test: bool = False  # regular-valued cases only: structured inputs make rounding errors correlated
     correlated: bool = False  # sorted values or addends repeated along a summed dim (bounds.BoundInputs)
+    low_outputs: tuple[np.ndarray, ...] | None = None  # the reference in the working precision (precision.py)
 
 
 def comparator_for(op: OpSpec, dtype: str) -> Comparator:
+    if op.error_model.family is Family.ARGMAX:
+        return Comparator.ARGMAX
     if op.error_model.family is Family.EXACT or not dtypes.info(op.output_dtype or dtype).is_float:
         return Comparator.EXACT
     if op.error_model.tolerance_for(dtype) is not None or op.error_model.family is None:
@@ -71,6 +76,12 @@ def judge(op: OpSpec, case: CaseContext, run: CaseRun, validation: Validation) -
     for position, (y, r) in enumerate(zip(outputs, reference, strict=True)):
         label = "" if len(outputs) == 1 else f"output {position}: "
         y = np.asarray(y)
+        if op.error_model.family is Family.ARGMAX:
+            out_stats, out_findings = _judge_argmax(op, case, run, y, np.asarray(r), position)
+            findings.extend(Finding(f.kind, label + f.message) for f in out_findings)
+            if stats is None or (out_stats.headroom or 0) > (stats.headroom or 0):
+                stats = out_stats
+            continue
         if tuple(y.shape) != tuple(np.shape(r)):
             findings.append(
                 Finding(
@@ -88,7 +99,9 @@ def judge(op: OpSpec, case: CaseContext, run: CaseRun, validation: Validation) -
                 )
             )
             continue
-        out_stats, out_findings = _compare_one(op, case, run, y, np.asarray(r), output_dtype, validation)
+        out_stats, out_findings = _compare_one(
+            op, case, run, y, np.asarray(r), output_dtype, validation, position
+        )
         findings.extend(Finding(f.kind, label + f.message) for f in out_findings)
         if stats is None or (out_stats.headroom or 0) > (stats.headroom or 0):
             stats = out_stats
@@ -150,6 +163,7 @@ def _compare_one(
     r: np.ndarray,
     output_dtype: str,
     validation: Validation,
+    position: int = 0,
 ) -> tuple[ErrorStats, list[Finding]]:
     comparator = comparator_for(op, case.dtype)
     if comparator is Comparator.EXACT:
@@ -176,34 +190,11 @@ def _compare_one(
             op, r, np.asarray(scale, dtype=np.float64), int(n), case.dtype, output_dtype
         )
     else:
-        reference_abs = None
-        if (
-            run.reference_abs is not None
-            and run.reference_abs.status is CallStatus.OK
-            and run.reference_abs.outputs
-        ):
-            reference_abs = np.asarray(run.reference_abs.outputs[0], dtype=np.float64)
-            if reference_abs.shape != r.shape:
-                reference_abs = None
-        float_inputs = {
-            name: np.asarray(x).astype(np.float64)
-            for name, x in case.inputs.items()
-            if dtypes.is_float_dtype(np.asarray(x).dtype)
-        }
-        allowed = bounds.allowed_error(
-            op,
-            bounds.BoundInputs(
-                r,
-                float_inputs,
-                reference_abs,
-                case.dims,
-                case.kwargs,
-                output_dtype,
-                case.dtype,
-                case.correlated,
-            ),
-        )
-    return compare(
+        allowed = _family_allowance(op, case, run, r, output_dtype)
+    explain = None
+    if comparator is Comparator.BOUND:
+        allowed, explain = _with_empirical(op, case, run, r, allowed, position)
+    stats, findings = compare(
         y,
         r,
         allowed,
@@ -212,6 +203,90 @@ def _compare_one(
         check_nan=validation.check_nan,
         check_inf=validation.check_inf,
     )
+    if explain is not None and stats.worst_index is not None:
+        findings = [
+            Finding(f.kind, f.message + explain(stats.worst_index)) if f.kind is FailureKind.MISMATCH else f
+            for f in findings
+        ]
+    return stats, findings
+
+
+def _family_allowance(
+    op: OpSpec, case: CaseContext, run: CaseRun, r: np.ndarray, output_dtype: str
+) -> np.ndarray:
+    """The family's a-priori bound (oracle/bounds.py), with the reference on |x| as its scale where asked."""
+    reference_abs = None
+    if (
+        run.reference_abs is not None
+        and run.reference_abs.status is CallStatus.OK
+        and run.reference_abs.outputs
+    ):
+        reference_abs = np.asarray(run.reference_abs.outputs[0], dtype=np.float64)
+        if reference_abs.shape != r.shape:
+            reference_abs = None
+    return bounds.allowed_error(
+        op,
+        bounds.BoundInputs(
+            r,
+            _float_inputs(case),
+            reference_abs,
+            case.dims,
+            case.kwargs,
+            output_dtype,
+            case.dtype,
+            case.correlated,
+        ),
+    )
+
+
+def _judge_argmax(
+    op: OpSpec, case: CaseContext, run: CaseRun, chosen: np.ndarray, scores: np.ndarray, position: int
+) -> tuple[ErrorStats, list[Finding]]:
+    """family = "argmax": the scores' allowance (family bound and working-precision reference, the scores
+    never being stored, so judged in the working precision), then the choice (oracle/argmax.py)."""
+    working = precision.working_precision(op, case.dtype) or case.dtype
+    if not dtypes.info(working).is_float:
+        working = "float32"
+    scores = np.asarray(scores, dtype=np.float64)
+    allowed = _family_allowance(op, case, run, scores, working)
+    allowed, _ = _with_empirical(op, case, run, scores, allowed, position)
+    return compare_argmax(chosen, scores, allowed, argmax_axis(case.kwargs))
+
+
+def _float_inputs(case: CaseContext) -> dict[str, np.ndarray]:
+    return {
+        name: np.asarray(x).astype(np.float64)
+        for name, x in case.inputs.items()
+        if dtypes.is_float_dtype(np.asarray(x).dtype)
+    }
+
+
+def _with_empirical(
+    op: OpSpec, case: CaseContext, run: CaseRun, r: np.ndarray, allowed: np.ndarray, position: int
+) -> tuple[np.ndarray, Callable[[tuple[int, ...]], str] | None]:
+    """The family's allowance, raised to c times the error model of the reference run in the working precision
+    where that is larger (oracle/precision.py); and what to say about it at the worst element."""
+    low = case.low_outputs
+    if low is None or len(low) <= position:
+        return allowed, None
+    magnitude = precision.input_magnitude(op, _float_inputs(case), tuple(r.shape))
+    found = precision.empirical_term(r, np.asarray(low[position]), magnitude)
+    if found is None:
+        return allowed, None
+    term, scale = found
+    c = op.error_model.bound_c
+    family = np.broadcast_to(np.asarray(allowed, dtype=np.float64), r.shape)
+    empirical = c * precision.ROUNDINGS * term
+    working = precision.working_precision(op, case.dtype) or "float32"
+    name = (op.error_model.family or Family.ELEMENTWISE).value
+
+    def explain(index: tuple[int, ...]) -> str:
+        return (
+            f"; allowed = {c:g} × max({name} bound {family[index] / c:.3g}, {precision.ROUNDINGS:g} × the "
+            f"{working} reference's error {term[index]:.3g} [scale: {scale}])"
+        )
+
+    return np.maximum(family, empirical), explain
 
 
 def _with_bias(stats: ErrorStats | None, z: float) -> ErrorStats | None:

@@ -13,6 +13,7 @@ class Comparator(StrEnum):
     ALLCLOSE = "allclose"  # |y - r| <= atol + rtol |r| (explicit or default tolerances)
     EXACT = "exact"  # y == r rounded to the output dtype
     BASELINE_RELATIVE = "baseline_relative"  # err(y) <= k err(naive same-dtype implementation)
+    ARGMAX = "argmax"  # the chosen index scores within the scores' error bound of the best
 
 
 # Kinds where the op ran and produced a wrong answer (the gate fails); the others mean it could not be judged.

@@ -24,7 +24,7 @@ class CalibrationRow:
 
     op: str
     dtype: str
-    shape_class: str  # "tile-multiple dims" | "boundary dims"
+    shape_class: str  # "<size class> dims": typical, boundary, tile, large
     cases: int
     comparator: str
     worst_headroom: float | None
@@ -55,12 +55,14 @@ def calibrate(
         ]
         for future in futures:  # in plan order, whichever worker ran them
             report = future.result()
+            if report.outcome == "skipped":  # a large case the machine cannot hold
+                continue
             if report.outcome in ("errored", "unloadable") or report.comparator is None:
                 unusable += 1
                 continue
             if report.outcome != "passed":
                 unusable += 1
-            shape_class = ("tile-multiple" if report.aligned else "boundary") + " dims"
+            shape_class = f"{report.size_class} dims"
             scale = report.reference_scale or 0.0
             rel = report.max_abs_error / scale if scale > 0 and report.max_abs_error is not None else 0.0
             groups[(report.dtype, shape_class, report.comparator)].append(

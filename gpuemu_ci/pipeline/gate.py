@@ -211,7 +211,14 @@ def _run_ops(
             [(op, cases, targets.get(op.name)) for op, cases in plans], deadline=deadline, stop=stop
         )
         results.update(ran)
-    return tuple(results[op.name] for op in ops), cut_short, info
+    final = tuple(_with_dtypes_not_run(results[op.name], settings.dtypes_for(config, op), op) for op in ops)
+    return final, cut_short, info
+
+
+def _with_dtypes_not_run(result: OpResult, ran: tuple[str, ...], op: OpSpec) -> OpResult:
+    """Said in every report: "bfloat16 not run in the quick suite"."""
+    left_out = tuple(d for d in op.dtypes if d not in ran)
+    return msgspec.structs.replace(result, dtypes_not_run=left_out) if left_out else result
 
 
 def _in_other_shards(op: OpSpec, shard: Shard) -> OpResult:

@@ -20,7 +20,7 @@ from gpuemu_ci.config.model import Layout, OpSpec
 from gpuemu_ci.errors import UsageError
 from gpuemu_ci.fuzz import layouts as layout_mod
 from gpuemu_ci.fuzz.case import CaseInputs, build_case, rebuild_from_snapshot
-from gpuemu_ci.fuzz.shapes import satisfies
+from gpuemu_ci.fuzz.shapes import admissible
 from gpuemu_ci.pipeline.replay import ReplayOutcome, replay, run_inputs
 from gpuemu_ci.pipeline.session import Session
 from gpuemu_ci.results.model import FailureKind
@@ -73,7 +73,8 @@ def minimize(session: Session, op: OpSpec, seed: int, max_runs: int = 200) -> Mi
     kind = first.kind
     probe = _Probe(session, op, kind, max_runs)
 
-    dims = _shrink_dims(probe, op, seed, dict(first.report.dims))
+    drawn = {name: size for name, size in first.report.dims.items() if not _is_derived(op, name)}
+    dims = _shrink_dims(probe, op, seed, dict(drawn), first.report.kwargs)
     # The layout and value passes change the inputs themselves: they are built here, then sent to the
     # workers as snapshots (replay.run_inputs).
     case = build_case(op, seed, session.config.root, dims_override=dims)
@@ -121,11 +122,19 @@ def _same_failure(outcome: ReplayOutcome, kind: FailureKind) -> bool:
     return outcome.kind is kind
 
 
-def _shrink_dims(probe: _Probe, op: OpSpec, seed: int, dims: dict[str, int]) -> dict[str, int]:
+def _is_derived(op: OpSpec, name: str) -> bool:
+    dim = op.shapes.dim(name)
+    return dim is not None and dim.is_derived
+
+
+def _shrink_dims(
+    probe: _Probe, op: OpSpec, seed: int, dims: dict[str, int], kwargs: Mapping[str, object]
+) -> dict[str, int]:
+    """The drawn dims, each shrunk by binary search (derived dims follow them)."""
     lows = {d.name: max(d.low, 1) for d in op.shapes.dims}
 
     def fails(candidate: dict[str, int]) -> bool:
-        if not all(satisfies(c, candidate) for c in op.shapes.constraints) or probe.spent:
+        if not admissible(op, candidate, kwargs) or probe.spent:
             return False
         probe.runs += 1  # from the seed: the workers generate the smaller case themselves
         return _same_failure(replay(probe.session, op, seed=seed, dims=candidate), probe.kind)

@@ -21,6 +21,7 @@ from gpuemu_ci.config.model import Config, OpSpec
 from gpuemu_ci.pipeline.records import failure_record
 from gpuemu_ci.plan.model import CaseRef
 from gpuemu_ci.progress import Observer
+from gpuemu_ci.results.coverage import CoverageTally
 from gpuemu_ci.results.model import DtypeResult, Failure, OpResult, OpStatus
 from gpuemu_ci.results.rules import MAX_RECORDED_FAILURES, op_message, op_status
 
@@ -39,9 +40,22 @@ class OpTally:
     worst_case: str | None = None
     max_abs_error: float | None = None
     comparator: str | None = None
+    coverage: CoverageTally = field(default_factory=CoverageTally)
 
     def add(self, ref: CaseRef, report: CaseReport) -> None:
+        if report.outcome == "skipped":  # a large case this machine cannot hold: said in the coverage
+            self.coverage.skip(report.message)
+            return
         self.cases += 1
+        if report.size_class:  # a case whose inputs were made (not one whose inputs hook failed)
+            self.coverage.add(
+                dims=report.dims,
+                size_class=report.size_class,
+                layouts=report.layouts.values(),
+                mode=report.distribution,
+                kwargs=report.kwargs,
+                capped=report.capped,
+            )
         if report.outcome == "errored":
             self.errored += 1
             return
@@ -71,6 +85,7 @@ class OpTally:
             max_abs_error=self.max_abs_error,
             comparator=self.comparator,
             worst_case=self.worst_case,
+            coverage=self.coverage.result(),
         )
 
 
@@ -104,10 +119,14 @@ class OpCollector:
             if self.unloadable is None or ref.index < self.unloadable[0].index:
                 self.unloadable = (ref, report)
             return
-        self.tallies.setdefault(report.dtype, OpTally()).add(ref, report)
+        if report.dtype not in self.tallies:
+            self.tallies[report.dtype] = OpTally(
+                coverage=CoverageTally(max_elements=self.op.shapes.max_elements)
+            )
+        self.tallies[report.dtype].add(ref, report)
         if report.interpreter:
             self.interpreter = report.interpreter
-        if report.outcome != "passed":
+        if report.outcome not in ("passed", "skipped"):
             self.failing.append((ref, report))
 
     def wants_snapshot(self, index: int) -> bool:
@@ -296,7 +315,7 @@ class SuiteRun:
             for pending in list(state.pending):
                 pending.cancel()
             return
-        if report.outcome != "unloadable":
+        if report.outcome not in ("unloadable", "skipped"):
             self.observer.case_done(state.plan.op.name, report.outcome == "passed")
 
     def _finish_ops(self, states: list[_OpState], results: dict[str, OpResult], stopped: bool) -> None:

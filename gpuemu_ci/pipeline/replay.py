@@ -18,7 +18,7 @@ from gpuemu_ci.fuzz import layouts as layout_mod
 from gpuemu_ci.fuzz.case import CaseInputs, rebuild_from_snapshot
 from gpuemu_ci.fuzz.values import GENERATOR_VERSION
 from gpuemu_ci.pipeline.session import Session
-from gpuemu_ci.plan.model import CaseStratum, ValueMode
+from gpuemu_ci.plan.model import CaseStratum, SizeClass, ValueMode
 from gpuemu_ci.results.model import FailureKind
 from gpuemu_ci.results.snapshots import read_snapshot, write_snapshot
 
@@ -60,7 +60,8 @@ def case_from_snapshot(op: OpSpec, path: Path) -> CaseInputs:
             for name, info in meta.get("layouts", {}).items()
         }
         laid_out = rebuild_from_snapshot(arrays, layouts)
-    chosen = CaseStratum(meta["dtype"], ValueMode(meta["mode"]), aligned=False, contiguous=False)
+    size_class = SizeClass(meta.get("size_class", SizeClass.BOUNDARY.value))
+    chosen = CaseStratum(meta["dtype"], ValueMode(meta["mode"]), size_class, contiguous=False)
     return CaseInputs(
         seed=int(meta["case_seed"]),
         stratum=chosen,
@@ -166,6 +167,6 @@ def _check_dims(op: OpSpec, dims: Mapping[str, int]) -> None:
     unknown = set(dims) - names
     if unknown:
         raise UsageError(f"--dims names {sorted(unknown)}, which op {op.name!r} does not declare")
-    missing = names - set(dims)
+    missing = {d.name for d in op.shapes.dims if not d.is_derived} - set(dims)
     if missing:
-        raise UsageError(f"--dims must give every dim of op {op.name!r}; missing {sorted(missing)}")
+        raise UsageError(f"--dims must give every drawn dim of op {op.name!r}; missing {sorted(missing)}")

@@ -105,7 +105,10 @@ class Session:
     ) -> list[CaseRef]:
         """The cases of `op` this session's suite runs (or `iterations` per dtype of `dtypes`)."""
         chosen = self.settings.dtypes_for(self.config, op) if dtypes is None else tuple(dtypes)
-        return plan_op(op, self.settings.seed, chosen, iterations or self.settings.iterations)
+        extra = self.settings.extra_iterations if iterations is None else None
+        return plan_op(
+            op, self.settings.seed, chosen, iterations or self.settings.iterations, self.settings.suite, extra
+        )
 
     def task(self, op: OpSpec, target: CallTarget | None = None, *, out_dir: Path | None = None) -> OpTask:
         """What the workers need to run and judge `op`'s cases (`target` replaces the op's own, e.g. a CUDA

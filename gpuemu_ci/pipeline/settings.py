@@ -46,7 +46,8 @@ class Settings:
 
     suite: Suite
     seed: int
-    iterations: int  # cases per op and dtype
+    iterations: int  # cases per op and dtype (the op's first dtype in the quick suite)
+    extra_iterations: int | None  # quick suite: cases for each further dtype (None: `iterations`)
     jobs: int
     lint_jobs: int  # compiles are independent processes: every core unless --jobs says otherwise
     timeout_s: float  # the whole run
@@ -69,6 +70,9 @@ class Settings:
             suite=suite,
             seed=master_seed(config, options.seed, suite),
             iterations=options.iterations or default_iterations,
+            extra_iterations=config.ci.quick_extra_dtype_iterations
+            if suite is Suite.QUICK and not options.iterations
+            else None,
             jobs=max(1, options.jobs or config.ci.parallel_jobs or available_cores()),
             lint_jobs=max(1, options.jobs or available_cores()),
             timeout_s=options.timeout_s or config.ci.thorough_timeout,

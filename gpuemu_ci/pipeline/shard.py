@@ -18,11 +18,10 @@ from dataclasses import dataclass
 
 from gpuemu_ci.config.model import Family, OpSpec
 from gpuemu_ci.errors import ConfigError, UsageError
-from gpuemu_ci.fuzz.shapes import draw_dims, shape_of
-from gpuemu_ci.plan.expand import stratum
+from gpuemu_ci.fuzz.case import CaseSkipped, case_dims
+from gpuemu_ci.fuzz.shapes import shape_of
 from gpuemu_ci.plan.model import CaseRef
 from gpuemu_ci.results.model import ShardInfo, ShardOp
-from gpuemu_ci.rng import SeededRng
 
 # A case's fixed cost (two processes' hand-over, hygiene, judging's passes) in units of input elements.
 CASE_OVERHEAD = 20_000
@@ -52,8 +51,8 @@ def case_cost(op: OpSpec, seed: int) -> int:
     """Expected cost of a case, from its dims: input elements, or the contraction's work for matmul and
     attention (M*N*K, B*S*T*D), plus a fixed part. An integer, so every machine deals the same shards."""
     try:
-        dims = draw_dims(op, SeededRng(seed).derive("shape"), stratum(op, seed).aligned)
-    except ConfigError:
+        dims = case_dims(op, seed)
+    except (ConfigError, CaseSkipped):
         return CASE_OVERHEAD
     elements = sum(math.prod(shape_of(spec.dims, dims)) for spec in op.shapes.inputs)
     work = elements

@@ -1,9 +1,13 @@
 """Config + suite -> the ordered cases of each op, with coverage guaranteed by construction.
 
-The case seed alone decides a case's stratum (dtype, value mode, aligned or boundary dims, contiguous or not),
-so `replay --seed` needs nothing else. Coverage comes from *choosing* iteration indices: for each wanted stratum
-the plan takes the next iteration n whose seed `derive_seed(master, f"iter_{n}")` falls in it. Sixteen
-consecutive slots cover every value mode with both aligned and unaligned dims and both layouts.
+The case seed alone decides a case's stratum: its dtype, value mode, size class (typical, boundary, tile, large),
+whether its inputs are contiguous, and a counter that picks the tile rung, the kwargs and the large variant. So
+`replay --seed` needs nothing else. Coverage comes from *choosing* iteration indices: for each wanted stratum the
+plan takes the next iteration n whose seed `derive_seed(master, f"iter_{n}")` falls in it.
+
+Each dtype has 32 slots (`SLOT_TABLE`); the quick suite runs the first 16, which hold every value mode, every
+size class with and without contiguous inputs, and the user's typical sizes exactly as declared; the thorough
+and nightly suites cycle through all 32 and add the large-size cases.
 """
 
 from __future__ import annotations
@@ -11,10 +15,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpuemu_ci.config.model import Config, Distribution, OpSpec, Suite
-from gpuemu_ci.plan.model import CaseRef, CaseStratum, ValueMode
+from gpuemu_ci.plan.model import CaseRef, CaseStratum, SizeClass, ValueMode
 from gpuemu_ci.rng import derive_seed
 
-SLOTS = 16
 ADVERSARIAL_MODES = (
     ValueMode.OFFSET,
     ValueMode.ASCENDING,
@@ -22,8 +25,72 @@ ADVERSARIAL_MODES = (
     ValueMode.WIDE_RANGE,
     ValueMode.CANCELLATION,
     ValueMode.TIES,
+    ValueMode.ZERO_ROWS,
+    ValueMode.UNDERFLOW_ROWS,
 )
 MAX_SCAN = 10_000_000
+
+_R, _B, _O, _A = ValueMode.REGULAR, ValueMode.BOUNDARY, ValueMode.OFFSET, ValueMode.ASCENDING
+_N, _W, _C, _T = ValueMode.ALL_NEGATIVE, ValueMode.WIDE_RANGE, ValueMode.CANCELLATION, ValueMode.TIES
+_Z, _U = ValueMode.ZERO_ROWS, ValueMode.UNDERFLOW_ROWS
+_TYP, _BND, _TIL = SizeClass.TYPICAL, SizeClass.BOUNDARY, SizeClass.TILE
+
+# (value mode, size class, contiguous). The first 16 are the quick suite: every mode at least once, each size
+# class with and without contiguous inputs, regular values at typical and tile sizes on contiguous inputs (the
+# rounding-bias test), ascending and underflow rows on long tile rows. The second 16 pair each mode with the
+# size classes and layouts the first half left out.
+SLOT_TABLE: tuple[tuple[ValueMode, SizeClass, bool], ...] = (
+    (_R, _TYP, True),
+    (_B, _BND, False),
+    (_R, _TIL, True),
+    (_A, _TIL, False),
+    (_O, _TYP, False),
+    (_N, _BND, True),
+    (_U, _TIL, True),
+    (_Z, _BND, False),
+    (_W, _TIL, False),
+    (_C, _BND, True),
+    (_T, _TYP, True),
+    (_R, _BND, False),
+    (_B, _TIL, True),
+    (_O, _TIL, True),
+    (_A, _BND, True),
+    (_R, _TIL, False),
+    (_N, _TIL, False),
+    (_N, _TYP, True),
+    (_U, _BND, False),
+    (_U, _TYP, False),
+    (_Z, _TIL, True),
+    (_Z, _TYP, True),
+    (_W, _BND, True),
+    (_W, _TYP, False),
+    (_C, _TIL, False),
+    (_C, _TYP, False),
+    (_T, _BND, False),
+    (_T, _TIL, True),
+    (_B, _TYP, False),
+    (_R, _TYP, False),
+    (_O, _BND, False),
+    (_A, _TYP, False),
+)
+SLOTS = len(SLOT_TABLE)
+QUICK_SLOTS = 16
+LARGE_SLOT = SLOTS  # one more slot per dtype code: the large-size class
+ROUNDS = 8  # rounds of the table a seed can select (later rounds repeat them with other seeds)
+_CODES_PER_DTYPE = (SLOTS + 1) * ROUNDS
+
+
+def _occurrences() -> tuple[tuple[int, ...], dict[SizeClass, int]]:
+    """For each slot, its index among the slots of its size class; and how many slots each class has."""
+    seen: dict[SizeClass, int] = {}
+    index = []
+    for _, size_class, _ in SLOT_TABLE:
+        index.append(seen.get(size_class, 0))
+        seen[size_class] = seen.get(size_class, 0) + 1
+    return tuple(index), seen
+
+
+_OCCURRENCE, _CLASS_COUNT = _occurrences()
 
 
 def value_modes(op: OpSpec) -> tuple[ValueMode, ...]:
@@ -37,42 +104,72 @@ def value_modes(op: OpSpec) -> tuple[ValueMode, ...]:
     return tuple(modes)
 
 
-def slot_of(slot: int) -> tuple[int, bool, bool]:
-    """(mode slot, aligned, contiguous): the second half of 16 slots flips alignment and layout."""
-    half = slot // 8
-    return slot % 8, (slot % 2) ^ half == 0, ((slot // 2) % 2) ^ half == 0
+def _code(dtype_index: int, slot: int, round_: int) -> int:
+    return dtype_index * _CODES_PER_DTYPE + slot * ROUNDS + round_ % ROUNDS
 
 
 def stratum(op: OpSpec, seed: int) -> CaseStratum:
     """The stratum a case seed selects for this op (a pure function of the seed and the op's config)."""
-    code = seed % (len(op.dtypes) * SLOTS)
-    dtype = op.dtypes[code // SLOTS]
-    mode_slot, aligned, contiguous = slot_of(code % SLOTS)
+    dtypes_count = len(op.dtypes)
+    code = seed % (dtypes_count * _CODES_PER_DTYPE)
+    dtype_index, rest = divmod(code, _CODES_PER_DTYPE)
+    slot, round_ = divmod(rest, ROUNDS)
     modes = value_modes(op)
-    return CaseStratum(
-        dtype=dtype, mode=modes[mode_slot % len(modes)], aligned=aligned, contiguous=contiguous
-    )
+    dtype = op.dtypes[dtype_index]
+    if slot == LARGE_SLOT:
+        mode = ValueMode.REGULAR if ValueMode.REGULAR in modes else modes[0]
+        return CaseStratum(dtype, mode, SizeClass.LARGE, contiguous=True, counter=round_)
+    mode, size_class, contiguous = SLOT_TABLE[slot]
+    if mode not in modes:
+        mode = modes[slot % len(modes)]
+    # Successive cases of a size class (dtypes interleaved, then rounds) get successive counters, so the tile
+    # rungs and the kwarg combinations are spread over every dtype of the suite.
+    counter = (_OCCURRENCE[slot] + round_ * _CLASS_COUNT[size_class]) * dtypes_count + dtype_index
+    return CaseStratum(dtype, mode, size_class, contiguous, counter)
 
 
 def suite_dtypes(op: OpSpec, config: Config, suite: Suite, only: Sequence[str] = ()) -> tuple[str, ...]:
+    """The dtypes a suite runs for `op`: every dtype it declares, unless `ci.quick_dtypes` narrows the quick
+    suite (an op with none of those runs its first dtype) or `--dtype` picks some."""
     if only:
         return tuple(d for d in op.dtypes if d in only)
-    if suite is Suite.QUICK:
+    if suite is Suite.QUICK and config.ci.quick_dtypes is not None:
         chosen = tuple(d for d in op.dtypes if d in config.ci.quick_dtypes)
         return chosen or op.dtypes[:1]
     return op.dtypes
 
 
-def plan_op(op: OpSpec, master_seed: int, dtypes: Sequence[str], iterations: int) -> list[CaseRef]:
-    """The first `iterations` cases per dtype, filling the 16 coverage slots round-robin."""
+def large_variants(op: OpSpec) -> int:
+    """Large-class cases per op: one past 2^31 elements or bytes, and one per drawn dim at its declared max."""
+    drawn = sum(1 for dim in op.shapes.dims if not dim.is_derived)
+    return min(ROUNDS, 1 + drawn)
+
+
+def plan_op(
+    op: OpSpec,
+    master_seed: int,
+    dtypes: Sequence[str],
+    iterations: int,
+    suite: Suite = Suite.QUICK,
+    extra_iterations: int | None = None,
+) -> list[CaseRef]:
+    """The first `iterations` slots of the first of `dtypes` and the first `extra_iterations` (default:
+    `iterations`) of each other (the table in order, round after round), plus the large-size cases of the
+    thorough and nightly suites (in the first of `dtypes`)."""
     if iterations <= 0 or not dtypes:
         return []
-    modulus = len(op.dtypes) * SLOTS
-    wanted: dict[int, int] = {}  # stratum code -> slots still to fill
-    for dtype in dtypes:
-        base = op.dtypes.index(dtype) * SLOTS
-        for k in range(iterations):
-            code = base + k % SLOTS
+    modulus = len(op.dtypes) * _CODES_PER_DTYPE
+    wanted: dict[int, int] = {}  # stratum code -> cases still to find
+    for position, dtype in enumerate(dtypes):
+        index = op.dtypes.index(dtype)
+        count = iterations if position == 0 or extra_iterations is None else min(iterations, extra_iterations)
+        for k in range(count):
+            code = _code(index, k % SLOTS, k // SLOTS)
+            wanted[code] = wanted.get(code, 0) + 1
+    if suite is not Suite.QUICK:
+        index = op.dtypes.index(dtypes[0])
+        for variant in range(large_variants(op)):
+            code = _code(index, LARGE_SLOT, variant)
             wanted[code] = wanted.get(code, 0) + 1
     remaining = sum(wanted.values())
     cases: list[CaseRef] = []

@@ -17,11 +17,26 @@ class ValueMode(StrEnum):
     WIDE_RANGE = "adversarial:wide_range"  # huge dynamic range within a row
     CANCELLATION = "adversarial:cancellation"  # x and -x pairs
     TIES = "adversarial:ties"  # few distinct values, duplicates
+    ZERO_ROWS = "adversarial:zero_rows"  # every third row all zero (an ignored eps divides by 0)
+    UNDERFLOW_ROWS = (
+        "adversarial:underflow_rows"  # every other row below exp's underflow (max initialised to 0)
+    )
     CAPTURED = "captured"  # real inputs from a shadowed call (a capture) or a pinned corpus case
 
     @property
     def distribution(self) -> str:
         return self.value.split(":", 1)[0]
+
+
+class SizeClass(StrEnum):
+    """Where a case's dims come from."""
+
+    TYPICAL = "typical"  # the user's typical sizes, exactly as declared (never capped)
+    BOUNDARY = "boundary"  # 0, 1, 2, small primes, 2^k +- 1 and tile +- 1 up to 257
+    TILE = (
+        "tile"  # just around block sizes up to the declared max (1025, 2049, 4097, ...), and the max itself
+    )
+    LARGE = "large"  # past 2^31 elements or bytes, or a dim at its declared max (thorough and nightly)
 
 
 @dataclass(frozen=True)
@@ -30,8 +45,14 @@ class CaseStratum:
 
     dtype: str
     mode: ValueMode
-    aligned: bool  # dims from the user's typical sizes (True) or boundary sizes (False)
+    size_class: SizeClass
     contiguous: bool  # every input contiguous (True) or each input in a non-contiguous layout
+    counter: int = 0  # this case's position among its size class: picks the tile rung, kwargs, large variant
+
+    @property
+    def aligned(self) -> bool:
+        """The user's typical sizes (the old name of the typical class)."""
+        return self.size_class is SizeClass.TYPICAL
 
 
 @dataclass(frozen=True)

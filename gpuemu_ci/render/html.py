@@ -9,6 +9,7 @@ from __future__ import annotations
 import jinja2
 
 from gpuemu_ci.render import escape, text
+from gpuemu_ci.render.coverage import coverage_rows, dtypes_not_run
 from gpuemu_ci.render.links import Links
 from gpuemu_ci.results.kernels import KernelStatus
 from gpuemu_ci.results.model import OpStatus, Results
@@ -58,4 +59,6 @@ def render_html(report: Results, links: Links | None = None) -> str:
         kernel_problems=[k for k in report.kernels if k.status in (KernelStatus.ERROR, KernelStatus.SKIPPED)],
         passing_kernels=[k for k in report.kernels if k.status is KernelStatus.PASSED],
         passes=[(op, row) for op in report.ops for row in op.dtypes if row.status is OpStatus.PASSED],
+        not_run=dtypes_not_run(report),
+        coverage=coverage_rows(report),
     )

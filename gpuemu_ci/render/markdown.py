@@ -21,6 +21,7 @@ from typing import Any
 import jinja2
 
 from gpuemu_ci.render import escape, text
+from gpuemu_ci.render.coverage import coverage_rows, dtypes_not_run
 from gpuemu_ci.render.links import Links
 from gpuemu_ci.results.kernels import KernelResult, KernelStatus
 from gpuemu_ci.results.model import Failure, OpStatus, Results
@@ -239,6 +240,8 @@ def _context(report: Results, links: Links, limits: Limits) -> dict[str, Any]:
         "diff_unchanged": (len(report.diff.entries) - len(changed)) if report.diff else 0,
         "passes": passes,
         "cut": cut,
+        "not_run": dtypes_not_run(report),
+        "coverage": coverage_rows(report) if limits.passes else [],
     }
 
 

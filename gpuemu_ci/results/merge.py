@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import msgspec
 
 from gpuemu_ci.errors import UsageError
+from gpuemu_ci.results.coverage import merge as merge_coverage
 from gpuemu_ci.results.model import (
     DtypeResult,
     Failure,
@@ -189,4 +190,7 @@ def _merge_dtype(rows: list[DtypeResult]) -> DtypeResult:
         max_abs_error=max(errors) if errors else None,
         comparator=next((r.comparator for r in rows if r.comparator), None),
         worst_case=worst.worst_case if worst else None,
+        coverage=merge_coverage([r.coverage for r in rows if r.coverage is not None])
+        if any(r.coverage is not None for r in rows)
+        else None,
     )

@@ -103,6 +103,30 @@ class Failure(Record, frozen=True):
         check_seed(self.case_seed, "case_seed")
 
 
+class DimRange(Record, frozen=True):
+    """The smallest and largest size of a dim among the cases that ran."""
+
+    min: Count
+    max: Count
+
+
+class Coverage(Record, frozen=True):
+    """What the cases of one op x dtype exercised, so a verdict says what it covered."""
+
+    dims: dict[str, DimRange] = msgspec.field(default_factory=dict)
+    size_classes: dict[str, Count] = msgspec.field(
+        default_factory=dict
+    )  # typical|boundary|tile|large -> cases
+    tile_sizes: dict[str, tuple[int, ...]] = msgspec.field(default_factory=dict)  # dim -> sizes of tile cases
+    layouts: dict[str, Count] = msgspec.field(default_factory=dict)  # layout -> inputs given it
+    value_modes: dict[str, Count] = msgspec.field(default_factory=dict)  # mode -> cases
+    kwargs: dict[str, tuple[Any, ...]] = msgspec.field(default_factory=dict)  # kwarg -> values that ran
+    max_elements: Count | None = None  # the cap on sizes the tool chose
+    capped: Count = 0  # cases whose tool-chosen sizes the cap shrank
+    cap_examples: tuple[str, ...] = ()  # e.g. "N 4097 → 2049"
+    skipped: tuple[str, ...] = ()  # cases not run on this machine, each with its reason
+
+
 class DtypeResult(Record, frozen=True):
     """An op's outcome for one dtype."""
 
@@ -115,6 +139,7 @@ class DtypeResult(Record, frozen=True):
     max_abs_error: float | None
     comparator: str | None
     worst_case: str | None = None
+    coverage: Coverage | None = None
 
 
 class OpResult(Record, frozen=True):
@@ -138,6 +163,7 @@ class OpResult(Record, frozen=True):
     failures: tuple[Failure, ...] = ()
     failures_omitted: Count = 0
     import_error: bool = False  # the op or its reference does not load: the config is wrong (exit 2)
+    dtypes_not_run: tuple[str, ...] = ()  # declared dtypes this suite left out (ci.quick_dtypes, --dtype)
 
     def dtype_result(self, dtype: str) -> DtypeResult | None:
         return next((d for d in self.dtypes if d.dtype == dtype), None)

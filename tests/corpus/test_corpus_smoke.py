@@ -95,7 +95,7 @@ def test_quick_suite_passes_controls_and_catches_bugs(tmp_path: Path) -> None:
     ops = {op["name"]: op for op in json.loads((tmp_path / "results.json").read_text())["ops"]}
     for name in CONTROLS:
         assert ops[name]["status"] == "passed", (name, ops[name]["failures"][:1])
-        assert ops[name]["cases_total"] == 32  # 16 coverage slots x the two quick dtypes
+        assert ops[name]["cases_total"] == 32  # 16 quick slots for float32, 8 for float16 and bfloat16
     for name, kind in BUGS.items():
         assert ops[name]["status"] == "failed", name
         assert kind in {f["kind"] for f in ops[name]["failures"]}, (name, ops[name]["failures"][:1])
@@ -113,3 +113,44 @@ def test_one_shape_baseline_misses_shape_triggered_bugs(monkeypatch: pytest.Monk
     assert not baseline.judge_entry(config.op("argmax.bug.max_init_zero"), dtypes, 1).caught
     # K = 512 > BLOCK_K: `acc =` is visible even at the benchmark shape.
     assert baseline.judge_entry(config.op("matmul.bug.acc_assign"), dtypes, 1).caught
+
+
+def _run_corpus(tmp_path: Path, suite: str, *names: str, iterations: int | None = None) -> tuple[int, dict]:
+    command = [
+        sys.executable,
+        "-m",
+        "gpuemu_ci",
+        "run",
+        "--config",
+        str(CORPUS),
+        "--seed",
+        "1",
+        "--suite",
+        suite,
+    ]
+    command += ["--out", str(tmp_path / suite), *[arg for name in names for arg in ("--op", name)]]
+    if iterations is not None:
+        command += ["--iterations", str(iterations)]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=False, timeout=600)
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    document = json.loads((tmp_path / suite / "results.json").read_text())
+    return done.returncode, {op["name"]: op for op in document["ops"]}
+
+
+@pytest.mark.slow
+def test_a_32_bit_offset_overflow_is_caught_by_the_thorough_suite_only(tmp_path: Path) -> None:
+    """Offsets `id * D + d` in int32 wrap past 2^31 elements: the quick suite never draws such a table, the
+    thorough suite's large-size class does (or, on a machine without ~9 GiB free, says it could not)."""
+    bug = "embedding_int8.bug.int32_offset_overflow"
+    code, quick = _run_corpus(tmp_path, "quick", bug)
+    assert code == 0 and quick[bug]["status"] == "passed"
+    assert "large" not in quick[bug]["dtypes"][0]["coverage"]["size_classes"]
+    code, thorough = _run_corpus(tmp_path, "thorough", bug, iterations=2)
+    coverage = thorough[bug]["dtypes"][0]["coverage"]
+    if coverage["skipped"]:
+        assert any("GiB usable here" in reason for reason in coverage["skipped"])
+        pytest.skip(f"this machine cannot hold the large case: {coverage['skipped'][0]}")
+    assert code == 1 and thorough[bug]["status"] == "failed"
+    failure = thorough[bug]["failures"][0]
+    assert failure["shapes"]["table"][0] * failure["shapes"]["table"][1] > 2**31
+    assert failure["snapshot"] is None  # 2 GiB of inputs: the seed replays them

@@ -5,16 +5,16 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pytest
 
 from gpuemu_ci.config.load import load_config
-from gpuemu_ci.config.model import DimSpec, Layout
+from gpuemu_ci.config.model import Layout
 from gpuemu_ci.fuzz import layouts as layout_mod
 from gpuemu_ci.fuzz.case import build_case
-from gpuemu_ci.fuzz.shapes import TILES, boundary_sizes
 from gpuemu_ci.plan.expand import SLOTS, plan_op, stratum
-from gpuemu_ci.plan.model import ValueMode
+from gpuemu_ci.plan.model import SizeClass, ValueMode
 
 CONFIG = """
 [validation]
@@ -36,20 +36,22 @@ ids = { dims = ["M"], dtype = "int64", kind = "index", high = "N" }
 """
 
 # SHA-256 (first 16 hex) of the logical inputs of cases of the config above, master seed 1234: any change to
-# the generator must show up here and bump GENERATOR_VERSION (3: `regular` takes two draws per element).
+# the generator must show up here and bump GENERATOR_VERSION (4: size classes, new value modes and kinds).
 PINNED = {
-    0: "3bf384293a66097e",  # float16 adversarial:ties
-    5: "5bd66b55a82a9db8",  # float16 adversarial:ascending
-    11: "36fffd0f9d3ce67a",  # float32 adversarial:offset
-    17: "f50ed5d70a96f174",  # int32 regular
-    28: "24f83e1a9cf6f2a4",  # float16 adversarial:wide_range
-    29: "4cbb18a539612b11",  # bool regular
-    33: "696aaff9161f306c",  # float16 adversarial:all_negative
-    36: "4a134236b73cdb20",  # float32 boundary
-    39: "a35d5f541b4c34de",  # int32 boundary
-    53: "445826b18759f2e8",  # bfloat16 boundary
-    71: "44b2102f5e0e2ced",  # float32 regular
-    73: "401b06b9320d97f3",  # bfloat16 adversarial:cancellation
+    1: "94010c64c9a21888",  # bool regular (tile)
+    4: "e8fcdd0836352449",  # float16 adversarial:wide_range (tile)
+    7: "ec30cd64067bdaf7",  # float32 boundary (boundary)
+    13: "3f19436c34e41d81",  # float16 adversarial:ascending (tile)
+    16: "5f9e1df232abb252",  # bfloat16 regular (typical)
+    21: "909d5310b4d1178d",  # float32 regular (tile)
+    22: "2590947b72b0ec16",  # float32 adversarial:offset (typical)
+    24: "7172b6608db1e379",  # bfloat16 boundary (boundary)
+    33: "86aaca4784e1418e",  # float16 adversarial:underflow_rows (tile)
+    36: "9323941a7c90aa3a",  # bfloat16 adversarial:cancellation (boundary)
+    41: "f3e5b70d53d0c2be",  # float32 adversarial:zero_rows (boundary)
+    49: "a1db539cc17c870a",  # int32 boundary (boundary)
+    55: "e6bb43e9563600bb",  # int32 regular (typical)
+    78: "df71d3d3fd2064c8",  # bfloat16 adversarial:ties (typical)
 }
 
 
@@ -82,16 +84,44 @@ def test_a_seed_alone_replays_byte_identical_inputs(op, tmp_path):
             assert np.array_equal(first.arrays[name], again.arrays[name], equal_nan=True)
 
 
-def test_quick_plan_covers_every_slot_per_dtype(op):
+def test_quick_plan_covers_every_mode_and_size_class_per_dtype(op):
     cases = plan_op(op, 5, ("float32",), 16)
     strata = [stratum(op, c.seed) for c in cases]
     assert {s.dtype for s in strata} == {"float32"}
     assert len({c.index for c in cases}) == 16  # distinct iterations
-    modes = {s.mode for s in strata}
-    assert modes == set(ValueMode)
-    for mode in ValueMode:  # every value mode with both alignments and both layout classes
-        combos = {(s.aligned, s.contiguous) for s in strata if s.mode is mode}
-        assert {a for a, _ in combos} == {True, False} and {c for _, c in combos} == {True, False}
+    assert {s.mode for s in strata} == set(ValueMode) - {ValueMode.CAPTURED}  # captured: corpus cases only
+    for size_class in (
+        SizeClass.TYPICAL,
+        SizeClass.BOUNDARY,
+        SizeClass.TILE,
+    ):  # each with both layout classes
+        assert {s.contiguous for s in strata if s.size_class is size_class} == {True, False}
+    # The rounding-bias test needs regular values on contiguous inputs of typical and tile sizes.
+    assert {(s.size_class, s.contiguous) for s in strata if s.mode is ValueMode.REGULAR} >= {
+        (SizeClass.TYPICAL, True),
+        (SizeClass.TILE, True),
+    }
+    thorough = [stratum(op, c.seed) for c in plan_op(op, 5, ("float32",), SLOTS)]
+    for mode in set(ValueMode) - {ValueMode.CAPTURED}:  # the full table pairs each mode with the size classes
+        assert len({s.size_class for s in thorough if s.mode is mode}) >= 2, mode
+
+
+def test_the_quick_suite_runs_every_dtype_the_first_in_full(op):
+    """16 slots for the first dtype, the first 8 for each further one: the dtype-borne triggers (typical and
+    tile rows of regular values, underflow and zero rows) are among them."""
+    cases = plan_op(op, 5, ("float32", "bfloat16", "float16"), 16, extra_iterations=8)
+    by_dtype: dict[str, list] = {}
+    for c in cases:
+        by_dtype.setdefault(stratum(op, c.seed).dtype, []).append(stratum(op, c.seed))
+    assert {d: len(s) for d, s in by_dtype.items()} == {"float32": 16, "bfloat16": 8, "float16": 8}
+    for strata in (by_dtype["bfloat16"], by_dtype["float16"]):
+        assert {(s.mode, s.size_class, s.contiguous) for s in strata} >= {
+            (ValueMode.REGULAR, SizeClass.TYPICAL, True),
+            (ValueMode.REGULAR, SizeClass.TILE, True),
+            (ValueMode.UNDERFLOW_ROWS, SizeClass.TILE, True),
+            (ValueMode.ZERO_ROWS, SizeClass.BOUNDARY, False),
+        }
+    assert len(plan_op(op, 5, ("float32", "bfloat16"), 16)) == 32  # without extra_iterations: 16 each
 
 
 def test_every_dim_hits_a_tile_multiple_and_a_non_multiple(op, tmp_path):
@@ -118,13 +148,6 @@ def test_dtypes_round_to_nearest_even(op, tmp_path):
         assert case.logical["a"].dtype == expected
 
 
-def test_boundary_sizes_stay_in_range_and_avoid_tile_multiples():
-    sizes = boundary_sizes(DimSpec("N", (128,), low=1, high=300))
-    assert {1, 2, 3, 17, 63, 65, 127, 129, 255, 257} <= set(sizes)
-    assert all(1 <= s <= 300 and s % 16 for s in sizes)
-    assert all(t not in sizes for t in TILES)
-
-
 def test_layouts_are_real_memory_with_poisoned_gaps():
     values = np.arange(12, dtype=np.float32).reshape(3, 4)
     strided = layout_mod.materialize(values, layout_mod.LayoutChoice(Layout.STRIDED))
@@ -140,6 +163,14 @@ def test_layouts_are_real_memory_with_poisoned_gaps():
     assert broadcast.strides[0] == 0 and np.array_equal(broadcast[2], values[0])
     odd = layout_mod.materialize(values[:1], layout_mod.LayoutChoice(Layout.ODD_SIZE1))
     assert odd.strides[0] == layout_mod.ODD_STRIDE_ELEMENTS * 4 and np.array_equal(odd, values[:1])
+    wide = np.arange(3 * 70, dtype=np.float32).reshape(3, 70)
+    for rows in (values, wide):  # a slice x[:, :N] of a wider buffer: inner stride 1, padding poisoned
+        padded = layout_mod.materialize(rows, layout_mod.LayoutChoice(Layout.ROW_PADDED))
+        n = rows.shape[1]
+        assert np.array_equal(padded, rows) and padded.strides == (layout_mod.row_stride(n) * 4, 4)
+        assert layout_mod.row_stride(n) > n
+        assert np.isnan(padded.base).sum() == padded.base.size - rows.size
+    assert layout_mod.row_stride(70) == 128 and layout_mod.row_stride(4) == 9
 
 
 def test_an_op_that_ignores_strides_is_wrong_under_fuzzed_layouts(op, tmp_path):
@@ -180,7 +211,6 @@ def test_nonfinite_values_only_when_declared(make_project, tmp_path):
             else:
                 seen_nonfinite += bad
     assert seen_plain == 0 and seen_nonfinite > 0
-    assert SLOTS == 16
 
 
 KINDS = """
@@ -208,6 +238,7 @@ w = { dims = ["D"], kind = "affine_weight" }
 
 def test_value_kinds_and_constraints(make_project, tmp_path):
     op = load_config(make_project(KINDS)).op("kinds")
+    last_is_total = ignored = 0
     for ref in plan_op(op, 21, ("float32",), 16):
         case = build_case(op, ref.seed, tmp_path)
         assert case.dims["D"] % 2 == 0 and case.dims["R"] <= case.dims["D"]
@@ -217,10 +248,14 @@ def test_value_kinds_and_constraints(make_project, tmp_path):
         ids = case.logical["ids"]
         assert set(np.unique(ids[ids != -100])) <= set(range(case.dims["V"]))
         offsets = case.logical["offsets"]
-        assert offsets[0] == 0 and (np.diff(offsets) >= 0).all()
-        if case.layouts["offsets"].layout is not Layout.BROADCAST:  # stride 0 repeats the first offset
-            assert offsets[-1] == (case.dims["V"] if offsets.size >= 2 else 0)  # 0, ..., the total
+        assert offsets[0] == 0 and (np.diff(offsets) >= 0).all() and offsets[-1] <= case.dims["V"]
+        if case.layouts["offsets"].layout is not Layout.BROADCAST and offsets.size >= 2:
+            last_is_total += int(offsets[-1] == case.dims["V"])
+        if case.layouts["ids"].layout is not Layout.BROADCAST and ids.size >= 2:
+            assert ids[0] == 0 and ids[-1] == case.dims["V"] - 1  # the first and last rows of the table
+        ignored += int((ids == -100).sum())
         assert (np.abs(case.logical["w"] - 1) <= 0.1).all()
+    assert 0 < last_is_total < 16 and ignored > 0
 
 
 def test_inputs_hook_is_replayable_from_the_seed(make_project, tmp_path):
@@ -253,3 +288,158 @@ def test_inputs_hook_is_replayable_from_the_seed(make_project, tmp_path):
     first, again = build_case(op, ref.seed, config.root), build_case(op, ref.seed, config.root)
     assert list(first.logical) == ["x", "y"] and first.logical["x"].shape == (first.dims["N"],)
     assert digest(first) == digest(again)
+
+
+ROWS = """
+[validation]
+dtypes = ["float32", "float16", "bfloat16"]
+[[ops]]
+name = "rows"
+op = "m:f"
+reference = "m:f"
+family = "softmax"
+[ops.dims]
+M = [6, 12]
+N = [40]
+[ops.inputs]
+x = ["M", "N"]
+w = ["N"]
+"""
+
+
+def test_zero_and_underflow_rows(make_project, tmp_path):
+    """Rows of zeros (an ignored eps divides by 0) and rows below exp's underflow (a max initialised to 0
+    leaves every exp at 0) come deterministically; 1-D weights keep regular values."""
+    op = load_config(make_project(ROWS)).op("rows")
+    seen = {ValueMode.ZERO_ROWS: 0, ValueMode.UNDERFLOW_ROWS: 0}
+    floors = {"float32": 110.0, "bfloat16": 110.0, "float16": 20.0}
+    for ref in plan_op(op, 3, op.dtypes, 16):
+        case = build_case(op, ref.seed, tmp_path)
+        mode = case.stratum.mode
+        if mode not in seen or case.layouts["x"].layout is Layout.BROADCAST or case.dims["M"] < 2:
+            continue
+        seen[mode] += 1
+        x = case.logical["x"].astype(np.float64)
+        w = case.logical["w"].astype(np.float64)
+        if mode is ValueMode.ZERO_ROWS:
+            assert (x[::3] == 0).all() and (x[1::3] != 0).any()
+        else:
+            assert (x[::2].max(axis=-1) <= -floors[case.dtype]).all() and (x[1::2] > -10).all()
+            assert np.exp(x[::2].astype(case.logical["x"].dtype)).max() == 0  # exp underflows in the dtype
+        assert np.abs(w).max() < 10  # weights stay ordinary
+    assert all(count >= 2 for count in seen.values()), seen
+
+
+ROPE = """
+[validation]
+dtypes = ["float32"]
+[[ops]]
+name = "rope"
+op = "m:f"
+reference = "m:f"
+family = "elementwise"
+layouts = ["contiguous"]
+[ops.dims]
+B = [2]
+S = { min = 1, max = 64, typical = [16] }
+D = { min = 2, max = 64, typical = [8] }
+[ops.inputs]
+cos = { dims = ["B", "S", "D"], kind = "cos" }
+sin = { dims = ["B", "S", "D"], kind = "sin" }
+"""
+
+
+def test_rotary_tables_share_their_angles(make_project, tmp_path):
+    op = load_config(make_project(ROPE)).op("rope")
+    for ref in plan_op(op, 4, op.dtypes, 16):
+        case = build_case(op, ref.seed, tmp_path)
+        c, s_ = case.logical["cos"].astype(np.float64), case.logical["sin"].astype(np.float64)
+        d = case.dims["D"]
+        np.testing.assert_allclose(c * c + s_ * s_, 1.0, atol=1e-6)  # one angle per (position, frequency)
+        half = d // 2
+        assert np.array_equal(c[..., :half], c[..., half : 2 * half])  # halves repeated: cat(f, f)
+        if d % 2:
+            assert (c[..., -1] == 1).all() and (s_[..., -1] == 0).all()  # an odd last lane is not rotated
+        assert (c[:, 0] == 1).all() and (s_[:, 0] == 0).all()  # position 0: angle 0
+        if case.dims["S"] > 1:
+            assert len(np.unique(np.round(c[:, 1:], 6))) > 1
+
+
+def test_inputs_hook_gets_the_value_mode_and_a_generator(make_project, tmp_path):
+    config = load_config(
+        make_project(
+            """
+        [validation]
+        dtypes = ["float32", "bfloat16"]
+        [[ops]]
+        name = "hooked"
+        op = "hmode:f"
+        reference = "hmode:f"
+        family = "norm"
+        inputs_hook = "hmode:make_inputs"
+        [ops.dims]
+        M = [8, 32]
+        N = { min = 1, max = 300, typical = [64] }
+        [ops.inputs]
+        x = ["M", "N"]
+        w = ["N"]
+    """,
+            {
+                "hmode.py": """
+        def make_inputs(rng, dims, dtype, kwargs, mode, generate):
+            x = generate((dims["M"], dims["N"]))
+            w = generate((dims["N"],), kind="affine_weight")
+            return {"x": x, "w": w, "mode": generate((1,), "int32", "index", high=9)}
+        def f(x, w, mode):
+            return x
+    """
+            },
+        )
+    )
+    op = config.op("hooked")
+    modes, non_contiguous = set(), 0
+    for ref in plan_op(op, 8, op.dtypes, 16):
+        case = build_case(op, ref.seed, config.root)
+        again = build_case(op, ref.seed, config.root)
+        assert digest(case) == digest(again)
+        x = case.logical["x"].astype(np.float64)
+        assert case.logical["x"].dtype == np.dtype(
+            ml_dtypes.bfloat16 if case.dtype == "bfloat16" else np.float32
+        )
+        if case.stratum.mode is ValueMode.OFFSET and case.layouts["x"].layout is not Layout.BROADCAST:
+            assert abs(x.mean()) > 50 * x.std()  # the hook's tensors follow the case's distribution
+        if case.stratum.mode is ValueMode.ZERO_ROWS and case.layouts["x"].layout is not Layout.BROADCAST:
+            assert (x[::3] == 0).all()
+        modes.add(case.stratum.mode)
+        non_contiguous += not case.arrays["x"].flags.c_contiguous  # layouts apply to what the hook returns
+    assert len(modes) == len(ValueMode) - 1 and non_contiguous >= 4  # every mode but captured
+
+
+def test_a_hook_that_returns_other_shapes_than_declared_is_a_config_error(make_project):
+    from gpuemu_ci.errors import ConfigError
+
+    config = load_config(
+        make_project(
+            """
+        [[ops]]
+        name = "hooked"
+        op = "hshape:f"
+        reference = "hshape:f"
+        family = "elementwise"
+        inputs_hook = "hshape:make_inputs"
+        [ops.dims]
+        N = [8]
+        [ops.inputs]
+        x = ["N"]
+    """,
+            {
+                "hshape.py": "import numpy as np\n"
+                "def make_inputs(rng, dims, dtype, kwargs):\n    return {'x': np.zeros(3)}\n"
+            },
+        )
+    )
+    op = config.op("hooked")
+    with pytest.raises(
+        ConfigError, match=r"returned `x` with shape \(3,\), but \[ops.inputs\] declares \['N'\] = \(8,\)"
+    ):
+        build_case(op, plan_op(op, 1, op.dtypes, 1)[0].seed, config.root)

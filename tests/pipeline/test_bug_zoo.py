@@ -60,6 +60,7 @@ def test_what_triggers_each_bug(zoo):
         "adversarial:wide_range",
         "adversarial:cancellation",
         "adversarial:ties",
+        "adversarial:underflow_rows",
         "regular",
     }
     assert any(f["distribution"] == "adversarial:all_negative" for f in ops["rowmax_init_zero"]["failures"])

@@ -1,7 +1,9 @@
-"""Data movement: a tiled transpose that writes into a caller's `out=` buffer, and an embedding gather.
+"""Data movement: a tiled transpose that writes into a caller's `out=` buffer, and embedding gathers (one with
+an int8 table that may exceed 2 GiB).
 
-Bugs: a grid computed with floor division, so the last partial tiles of `out` are never written; and table
-row offsets computed as `id * D` (a contiguous table assumed) instead of with the table's strides.
+Bugs: a grid computed with floor division, so the last partial tiles of `out` are never written; table
+row offsets computed as `id * D` (a contiguous table assumed) instead of with the table's strides; and element
+offsets computed in int32, which wrap past 2^31 elements (only the thorough suite's large sizes reach them).
 """
 
 from __future__ import annotations
@@ -60,3 +62,30 @@ def embedding_blocked_d(ids: np.ndarray, table: np.ndarray) -> np.ndarray:
 def embedding_assumes_contiguous(ids: np.ndarray, table: np.ndarray) -> np.ndarray:
     """Bug (stride assumption): row offsets `id * D` as if the table were contiguous."""
     return embedding(ids, read_as_contiguous(table))
+
+
+def embedding_int8(ids: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """Control (int8 table): blocks of 64 tokens; element offsets `id * D + d` in 64-bit arithmetic."""
+    out = np.empty((ids.shape[0], table.shape[1]), dtype=table.dtype)
+    cols = np.arange(table.shape[1], dtype=np.int64)
+    for t0 in range(0, ids.shape[0], 64):
+        offsets = ids[t0 : t0 + 64].astype(np.int64)[:, None] * table.shape[1] + cols[None, :]
+        rows, within = np.divmod(offsets, table.shape[1])
+        out[t0 : t0 + 64] = table[rows, within]
+    return out
+
+
+def embedding_int8_offset_int32(ids: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """Bug (32-bit offset overflow): the element offsets `id * D + d` are computed in int32 (what
+    `ids[:, None] * D + cols` does with int32 ids in a Triton kernel). Past 2^31 elements they wrap negative
+    and, pointer arithmetic being modular, read another part of the table: silent corruption, only on tables
+    over 2 GiB."""
+    size = table.shape[0] * table.shape[1]
+    out = np.empty((ids.shape[0], table.shape[1]), dtype=table.dtype)
+    cols = np.arange(table.shape[1], dtype=np.int64)
+    for t0 in range(0, ids.shape[0], 64):
+        offsets = ids[t0 : t0 + 64].astype(np.int64)[:, None] * table.shape[1] + cols[None, :]
+        wrapped = (offsets + 2**31) % 2**32 - 2**31  # int32 arithmetic
+        rows, within = np.divmod(wrapped % size, table.shape[1])
+        out[t0 : t0 + 64] = table[rows, within]
+    return out

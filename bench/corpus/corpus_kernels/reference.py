@@ -96,3 +96,83 @@ def transpose(x: np.ndarray) -> np.ndarray:
 
 def embedding(ids: np.ndarray, table: np.ndarray) -> np.ndarray:
     return table[ids]
+
+
+# --- issue #17's kernels. These follow their inputs' dtype (arange in x.dtype, Python-float constants): in
+# float64 they are the exact answer, in float32 (gpuemu-ci's working-precision run) what a careful float32
+# kernel computes, which is how the oracle learns the legitimate error of angles, log-sum-exps and square
+# roots of cancelling sums.
+def cross_entropy(logits: np.ndarray, target: np.ndarray, ignore_index: int = -100) -> np.ndarray:
+    m = logits.max(axis=-1)
+    lse = m + np.log(np.exp(logits - m[:, None]).sum(axis=-1))
+    keep = target != ignore_index
+    picked = logits[np.arange(logits.shape[0]), np.where(keep, target, 0)]
+    return np.where(keep, lse - picked, 0.0)
+
+
+def row_std(x: np.ndarray, correction: int = 1) -> np.ndarray:
+    mean = x.mean(axis=-1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.sqrt(((x - mean) ** 2).sum(axis=-1) / (x.shape[-1] - correction))
+
+
+def router_logits(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """The scores the top-1 router takes the argmax of (family = "argmax")."""
+    return x @ w.T
+
+
+def conv1d(x: np.ndarray, w: np.ndarray, stride: int = 1, padding: int = 0) -> np.ndarray:
+    b, c_in, length = x.shape
+    kw = w.shape[-1]
+    padded = np.zeros((b, c_in, length + 2 * padding), dtype=x.dtype)
+    padded[:, :, padding : padding + length] = x
+    out_len = (length + 2 * padding - kw) // stride + 1
+    cols = np.arange(out_len)[:, None] * stride + np.arange(kw)[None, :]
+    return np.einsum("bclj,ocj->bol", padded[:, :, cols], w)
+
+
+def _rotate_half(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    half = cos.shape[-1]
+    out = x.copy()
+    x1, x2 = x[..., :half], x[..., half : 2 * half]
+    out[..., :half] = x1 * cos - x2 * sin
+    out[..., half : 2 * half] = x2 * cos + x1 * sin
+    return out
+
+
+def rope_angles(x: np.ndarray, position_offset: int = 0, base: float = 10000.0) -> np.ndarray:
+    """RoPE as HF defines it: inv_freq = 1 / base^(2i/D), angle = position * inv_freq, in x's dtype."""
+    t, _, d = x.shape
+    exponents = np.arange(0, d - d % 2, 2, dtype=x.dtype) / d
+    inv_freq = 1.0 / np.power(np.asarray(base, dtype=x.dtype), exponents)
+    positions = (np.arange(t) + position_offset).astype(x.dtype)
+    angles = positions[:, None] * inv_freq[None, :]
+    return _rotate_half(x, np.cos(angles)[:, None, :], np.sin(angles)[:, None, :])
+
+
+def qk_norm_rope(
+    q: np.ndarray,
+    k: np.ndarray,
+    q_weight: np.ndarray,
+    k_weight: np.ndarray,
+    cos: np.ndarray,
+    sin: np.ndarray,
+    eps: float = 1e-6,
+) -> np.ndarray:
+    half = q.shape[-1] // 2
+    c, s = cos[:, None, :half], sin[:, None, :half]
+    qn = _rotate_half(rmsnorm(q, q_weight, eps), c, s)
+    kn = _rotate_half(rmsnorm(k, k_weight, eps), c, s)
+    return np.concatenate([qn, kn], axis=1)
+
+
+def group_norm(
+    x: np.ndarray, weight: np.ndarray, bias: np.ndarray, num_groups: int, eps: float = 1e-5
+) -> np.ndarray:
+    n, c, length = x.shape
+    groups = x.reshape(n, num_groups, -1)
+    mean = groups.mean(axis=-1, keepdims=True)
+    var = ((groups - mean) ** 2).mean(axis=-1, keepdims=True)
+    return ((groups - mean) / np.sqrt(var + eps)).reshape(n, c, length) * weight[None, :, None] + bias[
+        None, :, None
+    ]

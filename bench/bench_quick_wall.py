@@ -1,0 +1,95 @@
+"""Wall time of the bug corpus's quick suite at an earlier revision and at this checkout, side by side.
+
+Each side runs its own code on its own corpus (`bench/corpus/gpuemu.toml` of that tree), exactly as a user
+would: `python -m gpuemu_ci run --suite quick --seed S` in a subprocess whose PYTHONPATH is that tree. The
+earlier revision is extracted with `git archive` into a temporary directory. Runs alternate (before, after,
+before, ...) so that both see the same load on a shared machine; the script prints each run, the medians and
+their ratio, and the case counts (the corpus grows, so the per-case time is printed too).
+
+    python bench/bench_quick_wall.py --before main --runs 3 [--seed 1] [--jobs N]
+
+Exit status: 0 when the median ratio is at most --target (2.0), 1 otherwise, 2 for a bad revision.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+
+
+def extract(revision: str, into: Path) -> None:
+    """`git archive REVISION` of this repository, unpacked into `into`."""
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", "--format=tar", revision], capture_output=True, check=False
+    )
+    if archive.returncode != 0:
+        raise ValueError(archive.stderr.decode(errors="replace").strip() or f"cannot archive {revision}")
+    with tempfile.TemporaryFile() as tar_file:
+        tar_file.write(archive.stdout)
+        tar_file.seek(0)
+        with tarfile.open(fileobj=tar_file) as tar:
+            tar.extractall(into, filter="data")
+
+
+def run_quick(tree: Path, seed: int, jobs: int | None, out: Path) -> tuple[float, int]:
+    """One quick-suite run of `tree`'s corpus with `tree`'s code: (wall seconds, cases)."""
+    env = dict(os.environ, PYTHONPATH=str(tree), GPUEMU_USER_CONFIG="none")
+    command = [
+        sys.executable, "-m", "gpuemu_ci", "run", "--config", str(tree / "bench" / "corpus" / "gpuemu.toml"),
+        "--suite", "quick", "--seed", str(seed), "--out", str(out), "--no-lint",
+        *(["--jobs", str(jobs)] if jobs else []),
+    ]  # fmt: skip
+    started = time.monotonic()
+    done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True, check=False)
+    wall = time.monotonic() - started
+    results = out / "results.json"
+    if done.returncode not in (0, 1) or not results.is_file():
+        raise RuntimeError(f"{tree}: gpuemu-ci exited {done.returncode}:\n{done.stderr[-2000:]}")
+    return wall, int(json.loads(results.read_text())["summary"]["cases_total"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--before", required=True, help="the earlier revision (a branch, tag or commit)")
+    parser.add_argument("--runs", type=int, default=3, help="runs of each side (default 3)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--jobs", type=int, help="passed to gpuemu-ci run --jobs (default: the corpus's)")
+    parser.add_argument("--target", type=float, default=2.0, help="the largest acceptable ratio")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="bench-quick-") as scratch:
+        before = Path(scratch) / "before"
+        try:
+            extract(args.before, before)
+        except ValueError as exc:
+            print(f"bench_quick_wall: {exc}", file=sys.stderr)
+            return 2
+        walls: dict[str, list[float]] = {"before": [], "after": []}
+        cases: dict[str, int] = {}
+        for run in range(args.runs):
+            for side, tree in (("before", before), ("after", REPO)):
+                wall, count = run_quick(tree, args.seed, args.jobs, Path(scratch) / f"{side}-{run}")
+                walls[side].append(wall)
+                cases[side] = count
+                print(f"run {run + 1} {side:<6} {wall:6.1f} s  {count} cases", flush=True)
+    medians = {side: statistics.median(values) for side, values in walls.items()}
+    ratio = medians["after"] / medians["before"]
+    for side in ("before", "after"):
+        per_case = 1000 * medians[side] / max(cases[side], 1)
+        print(f"median {side:<6} {medians[side]:6.1f} s  {cases[side]} cases  {per_case:.1f} ms/case")
+    print(f"ratio after / before: {ratio:.2f} (target <= {args.target:g})")
+    return 0 if ratio <= args.target else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Kernels whose shapes need derived dims, dims bound to kwargs and constraints (see ../gpuemu.toml)."""

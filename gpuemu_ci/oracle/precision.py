@@ -1,0 +1,169 @@
+"""The empirical error scale: the op's reference evaluated once more in the op's working precision.
+
+A correct kernel that computes in float32 (or in float32 from 16-bit inputs) errs where the problem is
+ill-conditioned by about as much as the same mathematics evaluated in float32: the square root of a cancelling
+variance, a rotation by angles computed from positions, a loss that is the difference of a log-sum-exp and a
+logit, a normalisation over groups the family bound does not know. The reference run on its inputs cast to the
+working precision measures that: E = |r_w - r|.
+
+One element's E is luck (a rounding may happen to be exact where the kernel's is not), so E becomes an error
+*model* before it is used: for each candidate scale s, the reference's magnitude |r|, the magnitude of the
+inputs that feed each output element, and a constant, the worst ratio E/s over the case times s. Each model
+covers every error the working-precision reference made; the allowance takes, per element, the smallest of
+them, and the judge allows c times the larger of it and the family bound (oracle/judge.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import numpy as np
+
+from gpuemu_ci import dtypes
+from gpuemu_ci.config.model import Family, OpSpec
+from gpuemu_ci.oracle.model import CaseVerdict, FailureKind
+
+FAMILIES = frozenset(Family) - {Family.EXACT}
+# A kernel rounds an internal quantity (an angle, a mean) in its own order, often a few more times than the
+# reference's float32 evaluation does: the model is taken twice before the bound's c (the FlashAttention tests
+# allow 2-3 times a same-precision implementation's error for the same reason).
+ROUNDINGS = 2.0
+
+
+def working_precision(op: OpSpec, case_dtype: str) -> str | None:
+    """The dtype the op computes in: its declared accumulator, else float32 for float32 and 16-bit cases;
+    None when there is nothing below float64 to measure (float64 and integer cases, ops without a family)."""
+    if op.error_model.family not in FAMILIES or not op.error_model.precision_reference:
+        return None
+    if op.error_model.accumulator:
+        chosen = op.error_model.accumulator
+    elif case_dtype in ("float32", "float16", "bfloat16"):
+        chosen = "float32"
+    else:
+        return None
+    return chosen if dtypes.info(chosen).is_float and chosen != "float64" else None
+
+
+def worth_measuring(op: OpSpec, case_dtype: str, verdict: CaseVerdict) -> bool:
+    """Whether a case needs the working-precision reference: it fails the family bound (a mismatch), and there is
+    a working precision below float64 to measure. A case within the family bound passes either way."""
+    return (
+        not verdict.passed
+        and any(f.kind is FailureKind.MISMATCH for f in verdict.findings)
+        and working_precision(op, case_dtype) is not None
+    )
+
+
+def working_precision_inputs(
+    op: OpSpec, case_dtype: str, logical: Mapping[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """Copies of the inputs whose float arrays are cast to the working precision (exact for float32 and 16-bit
+    inputs): the reference called on them computes as a correct kernel in that precision would."""
+    target = dtypes.info(working_precision(op, case_dtype) or "float32").numpy
+    return {
+        name: np.ascontiguousarray(a, dtype=target)
+        if dtypes.is_float_dtype(a.dtype)
+        else np.ascontiguousarray(a)
+        for name, a in logical.items()
+    }
+
+
+def input_magnitude(
+    op: OpSpec,
+    inputs: Mapping[str, np.ndarray],
+    out_shape: tuple[int, ...],
+    reduce: Callable[..., np.ndarray] = np.max,
+) -> np.ndarray | None:
+    """Per output element, the largest |x| among the input elements that can feed it: inputs of the output's
+    shape (or broadcasting to it) elementwise, inputs aligned with the output by their dim names (reduced with
+    `reduce`, the max by default, over the dims the output does not have), any other input by its largest
+    magnitude. None without float inputs."""
+    specs = {spec.name: spec for spec in op.shapes.inputs}
+    output_dims = op.shapes.output_dims
+    result: np.ndarray | None = None
+    for name, x in inputs.items():
+        if not x.size:
+            continue
+        magnitude = np.abs(np.where(np.isfinite(x), x, 0.0))
+        spec = specs.get(name)
+        aligned = _aligned(magnitude, spec.dims if spec else None, output_dims, out_shape, reduce)
+        if aligned is None:
+            aligned = np.full((1,) * len(out_shape), float(reduce(magnitude)))
+        result = aligned if result is None else np.maximum(result, aligned)
+    return None if result is None else np.broadcast_to(result, out_shape)
+
+
+def _aligned(
+    magnitude: np.ndarray,
+    input_dims: tuple[str | int, ...] | None,
+    output_dims: tuple[str | int, ...] | None,
+    out_shape: tuple[int, ...],
+    reduce: Callable[..., np.ndarray],
+) -> np.ndarray | None:
+    """`magnitude` in the output's layout: by dim names when both sides have them, else by shape."""
+    if input_dims is not None and output_dims is not None and len(output_dims) == len(out_shape):
+        return _by_names(magnitude, input_dims, output_dims, out_shape, reduce)
+    try:
+        if np.broadcast_shapes(magnitude.shape, out_shape) == out_shape:
+            return magnitude
+    except ValueError:
+        pass
+    return None
+
+
+def _by_names(
+    magnitude: np.ndarray,
+    input_dims: tuple[str | int, ...],
+    output_dims: tuple[str | int, ...],
+    out_shape: tuple[int, ...],
+    reduce: Callable[..., np.ndarray],
+) -> np.ndarray | None:
+    names = [d if isinstance(d, str) else None for d in input_dims]
+    if len(names) != magnitude.ndim or len({n for n in names if n}) != len([n for n in names if n]):
+        return None
+    wanted = [d for d in output_dims if isinstance(d, str)]
+    reduce_axes = tuple(i for i, n in enumerate(names) if n not in wanted)
+    kept = reduce(magnitude, axis=reduce_axes) if reduce_axes else magnitude
+    kept_names = [n for n in names if n in wanted]
+    # The kept axes in the output's order, then a size-1 axis for each output dim this input lacks.
+    kept = np.transpose(kept, [kept_names.index(d) for d in wanted if d in kept_names])
+    shape = [
+        out if isinstance(d, str) and d in kept_names else 1
+        for d, out in zip(output_dims, out_shape, strict=True)
+    ]
+    try:
+        return np.reshape(kept, shape)
+    except ValueError:
+        return None
+
+
+def empirical_term(
+    reference: np.ndarray, low: np.ndarray, magnitude: np.ndarray | None
+) -> tuple[np.ndarray, str] | None:
+    """The error model the working-precision reference supports (before the factor c), and which scale it
+    uses; None when it measured no error."""
+    r = np.asarray(reference, dtype=np.float64)
+    w = np.asarray(low, dtype=np.float64)
+    if w.shape != r.shape:
+        return None
+    usable = np.isfinite(r) & np.isfinite(w)
+    error = np.where(usable, np.abs(w - np.where(usable, r, 0.0)), 0.0)
+    if not np.any(error > 0):
+        return None
+    models = [("|reference|", np.abs(np.where(usable, r, 0.0)))]
+    if magnitude is not None:
+        models.append(("input magnitude", np.asarray(magnitude, dtype=np.float64)))
+    models.append(("constant", np.ones_like(r)))
+    erring = error > 0
+    best: np.ndarray | None = None
+    used = []
+    for label, scale in models:
+        scale = np.broadcast_to(scale, r.shape)
+        if np.any(erring & (scale <= 0)):
+            continue  # this scale cannot explain an error where it is 0
+        term = float(np.max(error[erring] / scale[erring])) * scale
+        best = term if best is None else np.minimum(best, term)
+        used.append(label)
+    if best is None:
+        return None
+    return best, " / ".join(used)

@@ -1,0 +1,121 @@
+"""examples/shapes: grouped-query attention over a KV cache, group norm, max pooling and partial rotary, all
+configured without hooks (derived dims, kwargs bound to dims, ranges that name dims, constraints), pass the
+quick suite; the results say per op and dtype what the cases covered, and every report shows it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpuemu_ci.plan.expand import QUICK_SLOTS, SLOT_TABLE
+from gpuemu_ci.plan.model import SizeClass
+from tests.conftest import EXAMPLES
+
+SHAPES = EXAMPLES / "shapes" / "gpuemu.toml"
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    from tests.support_cli import run_cli
+
+    out = tmp_path_factory.mktemp("shapes")
+    result = run_cli(
+        ["run", "--config", SHAPES, "--out", out, "--no-lint"], env={"GPUEMU_USER_CONFIG": "none"}
+    )
+    assert result.code == 0, result.stderr[-3000:]
+    return out, json.loads((out / "results.json").read_text())
+
+
+def test_the_examples_pass_in_every_dtype(run):
+    _, document = run
+    ops = {op["name"]: op for op in document["ops"]}
+    assert set(ops) == {"gqa_attention", "group_norm", "max_pool1d", "partial_rotary"}
+    for op in ops.values():
+        assert (
+            op["status"] == "passed" and op["cases_total"] == 24
+        )  # 16 quick slots for float32, 8 for bfloat16
+        assert {row["dtype"] for row in op["dtypes"]} == {"float32", "bfloat16"} and not op["dtypes_not_run"]
+
+
+def test_coverage_says_what_ran(run):
+    _, document = run
+    ops = {op["name"]: op for op in document["ops"]}
+    expected = {  # the first 16 slots for the first dtype, the first 8 for the other
+        "float32": ({"typical": 3, "boundary": 6, "tile": 7}, 10),
+        "bfloat16": ({"typical": 2, "boundary": 3, "tile": 3}, 7),
+    }
+    for op in ops.values():
+        for row in op["dtypes"]:
+            coverage = row["coverage"]
+            classes, modes = expected[row["dtype"]]
+            assert coverage["size_classes"] == classes and len(coverage["value_modes"]) == modes
+            assert {"contiguous", "transposed"} <= set(coverage["layouts"]) or op["name"] == "max_pool1d"
+            assert all(r["min"] <= r["max"] for r in coverage["dims"].values())
+    norm = ops["group_norm"]["dtypes"][0]["coverage"]
+    groups = norm["dims"]["G"]
+    assert set(norm["kwargs"]) == {"eps", "num_groups"} and sorted(norm["kwargs"]["eps"]) == [1e-06, 1e-05]
+    assert all(groups["min"] <= g <= groups["max"] for g in norm["kwargs"]["num_groups"])
+    pool = ops["max_pool1d"]["dtypes"][0]["coverage"]
+    assert set(pool["kwargs"]) == {"kernel_size", "stride", "padding", "dilation"}
+    assert pool["dims"]["L"]["max"] >= 4097  # the tile ladder reached past block 4096
+    attention = ops["gqa_attention"]["dtypes"][0]["coverage"]
+    assert attention["dims"]["LQ"]["min"] == 1 and attention["dims"]["LQ"]["max"] >= 64  # decode and prefill
+    assert (
+        attention["dims"]["P"]["max"] >= 256
+        and attention["dims"]["LK"]["max"] > attention["dims"]["LQ"]["max"]
+    )
+
+
+def test_the_summary_and_the_html_report_show_coverage(run, cli):
+    out, _ = run
+    summary = cli("render", "summary", out / "results.json")
+    html = cli("render", "html", out / "results.json")
+    assert summary.code == 0 and html.code == 0
+    assert "Coverage: what the cases exercised" in summary.stdout
+    assert "| `group_norm` | float32 |" in summary.stdout and "tile±1 7" in summary.stdout
+    assert "| `group_norm` | bfloat16 |" in summary.stdout and "tile±1 3" in summary.stdout
+    assert "<h2>Coverage</h2>" in html.stdout and "num_groups" in html.stdout
+
+
+def test_a_narrowed_quick_suite_says_which_dtypes_it_left_out(tmp_path, cli):
+    config = tmp_path / "gpuemu.toml"
+    text = SHAPES.read_text().replace("[ci]\n", '[ci]\nquick_dtypes = ["float32"]\n')
+    config.write_text(text)
+    (tmp_path / "kernels").symlink_to(SHAPES.parent / "kernels")
+    result = cli("run", "--config", config, "--out", tmp_path / "out", "--op", "max_pool1d", "--no-lint")
+    assert result.code == 0, result.stderr[-2000:]
+    document = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert document["ops"][0]["dtypes_not_run"] == ["bfloat16"]
+    comment = cli("render", "comment", tmp_path / "out" / "results.json").stdout
+    assert "bfloat16 not run in the quick suite (max\\_pool1d)" in comment
+
+
+def test_typical_sizes_this_machine_cannot_hold_are_skipped_and_said_never_passed(tmp_path: Path) -> None:
+    """The user's typical sizes run as declared (never capped); a typical case larger than this machine's memory
+    is not run, and the results say so per dtype instead of counting it as a pass."""
+    from tests.support_cli import run_cli
+
+    (tmp_path / "ops.py").write_text("def double(x):\n    return x * 2\n\ndef ref(x):\n    return x * 2\n")
+    (tmp_path / "gpuemu.toml").write_text(
+        '[project]\nname = "huge"\n[validation]\ndtypes = ["float32"]\n'
+        '[[ops]]\nname = "double"\nop = "ops:double"\nreference = "ops:ref"\nfamily = "elementwise"\n'
+        "[ops.dims]\nM = { min = 1, max = 4194304, typical = [4194304] }\n"
+        "N = { min = 1, max = 4194304, typical = [4194304] }\n"
+        '[ops.inputs]\nx = ["M", "N"]\n'
+    )
+    out = tmp_path / "out"
+    result = run_cli(
+        ["run", "--config", tmp_path / "gpuemu.toml", "--out", out, "--no-lint"],
+        env={"GPUEMU_USER_CONFIG": "none"},
+    )
+    document = json.loads((out / "results.json").read_text())
+    (op,) = document["ops"]
+    (row,) = op["dtypes"]
+    skipped = row["coverage"]["skipped"]
+    assert result.code == 0, result.stderr[-2000:]
+    assert skipped and all("typical sizes" in reason and "usable here" in reason for reason in skipped)
+    assert "typical" not in row["coverage"]["size_classes"]  # none of the 64 TiB cases counted as run
+    typical_slots = sum(1 for _, size, _ in SLOT_TABLE[:QUICK_SLOTS] if size is SizeClass.TYPICAL)
+    assert op["cases_total"] == QUICK_SLOTS - typical_slots and op["status"] == "passed"
