@@ -3,14 +3,19 @@ anything but a regular file (a FIFO or /dev/zero would otherwise hang or fill me
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import tempfile
 from pathlib import Path
+from typing import NoReturn
 
-from gpuemu_ci.errors import UsageError
+from gpuemu_ci.errors import InfraError, UsageError
 
 MAX_DOCUMENT_BYTES = 256 << 20  # results.json, baselines, reports: far above any real document
+# What the output directory must be able to take before a run starts: results.json and a few snapshots.
+OUTPUT_PROBE_BYTES = 1 << 20
+_NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 def atomic_write(path: Path, data: bytes, *, mode: int = 0o644, exclusive: bool = False) -> None:
@@ -60,3 +65,32 @@ def read_bounded(path: Path, what: str, limit: int = MAX_DOCUMENT_BYTES) -> byte
     if len(data) > limit:
         raise UsageError(f"{what} {path} grew past the {limit:,} bytes read at most")
     return data
+
+
+def check_output_dir(path: Path, what: str = "output directory") -> None:
+    """Create `path` when needed and prove that it takes files (a megabyte, written and synced), so that a
+    read-only or full directory is found before a run, not after it. A read-only or unusable directory is a
+    UsageError (exit 2); a full disk an InfraError (exit 3)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=path, prefix=".gpuemu-probe.")
+    except OSError as exc:
+        _refuse(path, what, exc)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(b"\0" * OUTPUT_PROBE_BYTES)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except OSError as exc:
+        _refuse(path, what, exc)
+    finally:
+        Path(probe).unlink(missing_ok=True)
+
+
+def _refuse(path: Path, what: str, exc: OSError) -> NoReturn:
+    reason = exc.strerror or str(exc)
+    if exc.errno in _NO_SPACE:
+        raise InfraError(
+            f"the {what} {path} has no room ({reason}): results.json could not be written; nothing was run"
+        ) from None
+    raise UsageError(f"the {what} {path} cannot take files ({reason}); nothing was run") from None

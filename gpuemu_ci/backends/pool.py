@@ -11,7 +11,6 @@ import contextlib
 import os
 import queue
 import shutil
-import site
 import tempfile
 import threading
 import weakref
@@ -21,24 +20,17 @@ from pathlib import Path
 
 import numpy as np
 
-import gpuemu_ci
 from gpuemu_ci.backends.gpu import GpuInfo, detect_gpu
 from gpuemu_ci.backends.interface import CaseJob, CaseRun
 from gpuemu_ci.backends.process import WorkerProcess
 from gpuemu_ci.errors import InfraError
+from gpuemu_ci.launch import python_env
 
 _AUTO = object()
 
 
 def _worker_env(extra: Mapping[str, str] | None, gpu: GpuInfo | None, jobs: int) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(extra or {})
-    # A source checkout run without installing must still be importable by `python -m`; an installed
-    # package is already on the path (and putting site-packages first could shadow the stdlib).
-    package_parent = Path(gpuemu_ci.__file__).resolve().parent.parent
-    site_dirs = {Path(p).resolve() for p in (*site.getsitepackages(), site.getusersitepackages())}
-    if package_parent not in site_dirs:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(package_parent), env.get("PYTHONPATH", "")) if p)
+    env = python_env({**os.environ, **(extra or {})})  # a source checkout must be importable by `python -m`
     env["PYTHONUNBUFFERED"] = "1"  # user prints reach the log before a crash
     if gpu is None:
         env.setdefault("TRITON_INTERPRET", "1")  # must be set before triton is imported

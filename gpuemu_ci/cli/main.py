@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import click
 
 from gpuemu_ci import __version__
-from gpuemu_ci.errors import ExitCode, GpuemuError, Interrupted
+from gpuemu_ci.errors import AlreadyReported, ExitCode, GpuemuError, Interrupted
 
 INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
@@ -68,6 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def report_error(error: GpuemuError) -> int:
     """Prints the error (and, in GitHub Actions, an `::error` annotation) and returns its exit code."""
+    if isinstance(error, AlreadyReported):
+        return int(error.exit_code)
     message = f"gpuemu-ci: error: {error.diagnostics()}"
     click.echo(message, err=True)
     if os.environ.get("GITHUB_ACTIONS") == "true":

@@ -17,6 +17,7 @@ from gpuemu_ci.clock import utc_now
 from gpuemu_ci.config.model import Config, OpSpec
 from gpuemu_ci.diff.baseline import BaselineSource, diff_against
 from gpuemu_ci.errors import ConfigError, ExitCode
+from gpuemu_ci.files import check_output_dir
 from gpuemu_ci.fuzz.values import GENERATOR_VERSION
 from gpuemu_ci.lint.model import LintReport
 from gpuemu_ci.lint.run import check_kernels
@@ -66,6 +67,7 @@ def run_gate(
     started = time.monotonic()
     started_at = utc_now()
     settings = Settings.resolve(config, options)
+    check_output_dir(settings.out_dir)  # a read-only or full directory is found now, not after the suite
     ops = select_ops(config, options.ops)
     if config.kernels and settings.lint:
         check_kernels(config.kernels, archs=settings.archs, root=config.root)  # before any op runs
