@@ -25,6 +25,7 @@ from gpuemu_ci.github.context import ActionContext
 from gpuemu_ci.launch import python_env
 from gpuemu_ci.pipeline.gate import GateBaseline, with_diff
 from gpuemu_ci.render.links import Links
+from gpuemu_ci.render.markdown import UnverifiedSource
 from gpuemu_ci.results.codec import RESULTS_NAME, read_results, write_results
 from gpuemu_ci.results.kernels import LintStatus
 from gpuemu_ci.results.model import Results, RunInfo
@@ -220,7 +221,14 @@ class ActionStep:
                 self.post_comment(results, self.ctx.pr_number)
         return results.exit_code
 
-    def post_comment(self, results: Results, pr: int, *, run_url: str | None = None) -> None:
+    def post_comment(
+        self,
+        results: Results,
+        pr: int,
+        *,
+        run_url: str | None = None,
+        unverified: UnverifiedSource | None = None,
+    ) -> None:
         from gpuemu_ci.github.comments import upsert_comment
         from gpuemu_ci.render.markdown import render_comment
 
@@ -229,7 +237,7 @@ class ActionStep:
             self.warn("no github_token: the PR comment was not posted")
             return
         links = Links.for_results(results, run_url=run_url or self.ctx.run_url)
-        body = render_comment(results, links, job=self.inputs.job_key, marker=False)
+        body = render_comment(results, links, job=self.inputs.job_key, marker=False, unverified=unverified)
         outcome = upsert_comment(client, self.ctx.repository, pr, body, self.inputs.job_key)
         if outcome.warning:
             self.warn(f"PR comment: {outcome.warning}")

@@ -88,6 +88,7 @@ class GitHubClient:
         token: str,
         api_url: str = DEFAULT_API_URL,
         *,
+        graphql_url: str | None = None,
         transport: httpx.BaseTransport | None = None,
         max_retries: int = 4,
         max_total_wait: float = 300.0,
@@ -102,9 +103,12 @@ class GitHubClient:
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise UsageError(f"the GitHub API URL {api_url!r} is not an http(s) URL")
         self.api_url = api_url.rstrip("/")
+        self.graphql_url = graphql_url or default_graphql_url(self.api_url)
         self._origin = (parts.scheme, parts.netloc.lower())
         self._base_path = parts.path.rstrip("/")
         self._authenticated = bool(token)
+        # An installation token: the workflow's GITHUB_TOKEN or a GitHub App's (GitHub's `ghs_` prefix).
+        self.installation_token = token.startswith("ghs_")
         self.policy = RetryPolicy(max_retries, max_total_wait, sleep, clock, jitter)
         headers = {"Accept": ACCEPT, "X-GitHub-Api-Version": API_VERSION, "User-Agent": USER_AGENT}
         if token:
@@ -192,6 +196,17 @@ class GitHubClient:
     def delete(self, path: str) -> None:
         """DELETE a resource, expecting 204."""
         self.request("DELETE", path, ok=(204,))
+
+    def graphql(self, query: str, variables: Mapping[str, Any] | None = None) -> Any:
+        """POST a GraphQL query to the API host's GraphQL endpoint; its `data`, or a GitHubError naming the
+        first of its `errors`."""
+        body = {"query": query, "variables": dict(variables or {})}
+        answer = _decode(self.request("POST", self.graphql_url, json=body, idempotent=True))
+        errors = answer.get("errors") if isinstance(answer, dict) else None
+        if errors or not isinstance(answer, dict):
+            first = errors[0] if isinstance(errors, list) and errors and isinstance(errors[0], dict) else {}
+            raise GitHubError("POST graphql", str(first.get("message", "no data in the answer"))[:300])
+        return answer.get("data")
 
     def paginate(
         self,
@@ -285,10 +300,21 @@ class GitHubClient:
         if "://" not in path:
             return f"{self.api_url}/{path.lstrip('/')}"
         parts = urlsplit(path)
+        if path == self.graphql_url and (parts.scheme, parts.netloc.lower()) == self._origin:
+            return path
         if (parts.scheme, parts.netloc.lower()) != self._origin or not parts.path.startswith(self._base_path):
             # A Link or download URL pointing elsewhere must not receive the token.
             raise GitHubError("request", f"refusing to send the token to {parts.netloc or path}")
         return path
+
+
+def default_graphql_url(api_url: str) -> str:
+    """GitHub's GraphQL endpoint beside a REST root: api.github.com/graphql, or HOST/api/graphql on a GitHub
+    Enterprise Server (whose REST root is HOST/api/v3)."""
+    root = api_url.rstrip("/")
+    if root.endswith("/api/v3"):
+        return root.removesuffix("/v3") + "/graphql"
+    return root + "/graphql"
 
 
 def _error_for(what: str, response: httpx.Response, decision: Decision | None, note: str) -> GitHubError:

@@ -301,11 +301,13 @@ class Results(Record, frozen=True, kw_only=True):
     # --- what a report states ---------------------------------------------------------------------------
     @property
     def headline(self) -> Headline:
-        """FAILED wins; then ERROR; a cut-short run is INCOMPLETE; a "passed" with nothing executed, or with
-        a non-zero exit code, is an ERROR, never a pass."""
-        if self.verdict is Verdict.FAILED:
+        """FAILED wins (a recorded failure counts whatever `verdict` says: a document read from a file may claim
+        anything); then ERROR; a cut-short run is INCOMPLETE; a "passed" with nothing executed, or with a non-zero
+        exit code, is an ERROR, never a pass."""
+        failed_rows = self.summary.ops_failed or self.summary.kernels_failed
+        if self.verdict is Verdict.FAILED or failed_rows or (self.diff is not None and self.diff.gate_failed):
             return Headline.FAILED
-        if self.verdict is Verdict.ERROR:
+        if self.verdict is Verdict.ERROR or self.summary.ops_errored:
             return Headline.ERROR
         if self.verdict is Verdict.INCOMPLETE or self.cut_short:
             return Headline.INCOMPLETE
