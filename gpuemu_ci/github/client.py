@@ -12,19 +12,24 @@ API", "Rate limits for the REST API"):
 - non-idempotent requests (POST) are not resent after a 5xx or a connection lost mid-request,
   since GitHub may have applied them; callers that can check (comments, issues) re-check instead;
 - artifact downloads follow the 302 to the storage host with a separate, token-less client;
+- every request has an overall deadline (``deadline``; downloads ``download_deadline``), not only httpx's
+  per-read timeout, which a server trickling a byte at a time never trips: a request still unanswered at
+  its deadline is abandoned (its connections closed) and fails as a network error;
 - every failure is a ``GitHubError`` (an ``InfraError``) whose message names the request and the
   API's answer, and never contains the token.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urljoin, urlsplit
 
 import httpx
@@ -93,6 +98,8 @@ class GitHubClient:
         max_retries: int = 4,
         max_total_wait: float = 300.0,
         timeout: float = 30.0,
+        deadline: float = 90.0,
+        download_deadline: float = 600.0,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.time,
         jitter: Callable[[], float] = random.random,
@@ -113,16 +120,22 @@ class GitHubClient:
         headers = {"Accept": ACCEPT, "X-GitHub-Api-Version": API_VERSION, "User-Agent": USER_AGENT}
         if token:
             headers["Authorization"] = f"Bearer {token}"
-        # Redirects are followed by hand so that the token never reaches another host.
-        self._http = httpx.Client(
-            headers=headers, transport=transport, timeout=timeout, follow_redirects=False
-        )
+        self._headers = headers
         self._transport = transport
         self._timeout = timeout
+        self.deadline = deadline
+        self.download_deadline = download_deadline
+        self._http = self._api_client()
         self._storage_client: httpx.Client | None = None  # made on the first download
 
     def __repr__(self) -> str:
         return f"GitHubClient(api_url={self.api_url!r}, authenticated={self._authenticated})"
+
+    def _api_client(self) -> httpx.Client:
+        # Redirects are followed by hand so that the token never reaches another host.
+        return httpx.Client(
+            headers=self._headers, transport=self._transport, timeout=self._timeout, follow_redirects=False
+        )
 
     def close(self) -> None:
         """Close both connection pools."""
@@ -160,7 +173,8 @@ class GitHubClient:
         state = RetryState()
         while True:
             try:
-                response = self._http.request(method, url, params=params, json=json)
+                send = functools.partial(self._http.request, method, url, params=params, json=json)
+                response = _within(self.deadline, send, self._abandon_api_requests)
             except httpx.TransportError as exc:
                 # A refused connection never reached GitHub, so it is safe to resend anything.
                 safe = resend_ok or isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
@@ -256,6 +270,16 @@ class GitHubClient:
 
     # -- internals ------------------------------------------------------------------------
 
+    def _abandon_api_requests(self) -> None:
+        # Closing the pool ends the stuck read in the request's thread; later requests get a fresh pool.
+        stuck, self._http = self._http, self._api_client()
+        stuck.close()
+
+    def _abandon_downloads(self) -> None:
+        stuck, self._storage_client = self._storage_client, None
+        if stuck is not None:
+            stuck.close()
+
     def _storage(self) -> httpx.Client:
         # A separate client with no default headers: pre-signed storage URLs must not get the token.
         if self._storage_client is None:
@@ -273,15 +297,10 @@ class GitHubClient:
         state = RetryState()
         while True:
             try:
-                with self._storage().stream("GET", url) as response:
-                    if response.status_code == 200:
-                        declared = response.headers.get("content-length")
-                        if declared is not None and declared.isdigit() and int(declared) > max_bytes:
-                            raise GitHubDownloadTooLargeError(
-                                what, f"{int(declared):,} bytes is over the {max_bytes:,}-byte cap"
-                            )
-                        return _write_capped(dest, response.iter_bytes(), max_bytes, what)
-                    response.read()
+                attempt = functools.partial(_download_once, self._storage(), url, dest, max_bytes, what)
+                response, written = _within(self.download_deadline, attempt, self._abandon_downloads)
+                if written is not None:
+                    return written
             except httpx.TransportError as exc:
                 if self.policy.exhausted(state):
                     raise GitHubNetworkError(what, _describe_transport_error(exc)) from exc
@@ -315,6 +334,53 @@ def default_graphql_url(api_url: str) -> str:
     if root.endswith("/api/v3"):
         return root.removesuffix("/v3") + "/graphql"
     return root + "/graphql"
+
+
+def _download_once(
+    storage: httpx.Client, url: str, dest: Path, max_bytes: int, what: str
+) -> tuple[httpx.Response, int | None]:
+    """One GET of a storage URL: (the response, bytes written into `dest` when it answered 200)."""
+    with storage.stream("GET", url) as response:
+        if response.status_code == 200:
+            declared = response.headers.get("content-length")
+            if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+                raise GitHubDownloadTooLargeError(
+                    what, f"{int(declared):,} bytes is over the {max_bytes:,}-byte cap"
+                )
+            return response, _write_capped(dest, response.iter_bytes(), max_bytes, what)
+        response.read()
+        return response, None
+
+
+class DeadlineExceeded(httpx.TransportError):
+    """A request got no complete answer before its overall deadline (a stalled or trickling server)."""
+
+
+_T = TypeVar("_T")
+
+
+def _within(seconds: float, call: Callable[[], _T], abandon: Callable[[], None]) -> _T:
+    """`call()`, or DeadlineExceeded when it has not finished after `seconds`: it runs in a daemon thread, and
+    `abandon` closes the connections it is stuck on so that the thread ends too."""
+    outcome: list[_T] = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            outcome.append(call())
+        except BaseException as exc:  # handed to the caller below
+            failure.append(exc)
+
+    worker = threading.Thread(target=run, name="gpuemu-http", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        abandon()
+        worker.join(5.0)
+        raise DeadlineExceeded(f"no complete answer within {seconds:g} s")
+    if failure:
+        raise failure[0]
+    return outcome[0]
 
 
 def _error_for(what: str, response: httpx.Response, decision: Decision | None, note: str) -> GitHubError:
