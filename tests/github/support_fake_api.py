@@ -297,7 +297,9 @@ class FakeGitHub:
         """A comment written on issue or PR ``number`` by ``login`` (github-actions[bot] is the token's own
         account, with its real id); returns its id."""
         with self._lock:
-            author = obj.bot(self.site) if login == obj.BOT_LOGIN else obj.user(self.site, login, 583231, kind)
+            author = (
+                obj.bot(self.site) if login == obj.BOT_LOGIN else obj.user(self.site, login, 583231, kind)
+            )
             return self._create_comment(number, body, author)["id"]
 
     def add_issue(self, title: str, body: str, labels: list[str], *, state: str = "open") -> int:
@@ -397,7 +399,9 @@ class FakeGitHub:
         """The account the token belongs to (the author of the comments it posts)."""
         if self.viewer_login is None:
             return obj.bot(self.site)
-        return obj.user(self.site, self.viewer_login, 7_000_001, "User" if self.token_kind == "personal" else "Bot")
+        return obj.user(
+            self.site, self.viewer_login, 7_000_001, "User" if self.token_kind == "personal" else "Bot"
+        )
 
     def _build_routes(self) -> list[tuple[str, re.Pattern[str], str, Callable[..., Reply]]]:
         prefix = re.escape(f"/repos/{self.repository}")

@@ -236,7 +236,11 @@ def graphql(fake: FakeGitHub, params: dict[str, str], request: Recorded) -> Repl
         return 200, {"errors": [{"message": "Field is not supported by the fake"}]}, {}
     viewer = fake.viewer()
     login = viewer["login"]
-    return 200, {"data": {"viewer": {"__typename": viewer["type"], "login": login, "databaseId": viewer["id"]}}}, {}
+    return (
+        200,
+        {"data": {"viewer": {"__typename": viewer["type"], "login": login, "databaseId": viewer["id"]}}},
+        {},
+    )
 
 
 # Paths outside /repos/{owner}/{repo}: (method, absolute regex, template, handler)

@@ -187,11 +187,11 @@ def test_without_graphql_an_installation_token_is_the_workflows_bot(
     assert outcome.action is CommentAction.UPDATED and outcome.comment_id == ours
 
 
-def test_a_token_whose_account_cannot_be_found_posts_nothing(fake_github: FakeGitHub, sleeps: SleepRecorder) -> None:
+def test_a_token_whose_account_cannot_be_found_posts_nothing(
+    fake_github: FakeGitHub, sleeps: SleepRecorder
+) -> None:
     fake_github.graphql_enabled = False
-    with GitHubClient(
-        fake_github.token, fake_github.api_url, sleep=sleeps, jitter=lambda: 0.0
-    ) as client:
+    with GitHubClient(fake_github.token, fake_github.api_url, sleep=sleeps, jitter=lambda: 0.0) as client:
         client.installation_token = False  # e.g. a fine-grained personal token refused GET /user
         pr = fake_github.add_pull()
         outcome = upsert_comment(client, fake_github.repository, pr, "new", "gate")
