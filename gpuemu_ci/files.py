@@ -4,15 +4,17 @@ anything but a regular file (a FIFO or /dev/zero would otherwise hang or fill me
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import stat
 import tempfile
 from pathlib import Path
-from typing import NoReturn
+from typing import BinaryIO, NoReturn
 
 from gpuemu_ci.errors import InfraError, UsageError
 
 MAX_DOCUMENT_BYTES = 256 << 20  # results.json, baselines, reports: far above any real document
+MAX_HASHED_BYTES = 4 << 30  # a file whose digest is checked (verify --artifact)
 # What the output directory must be able to take before a run starts: results.json and a few snapshots.
 OUTPUT_PROBE_BYTES = 1 << 20
 _NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
@@ -47,24 +49,46 @@ def _umask() -> int:
     return current
 
 
-def read_bounded(path: Path, what: str, limit: int = MAX_DOCUMENT_BYTES) -> bytes:
-    """The bytes of a regular file of at most `limit` bytes; a UsageError (exit 2) naming `what` otherwise."""
+def _open_regular(path: Path, what: str, limit: int) -> BinaryIO:
+    """`path` opened for reading when it is a regular file of at most `limit` bytes (opened without blocking,
+    so a FIFO cannot hang the open); a UsageError (exit 2) naming `what` otherwise."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
         raise UsageError(f"{what} not found: {path}") from None
     except OSError as exc:
         raise UsageError(f"cannot read {what} {path}: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise UsageError(f"{what} {path} is not a regular file")
-        if info.st_size > limit:
-            raise UsageError(f"{what} {path} is {info.st_size:,} bytes; more than the {limit:,} read at most")
+    handle = os.fdopen(fd, "rb")
+    info = os.fstat(handle.fileno())
+    if not stat.S_ISREG(info.st_mode):
+        handle.close()
+        raise UsageError(f"{what} {path} is not a regular file")
+    if info.st_size > limit:
+        handle.close()
+        raise UsageError(f"{what} {path} is {info.st_size:,} bytes; more than the {limit:,} read at most")
+    return handle
+
+
+def read_bounded(path: Path, what: str, limit: int = MAX_DOCUMENT_BYTES) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes; a UsageError (exit 2) naming `what` otherwise."""
+    with _open_regular(path, what, limit) as handle:
         data = handle.read(limit + 1)
     if len(data) > limit:
         raise UsageError(f"{what} {path} grew past the {limit:,} bytes read at most")
     return data
+
+
+def sha256_of_file(path: Path, what: str, limit: int = MAX_HASHED_BYTES) -> str:
+    """The sha256 (hex) of a regular file of at most `limit` bytes, read in chunks; a UsageError otherwise."""
+    digest = hashlib.sha256()
+    total = 0
+    with _open_regular(path, what, limit) as handle:
+        while chunk := handle.read(1 << 20):
+            total += len(chunk)
+            if total > limit:
+                raise UsageError(f"{what} {path} grew past the {limit:,} bytes read at most")
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def check_output_dir(path: Path, what: str = "output directory") -> None:

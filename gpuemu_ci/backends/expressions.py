@@ -53,8 +53,13 @@ def _check(node: ast.AST, text: str, names: set[str]) -> None:
         _check(node.right, text, names)
     elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
         _check(node.operand, text, names)
-    elif isinstance(node, ast.Constant) and type(node.value) in (int, float):
-        pass
+    elif (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, int | float)
+        and not isinstance(node.value, bool)
+    ):
+        if not math.isfinite(node.value):  # "1e999" parses as inf: no launch size is infinite
+            raise LaunchError(f"{text!r}: {node.value!r} is not a finite number")
     elif isinstance(node, ast.Name):
         names.add(node.id)
     elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS:
@@ -168,7 +173,11 @@ def evaluate(
     """The exact value of an expression (a Fraction; callers decide whether it must be an integer)."""
     parsed = expr if isinstance(expr, Expr) else parse_expression(expr)
     tree = ast.parse(parsed.text, mode="eval")
-    exact = {k: Fraction(v) for k, v in env.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    exact = {
+        k: Fraction(v)
+        for k, v in env.items()
+        if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+    }
     return _eval(tree, exact, arrays or {}, parsed.text)
 
 

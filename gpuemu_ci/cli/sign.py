@@ -41,6 +41,7 @@ from gpuemu_ci.attest.verify_policy import (
     parse_duration,
     verify_report,
 )
+from gpuemu_ci.cli.main import os_error
 from gpuemu_ci.clock import format_utc
 from gpuemu_ci.errors import (
     BadSignature,
@@ -225,6 +226,8 @@ def verify_command(
         data = read_bounded(report, "report")
     except GpuemuError as e:
         raise MalformedReport(e.message) from None
+    except OSError as e:  # a path that cannot be opened at all (too long, a loop): malformed input, exit 3
+        raise MalformedReport(os_error(e).message) from None
     checks: list[Check] = []
     if repo is not None:
         checks.append(RepoIs(repo))
@@ -239,7 +242,9 @@ def verify_command(
     try:
         checks.extend(ArtifactDigest.from_file(path) for path in artifacts)
     except OSError as e:
-        raise MalformedReport(f"cannot read artifact {e.filename}: {e.strerror}") from None
+        raise MalformedReport(os_error(e).message) from None
+    except GpuemuError as e:  # a FIFO, a device, a file past the size cap
+        raise MalformedReport(e.message) from None
 
     outcome = verify_report(
         data, {k.keyid: k.key for k in public_keys}, AllOf(tuple(checks)) if checks else None

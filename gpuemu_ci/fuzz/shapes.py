@@ -80,7 +80,12 @@ def _cap_elements(op: OpSpec, values: dict[str, int]) -> None:
         while _count(spec.dims, values) > MAX_ELEMENTS:
             names = [d for d in spec.dims if isinstance(d, str) and values[d] > 1]
             if not names:
-                break
+                raise ConfigError(
+                    f"op {op.name!r}: input {spec.name!r} has {_count(spec.dims, values):,} elements even with "
+                    f"every symbolic dim at 1 (its fixed dims {[d for d in spec.dims if isinstance(d, int)]}); "
+                    f"an input may have at most {MAX_ELEMENTS:,}",
+                    line=op.line,
+                )
             largest = max(names, key=lambda d: values[d])
             current = values[largest]
             dim = by_name[largest]

@@ -79,6 +79,12 @@ def run_gate(
         op_results, cut_short = _run_ops(session, ops, include_kernels=not options.ops, started=started)
     lint = _lint(config, settings, lint_runner)
     notes: list[str] = []
+    unsaved = [f.snapshot_error for op in op_results for f in op.failures if f.snapshot_error]
+    if unsaved:
+        notes.append(
+            f"{len(unsaved)} input snapshot(s) could not be written ({unsaved[0]}); their cases still replay "
+            "from the seed"
+        )
     if cut_short:
         notes.append(
             f"the run was cut short after {settings.timeout_s:g} s ({settings.timeout_source}); results are partial"

@@ -59,7 +59,11 @@ def failure_record(
         message = "\n".join(f.message for f in outcome.verdict.findings)
         stderr = outcome.run.op.stderr_tail or None if kind in _RAN_INTO_TROUBLE else None
         errored = False
-    snapshot = write_snapshot(out_dir, dict(case.logical), snapshot_meta(op, master_seed, outcome))
+    snapshot, snapshot_error = None, None
+    try:
+        snapshot = write_snapshot(out_dir, dict(case.logical), snapshot_meta(op, master_seed, outcome))
+    except OSError as exc:  # a full or read-only disk costs the snapshot, never the results
+        snapshot_error = f"{exc.strerror or exc}"
     return Failure(
         case_id=outcome.ref.case_id,
         case_index=outcome.ref.index,
@@ -82,6 +86,7 @@ def failure_record(
         replay=replay_command(config, op.name, outcome.ref.seed),
         stderr_tail=stderr,
         errored=errored,
+        snapshot_error=snapshot_error,
     )
 
 

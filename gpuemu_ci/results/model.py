@@ -98,8 +98,10 @@ class Failure(Record, frozen=True):
     replay: str
     stderr_tail: str | None = None
     errored: bool = False  # True: the case could not be judged (reference failed), not a wrong answer
+    snapshot_error: str | None = None  # why its input snapshot could not be written (the seed still replays)
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         check_seed(self.case_seed, "case_seed")
 
 
@@ -291,6 +293,7 @@ class Results(Record, frozen=True, kw_only=True):
     notes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         check_seed(self.seed, "seed")
         if self.verdict is Verdict.PASSED and (self.exit_code != 0 or self.cut_short):
             # msgspec reports this as a validation error of the document (`$`) when one is read.
