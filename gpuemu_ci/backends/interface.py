@@ -96,6 +96,7 @@ class CaseRun:
     reference_abs: CallResult | None = None  # the reference on |abs_reference_inputs| (fp64), when asked
     inputs_modified: tuple[str, ...] = ()  # names of inputs whose bytes changed during the op call
     interpreter: str | None = None  # e.g. "triton-interpreter" when TRITON_INTERPRET was used
+    interpreter_types: tuple[str, ...] = ()  # float types the interpreter mishandles that the case touched
 
 
 class Pool(Protocol):

@@ -405,4 +405,5 @@ class WorkerProcess:
             reference_abs=with_tail(calls.get(Stage.REFERENCE_ABS)),
             inputs_modified=done.inputs_modified,
             interpreter=done.interpreter,
+            interpreter_types=done.interpreter_types,
         )

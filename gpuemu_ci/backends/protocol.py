@@ -133,6 +133,9 @@ class CaseDone:
     retire: bool = False  # the worker's state is unusable (e.g. a sticky CUDA error): replace it
     calls: tuple[CallDone, ...] = ()  # results not sent yet: one message per case in the common case
     arena_wanted: int = 0  # arena bytes this case would have needed to keep every output in it
+    interpreter_types: tuple[
+        str, ...
+    ] = ()  # bfloat16/fp8 handled by Triton's interpreter (backends.triton_probe)
 
 
 _REPLY_TYPES = {cls.__name__: cls for cls in (Hello, OutputDesc, CallReply, CallDone, CaseDone)}

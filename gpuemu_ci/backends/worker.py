@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from gpuemu_ci.backends import triton_probe
 from gpuemu_ci.backends.cuda import OUTPUT_DTYPE_KWARG
 from gpuemu_ci.backends.frameworks import BadOutput, Bridge, get_bridge, to_numpy_outputs
 from gpuemu_ci.backends.interface import CallStatus, CallTarget, TargetKind
@@ -65,25 +66,6 @@ _STICKY_CUDA = (
     "device-side assert",
     "misaligned address",
 )
-_TRITON_LAUNCHES = [0]
-
-
-def _hook_triton() -> None:
-    """Count launches through Triton's interpreter, so results say when it was really used."""
-    mod = sys.modules.get("triton.runtime.interpreter")
-    if mod is None or getattr(mod, "_gpuemu_hooked", False):
-        return
-    cls = getattr(mod, "InterpretedFunction", None)
-    original = getattr(cls, "run", None)
-    if cls is None or original is None:
-        return
-
-    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
-        _TRITON_LAUNCHES[0] += 1
-        return original(self, *args, **kwargs)
-
-    cls.run = run
-    setattr(mod, "_gpuemu_hooked", True)  # noqa: B010  # a marker on a third-party module
 
 
 def _classify(exc: BaseException) -> tuple[CallStatus, bool]:
@@ -215,7 +197,6 @@ class Worker:
         self.cursor = self.wanted = self.inputs_end  # outputs and saved results go behind the inputs
         ref_loaded, ref_failure = self._load(reference)
         op_loaded, op_failure = self._load(op)
-        _hook_triton()
         if self.u8 is not None:
             write_loaded_at(self.u8, time.monotonic())
         unusable = CallReply(CallStatus.CRASHED.value, "not run: the GPU context is unusable")
@@ -243,14 +224,14 @@ class Worker:
 
         modified: tuple[str, ...] = ()
         interpreter: str | None = None
+        interpreter_types: tuple[str, ...] = ()
         if op_loaded is None or retire:
             self._send(Stage.OP, op_failure or unusable, [])
         else:
             self._stage(Stage.OP)
             used = self.inputs_end
             snapshot = self.u8[HEADER_BYTES:used].copy() if self.u8 is not None else None
-            launches_before = _TRITON_LAUNCHES[0]
-            had_triton = "triton" in sys.modules
+            launches_before = triton_probe.mark()
             self._flush()
             reply, op_out, retire = self._run_op(req, op, op_loaded, views, regions, ref_out, Stage.OP)
             if snapshot is not None and self.u8 is not None:
@@ -271,13 +252,9 @@ class Worker:
                 self._send(Stage.RERUN, reply, rerun_out)
             elif req.rerun:
                 self._send(Stage.RERUN, unusable, [])
-            _hook_triton()
-            interpret = os.environ.get("TRITON_INTERPRET") == "1"
-            newly_imported = not had_triton and "triton" in sys.modules
-            if _TRITON_LAUNCHES[0] > launches_before or (newly_imported and interpret):
-                interpreter = "triton-interpreter"
+            interpreter, interpreter_types = triton_probe.since(launches_before)
         self._stage(Stage.REPLY)
-        done = CaseDone(modified, interpreter, retire, tuple(self.pending), self.wanted)
+        done = CaseDone(modified, interpreter, retire, tuple(self.pending), self.wanted, interpreter_types)
         self.conn.send_bytes(dumps(done))
         self.pending.clear()
         self._stage(Stage.IDLE)
@@ -399,6 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     os.set_inheritable(fd, False)  # processes the user code starts must not keep our socket open
     os.dup2(2, 1)  # user prints go to the stderr log, never into the protocol
     faulthandler.enable()
+    triton_probe.watch_imports()
     conn = Connection(fd)
     worker = Worker(conn)
     conn.send_bytes(dumps(Hello(os.getpid(), os.environ.get("TRITON_INTERPRET") == "1")))

@@ -52,6 +52,7 @@ class OpTally:
     cases: int = 0
     failed: int = 0
     errored: int = 0
+    skipped: int = 0  # ran in Triton's interpreter on a type it mishandles: not judged
     worst_headroom: float | None = None
     max_abs_error: float | None = None
     comparator: str | None = None
@@ -88,10 +89,12 @@ class OpRunner:
     deadline: float | None = None  # time.monotonic() value after which no new case starts
     target: CallTarget | None = None  # instead of the op's own (a [[kernels]] entry launched through CuPy)
     interpreter: str | None = None
+    require_gpu: bool = False  # a case that cannot be judged without a GPU is then an error, not a skip
     cut_short: bool = False
     _failures: list[Failure] = field(default_factory=list)
     _constants: dict[str, tuple[CallTarget, CallTarget, float, tuple[str, ...]]] = field(default_factory=dict)
     _error_scale: Callable[..., Any] | None = None
+    _interpreter_types: set[str] = field(default_factory=set)
 
     def run(self, cases: Sequence[CaseRef]) -> OpResult:
         """Runs and judges `cases` in order. With a pool that has `submit`, the next cases are generated and
@@ -121,9 +124,17 @@ class OpRunner:
                     wait((window[0].future,), timeout=max(0.0, self.deadline - time.monotonic()) + 1e-3)
                     continue  # finished, or the deadline passed while waiting
                 queued = window.popleft()
-                outcome = self._finish(
-                    queued.ref, queued.case, queued.job, queued.future.result(), error_scale
-                )
+                run = queued.future.result()
+                if self._interpreter_cannot_judge(run):
+                    tally = tallies.setdefault(queued.case.dtype, OpTally())
+                    tally.cases += 1
+                    if self.require_gpu:
+                        tally.errored += 1
+                    else:
+                        tally.skipped += 1
+                    self.observer.case_done(self.op.name, not self.require_gpu)
+                    continue
+                outcome = self._finish(queued.ref, queued.case, queued.job, run, error_scale)
                 if outcome.run.op.status is CallStatus.IMPORT_ERROR or (
                     outcome.run.reference.status is CallStatus.IMPORT_ERROR
                 ):
@@ -143,6 +154,14 @@ class OpRunner:
                 queued.future.cancel()
         return self._result(tallies, omitted)
 
+    def _interpreter_cannot_judge(self, run: CaseRun) -> bool:
+        """Whether the case ran in Triton's interpreter on a type it mishandles (backends.triton_probe)."""
+        if not (run.interpreter and run.interpreter_types):
+            return False
+        self.interpreter = run.interpreter
+        self._interpreter_types.update(run.interpreter_types)
+        return True
+
     def _expired(self) -> bool:
         return self.deadline is not None and time.monotonic() > self.deadline
 
@@ -151,7 +170,16 @@ class OpRunner:
         """Builds (unless `inputs` is given), runs and judges one case, waiting for it."""
         case = inputs if inputs is not None else build_case(self.op, ref.seed, self.config.root)
         job = self._job(case)
-        return self._finish(ref, case, job, self.pool.run(job), self.error_scale_hook())
+        run = self.pool.run(job)
+        if self._interpreter_cannot_judge(run):
+            from gpuemu_ci.errors import InfraError
+
+            raise InfraError(
+                f"case {ref.case_id} of op {self.op.name!r} ran in Triton's CPU interpreter on "
+                f"{', '.join(run.interpreter_types)}, which the interpreter computes wrongly "
+                f"({interpreter_reason(set(run.interpreter_types))}); replay it on a machine with a GPU"
+            )
+        return self._finish(ref, case, job, run, self.error_scale_hook())
 
     def _submit(self, ref: CaseRef) -> _Queued:
         case = build_case(self.op, ref.seed, self.config.root)
@@ -282,10 +310,12 @@ class OpRunner:
         total = sum(t.cases for t in tallies.values())
         failed = sum(t.failed for t in tallies.values())
         errored = sum(t.errored for t in tallies.values())
+        skipped = sum(t.skipped for t in tallies.values())
+        reason = interpreter_reason(self._interpreter_types)
         dtype_results = tuple(
             DtypeResult(
                 dtype=dtype,
-                status=_status(t.cases, t.failed, t.errored),
+                status=_status(t.cases - t.skipped, t.failed, t.errored, t.skipped),
                 cases_total=t.cases,
                 cases_failed=t.failed,
                 cases_errored=t.errored,
@@ -293,17 +323,25 @@ class OpRunner:
                 max_abs_error=json_float(t.max_abs_error),
                 comparator=t.comparator,
                 worst_case=t.worst_case,
+                cases_skipped=t.skipped,
+                skip_reason=reason if t.skipped else None,
             )
             for dtype, t in tallies.items()
         )
-        status = _status(total, failed, errored)
+        status = _status(total - skipped, failed, errored, skipped)
         message = None
         if total == 0:
             message = "no case ran" + (" (the suite timeout expired first)" if self.cut_short else "")
+        elif errored and not failed and self._interpreter_types and self.require_gpu:
+            message = f"{errored} of {total} cases need a GPU ({reason}; --require-gpu)"
         elif errored and not failed:
             message = f"{errored} of {total} cases could not be judged (the reference failed)"
+        elif skipped:
+            message = f"{skipped} of {total} cases skipped ({reason}): not tested"
         comparators = sorted({t.comparator for t in tallies.values() if t.comparator})
-        detail = f"{total - failed - errored}/{total} cases passed"
+        detail = f"{total - failed - errored - skipped}/{total} cases passed"
+        if skipped:
+            detail += f", {skipped} skipped ({reason})"
         if failed:
             detail += f", {failed} failed"
         if errored:
@@ -317,24 +355,32 @@ class OpRunner:
             line=self.op.line,
             framework=self.op.targets.framework.value,
             interpreter=self.interpreter,
-            skip_reason=None,
+            skip_reason=reason if status is OpStatus.SKIPPED else None,
             message=message,
             cases_total=total,
-            cases_passed=total - failed - errored,
+            cases_passed=total - failed - errored - skipped,
             cases_failed=failed,
             cases_errored=errored,
             dtypes=dtype_results,
             failures=tuple(self._failures),
             failures_omitted=omitted,
+            cases_skipped=skipped,
         )
 
 
-def _status(total: int, failed: int, errored: int) -> OpStatus:
+def _status(judged: int, failed: int, errored: int, skipped: int = 0) -> OpStatus:
     if failed:
         return OpStatus.FAILED
-    if errored or total == 0:
+    if errored:
         return OpStatus.ERROR
+    if judged == 0:
+        return OpStatus.SKIPPED if skipped else OpStatus.ERROR
     return OpStatus.PASSED
+
+
+def interpreter_reason(types: set[str] | frozenset[str]) -> str:
+    """`Triton interpreter: bfloat16 unsupported` (the types it mishandled, in words)."""
+    return f"Triton interpreter: {', '.join(sorted(types)) or 'bfloat16'} unsupported"
 
 
 def _family(op: OpSpec) -> str | None:

@@ -114,6 +114,7 @@ class Session:
             self.observer,
             deadline,
             target,
+            require_gpu=self.settings.require_gpu,
         )
 
     def run_case(

@@ -233,6 +233,10 @@ def _context(
     skipped, skipped_hidden = _take(
         [op for op in report.ops if op.status is OpStatus.SKIPPED], limits.other_rows
     )
+    skipped_rows, skipped_rows_hidden = _take(
+        [(op, row) for op, row in report.skipped_rows() if op.status is not OpStatus.SKIPPED or op.dtypes],
+        limits.other_rows,
+    )
     passes = [(op, row) for op in report.ops for row in op.dtypes if row.status is OpStatus.PASSED]
     more_hidden = sum(max(0, len(g.failures) - 1) for g in details) if not limits.more_failures else 0
     cut = []
@@ -248,8 +252,10 @@ def _context(
         cut.append(f"{lint_hidden} lint violation(s)")
     if diff_hidden:
         cut.append(f"{diff_hidden} baseline change(s)")
-    if errored_hidden or skipped_hidden:
-        cut.append(f"{errored_hidden + skipped_hidden} errored or skipped op(s)")
+    if errored_hidden or skipped_hidden or skipped_rows_hidden:
+        cut.append(
+            f"{errored_hidden + skipped_hidden + skipped_rows_hidden} errored or skipped op(s) or row(s)"
+        )
     icon, headline_text = _verdict_line(report, unverified)
     return {
         "report": report,
@@ -263,7 +269,10 @@ def _context(
         "details": details,
         "errored_groups": {g.op.name: g for g in report.errored_groups()},
         "errored": errored,
-        "skipped": skipped,
+        "skipped": [op for op in skipped if not op.dtypes],  # whole ops; rows with skipped cases below
+        "skipped_rows": [text.skipped_row(op, row) for op, row in skipped_rows],
+        "skipped_more": skipped_hidden + skipped_rows_hidden,
+        "interpreter_line": text.interpreter_line(report),
         "lint": lint,
         "compile_errors": [
             k for k in report.kernels if k.error is not None and k.status is KernelStatus.FAILED
