@@ -68,7 +68,7 @@ PROBES = textwrap.dedent("""
         dot[(1,)](a, b, c, N=16)
         row["dot: max error"] = float((c - a.float() @ b.float()).abs().max())
         if name != "float32":
-            values = torch.tensor([1.01171875, 1.00390721, 3.14, 1.998046875, 65504.0, 2.0**-130, 2.0**-149, -2.0**-130])
+            values = torch.tensor([1.01171875, 1.00390721, 3.14, 1.998046875, 65504.0, 2.0**-130, 2.0**-149, -1e-39])
             y = torch.empty(len(values), dtype=dtype)
             store[(1,)](values, y, len(values), BLOCK=8)
             want = values.to(dtype)

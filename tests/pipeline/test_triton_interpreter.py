@@ -233,7 +233,7 @@ def op(document: dict, name: str) -> dict:
 
 @pytest.mark.slow
 def test_bf16_cases_of_correct_kernels_are_skipped_never_flagged(run: tuple[int, str, dict]) -> None:
-    code, stderr, document = run
+    _, _, document = run
     for name in ("scale", "softmax", "matmul"):
         by_dtype = rows(document, name)
         assert by_dtype["bfloat16"]["status"] == "skipped", by_dtype["bfloat16"]
