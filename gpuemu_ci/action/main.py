@@ -22,6 +22,7 @@ from gpuemu_ci.action.step import ActionStep
 from gpuemu_ci.errors import UsageError
 from gpuemu_ci.github.context import ActionContext
 
+MODES_VARIABLE = "GPUEMU_ACTION_MODES"  # set by light/action.yml: the modes that variant can run
 MODES: dict[Mode, Callable[[ActionStep], int]] = {
     Mode.GATE: gate.run,
     Mode.BASELINE: baseline.run,
@@ -41,6 +42,12 @@ def run_action(environ: MutableMapping[str, str], stdout: TextIO, held: Secrets 
         del environ[key]
     ctx = dataclasses.replace(ActionContext.from_env(env), token=held.token)
     inputs = ActionInputs.from_context(ctx, signing_key=held.signing_key)
+    allowed = [m for m in env.get(MODES_VARIABLE, "").split(",") if m]
+    if allowed and inputs.mode.value not in allowed:
+        raise UsageError(
+            f"input mode={inputs.mode.value!r}: this action runs modes {' and '.join(allowed)} only (it has no "
+            "CUDA stack); use gpuemu/action for the modes that run the suite"
+        )
     if inputs.signing_key:
         commands.add_mask(inputs.signing_key, stream=stdout)
         if inputs.mode is not Mode.SIGN:

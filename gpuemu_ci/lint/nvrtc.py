@@ -13,18 +13,15 @@ a host or standard header, cannot be compiled by it: `limitation()` recognises t
 says so for that kernel (status error: the toolchain gave no answer) rather than report numbers from any other
 compile. An nvcc flag without a known NVRTC equivalent is refused the same way.
 
-The library is loaded in a separate process (`python -m gpuemu_ci.lint.nvrtc`), like every other compiler:
-a crash or a hang in it costs that compile, never the run.
+The library is loaded in a separate process (`python -m gpuemu_ci.lint.nvrtc_process`), like every other
+compiler: a crash or a hang in it costs that compile, never the run.
 """
 
 from __future__ import annotations
 
-import argparse
-import ctypes
 import importlib.metadata
 import importlib.util
 import json
-import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
@@ -110,7 +107,7 @@ def _library_version(library: Path) -> str | None:
 
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "gpuemu_ci.lint.nvrtc", "--library", str(library), "--version"],
+            [sys.executable, "-m", "gpuemu_ci.lint.nvrtc_process", "--library", str(library), "--version"],
             capture_output=True, text=True, timeout=60, check=False,
         )  # fmt: skip
     except (OSError, subprocess.SubprocessError):
@@ -195,63 +192,12 @@ def limitation(log: str) -> str | None:
     return None
 
 
-# --- the child process -----------------------------------------------------------------------------------
-
-
-def _load(library: str) -> ctypes.CDLL:
-    # libnvrtc loads libnvrtc-builtins by name: load it first from the same directory (the 12.x wheels set no
-    # RUNPATH), so that it is found without LD_LIBRARY_PATH.
-    for builtins in sorted(Path(library).parent.glob("libnvrtc-builtins.so*")):
-        if ".alt." not in builtins.name:
-            ctypes.CDLL(str(builtins), mode=ctypes.RTLD_GLOBAL)
-    return ctypes.CDLL(library)
-
-
-def _compile(library: str, source: Path, out: Path, options: Sequence[str]) -> int:
-    lib = _load(library)
-    program = ctypes.c_void_p()
-    text = source.read_bytes()
-    if lib.nvrtcCreateProgram(ctypes.byref(program), text, str(source).encode(), 0, None, None) != 0:
-        print("nvrtc: could not create the program", file=sys.stderr)
-        return 2
-    encoded = [o.encode() for o in options]
-    status = lib.nvrtcCompileProgram(program, len(encoded), (ctypes.c_char_p * len(encoded))(*encoded))
-    size = ctypes.c_size_t()
-    lib.nvrtcGetProgramLogSize(program, ctypes.byref(size))
-    log = ctypes.create_string_buffer(size.value)
-    lib.nvrtcGetProgramLog(program, log)
-    sys.stderr.write(log.value.decode("utf-8", "replace"))
-    if status != 0:
-        return 1
-    lib.nvrtcGetPTXSize(program, ctypes.byref(size))
-    ptx = ctypes.create_string_buffer(size.value)
-    lib.nvrtcGetPTX(program, ptx)
-    out.write_bytes(ptx.value)
-    return 0
-
-
-def _version(library: str) -> str:
-    lib = _load(library)
-    major, minor = ctypes.c_int(), ctypes.c_int()
-    lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor))
-    return f"{major.value}.{minor.value}"
-
-
-def _archs(library: str) -> list[str]:
-    lib = _load(library)
-    count = ctypes.c_int()
-    lib.nvrtcGetNumSupportedArchs(ctypes.byref(count))
-    archs = (ctypes.c_int * count.value)()
-    lib.nvrtcGetSupportedArchs(archs)
-    return [f"sm_{a}" for a in archs]
-
-
 def command(nvrtc: Nvrtc, source: Path, out: Path, arch: str, options: Sequence[str]) -> list[str]:
     """The child process that compiles `source` to PTX for `arch` (`sm_80` -> NVRTC's `compute_80`)."""
     virtual = "compute_" + arch.split("_", 1)[1]
     includes = [f"-I{d}" for d in nvrtc.includes]
     return [
-        sys.executable, "-m", "gpuemu_ci.lint.nvrtc", "--library", nvrtc.library, "--out", str(out),
+        sys.executable, "-m", "gpuemu_ci.lint.nvrtc_process", "--library", nvrtc.library, "--out", str(out),
         str(source), "--", f"-arch={virtual}", *options, *includes,
     ]  # fmt: skip
 
@@ -261,39 +207,10 @@ def supported_archs(nvrtc: Nvrtc) -> tuple[str, ...]:
 
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "gpuemu_ci.lint.nvrtc", "--library", nvrtc.library, "--archs"],
+            [sys.executable, "-m", "gpuemu_ci.lint.nvrtc_process", "--library", nvrtc.library, "--archs"],
             capture_output=True, text=True, timeout=60, check=False,
         )  # fmt: skip
         archs = json.loads(done.stdout) if done.returncode == 0 else []
     except (OSError, subprocess.SubprocessError, ValueError):
         return ()
     return tuple(a for a in archs if isinstance(a, str))
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gpuemu_ci.lint.nvrtc")
-    parser.add_argument("--library", required=True)
-    parser.add_argument("--version", action="store_true")
-    parser.add_argument("--archs", action="store_true")
-    parser.add_argument("--out", type=Path)
-    parser.add_argument("source", nargs="?", type=Path)
-    parser.add_argument("options", nargs="*")
-    args = parser.parse_args(argv)
-    try:
-        if args.version:
-            print(_version(args.library))
-            return 0
-        if args.archs:
-            print(json.dumps(_archs(args.library)))
-            return 0
-        if args.source is None or args.out is None:
-            parser.error("a source and --out are needed")
-        return _compile(args.library, args.source, args.out, args.options)
-    except OSError as exc:
-        print(f"nvrtc: cannot load {args.library}: {exc}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    sys.exit(main())
