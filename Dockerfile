@@ -1,8 +1,15 @@
-# The image of gpuemu-ci's Docker action: the CUDA 12 toolchain (nvcc and ptxas for the PTX lint,
-# cuobjdump and nvdisasm for SASS), Python 3.10 with CuPy for CUDA kernels when the runner exposes a
-# GPU, and gpuemu-ci built from this directory. GitHub runs an action's container as root with the
-# workspace as its working directory, so this image sets neither USER nor WORKDIR.
-FROM nvidia/cuda:12.6.3-devel-ubuntu22.04
+# The image of gpuemu-ci's Docker action: Python 3.12 (Debian slim), gpuemu-ci's dependencies exactly as
+# requirements/image.lock pins them (versions and sha256 hashes), and gpuemu-ci built from this directory.
+# CUDA comes from NVIDIA's PyPI wheels, not the multi-gigabyte CUDA development image: NVRTC and the ptxas of
+# its release lint .cu kernels (gpuemu_ci/lint/nvrtc.py; nvcc's own numbers, tested), nvdisasm reads SASS,
+# and CuPy for CUDA 12 launches kernels on a runner that exposes a GPU. GitHub runs an action's container as
+# root with the workspace as its working directory, so this image sets neither USER nor WORKDIR: the Action
+# runs the code under test unprivileged itself (gpuemu_ci/action/sandbox.py).
+#
+# The base is a moving tag of the official image; a release pins the image it builds by digest (the
+# release workflow records it and action.yml's `docker://` form uses it), which is what makes a job's image
+# reproducible.
+FROM python:3.12-slim-bookworm
 
 # The runner never passes --gpus to an action's container: a GPU is visible only on hosts whose Docker
 # default runtime is NVIDIA's, and only when these variables ask that runtime to inject it.
@@ -10,25 +17,29 @@ ENV NVIDIA_VISIBLE_DEVICES=all \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1
 
-# Versions come from the base image's Ubuntu release; exact apt pins break whenever Ubuntu ships a
-# security update, so DL3008 (pin apt versions) is waived for these two packages.
-# hadolint ignore=DL3008
-RUN apt-get update \
-    && apt-get install -y --no-install-recommends python3 python3-pip \
-    && rm -rf /var/lib/apt/lists/*
+# Dependencies first (a layer that changes only with the lock), installed without resolution: exactly the
+# pinned files, each checked against its hash. nvidia-cuda-nvcc brings nvcc itself, which cannot run here
+# (no cicc, no host compiler): only its ptxas is kept, with nvdisasm, the headers and the shared libraries.
+# The ".alt" copies of NVRTC for CUDA 12 are an alternative build CuPy does not load.
+COPY requirements/image.lock /action/requirements/image.lock
+RUN python -m pip install --no-deps --require-hashes -r /action/requirements/image.lock \
+    && cu13="$(python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/nvidia" \
+    && for tool in nvcc nvcc.profile nvlink cudafe++ fatbinary bin2c __nvcc_device_query crt; do \
+         rm -rf "$cu13/cu13/bin/$tool"; done \
+    && rm -f "$cu13"/cu13/lib/*_static.a "$cu13"/cu13/lib/libcudadevrt.a "$cu13"/cuda_nvrtc/lib/*.alt.so.* \
+    && "$cu13/cu13/bin/ptxas" --version && "$cu13/cu13/bin/nvdisasm" --version
 
-# .dockerignore lets only the package sources, pyproject.toml, README.md and entrypoint.py through.
+# .dockerignore lets only the package sources, pyproject.toml, README.md, entrypoint.py and the locks through.
 COPY . /action/
 
-# The [cupy] extra pins cupy-cuda12x in pyproject.toml, the one place versions live. The tool checks
-# make the build fail here, not in a user's job, if the base image ever drops one of them.
-RUN python3 -m pip install --no-cache-dir "/action[cupy]" \
-    && nvcc --version \
-    && ptxas --version \
-    && cuobjdump --version \
-    && nvdisasm --version \
-    && gpuemu-ci --version
+# gpuemu-ci itself, with the build backend the lock pinned (no build isolation: nothing is fetched here).
+# The checks make the build fail here, not in a user's job, if the lint toolchain is not usable.
+RUN python -m pip install --no-deps --no-build-isolation /action \
+    && gpuemu-ci --version \
+    && python -c "from gpuemu_ci.lint.toolchain import discover_toolchain as d; t = d(); \
+assert t.frontend == 'nvrtc' and t.ptxas and t.nvdisasm, t; print('lint: NVRTC', t.nvrtc_version, 'ptxas', t.ptxas_version)"
 
 ENTRYPOINT ["python3", "/action/entrypoint.py"]

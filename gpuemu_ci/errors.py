@@ -54,6 +54,15 @@ class InfraError(GpuemuError):
     exit_code = ExitCode.INFRASTRUCTURE
 
 
+class AlreadyReported(GpuemuError):
+    """A child process (the Action's confined gate run) ended with an error it has printed itself: exit with its
+    code and print nothing more."""
+
+    def __init__(self, exit_code: int) -> None:
+        super().__init__(f"exit status {exit_code}")
+        self.exit_code = exit_code
+
+
 class Interrupted(GpuemuError):
     """SIGINT or SIGTERM stopped the run: 130 (128 + SIGINT) or 143 (128 + SIGTERM), as shells report it."""
 

@@ -3,14 +3,21 @@ anything but a regular file (a FIFO or /dev/zero would otherwise hang or fill me
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import os
 import stat
 import tempfile
 from pathlib import Path
+from typing import BinaryIO, NoReturn
 
-from gpuemu_ci.errors import UsageError
+from gpuemu_ci.errors import InfraError, UsageError
 
 MAX_DOCUMENT_BYTES = 256 << 20  # results.json, baselines, reports: far above any real document
+MAX_HASHED_BYTES = 4 << 30  # a file whose digest is checked (verify --artifact)
+# What the output directory must be able to take before a run starts: results.json and a few snapshots.
+OUTPUT_PROBE_BYTES = 1 << 20
+_NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 def atomic_write(path: Path, data: bytes, *, mode: int = 0o644, exclusive: bool = False) -> None:
@@ -42,21 +49,72 @@ def _umask() -> int:
     return current
 
 
-def read_bounded(path: Path, what: str, limit: int = MAX_DOCUMENT_BYTES) -> bytes:
-    """The bytes of a regular file of at most `limit` bytes; a UsageError (exit 2) naming `what` otherwise."""
+def _open_regular(path: Path, what: str, limit: int) -> BinaryIO:
+    """`path` opened for reading when it is a regular file of at most `limit` bytes (opened without blocking,
+    so a FIFO cannot hang the open); a UsageError (exit 2) naming `what` otherwise."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
         raise UsageError(f"{what} not found: {path}") from None
     except OSError as exc:
         raise UsageError(f"cannot read {what} {path}: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise UsageError(f"{what} {path} is not a regular file")
-        if info.st_size > limit:
-            raise UsageError(f"{what} {path} is {info.st_size:,} bytes; more than the {limit:,} read at most")
+    handle = os.fdopen(fd, "rb")
+    info = os.fstat(handle.fileno())
+    if not stat.S_ISREG(info.st_mode):
+        handle.close()
+        raise UsageError(f"{what} {path} is not a regular file")
+    if info.st_size > limit:
+        handle.close()
+        raise UsageError(f"{what} {path} is {info.st_size:,} bytes; more than the {limit:,} read at most")
+    return handle
+
+
+def read_bounded(path: Path, what: str, limit: int = MAX_DOCUMENT_BYTES) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes; a UsageError (exit 2) naming `what` otherwise."""
+    with _open_regular(path, what, limit) as handle:
         data = handle.read(limit + 1)
     if len(data) > limit:
         raise UsageError(f"{what} {path} grew past the {limit:,} bytes read at most")
     return data
+
+
+def sha256_of_file(path: Path, what: str, limit: int = MAX_HASHED_BYTES) -> str:
+    """The sha256 (hex) of a regular file of at most `limit` bytes, read in chunks; a UsageError otherwise."""
+    digest = hashlib.sha256()
+    total = 0
+    with _open_regular(path, what, limit) as handle:
+        while chunk := handle.read(1 << 20):
+            total += len(chunk)
+            if total > limit:
+                raise UsageError(f"{what} {path} grew past the {limit:,} bytes read at most")
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def check_output_dir(path: Path, what: str = "output directory") -> None:
+    """Create `path` when needed and prove that it takes files (a megabyte, written and synced), so that a
+    read-only or full directory is found before a run, not after it. A read-only or unusable directory is a
+    UsageError (exit 2); a full disk an InfraError (exit 3)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=path, prefix=".gpuemu-probe.")
+    except OSError as exc:
+        _refuse(path, what, exc)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(b"\0" * OUTPUT_PROBE_BYTES)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except OSError as exc:
+        _refuse(path, what, exc)
+    finally:
+        Path(probe).unlink(missing_ok=True)
+
+
+def _refuse(path: Path, what: str, exc: OSError) -> NoReturn:
+    reason = exc.strerror or str(exc)
+    if exc.errno in _NO_SPACE:
+        raise InfraError(
+            f"the {what} {path} has no room ({reason}): results.json could not be written; nothing was run"
+        ) from None
+    raise UsageError(f"the {what} {path} cannot take files ({reason}); nothing was run") from None

@@ -64,6 +64,20 @@ def group(title: str, *, stream: TextIO | None = None) -> Iterator[None]:
         print("::endgroup::", file=out, flush=True)
 
 
+@contextmanager
+def untrusted_output(stream: TextIO | None = None) -> Iterator[None]:
+    """Turn workflow commands off while code under test prints to the log (`::stop-commands::`), so that a
+    line it prints such as `::add-mask::` or `::error::` is shown, not obeyed. The token is random, and the
+    code under test cannot read the log, so it cannot turn the commands back on itself."""
+    out = stream if stream is not None else sys.stdout
+    token = secrets.token_hex(16)
+    print(f"::stop-commands::{token}", file=out, flush=True)
+    try:
+        yield
+    finally:
+        print(f"::{token}::", file=out, flush=True)
+
+
 def set_outputs(path: Path | str | None, outputs: Mapping[str, object]) -> bool:
     """Append step outputs to the ``GITHUB_OUTPUT`` file; False when there is none (not in Actions).
 

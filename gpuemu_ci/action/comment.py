@@ -1,11 +1,14 @@
 """Mode `comment` (the workflow_run companion for pull requests from forks): comment on the PR from the results
 its run uploaded. Those results are the fork's: untrusted, validated on reading and checked against the
-commit the triggering run tested (from the event, which the pull request cannot forge)."""
+commit the triggering run tested (from the event, which the pull request cannot forge). The comment says
+that its figures are the fork's unverified artifact, shows the triggering run's conclusion as GitHub reports
+it, and never shows a pass unless that run succeeded."""
 
 from __future__ import annotations
 
 from gpuemu_ci.action.step import ActionStep
 from gpuemu_ci.errors import ExitCode, InfraError
+from gpuemu_ci.render.markdown import UnverifiedSource
 from gpuemu_ci.results.codec import read_results
 from gpuemu_ci.results.model import Results
 
@@ -42,7 +45,11 @@ def run(step: ActionStep) -> int:
         if triggering
         else None
     )
-    step.post_comment(results, pr, run_url=run_url or step.ctx.run_url)
+    unverified = UnverifiedSource(
+        conclusion=triggering.conclusion if triggering else None,
+        head_repository=triggering.head_repository if triggering else step.ctx.head_repository,
+    )
+    step.post_comment(results, pr, run_url=run_url or step.ctx.run_url, unverified=unverified)
     return int(ExitCode.PASSED)
 
 

@@ -19,6 +19,15 @@ HOW_BASELINES_ARE_MADE = (
 )
 
 
+NO_CHECK = "The gate ran without a regression check."
+UNAVAILABLE_HINTS = {
+    "network": "GitHub's API could not be reached (a network fault, not a permission problem). ",
+    "forbidden": "The job needs the permission actions: read. ",
+    "api": "GitHub's API answered with an error. ",
+    "artifact": "The artifact could not be unpacked. ",
+}
+
+
 def run(step: ActionStep) -> int:
     config = step.config()
     source = baseline_source(step)
@@ -50,11 +59,8 @@ def baseline_source(step: ActionStep) -> BaselineSource | None:
     fetched = fetch_baseline(client, step.ctx, target)
     match = fetched.match
     if match.kind is MatchKind.UNAVAILABLE:
-        # Not a first run: the lookup itself failed (often a missing `actions: read` permission).
-        step.warn(
-            f"baseline: {match.reason}. The job needs the permission actions: read; the gate ran "
-            "without a regression check"
-        )
+        # Not a first run: the lookup itself failed. Say why in the words that fit the cause.
+        step.warn(f"baseline: {match.reason}. {UNAVAILABLE_HINTS.get(match.cause or '', '')}{NO_CHECK}")
     found = _find_baseline_file(fetched.directory)
     if found is None:
         reason = (

@@ -5,9 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from gpuemu_ci.action.setup_step import parse_requirements
 from gpuemu_ci.config.model import Suite
 from gpuemu_ci.errors import UsageError
 from gpuemu_ci.github.context import ActionContext
+
+DEFAULT_CACHE_DIR = ".gpuemu-cache"
 
 
 class Mode(StrEnum):
@@ -33,10 +36,13 @@ class ActionInputs:
     output_dir: str
     results: str | None
     job_key: str
+    setup: str | None = None  # a shell command that installs what the ops need
+    requirements: tuple[str, ...] = ()  # requirement files, installed before `setup`
+    cache_dir: str = DEFAULT_CACHE_DIR
     signing_key: str = field(default="", repr=False)
 
     @classmethod
-    def from_context(cls, ctx: ActionContext) -> ActionInputs:
+    def from_context(cls, ctx: ActionContext, *, signing_key: str = "") -> ActionInputs:
         mode_text = ctx.input("mode", "gate") or "gate"
         suite_text = ctx.input("suite", "quick") or "quick"
         seed_text = ctx.input("seed")
@@ -72,5 +78,8 @@ class ActionInputs:
             output_dir=ctx.input("output_dir", "gpuemu-out") or "gpuemu-out",
             results=ctx.input("results"),
             job_key=ctx.input("job_key") or ctx.job or "gpuemu-ci",
-            signing_key=ctx.input("signing_key", "") or "",
+            setup=ctx.input("setup"),
+            requirements=parse_requirements(ctx.input("requirements")),
+            cache_dir=ctx.input("cache_dir", DEFAULT_CACHE_DIR) or DEFAULT_CACHE_DIR,
+            signing_key=signing_key.strip(),
         )

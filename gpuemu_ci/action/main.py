@@ -1,23 +1,28 @@
 """The Action's entry point (`gpuemu-ci action`, which entrypoint.py runs): read the context and inputs, run
 the mode, and leave the outputs. Errors go to the CLI's one error handler.
 
-Secrets (the token, the signing key) are read once and removed from the process environment before any
-code under test runs, since the op workers inherit it."""
+Secrets (the token, the signing key) arrive separately from the environment (`action.secrets`: the entrypoint
+re-executes itself without them) and are held in memory only. No code under test runs in this process: the
+suite runs in a confined child (`action.gate_process`, `action.sandbox`), and the signing key is accepted only
+by `mode: sign`, which runs no code under test at all.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Callable, Mapping, MutableMapping
+from collections.abc import Callable, MutableMapping
 from pathlib import Path
 from typing import TextIO
 
 from gpuemu_ci.action import baseline, commands, comment, gate, nightly, sign
 from gpuemu_ci.action.inputs import ActionInputs, Mode
+from gpuemu_ci.action.secrets import Secrets, take_secrets, without_secrets
 from gpuemu_ci.action.step import ActionStep
+from gpuemu_ci.errors import UsageError
 from gpuemu_ci.github.context import ActionContext
 
-SECRET_INPUTS = ("github_token", "signing_key")
-
+MODES_VARIABLE = "GPUEMU_ACTION_MODES"  # set by light/action.yml: the modes that variant can run
 MODES: dict[Mode, Callable[[ActionStep], int]] = {
     Mode.GATE: gate.run,
     Mode.BASELINE: baseline.run,
@@ -27,14 +32,30 @@ MODES: dict[Mode, Callable[[ActionStep], int]] = {
 }
 
 
-def run_action(environ: MutableMapping[str, str], stdout: TextIO) -> int:
-    """Runs the mode the inputs ask for; returns the gate's exit code."""
-    env: Mapping[str, str] = dict(environ)
-    ctx = ActionContext.from_env(env)
-    scrub_secrets(environ)
-    inputs = ActionInputs.from_context(ctx)
+def run_action(environ: MutableMapping[str, str], stdout: TextIO, held: Secrets | None = None) -> int:
+    """Runs the mode the inputs ask for; returns the gate's exit code. `held`: the secrets, when the caller
+    already took them out of `environ` (else they are taken, and removed from `environ`, here)."""
+    if held is None:
+        held = take_secrets(environ)
+    env = without_secrets(environ, held)
+    for key in [k for k in environ if k not in env]:
+        del environ[key]
+    ctx = dataclasses.replace(ActionContext.from_env(env), token=held.token)
+    inputs = ActionInputs.from_context(ctx, signing_key=held.signing_key)
+    allowed = [m for m in env.get(MODES_VARIABLE, "").split(",") if m]
+    if allowed and inputs.mode.value not in allowed:
+        raise UsageError(
+            f"input mode={inputs.mode.value!r}: this action runs modes {' and '.join(allowed)} only (it has no "
+            "CUDA stack); use gpuemu/action for the modes that run the suite"
+        )
     if inputs.signing_key:
         commands.add_mask(inputs.signing_key, stream=stdout)
+        if inputs.mode is not Mode.SIGN:
+            raise UsageError(
+                f"input signing_key is refused in mode {inputs.mode.value}: this mode runs the code under test, "
+                "which must never be in a process next to the key. Sign in a separate job with mode: sign "
+                "(see the sign job of gpuemu-baseline.yml)"
+            )
     workspace = (ctx.workspace or Path.cwd()).resolve()
     os.chdir(workspace)
     step = ActionStep(ctx, inputs, env, workspace, stdout)
@@ -42,11 +63,3 @@ def run_action(environ: MutableMapping[str, str], stdout: TextIO) -> int:
         return MODES[inputs.mode](step)
     finally:
         step.close()
-
-
-def scrub_secrets(environ: MutableMapping[str, str]) -> None:
-    """Remove the secret inputs from the process environment, which the op workers inherit."""
-    for name in SECRET_INPUTS:
-        for key in (f"INPUT_{name.upper()}", f"INPUT_{name.upper().replace('_', '-')}"):
-            environ.pop(key, None)
-    environ.pop("GITHUB_TOKEN", None)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,18 +17,22 @@ from gpuemu_ci.action import commands
 from gpuemu_ci.action.inputs import ActionInputs, Mode
 from gpuemu_ci.config.load import load_config
 from gpuemu_ci.config.model import Config
-from gpuemu_ci.errors import UsageError
-from gpuemu_ci.files import atomic_write
+from gpuemu_ci.diff.baseline import diff_against
+from gpuemu_ci.errors import AlreadyReported, ExitCode, InfraError, UsageError
+from gpuemu_ci.files import atomic_write, check_output_dir
 from gpuemu_ci.github.client import GitHubClient
 from gpuemu_ci.github.context import ActionContext
-from gpuemu_ci.pipeline.gate import GateBaseline, run_gate
-from gpuemu_ci.pipeline.settings import RunOptions
-from gpuemu_ci.progress import StderrReporter
+from gpuemu_ci.launch import python_env
+from gpuemu_ci.pipeline.gate import GateBaseline, with_diff
 from gpuemu_ci.render.links import Links
-from gpuemu_ci.results.codec import write_results
+from gpuemu_ci.render.markdown import UnverifiedSource
+from gpuemu_ci.results.codec import RESULTS_NAME, read_results, write_results
+from gpuemu_ci.results.kernels import LintStatus
 from gpuemu_ci.results.model import Results, RunInfo
 
 REPORT_NAME = "report.dsse.json"
+# The step's file commands: code under test must not set outputs, environment or PATH of later steps.
+_STEP_FILES = frozenset({"GITHUB_OUTPUT", "GITHUB_ENV", "GITHUB_PATH", "GITHUB_STATE", "GITHUB_STEP_SUMMARY"})
 
 
 @dataclass
@@ -74,6 +79,7 @@ class ActionStep:
 
     # --- running --------------------------------------------------------------------------------------------
     def config(self) -> Config:
+        """The config, parsed here only to refuse a bad one before anything runs (parsing runs no user code)."""
         return load_config(self.workspace / self.inputs.config)
 
     def run_info(self) -> RunInfo:
@@ -91,17 +97,78 @@ class ActionStep:
             commit=ctx.head_sha or ctx.sha,
         )
 
-    def run_gate(self, config: Config, baseline: GateBaseline | None = None) -> Results:
-        """The gate on `config` with this step's inputs."""
-        options = RunOptions(
-            suite=self.inputs.suite,
-            seed=self.inputs.seed,
-            out_dir=self.out_dir.resolve(),
-            require_gpu=self.inputs.require_gpu,
-            run_info=self.run_info(),
+    def child_env(self) -> dict[str, str]:
+        """The environment of code under test: this step's (already without secrets), minus the inputs and the
+        step's file commands, which only the Action itself writes."""
+        return python_env(
+            {k: v for k, v in self.env.items() if not k.startswith("INPUT_") and k not in _STEP_FILES}
         )
+
+    def run_gate(self, config: Config, baseline: GateBaseline | None = None) -> Results:
+        """The suite on `config` with this step's inputs, run as code under test in a confined child; the
+        results it wrote, read back as untrusted and with the verdict (and the baseline diff) decided here."""
+        from gpuemu_ci.action import gate_process, sandbox, setup_step
+
+        out_dir = self.out_dir.resolve()
+        check_output_dir(out_dir)
+        confinement = sandbox.confinement_for(self.workspace)
+        confinement.owns(out_dir)
+        stale = out_dir / RESULTS_NAME
+        stale.unlink(
+            missing_ok=True
+        )  # a self-hosted runner's previous run must never be published as this one
+        plan = setup_step.SetupPlan(
+            self.inputs.requirements, self.inputs.setup, (self.workspace / self.inputs.cache_dir).resolve()
+        )
+        env = self.child_env()
+        python = sys.executable
+        if plan.wanted:
+            setup_step.check_plan(plan, self.workspace)
+            title = "gpuemu-ci: setup (installs what the ops need)"
+            with commands.group(title, stream=self.stdout), commands.untrusted_output(self.stdout):
+                setup_step.run_setup(plan, confinement, env=env, workspace=self.workspace)
+            env = setup_step.environment_for(plan, env)
+            python = str(plan.python)
+        request = gate_process.GateRequest(
+            config=str((self.workspace / self.inputs.config).resolve()),
+            suite=self.inputs.suite.value,
+            out_dir=str(out_dir),
+            seed=self.inputs.seed,
+            require_gpu=self.inputs.require_gpu,
+            run=self.run_info(),
+        )
+        argv = [python, "-P", "-m", "gpuemu_ci", "action-gate", gate_process.encode_request(request)]
         with commands.group("gpuemu-ci: running the suite", stream=self.stdout):
-            return run_gate(config, options, baseline=baseline, observer=StderrReporter())
+            self.stdout.flush()
+            try:
+                child = sandbox.spawn(argv, confinement, env=env, cwd=self.workspace)
+            except OSError as exc:
+                raise InfraError(
+                    f"could not start the gate process ({python}): {exc.strerror or exc}"
+                ) from None
+            restore = sandbox.forward_signals(child)
+            try:
+                code = child.wait()
+            finally:
+                restore()
+                sandbox.reap_leftovers()
+        written = out_dir / RESULTS_NAME
+        if not written.is_file():
+            if code < 0:
+                raise InfraError(
+                    f"the gate process was killed by signal {-code} before it wrote results.json"
+                )
+            if code in (ExitCode.USAGE, ExitCode.INFRASTRUCTURE) or code > int(ExitCode.INFRASTRUCTURE):
+                raise AlreadyReported(code)  # it printed why
+            raise InfraError(f"the gate process exited with status {code} but wrote no results.json")
+        results = read_results(written, "the results.json the gate wrote")
+        diff = None
+        if baseline is not None:
+            flag = config.policies.fail_on_regression
+            if baseline.fail_on_regression is not None:
+                flag = baseline.fail_on_regression
+            diff = diff_against(baseline.source, results, config.policies, flag)
+        return with_diff(results, diff, lint_unavailable=results.lint.status is LintStatus.UNAVAILABLE)
 
     def results_path(self) -> Path:
         """The results file named by the `results` input (default: output_dir/results.json)."""
@@ -154,7 +221,14 @@ class ActionStep:
                 self.post_comment(results, self.ctx.pr_number)
         return results.exit_code
 
-    def post_comment(self, results: Results, pr: int, *, run_url: str | None = None) -> None:
+    def post_comment(
+        self,
+        results: Results,
+        pr: int,
+        *,
+        run_url: str | None = None,
+        unverified: UnverifiedSource | None = None,
+    ) -> None:
         from gpuemu_ci.github.comments import upsert_comment
         from gpuemu_ci.render.markdown import render_comment
 
@@ -163,7 +237,7 @@ class ActionStep:
             self.warn("no github_token: the PR comment was not posted")
             return
         links = Links.for_results(results, run_url=run_url or self.ctx.run_url)
-        body = render_comment(results, links, job=self.inputs.job_key, marker=False)
+        body = render_comment(results, links, job=self.inputs.job_key, marker=False, unverified=unverified)
         outcome = upsert_comment(client, self.ctx.repository, pr, body, self.inputs.job_key)
         if outcome.warning:
             self.warn(f"PR comment: {outcome.warning}")

@@ -12,7 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from gpuemu_ci.attest import dsse, keys
-from gpuemu_ci.attest.statement import RunContext, build_statement, canonical_bytes, context_for_results
+from gpuemu_ci.attest.statement import (
+    RunContext,
+    build_statement,
+    canonical_bytes,
+    ci_commits,
+    context_for_results,
+)
 from gpuemu_ci.files import read_bounded
 from gpuemu_ci.results.codec import from_json
 
@@ -34,7 +40,9 @@ def sign_results(
     envelope has no signatures and the statement says so."""
     data = read_bounded(results_path, "results file")
     document = from_json(data, source=str(results_path))
-    context = context_for_results(document, RunContext.from_environment(env), flags or RunContext())
+    context = context_for_results(
+        document, RunContext.from_environment(env), flags or RunContext(), ci_commits(env)
+    )
     statement = build_statement(
         document,
         results_name=results_path.name,

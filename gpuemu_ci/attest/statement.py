@@ -140,6 +140,21 @@ class RunContext:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
+def ci_commits(env: Mapping[str, str]) -> frozenset[str]:
+    """Every commit the current CI run is about: GITHUB_SHA, and from the event the pull request's head, the
+    pushed commit, or the head of the run a `workflow_run` event is about. Empty outside CI."""
+    found = RunVariables.from_env(env)
+    event = load_event(found.event_path, missing_ok=True)
+    candidates: list[Any] = [found.sha, event.get("after")]
+    for key in ("pull_request", "workflow_run"):
+        section = event.get(key)
+        if isinstance(section, dict):
+            head = section.get("head")
+            candidates.append(head.get("sha") if isinstance(head, dict) else None)
+            candidates.append(section.get("head_sha"))
+    return frozenset(c.lower() for c in candidates if isinstance(c, str) and _COMMIT.fullmatch(c.lower()))
+
+
 def _pr_from_event(event: Mapping[str, Any]) -> int | None:
     """The pull request number of a webhook payload, if there is exactly one."""
     candidates: list[Any] = [event.get("pull_request")]
@@ -247,13 +262,16 @@ def jcs_safe(value: Any) -> Any:
     raise ResultsFormatError(f"results document holds a value JSON cannot carry ({type(value).__name__})")
 
 
-def context_for_results(results: Results, env_context: RunContext, flags: RunContext) -> RunContext:
+def context_for_results(
+    results: Results, env_context: RunContext, flags: RunContext, ci_commits: frozenset[str] = frozenset()
+) -> RunContext:
     """Merge the run context: CLI flags, then the results document's `run`/`git`, then the environment.
 
     The results document comes first because it is what the gate run recorded about itself (a
-    separate signing job or a `workflow_run` workflow sees a different GITHUB_SHA and job). When
-    the document and the environment name different repositories the signer refuses, unless a
-    flag settles it, rather than vouch for a run it did not observe.
+    separate signing job or a `workflow_run` workflow sees a different GITHUB_SHA and job). But the document
+    is checked against the CI environment first: when it names another repository, or another commit than
+    every commit this CI run is about (`ci_commits`), the signer refuses, unless a flag settles it, rather
+    than vouch for a run it did not observe.
     """
     recorded = RunContext.from_results(results)
     conflict = recorded.repo and env_context.repo and recorded.repo.lower() != env_context.repo.lower()
@@ -261,6 +279,12 @@ def context_for_results(results: Results, env_context: RunContext, flags: RunCon
         raise UsageError(
             f"results.json was produced in {recorded.repo} but this job runs in {env_context.repo};"
             " pass --repo to sign it anyway"
+        )
+    if flags.commit is None and recorded.commit and ci_commits and recorded.commit.lower() not in ci_commits:
+        raise UsageError(
+            f"results.json says it tested commit {recorded.commit}, but this CI run is about "
+            f"{' / '.join(sorted(ci_commits))}; a results file of another commit is not signed as this run's "
+            "(pass --commit to sign it anyway)"
         )
     merged = flags
     for fallback in (recorded, env_context):

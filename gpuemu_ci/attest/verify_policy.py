@@ -17,7 +17,6 @@ cryptography (`dsse`) and the policy stay apart (research/style-anchors.md §2 a
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from gpuemu_ci.attest import dsse
 from gpuemu_ci.attest.statement import PREDICATE_TYPE, STATEMENT_TYPE, SignatureStatus
+from gpuemu_ci.files import sha256_of_file
 
 
 class VerifyExit(IntEnum):
@@ -198,11 +198,8 @@ class ArtifactDigest:
 
     @classmethod
     def from_file(cls, path: Path) -> ArtifactDigest:
-        digest = hashlib.sha256()
-        with path.open("rb") as handle:
-            for chunk in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(chunk)
-        return cls(label=str(path), sha256=digest.hexdigest())
+        """The digest of a regular file (a UsageError for a FIFO, a device or a file past 4 GiB)."""
+        return cls(label=str(path), sha256=sha256_of_file(path, "artifact"))
 
     def check(self, claims: ReportClaims) -> tuple[CheckResult, ...]:
         label = self.label.replace("\\", "/")

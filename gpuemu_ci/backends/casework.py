@@ -15,8 +15,6 @@ outcome; `contain` narrows that to Exception in the caller's process, where Ctrl
 from __future__ import annotations
 
 import ctypes
-import os
-import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -24,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from gpuemu_ci.backends import triton_probe
 from gpuemu_ci.backends.cuda import OUTPUT_DTYPE_KWARG
 from gpuemu_ci.backends.frameworks import BadOutput, Bridge, get_bridge, to_numpy_outputs
 from gpuemu_ci.backends.interface import (
@@ -58,7 +57,6 @@ _STICKY_CUDA = (
     "device-side assert",
     "misaligned address",
 )
-_TRITON_LAUNCHES = [0]
 UNUSABLE = "not run: the GPU context is unusable"
 MAX_SNAPSHOT_BYTES = 256 << 20  # inputs larger than this are replayed from the seed, not snapshotted
 
@@ -157,22 +155,9 @@ def call(
     return CallResult(CallStatus.OK, tuple(outputs), "", "", duration), False
 
 
-def hook_triton() -> None:
-    """Count launches through Triton's interpreter, so results say when it was really used."""
-    mod = sys.modules.get("triton.runtime.interpreter")
-    if mod is None or getattr(mod, "_gpuemu_hooked", False):
-        return
-    cls = getattr(mod, "InterpretedFunction", None)
-    original = getattr(cls, "run", None)
-    if cls is None or original is None:
-        return
-
-    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
-        _TRITON_LAUNCHES[0] += 1
-        return original(self, *args, **kwargs)
-
-    cls.run = run
-    setattr(mod, "_gpuemu_hooked", True)  # noqa: B010  # a marker on a third-party module
+def interpreter_reason(types: tuple[str, ...] | set[str]) -> str:
+    """`Triton interpreter: bfloat16 unsupported` (the types it mishandled, in words)."""
+    return f"Triton interpreter: {', '.join(sorted(types)) or 'bfloat16'} unsupported"
 
 
 # ---- the op side -------------------------------------------------------------------------------------------
@@ -187,6 +172,7 @@ class OpSide:
     inputs_modified: tuple[str, ...] = ()
     interpreter: str | None = None
     retire: bool = False
+    interpreter_types: tuple[str, ...] = ()  # bfloat16/fp8 that Triton's interpreter handled (triton_probe)
 
 
 def out_buffer_shape(op: OpSpec, case: CaseInputs) -> tuple[int, ...]:
@@ -218,7 +204,7 @@ def run_op_side(
             invoke = load_target(task.op_target).invoke
         except LoadError as exc:
             return OpSide(CallResult(CallStatus.IMPORT_ERROR, message=str(exc)))
-    hook_triton()  # count launches of kernels the import just defined
+    triton_probe.install()  # count launches of kernels the import just defined
     on_loaded()
     stage(Stage.GENERATING)
     try:
@@ -270,8 +256,7 @@ def run_op_side(
                     native.write_back()  # device-side writes into inputs become visible to the comparison
         return result, retire
 
-    launches_before = _TRITON_LAUNCHES[0]
-    had_triton = "triton" in sys.modules
+    launches_before = triton_probe.mark()
     first, retire = one_call(Stage.OP)
     modified = tuple(
         name
@@ -289,14 +274,8 @@ def run_op_side(
                 if region is not None:
                     region[...] = before[name]  # identical fresh inputs
             rerun, retire = one_call(Stage.RERUN)
-    hook_triton()
-    newly_imported = not had_triton and "triton" in sys.modules
-    interpreter = None
-    if _TRITON_LAUNCHES[0] > launches_before or (
-        newly_imported and os.environ.get("TRITON_INTERPRET") == "1"
-    ):
-        interpreter = "triton-interpreter"
-    return OpSide(first, rerun, modified, interpreter, retire)
+    interpreter, interpreter_types = triton_probe.since(launches_before)
+    return OpSide(first, rerun, modified, interpreter, retire, interpreter_types)
 
 
 def rehome(view: np.ndarray) -> np.ndarray:
@@ -343,6 +322,7 @@ class OpView:
     rerun: CallResult | None = None
     inputs_modified: tuple[str, ...] = ()
     interpreter: str | None = None
+    interpreter_types: tuple[str, ...] = ()
 
 
 def _reference_copy(view: np.ndarray) -> np.ndarray:
@@ -528,6 +508,17 @@ def _judge(judging: _Judging, op_view: OpView) -> CaseReport:
             message=exc.reason,
         )
     judging.call_s += op_view.op.duration_s + (op_view.rerun.duration_s if op_view.rerun else 0.0)
+    if op_view.interpreter and op_view.interpreter_types:
+        # Triton's interpreter computes these types on bit patterns (triton_probe): its numbers are the
+        # interpreter's fault, not the kernel's, so the case is not judged here.
+        return CaseReport(
+            outcome="skipped",
+            **describe_case(case),
+            interpreter=op_view.interpreter,
+            interpreter_types=op_view.interpreter_types,
+            message=interpreter_reason(op_view.interpreter_types),
+            call_s=judging.call_s,
+        )
     bound = comparator_for(op, case.dtype) in (Comparator.BOUND, Comparator.ARGMAX)
     abs_inputs = bounds.abs_linear_inputs(op) if bound else ()
     stage(Stage.REFERENCE)
@@ -623,6 +614,7 @@ def _judged(judging: _Judging, case: CaseInputs, run: CaseRun, verdict: Any) -> 
     primary = verdict.primary
     kind = primary.kind if primary else FailureKind.MISMATCH
     troubled = kind in (FailureKind.CRASHED, FailureKind.TIMEOUT, FailureKind.OOM, FailureKind.RAISED)
+    written = _snapshot(judging, case)
     return CaseReport(
         outcome="failed",
         **base,
@@ -631,7 +623,8 @@ def _judged(judging: _Judging, case: CaseInputs, run: CaseRun, verdict: Any) -> 
         message="\n".join(f.message for f in verdict.findings),
         findings=tuple((f.kind.value, f.message) for f in verdict.findings),
         stderr_tail=(run.op.stderr_tail or None) if troubled else None,
-        snapshot=_snapshot(judging, case),
+        snapshot=written.snapshot,
+        snapshot_error=written.error,
     )
 
 
@@ -641,29 +634,37 @@ def _errored(judging: _Judging, case: CaseInputs, failed: CallResult, who: str) 
 
     kinds = {k.value for k in FailureKind}
     kind = failed.status.value if failed.status.value in kinds else FailureKind.RAISED.value
+    written = _snapshot(judging, case)
     return CaseReport(
         outcome="errored",
         **describe_case(case),
         kind=kind,
         message=f"the {who} {failed.status.words}: {failed.message}",
         stderr_tail=failed.stderr_tail or None,
-        snapshot=_snapshot(judging, case),
+        snapshot=written.snapshot,
+        snapshot_error=written.error,
         call_s=judging.call_s,
     )
 
 
-def _snapshot(judging: _Judging, case: CaseInputs) -> str | None:
+@dataclass(frozen=True)
+class _Written:
+    snapshot: str | None = None  # its path under out_dir
+    error: str | None = None  # why it could not be written
+
+
+def _snapshot(judging: _Judging, case: CaseInputs) -> _Written:
     task, spec = judging.task, judging.spec
     if task.out_dir is None or not spec.snapshot_wanted:
-        return None
+        return _Written()
     from gpuemu_ci.results.snapshots import write_snapshot
 
     if sum(a.nbytes for a in case.logical.values()) > MAX_SNAPSHOT_BYTES:
-        return None  # a large-size case's gigabytes are not copied to disk: its seed replays it
+        return _Written()  # a large-size case's gigabytes are not copied to disk: its seed replays it
     try:
-        return write_snapshot(task.out_dir, dict(case.logical), snapshot_meta(task, spec, case))
-    except OSError:  # a full or read-only disk loses the snapshot, never the verdict
-        return None
+        return _Written(write_snapshot(task.out_dir, dict(case.logical), snapshot_meta(task, spec, case)))
+    except OSError as exc:  # a full or read-only disk costs the snapshot, never the verdict
+        return _Written(error=f"{exc.strerror or exc}")
 
 
 def snapshot_meta(task: OpTask, spec: CaseSpec, case: CaseInputs) -> dict[str, Any]:

@@ -67,7 +67,8 @@ def _check(node: ast.AST, text: str, names: set[str], logic: bool = False) -> No
     elif isinstance(node, ast.Constant) and type(node.value) in (
         (int, float, str, bool) if logic else (int, float)
     ):
-        pass
+        if type(node.value) is float and not math.isfinite(node.value):  # "1e999" parses as inf
+            raise LaunchError(f"{text!r}: {node.value!r} is not a finite number")
     elif logic and isinstance(node, ast.Compare) and all(isinstance(o, _COMPARE) for o in node.ops):
         _check(node.left, text, names, logic)
         for op, right in zip(node.ops, node.comparators, strict=True):
@@ -261,7 +262,7 @@ def _exact(env: Mapping[str, object]) -> dict[str, Value]:
     for key, value in env.items():
         if isinstance(value, bool | str):
             exact[key] = value
-        elif isinstance(value, int | float):
+        elif isinstance(value, int | float) and math.isfinite(value):  # inf and NaN have no exact value
             exact[key] = Fraction(value)
         elif isinstance(value, Fraction):
             exact[key] = value

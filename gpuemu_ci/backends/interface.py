@@ -126,8 +126,9 @@ class CaseReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
     outcome: passed; failed (a wrong answer, a crash, a timeout of the op); errored (could not be judged:
     the reference or the inputs failed); unloadable (the op, its reference or a hook does not load: the
-    config is wrong); skipped (a large-size case this machine's memory cannot hold: `message` says why; never
-    a pass, never a failure). `kind`/`message`/`stderr_tail` describe a non-passing case as results.json records it;
+    config is wrong); skipped (not judged on this machine: a large-size case its memory cannot hold, or a case
+    Triton's interpreter computed in a type it mishandles; `message` says why; never a pass, never a failure).
+    `kind`/`message`/`stderr_tail` describe a non-passing case as results.json records it;
     `findings` are the individual reasons ((kind, message) pairs)."""
 
     outcome: Outcome
@@ -152,7 +153,9 @@ class CaseReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     total: Count | None = None
     stderr_tail: str | None = None
     snapshot: SnapshotPath | None = None
+    snapshot_error: str | None = None  # why the snapshot could not be written (the seed still replays)
     interpreter: str | None = None
+    interpreter_types: tuple[str, ...] = ()  # bfloat16/fp8 that Triton's interpreter handled (not judged)
     reference_scale: float | None = None  # max |reference| over the first output (for calibrate)
     unloadable: str | None = None  # which target does not load: "op", "reference", "inputs hook", ...
     call_s: float = 0.0  # seconds inside the op, reference and naive calls (benchmarks)

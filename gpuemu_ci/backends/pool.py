@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import os
 import select
-import site
 import threading
 import time
 from collections import deque
@@ -27,7 +26,6 @@ from pathlib import Path
 
 import msgspec
 
-import gpuemu_ci
 from gpuemu_ci.backends import zygote
 from gpuemu_ci.backends.channel import FrameError
 from gpuemu_ci.backends.gpu import GpuInfo, detect_gpu
@@ -53,6 +51,7 @@ from gpuemu_ci.backends.protocol import (
 from gpuemu_ci.backends.transport import Arena, check_outputs
 from gpuemu_ci.backends.zygote import ForkServer, ZygoteError
 from gpuemu_ci.errors import InfraError
+from gpuemu_ci.launch import python_env
 
 _AUTO = object()
 _STATUSES = frozenset(s.value for s in CallStatus)
@@ -73,14 +72,7 @@ def _settle(future: Future[CaseReport], error: BaseException, *, cancel_queued: 
 
 
 def _worker_env(extra: Mapping[str, str] | None, gpu: GpuInfo | None, jobs: int) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(extra or {})
-    # A source checkout run without installing must still be importable by `python -m`; an installed
-    # package is already on the path (and putting site-packages first could shadow the stdlib).
-    package_parent = Path(gpuemu_ci.__file__).resolve().parent.parent
-    site_dirs = {Path(p).resolve() for p in (*site.getsitepackages(), site.getusersitepackages())}
-    if package_parent not in site_dirs:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(package_parent), env.get("PYTHONPATH", "")) if p)
+    env = python_env({**os.environ, **(extra or {})})  # a source checkout must be importable by `python -m`
     env["PYTHONUNBUFFERED"] = "1"  # user prints reach the log before a crash
     if gpu is None:
         env.setdefault("TRITON_INTERPRET", "1")  # must be set before triton is imported
@@ -552,7 +544,9 @@ class WorkerPool:
         self._want[case.task.key] = max(self._want.get(case.task.key, FIRST_ARENA), used + used // 8)
         failed = any(c is not None and c.status != CallStatus.OK.value for c in (done.op, done.rerun))
         tail = self._tail(slot) if failed else ""
-        case.op_side = OpSideResult(done.op, done.rerun, done.inputs_modified, done.interpreter, tail)
+        case.op_side = OpSideResult(
+            done.op, done.rerun, done.inputs_modified, done.interpreter, tail, done.interpreter_types
+        )
         self._finish_side(slot, retire=done.retire)
         self._queue_judge(case)
 

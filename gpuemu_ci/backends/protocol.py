@@ -86,6 +86,7 @@ class OpSideResult:
     inputs_modified: tuple[str, ...]
     interpreter: str | None
     op_stderr: str = ""  # the op worker's output during the case, when a call failed
+    interpreter_types: tuple[str, ...] = ()  # bfloat16/fp8 handled by Triton's interpreter (triton_probe)
 
 
 @dataclass(frozen=True)
@@ -164,6 +165,7 @@ class OpDone(msgspec.Struct, frozen=True, tag=True, forbid_unknown_fields=True):
     interpreter: str | None = None
     retire: bool = False  # the worker's state is unusable (a sticky CUDA error): replace it
     needs: int = 0
+    interpreter_types: tuple[str, ...] = ()  # bfloat16/fp8 handled by Triton's interpreter (triton_probe)
 
 
 class Verdict(msgspec.Struct, frozen=True, tag=True, forbid_unknown_fields=True):

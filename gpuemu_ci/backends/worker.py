@@ -23,6 +23,7 @@ import time
 
 import numpy as np
 
+from gpuemu_ci.backends import triton_probe
 from gpuemu_ci.backends.casework import OpView, run_judge_side, run_op_side
 from gpuemu_ci.backends.channel import recv_frame, send_frame
 from gpuemu_ci.backends.hygiene import Baseline
@@ -45,11 +46,15 @@ from gpuemu_ci.backends.protocol import (
     loads_request,
 )
 from gpuemu_ci.backends.transport import map_arena, place_outputs, read_outputs, span
+from gpuemu_ci.results.base import without_surrogates
 
 MESSAGE_LIMIT = 64 << 10  # characters of one message or stderr tail sent back
 
 
 def _clip(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """At most `limit` characters, and encodable: a lone surrogate in user text (an exception message) becomes
+    U+FFFD here, or the reply could not be sent at all."""
+    text = without_surrogates(text)
     return (
         text if len(text) <= limit else text[: limit - 40] + f"… ({len(text) - limit + 40:,} more characters)"
     )
@@ -106,6 +111,7 @@ class Worker:
                     side.interpreter,
                     side.retire,
                     needed,
+                    side.interpreter_types,
                 )
             )
             data, more_fds = recv_frame(self.sock)
@@ -123,7 +129,15 @@ class Worker:
                 CallStatus.CRASHED.value, "the outputs did not fit the arena the pool granted"
             )
         self.send(
-            OpDone(self.current, op_reply, rerun_reply, side.inputs_modified, side.interpreter, side.retire)
+            OpDone(
+                self.current,
+                op_reply,
+                rerun_reply,
+                side.inputs_modified,
+                side.interpreter,
+                side.retire,
+                interpreter_types=side.interpreter_types,
+            )
         )
 
     # ---- the judge side --------------------------------------------------------------------------------
@@ -152,6 +166,7 @@ class Worker:
             result(side.rerun, outputs[1]) if side.rerun is not None else None,
             side.inputs_modified,
             side.interpreter,
+            side.interpreter_types,
         )
         report, retire = run_judge_side(task, request.case, view, stage=self.stage, on_loaded=self.ready)
         self.stage(Stage.REPLY)
@@ -225,6 +240,7 @@ def serve(fd: int, status_fd: int, parent: int, *, kernel_signal: bool) -> int:
     os.set_inheritable(status_fd, False)
     os.dup2(2, 1)  # user prints go to the log, never into the protocol
     faulthandler.enable()
+    triton_probe.watch_imports()  # before the baseline: every case is watched, the first included
     sock = socket.socket(fileno=fd)
     sock.setblocking(True)
     status = mmap.mmap(status_fd, mmap.PAGESIZE)

@@ -91,11 +91,12 @@ def format_report(report: LintReport) -> str:
         errors = [v for v in k.violations if v.severity is Severity.ERROR]
         if k.error is not None:
             loc = f"{k.error.location}: " if k.error.location else ""
-            lines += [
-                "",
-                f"FAIL {k.name} ({where}) does not compile for {k.error.arch}{defaults}:",
-                f"  {loc}error: {k.error.message}",
-            ]
+            title = (
+                f"ERROR {k.name} ({where}) was not linted for {k.error.arch}{defaults}:"
+                if k.status is KernelStatus.ERROR
+                else f"FAIL {k.name} ({where}) does not compile for {k.error.arch}{defaults}:"
+            )
+            lines += ["", title, f"  {loc}error: {k.error.message}"]
             lines += [f"    | {ln}" for ln in k.error.log.strip().splitlines()[:_LOG_LINES]]
         if errors:
             lines += ["", f"FAIL {k.name} ({where}): {len(errors)} violation(s)"]

@@ -6,6 +6,7 @@ workflow-command annotation when running in GitHub Actions), and returns its cod
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import sys
@@ -17,7 +18,7 @@ from types import FrameType
 import click
 
 from gpuemu_ci import __version__
-from gpuemu_ci.errors import ExitCode, GpuemuError, Interrupted
+from gpuemu_ci.errors import AlreadyReported, ExitCode, GpuemuError, InfraError, Interrupted, UsageError
 
 INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
@@ -78,6 +79,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return report_error(Interrupted("interrupted", signal.SIGINT))
     except _Terminated:
         return report_error(Interrupted("terminated", signal.SIGTERM))
+    except OSError as exc:  # a path the user gave that cannot be used, or the machine out of room
+        return report_error(os_error(exc))
     except Exception as exc:  # a bug in gpuemu-ci itself: say so plainly, exit 3
         if os.environ.get("GPUEMU_DEBUG"):
             traceback.print_exc()
@@ -90,9 +93,27 @@ def _main(argv: Sequence[str] | None) -> int:
     return result if isinstance(result, int) else int(ExitCode.PASSED)
 
 
+# A path that cannot be used is the caller's to fix (exit 2); anything else is the machine's (exit 3).
+_USAGE_ERRNOS = frozenset(
+    {errno.ENAMETOOLONG, errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM, errno.ELOOP,
+     errno.EROFS, errno.EEXIST, errno.EINVAL}
+)  # fmt: skip
+
+
+def os_error(exc: OSError) -> GpuemuError:
+    """An OSError as a message: what failed on which path (cut to 200 characters), and the exit code it means."""
+    name = str(exc.filename) if exc.filename is not None else None
+    where = f" {name[:200]}{'…' if len(name) > 200 else ''}" if name else ""
+    text = f"cannot use{where}: {exc.strerror or exc}"
+    return UsageError(text) if exc.errno in _USAGE_ERRNOS else InfraError(text)
+
+
 def report_error(error: GpuemuError) -> int:
     """Prints the error (and, in GitHub Actions, an `::error` annotation) and returns its exit code."""
-    message = f"gpuemu-ci: error: {error.diagnostics()}"
+    if isinstance(error, AlreadyReported):
+        return int(error.exit_code)
+    # A message may quote a path or an op's text that is not valid UTF-8: shown as escapes, never a crash.
+    message = f"gpuemu-ci: error: {error.diagnostics()}".encode("utf-8", "backslashreplace").decode("utf-8")
     click.echo(message, err=True)
     if os.environ.get("GITHUB_ACTIONS") == "true":
         from gpuemu_ci.action.commands import format_command

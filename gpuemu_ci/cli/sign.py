@@ -8,6 +8,7 @@ input (report or public key). A wrongly spelled flag is a usage error and exits 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
 from collections.abc import Callable
@@ -32,6 +33,7 @@ from gpuemu_ci.attest.verify_policy import (
     MaxAge,
     RepoIdIs,
     RepoIs,
+    ReportClaims,
     VerdictIs,
     VerifyExit,
     VerifyOutcome,
@@ -39,6 +41,7 @@ from gpuemu_ci.attest.verify_policy import (
     parse_duration,
     verify_report,
 )
+from gpuemu_ci.cli.main import os_error
 from gpuemu_ci.clock import format_utc
 from gpuemu_ci.errors import (
     BadSignature,
@@ -49,6 +52,7 @@ from gpuemu_ci.errors import (
     VerifyFailed,
 )
 from gpuemu_ci.files import atomic_write, read_bounded
+from gpuemu_ci.render.escape import terminal_text
 from gpuemu_ci.results.model import Verdict
 
 DEFAULT_KEY_ENV = "GPUEMU_SIGNING_KEY"
@@ -222,6 +226,8 @@ def verify_command(
         data = read_bounded(report, "report")
     except GpuemuError as e:
         raise MalformedReport(e.message) from None
+    except OSError as e:  # a path that cannot be opened at all (too long, a loop): malformed input, exit 3
+        raise MalformedReport(os_error(e).message) from None
     checks: list[Check] = []
     if repo is not None:
         checks.append(RepoIs(repo))
@@ -236,16 +242,19 @@ def verify_command(
     try:
         checks.extend(ArtifactDigest.from_file(path) for path in artifacts)
     except OSError as e:
-        raise MalformedReport(f"cannot read artifact {e.filename}: {e.strerror}") from None
+        raise MalformedReport(os_error(e).message) from None
+    except GpuemuError as e:  # a FIFO, a device, a file past the size cap
+        raise MalformedReport(e.message) from None
 
     outcome = verify_report(
         data, {k.keyid: k.key for k in public_keys}, AllOf(tuple(checks)) if checks else None
     )
     _print_outcome(outcome, public_keys)
+    # Messages quote the report's own strings: printed escaped, like every claim above.
     if outcome.exit is VerifyExit.EXPECTATION_MISMATCH:
-        raise ExpectationNotMet(f"expectation not met: {outcome.message}")
+        raise ExpectationNotMet(f"expectation not met: {terminal_text(outcome.message)}")
     if outcome.exit is not VerifyExit.VALID:
-        raise VERIFY_ERRORS[outcome.exit](outcome.message)
+        raise VERIFY_ERRORS[outcome.exit](terminal_text(outcome.message))
 
 
 VERIFY_ERRORS: dict[VerifyExit, type[VerifyFailed]] = {
@@ -256,9 +265,12 @@ VERIFY_ERRORS: dict[VerifyExit, type[VerifyFailed]] = {
 
 
 def _print_outcome(outcome: VerifyOutcome, public_keys: list[keys.PublicKey]) -> None:
+    """What the report claims, one line each. Every string from the report is untrusted (a signature says who
+    signed, not that the text is harmless): `terminal_text` keeps a newline in a run field from printing a line
+    of its own such as "verdict: passed"."""
     if outcome.claims is None:
         return
-    claims = outcome.claims
+    claims = _shown(outcome.claims)
     by_id: dict[str, keys.PublicKey] = {k.keyid: k for k in public_keys}
     signers = ", ".join(f"{kid} ({by_id[kid].fingerprint})" for kid in outcome.keyids)
     age = datetime.now(UTC) - claims.issued_at
@@ -277,11 +289,21 @@ def _print_outcome(outcome: VerifyOutcome, public_keys: list[keys.PublicKey]) ->
     click.echo(f"issued_at: {format_utc(claims.issued_at)} ({when})")
     click.echo(f"verdict:   {claims.verdict}")
     for result in outcome.results:
-        click.echo(f"{'ok' if result.ok else 'FAILED'}: {result.message}")
+        click.echo(f"{'ok' if result.ok else 'FAILED'}: {terminal_text(result.message)}")
     if outcome.exit is VerifyExit.VALID:
         click.echo(
             "report verified" + ("" if outcome.results else " (signature only: no expectations given)")
         )
+
+
+def _shown(claims: ReportClaims) -> ReportClaims:
+    """The claims with every string escaped for the terminal."""
+    escaped: dict[str, Any] = {
+        f.name: terminal_text(getattr(claims, f.name))
+        for f in dataclasses.fields(claims)
+        if type(getattr(claims, f.name)) is str  # not the enums
+    }
+    return dataclasses.replace(claims, **escaped)
 
 
 def _load_signing_key(key_path: Path | None, key_env: str | None) -> keys.SigningKey | None:

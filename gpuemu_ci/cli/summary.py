@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from gpuemu_ci.cli.describe import describe_inputs
+from gpuemu_ci.render.text import interpreter_line, skipped_row
 from gpuemu_ci.results.kernels import KernelStatus
 from gpuemu_ci.results.model import Headline, OpStatus, Results
 from gpuemu_ci.terminal import Style
@@ -60,6 +61,9 @@ def print_summary(results: Results, path: Path) -> None:
         hidden = len(op.failures) - SHOWN_FAILURES + op.failures_omitted
         if hidden > 0:
             echo(f"        ... and {hidden} more failures in {path}")
+        for row in op.dtypes:
+            if row.cases_skipped:
+                echo(f"        SKIP  {skipped_row(op, row)}")
     for kernel in results.kernels:
         echo(f"  {label(kernel.status)} kernel {kernel.name}")
         for violation in kernel.violations[:5]:
@@ -74,12 +78,16 @@ def print_summary(results: Results, path: Path) -> None:
             echo(f"  {line}")
     for note in results.notes:
         echo(f"  note: {note}")
+    interpreted = interpreter_line(results)
+    if interpreted:
+        echo(f"  note: {interpreted}")
     echo()
     s = results.summary
     headline = results.headline
     echo(
         f"gpuemu-ci: {style.paint(headline.value.upper(), HEADLINE_ROLES[headline])} - ops {s.ops_passed} passed, "
         f"{s.ops_failed} failed, {s.ops_skipped} skipped, {s.ops_errored} errored; cases {s.cases_total} "
-        f"({s.cases_failed} failed); seed {results.seed}; {s.duration_s:.1f}s"
+        f"({s.cases_failed} failed{f', {s.cases_skipped} skipped' if s.cases_skipped else ''}); "
+        f"seed {results.seed}; {s.duration_s:.1f}s"
     )
     echo(f"gpuemu-ci: results written to {path}")

@@ -3,6 +3,7 @@ constraints, and upstream's builtin schemas."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from enum import StrEnum
@@ -173,12 +174,25 @@ def _typical_terms(table: TableReader, name: str, raw: object) -> tuple[int | st
     return tuple(terms)
 
 
+# 2^36 elements (128 GiB in bfloat16): larger than any machine the gate runs on can hold for one input.
+MAX_FIXED_ELEMENTS = 1 << 36
+
+
 def dim_list(table: TableReader, key: str, value: Any) -> tuple[str | int, ...]:
     if not isinstance(value, list) or not all(
         (isinstance(v, str) and DIM_NAME.match(v)) or (isinstance(v, int) and not isinstance(v, bool))
         for v in value
     ):
         raise table.error(key, 'expected a list of dim names or sizes, e.g. ["M", "K"]')
+    if any(v < 0 for v in value if isinstance(v, int)):
+        raise table.error(key, f"{value}: a size cannot be negative")
+    fixed = math.prod(v for v in value if isinstance(v, int))
+    if fixed > MAX_FIXED_ELEMENTS:
+        raise table.error(
+            key,
+            f"{value}: the literal sizes alone make {fixed:,} elements; no case of more than "
+            f"{MAX_FIXED_ELEMENTS:,} elements per input can be run (name the dim and give it a range instead)",
+        )
     return tuple(value)
 
 

@@ -216,7 +216,7 @@ def _instructions(old: KernelMetrics, new: KernelMetrics, limits: DeltaLimits) -
 
 def _toolchain_reasons(old: ToolIdentity, new: ToolIdentity) -> list[Reason]:
     reasons = []
-    for attribute, words in (("nvcc", "nvcc"), ("ptxas", "ptxas")):
+    for attribute, words in (("nvcc", "nvcc"), ("nvrtc", "NVRTC"), ("ptxas", "ptxas")):
         a, b = getattr(old, attribute), getattr(new, attribute)
         if a != b:
             reasons.append(Reason(f"toolchain.{attribute}", a, b, f"{words} {a or 'none'} -> {b or 'none'}"))

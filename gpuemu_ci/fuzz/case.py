@@ -84,10 +84,14 @@ def _draw(op: OpSpec, seed: int, chosen: CaseStratum) -> DimDraw:
             raise CaseSkipped(seed, chosen, drawn.reason)
         return drawn
     drawn = draw(op, shape_rng, chosen)
-    if chosen.size_class is SizeClass.TYPICAL:  # the user's sizes, uncapped: they must still fit in memory
-        reason = memory_shortfall(op, drawn.dims, chosen.dtype)
-        if reason is not None:
-            raise CaseSkipped(seed, chosen, f"typical sizes: {reason}")
+    # The user's typical sizes and literal dims are never capped: a case they make too large for this machine's
+    # memory is skipped and said, not allocated until the machine runs out.
+    reason = memory_shortfall(op, drawn.dims, chosen.dtype)
+    if reason is not None:
+        prefix = (
+            "typical sizes" if chosen.size_class is SizeClass.TYPICAL else f"{chosen.size_class.value} sizes"
+        )
+        raise CaseSkipped(seed, chosen, f"{prefix}: {reason}")
     return drawn
 
 

@@ -25,7 +25,9 @@ from gpuemu_ci.github.client import (
     GitHubClient,
     GitHubDownloadTooLargeError,
     GitHubError,
+    GitHubForbiddenError,
     GitHubGoneError,
+    GitHubNetworkError,
     GitHubNotFoundError,
 )
 from gpuemu_ci.github.context import ActionContext
@@ -128,6 +130,9 @@ class BaselineMatch:
     distance: int | None = None
     run_event: str | None = None
     expired_skipped: int = 0
+    # For UNAVAILABLE: "network" (GitHub could not be reached), "forbidden" (403/404: usually a missing
+    # `actions: read`), "api" (any other answer) or "artifact" (the download could not be unpacked).
+    cause: str | None = None
 
     @property
     def label(self) -> str:
@@ -198,7 +203,10 @@ def find_baseline_artifact(
             return _matched(artifact, closeness, event, base_ref, wanted, expired)
     except GitHubError as exc:
         return BaselineMatch(
-            MatchKind.UNAVAILABLE, f"could not look up the baseline: {exc.message}", base_ref=base_ref
+            MatchKind.UNAVAILABLE,
+            f"could not look up the baseline: {exc.message}",
+            base_ref=base_ref,
+            cause=failure_cause(exc),
         )
     reason = f"no unexpired {name!r} artifact from a push or scheduled run on {base_ref!r}"
     if expired:
@@ -296,7 +304,20 @@ def fetch_baseline(
         kind, reason = MatchKind.NONE, f"the baseline expired before it could be downloaded: {exc.message}"
     except (ArtifactError, GitHubError) as exc:
         kind, reason = MatchKind.UNAVAILABLE, f"could not download the baseline: {exc.message}"
+        cause = failure_cause(exc) if isinstance(exc, GitHubError) else "artifact"
+        return BaselineFetch(
+            BaselineMatch(kind, reason, base_ref=match.base_ref, wanted_sha=match.wanted_sha, cause=cause)
+        )
     return BaselineFetch(BaselineMatch(kind, reason, base_ref=match.base_ref, wanted_sha=match.wanted_sha))
+
+
+def failure_cause(exc: GitHubError) -> str:
+    """What kind of failure a lookup met: "network", "forbidden" or "api" (see BaselineMatch.cause)."""
+    if isinstance(exc, GitHubNetworkError):
+        return "network"
+    if isinstance(exc, GitHubForbiddenError | GitHubNotFoundError):
+        return "forbidden"
+    return "api"
 
 
 def _candidates(

@@ -12,19 +12,24 @@ API", "Rate limits for the REST API"):
 - non-idempotent requests (POST) are not resent after a 5xx or a connection lost mid-request,
   since GitHub may have applied them; callers that can check (comments, issues) re-check instead;
 - artifact downloads follow the 302 to the storage host with a separate, token-less client;
+- every request has an overall deadline (``deadline``; downloads ``download_deadline``), not only httpx's
+  per-read timeout, which a server trickling a byte at a time never trips: a request still unanswered at
+  its deadline is abandoned (its connections closed) and fails as a network error;
 - every failure is a ``GitHubError`` (an ``InfraError``) whose message names the request and the
   API's answer, and never contains the token.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urljoin, urlsplit
 
 import httpx
@@ -88,10 +93,13 @@ class GitHubClient:
         token: str,
         api_url: str = DEFAULT_API_URL,
         *,
+        graphql_url: str | None = None,
         transport: httpx.BaseTransport | None = None,
         max_retries: int = 4,
         max_total_wait: float = 300.0,
         timeout: float = 30.0,
+        deadline: float = 90.0,
+        download_deadline: float = 600.0,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.time,
         jitter: Callable[[], float] = random.random,
@@ -102,23 +110,32 @@ class GitHubClient:
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise UsageError(f"the GitHub API URL {api_url!r} is not an http(s) URL")
         self.api_url = api_url.rstrip("/")
+        self.graphql_url = graphql_url or default_graphql_url(self.api_url)
         self._origin = (parts.scheme, parts.netloc.lower())
         self._base_path = parts.path.rstrip("/")
         self._authenticated = bool(token)
+        # An installation token: the workflow's GITHUB_TOKEN or a GitHub App's (GitHub's `ghs_` prefix).
+        self.installation_token = token.startswith("ghs_")
         self.policy = RetryPolicy(max_retries, max_total_wait, sleep, clock, jitter)
         headers = {"Accept": ACCEPT, "X-GitHub-Api-Version": API_VERSION, "User-Agent": USER_AGENT}
         if token:
             headers["Authorization"] = f"Bearer {token}"
-        # Redirects are followed by hand so that the token never reaches another host.
-        self._http = httpx.Client(
-            headers=headers, transport=transport, timeout=timeout, follow_redirects=False
-        )
+        self._headers = headers
         self._transport = transport
         self._timeout = timeout
+        self.deadline = deadline
+        self.download_deadline = download_deadline
+        self._http = self._api_client()
         self._storage_client: httpx.Client | None = None  # made on the first download
 
     def __repr__(self) -> str:
         return f"GitHubClient(api_url={self.api_url!r}, authenticated={self._authenticated})"
+
+    def _api_client(self) -> httpx.Client:
+        # Redirects are followed by hand so that the token never reaches another host.
+        return httpx.Client(
+            headers=self._headers, transport=self._transport, timeout=self._timeout, follow_redirects=False
+        )
 
     def close(self) -> None:
         """Close both connection pools."""
@@ -156,7 +173,8 @@ class GitHubClient:
         state = RetryState()
         while True:
             try:
-                response = self._http.request(method, url, params=params, json=json)
+                send = functools.partial(self._http.request, method, url, params=params, json=json)
+                response = _within(self.deadline, send, self._abandon_api_requests)
             except httpx.TransportError as exc:
                 # A refused connection never reached GitHub, so it is safe to resend anything.
                 safe = resend_ok or isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
@@ -192,6 +210,17 @@ class GitHubClient:
     def delete(self, path: str) -> None:
         """DELETE a resource, expecting 204."""
         self.request("DELETE", path, ok=(204,))
+
+    def graphql(self, query: str, variables: Mapping[str, Any] | None = None) -> Any:
+        """POST a GraphQL query to the API host's GraphQL endpoint; its `data`, or a GitHubError naming the
+        first of its `errors`."""
+        body = {"query": query, "variables": dict(variables or {})}
+        answer = _decode(self.request("POST", self.graphql_url, json=body, idempotent=True))
+        errors = answer.get("errors") if isinstance(answer, dict) else None
+        if errors or not isinstance(answer, dict):
+            first = errors[0] if isinstance(errors, list) and errors and isinstance(errors[0], dict) else {}
+            raise GitHubError("POST graphql", str(first.get("message", "no data in the answer"))[:300])
+        return answer.get("data")
 
     def paginate(
         self,
@@ -241,6 +270,16 @@ class GitHubClient:
 
     # -- internals ------------------------------------------------------------------------
 
+    def _abandon_api_requests(self) -> None:
+        # Closing the pool ends the stuck read in the request's thread; later requests get a fresh pool.
+        stuck, self._http = self._http, self._api_client()
+        stuck.close()
+
+    def _abandon_downloads(self) -> None:
+        stuck, self._storage_client = self._storage_client, None
+        if stuck is not None:
+            stuck.close()
+
     def _storage(self) -> httpx.Client:
         # A separate client with no default headers: pre-signed storage URLs must not get the token.
         if self._storage_client is None:
@@ -258,15 +297,10 @@ class GitHubClient:
         state = RetryState()
         while True:
             try:
-                with self._storage().stream("GET", url) as response:
-                    if response.status_code == 200:
-                        declared = response.headers.get("content-length")
-                        if declared is not None and declared.isdigit() and int(declared) > max_bytes:
-                            raise GitHubDownloadTooLargeError(
-                                what, f"{int(declared):,} bytes is over the {max_bytes:,}-byte cap"
-                            )
-                        return _write_capped(dest, response.iter_bytes(), max_bytes, what)
-                    response.read()
+                attempt = functools.partial(_download_once, self._storage(), url, dest, max_bytes, what)
+                response, written = _within(self.download_deadline, attempt, self._abandon_downloads)
+                if written is not None:
+                    return written
             except httpx.TransportError as exc:
                 if self.policy.exhausted(state):
                     raise GitHubNetworkError(what, _describe_transport_error(exc)) from exc
@@ -285,10 +319,68 @@ class GitHubClient:
         if "://" not in path:
             return f"{self.api_url}/{path.lstrip('/')}"
         parts = urlsplit(path)
+        if path == self.graphql_url and (parts.scheme, parts.netloc.lower()) == self._origin:
+            return path
         if (parts.scheme, parts.netloc.lower()) != self._origin or not parts.path.startswith(self._base_path):
             # A Link or download URL pointing elsewhere must not receive the token.
             raise GitHubError("request", f"refusing to send the token to {parts.netloc or path}")
         return path
+
+
+def default_graphql_url(api_url: str) -> str:
+    """GitHub's GraphQL endpoint beside a REST root: api.github.com/graphql, or HOST/api/graphql on a GitHub
+    Enterprise Server (whose REST root is HOST/api/v3)."""
+    root = api_url.rstrip("/")
+    if root.endswith("/api/v3"):
+        return root.removesuffix("/v3") + "/graphql"
+    return root + "/graphql"
+
+
+def _download_once(
+    storage: httpx.Client, url: str, dest: Path, max_bytes: int, what: str
+) -> tuple[httpx.Response, int | None]:
+    """One GET of a storage URL: (the response, bytes written into `dest` when it answered 200)."""
+    with storage.stream("GET", url) as response:
+        if response.status_code == 200:
+            declared = response.headers.get("content-length")
+            if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+                raise GitHubDownloadTooLargeError(
+                    what, f"{int(declared):,} bytes is over the {max_bytes:,}-byte cap"
+                )
+            return response, _write_capped(dest, response.iter_bytes(), max_bytes, what)
+        response.read()
+        return response, None
+
+
+class DeadlineExceeded(httpx.TransportError):
+    """A request got no complete answer before its overall deadline (a stalled or trickling server)."""
+
+
+_T = TypeVar("_T")
+
+
+def _within(seconds: float, call: Callable[[], _T], abandon: Callable[[], None]) -> _T:
+    """`call()`, or DeadlineExceeded when it has not finished after `seconds`: it runs in a daemon thread, and
+    `abandon` closes the connections it is stuck on so that the thread ends too."""
+    outcome: list[_T] = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            outcome.append(call())
+        except BaseException as exc:  # handed to the caller below
+            failure.append(exc)
+
+    worker = threading.Thread(target=run, name="gpuemu-http", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        abandon()
+        worker.join(5.0)
+        raise DeadlineExceeded(f"no complete answer within {seconds:g} s")
+    if failure:
+        raise failure[0]
+    return outcome[0]
 
 
 def _error_for(what: str, response: httpx.Response, decision: Decision | None, note: str) -> GitHubError:

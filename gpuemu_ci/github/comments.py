@@ -7,6 +7,9 @@ comment behind: a create that fails with a 5xx or a dropped connection may still
 the comments are listed again before retrying; and when two legs race, the newer duplicate is
 deleted after the update.
 
+Only comments written by the token's own account count (``identity.token_identity``): a marker someone
+else posted is neither edited nor allowed to block the Action's comment.
+
 Posting is best effort: every failure (a read-only fork token's 403, a 422, rate limits,
 network) comes back as a ``CommentOutcome`` with a warning, never as an exception, because a
 missing comment must not fail the gate. Bodies over 60,000 UTF-8 bytes are refused without a
@@ -29,6 +32,7 @@ from gpuemu_ci.github.client import (
     GitHubServerError,
 )
 from gpuemu_ci.github.context import ActionContext
+from gpuemu_ci.github.identity import TokenIdentity, token_identity
 from gpuemu_ci.render.markdown import comment_marker
 
 MAX_COMMENT_BYTES = 60_000
@@ -72,12 +76,11 @@ def upsert_comment(
     body: str,
     key: str,
     *,
-    author_login: str | None = None,
+    author: TokenIdentity | None = None,
 ) -> CommentOutcome:
     """Create or update the single comment of job ``key`` on pull request ``pr`` of ``repo``.
 
-    ``author_login`` restricts matching to comments by that user; by default comments by bots
-    (the ``GITHUB_TOKEN``'s ``github-actions[bot]``, GitHub Apps) are preferred over others.
+    Only comments by ``author`` (default: the token's own account, asked of GitHub) are candidates.
     Never raises for API failures.
     """
     if not isinstance(pr, int) or isinstance(pr, bool) or pr < 1:
@@ -94,9 +97,19 @@ def upsert_comment(
         )
     marker = comment_marker(key)
     base = f"/repos/{repo}/issues"
+    author = author or token_identity(client)
+    if author is None:
+        return CommentOutcome(
+            CommentAction.FAILED,
+            warning=(
+                "could not find out which account the github_token belongs to (GET /user and GraphQL viewer "
+                "both failed), so the Action's own comment cannot be told from a copy of its marker; no "
+                "comment was posted"
+            ),
+        )
     try:
         for _ in range(_ATTEMPTS):
-            existing = _find(client, base, pr, marker, author_login)
+            existing = _find(client, base, pr, marker, author)
             if existing:
                 keep = existing[0]
                 updated = client.patch_json(f"{base}/comments/{keep['id']}", {"body": text})
@@ -108,7 +121,7 @@ def upsert_comment(
                 # The comment may exist now; look again rather than post twice.
                 log.warning("creating the PR comment failed (%s); checking whether it landed", exc.message)
                 continue
-            return _settle_race(client, base, pr, marker, author_login, created, text)
+            return _settle_race(client, base, pr, marker, author, created, text)
         return CommentOutcome(
             CommentAction.FAILED, warning="could not post the PR comment: GitHub kept failing"
         )
@@ -152,21 +165,16 @@ def resolve_pull_request(client: GitHubClient, ctx: ActionContext) -> int | None
 
 
 def _find(
-    client: GitHubClient, base: str, pr: int, marker: str, author_login: str | None
+    client: GitHubClient, base: str, pr: int, marker: str, author: TokenIdentity
 ) -> list[Mapping[str, Any]]:
-    """Comments of this job, the one to keep first."""
+    """Comments of this job by the token's own account, the one to keep first."""
     matches = []
     for comment in client.paginate(f"{base}/{pr}/comments"):
         if not isinstance(comment, dict) or not isinstance(comment.get("id"), int):
             continue
         body = comment.get("body")
-        if isinstance(body, str) and body.split("\n", 1)[0].strip() == marker:
+        if isinstance(body, str) and body.split("\n", 1)[0].strip() == marker and author.authored(comment):
             matches.append(comment)
-    if author_login is not None:
-        matches = [c for c in matches if _user(c).get("login") == author_login]
-    else:
-        bots = [c for c in matches if _user(c).get("type") == "Bot"]
-        matches = bots or matches
     return sorted(matches, key=lambda c: (str(c.get("created_at", "")), c["id"]))
 
 
@@ -175,13 +183,13 @@ def _settle_race(
     base: str,
     pr: int,
     marker: str,
-    author_login: str | None,
+    author: TokenIdentity,
     created: Mapping[str, Any],
     text: str,
 ) -> CommentOutcome:
     """After a create, keep the oldest comment of this job if a concurrent run made one too."""
     try:
-        existing = _find(client, base, pr, marker, author_login)
+        existing = _find(client, base, pr, marker, author)
     except GitHubError:
         return _outcome(CommentAction.CREATED, created)
     if not existing or existing[0].get("id") == created.get("id"):
@@ -195,11 +203,8 @@ def _settle_race(
 def _delete_duplicates(
     client: GitHubClient, base: str, keep: Mapping[str, Any], duplicates: list[Mapping[str, Any]]
 ) -> None:
-    # Only copies by the same author: someone else's comment that quotes the marker stays.
-    author = _user(keep).get("login")
+    # `_find` returns only the token's own comments: someone else's comment that quotes the marker stays.
     for comment in duplicates:
-        if _user(comment).get("login") != author:
-            continue
         try:
             client.delete(f"{base}/comments/{comment['id']}")
         except GitHubError as exc:  # cosmetic: the kept comment is already current
@@ -213,8 +218,3 @@ def _outcome(action: CommentAction, comment: Any) -> CommentOutcome:
     return CommentOutcome(
         action, url if isinstance(url, str) else None, cid if isinstance(cid, int) else None
     )
-
-
-def _user(comment: Mapping[str, Any]) -> Mapping[str, Any]:
-    user = comment.get("user")
-    return user if isinstance(user, dict) else {}

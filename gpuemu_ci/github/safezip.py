@@ -2,20 +2,26 @@
 
 Artifacts are produced by code that ran in CI, possibly a fork's. Entries with absolute paths,
 drive letters, backslashes or ``..`` are refused, as are symlinks, special files, encrypted and
-duplicate entries. Sizes are capped on the bytes actually decompressed, not on the sizes the
-archive claims, so a zip bomb stops at the cap.
+duplicate entries. Only stored and deflated entries are read (what GitHub's artifact zips hold):
+``zipfile`` inflates bzip2 and LZMA input without an output limit, so a kilobyte of it can fill
+memory before any cap is checked, whereas deflate is inflated a bounded chunk at a time. Sizes are
+capped on the bytes actually decompressed, not on the sizes the archive claims, so a zip bomb stops
+at the cap.
 """
 
 from __future__ import annotations
 
 import re
 import stat
+import struct
 import zipfile
 from pathlib import Path, PurePosixPath
 
 from gpuemu_ci.errors import InfraError
 
 DEFAULT_MAX_ENTRIES = 10_000
+# zipfile inflates deflate with a bound on the output of each call; bzip2, LZMA and the rest it does not.
+ACCEPTED_METHODS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflated"}
 _CHUNK = 64 * 1024
 _DRIVE = re.compile(r"^[A-Za-z]:")
 
@@ -46,6 +52,7 @@ def extract_zip_safely(
     symlinks and other special files, encrypted or duplicate entries; caps (``ArtifactTooLargeError``)
     the entry count and the decompressed bytes per file and in total.
     """
+    _check_directory_size(zip_path, max_entries)
     try:
         archive = zipfile.ZipFile(zip_path)
     except (zipfile.BadZipFile, OSError) as exc:
@@ -78,6 +85,42 @@ def extract_zip_safely(
     return written
 
 
+_EOCD = struct.Struct("<4s4H2LH")  # end of central directory record
+_ZIP64_LOCATOR = struct.Struct("<4sLQL")
+_ZIP64_EOCD = struct.Struct("<4sQ2H2L4Q")
+CENTRAL_BYTES_PER_ENTRY = 1024  # a directory entry is 46 bytes plus its name and extras: generous
+
+
+def _check_directory_size(zip_path: Path, max_entries: int) -> None:
+    """Refuse, before `zipfile` builds an object per entry, an archive whose end record declares more entries
+    than `max_entries` or a central directory larger than they could need (zipfile reads the whole directory
+    into memory, whatever count it claims)."""
+    try:
+        with zip_path.open("rb") as handle:
+            size = handle.seek(0, 2)
+            handle.seek(max(0, size - (_EOCD.size + 0xFFFF)))
+            tail = handle.read()
+            at = tail.rfind(b"PK\x05\x06")
+            if at < 0 or len(tail) - at < _EOCD.size:
+                return  # not a zip: zipfile says so in its own words
+            _, _, _, _, entries, directory, _, _ = _EOCD.unpack_from(tail, at)
+            locator_at = at - _ZIP64_LOCATOR.size
+            if locator_at >= 0 and tail[locator_at : locator_at + 4] == b"PK\x06\x07":
+                _, _, offset, _ = _ZIP64_LOCATOR.unpack_from(tail, locator_at)
+                handle.seek(offset)
+                record = handle.read(_ZIP64_EOCD.size)
+                if len(record) == _ZIP64_EOCD.size and record[:4] == b"PK\x06\x06":
+                    fields = _ZIP64_EOCD.unpack(record)
+                    entries, directory = fields[7], fields[8]
+    except OSError as exc:
+        raise UnsafeArtifactError(f"{zip_path.name} cannot be read: {exc.strerror or exc}") from exc
+    if entries > max_entries or directory > max_entries * CENTRAL_BYTES_PER_ENTRY:
+        raise ArtifactTooLargeError(
+            f"the archive declares {entries:,} entries in a {directory:,}-byte directory, over the cap of "
+            f"{max_entries:,} entries"
+        )
+
+
 def _safe_member_path(info: zipfile.ZipInfo) -> PurePosixPath:
     name = info.filename
     if not name or "\x00" in name or "\\" in name:
@@ -95,6 +138,11 @@ def _safe_member_path(info: zipfile.ZipInfo) -> PurePosixPath:
         raise UnsafeArtifactError(f"archive entry {name!r} is {what}")
     if info.flag_bits & 0x1:
         raise UnsafeArtifactError(f"archive entry {name!r} is encrypted")
+    if info.compress_type not in ACCEPTED_METHODS and not info.is_dir():
+        raise UnsafeArtifactError(
+            f"archive entry {name!r} uses compression method {info.compress_type}; only stored and deflated "
+            "entries are read (GitHub's artifacts use those)"
+        )
     return PurePosixPath(*parts)
 
 

@@ -1,8 +1,8 @@
 """Compile one kernel source for one arch and capture everything lint reads: the ptxas -v log, the PTX, SASS.
 
 A `.cu` goes through `nvcc -cubin -Xptxas -v --keep` (one front-end run gives both the cubin and the exact
-PTX ptxas saw); a `.ptx` goes straight to `ptxas -v`. Jobs run in a thread pool: the work is in the child
-processes.
+PTX ptxas saw), or where there is no nvcc through NVRTC to PTX and then the same `ptxas -v` (lint/nvrtc.py);
+a `.ptx` goes straight to `ptxas -v`. Jobs run in a thread pool: the work is in the child processes.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from gpuemu_ci.lint import nvrtc
 from gpuemu_ci.lint.model import Toolchain
 from gpuemu_ci.lint.ptx import PtxModule, parse_ptx
 from gpuemu_ci.lint.ptxas_log import PtxasLog, parse_ptxas_log
@@ -74,10 +75,11 @@ class CompileOutput:
     sass_note: str | None
     timed_out: bool
     duration_s: float
+    unsupported: str | None = None  # why the front end (NVRTC) cannot compile this as nvcc would
 
     @property
     def ok(self) -> bool:
-        return self.returncode == 0 and not self.timed_out
+        return self.returncode == 0 and not self.timed_out and self.unsupported is None
 
 
 def compile_command(job: CompileJob, toolchain: Toolchain, out_dir: Path) -> list[str]:
@@ -169,21 +171,49 @@ def _kept_ptx(out_dir: Path, source: Path) -> PtxModule | None:
     return parse_ptx(candidates[0].read_text(errors="replace"))
 
 
+def _nvrtc_then_ptxas(
+    job: CompileJob, toolchain: Toolchain, out_dir: Path, timeout: float
+) -> tuple[list[str], int, str, bool, str | None]:
+    """NVRTC to PTX (kept as out_dir/<stem>.ptx), then `ptxas -v`: (command shown, returncode, log, timed out,
+    why NVRTC cannot compile this as nvcc would)."""
+    assert toolchain.nvrtc is not None and toolchain.ptxas is not None
+    try:
+        options, ptxas_options = nvrtc.translate_flags(job.flags)
+    except nvrtc.NvrtcUnsupported as exc:
+        return [], -1, "", False, str(exc)
+    options += [f"-I{d}" for d in job.include_dirs] + [f"-D{d}" for d in job.defines]
+    ptx = out_dir / (job.source.stem + ".ptx")
+    first = nvrtc.command(toolchain.nvrtc, job.source, ptx, job.arch, options)
+    rc, stdout, stderr, timed_out = _run(first, timeout)
+    log = stdout + stderr
+    if rc != 0 or timed_out:
+        reason = nvrtc.limitation(log) if rc == 1 else None
+        return first, rc if rc != 0 else -1, log, timed_out, reason
+    second = [toolchain.ptxas, "-v", f"-arch={job.arch}", "-o", str(out_dir / "kernel.cubin"), *ptxas_options]
+    second.append(str(ptx))
+    rc, stdout, stderr, timed_out = _run(second, timeout)
+    return [*first, "&&", *second], rc, log + stdout + stderr, timed_out, None
+
+
 def compile_one(
     job: CompileJob, toolchain: Toolchain, *, timeout: float = DEFAULT_TIMEOUT_S
 ) -> CompileOutput:
     """Compile, parse the ptxas log, read the PTX and (when a tool exists) the SASS. Never raises."""
     start = time.perf_counter()
+    unsupported = None
     with tempfile.TemporaryDirectory(prefix="gpuemu-lint-") as tmp:
         out_dir = Path(tmp)
-        cmd = compile_command(job, toolchain, out_dir)
-        rc, stdout, stderr, timed_out = _run(cmd, timeout)
-        log = stderr if not stdout.strip() else stdout + stderr
+        if job.kind is SourceKind.CUDA and toolchain.frontend == "nvrtc":
+            cmd, rc, log, timed_out, unsupported = _nvrtc_then_ptxas(job, toolchain, out_dir, timeout)
+        else:
+            cmd = compile_command(job, toolchain, out_dir)
+            rc, stdout, stderr, timed_out = _run(cmd, timeout)
+            log = stderr if not stdout.strip() else stdout + stderr
         ptxas = parse_ptxas_log(log, default_arch=job.arch)
         ptx: PtxModule | None = None
         sass: tuple[SassFunction, ...] | None = None
         note: str | None = None
-        if rc == 0 and not timed_out:
+        if rc == 0 and not timed_out and unsupported is None:
             if job.kind is SourceKind.PTX:
                 ptx = parse_ptx(job.source.read_text(errors="replace"))
             else:
@@ -200,6 +230,7 @@ def compile_one(
         sass_note=note,
         timed_out=timed_out,
         duration_s=time.perf_counter() - start,
+        unsupported=unsupported,
     )
 
 

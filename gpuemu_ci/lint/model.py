@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 
 from gpuemu_ci.errors import ExitCode
+from gpuemu_ci.lint.nvrtc import Nvrtc
 from gpuemu_ci.results.kernels import KernelResult, KernelStatus, LintInfo, LintStatus, ToolchainInfo
 
 
@@ -29,6 +30,21 @@ class Toolchain:
     sass_tool_version: str | None = None
     supported_archs: tuple[str, ...] = ()  # from `nvcc --list-gpu-code`; empty when unknown
     default_arch: str | None = None
+    nvrtc: Nvrtc | None = None  # the front end for .cu sources where there is no nvcc (lint/nvrtc.py)
+
+    @property
+    def frontend(self) -> str | None:
+        """What compiles a .cu: "nvcc", else "nvrtc" (with ptxas), else None."""
+        if self.nvcc:
+            return "nvcc"
+        if self.nvrtc is not None and self.ptxas:
+            return "nvrtc"
+        return None
+
+    @property
+    def nvrtc_version(self) -> str | None:
+        """The NVRTC that compiles .cu sources (None when nvcc does)."""
+        return self.nvrtc.version if self.frontend == "nvrtc" and self.nvrtc is not None else None
 
     @property
     def sass_tool(self) -> str | None:
@@ -49,6 +65,7 @@ class Toolchain:
             sass_tool_version=self.sass_tool_version,
             demangler="c++filt" if self.cxxfilt else None,
             default_arch=self.default_arch,
+            nvrtc=self.nvrtc_version,
         )
 
 

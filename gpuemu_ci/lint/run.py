@@ -36,7 +36,9 @@ from gpuemu_ci.lint.rules import Listing, check_limits, check_patterns, validate
 from gpuemu_ci.lint.toolchain import arch_supported, discover_toolchain
 from gpuemu_ci.results.base import Severity
 from gpuemu_ci.results.kernels import (
+    COMPILE_LOG_LIMIT,
     ArchSource,
+    CompileError,
     DeviceFunctionMetrics,
     KernelMetrics,
     KernelResult,
@@ -77,8 +79,9 @@ _NVCC_OWN = (
 _PTXAS_OWN = ("-arch", "--gpu-name", "-o", "--output-file")
 _ARCH_SHAPE = re.compile(r"^sm_\d+[a-z]?$")
 _INSTALL_HINT = (
-    "Install the CUDA toolkit (or `pip install nvidia-cuda-nvcc`) and put nvcc on PATH, or set CUDA_HOME; "
-    "or turn lint off with `[ci] lint = false`."
+    "Install the CUDA toolkit and put nvcc on PATH (or set CUDA_HOME), or install NVIDIA's NVRTC and ptxas "
+    "wheels (`pip install nvidia-cuda-nvrtc nvidia-cuda-nvcc`, 13.1 or later); or turn lint off with "
+    "`[ci] lint = false`."
 )
 
 
@@ -184,6 +187,7 @@ def _metrics_for(
     flags = (*spec.flags, *(f"-D{d}" for d in spec.defines))
     identity = ToolIdentity(
         nvcc=toolchain.nvcc_version if kind is SourceKind.CUDA else None,
+        nvrtc=toolchain.nvrtc_version if kind is SourceKind.CUDA else None,
         ptxas=toolchain.ptxas_version,
         flags=flags,
         arch=out.job.arch,
@@ -254,6 +258,22 @@ def _kernel_result(
     error = None
     status = KernelStatus.PASSED
     for out in outputs:
+        if out.unsupported is not None:
+            # NVRTC, the front end here, cannot compile this source as nvcc would: no numbers from any other
+            # compile are reported; the kernel is not linted, and says why.
+            if error is None:
+                error = CompileError(
+                    f"not linted: NVRTC (the compiler for .cu sources where there is no nvcc, as in the "
+                    f"Action's image) cannot compile this source as nvcc would: {out.unsupported}. Keep the "
+                    "kernels in a device-only .cu, or lint it where nvcc is installed",
+                    None,
+                    None,
+                    out.job.arch,
+                    out.log[-COMPILE_LOG_LIMIT:],
+                )
+            if status is not KernelStatus.FAILED:
+                status = KernelStatus.ERROR
+            continue
         if not out.ok:
             if error is None:
                 err = parse_compile_error(out)
@@ -338,8 +358,10 @@ def lint_kernels(
     tc = toolchain if toolchain is not None else discover_toolchain()
     specs = [_validate(k, root) for k in kernels]
     kinds = {source_kind(s.source) for s in specs}
-    if SourceKind.CUDA in kinds and tc.nvcc is None:
-        raise InfraError(f"nvcc was not found, so the CUDA kernels cannot be linted. {_INSTALL_HINT}")
+    if SourceKind.CUDA in kinds and tc.frontend is None:
+        raise InfraError(
+            f"neither nvcc nor NVRTC was found, so the CUDA kernels cannot be linted. {_INSTALL_HINT}"
+        )
     if SourceKind.PTX in kinds and tc.ptxas is None:
         raise InfraError(f"ptxas was not found, so the .ptx kernels cannot be linted. {_INSTALL_HINT}")
     plan = [(s, *_resolve_archs(s, archs or (), tc)) for s in specs]

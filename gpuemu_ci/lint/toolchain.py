@@ -1,4 +1,4 @@
-"""Find the CUDA tools (nvcc, ptxas, nvdisasm, cuobjdump, c++filt), their versions and the default arch.
+"""Find the CUDA tools (nvcc or NVRTC, ptxas, nvdisasm, cuobjdump, c++filt), their versions and the default arch.
 
 Search order for each tool: PATH, then `$CUDA_HOME/bin` / `$CUDA_PATH/bin`, then the directory of the nvcc
 found, then the `nvidia/cu13/bin` directory of NVIDIA's pip wheels (`nvidia-cuda-nvdisasm`, ...).
@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from gpuemu_ci.lint.model import Toolchain
+from gpuemu_ci.lint.nvrtc import find_nvrtc
+from gpuemu_ci.lint.nvrtc import supported_archs as nvrtc_archs
 
 _RELEASE = re.compile(r"release (?P<maj>\d+)\.(?P<min>\d+), V(?P<full>[\d.]+)")
 _BUILD = re.compile(r"^Build (?P<build>\S+)", re.MULTILINE)
@@ -106,16 +108,43 @@ def arch_supported(arch: str, supported: Sequence[str]) -> bool:
     return m is not None and (arch in supported or f"sm_{m.group('num')}" in supported)
 
 
+FRONTEND_VARIABLE = "GPUEMU_LINT_FRONTEND"  # "nvcc" or "nvrtc": which compiles .cu sources when both exist
+
+
+def nvcc_usable(nvcc: str, env: Mapping[str, str]) -> bool:
+    """Whether `nvcc` can compile at all: its front end (cicc, where nvcc.profile puts it) is installed, and
+    so is the host compiler it preprocesses with. NVIDIA's nvcc wheel ships nvcc without either."""
+    bin_dir = Path(nvcc).resolve().parent
+    host = shutil.which("g++", path=env.get("PATH", "")) or shutil.which("gcc", path=env.get("PATH", ""))
+    if (bin_dir / "nvcc.profile").is_file():  # a real nvcc (not a wrapper script): its tree must be complete
+        return (bin_dir.parent / "nvvm" / "bin" / "cicc").is_file() and host is not None
+    return host is not None
+
+
 def discover_toolchain(env: Mapping[str, str] | None = None) -> Toolchain:
-    """Look for every tool and ask the compilers their versions. Never raises: missing tools are None."""
+    """Look for every tool and ask the compilers their versions. Never raises: missing tools are None.
+
+    A .cu source is compiled by nvcc when a usable one is found, else by NVRTC and ptxas (`lint.nvrtc`);
+    GPUEMU_LINT_FRONTEND=nvrtc asks for NVRTC even beside nvcc (to lint locally as the Action's image does)."""
     env = dict(os.environ if env is None else env)
     wheel_dirs = _wheel_bin_dirs()
     nvcc = find_tool("nvcc", env, wheel_dirs)
+    if nvcc is not None and (env.get(FRONTEND_VARIABLE) == "nvrtc" or not nvcc_usable(nvcc, env)):
+        nvcc_bin = Path(nvcc).resolve().parent
+        nvcc = None
+        wheel_dirs = [nvcc_bin, *wheel_dirs]  # its ptxas is still the one to use
     near = [Path(nvcc).resolve().parent] if nvcc else []
     extra = [*near, *wheel_dirs]
     # nvcc runs the ptxas beside it, so that one is the ptxas whose version the records must carry.
     beside = near[0] / "ptxas" if near else None
     ptxas = str(beside) if beside is not None and beside.is_file() else find_tool("ptxas", env, extra)
+    nvrtc = find_nvrtc(env) if nvcc is None else None  # nvcc, when present, stays the front end
+    if nvrtc is not None:
+        # NVRTC's PTX needs the ptxas of its own release (an older one refuses a newer PTX ISA).
+        beside_nvrtc = Path(nvrtc.library).parent.parent / "bin" / "ptxas"
+        if beside_nvrtc.is_file():
+            ptxas = str(beside_nvrtc)
+            extra = [beside_nvrtc.parent, *extra]
     nvdisasm = find_tool("nvdisasm", env, extra)
     cuobjdump = find_tool("cuobjdump", env, extra)
     cxxfilt = find_tool("c++filt", env)
@@ -123,6 +152,8 @@ def discover_toolchain(env: Mapping[str, str] | None = None) -> Toolchain:
     ptxas_version, _ = tool_version(ptxas, env)
     sass_version, _ = tool_version(nvdisasm or cuobjdump, env)
     archs = supported_archs(nvcc, env)
+    if nvrtc is not None and not archs:
+        archs = tuple(sorted(nvrtc_archs(nvrtc), key=arch_key))
     return Toolchain(
         nvcc=nvcc,
         ptxas=ptxas,
@@ -135,4 +166,5 @@ def discover_toolchain(env: Mapping[str, str] | None = None) -> Toolchain:
         sass_tool_version=sass_version,
         supported_archs=archs,
         default_arch=pick_default_arch(archs) if (nvcc or ptxas) else None,
+        nvrtc=nvrtc,
     )

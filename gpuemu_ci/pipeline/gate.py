@@ -18,6 +18,7 @@ from gpuemu_ci.clock import utc_now
 from gpuemu_ci.config.model import Config, OpSpec
 from gpuemu_ci.diff.baseline import BaselineSource, diff_against
 from gpuemu_ci.errors import ConfigError, ExitCode, UsageError
+from gpuemu_ci.files import check_output_dir
 from gpuemu_ci.fuzz.values import GENERATOR_VERSION
 from gpuemu_ci.lint.model import LintReport
 from gpuemu_ci.lint.run import check_kernels
@@ -76,6 +77,7 @@ def run_gate(
     settings = Settings.resolve(config, options)
     if options.shard is not None and baseline is not None:
         raise UsageError("a shard is not diffed against a baseline: pass --baseline to `gpuemu-ci merge`")
+    check_output_dir(settings.out_dir)  # a read-only or full directory is found now, not after the suite
     ops = select_ops(config, options.ops)
     if config.kernels and settings.lint:
         check_kernels(config.kernels, archs=settings.archs, root=config.root)  # before any op runs
@@ -102,6 +104,12 @@ def run_gate(
         else:
             lint = _lint(config, settings, lint_runner)  # a signal now lets the compiles under way finish
     notes: list[str] = []
+    unsaved = [f.snapshot_error for op in op_results for f in op.failures if f.snapshot_error]
+    if unsaved:
+        notes.append(
+            f"{len(unsaved)} input snapshot(s) could not be written ({unsaved[0]}); their cases still replay "
+            "from the seed"
+        )
     if interruption.signal is not None:
         notes.append(f"the run was interrupted by {interruption.name}; results are partial")
         cut_short = True

@@ -16,6 +16,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
+
 from gpuemu_ci.backends.interface import CaseAborted, CaseReport, CaseSpec, OpTask, Pool
 from gpuemu_ci.config.model import Config, OpSpec
 from gpuemu_ci.pipeline.records import failure_record
@@ -35,6 +37,8 @@ class OpTally:
     cases: int = 0
     failed: int = 0
     errored: int = 0
+    skipped: int = 0  # not judged on this machine (too large for its memory, or Triton's interpreter on bf16)
+    skip_reasons: set[str] = field(default_factory=set)
     worst_headroom: float | None = None
     worst_index: int | None = None
     worst_case: str | None = None
@@ -43,10 +47,12 @@ class OpTally:
     coverage: CoverageTally = field(default_factory=CoverageTally)
 
     def add(self, ref: CaseRef, report: CaseReport) -> None:
-        if report.outcome == "skipped":  # a large case this machine cannot hold: said in the coverage
+        self.cases += 1
+        if report.outcome == "skipped":
+            self.skipped += 1
+            self.skip_reasons.add(skip_summary(report))
             self.coverage.skip(report.message)
             return
-        self.cases += 1
         if report.size_class:  # a case whose inputs were made (not one whose inputs hook failed)
             self.coverage.add(
                 dims=report.dims,
@@ -77,7 +83,7 @@ class OpTally:
     def row(self, dtype: str) -> DtypeResult:
         return DtypeResult(
             dtype=dtype,
-            status=op_status(self.cases, self.failed, self.errored),
+            status=op_status(self.cases, self.failed, self.errored, self.skipped),
             cases_total=self.cases,
             cases_failed=self.failed,
             cases_errored=self.errored,
@@ -86,15 +92,26 @@ class OpTally:
             comparator=self.comparator,
             worst_case=self.worst_case,
             coverage=self.coverage.result(),
+            cases_skipped=self.skipped,
+            skip_reason="; ".join(sorted(self.skip_reasons)) or None,
         )
+
+
+def skip_summary(report: CaseReport) -> str:
+    """Why a case was not judged here, in a few words (the coverage keeps each full reason)."""
+    if report.interpreter_types:
+        return report.message  # "Triton interpreter: bfloat16 unsupported"
+    return "too large for this machine's memory"
 
 
 def family_of(op: OpSpec) -> str | None:
     return op.error_model.family.value if op.error_model.family else None
 
 
-def op_detail(total: int, failed: int, errored: int) -> str:
-    detail = f"{total - failed - errored}/{total} cases passed"
+def op_detail(total: int, failed: int, errored: int, skipped: int = 0) -> str:
+    detail = f"{total - failed - errored - skipped}/{total} cases passed"
+    if skipped:
+        detail += f", {skipped} not judged here"
     if failed:
         detail += f", {failed} failed"
     if errored:
@@ -105,10 +122,14 @@ def op_detail(total: int, failed: int, errored: int) -> str:
 class OpCollector:
     """The judged cases of one op, arriving in any order -> its OpResult."""
 
-    def __init__(self, config: Config, op: OpSpec, out_dir: Path | None = None) -> None:
+    def __init__(
+        self, config: Config, op: OpSpec, out_dir: Path | None = None, *, require_gpu: bool = False
+    ) -> None:
         self.config = config
         self.op = op
         self.out_dir = out_dir  # where the judges wrote snapshots
+        self.require_gpu = require_gpu  # a case only a GPU can judge is then an error, not a skip
+        self.need_gpu = 0  # such cases
         self.tallies: dict[str, OpTally] = {}
         self.failing: list[tuple[CaseRef, CaseReport]] = []
         self.unloadable: tuple[CaseRef, CaseReport] | None = None
@@ -119,6 +140,14 @@ class OpCollector:
             if self.unloadable is None or ref.index < self.unloadable[0].index:
                 self.unloadable = (ref, report)
             return
+        if self.require_gpu and report.outcome == "skipped" and report.interpreter_types:
+            self.need_gpu += 1
+            report = msgspec.structs.replace(
+                report,
+                outcome="errored",
+                kind="raised",
+                message=f"this case needs a GPU ({report.message}; --require-gpu): replay it on one",
+            )
         if report.dtype not in self.tallies:
             self.tallies[report.dtype] = OpTally(
                 coverage=CoverageTally(max_elements=self.op.shapes.max_elements)
@@ -148,24 +177,30 @@ class OpCollector:
         total = sum(t.cases for t in self.tallies.values())
         failed = sum(t.failed for t in self.tallies.values())
         errored = sum(t.errored for t in self.tallies.values())
+        skipped = sum(t.skipped for t in self.tallies.values())
+        reasons = "; ".join(sorted({r for t in self.tallies.values() for r in t.skip_reasons})) or None
         comparators = sorted({t.comparator for t in self.tallies.values() if t.comparator})
+        status = op_status(total, failed, errored, skipped)
         return OpResult(
             name=self.op.name,
-            status=op_status(total, failed, errored),
+            status=status,
             family=family_of(self.op),
             comparator=",".join(comparators) or None,
             line=self.op.line,
             framework=self.op.targets.framework.value,
             interpreter=self.interpreter,
-            skip_reason=None,
-            message=op_message(total, errored, failed, cut_short),
+            skip_reason=reasons if status is OpStatus.SKIPPED else None,
+            message=f"{self.need_gpu} of {total} cases need a GPU (Triton's interpreter; --require-gpu)"
+            if self.need_gpu and not failed
+            else op_message(total, errored, failed, cut_short, skipped, reasons),
             cases_total=total,
-            cases_passed=total - failed - errored,
+            cases_passed=total - failed - errored - skipped,
             cases_failed=failed,
             cases_errored=errored,
             dtypes=rows,
             failures=failures,
             failures_omitted=max(0, len(self.failing) - MAX_RECORDED_FAILURES),
+            cases_skipped=skipped,
         )
 
     def _drop_unrecorded_snapshots(self, failures: tuple[Failure, ...]) -> None:
@@ -233,7 +268,9 @@ class SuiteRun:
         jobs: int = 1,
         deadline: float | None = None,
         stop: threading.Event | None = None,
+        require_gpu: bool = False,
     ) -> None:
+        self.require_gpu = require_gpu
         self.config = config
         self.pool = pool
         self.observer = observer
@@ -243,7 +280,10 @@ class SuiteRun:
         self.cut_short = False
 
     def run(self, plans: Sequence[OpPlan]) -> dict[str, OpResult]:
-        states = [_OpState(plan, OpCollector(self.config, plan.op, plan.task.out_dir)) for plan in plans]
+        states = [
+            _OpState(plan, OpCollector(self.config, plan.op, plan.task.out_dir, require_gpu=self.require_gpu))
+            for plan in plans
+        ]
         owner: dict[Future[CaseReport], tuple[_OpState, CaseRef]] = {}
         results: dict[str, OpResult] = {}
         started: set[str] = set()
@@ -335,5 +375,7 @@ class SuiteRun:
                 self.observer.op_finished(
                     result.name,
                     result.status.value,
-                    op_detail(result.cases_total, result.cases_failed, result.cases_errored),
+                    op_detail(
+                        result.cases_total, result.cases_failed, result.cases_errored, result.cases_skipped
+                    ),
                 )

@@ -42,6 +42,7 @@ def failure_record(config: Config, ref: CaseRef, report: CaseReport) -> Failure:
         replay=replay_command(config, ref.op, ref.seed),
         stderr_tail=report.stderr_tail,
         errored=report.outcome == "errored",
+        snapshot_error=report.snapshot_error,
     )
 
 

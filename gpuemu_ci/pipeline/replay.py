@@ -46,24 +46,33 @@ def case_from_snapshot(op: OpSpec, path: Path) -> CaseInputs:
     """Rebuilds a case from its .npz: the exact logical inputs, layouts (or, for a capture of a real call, the
     exact element strides), dims and kwargs that failed."""
     arrays, meta = read_snapshot(path)
-    if meta.get("op") != op.name:
-        raise UsageError(f"snapshot {path} is of op {meta.get('op')!r}, not {op.name!r}")
-    strides = meta.get("strides")
-    if isinstance(strides, dict):  # a capture: the strides the real call had
-        laid_out = {
-            name: with_strides(values, tuple(strides.get(name, ()))) for name, values in arrays.items()
-        }
-        layouts = {name: classify_layout(array) for name, array in laid_out.items()}
-    else:
-        layouts = {
-            name: layout_mod.LayoutChoice(Layout(info["layout"]), info.get("broadcast_dim"))
-            for name, info in meta.get("layouts", {}).items()
-        }
-        laid_out = rebuild_from_snapshot(arrays, layouts)
-    size_class = SizeClass(meta.get("size_class", SizeClass.BOUNDARY.value))
-    chosen = CaseStratum(meta["dtype"], ValueMode(meta["mode"]), size_class, contiguous=False)
+    if meta["op"] != op.name:
+        raise UsageError(f"snapshot {path} is of op {meta['op']!r}, not {op.name!r}")
+    # The snapshot is data from anywhere (read_snapshot checked its fields' types): whatever does not fit
+    # together is its fault, said plainly.
+    try:
+        if meta["dtype"] not in op.dtypes:
+            raise ValueError(f"dtype {meta['dtype']!r} is not one of the op's dtypes {list(op.dtypes)}")
+        strides = meta.get("strides")
+        if isinstance(strides, dict):  # a capture: the strides the real call had
+            laid_out = {
+                name: with_strides(values, tuple(strides.get(name, ()))) for name, values in arrays.items()
+            }
+            layouts = {name: classify_layout(array) for name, array in laid_out.items()}
+        else:
+            layouts = {
+                name: layout_mod.LayoutChoice(Layout(info["layout"]), info.get("broadcast_dim"))
+                for name, info in meta.get("layouts", {}).items()
+            }
+            if set(layouts) != set(arrays):
+                raise ValueError(f"its layouts are for {sorted(layouts)} but it holds {sorted(arrays)}")
+            laid_out = rebuild_from_snapshot(arrays, layouts)
+        size_class = SizeClass(meta.get("size_class") or SizeClass.BOUNDARY.value)
+        chosen = CaseStratum(meta["dtype"], ValueMode(meta["mode"]), size_class, contiguous=False)
+    except (ValueError, KeyError, IndexError, TypeError) as exc:
+        raise UsageError(f"snapshot {path} does not describe a case of op {op.name!r}: {exc}") from None
     return CaseInputs(
-        seed=int(meta["case_seed"]),
+        seed=meta["case_seed"],
         stratum=chosen,
         dims=meta.get("dims", {}),
         kwargs=meta.get("kwargs", {}),

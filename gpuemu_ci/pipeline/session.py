@@ -140,7 +140,13 @@ class Session:
     ) -> tuple[dict[str, OpResult], bool]:
         """Every op's result (by name) and whether the run was cut short (the deadline or `stop`)."""
         run = SuiteRun(
-            self.config, self.pool, self.observer, jobs=self.settings.jobs, deadline=deadline, stop=stop
+            self.config,
+            self.pool,
+            self.observer,
+            jobs=self.settings.jobs,
+            deadline=deadline,
+            stop=stop,
+            require_gpu=self.settings.require_gpu,
         )
         results = run.run([OpPlan(op, self.task(op, target), cases) for op, cases, target in plans])
         return results, run.cut_short

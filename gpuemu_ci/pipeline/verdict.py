@@ -39,7 +39,8 @@ def decide(
     )
     if lint_unavailable or errored:
         return Verdict.ERROR, ExitCode.INFRASTRUCTURE
-    executed = sum(op.cases_total for op in ops) + sum(1 for k in kernels if k.status is KernelStatus.PASSED)
+    judged = sum(op.cases_total - op.cases_skipped for op in ops)  # skipped cases ran but were not judged
+    executed = judged + sum(1 for k in kernels if k.status is KernelStatus.PASSED)
     if executed == 0:
         return Verdict.ERROR, ExitCode.INFRASTRUCTURE
     return Verdict.PASSED, ExitCode.PASSED

@@ -119,8 +119,11 @@ def report_annotations(report: Results, *, source_root: Path | None = None) -> l
                 )
             )
     found += _regressions(report)
+    for op, row in report.skipped_rows():
+        title = f"gpuemu-ci: op {op.name} [{row.dtype}] not tested"
+        found.append(Annotation(Level.WARNING, title, text.skipped_row(op, row), config, op.line))
     for op in report.ops:
-        if op.status is OpStatus.SKIPPED:
+        if op.status is OpStatus.SKIPPED and not op.dtypes:
             found.append(
                 Annotation(
                     Level.WARNING,

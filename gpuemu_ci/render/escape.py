@@ -11,6 +11,7 @@ shows as those characters and nothing else. Pick the function for the place the 
 - `markdown_code_block`: a fenced code block (replay commands, compiler logs);
 - `xml_text`: characters XML 1.0 cannot hold at all (ElementTree does the rest);
 - `workflow_command_data` / `workflow_command_property`: GitHub workflow commands;
+- `terminal_text`: one line of a terminal or a log (what `gpuemu-ci verify` prints from a report);
 - `safe_url`: a URL that may go into a link, or None.
 """
 
@@ -38,6 +39,8 @@ _MD_BLOCK_START = re.compile(r"^(\s*)([#+=-]|\d+(?=[.)]))")
 # @mention and #123 issue references are linked after rendering, so escaping cannot stop them: a
 # zero-width joiner after the sigil does (and copies invisibly).
 _MENTION = re.compile(r"([@#])(?=[\w-])")
+# GitHub also links "GH-123" to issue 123 (any case); a zero-width joiner after "GH" stops that too.
+_GH_REFERENCE = re.compile(r"(?i)\b(gh)(?=-\d)")
 _ZWJ = "\u200d"
 # GitHub links bare URLs ("https://...", "www.") itself; an escaped ":" or "." stops it.
 _AUTOLINK = re.compile(r"://|(?i:\bwww)\.")
@@ -45,6 +48,18 @@ _URL_FORBIDDEN = re.compile("[\x00-\x1f\x7f]")  # urlsplit drops tabs and newlin
 _XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
 _BACKTICK_RUN = re.compile(r"`+")
 _TILDE_RUN = re.compile(r"~+")
+
+
+# Everything that could end a line, move the cursor, recolour or reorder a terminal, or not encode at all.
+_TERMINAL_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def terminal_text(value: object) -> str:
+    """``value`` as one inert line for a terminal or a log: control characters (newline, CR, ESC, ...), line
+    and paragraph separators, bidirectional overrides and lone surrogates are written as Python escapes
+    (``\\n``, ``\\x1b``, ``\\u202e``), so a string from a report can neither start a line that looks like
+    the tool's own ("verdict: passed") nor rewrite what is on screen."""
+    return _TERMINAL_UNSAFE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(value))
 
 
 def _visible_controls(text: str) -> str:
@@ -67,6 +82,7 @@ def markdown_text(value: object) -> str:
     text = _MD_INLINE.sub(r"\\\1", text)
     text = _MD_BLOCK_START.sub(_escape_block_start, text)
     text = _AUTOLINK.sub(lambda m: m.group().replace(":", "\\:").replace(".", "\\."), text)
+    text = _GH_REFERENCE.sub(r"\1" + _ZWJ, text)
     return _MENTION.sub(r"\1" + _ZWJ, text)
 
 

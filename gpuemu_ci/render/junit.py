@@ -92,6 +92,11 @@ def junit_tree(report: Results) -> ET.Element:
         for kernel in report.kernels:
             _kernel_cases(kernels, kernel, report)
         suites.append(kernels.close())
+    interpreted = text.interpreter_line(report)
+    if interpreted:  # on the ops suite, where CI systems show suite properties
+        properties = ET.Element("properties")
+        ET.SubElement(properties, "property", name="triton-interpreter", value=xml_text(interpreted))
+        suites[0].insert(0, properties)
     root = ET.Element("testsuites", name="gpuemu-ci")
     for key in ("tests", "failures", "errors", "skipped"):
         root.set(key, str(sum(int(s.get(key, "0")) for s in suites)))
@@ -143,11 +148,12 @@ def _op_cases(
                 body=_details(group),
             )
         elif row.status is OpStatus.SKIPPED:
-            suite.case(classname, name, "skipped", message=op.skip_reason or "skipped")
+            suite.case(classname, name, "skipped", message=row.skip_reason or op.skip_reason or "skipped")
         elif row.cases_total == 0:
             suite.case(classname, name, "error", kind="not-run", message="no case ran")
         else:
-            suite.case(classname, name)
+            # Judged and passed; cases that ran but were not judged are said, never counted as a pass.
+            suite.case(classname, name, output=text.skipped_row(op, row) if row.cases_skipped else "")
 
 
 def _row_message(row: DtypeResult, group: FailureGroup | None) -> str:

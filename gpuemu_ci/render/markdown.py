@@ -24,7 +24,7 @@ from gpuemu_ci.render import escape, text
 from gpuemu_ci.render.coverage import coverage_rows, dtypes_not_run
 from gpuemu_ci.render.links import Links
 from gpuemu_ci.results.kernels import KernelResult, KernelStatus
-from gpuemu_ci.results.model import Failure, OpStatus, Results
+from gpuemu_ci.results.model import Failure, Headline, OpStatus, Results
 
 COMMENT_LIMIT = 60_000  # UTF-8 bytes; GitHub counts up to 65,536 characters, bytes >= characters
 SUMMARY_LIMIT = 1024 * 1024 - 1024  # GitHub drops a step summary over 1 MiB; room for other writers
@@ -37,6 +37,21 @@ _KEY_UNSAFE = re.compile(r"[^A-Za-z0-9._/:+=@-]")
 
 class Md(str):
     """Markdown an escape function produced: the template's auto-escape lets it through."""
+
+
+@dataclass(frozen=True)
+class UnverifiedSource:
+    """The comment is made from results that another run uploaded and that this repository cannot verify:
+    the artifact of a fork's pull request, commented on by the `workflow_run` companion. `conclusion` is the
+    uploading run's conclusion as GitHub reported it in the event (trusted); the document is not."""
+
+    conclusion: str | None
+    head_repository: str | None = None
+
+    @property
+    def confirmed_pass(self) -> bool:
+        """Only a run that GitHub says succeeded can back a "passed" document."""
+        return self.conclusion == "success"
 
 
 @dataclass(frozen=True)
@@ -73,13 +88,15 @@ def render_comment(
     job: str | None = None,
     marker: bool = True,
     limit: int = COMMENT_LIMIT,
+    unverified: UnverifiedSource | None = None,
 ) -> str:
     """The PR comment: the marker line (``marker=False`` leaves it to the poster, but the budget still
     counts it), a one-line verdict, failures first, then lint, errors, the baseline diff, skips and
-    the collapsed passes; at most ``limit`` UTF-8 bytes."""
+    the collapsed passes; at most ``limit`` UTF-8 bytes. With ``unverified`` the comment says where its
+    figures come from and the uploading run's conclusion, and is never a pass unless that run succeeded."""
     key = job or (report.run.job if report.run else None)
     head = comment_marker(key) + "\n"
-    body = _fit(report, links or Links(), "comment.md.j2", limit - len(head.encode("utf-8")))
+    body = _fit(report, links or Links(), "comment.md.j2", limit - len(head.encode("utf-8")), unverified)
     return (head if marker else "") + body
 
 
@@ -88,9 +105,11 @@ def render_summary(report: Results, links: Links | None = None, *, limit: int = 
     return _fit(report, links or Links(), "summary.md.j2", limit)
 
 
-def _fit(report: Results, links: Links, template: str, limit: int) -> str:
+def _fit(
+    report: Results, links: Links, template: str, limit: int, unverified: UnverifiedSource | None = None
+) -> str:
     """The fullest rendering of ``template`` that fits in ``limit`` bytes (see the module docstring)."""
-    fitter = _Fitter(report, links, template, limit)
+    fitter = _Fitter(report, links, template, limit, unverified)
     groups = len(report.failure_groups())
     floor = min(DETAIL_FLOOR, groups)
     attempt = Limits()
@@ -116,7 +135,7 @@ def _fit(report: Results, links: Links, template: str, limit: int) -> str:
         attempt = fitter.largest(attempt, field, 0, total)
     if fitter.fits(attempt):
         return fitter.rendered
-    minimal = _render(report, links, "minimal.md.j2", attempt)
+    minimal = _render(report, links, "minimal.md.j2", attempt, unverified)
     return minimal if _size(minimal) <= limit else _hard_cut(minimal, limit)
 
 
@@ -128,8 +147,11 @@ def _hard_cut(rendered: str, limit: int) -> str:
 class _Fitter:
     """Renders attempts and finds the largest count that fits, remembering the last rendering."""
 
-    def __init__(self, report: Results, links: Links, template: str, limit: int) -> None:
+    def __init__(
+        self, report: Results, links: Links, template: str, limit: int, unverified: UnverifiedSource | None
+    ) -> None:
         self.report, self.links, self.template, self.limit = report, links, template, limit
+        self.unverified = unverified
         self.rendered = ""
         self._replays = [
             (g, tuple(len(f.replay.encode("utf-8")) for f in g.failures)) for g in report.failure_groups()
@@ -137,7 +159,7 @@ class _Fitter:
 
     def fits(self, limits: Limits) -> bool:
         """Render ``limits`` (kept in `rendered`) and say whether it is within the budget."""
-        self.rendered = _render(self.report, self.links, self.template, limits)
+        self.rendered = _render(self.report, self.links, self.template, limits, self.unverified)
         return _size(self.rendered) <= self.limit
 
     def lower_bound(self, limits: Limits) -> int:
@@ -187,7 +209,20 @@ def _diff_total(report: Results) -> int:
     return sum(1 for e in report.diff.entries if e.classification != "unchanged") if report.diff else 0
 
 
-def _context(report: Results, links: Links, limits: Limits) -> dict[str, Any]:
+def _verdict_line(report: Results, unverified: UnverifiedSource | None) -> tuple[str, str]:
+    """(icon, headline text): the document's, except that an unverified "passed" whose run did not succeed is
+    shown as what it is."""
+    if unverified is not None and report.headline is Headline.PASSED and not unverified.confirmed_pass:
+        how = f"concluded {unverified.conclusion}" if unverified.conclusion else "reported no conclusion"
+        return text.ICONS[Headline.ERROR], (
+            f"not a pass: the run that tested this pull request {how}, while its uploaded results say passed"
+        )
+    return text.ICONS[report.headline], text.headline(report)
+
+
+def _context(
+    report: Results, links: Links, limits: Limits, unverified: UnverifiedSource | None = None
+) -> dict[str, Any]:
     groups = report.failure_groups()
     rows, rows_hidden = _take(groups, limits.failure_rows)
     details, details_hidden = _take(groups, limits.detail_groups)
@@ -198,6 +233,10 @@ def _context(report: Results, links: Links, limits: Limits) -> dict[str, Any]:
     errored, errored_hidden = _take(errored_ops, limits.other_rows)
     skipped, skipped_hidden = _take(
         [op for op in report.ops if op.status is OpStatus.SKIPPED], limits.other_rows
+    )
+    skipped_rows, skipped_rows_hidden = _take(
+        [(op, row) for op, row in report.skipped_rows() if op.status is not OpStatus.SKIPPED or op.dtypes],
+        limits.other_rows,
     )
     passes = [(op, row) for op in report.ops for row in op.dtypes if row.status is OpStatus.PASSED]
     more_hidden = sum(max(0, len(g.failures) - 1) for g in details) if not limits.more_failures else 0
@@ -214,12 +253,16 @@ def _context(report: Results, links: Links, limits: Limits) -> dict[str, Any]:
         cut.append(f"{lint_hidden} lint violation(s)")
     if diff_hidden:
         cut.append(f"{diff_hidden} baseline change(s)")
-    if errored_hidden or skipped_hidden:
-        cut.append(f"{errored_hidden + skipped_hidden} errored or skipped op(s)")
+    if errored_hidden or skipped_hidden or skipped_rows_hidden:
+        cut.append(
+            f"{errored_hidden + skipped_hidden + skipped_rows_hidden} errored or skipped op(s) or row(s)"
+        )
+    icon, headline_text = _verdict_line(report, unverified)
     return {
         "report": report,
-        "headline_text": text.headline(report),
-        "icon": text.ICONS[report.headline],
+        "headline_text": headline_text,
+        "icon": icon,
+        "unverified": unverified,
         "links": links,
         "limits": limits,
         "rows": rows,
@@ -227,7 +270,10 @@ def _context(report: Results, links: Links, limits: Limits) -> dict[str, Any]:
         "details": details,
         "errored_groups": {g.op.name: g for g in report.errored_groups()},
         "errored": errored,
-        "skipped": skipped,
+        "skipped": [op for op in skipped if not op.dtypes],  # whole ops; rows with skipped cases below
+        "skipped_rows": [text.skipped_row(op, row) for op, row in skipped_rows],
+        "skipped_more": skipped_hidden + skipped_rows_hidden,
+        "interpreter_line": text.interpreter_line(report),
         "lint": lint,
         "compile_errors": [
             k for k in report.kernels if k.error is not None and k.status is KernelStatus.FAILED
@@ -245,8 +291,10 @@ def _context(report: Results, links: Links, limits: Limits) -> dict[str, Any]:
     }
 
 
-def _render(report: Results, links: Links, template: str, limits: Limits) -> str:
-    rendered = _ENVIRONMENT.get_template(template).render(_context(report, links, limits))
+def _render(
+    report: Results, links: Links, template: str, limits: Limits, unverified: UnverifiedSource | None = None
+) -> str:
+    rendered = _ENVIRONMENT.get_template(template).render(_context(report, links, limits, unverified))
     # Blank lines separate blocks; more than one in a row is template whitespace, never content.
     return re.sub(r"\n{3,}", "\n\n", rendered).lstrip("\n")
 

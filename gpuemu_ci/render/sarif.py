@@ -128,6 +128,8 @@ def sarif_log(report: Results, *, job: str | None = None, source_root: Path | No
             "seed": str(report.seed),
             "suite": report.suite,
             "generatorVersion": report.generator_version,
+            "tritonInterpreterOps": [op.name for op in report.interpreted_ops],
+            "skippedCases": report.summary.cases_skipped,
         },
     }
     if job:
@@ -300,12 +302,17 @@ def _notifications(report: Results) -> list[dict[str, Any]]:
         notes.append({"level": level, "message": {"text": message}})
 
     for op in report.ops:
-        if op.status is OpStatus.SKIPPED:
+        if op.status is OpStatus.SKIPPED and not op.dtypes:
             add(
                 "warning",
                 f"op {op.name} was skipped ({op.skip_reason or 'no reason given'}) and not tested"
                 + (f": {op.message}" if op.message else ""),
             )
+    for op, row in report.skipped_rows():
+        add("warning", text.skipped_row(op, row))
+    interpreted = text.interpreter_line(report)
+    if interpreted:
+        add("note", interpreted)
     if report.cut_short:
         for op in _unrun_ops(report):
             add("error", f"op {op.name} errored: {op.message or 'no case ran'}")

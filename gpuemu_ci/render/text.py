@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpuemu_ci.results.kernels import KernelStatus
-from gpuemu_ci.results.model import Failure, FailureGroup, Headline, Results
+from gpuemu_ci.results.model import DtypeResult, Failure, FailureGroup, Headline, OpResult, Results
 
 ICONS = {Headline.PASSED: "✅", Headline.FAILED: "❌", Headline.ERROR: "⚠️", Headline.INCOMPLETE: "⏳"}
 
@@ -134,4 +134,35 @@ def headline(report: Results) -> str:
         parts.append("the run was cut short, results are partial")
     if c.ops_skipped:
         parts.append(f"{c.ops_skipped} op(s) skipped, not tested")
+    partial = c.dtypes_skipped - sum(len(op.dtypes) for op in report.ops if op.status.value == "skipped")
+    if partial > 0:
+        parts.append(f"{partial} op × dtype result(s) skipped, not tested")
     return f"{verdict.value}: " + "; ".join(parts or ["see the report"])
+
+
+INTERPRETER_NAMES_SHOWN = 20
+
+
+def interpreter_line(report: Results) -> str | None:
+    """Which ops ran in Triton's CPU interpreter, and what that meant for their judging; None when none did."""
+    ops = [op.name for op in report.interpreted_ops]
+    if not ops:
+        return None
+    shown = ", ".join(ops[:INTERPRETER_NAMES_SHOWN]) + (
+        f" and {len(ops) - INTERPRETER_NAMES_SHOWN} more" if len(ops) > INTERPRETER_NAMES_SHOWN else ""
+    )
+    line = f"Ran in Triton's CPU interpreter (no GPU): {shown}."
+    if any(row.cases_skipped for op in report.interpreted_ops for row in op.dtypes):
+        line += (
+            " The interpreter computes bfloat16 (and fp8) wrongly, so cases in which it handled them are skipped,"
+            " not judged: a GPU (or --require-gpu) runs them for real."
+        )
+    return line
+
+
+def skipped_row(op: OpResult, row: DtypeResult) -> str:
+    """``scale [bfloat16]: 4 of 4 cases not tested, skipped (Triton interpreter: bfloat16 unsupported)``"""
+    return (
+        f"{op.name} [{row.dtype}]: {number(row.cases_skipped)} of {number(row.cases_total)} cases not tested, "
+        f"skipped ({row.skip_reason or 'no reason given'})"
+    )

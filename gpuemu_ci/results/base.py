@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
+import re
 import sys
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 import msgspec
 
@@ -19,7 +20,39 @@ Sha256 = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")]
 
 class Record(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """A frozen, typed part of results.json. Unknown fields are an error when a document is read, so a
-    misspelt or forged field is never silently ignored."""
+    misspelt or forged field is never silently ignored.
+
+    No string in a record holds a lone surrogate (an op's exception text, a path that is not UTF-8): each
+    becomes U+FFFD when the record is built, so that results.json and every report can be written as UTF-8.
+    Subclasses with a `__post_init__` of their own call this one."""
+
+    def __post_init__(self) -> None:
+        for name in self.__struct_fields__:
+            value = getattr(self, name)
+            clean = without_surrogates(value)
+            if clean is not value:
+                msgspec.structs.force_setattr(self, name, clean)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def without_surrogates(value: Any) -> Any:
+    """`value` with every lone surrogate in its strings (keys too, through tuples, lists and dicts) replaced
+    by U+FFFD; the very same object when there is none. Records are left to their own `__post_init__`."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value) if _SURROGATE.search(value) else value
+    if isinstance(value, tuple | list):
+        items = [without_surrogates(v) for v in value]
+        if all(a is b for a, b in zip(items, value, strict=True)):
+            return value
+        return type(value)(items)
+    if isinstance(value, dict):
+        pairs = [(without_surrogates(k), without_surrogates(v)) for k, v in value.items()]
+        if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(pairs, value.items(), strict=True)):
+            return value
+        return dict(pairs)
+    return value
 
 
 def json_float(value: float | None) -> float | None:

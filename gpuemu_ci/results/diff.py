@@ -120,6 +120,7 @@ class BaselineDiff(Record, frozen=True):
     summary_line: str = ""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         regressions = sum(1 for e in self.entries if e.severity is Severity.ERROR)
         derived = {
             "regressions": regressions,

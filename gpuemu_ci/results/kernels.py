@@ -44,6 +44,7 @@ class ToolIdentity(Record, frozen=True):
     ptxas: str | None
     flags: tuple[str, ...]
     arch: str
+    nvrtc: str | None = None  # the NVRTC that compiled the source to PTX, where nvcc did not (lint/nvrtc.py)
 
 
 class DeviceFunctionMetrics(Record, frozen=True):
@@ -167,6 +168,7 @@ class ToolchainInfo(Record, frozen=True):
     sass_tool_version: str | None = None
     demangler: str | None = None
     default_arch: str | None = None
+    nvrtc: str | None = None  # set when NVRTC, not nvcc, compiled the .cu sources
 
 
 class LintInfo(Record, frozen=True):

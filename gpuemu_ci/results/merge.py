@@ -21,6 +21,7 @@ from gpuemu_ci.results.model import (
     DtypeResult,
     Failure,
     OpResult,
+    OpStatus,
     Results,
     ShardInfo,
     ShardOp,
@@ -121,7 +122,9 @@ def _merge_op(rows: list[OpResult], planned: ShardOp | None) -> OpResult:
     ran = [r for r in rows if r.skip_reason != OTHER_SHARDS]
     if not ran:
         return rows[0]
-    if any(r.skip_reason for r in ran):  # not run anywhere, for the same reason (no GPU)
+    if any(
+        r.skip_reason and r.cases_total == 0 for r in ran
+    ):  # not run anywhere, for the same reason (no GPU)
         return ran[0]
     if len(ran) == 1:
         return _with_message(ran[0], planned)
@@ -138,14 +141,18 @@ def _merge_op(rows: list[OpResult], planned: ShardOp | None) -> OpResult:
     total = sum(r.cases_total for r in ran)
     failed = sum(r.cases_failed for r in ran)
     errored = sum(r.cases_errored for r in ran)
+    skipped = sum(r.cases_skipped for r in ran)
+    status = op_status(total, failed, errored, skipped)
     comparators = sorted({d.comparator for d in merged_rows if d.comparator})
     merged = msgspec.structs.replace(
         base,
-        status=op_status(total, failed, errored),
+        status=status,
+        skip_reason=_reasons(merged_rows) if status is OpStatus.SKIPPED else None,
+        cases_skipped=skipped,
         comparator=",".join(comparators) or None,
         interpreter=next((r.interpreter for r in ran if r.interpreter), None),
         cases_total=total,
-        cases_passed=total - failed - errored,
+        cases_passed=total - failed - errored - skipped,
         cases_failed=failed,
         cases_errored=errored,
         dtypes=merged_rows,
@@ -157,9 +164,16 @@ def _merge_op(rows: list[OpResult], planned: ShardOp | None) -> OpResult:
 
 def _with_message(op: OpResult, planned: ShardOp | None) -> OpResult:
     short = planned is not None and op.cases_total < planned.cases
-    return msgspec.structs.replace(
-        op, message=op_message(op.cases_total, op.cases_errored, op.cases_failed, short)
+    message = op_message(
+        op.cases_total, op.cases_errored, op.cases_failed, short, op.cases_skipped, _reasons(op.dtypes)
     )
+    return msgspec.structs.replace(op, message=message)
+
+
+def _reasons(rows: Sequence[DtypeResult]) -> str | None:
+    """The skip reasons of an op's dtype rows, as one run writes them (op_runner.OpCollector)."""
+    reasons = {part for row in rows if row.skip_reason for part in row.skip_reason.split("; ")}
+    return "; ".join(sorted(reasons)) or None
 
 
 def _case_order(failure: Failure) -> int:
@@ -177,12 +191,13 @@ def _merge_dtype(rows: list[DtypeResult]) -> DtypeResult:
     total = sum(r.cases_total for r in rows)
     failed = sum(r.cases_failed for r in rows)
     errored = sum(r.cases_errored for r in rows)
+    skipped = sum(r.cases_skipped for r in rows)
     judged = [r for r in rows if r.worst_headroom is not None]
     worst = min(judged, key=_worst_key) if judged else None
     errors = [r.max_abs_error for r in rows if r.max_abs_error is not None]
     return DtypeResult(
         dtype=rows[0].dtype,
-        status=op_status(total, failed, errored),
+        status=op_status(total, failed, errored, skipped),
         cases_total=total,
         cases_failed=failed,
         cases_errored=errored,
@@ -193,4 +208,6 @@ def _merge_dtype(rows: list[DtypeResult]) -> DtypeResult:
         coverage=merge_coverage([r.coverage for r in rows if r.coverage is not None])
         if any(r.coverage is not None for r in rows)
         else None,
+        cases_skipped=skipped,
+        skip_reason=_reasons(rows),
     )

@@ -98,8 +98,10 @@ class Failure(Record, frozen=True):
     replay: str
     stderr_tail: str | None = None
     errored: bool = False  # True: the case could not be judged (reference failed), not a wrong answer
+    snapshot_error: str | None = None  # why its input snapshot could not be written (the seed still replays)
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         check_seed(self.case_seed, "case_seed")
 
 
@@ -128,7 +130,8 @@ class Coverage(Record, frozen=True):
 
 
 class DtypeResult(Record, frozen=True):
-    """An op's outcome for one dtype."""
+    """An op's outcome for one dtype. Skipped cases (`cases_skipped`, see `skip_reason`) ran but were not judged:
+    they count neither as passed nor as failed."""
 
     dtype: str
     status: OpStatus
@@ -140,6 +143,12 @@ class DtypeResult(Record, frozen=True):
     comparator: str | None
     worst_case: str | None = None
     coverage: Coverage | None = None
+    cases_skipped: Count = 0
+    skip_reason: str | None = None  # e.g. "Triton interpreter: bfloat16 unsupported"
+
+    @property
+    def cases_judged(self) -> int:
+        return self.cases_total - self.cases_skipped
 
 
 class OpResult(Record, frozen=True):
@@ -164,6 +173,7 @@ class OpResult(Record, frozen=True):
     failures_omitted: Count = 0
     import_error: bool = False  # the op or its reference does not load: the config is wrong (exit 2)
     dtypes_not_run: tuple[str, ...] = ()  # declared dtypes this suite left out (ci.quick_dtypes, --dtype)
+    cases_skipped: Count = 0  # ran but not judged (see the dtype rows' skip_reason): not passed, not failed
 
     def dtype_result(self, dtype: str) -> DtypeResult | None:
         return next((d for d in self.dtypes if d.dtype == dtype), None)
@@ -180,6 +190,8 @@ class Summary(Record, frozen=True):
     cases_total: int = 0
     cases_failed: int = 0
     cases_errored: int = 0
+    cases_skipped: int = 0
+    dtypes_skipped: int = 0  # op x dtype rows not judged at all (status skipped)
     kernels_total: int = 0
     kernels_failed: int = 0
     duration_s: float = 0.0
@@ -198,6 +210,8 @@ class Summary(Record, frozen=True):
             cases_total=sum(op.cases_total for op in ops),
             cases_failed=sum(op.cases_failed for op in ops),
             cases_errored=sum(op.cases_errored for op in ops),
+            cases_skipped=sum(op.cases_skipped for op in ops),
+            dtypes_skipped=sum(1 for op in ops for row in op.dtypes if row.status is OpStatus.SKIPPED),
             kernels_total=len(kernels),
             kernels_failed=sum(1 for k in kernels if k.status is KernelStatus.FAILED),
             duration_s=duration_s,
@@ -337,6 +351,7 @@ class Results(Record, frozen=True, kw_only=True):
     shard: ShardInfo | None = None  # set in the document of one shard; never in a merged or whole run
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         check_seed(self.seed, "seed")
         if self.shard is not None and self.shard.index > self.shard.count:
             raise ValueError(f"shard {self.shard.index} of {self.shard.count} does not exist")
@@ -349,11 +364,13 @@ class Results(Record, frozen=True, kw_only=True):
     # --- what a report states ---------------------------------------------------------------------------
     @property
     def headline(self) -> Headline:
-        """FAILED wins; then ERROR; a cut-short run is INCOMPLETE; a "passed" with nothing executed, or with
-        a non-zero exit code, is an ERROR, never a pass."""
-        if self.verdict is Verdict.FAILED:
+        """FAILED wins (a recorded failure counts whatever `verdict` says: a document read from a file may claim
+        anything); then ERROR; a cut-short run is INCOMPLETE; a "passed" with nothing executed, or with a non-zero
+        exit code, is an ERROR, never a pass."""
+        failed_rows = self.summary.ops_failed or self.summary.kernels_failed
+        if self.verdict is Verdict.FAILED or failed_rows or (self.diff is not None and self.diff.gate_failed):
             return Headline.FAILED
-        if self.verdict is Verdict.ERROR:
+        if self.verdict is Verdict.ERROR or self.summary.ops_errored:
             return Headline.ERROR
         if self.verdict is Verdict.INCOMPLETE or self.cut_short:
             return Headline.INCOMPLETE
@@ -363,8 +380,18 @@ class Results(Record, frozen=True, kw_only=True):
 
     @property
     def executed(self) -> bool:
-        """Whether anything was actually tested (a case ran or a kernel was linted)."""
-        return self.summary.cases_total > 0 or any(k.status is KernelStatus.PASSED for k in self.kernels)
+        """Whether anything was actually tested (a case was judged or a kernel was linted)."""
+        judged = self.summary.cases_total - self.summary.cases_skipped
+        return judged > 0 or any(k.status is KernelStatus.PASSED for k in self.kernels)
+
+    def skipped_rows(self) -> tuple[tuple[OpResult, DtypeResult], ...]:
+        """(op, dtype row) of every row with cases that ran but were not judged."""
+        return tuple((op, row) for op in self.ops for row in op.dtypes if row.cases_skipped)
+
+    @property
+    def interpreted_ops(self) -> tuple[OpResult, ...]:
+        """The ops that ran in Triton's CPU interpreter (every report names them)."""
+        return tuple(op for op in self.ops if op.interpreter)
 
     @property
     def compared(self) -> BaselineDiff | None:

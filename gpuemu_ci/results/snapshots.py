@@ -6,13 +6,17 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
+import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import msgspec
 import numpy as np
 
 from gpuemu_ci.errors import UsageError
-from gpuemu_ci.files import atomic_write
+from gpuemu_ci.files import atomic_write, read_bounded
+from gpuemu_ci.results.base import check_seed
 from gpuemu_ci.results.codec import encode_extra
 
 SNAPSHOT_DIR = "snapshots"
@@ -51,22 +55,102 @@ def write_snapshot(out_dir: Path, arrays: dict[str, np.ndarray], metadata: dict[
     return relative
 
 
+MAX_SNAPSHOT_BYTES = 2 << 30  # a snapshot is read whole; the gate never writes one near this
+_NUMERIC_KINDS = frozenset("biufc")  # bool, ints, floats, complex: no objects, strings or structured types
+
+
+class SnapshotLayout(msgspec.Struct, forbid_unknown_fields=True):
+    layout: str
+    broadcast_dim: int | None = None
+
+
+class SnapshotMeta(msgspec.Struct):
+    """The metadata of a snapshot, as written by `write_snapshot`; checked field by field on reading."""
+
+    op: str
+    case_seed: Annotated[int, msgspec.Meta(ge=0)]
+    dtype: str
+    mode: str
+    size_class: str | None = None  # typical, boundary, tile or large (plan.model.SizeClass)
+    dims: dict[str, Annotated[int, msgspec.Meta(ge=0)]] = {}
+    kwargs: dict[str, Any] = {}
+    layouts: dict[str, SnapshotLayout] = {}
+    input_order: list[str] = []
+    input_dtypes: dict[str, str] = {}
+    strides: dict[str, list[int]] | None = None  # a capture of a real call (gpuemu_ci.shadow): its strides
+    case_index: int | None = None
+    master_seed: int | None = None
+    generator_version: str | None = None
+
+    def __post_init__(self) -> None:
+        check_seed(self.case_seed, "case_seed")
+
+
 def read_snapshot(path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The inputs and metadata of a snapshot file, which may come from anywhere: a UsageError (exit 2) for
+    anything but a regular .npz within the size cap whose members are plain numeric arrays, stored or
+    deflated, each exactly as large as its header says, and whose metadata has the fields and types
+    `write_snapshot` writes. Nothing is allocated before the headers are checked against the file."""
     import ml_dtypes
 
+    what = f"snapshot {path}"
+    data = read_bounded(path, "snapshot", MAX_SNAPSHOT_BYTES)
     try:
-        with np.load(path, allow_pickle=False) as archive:
-            meta = json.loads(bytes(archive["__metadata__"]).decode("utf-8"))
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
             arrays: dict[str, np.ndarray] = {}
-            for key in archive.files:
-                if not key.startswith("input:"):
+            meta_bytes: bytes | None = None
+            for info in archive.infolist():
+                if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+                    raise ValueError(f"member {info.filename!r} uses compression method {info.compress_type}")
+                if not info.filename.endswith(".npy"):
                     continue
-                name = key.split(":", 1)[1]
-                array = archive[key]
-                if meta.get("input_dtypes", {}).get(name) == "bfloat16":
-                    array = array.view(ml_dtypes.bfloat16)
-                arrays[name] = array
-    except (OSError, KeyError, ValueError) as exc:
-        raise UsageError(f"{path} is not a readable gpuemu-ci snapshot: {exc}") from None
-    order = meta.get("input_order") or list(arrays)
-    return {name: arrays[name] for name in order}, meta
+                key = info.filename.removesuffix(".npy")
+                if key != "__metadata__" and not key.startswith("input:"):
+                    continue
+                array = _read_member(archive, info)
+                if key == "__metadata__":
+                    meta_bytes = array.tobytes()
+                else:
+                    arrays[key.split(":", 1)[1]] = array
+        if meta_bytes is None:
+            raise ValueError("it has no metadata")
+        meta = msgspec.json.decode(meta_bytes, type=SnapshotMeta)  # the fields gpuemu-ci reads, checked
+        raw = msgspec.json.decode(meta_bytes)  # returned whole: captures carry more than the checked fields
+        if not isinstance(raw, dict):
+            raise ValueError("its metadata is not an object")
+    except (zipfile.BadZipFile, ValueError, EOFError, OSError, msgspec.DecodeError, RecursionError) as exc:
+        raise UsageError(f"{what} is not a readable gpuemu-ci snapshot: {exc}") from None
+    for name, dtype in meta.input_dtypes.items():
+        if dtype == "bfloat16" and name in arrays:
+            if arrays[name].dtype != np.uint16:
+                raise UsageError(f"{what}: input {name!r} is bfloat16 but not stored as uint16 bits")
+            arrays[name] = arrays[name].view(ml_dtypes.bfloat16)
+    order = meta.input_order or list(arrays)
+    missing = [name for name in order if name not in arrays]
+    if missing:
+        raise UsageError(f"{what} lists inputs {missing} that it does not hold")
+    return {name: arrays[name] for name in order}, raw
+
+
+def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> np.ndarray:
+    """One .npy member, after checking its header: a numeric dtype and exactly the bytes the shape needs."""
+    with archive.open(info) as member:
+        version = np.lib.format.read_magic(member)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(member)
+        elif version in ((2, 0), (3, 0)):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(member)
+        else:
+            raise ValueError(f"member {info.filename!r} has .npy version {version}")
+        if dtype.kind not in _NUMERIC_KINDS or dtype.hasobject or dtype.fields is not None:
+            raise ValueError(f"member {info.filename!r} holds {dtype}, not numbers")
+        count = math.prod(shape)
+        header = member.tell()
+        if count * dtype.itemsize != info.file_size - header:
+            raise ValueError(
+                f"member {info.filename!r} claims shape {shape} of {dtype} ({count * dtype.itemsize:,} bytes) "
+                f"but holds {info.file_size - header:,}"
+            )
+        raw = member.read(info.file_size - header)
+    array = np.frombuffer(raw, dtype=dtype)
+    return array.reshape(shape, order="F" if fortran else "C")

@@ -149,3 +149,57 @@ def test_docs_name_files_that_exist() -> None:
     for relative in ("templates/workflows/", "Dockerfile", "action.yml"):
         assert relative in text
         assert (REPO / relative).exists()
+
+
+# --- the light variant (light/action.yml) and the release's pinned form -------------------------------------
+
+LIGHT_YML = REPO / "light" / "action.yml"
+
+
+def test_the_light_action_is_a_subset_of_the_docker_action(inputs: dict[str, dict[str, Any]]) -> None:
+    """Same ids, same defaults: a workflow can switch a sign or comment step between the two."""
+    light = load_yaml(LIGHT_YML)
+    assert light["runs"]["using"] == "composite"
+    for name, spec in light["inputs"].items():
+        assert name in inputs, name
+        if name != "mode":
+            assert str(spec.get("default", "")) == str(inputs[name].get("default", "")), name
+    assert set(light["outputs"]) <= set(load_yaml(ACTION_YML)["outputs"])
+
+
+def test_the_light_action_installs_the_hashed_light_lock_and_runs_only_sign_and_comment() -> None:
+    light = load_yaml(LIGHT_YML)
+    steps = light["runs"]["steps"]
+    install = next(s for s in steps if "pip install" in s.get("run", ""))
+    assert '--require-hashes -r "$GITHUB_ACTION_PATH/../requirements/light.lock"' in install["run"]
+    assert "--no-deps" in install["run"]
+    run = next(s for s in steps if s.get("id") == "gpuemu")
+    assert run["env"]["GPUEMU_ACTION_MODES"] == "sign,comment"
+    assert all(f"INPUT_{name.upper()}" in run["env"] for name in light["inputs"])
+    lock = (REPO / "requirements" / "light.lock").read_text(encoding="utf-8")
+    assert "nvidia" not in lock and "cupy" not in lock and "--hash=sha256:" in lock
+
+
+def test_the_release_pins_action_yml_to_the_image_by_digest(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    copy = tmp_path / "action.yml"
+    copy.write_text(ACTION_YML.read_text(encoding="utf-8"), encoding="utf-8")
+    reference = "ghcr.io/gpuemu/gpuemu-ci@sha256:" + "ab" * 32
+    script = REPO / ".github" / "scripts" / "pin_action_image.py"
+    done = subprocess.run([sys.executable, str(script), reference, str(copy)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    pinned = load_yaml(copy)
+    assert pinned["runs"] == {"using": "docker", "image": f"docker://{reference}"}
+    assert pinned["inputs"] == load_yaml(ACTION_YML)["inputs"]  # nothing else changed
+    refused = subprocess.run(
+        [sys.executable, str(script), "ghcr.io/gpuemu/gpuemu-ci:v1", str(copy)],
+        capture_output=True,
+        text=True,
+    )
+    assert refused.returncode != 0 and "pinned by digest" in refused.stderr
+    workflow = load_yaml(REPO / ".github" / "workflows" / "release.yml")
+    text = (REPO / ".github" / "workflows" / "release.yml").read_text(encoding="utf-8")
+    assert "pin_action_image.py" in text and "steps.push.outputs.digest" in text
+    assert workflow["jobs"]["image"]["permissions"] == {"contents": "read", "packages": "write"}

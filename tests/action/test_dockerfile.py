@@ -1,5 +1,5 @@
-"""The action's Dockerfile and build context: GitHub's rules for container actions, the CUDA
-toolchain, the package installed from the context, and hadolint.
+"""The action's Dockerfile and build context: GitHub's rules for container actions, Python 3.12, the CUDA
+wheels from the hashed lock, the package installed from the context, and hadolint.
 
 No Docker daemon is needed: the Dockerfile and .dockerignore are read with Docker's rules, and the
 package is built from exactly the files the build context would contain."""
@@ -52,11 +52,12 @@ def _pyproject() -> dict:
         return tomllib.load(fh)
 
 
-def test_base_image_is_a_cuda_12_devel_image(instructions: list[Instruction]) -> None:
-    """-devel images carry nvcc, ptxas, cuobjdump and nvdisasm; runtime images do not."""
+def test_base_image_is_python_3_12_or_newer_on_debian_slim(instructions: list[Instruction]) -> None:
+    """Not the CUDA development image: CUDA comes from NVIDIA's wheels in the lock (several gigabytes less)."""
     (base,) = _only(instructions, "FROM")
     image = base.args.split()[0]
-    assert re.fullmatch(r"nvidia/cuda:12\.\d+(\.\d+)?-(cudnn-)?devel-ubuntu\d+\.\d+", image), image
+    match = re.fullmatch(r"python:3\.(\d+)(\.\d+)?-slim(-\w+)?(@sha256:[0-9a-f]{64})?", image)
+    assert match and int(match.group(1)) >= 12, image
 
 
 def test_no_user_and_no_workdir(instructions: list[Instruction]) -> None:
@@ -124,19 +125,45 @@ def test_package_is_installed_from_the_build_context(instructions: list[Instruct
         assert root / needed in _copied_to(instructions, needed), f"{needed} does not reach {root}"
 
 
-def test_cupy_for_cuda_12_is_installed(instructions: list[Instruction]) -> None:
-    runs = " ".join(r.args for r in _only(instructions, "RUN"))
-    extras = _pyproject()["project"]["optional-dependencies"]
-    via_extra = [name for name, deps in extras.items() if any(d.startswith("cupy-cuda12x") for d in deps)]
-    assert "cupy-cuda12x" in runs or any(
-        re.search(rf"\[[^\]]*\b{name}\b[^\]]*\]", runs) for name in via_extra
-    )
+def _lock_pins() -> dict[str, str]:
+    text = (REPO / "requirements" / "image.lock").read_text(encoding="utf-8")
+    return dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+) \\$", text, re.MULTILINE))
 
 
-def test_build_checks_the_cuda_tools_exist(instructions: list[Instruction]) -> None:
+def test_dependencies_come_from_the_lock_by_hash(instructions: list[Instruction]) -> None:
+    """Exactly the locked files: --require-hashes (every file checked), --no-deps (nothing resolved here)."""
+    lock = PurePosixPath("/action/requirements/image.lock")
+    assert lock in _copied_to(instructions, "requirements/image.lock")
+    runs = [r.args for r in _only(instructions, "RUN")]
+    (install,) = [r for r in runs if "image.lock" in r]
+    assert re.search(r"pip install --no-deps --require-hashes -r /action/requirements/image\.lock", install)
+    (own,) = [r for r in runs if "pip install" in r and "/action" in r and "image.lock" not in r]
+    assert "--no-deps" in own and "--no-build-isolation" in own  # the pinned backend from the lock
+
+
+def test_the_lock_has_what_the_image_needs(instructions: list[Instruction]) -> None:
+    pins = _lock_pins()
+    project = _pyproject()
+    for requirement in project["project"]["dependencies"]:
+        name = re.split(r"[<>=!~\[ ]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+        assert name in pins, f"{name} (a dependency of gpuemu-ci) is not in the lock"
+    backend = project["build-system"]["requires"]
+    assert backend == [f"setuptools=={pins['setuptools']}"], "the pinned build backend is the locked one"
+    for wheel in ("nvidia-cuda-nvrtc", "nvidia-cuda-nvcc", "nvidia-cuda-nvdisasm", "cupy-cuda12x"):
+        assert wheel in pins, wheel
+    assert tuple(int(p) for p in pins["nvidia-cuda-nvrtc"].split(".")[:2]) >= (
+        13,
+        1,
+    )  # lint/nvrtc.MIN_VERSION
+    assert pins["nvidia-cuda-nvrtc"] == pins["nvidia-cuda-nvcc"]  # ptxas of NVRTC's own release
+    assert "nvidia-nvvm" not in pins  # nvcc's front end: not needed for NVRTC + ptxas
+
+
+def test_build_checks_the_lint_toolchain_works(instructions: list[Instruction]) -> None:
     runs = " ".join(r.args for r in _only(instructions, "RUN"))
-    for tool in ("nvcc", "ptxas", "cuobjdump", "nvdisasm"):
-        assert re.search(rf"\b{tool} --version", runs), tool
+    for tool in ("ptxas", "nvdisasm"):
+        assert re.search(rf"\b{tool}\" --version", runs), tool
+    assert "t.frontend == 'nvrtc'" in runs and "gpuemu-ci --version" in runs
 
 
 def test_dockerignore_keeps_the_package_and_drops_the_rest() -> None:
@@ -147,6 +174,7 @@ def test_dockerignore_keeps_the_package_and_drops_the_rest() -> None:
         "gpuemu_ci/__init__.py",
         "gpuemu_ci/templates/workflows/gpuemu-pr.yml",
         "gpuemu_ci/templates/starter/gpuemu.toml",
+        "requirements/image.lock",
     ]
     dropped = [
         ".git/config",
@@ -189,8 +217,8 @@ def test_hadolint_would_catch_a_user_instruction(tmp_path: Path) -> None:
 def test_a_wheel_built_from_the_build_context_ships_the_templates(tmp_path: Path) -> None:
     """What `pip install /action` does in the image, on the files .dockerignore lets through."""
     setuptools = pytest.importorskip("setuptools")
-    if int(setuptools.__version__.split(".")[0]) < 68:
-        pytest.skip(f"setuptools {setuptools.__version__} is older than the build requirement (>=68)")
+    if int(setuptools.__version__.split(".")[0]) < 77:
+        pytest.skip(f"setuptools {setuptools.__version__} cannot read an SPDX license string (77 or later)")
     context = tmp_path / "context"
     for folder, dirs, files in os.walk(REPO):
         base = Path(folder).relative_to(REPO)

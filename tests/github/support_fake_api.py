@@ -130,6 +130,11 @@ class FakeGitHub:
         self.repository_id = repository_id
         self.token = token
         self.read_only = False
+        # Whose token it is: "installation" (GITHUB_TOKEN: GET /user refused, GraphQL viewer answers) or
+        # "personal" (GET /user answers); the account is github-actions[bot] unless `viewer_login` is set.
+        self.token_kind = "installation"
+        self.viewer_login: str | None = None
+        self.graphql_enabled = True
         self.requests: list[Recorded] = []
         self.storage_requests: list[Recorded] = []
         self.responses: list[RecordedResponse] = []
@@ -289,9 +294,13 @@ class FakeGitHub:
             return number
 
     def add_comment(self, number: int, body: str, *, login: str = "octocat", kind: str = "User") -> int:
-        """A comment someone else wrote on issue or PR ``number``; returns its id."""
+        """A comment written on issue or PR ``number`` by ``login`` (github-actions[bot] is the token's own
+        account, with its real id); returns its id."""
         with self._lock:
-            return self._create_comment(number, body, obj.user(self.site, login, 583231, kind))["id"]
+            author = (
+                obj.bot(self.site) if login == obj.BOT_LOGIN else obj.user(self.site, login, 583231, kind)
+            )
+            return self._create_comment(number, body, author)["id"]
 
     def add_issue(self, title: str, body: str, labels: list[str], *, state: str = "open") -> int:
         with self._lock:
@@ -322,6 +331,8 @@ class FakeGitHub:
         """
         spec = contract()
         for response in self.responses:
+            if response.template == "graphql":  # not part of the REST description
+                continue
             template = response.template or "/repos/{owner}/{repo}/issues"
             status = response.status if response.template else max(response.status, 400)
             spec.validate(template, response.method, status, response.body, response.headers)
@@ -384,11 +395,25 @@ class FakeGitHub:
 
     # -- internals: HTTP ------------------------------------------------------------------
 
+    def viewer(self) -> dict[str, Any]:
+        """The account the token belongs to (the author of the comments it posts)."""
+        if self.viewer_login is None:
+            return obj.bot(self.site)
+        return obj.user(
+            self.site, self.viewer_login, 7_000_001, "User" if self.token_kind == "personal" else "Bot"
+        )
+
     def _build_routes(self) -> list[tuple[str, re.Pattern[str], str, Callable[..., Reply]]]:
         prefix = re.escape(f"/repos/{self.repository}")
         return [
-            (method, re.compile(f"^{prefix}{regex}$"), "/repos/{owner}/{repo}" + template, handler)
-            for method, regex, template, handler in routes.ROUTES
+            *(
+                (method, re.compile(f"^{regex}$"), template, handler)
+                for method, regex, template, handler in routes.ABSOLUTE_ROUTES
+            ),
+            *(
+                (method, re.compile(f"^{prefix}{regex}$"), "/repos/{owner}/{repo}" + template, handler)
+                for method, regex, template, handler in routes.ROUTES
+            ),
         ]
 
     def _take_failure(self, method: str, path: str) -> Failure | None:
@@ -412,7 +437,7 @@ class FakeGitHub:
             failure = self._take_failure(request.method, request.path)
             if failure is not None and not failure.apply_first:
                 return template, (failure.status, failure.body, dict(failure.headers))
-            if self.read_only and request.method != "GET":
+            if self.read_only and request.method != "GET" and template != "graphql":  # a query reads
                 failure = Failure.read_only()
                 return template, (failure.status, failure.body, {})
             with self._lock:

@@ -51,6 +51,33 @@ def bot(site: Site) -> dict[str, Any]:
     return user(site, BOT_LOGIN, BOT_ID, "Bot")
 
 
+def private_user(site: Site, login: str, uid: int) -> dict[str, Any]:
+    """A ``private-user``: what ``GET /user`` answers for a personal access token."""
+    return {
+        **user(site, login, uid),
+        "user_view_type": "private",
+        "name": None,
+        "company": None,
+        "blog": "",
+        "location": None,
+        "email": None,
+        "hireable": None,
+        "bio": None,
+        "public_repos": 3,
+        "public_gists": 0,
+        "followers": 1,
+        "following": 1,
+        "created_at": "2020-01-01T00:00:00Z",
+        "updated_at": "2026-01-01T00:00:00Z",
+        "private_gists": 0,
+        "total_private_repos": 0,
+        "owned_private_repos": 0,
+        "disk_usage": 10,
+        "collaborators": 0,
+        "two_factor_authentication": True,
+    }
+
+
 _REPO_URL_TEMPLATES = {
     "archive_url": "/{archive_format}{/ref}",
     "assignees_url": "/assignees{/user}",

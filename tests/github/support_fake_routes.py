@@ -123,7 +123,7 @@ def create_comment(fake: FakeGitHub, params: dict[str, str], request: Recorded) 
         return _bad_body("IssueComment", "body", "body is missing")
     if len(body["body"]) > COMMENT_LIMIT:
         return _bad_body("IssueComment", "body", f"Body is too long (maximum is {COMMENT_LIMIT} characters)")
-    comment = fake._create_comment(number, body["body"], obj.bot(fake.site))
+    comment = fake._create_comment(number, body["body"], fake.viewer())
     return 201, comment, {"Location": comment["url"]}
 
 
@@ -216,6 +216,39 @@ def list_pulls(fake: FakeGitHub, params: dict[str, str], request: Recorded) -> R
 
 
 # (method, path regex after /repos/{owner}/{repo}, OpenAPI path template suffix, handler)
+# -- the token's own account -------------------------------------------------------------------
+
+
+def get_authenticated_user(fake: FakeGitHub, params: dict[str, str], request: Recorded) -> Reply:
+    if fake.token_kind == "personal":
+        return 200, obj.private_user(fake.site, fake.viewer()["login"], fake.viewer()["id"]), {}
+    # Installation tokens (GITHUB_TOKEN, GitHub Apps) are refused, as GitHub does.
+    return 403, obj.basic_error("Resource not accessible by integration", 403), {}
+
+
+def graphql(fake: FakeGitHub, params: dict[str, str], request: Recorded) -> Reply:
+    """Only the `viewer` query gpuemu-ci sends; GraphQL answers 200 with `errors` for anything else."""
+    body = _json_body(request) or {}
+    query = body.get("query")
+    if not fake.graphql_enabled:
+        return 404, obj.basic_error("Not Found", 404), {}
+    if not isinstance(query, str) or "viewer" not in query:
+        return 200, {"errors": [{"message": "Field is not supported by the fake"}]}, {}
+    viewer = fake.viewer()
+    login = viewer["login"]
+    return (
+        200,
+        {"data": {"viewer": {"__typename": viewer["type"], "login": login, "databaseId": viewer["id"]}}},
+        {},
+    )
+
+
+# Paths outside /repos/{owner}/{repo}: (method, absolute regex, template, handler)
+ABSOLUTE_ROUTES: list[tuple[str, str, str, Callable[..., Reply]]] = [
+    ("GET", r"/user", "/user", get_authenticated_user),
+    ("POST", r"/graphql", "graphql", graphql),
+]
+
 ROUTES: list[tuple[str, str, str, Callable[..., Reply]]] = [
     ("GET", r"/actions/artifacts", "/actions/artifacts", list_artifacts),
     (

@@ -36,7 +36,7 @@ def test_first_run_creates_second_run_updates_in_place(fake_github: FakeGitHub, 
     assert second.action is CommentAction.UPDATED
     assert second.comment_id == first.comment_id
     assert bodies(fake_github, pr) == ["LGTM", f"{comment_marker('pr/gate')}\n## gpuemu-ci: 1 op failed"]
-    assert len(fake_github.api_calls("POST")) == 1
+    assert len(fake_github.api_calls("POST", r"/comments$")) == 1
 
 
 def test_each_job_key_has_its_own_comment(fake_github: FakeGitHub, client: GitHubClient) -> None:
@@ -106,7 +106,7 @@ def test_create_that_failed_with_a_500_is_retried(fake_github: FakeGitHub, clien
     outcome = upsert_comment(client, fake_github.repository, pr, "results", "gate")
     assert outcome.action is CommentAction.CREATED
     assert len(fake_github.comments(pr)) == 1
-    assert len(fake_github.api_calls("POST")) == 2
+    assert len(fake_github.api_calls("POST", r"/comments$")) == 2
 
 
 def test_rate_limits_are_waited_out(
@@ -144,14 +144,59 @@ def test_a_users_comment_quoting_the_marker_is_not_taken_over(
     assert {c["id"]: c["body"] for c in fake_github.comments(pr)}[theirs] == compose_body("forged", "gate")
 
 
-def test_author_login_restricts_matching(fake_github: FakeGitHub, client: GitHubClient) -> None:
+def test_a_marker_posted_first_by_someone_else_neither_blocks_nor_is_edited(
+    fake_github: FakeGitHub, client: GitHubClient
+) -> None:
+    """A user (or another bot) posts the marker before the first run: the Action posts its own comment, and on
+    the next run edits its own, never theirs (issue #14, item 3)."""
     pr = fake_github.add_pull()
-    fake_github.add_comment(pr, compose_body("someone's", "gate"), login="someone")
-    outcome = upsert_comment(
-        client, fake_github.repository, pr, "ours", "gate", author_login="github-actions[bot]"
-    )
-    assert outcome.action is CommentAction.CREATED
+    forged = compose_body("all green, merge away", "gate")
+    human = fake_github.add_comment(pr, forged, login="mallory")
+    other_bot = fake_github.add_comment(pr, forged, login="renovate[bot]", kind="Bot")
+    first = upsert_comment(client, fake_github.repository, pr, "ours", "gate")
+    second = upsert_comment(client, fake_github.repository, pr, "ours again", "gate")
+    assert first.action is CommentAction.CREATED and second.action is CommentAction.UPDATED
+    assert first.comment_id == second.comment_id not in (human, other_bot)
+    by_id = {c["id"]: c["body"] for c in fake_github.comments(pr)}
+    assert by_id[human] == forged and by_id[other_bot] == forged
+    assert by_id[second.comment_id] == compose_body("ours again", "gate")
+
+
+def test_the_identity_of_a_personal_token_comes_from_get_user(
+    fake_github: FakeGitHub, client: GitHubClient
+) -> None:
+    fake_github.token_kind, fake_github.viewer_login = "personal", "release-robot"
+    pr = fake_github.add_pull()
+    # The workflow's bot wrote a marker earlier (another token): not this token's comment.
+    fake_github.add_comment(pr, compose_body("old", "gate"), login="github-actions[bot]", kind="Bot")
+    created = upsert_comment(client, fake_github.repository, pr, "v1", "gate")
+    updated = upsert_comment(client, fake_github.repository, pr, "v2", "gate")
+    assert created.action is CommentAction.CREATED and updated.comment_id == created.comment_id
+    assert fake_github.api_calls("GET", "^/user$") and not fake_github.api_calls("POST", "^/graphql$")
     assert len(fake_github.comments(pr)) == 2
+
+
+def test_without_graphql_an_installation_token_is_the_workflows_bot(
+    fake_github: FakeGitHub, client: GitHubClient
+) -> None:
+    fake_github.graphql_enabled = False
+    pr = fake_github.add_pull()
+    ours = fake_github.add_comment(pr, compose_body("old", "gate"), login="github-actions[bot]", kind="Bot")
+    fake_github.add_comment(pr, compose_body("forged", "gate"), login="github-actions")  # a user, not the bot
+    outcome = upsert_comment(client, fake_github.repository, pr, "new", "gate")
+    assert outcome.action is CommentAction.UPDATED and outcome.comment_id == ours
+
+
+def test_a_token_whose_account_cannot_be_found_posts_nothing(
+    fake_github: FakeGitHub, sleeps: SleepRecorder
+) -> None:
+    fake_github.graphql_enabled = False
+    with GitHubClient(fake_github.token, fake_github.api_url, sleep=sleeps, jitter=lambda: 0.0) as client:
+        client.installation_token = False  # e.g. a fine-grained personal token refused GET /user
+        pr = fake_github.add_pull()
+        outcome = upsert_comment(client, fake_github.repository, pr, "new", "gate")
+    assert outcome.action is CommentAction.FAILED and "which account" in (outcome.warning or "")
+    assert fake_github.comments(pr) == []
 
 
 def test_markers_inside_the_body_are_defused() -> None:

@@ -42,6 +42,7 @@ def test_the_fake_serves_exactly_the_extracted_operations() -> None:
     served = {
         ("/repos/{owner}/{repo}" + template, method.lower()) for method, _, template, _ in fake_routes.ROUTES
     }
+    served |= {(t, m.lower()) for m, _, t, _ in fake_routes.ABSOLUTE_ROUTES if t != "graphql"}  # REST only
     assert served == set(extract.OPERATIONS)
 
 

@@ -296,11 +296,12 @@ def test_compiler_timeout_is_a_toolchain_error_not_a_crash(no_sass_toolchain) ->
     assert result.error is not None and "did not finish within the time limit" in result.error.message
 
 
-def test_missing_nvcc_is_an_infrastructure_error(tmp_path: Path) -> None:
-    toolchain = discover_toolchain({"PATH": str(tmp_path)})
-    if toolchain.nvcc is not None:
-        pytest.skip("nvcc is installed as a Python package here")
-    with pytest.raises(InfraError, match="nvcc was not found") as info:
+def test_missing_nvcc_and_nvrtc_is_an_infrastructure_error(tmp_path: Path) -> None:
+    found = discover_toolchain({"PATH": str(tmp_path)})
+    toolchain = dataclasses.replace(
+        found, nvcc=None, nvrtc=None
+    )  # whatever Python packages are installed here
+    with pytest.raises(InfraError, match="neither nvcc nor NVRTC was found") as info:
         lint_kernels([spec("gelu", SRC / "gelu.cu")], toolchain=toolchain)
     assert info.value.exit_code == ExitCode.INFRASTRUCTURE
 

@@ -118,4 +118,6 @@ def test_typical_sizes_this_machine_cannot_hold_are_skipped_and_said_never_passe
     assert skipped and all("typical sizes" in reason and "usable here" in reason for reason in skipped)
     assert "typical" not in row["coverage"]["size_classes"]  # none of the 64 TiB cases counted as run
     typical_slots = sum(1 for _, size, _ in SLOT_TABLE[:QUICK_SLOTS] if size is SizeClass.TYPICAL)
-    assert op["cases_total"] == QUICK_SLOTS - typical_slots and op["status"] == "passed"
+    assert op["cases_total"] == QUICK_SLOTS and op["cases_skipped"] == row["cases_skipped"] == typical_slots
+    assert op["cases_passed"] == QUICK_SLOTS - typical_slots and op["status"] == "passed"
+    assert row["skip_reason"] == "too large for this machine's memory"

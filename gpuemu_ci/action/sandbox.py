@@ -1,0 +1,253 @@
+"""Where the Action runs code under test (the setup step, the gate with its workers and hooks): in child
+processes that cannot read the secrets the Action holds, and that do not outlive the step.
+
+The Action's own process (holding the token, in memory only: `secrets`) makes itself non-dumpable, so that
+its `/proc/<pid>/{environ,mem,fd}` are readable only with CAP_SYS_PTRACE, and becomes the reaper of its
+orphaned descendants. Children are started unprivileged:
+
+- when the Action runs as root (a Docker action always does) and the workspace belongs to another user (the
+  runner's, on GitHub's runners), as that user: files they write belong to the workspace's owner;
+- when the workspace belongs to root, as root *without capabilities* (empty bounding set, SECBIT_NOROOT):
+  root's files stay writable, but nothing can read another process's memory or environment;
+- otherwise (the Action itself unprivileged) as the same user, which the non-dumpable parent already shuts out.
+
+Every child also gets `no_new_privs`, so no setuid or file-capability binary gives a privilege back. After a
+child is done, `reap_leftovers` kills whatever it left running (daemons, `Popen`s, double forks), so nothing
+started by code under test is alive when the Action publishes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import IO, Any
+
+PR_SET_DUMPABLE = 4
+PR_CAPBSET_DROP = 24
+PR_SET_SECUREBITS = 28
+PR_SET_CHILD_SUBREAPER = 36
+PR_SET_NO_NEW_PRIVS = 38
+# SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP | ..._LOCKED: uid 0 gains no capabilities on
+# execve, and the bits cannot be cleared again (capabilities(7)).
+SECUREBITS_NO_ROOT = 0x0F
+CAP_SETPCAP = 8
+CAP_SETUID = 7
+CAP_SETGID = 6
+NOBODY = 65534
+
+
+class ChildMode(StrEnum):
+    """How code under test is confined (see the module docstring)."""
+
+    OTHER_USER = "other user"
+    ROOT_WITHOUT_CAPABILITIES = "root without capabilities"
+    SAME_USER = "same user"
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """Who children run as."""
+
+    mode: ChildMode
+    uid: int
+    gid: int
+
+    def describe(self) -> str:
+        if self.mode is ChildMode.OTHER_USER:
+            return f"uid {self.uid}, gid {self.gid}, without privileges"
+        if self.mode is ChildMode.ROOT_WITHOUT_CAPABILITIES:
+            return "uid 0 without any capability"
+        return f"uid {self.uid} (this process's own), without privileges"
+
+    def owns(self, path: Path) -> None:
+        """Give `path` (a directory the children write) to the children's user, when that is another one."""
+        if self.mode is ChildMode.OTHER_USER and os.geteuid() == 0:
+            with contextlib.suppress(OSError):
+                os.chown(path, self.uid, self.gid)
+
+
+def _libc() -> Any:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _prctl(option: int, value: int) -> None:
+    if _libc().prctl(option, ctypes.c_ulong(value), 0, 0, 0) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"prctl({option}): {os.strerror(error)}")
+
+
+def _effective_capabilities() -> int:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("CapEff:"):
+                return int(line.split()[1], 16)
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _last_capability() -> int:
+    try:
+        return int(Path("/proc/sys/kernel/cap_last_cap").read_text())
+    except (OSError, ValueError):
+        return 40
+
+
+def harden_self() -> None:
+    """Make this process's memory and environment unreadable to its children, and adopt their orphans."""
+    if not sys.platform.startswith("linux"):
+        return
+    _prctl(PR_SET_DUMPABLE, 0)
+    with contextlib.suppress(OSError):  # PID 1 in a container already reaps everything
+        _prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+def confinement_for(workspace: Path, python: str = sys.executable) -> Confinement:
+    """Who the children of an Action whose workspace is `workspace` run as. The workspace's owner only when
+    that user can run `python` at all (an interpreter under a private home directory cannot be)."""
+    caps = _effective_capabilities()
+    if os.geteuid() == 0 and caps & (1 << CAP_SETUID) and caps & (1 << CAP_SETGID):
+        owner = workspace.stat()
+        if owner.st_uid != 0 and _can_execute(Path(python), owner.st_uid, owner.st_gid):
+            return Confinement(ChildMode.OTHER_USER, owner.st_uid, owner.st_gid)
+    if os.geteuid() == 0 and caps & (1 << CAP_SETPCAP):
+        return Confinement(ChildMode.ROOT_WITHOUT_CAPABILITIES, 0, os.getegid())
+    return Confinement(ChildMode.SAME_USER, os.geteuid(), os.getegid())
+
+
+def _can_execute(path: Path, uid: int, gid: int) -> bool:
+    """Whether user `uid` (group `gid`) may run `path`: search permission on every directory above it and
+    execute permission on the file, from the mode bits."""
+    try:
+        target = path.resolve(strict=True)
+    except OSError:
+        return False
+
+    def allowed(info: os.stat_result) -> bool:
+        if info.st_uid == uid:
+            return bool(info.st_mode & stat.S_IXUSR)
+        if info.st_gid == gid:
+            return bool(info.st_mode & stat.S_IXGRP)
+        return bool(info.st_mode & stat.S_IXOTH)
+
+    try:
+        return all(allowed(p.stat()) for p in (target, *target.parents))
+    except OSError:
+        return False
+
+
+def _drop_root_privileges() -> None:  # runs in the child between fork and exec
+    _prctl(PR_SET_SECUREBITS, SECUREBITS_NO_ROOT)
+    for cap in range(_last_capability() + 1):
+        with contextlib.suppress(OSError):
+            _prctl(PR_CAPBSET_DROP, cap)
+    _prctl(PR_SET_NO_NEW_PRIVS, 1)
+
+
+def _no_new_privileges() -> None:  # runs in the child between fork and exec
+    _prctl(PR_SET_NO_NEW_PRIVS, 1)
+
+
+def spawn(
+    command: Sequence[str],
+    confinement: Confinement,
+    *,
+    env: Mapping[str, str],
+    cwd: Path,
+    stdout: IO[Any] | int | None = None,
+    stderr: IO[Any] | int | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start `command` confined, in a session of its own, with no stdin."""
+    linux = sys.platform.startswith("linux")
+    kwargs: dict[str, Any] = {}
+    preexec: Callable[[], None] | None = None
+    if confinement.mode is ChildMode.OTHER_USER:
+        kwargs.update(user=confinement.uid, group=confinement.gid, extra_groups=[])
+        preexec = _no_new_privileges if linux else None
+    elif confinement.mode is ChildMode.ROOT_WITHOUT_CAPABILITIES:
+        kwargs.update(extra_groups=[])
+        preexec = _drop_root_privileges if linux else None
+    elif linux:
+        preexec = _no_new_privileges
+    return subprocess.Popen(
+        list(command),
+        env=dict(env),
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=stderr,
+        start_new_session=True,
+        preexec_fn=preexec,  # the Action's process is single-threaded when it spawns
+        **kwargs,
+    )
+
+
+def forward_signals(child: subprocess.Popen[bytes]) -> Callable[[], None]:
+    """Pass SIGTERM and SIGINT on to `child` (the runner stops a step with SIGTERM; as PID 1 this process would
+    otherwise ignore it); returns a function that restores the previous handlers."""
+
+    def forward(signum: int, _frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(child.pid, signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+    def restore() -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+    return restore
+
+
+def _children_of(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after the last ")".
+        fields = stat.rsplit(")", 1)[-1].split()
+        if len(fields) > 1 and fields[1] == str(pid):
+            found.append(int(entry.name))
+    return found
+
+
+def reap_leftovers(*, timeout_s: float = 10.0) -> int:
+    """Kill every remaining descendant of this process (orphans come back to it as their reaper) and reap it.
+    Returns how many were killed."""
+    if not Path("/proc/self/stat").exists():
+        return 0
+    me = os.getpid()
+    killed: set[int] = set()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        children = _children_of(me)
+        if not children:
+            break
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+        _reap_zombies()
+        time.sleep(0.01)  # let the kernel reparent the orphans of the processes just killed
+    _reap_zombies()
+    return len(killed)
+
+
+def _reap_zombies() -> None:
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass

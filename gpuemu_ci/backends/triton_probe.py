@@ -1,0 +1,109 @@
+"""What a case did inside Triton's CPU interpreter (TRITON_INTERPRET=1): whether it launched a kernel there, and
+which low-precision float types the interpreter handled while it did.
+
+The interpreter keeps bfloat16 and the fp8 types as raw integer bit patterns and computes on those: `tl.dot`
+multiplies the bits (results around 1e10), `+`, `*`, comparisons and `tl.sum` are integer arithmetic on them,
+an fp32 -> bf16 store truncates instead of rounding to nearest, and bf16 subnormals become zero (measured with
+real kernels: bench/triton_interpreter_faults.py; upstream calls bf16 unsupported in the interpreter). A case
+that touched any of these types is therefore not judged by the op runner: its numbers are the interpreter's
+fault, not the kernel's. Every tensor the interpreter makes (loads, casts, constants, pointers) passes through
+`TensorHandle`, so watching it catches an fp32 kernel's internal bf16 round trip too.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+from typing import Any
+
+# Triton's names of the types the interpreter stores as bit patterns, and ours.
+FAULTY_TYPES = {
+    "bf16": "bfloat16",
+    "fp8e5": "float8_e5m2",
+    "fp8e5b16": "float8_e5m2fnuz",
+    "fp8e4nv": "float8_e4m3fn",
+    "fp8e4b8": "float8_e4m3fnuz",
+    "fp8e4b15": "float8_e4m3b11fnuz",
+}
+INTERPRETER = "triton-interpreter"
+
+_state: dict[str, Any] = {"launches": 0, "types": set()}
+
+
+def install() -> None:
+    """Count interpreted launches and record faulty types, once Triton's interpreter module is imported."""
+    module = sys.modules.get("triton.runtime.interpreter")
+    if module is None or getattr(module, "_gpuemu_probed", False):
+        return
+    function = getattr(module, "InterpretedFunction", None)
+    handle = getattr(module, "TensorHandle", None)
+    run = getattr(function, "run", None)
+    if function is None or run is None:
+        return
+
+    def counted_run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _state["launches"] += 1
+        return run(self, *args, **kwargs)
+
+    function.run = counted_run
+    post_init = getattr(handle, "__post_init__", None)
+    if handle is not None and post_init is not None:
+
+        def watched(self: Any) -> None:
+            post_init(self)
+            dtype = self.dtype
+            while hasattr(dtype, "element_ty"):  # pointers and blocks: their element type
+                dtype = dtype.element_ty
+            name = getattr(dtype, "name", None)
+            if name in FAULTY_TYPES:
+                _state["types"].add(FAULTY_TYPES[name])
+
+        handle.__post_init__ = watched
+    setattr(module, "_gpuemu_probed", True)  # noqa: B010  # a marker on a third-party module
+
+
+class _InstallOnImport(importlib.abc.MetaPathFinder):
+    """Installs the probe the moment user code imports Triton's interpreter, so that the first case is watched
+    like every other."""
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if name != "triton.runtime.interpreter":
+            return None
+        sys.meta_path.remove(self)
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            sys.meta_path.insert(0, self)
+        if spec is None or spec.loader is None:
+            return spec
+        original = spec.loader.exec_module
+
+        def exec_module(module: Any) -> None:
+            original(module)
+            install()
+
+        setattr(spec.loader, "exec_module", exec_module)  # noqa: B010  # this spec's own loader instance
+        return spec
+
+
+def watch_imports() -> None:
+    """Call once at worker start: the probe goes in when (and only if) user code imports Triton."""
+    if not any(isinstance(f, _InstallOnImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _InstallOnImport())
+    install()
+
+
+def mark() -> int:
+    """Start of a case: forget the types seen so far; returns the launch count (pass it to `since`)."""
+    install()
+    _state["types"] = set()
+    return int(_state["launches"])
+
+
+def since(launches_before: int) -> tuple[str | None, tuple[str, ...]]:
+    """(INTERPRETER or None, the faulty types the interpreter handled) during the case started at `mark()`."""
+    install()
+    launched = _state["launches"] > launches_before
+    return (INTERPRETER if launched else None), (tuple(sorted(_state["types"])) if launched else ())

@@ -1,0 +1,239 @@
+"""The user's stack inside the container (issue #15, item 1): the `requirements` and `setup` inputs install what
+the ops need before the gate runs, through the Action's entrypoint as the runner runs it, against the loopback
+GitHub API. One workflow each, as the README's examples: a torch op, a Triton kernel, and an op importing a
+local package that has a dependency of its own. The installed environment is reused by the next run (what
+`actions/cache` on cache_dir keeps between jobs).
+
+The stacks come from what this machine has (torch and Triton installed, the packages local): pip resolves
+them without a network, as a cached run would.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.action.support_runner import Step, pull_request_event, run_step, runner_env
+from tests.github.support_fake_api import FakeGitHub
+
+HEAD, BASE, MERGE = "1a" * 20, "2b" * 20, "3c" * 20
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeGitHub]:
+    with FakeGitHub() as server:
+        yield server
+    server.check_responses_against_openapi()
+
+
+def write(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return root
+
+
+def gate(fake: FakeGitHub, workspace: Path, inputs: dict[str, str]) -> Step:
+    pr = fake.add_pull(head_sha=HEAD, base_sha=BASE)
+    event = pull_request_event(fake, pr, head_sha=HEAD, base_sha=BASE)
+    env = runner_env(fake, workspace, "pull_request", event, sha=MERGE, ref=f"refs/pull/{pr}/merge",
+                     inputs={"mode": "gate", "baseline": "none", **inputs})  # fmt: skip
+    return run_step(env)
+
+
+def passed(step: Step) -> dict:
+    assert step.returncode == 0, step.describe()
+    assert step.outputs["verdict"] == "passed"
+    document: dict = json.loads((step.workspace / step.outputs["results_path"]).read_text())
+    return document
+
+
+CONFIG_HEAD = """
+[project]
+name = "stack"
+
+[validation]
+dtypes = ["float32"]
+seed = 5
+
+[ci]
+quick_dtypes = ["float32", "bfloat16"]
+quick_iterations = 3
+"""
+
+
+@pytest.mark.slow
+def test_a_torch_op_with_requirements(fake: FakeGitHub, tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    workspace = write(tmp_path / "ws", {
+        "requirements.txt": "torch\n",
+        "gpuemu.toml": CONFIG_HEAD + """
+            [[ops]]
+            name = "gelu"
+            op = "ops:gelu"
+            reference = "refs:gelu"
+            family = "elementwise"
+            framework = "torch"
+            transcendental_ulps = 8
+            [ops.dims]
+            N = [64, 100]
+            [ops.inputs]
+            x = ["N"]
+            """,
+        "ops.py": """
+            import torch
+            def gelu(x):
+                assert isinstance(x, torch.Tensor)
+                return torch.nn.functional.gelu(x.float()).to(x.dtype)
+            """,
+        "refs.py": """
+            import math
+            import numpy as np
+            def gelu(x):
+                return 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
+            """,
+    })  # fmt: skip
+    step = gate(fake, workspace, {"requirements": "requirements.txt"})
+    document = passed(step)
+    assert document["ops"][0]["framework"] == "torch"
+    assert "gpuemu-ci setup: pip install -r requirements.txt" in step.stdout
+    assert (workspace / ".gpuemu-cache" / "venv" / "pyvenv.cfg").is_file()
+
+
+@pytest.mark.slow
+def test_a_triton_kernel_with_setup(fake: FakeGitHub, tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    workspace = write(tmp_path / "ws", {
+        "gpuemu.toml": CONFIG_HEAD.replace('dtypes = ["float32"]', 'dtypes = ["float32", "bfloat16"]') + """
+            [[ops]]
+            name = "scale"
+            op = "kernels:scale"
+            reference = "kernels:scale_ref"
+            family = "elementwise"
+            framework = "torch"
+            layouts = ["contiguous"]
+            [ops.dims]
+            N = [64, 100]
+            [ops.inputs]
+            x = ["N"]
+            """,
+        "kernels.py": """
+            import torch
+            import triton
+            import triton.language as tl
+
+            @triton.jit
+            def _scale(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+                offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+                mask = offsets < n
+                x = tl.load(x_ptr + offsets, mask=mask).to(tl.float32)
+                tl.store(out_ptr + offsets, (x * 2.0).to(out_ptr.dtype.element_ty), mask=mask)
+
+            def scale(x):
+                out = torch.empty_like(x)
+                _scale[(triton.cdiv(x.numel(), 64),)](x.contiguous(), out, x.numel(), BLOCK=64)
+                return out
+
+            def scale_ref(x):
+                return x * 2.0
+            """,
+    })  # fmt: skip
+    step = gate(fake, workspace, {"setup": "pip install triton torch"})
+    document = passed(step)
+    (op,) = document["ops"]
+    rows = {row["dtype"]: row for row in op["dtypes"]}
+    assert op["interpreter"] == "triton-interpreter" and rows["float32"]["status"] == "passed"
+    assert rows["bfloat16"]["status"] == "skipped"
+    (pr,) = fake.state.pulls
+    (comment,) = fake.comments(pr)
+    assert "Triton interpreter: bfloat16 unsupported" in comment["body"]
+    assert "Ran in Triton's CPU interpreter" in comment["body"]
+
+
+LOCAL_PACKAGE = {
+    "vendor/helperlib/pyproject.toml": """
+        [build-system]
+        requires = ["setuptools"]
+        build-backend = "setuptools.build_meta"
+        [project]
+        name = "helperlib"
+        version = "1.0"
+        """,
+    "vendor/helperlib/src/helperlib/__init__.py": """
+        import numpy as np
+        def doubled(x):
+            return (x.astype(np.float64) * 2).astype(x.dtype)
+        """,
+    "pyproject.toml": """
+        [build-system]
+        requires = ["setuptools"]
+        build-backend = "setuptools.build_meta"
+        [project]
+        name = "mykernels"
+        version = "0.1"
+        dependencies = ["helperlib"]
+        [tool.setuptools.packages.find]
+        where = ["src"]
+        """,
+    "src/mykernels/__init__.py": "",
+    "src/mykernels/ops.py": """
+        import helperlib
+        def scale(x):
+            return helperlib.doubled(x)
+        def scale_ref(x):
+            return x * 2.0
+        """,
+    "gpuemu.toml": CONFIG_HEAD
+    + """
+        [[ops]]
+        name = "scale"
+        op = "mykernels.ops:scale"
+        reference = "mykernels.ops:scale_ref"
+        family = "elementwise"
+        [ops.dims]
+        N = [16, 33]
+        [ops.inputs]
+        x = ["N"]
+        """,
+}
+
+
+@pytest.mark.slow
+def test_a_local_package_with_its_own_dependency_and_a_cached_second_run(
+    fake: FakeGitHub, tmp_path: Path
+) -> None:
+    workspace = write(tmp_path / "ws", LOCAL_PACKAGE)
+    setup = "pip install --no-index --no-build-isolation ./vendor/helperlib -e ."
+    first = gate(fake, workspace, {"setup": setup})
+    passed(first)
+    assert "gpuemu-ci setup: create the virtual environment" in first.stdout
+    venv = workspace / ".gpuemu-cache" / "venv"
+    made = (venv / "pyvenv.cfg").stat().st_mtime_ns
+    second = gate(fake, workspace, {"setup": setup})  # what a restored actions/cache gives the next job
+    passed(second)
+    assert "create the virtual environment" not in second.stdout  # reused as it was
+    assert (venv / "pyvenv.cfg").stat().st_mtime_ns == made
+
+
+def test_a_setup_that_fails_stops_before_the_gate_with_exit_2(fake: FakeGitHub, tmp_path: Path) -> None:
+    workspace = write(tmp_path / "ws", LOCAL_PACKAGE)
+    step = gate(fake, workspace, {"setup": "pip install --no-index no-such-package-anywhere"})
+    assert step.returncode == 2, step.describe()
+    (error,) = step.messages("error")
+    assert "setup step" in error and "exited with status" in error and "the gate did not run" in error
+    assert not (workspace / "gpuemu-out" / "results.json").exists()
+
+
+def test_a_missing_requirements_file_is_exit_2_before_anything_runs(fake: FakeGitHub, tmp_path: Path) -> None:
+    workspace = write(tmp_path / "ws", LOCAL_PACKAGE)
+    step = gate(fake, workspace, {"requirements": "requirements/missing.txt ../outside.txt"})
+    assert step.returncode == 2, step.describe()
+    (error,) = step.messages("error")
+    assert "requirements" in error and "does not exist" in error
+    assert not (workspace / ".gpuemu-cache").exists()
