@@ -14,6 +14,7 @@ from pathlib import Path
 
 from gpuemu_ci.config.model import Config
 from gpuemu_ci.errors import ConfigError, UsageError
+from gpuemu_ci.plan.model import CaseRef
 from gpuemu_ci.results.codec import read_results
 from gpuemu_ci.results.snapshots import read_snapshot
 
@@ -28,6 +29,21 @@ class CorpusCase:
     @property
     def label(self) -> str:
         return f"corpus:{self.path.name}"
+
+
+def planned(config: Config, op: str) -> list[CaseRef]:
+    """The op's pinned cases as the gate runs them, before its fuzzed ones (indices -1, -2, ...: they sort
+    first). The seed is the one the snapshot records; the inputs come from the file."""
+    refs = []
+    for position, case in enumerate(cases(config, op)):
+        try:
+            seed = int(read_snapshot(case.path)[1]["case_seed"])
+        except UsageError as exc:
+            raise ConfigError(
+                f"the regression corpus holds a file that is not a case: {exc}", path=str(config.path)
+            ) from None
+        refs.append(CaseRef(op, -1 - position, seed, snapshot=case.path))
+    return refs
 
 
 def corpus_dir(config: Config) -> Path:

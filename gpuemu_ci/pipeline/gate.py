@@ -12,7 +12,7 @@ from pathlib import Path
 
 import msgspec
 
-from gpuemu_ci import __version__
+from gpuemu_ci import __version__, corpus
 from gpuemu_ci.backends.interface import CallTarget, Pool
 from gpuemu_ci.clock import utc_now
 from gpuemu_ci.config.model import Config, OpSpec
@@ -201,7 +201,8 @@ def _run_ops(
             runnable.append(op)
     if runnable:
         session.start()  # the workers boot while the cases are planned
-    plans = [(op, session.plan(op)) for op in runnable]
+    # The regression corpus first: pinned cases of an op run before its fuzzed ones, in every suite and shard.
+    plans = [(op, corpus.planned(config, op.name) + session.plan(op)) for op in runnable]
     info = None
     if shard is not None:
         digest = plan_digest(config.sha256, settings.seed, GENERATOR_VERSION, settings.suite.value, plans)

@@ -39,6 +39,7 @@ class OpTally:
     errored: int = 0
     skipped: int = 0  # not judged on this machine (too large for its memory, or Triton's interpreter on bf16)
     skip_reasons: set[str] = field(default_factory=set)
+    from_corpus: int = 0
     worst_headroom: float | None = None
     worst_index: int | None = None
     worst_case: str | None = None
@@ -48,6 +49,7 @@ class OpTally:
 
     def add(self, ref: CaseRef, report: CaseReport) -> None:
         self.cases += 1
+        self.from_corpus += ref.snapshot is not None
         if report.outcome == "skipped":
             self.skipped += 1
             self.skip_reasons.add(skip_summary(report))
@@ -94,6 +96,7 @@ class OpTally:
             coverage=self.coverage.result(),
             cases_skipped=self.skipped,
             skip_reason="; ".join(sorted(self.skip_reasons)) or None,
+            cases_from_corpus=self.from_corpus,
         )
 
 
@@ -332,7 +335,11 @@ class SuiteRun:
                     started.add(state.plan.op.name)
                     self.observer.op_started(state.plan.op.name, len(state.plan.cases))
                 spec = CaseSpec(
-                    ref.seed, ref.index, snapshot_wanted=state.collector.wants_snapshot(ref.index)
+                    ref.seed,
+                    ref.index,
+                    snapshot=ref.snapshot,
+                    # a corpus case's inputs are already a file: no copy of them is written
+                    snapshot_wanted=ref.snapshot is None and state.collector.wants_snapshot(ref.index),
                 )
                 future = self.pool.submit(state.plan.task, spec)
                 state.submitted += 1

@@ -39,14 +39,18 @@ def failure_record(config: Config, ref: CaseRef, report: CaseReport) -> Failure:
         exceeded=report.exceeded,
         total=report.total,
         snapshot=report.snapshot,
-        replay=replay_command(config, ref.op, ref.seed),
+        replay=replay_command(config, ref.op, ref.seed, ref.snapshot),
+        origin=ref.origin,
         stderr_tail=report.stderr_tail,
         errored=report.outcome == "errored",
         snapshot_error=report.snapshot_error,
     )
 
 
-def replay_command(config: Config, op_name: str, seed: int) -> str:
+def replay_command(config: Config, op_name: str, seed: int, snapshot: Path | None = None) -> str:
     # Relative to where the command ran (the repository root in Actions), so it is copy-pasteable there.
     config_arg = os.path.relpath(config.path, Path.cwd())
-    return f"gpuemu-ci replay --config {shlex.quote(config_arg)} --op {shlex.quote(op_name)} --seed {seed}"
+    command = f"gpuemu-ci replay --config {shlex.quote(config_arg)} --op {shlex.quote(op_name)}"
+    if snapshot is not None:  # a corpus case: its inputs are the pinned file, not the generator's
+        return f"{command} --snapshot {shlex.quote(os.path.relpath(snapshot, Path.cwd()))}"
+    return f"{command} --seed {seed}"

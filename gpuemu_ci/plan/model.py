@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 
 
 class ValueMode(StrEnum):
@@ -60,9 +61,19 @@ class CaseRef:
     """One planned case of one op."""
 
     op: str
-    index: int  # iteration n: case_seed = derive_seed(master, f"iter_{n}")
+    index: int  # iteration n: case_seed = derive_seed(master, f"iter_{n}"); negative for a corpus case
     seed: int
+    snapshot: Path | None = None  # a pinned regression case (corpus): its inputs come from this file
 
     @property
     def case_id(self) -> str:
-        return f"{self.op}/{self.index}"
+        return (
+            f"{self.op}/corpus:{self.snapshot.name}"
+            if self.snapshot is not None
+            else f"{self.op}/{self.index}"
+        )
+
+    @property
+    def origin(self) -> str | None:
+        """Where a case comes from when it is not fuzzed: "corpus:<file>"."""
+        return f"corpus:{self.snapshot.name}" if self.snapshot is not None else None

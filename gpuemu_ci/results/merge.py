@@ -210,4 +210,5 @@ def _merge_dtype(rows: list[DtypeResult]) -> DtypeResult:
         else None,
         cases_skipped=skipped,
         skip_reason=_reasons(rows),
+        cases_from_corpus=sum(r.cases_from_corpus for r in rows),
     )

@@ -99,6 +99,7 @@ class Failure(Record, frozen=True):
     stderr_tail: str | None = None
     errored: bool = False  # True: the case could not be judged (reference failed), not a wrong answer
     snapshot_error: str | None = None  # why its input snapshot could not be written (the seed still replays)
+    origin: str | None = None  # "corpus:<file>" for a pinned regression case; None for a fuzzed one
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -145,6 +146,7 @@ class DtypeResult(Record, frozen=True):
     coverage: Coverage | None = None
     cases_skipped: Count = 0
     skip_reason: str | None = None  # e.g. "Triton interpreter: bfloat16 unsupported"
+    cases_from_corpus: Count = 0  # pinned regression cases among cases_total (gpuemu-ci corpus add)
 
     @property
     def cases_judged(self) -> int:

@@ -5,6 +5,7 @@ gate until the bug is fixed; the checker never gets in the caller's way."""
 from __future__ import annotations
 
 import importlib
+import json
 import sys
 import threading
 from pathlib import Path
@@ -106,6 +107,34 @@ def test_a_capture_replays_and_pinned_in_the_corpus_is_part_of_the_regression_co
     assert listed.stdout.startswith("rmsnorm\t") and capture.name in listed.stdout
     again = cli("corpus", "add", "--config", config, capture, cwd=tmp_path)
     assert "0 case(s) added" in again.stderr  # pinned once
+
+    # Every gate run now replays the pinned case before fuzzing: it fails, listed first, named by its origin,
+    # with a replay command for the file (the fuzzer's adversarial rows may find the clamp too: fuzzed cases).
+    gate = cli("run", "--config", config, "--out", tmp_path / "gate", "--no-lint", cwd=tmp_path)
+    assert gate.code == 1, gate.output
+    document = json.loads((tmp_path / "gate" / "results.json").read_text())
+    (op,) = document["ops"]
+    failure, *fuzzed = op["failures"]
+    assert all(f["origin"] is None for f in fuzzed)
+    pinned_file = tmp_path / "gpuemu-corpus" / "rmsnorm" / capture.name
+    assert (
+        failure["origin"] == f"corpus:{capture.name}"
+        and failure["case_id"] == f"rmsnorm/corpus:{capture.name}"
+    )
+    assert failure["replay"].endswith(f"--snapshot gpuemu-corpus/rmsnorm/{capture.name}")
+    assert op["dtypes"][0]["cases_from_corpus"] == 1 and op["cases_failed"] == 1 + len(fuzzed)
+    replay = cli(*failure["replay"].split()[1:], "--out", tmp_path / "again", cwd=tmp_path)
+    assert replay.code == 1 and "REPRODUCED rmsnorm" in replay.stderr, replay.stderr
+    assert pinned_file.exists()
+
+    # Fixed: the same run passes, the pinned case among its cases.
+    (tmp_path / "norms.py").write_text(
+        (tmp_path / "norms.py").read_text().replace("BUGGY = True", "BUGGY = False")
+    )
+    fixed = cli("run", "--config", config, "--out", tmp_path / "fixed", "--no-lint", cwd=tmp_path)
+    assert fixed.code == 0, fixed.output
+    row = json.loads((tmp_path / "fixed" / "results.json").read_text())["ops"][0]["dtypes"][0]
+    assert row["cases_from_corpus"] == 1 and row["cases_failed"] == 0
 
 
 def test_autograd_functions_and_numpy_ops_pass_through_unchanged(norms, tmp_path: Path) -> None:
