@@ -55,6 +55,13 @@ def comparator_for(op: OpSpec, dtype: str) -> Comparator:
 
 
 def judge(op: OpSpec, case: CaseContext, run: CaseRun, validation: Validation) -> CaseVerdict:
+    """The verdict on one case. Overflow, division by zero and invalid operations on extreme values are part
+    of judging them (non-finite errors and allowances are handled explicitly), never a warning on the terminal."""
+    with np.errstate(all="ignore"):
+        return _judge(op, case, run, validation)
+
+
+def _judge(op: OpSpec, case: CaseContext, run: CaseRun, validation: Validation) -> CaseVerdict:
     if run.op.status is not CallStatus.OK:
         return _call_failed(run.op, "op")
     outputs = run.op.outputs

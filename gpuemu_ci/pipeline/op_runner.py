@@ -40,6 +40,7 @@ class OpTally:
     skipped: int = 0  # not judged on this machine (too large for its memory, or Triton's interpreter on bf16)
     skip_reasons: set[str] = field(default_factory=set)
     from_corpus: int = 0
+    call_us: int = 0  # whole microseconds: a sum that does not depend on the order cases arrive in
     worst_headroom: float | None = None
     worst_index: int | None = None
     worst_case: str | None = None
@@ -50,6 +51,7 @@ class OpTally:
     def add(self, ref: CaseRef, report: CaseReport) -> None:
         self.cases += 1
         self.from_corpus += ref.snapshot is not None
+        self.call_us += round(report.call_s * 1e6)
         if report.outcome == "skipped":
             self.skipped += 1
             self.skip_reasons.add(skip_summary(report))
@@ -97,6 +99,7 @@ class OpTally:
             cases_skipped=self.skipped,
             skip_reason="; ".join(sorted(self.skip_reasons)) or None,
             cases_from_corpus=self.from_corpus,
+            duration_s=self.call_us / 1e6,
         )
 
 

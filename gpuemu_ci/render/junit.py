@@ -27,6 +27,7 @@ class _Suite:
     counts: dict[str, int] = field(
         default_factory=lambda: {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     )
+    seconds: float = 0.0  # the testcases' times added up
 
     def __post_init__(self) -> None:
         self.element = ET.Element("testsuite", name=self.name)
@@ -41,6 +42,7 @@ class _Suite:
         message: str = "",
         body: str = "",
         output: str = "",
+        seconds: float | None = None,
     ) -> None:
         """Add a testcase; ``outcome`` None passes, else "failure", "error" or "skipped". ``output``
         goes to ``<system-out>`` (a check that could not be carried out, on a passing kernel)."""
@@ -50,8 +52,13 @@ class _Suite:
             unique = f"{name}#{n}"
         self.names.add(unique)
         case = ET.SubElement(
-            self.element, "testcase", classname=xml_text(classname), name=xml_text(unique), time="0"
+            self.element,
+            "testcase",
+            classname=xml_text(classname),
+            name=xml_text(unique),
+            time=f"{seconds or 0.0:.6f}",
         )
+        self.seconds += seconds or 0.0
         self.counts["tests"] += 1
         if output:
             ET.SubElement(case, "system-out").text = xml_text(output)
@@ -68,6 +75,7 @@ class _Suite:
         """The ``<testsuite>`` element with its counts set."""
         for key, value in self.counts.items():
             self.element.set(key, str(value))
+        self.element.set("time", f"{self.seconds:.6f}")
         return self.element
 
 
@@ -102,7 +110,6 @@ def junit_tree(report: Results) -> ET.Element:
         root.set(key, str(sum(int(s.get(key, "0")) for s in suites)))
     root.set("time", f"{report.summary.duration_s:.3f}")
     for suite in suites:
-        suite.set("time", "0")
         root.append(suite)
     return root
 
@@ -131,11 +138,18 @@ def _op_cases(
         return
     for row in op.dtypes:
         name = f"{op.name}[{row.dtype}]"
+        seconds = row.duration_s  # time inside the op's and the reference's calls for this dtype
         if row.status is OpStatus.FAILED:
             group = failed.get((op.name, row.dtype))
             kind = group.worst.kind if group and group.worst else "failed"
             suite.case(
-                classname, name, "failure", kind=kind, message=_row_message(row, group), body=_details(group)
+                classname,
+                name,
+                "failure",
+                kind=kind,
+                message=_row_message(row, group),
+                body=_details(group),
+                seconds=seconds,
             )
         elif row.status is OpStatus.ERROR:
             group = errored.get((op.name, row.dtype))
@@ -146,14 +160,26 @@ def _op_cases(
                 kind="not-judged",
                 message=_row_message(row, group),
                 body=_details(group),
+                seconds=seconds,
             )
         elif row.status is OpStatus.SKIPPED:
-            suite.case(classname, name, "skipped", message=row.skip_reason or op.skip_reason or "skipped")
+            suite.case(
+                classname,
+                name,
+                "skipped",
+                message=row.skip_reason or op.skip_reason or "skipped",
+                seconds=seconds,
+            )
         elif row.cases_total == 0:
             suite.case(classname, name, "error", kind="not-run", message="no case ran")
         else:
             # Judged and passed; cases that ran but were not judged are said, never counted as a pass.
-            suite.case(classname, name, output=text.skipped_row(op, row) if row.cases_skipped else "")
+            suite.case(
+                classname,
+                name,
+                output=text.skipped_row(op, row) if row.cases_skipped else "",
+                seconds=seconds,
+            )
 
 
 def _row_message(row: DtypeResult, group: FailureGroup | None) -> str:

@@ -211,4 +211,5 @@ def _merge_dtype(rows: list[DtypeResult]) -> DtypeResult:
         cases_skipped=skipped,
         skip_reason=_reasons(rows),
         cases_from_corpus=sum(r.cases_from_corpus for r in rows),
+        duration_s=sum(round((r.duration_s or 0.0) * 1e6) for r in rows) / 1e6,
     )

@@ -147,6 +147,7 @@ class DtypeResult(Record, frozen=True):
     cases_skipped: Count = 0
     skip_reason: str | None = None  # e.g. "Triton interpreter: bfloat16 unsupported"
     cases_from_corpus: Count = 0  # pinned regression cases among cases_total (gpuemu-ci corpus add)
+    duration_s: float | None = None  # seconds inside the op, reference and naive calls of these cases
 
     @property
     def cases_judged(self) -> int:

@@ -103,6 +103,9 @@ def _normalised(path: Path) -> dict[str, Any]:
     for key in TIMING:
         document.pop(key)
     document["summary"].pop("duration_s")
+    for op in document["ops"]:
+        for row in op["dtypes"]:
+            row.pop("duration_s")  # measured: every run's own
     return document
 
 
@@ -188,14 +191,24 @@ def test_merged_results_render_and_sign_like_a_single_run(
 
 
 def _with_times_of(path: Path, other: Path, directory: Path) -> Path:
-    """`path`'s document with the timestamps and duration of `other` (snapshots stay where they are)."""
+    """`path`'s document with the timestamps and durations of `other` (snapshots stay where they are)."""
     import msgspec
 
     from gpuemu_ci.results.codec import write_results
 
     document, times = read_results(path), read_results(other)
+    timed = {(op.name, row.dtype): row.duration_s for op in times.ops for row in op.dtypes}
+    ops = tuple(
+        msgspec.structs.replace(
+            op,
+            dtypes=tuple(
+                msgspec.structs.replace(row, duration_s=timed[(op.name, row.dtype)]) for row in op.dtypes
+            ),
+        )
+        for op in document.ops
+    )
     document = msgspec.structs.replace(
-        document, started_at=times.started_at, finished_at=times.finished_at, summary=times.summary
+        document, started_at=times.started_at, finished_at=times.finished_at, summary=times.summary, ops=ops
     )
     directory.mkdir()
     shutil.copytree(path.parent / "snapshots", directory / "snapshots")

@@ -251,3 +251,20 @@ def test_annotations_of_kernel_lint(kernel_run: tuple[dict[str, Any], Path]) -> 
     assert spill.startswith("::error file=kernels/spill.cu,")
     assert "__global__" in (project / "kernels" / "spill.cu").read_text().splitlines()[line - 1]
     assert any(line.startswith("::error file=kernels/bad.cu,line=2,") for line in lines)
+
+
+def test_junit_times_are_the_time_spent_in_each_op_and_dtype(
+    runs: dict[str, tuple[dict[str, Any], Path]],
+) -> None:
+    """A CI system's slowest-tests view points at the op and dtype that took the time (issue #22, item 7)."""
+    document, _ = runs["mixed"]
+    root = parse_junit(render_junit(report_of(document)))
+    (suite,) = [s for s in root.iter("testsuite") if s.get("name") == "gpuemu-ci.ops"]
+    spent = {
+        f"{op['name']}[{row['dtype']}]": row["duration_s"] for op in document["ops"] for row in op["dtypes"]
+    }
+    times = {case.get("name"): float(case.get("time", "nan")) for case in suite.iter("testcase")}
+    ran = [name for name in spent if spent[name]]
+    assert ran and all(times[name] == pytest.approx(spent[name], abs=1e-6) for name in ran), (times, spent)
+    assert all(times[name] > 0 for name in ran)  # real cases take real time: none is written as 0
+    assert float(suite.get("time", "nan")) == pytest.approx(sum(times.values()), abs=5e-3)
