@@ -33,6 +33,8 @@ def _environment() -> jinja2.Environment:
             "first_line": text.first_line,
             "error_vs_allowed": text.error_vs_allowed,
             "group_title": text.group_title,
+            "group_count": text.group_count,
+            "bytes": text.byte_count,
             "safe_url": escape.safe_url,
         }
     )
@@ -60,6 +62,7 @@ def render_html(report: Results, links: Links | None = None) -> str:
         compile_errors=[k for k in report.kernels if k.error is not None and k.status is KernelStatus.FAILED],
         kernel_problems=[k for k in report.kernels if k.status in (KernelStatus.ERROR, KernelStatus.SKIPPED)],
         passing_kernels=[k for k in report.kernels if k.status is KernelStatus.PASSED],
+        kernel_entries=[(k, e) for k in report.kernels for e in k.entries],
         passes=[(op, row) for op in report.ops for row in op.dtypes if row.status is OpStatus.PASSED],
         not_run=dtypes_not_run(report),
         coverage=coverage_rows(report),

@@ -95,6 +95,11 @@ def error_vs_allowed(failure: Failure) -> str:
 
 def group_title(group: FailureGroup) -> str:
     """``softmax [float32]: 6 of 16 cases failed``"""
+    return f"{group.op.name} [{group.dtype}]: {group_count(group)}"
+
+
+def group_count(group: FailureGroup) -> str:
+    """``6 of 16 cases failed`` (or ``could not be judged``)."""
     row = group.row
     if group.failures and group.failures[0].errored:
         count = row.cases_errored if row else len(group.failures)
@@ -103,7 +108,12 @@ def group_title(group: FailureGroup) -> str:
         count = row.cases_failed if row else len(group.failures)
         verb = "failed"
     total = f" of {number(row.cases_total)}" if row else ""
-    return f"{group.op.name} [{group.dtype}]: {number(count)}{total} cases {verb}"
+    return f"{number(count)}{total} cases {verb}"
+
+
+def byte_count(value: int | None) -> str:
+    """``1,024 B``, or "n/a" when the toolchain did not say."""
+    return "n/a" if value is None else f"{value:,} B"
 
 
 def headline(report: Results) -> str:
