@@ -17,17 +17,15 @@ from gpuemu_ci.action import commands
 from gpuemu_ci.action.inputs import ActionInputs, Mode
 from gpuemu_ci.config.load import load_config
 from gpuemu_ci.config.model import Config
-from gpuemu_ci.diff.baseline import diff_against
 from gpuemu_ci.errors import AlreadyReported, ExitCode, InfraError, UsageError
 from gpuemu_ci.files import atomic_write, check_output_dir
 from gpuemu_ci.github.client import GitHubClient
 from gpuemu_ci.github.context import ActionContext
 from gpuemu_ci.launch import python_env
-from gpuemu_ci.pipeline.gate import GateBaseline, with_diff
+from gpuemu_ci.pipeline.gate import GateBaseline, diffed
 from gpuemu_ci.render.links import Links
 from gpuemu_ci.render.markdown import UnverifiedSource
 from gpuemu_ci.results.codec import RESULTS_NAME, read_results, write_results
-from gpuemu_ci.results.kernels import LintStatus
 from gpuemu_ci.results.model import Results, RunInfo
 
 REPORT_NAME = "report.dsse.json"
@@ -162,13 +160,7 @@ class ActionStep:
                 raise AlreadyReported(code)  # it printed why
             raise InfraError(f"the gate process exited with status {code} but wrote no results.json")
         results = read_results(written, "the results.json the gate wrote")
-        diff = None
-        if baseline is not None:
-            flag = config.policies.fail_on_regression
-            if baseline.fail_on_regression is not None:
-                flag = baseline.fail_on_regression
-            diff = diff_against(baseline.source, results, config.policies, flag)
-        return with_diff(results, diff, lint_unavailable=results.lint.status is LintStatus.UNAVAILABLE)
+        return diffed(results, config, baseline)
 
     def results_path(self) -> Path:
         """The results file named by the `results` input (default: output_dir/results.json)."""

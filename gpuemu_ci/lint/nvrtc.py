@@ -51,7 +51,8 @@ class Nvrtc:
         return int(major), int(minor)
 
 
-def _wheel_roots() -> list[Path]:
+def wheel_roots() -> list[Path]:
+    """`.../site-packages/nvidia` of NVIDIA's CUDA wheels (a namespace package: one per site directory)."""
     try:
         spec = importlib.util.find_spec("nvidia")
     except (ImportError, ValueError):
@@ -64,7 +65,7 @@ def _wheel_roots() -> list[Path]:
 def find_nvrtc(env: Mapping[str, str]) -> Nvrtc | None:
     """NVIDIA's NVRTC wheel (nvidia-cuda-nvrtc), else the CUDA toolkit's under CUDA_HOME; None when neither is
     there or it is older than MIN_VERSION."""
-    for root in _wheel_roots():
+    for root in wheel_roots():
         for sub in _WHEEL_LIB_DIRS:
             found = sorted((root / sub).glob("libnvrtc.so.*"))
             libraries = [p for p in found if ".alt." not in p.name and "builtins" not in p.name]

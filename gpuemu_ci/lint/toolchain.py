@@ -6,7 +6,6 @@ found, then the `nvidia/cu13/bin` directory of NVIDIA's pip wheels (`nvidia-cuda
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shutil
@@ -15,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from gpuemu_ci.lint.model import Toolchain
-from gpuemu_ci.lint.nvrtc import find_nvrtc
+from gpuemu_ci.lint.nvrtc import find_nvrtc, wheel_roots
 from gpuemu_ci.lint.nvrtc import supported_archs as nvrtc_archs
 
 _RELEASE = re.compile(r"release (?P<maj>\d+)\.(?P<min>\d+), V(?P<full>[\d.]+)")
@@ -27,15 +26,8 @@ PREFERRED_DEFAULT_ARCH = "sm_80"  # Ampere: the oldest arch every current datace
 
 def _wheel_bin_dirs() -> list[Path]:
     """`.../site-packages/nvidia/cu13/bin` (and friends) of NVIDIA's CUDA wheels, when installed."""
-    try:
-        spec = importlib.util.find_spec("nvidia")
-    except (ImportError, ValueError):
-        return []
-    if spec is None or spec.submodule_search_locations is None:
-        return []
     dirs: list[Path] = []
-    for root in spec.submodule_search_locations:
-        base = Path(root)
+    for base in wheel_roots():
         for sub in ("cu13", "cu12", "cuda_nvcc", "cuda_cuobjdump", "cuda_nvdisasm"):
             candidate = base / sub / "bin"
             if candidate.is_dir():

@@ -138,13 +138,18 @@ def run_gate(
         notes=tuple(notes),
         shard=shard,
     )
+    return diffed(results, config, baseline)
+
+
+def diffed(results: Results, config: Config, baseline: GateBaseline | None) -> Results:
+    """`results` diffed against `baseline` (when there is one), its verdict and exit code decided."""
     diff = None
     if baseline is not None:
         flag = config.policies.fail_on_regression
         if baseline.fail_on_regression is not None:
             flag = baseline.fail_on_regression
         diff = diff_against(baseline.source, results, config.policies, flag)
-    return with_diff(results, diff, lint_unavailable=lint.status is LintStatus.UNAVAILABLE)
+    return with_diff(results, diff, lint_unavailable=results.lint.status is LintStatus.UNAVAILABLE)
 
 
 def with_diff(results: Results, diff: BaselineDiff | None, *, lint_unavailable: bool = False) -> Results:
