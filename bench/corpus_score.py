@@ -66,6 +66,11 @@ BUG_CLASSES: dict[str, str] = {
     "wrong_operand": "k normalised with q's weight",
     "expert_tail_dropped": "last partial block of experts never scored (E % 8 != 0)",
     "wrong_affine_index": "group-norm affine indexed by group (CPG > 1)",
+    # Backward passes (issue #20: `backward = true`, the gradients judged per input)
+    "grad_acc_assign": "backward: dweight row blocks summed with = (M > 16)",
+    "grad_missing_chain_term": "backward: a chain-rule term dropped",
+    "grad_reduce_wrong_axis": "backward: a row statistic reduced over the rows",
+    "grad_truncating_bf16_store": "backward: dx stored through bf16 by truncation",
 }
 # Classes only the thorough suite's large sizes reach: their entries (and the op's correct kernels) are also run
 # with `--suite thorough`, which must catch the bug; the quick suite must not (it never draws such sizes).

@@ -76,10 +76,7 @@ class _RMSNorm(torch.autograd.Function):
         for start in range(0, xhat.shape[0], ROW_BLOCK):
             block = (gf[start : start + ROW_BLOCK] * xhat[start : start + ROW_BLOCK]).sum(dim=0)
             dw = block if bug == "acc_assign" else dw + block  # acc_assign: the last block only
-        if bug == "truncating_bf16_store":
-            dx_out = _truncate_to_bf16(dx).to(x.dtype)
-        else:
-            dx_out = dx.to(x.dtype)
+        dx_out = _truncate_to_bf16(dx).to(x.dtype) if bug == "truncating_bf16_store" else dx.to(x.dtype)
         return dx_out, dw.to(weight.dtype), None, None
 
 
@@ -128,10 +125,9 @@ class _SoftmaxXent(torch.autograd.Function):
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
         logits, safe, keep, lse = ctx.saved_tensors
         lf = logits.float()
+        probs = torch.exp(lf - lse[:, None])
         if ctx.bug == "reduce_wrong_axis":
             probs = torch.softmax(lf, dim=0)  # normalised over the batch, not the vocabulary
-        else:
-            probs = torch.exp(lf - lse[:, None])
         onehot = torch.zeros_like(probs).scatter_(1, safe[:, None], 1.0)
         scale = keep.float()
         if ctx.bug != "missing_chain_term":
@@ -167,10 +163,9 @@ class _SwiGLU(torch.autograd.Function):
         a, b = ctx.saved_tensors
         af, bf, gf = a.float(), b.float(), grad.float()
         s = torch.sigmoid(af)
+        dsilu = s * (1.0 + af * (1.0 - s))  # d(a s)/da = s + a s (1 - s)
         if ctx.bug == "missing_chain_term":
-            dsilu = s  # d(a s)/da = s + a s (1 - s): the second term is missing
-        else:
-            dsilu = s * (1.0 + af * (1.0 - s))
+            dsilu = s  # the second term is missing
         return (gf * bf * dsilu).to(a.dtype), (gf * af * s).to(b.dtype), None
 
 
