@@ -181,7 +181,14 @@ def reference_vjp(
 
     tensors = {n: torch.from_numpy(a) for n, a in cast.items()}
     leaves = [tensors[n].requires_grad_(True) for n in names]
-    result = reference(tensors, dict(kwargs))
+    try:
+        result = reference(tensors, dict(kwargs))
+    except Exception as exc:  # a NumPy reference handed tensors: say what to do, not just what broke
+        raise BackwardFailed(
+            f"calling the reference on torch tensors raised {type(exc).__name__}: {str(exc)[:300]}; its "
+            "gradients come from torch autograd, so it must compute with torch on the tensors it is given, or "
+            'give `vjp_reference = "pkg.mod:func"`'
+        ) from None
     outputs = result if isinstance(result, tuple | list) else (result,)
     pairs = [
         (o, torch.from_numpy(g))

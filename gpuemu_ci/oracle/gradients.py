@@ -11,9 +11,10 @@ Two rules, and the results say which judged each gradient:
   for a matmul, the sum of |terms| of a column reduction), at least |g_ref|, and for a row-wise family's
   main input at least the row's largest |g_ref|. Like the forward's, it is widened to c x the working-precision
   reference's own error model where a case needs it (oracle/precision.py).
-- `baseline_relative`, where it is not (reductions such as a loss, attention, scan, custom, no family): the error may be at most
-  k = c x 2 times that of the reference's own backward computed in the op's working precision (the same error
-  model the forward's working-precision rule builds), plus the rounding to the gradient's dtype.
+- `baseline_relative`, where it is not (reductions such as a loss, attention, scan, custom, no family): the
+  error may be at most k = c x 2 times that of the reference's own backward computed in the op's working
+  precision (the error model the forward's working-precision rule builds), plus the rounding to the gradient's
+  dtype.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
-ROW_BLOCK = 16  # rows per block of the weight-gradient accumulation (a kernel's grid-stride loop)
+ROW_BLOCK = 64  # rows per block of the weight-gradient accumulation (a kernel's grid-stride loop)
 
 
 def _t(x: Any) -> torch.Tensor:
