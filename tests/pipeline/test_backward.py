@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-OPS = '''
+OPS = """
 import numpy as np
 import torch
 
@@ -107,7 +107,7 @@ def scale_vjp_extra(x, w, target, grad_output, eps=1e-5):
 
 def scale_vjp_ref(x, w, target, grad_output, eps=1e-5):
     return {"x": grad_output * 3.0}
-'''
+"""
 
 
 def config(op: str, reference: str, extra: str = "", family: str = "norm", framework: str = "torch") -> str:
@@ -199,7 +199,9 @@ def test_a_gradient_failure_minimizes_to_a_failure_of_the_same_gradient(run_op, 
     minimized = json.loads(done.stdout)
     assert minimized["output"] == "grad of x" and minimized["kind"] == "mismatch"
     assert "of the grad of x" in done.stderr
-    replay = cli("replay", "--config", tmp_path / "gpuemu.toml", "--snapshot", minimized["snapshot"], cwd=tmp_path)
+    replay = cli(
+        "replay", "--config", tmp_path / "gpuemu.toml", "--snapshot", minimized["snapshot"], cwd=tmp_path
+    )
     assert replay.code == 1 and "grad of x" in replay.stderr
 
 
