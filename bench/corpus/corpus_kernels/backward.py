@@ -147,6 +147,14 @@ def softmax_xent_wrong_axis(logits: torch.Tensor, target: torch.Tensor, ignore_i
     return _SoftmaxXent.apply(logits, target, ignore_index, "reduce_wrong_axis")
 
 
+def softmax_xent_autograd(logits: torch.Tensor, target: torch.Tensor, ignore_index: int = -100) -> Any:
+    """A hard negative: torch's own cross-entropy and its backward, in float32."""
+    loss = torch.nn.functional.cross_entropy(
+        logits.float(), target.long(), ignore_index=ignore_index, reduction="none"
+    )
+    return loss.to(logits.dtype)
+
+
 # ---- SwiGLU -------------------------------------------------------------------------------------------------
 
 
@@ -175,3 +183,8 @@ def swiglu(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 def swiglu_missing_term(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return _SwiGLU.apply(a, b, "missing_chain_term")
+
+
+def swiglu_autograd(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """A hard negative: torch's own silu and product, differentiated by autograd in float32."""
+    return (torch.nn.functional.silu(a.float()) * b.float()).to(a.dtype)

@@ -60,7 +60,9 @@ def _sum_rows(part_ptr, dw_ptr, M, N, ASSIGN: tl.constexpr, ROWS: tl.constexpr, 
 
 class _RMSNorm(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor, eps: float, assign: bool) -> torch.Tensor:
+    def forward(
+        ctx: Any, x: torch.Tensor, weight: torch.Tensor, eps: float, assign: bool, rows: int = ROW_BLOCK
+    ) -> torch.Tensor:
         x2 = x.contiguous()
         w = weight.contiguous()
         M, N = x2.shape
@@ -70,7 +72,7 @@ class _RMSNorm(torch.autograd.Function):
         if M:
             _forward[(M,)](x2, w, y, rstd, N, eps, BLOCK=block)
         ctx.save_for_backward(x2, w, rstd)
-        ctx.assign = assign
+        ctx.assign, ctx.rows = assign, rows
         return y
 
     @staticmethod
@@ -86,9 +88,9 @@ class _RMSNorm(torch.autograd.Function):
             _backward_rows[(M,)](g, x, w, rstd, dx, rows, N, BLOCK=block)
         col_block = 64
         _sum_rows[(triton.cdiv(N, col_block),)](
-            rows, dw, M, N, ASSIGN=ctx.assign, ROWS=ROW_BLOCK, BLOCK=col_block
+            rows, dw, M, N, ASSIGN=ctx.assign, ROWS=ctx.rows, BLOCK=col_block
         )
-        return dx, dw, None, None
+        return dx, dw, None, None, None
 
 
 def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
@@ -97,3 +99,8 @@ def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5) -> torch.T
 
 def rmsnorm_dw_acc_assign(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
     return _RMSNorm.apply(x, weight, eps, True)
+
+
+def rmsnorm_rows_4(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    """A hard negative: dweight summed in blocks of 4 rows (another summation order)."""
+    return _RMSNorm.apply(x, weight, eps, False, 4)
