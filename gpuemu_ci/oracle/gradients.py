@@ -9,7 +9,8 @@ Two rules, and the results say which judged each gradient:
   with n the length the gradient sums over (the output's dims the input lacks; the row for a row-wise
   family's main input) and S the reference's gradient on |inputs| and |upstream gradient| (exact |G||B|^T
   for a matmul, the sum of |terms| of a column reduction), at least |g_ref|, and for a row-wise family's
-  main input at least the row's largest |g_ref|. Like the forward's, it is widened to c x the working-precision
+  main input at least the row's largest |g_ref| (there, as in the forward's norm bound, s(n) + 2 + k_f roundings
+  at that scale). Like the forward's, it is widened to c x the working-precision
   reference's own error model where a case needs it (oracle/precision.py).
 - `baseline_relative`, where it is not (reductions such as a loss, attention, scan, custom, no family): the
   error may be at most k = c x 2 times that of the reference's own backward computed in the op's working
@@ -184,10 +185,14 @@ def structure_bound(
     u_g = dtypes.info(grad_dtype).unit_roundoff
     u_acc = bounds.accumulator_roundoff(op, case.dtype)
     g = float(n) if case.correlated else sqrt(n)
-    term = g * u_acc * scale + op.error_model.transcendental_ulps * u_acc * magnitude
-    # Row-wise backward passes subtract a row statistic: a few more roundings than a plain sum.
+    k_f = op.error_model.transcendental_ulps
+    term = g * u_acc * scale + k_f * u_acc * magnitude
     if op.error_model.family in ROW_WISE:
-        term = term + 2.0 * u_acc * scale
+        # As the forward's norm bound: the row statistic (an rsqrt, an exp) and its subtraction scale every term
+        # of the row, so their roundings count at the row's scale, not at |g_ref| (which cancels toward 0).
+        term = (g + 2.0 + k_f) * u_acc * scale
+    elif op.error_model.family is Family.ELEMENTWISE:
+        term = (1.0 + k_f) * u_acc * scale  # as the forward's elementwise bound, at the terms' scale
     eta = bounds.floor_term(op, grad_dtype) + n * dtypes.info("float32").min_subnormal / 2.0
     return op.error_model.bound_c * (u_g * magnitude + term + eta)
 
