@@ -66,6 +66,11 @@ BUG_CLASSES: dict[str, str] = {
     "wrong_operand": "k normalised with q's weight",
     "expert_tail_dropped": "last partial block of experts never scored (E % 8 != 0)",
     "wrong_affine_index": "group-norm affine indexed by group (CPG > 1)",
+    # Backward passes (issue #20: `backward = true`, the gradients judged per input)
+    "grad_acc_assign": "backward: dweight row blocks summed with = (M > block)",
+    "grad_missing_chain_term": "backward: a chain-rule term dropped",
+    "grad_reduce_wrong_axis": "backward: a row statistic reduced over the rows",
+    "grad_truncating_bf16_store": "backward: dx stored through bf16 by truncation",
 }
 # Classes only the thorough suite's large sizes reach: their entries (and the op's correct kernels) are also run
 # with `--suite thorough`, which must catch the bug; the quick suite must not (it never draws such sizes).
@@ -159,10 +164,18 @@ def describe_op_result(op: dict) -> str:
     if op["status"] != "failed":
         worst = max((d.get("worst_headroom") or 0.0 for d in op.get("dtypes", [])), default=0.0)
         skipped = [r for d in op.get("dtypes", []) for r in (d.get("coverage") or {}).get("skipped", [])]
-        return f"{op['status']}, worst headroom {worst:.3g}" + (
+        grads: dict[str, float] = {}
+        for d in op.get("dtypes", []):
+            for g in d.get("gradients", []):
+                key = f"grad of {g['of']} ({g['rule']})"
+                grads[key] = max(grads.get(key, 0.0), g.get("worst_headroom") or 0.0)
+        gradients = "".join(f", {k} {v:.3g}" for k, v in sorted(grads.items()))
+        return f"{op['status']}, worst headroom {worst:.3g}{gradients}" + (
             f" (not run here: {'; '.join(skipped)})" if skipped else ""
         )
-    kinds = sorted({f["kind"] for f in op.get("failures", [])})
+    kinds = sorted(
+        {f["kind"] + (f" of {f['output']}" if f.get("output") else "") for f in op.get("failures", [])}
+    )
     first = op["failures"][0] if op.get("failures") else None
     where = (
         f"; first: {first['dtype']} {first['distribution']} {first['shapes']} seed {first['case_seed']}"

@@ -14,6 +14,10 @@ in the kernel's own dtype. This module does the same without torch:
 - the verdict: `np.allclose(out, ref, atol=tol, rtol=tol)` (NaN is unequal to NaN, as in torch.allclose); an
   exception or a wrong shape fails the trial.
 
+Entries with `backward = true` get the gradient check the field's kernel tests use at one shape
+(oneshape_gradcheck.py): torch.autograd.gradcheck's comparison of the analytical gradients with the reference's,
+at the same shape and tolerances.
+
 It has no notion of input mutation, determinism, `out=` buffers or rounding bias, exactly like its model.
 """
 
@@ -112,6 +116,10 @@ def run_trial(op: OpSpec, dtype: str, dims: Mapping[str, int], rng: np.random.Ge
     table_seed = int(rng.integers(2**31))
     inputs = {spec.name: make_input(spec, dims, dtype, rng, table_seed) for spec in op.shapes.inputs}
     kwargs = benchmark_kwargs(op, dims)
+    if op.backward is not None:
+        from oneshape_gradcheck import run_backward_trial  # torch is needed for backward entries only
+
+        return run_backward_trial(op, dtype, inputs, kwargs, rng)
     out_dtype = dtypes.info(op.output_dtype or dtype).numpy
     with np.errstate(all="ignore"):
         reference = np.asarray(load_callable(op.targets.reference)(**_reference_inputs(inputs), **kwargs))

@@ -28,9 +28,11 @@ from gpuemu_ci.backends.frameworks import BadOutput, Bridge, get_bridge, to_nump
 from gpuemu_ci.backends.interface import (
     CallResult,
     CallStatus,
+    CallTarget,
     CaseReport,
     CaseRun,
     CaseSpec,
+    GradientFigure,
     OpTask,
     TargetKind,
 )
@@ -214,6 +216,11 @@ def run_op_side(
     except CaseSkipped as exc:  # the judge side says so in its report
         return OpSide(CallResult(CallStatus.RAISED, message=f"not run: {exc.reason}"))
     bridge = get_bridge(task.op_target.framework)
+    if op.backward is not None:
+        try:
+            invoke = _forward_and_backward(task, case, invoke, bridge)
+        except LoadError as exc:
+            return OpSide(CallResult(CallStatus.IMPORT_ERROR, message=str(exc)))
     arrays = {name: rehome(arr) for name, arr in case.arrays.items()}
     regions = {name: region_of(arr) for name, arr in arrays.items()}
     before = {name: region.copy() for name, (region, _) in regions.items() if region is not None}
@@ -276,6 +283,31 @@ def run_op_side(
             rerun, retire = one_call(Stage.RERUN)
     interpreter, interpreter_types = triton_probe.since(launches_before)
     return OpSide(first, rerun, modified, interpreter, retire, interpreter_types)
+
+
+def _forward_and_backward(task: OpTask, case: CaseInputs, invoke: Invoke, bridge: Bridge) -> Invoke:
+    """The op's call as forward + backward (backends/backward.py): its outputs, then the gradients."""
+    from gpuemu_ci.backends import backward
+
+    op = task.op
+    assert op.backward is not None
+    vjp = None
+    if op.backward.vjp:
+        target = CallTarget(TargetKind.CALLABLE, op.backward.vjp, task.root, task.op_target.framework)
+        vjp = load_target(target).invoke
+    out_dtype = op.output_dtype or case.dtype
+
+    def upstream(forward: tuple[np.ndarray, ...]) -> tuple[np.ndarray | None, ...]:
+        return backward.upstream_gradients(case.seed, forward, out_dtype, case.stratum.mode, case.dims)
+
+    return backward.with_backward(
+        invoke,
+        task.op_target.framework,
+        backward.gradient_names(op, case.arrays),
+        upstream,
+        vjp,
+        lambda g: bridge.to_native(np.ascontiguousarray(g)).value,
+    )
 
 
 def rehome(view: np.ndarray) -> np.ndarray:
@@ -536,10 +568,20 @@ def _judge(judging: _Judging, op_view: OpView) -> CaseReport:
         if naive.status is not CallStatus.OK or not naive.outputs:
             return _errored(judging, case, naive, "naive implementation")
         naive_output = naive.outputs[0]
+    backward_side = _split_gradients(op, case, op_view)
+    if isinstance(backward_side, CaseReport):
+        return backward_side
+    op_call, rerun_call, op_grads, rerun_grads = backward_side
+    gradient_case = None
+    if op_grads is not None:
+        stage(Stage.REFERENCE)
+        gradient_case = _reference_gradients(judging, reference_target, case, reference)
+        if isinstance(gradient_case, CallResult):
+            return _errored(judging, case, gradient_case, "reference's backward")
     run = CaseRun(
         reference=reference,
-        op=op_view.op,
-        rerun=op_view.rerun,
+        op=op_call,
+        rerun=rerun_call,
         reference_abs=reference_abs,
         inputs_modified=op_view.inputs_modified,
         interpreter=op_view.interpreter,
@@ -565,6 +607,7 @@ def _judge(judging: _Judging, op_view: OpView) -> CaseReport:
         ),
     )
     stage(Stage.JUDGING)
+    gradient_stats: tuple[Any, ...] = ()
     try:
         verdict = judge(op, context, run, task.validation)
         if precision.worth_measuring(op, case.dtype, verdict):
@@ -575,15 +618,158 @@ def _judge(judging: _Judging, op_view: OpView) -> CaseReport:
             if low.status is CallStatus.OK:
                 verdict = judge(op, replace(context, low_outputs=low.outputs), run, task.validation)
             stage(Stage.JUDGING)
+        if gradient_case is not None and op_grads is not None:
+            verdict, gradient_stats = _with_gradients(
+                op, verdict, gradient_case, op_grads, rerun_grads, task.validation
+            )
     except judging.contain as exc:  # an error_scale hook that raises, or worse
         failed = CallResult(
             CallStatus.RAISED, message=f"judging the outputs failed: {describe_exception(exc)}"
         )
         return _errored(judging, case, failed, "judge")
-    return _judged(judging, case, run, verdict)
+    return _judged(judging, case, run, verdict, gradient_stats)
 
 
-def _judged(judging: _Judging, case: CaseInputs, run: CaseRun, verdict: Any) -> CaseReport:
+Gradients = tuple[np.ndarray, ...]
+
+
+def _split_gradients(
+    op: OpSpec, case: CaseInputs, op_view: OpView
+) -> CaseReport | tuple[CallResult, CallResult | None, Gradients | None, Gradients | None]:
+    """(the op's call with its forward outputs only, the same for the re-run, the op's gradients, the
+    re-run's): a `backward = true` op's call returned its outputs followed by the gradients."""
+    from gpuemu_ci.backends.backward import gradient_names
+
+    names = gradient_names(op, case.logical)
+    if not names or op_view.op.status is not CallStatus.OK:
+        return op_view.op, op_view.rerun, None, None
+
+    def split(result: CallResult) -> tuple[CallResult, Gradients]:
+        outputs = result.outputs
+        if len(outputs) <= len(names):
+            bad = replace(
+                result,
+                status=CallStatus.BAD_OUTPUT,
+                outputs=(),
+                message=f"the forward and backward returned {len(outputs)} arrays for {len(names)} gradients",
+            )
+            return bad, ()
+        return replace(result, outputs=outputs[: -len(names)]), outputs[-len(names) :]
+
+    op_call, op_grads = split(op_view.op)
+    if op_call.status is not CallStatus.OK:
+        return op_call, op_view.rerun, None, None
+    rerun, rerun_grads = op_view.rerun, None
+    if rerun is not None and rerun.status is CallStatus.OK:
+        rerun, rerun_grads = split(rerun)
+    return op_call, rerun, op_grads, rerun_grads
+
+
+def _reference_gradients(
+    judging: _Judging, reference_target: Loaded, case: CaseInputs, reference: CallResult
+) -> Any:
+    """The reference's gradients for the case (oracle/gradients.GradientCase), or the failed CallResult."""
+    from gpuemu_ci import dtypes
+    from gpuemu_ci.backends import backward
+    from gpuemu_ci.oracle import gradients, precision
+    from gpuemu_ci.oracle.model import Comparator
+
+    task, op = judging.task, judging.task.op
+    assert op.backward is not None
+    vjp_reference = None
+    if op.backward.vjp_reference:
+        target = CallTarget(TargetKind.CALLABLE, op.backward.vjp_reference, task.root, Framework.NUMPY)
+        vjp_reference = judging.load(None, "vjp_reference", target).invoke
+    names = backward.gradient_names(op, case.logical)
+    out_dtype = op.output_dtype or case.dtype
+    upstream = backward.upstream_gradients(
+        case.seed, reference.outputs, out_dtype, case.stratum.mode, case.dims
+    )
+    started = time.perf_counter()
+
+    def vjp(inputs: Mapping[str, np.ndarray], grads: tuple[np.ndarray | None, ...], dtype: np.dtype) -> Any:
+        return backward.reference_vjp(
+            reference_target.invoke, vjp_reference, inputs, case.kwargs, names, grads, dtype
+        )
+
+    try:
+        exact = vjp(case.logical, upstream, np.dtype(np.float64))
+    except judging.contain as exc:
+        return CallResult(CallStatus.RAISED, message=describe_exception(exc))
+    finally:
+        judging.call_s += time.perf_counter() - started
+    if len(exact) != len(names):
+        return CallResult(CallStatus.BAD_OUTPUT, message=f"{len(exact)} gradients for {len(names)} inputs")
+    absolute = None
+    if gradients.rule_for(op) is Comparator.BOUND:
+        try:
+            magnitudes = {
+                n: np.abs(a) if dtypes.is_float_dtype(a.dtype) else a for n, a in case.logical.items()
+            }
+            absolute = vjp(
+                magnitudes, tuple(None if g is None else np.abs(g) for g in upstream), np.dtype(np.float64)
+            )
+        except Exception:
+            absolute = None  # a reference that needs signed inputs: the bound uses |g_ref| alone
+
+    def low() -> tuple[np.ndarray, ...] | None:
+        working = precision.working_precision(op, case.dtype)
+        if working is None:
+            return None
+        try:
+            return tuple(vjp(case.logical, upstream, dtypes.info(working).numpy))
+        except Exception:
+            return None
+
+    return gradients.GradientCase(
+        dtype=case.dtype,
+        dims=case.dims,
+        names=names,
+        input_dtypes={n: dtypes.name_of(case.logical[n].dtype) for n in names},
+        reference=tuple(exact),
+        reference_abs=tuple(absolute) if absolute is not None else None,
+        low=low,
+        bias_test=case.stratum.mode is ValueMode.REGULAR,
+        correlated=case.stratum.mode in (ValueMode.ASCENDING, ValueMode.CAPTURED),
+    )
+
+
+def _with_gradients(
+    op: OpSpec,
+    verdict: Any,
+    case: Any,
+    grads: Gradients,
+    rerun: Gradients | None,
+    validation: Any,
+) -> tuple[Any, tuple[Any, ...]]:
+    """The case's verdict with its gradients judged (oracle/gradients.py), and the per-gradient figures."""
+    from gpuemu_ci.oracle.gradients import judge_gradients
+    from gpuemu_ci.oracle.model import CaseVerdict
+
+    judged = judge_gradients(op, case, grads, rerun, validation)
+    combined = CaseVerdict(
+        verdict.passed and not judged.findings, (*verdict.findings, *judged.findings), verdict.stats
+    )
+    return combined, judged.stats
+
+
+def _gradient_figures(gradient_stats: tuple[Any, ...]) -> tuple[GradientFigure, ...]:
+    from gpuemu_ci.results.base import json_float
+
+    return tuple(
+        GradientFigure(
+            of=name,
+            rule=stats.comparator.value,
+            headroom=json_float(stats.headroom) if stats.headroom is not None else None,
+            max_abs_error=json_float(stats.max_abs_error) if stats.max_abs_error is not None else None,
+        )
+        for name, stats in gradient_stats
+    )
+
+
+def _judged(
+    judging: _Judging, case: CaseInputs, run: CaseRun, verdict: Any, gradient_stats: tuple[Any, ...] = ()
+) -> CaseReport:
     from gpuemu_ci.results.base import json_float
     from gpuemu_ci.results.model import FailureKind
 
@@ -608,6 +794,7 @@ def _judged(judging: _Judging, case: CaseInputs, run: CaseRun, verdict: Any) -> 
         "interpreter": run.interpreter,
         "reference_scale": scale,
         "call_s": judging.call_s,
+        "gradients": _gradient_figures(gradient_stats),
     }
     if verdict.passed:
         return CaseReport(outcome="passed", **base, **figures)
@@ -620,6 +807,9 @@ def _judged(judging: _Judging, case: CaseInputs, run: CaseRun, verdict: Any) -> 
         **base,
         **figures,
         kind=kind.value,
+        output=primary.message.split(":", 1)[0]
+        if primary and primary.message.startswith("grad of ")
+        else None,
         message="\n".join(f.message for f in verdict.findings),
         findings=tuple((f.kind.value, f.message) for f in verdict.findings),
         stderr_tail=(run.op.stderr_tail or None) if troubled else None,

@@ -121,6 +121,15 @@ SnapshotPath = Annotated[str, msgspec.Meta(pattern=r"^snapshots/[0-9a-f]{16}\.np
 Count = Annotated[int, msgspec.Meta(ge=0)]
 
 
+class GradientFigure(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One gradient of a case of a `backward = true` op: which rule judged it and how close it came."""
+
+    of: str  # the input whose gradient this is
+    rule: str  # "bound" (the family's structure bound) or "baseline_relative"
+    headroom: float | None = None  # worst |g - g_ref| / allowed; > 1 fails
+    max_abs_error: float | None = None
+
+
 class CaseReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A judged case, as the judge process sends it (validated when decoded; see protocol.py).
 
@@ -159,6 +168,8 @@ class CaseReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     reference_scale: float | None = None  # max |reference| over the first output (for calibrate)
     unloadable: str | None = None  # which target does not load: "op", "reference", "inputs hook", ...
     call_s: float = 0.0  # seconds inside the op, reference and naive calls (benchmarks)
+    output: str | None = None  # which output the first finding is about when not the forward's: "grad of x"
+    gradients: tuple[GradientFigure, ...] = ()  # backward = true: per gradient, in grad_inputs order
 
 
 class CaseAborted(Exception):

@@ -169,7 +169,10 @@ def minimize_command(
     )
     layouts = {name: choice.layout.value for name, choice in result.case.layouts.items()}
     click.echo(
-        f"minimized {op_name} seed {seed} in {result.runs} runs, still a {result.kind.value}:", err=True
+        f"minimized {op_name} seed {seed} in {result.runs} runs, still a {result.kind.value}"
+        + (f" of the {result.output}" if result.output else "")
+        + ":",
+        err=True,
     )
     click.echo(f"  {result.in_words()}", err=True)
     click.echo(
@@ -185,6 +188,7 @@ def minimize_command(
                     "op": op_name,
                     "seed": seed,
                     "kind": result.kind.value,
+                    "output": result.output,
                     "original_dims": result.original_dims,
                     "dims": result.dims,
                     "made_contiguous": list(result.made_contiguous),

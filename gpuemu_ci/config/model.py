@@ -246,6 +246,20 @@ class Execution:
 
 
 @dataclass(frozen=True)
+class Backward:
+    """`backward = true`: the op's backward pass is checked too (backends/backward.py, oracle/gradients.py).
+
+    Torch ops are differentiated through autograd; other frameworks give `vjp` ("pkg.mod:func", called with the
+    inputs as keyword arguments, `grad_output` and the kwargs, returning the gradients). The reference's
+    gradients come from torch autograd in float64, or from `vjp_reference` (same calling convention, NumPy
+    float64 arrays) for references torch cannot differentiate."""
+
+    grad_inputs: tuple[str, ...]  # the inputs that require a gradient (default: every float input)
+    vjp: str | None = None
+    vjp_reference: str | None = None
+
+
+@dataclass(frozen=True)
 class OpSpec:
     """One `[[ops]]` entry (or the validation part of a launchable `[[kernels]]` entry)."""
 
@@ -257,6 +271,7 @@ class OpSpec:
     execution: Execution = field(default_factory=Execution)
     output_dtype: str | None = None  # None: the case dtype
     line: int | None = None  # line of this [[ops]] table in gpuemu.toml
+    backward: Backward | None = None  # `backward = true`: the gradients are checked too
 
 
 @dataclass(frozen=True)

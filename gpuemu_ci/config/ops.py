@@ -9,6 +9,7 @@ from gpuemu_ci.backends.expressions import parse_expression
 from gpuemu_ci.config.dimgraph import Schema
 from gpuemu_ci.config.model import (
     INVARIANT_NAMES,
+    Backward,
     CiSettings,
     DimSpec,
     Distribution,
@@ -27,6 +28,7 @@ from gpuemu_ci.config.model import (
     Project,
     Tolerance,
     Validation,
+    ValueKind,
 )
 from gpuemu_ci.config.reader import TableReader
 from gpuemu_ci.config.schema import (
@@ -153,6 +155,10 @@ OP_KEYS = (
     "max_elements",
     "inputs_hook",
     "precision_reference",
+    "backward",
+    "vjp",
+    "vjp_reference",
+    "grad_inputs",
 )
 
 
@@ -199,9 +205,12 @@ def _op_body(
             'family = "custom" needs `error_scale = "pkg.mod:func"` (returns the '
             "per-element error scale S and length n) or `naive` (baseline-relative rule)",
         )
+    dtypes = _dtypes(table, validation)
+    backward = _backward(table, name, targets, shapes, dtypes, root) if need_target else None
     return OpSpec(
         name=name,
-        dtypes=_dtypes(table, validation),
+        backward=backward,
+        dtypes=dtypes,
         output_dtype=_optional_dtype(table, "output_dtype"),
         targets=replace(targets, inputs_hook=inputs_hook, error_scale=error_scale),
         shapes=shapes,
@@ -254,6 +263,64 @@ def _targets(table: TableReader, name: str, project: Project, root: Path, need_t
         op_script=op_script,
         naive=table.string("naive"),
     )
+
+
+def _backward(
+    table: TableReader,
+    name: str,
+    targets: OpTargets,
+    shapes: OpShapes,
+    dtypes: tuple[str, ...],
+    root: Path,
+) -> Backward | None:
+    """`backward = true` with its `vjp`, `vjp_reference` and `grad_inputs` (checked here, so that a run never
+    starts on a backward it cannot compute)."""
+    from gpuemu_ci import dtypes as dtype_table
+
+    enabled = table.boolean("backward", False)
+    vjp = table.string("vjp")
+    vjp_reference = table.string("vjp_reference")
+    grad_inputs = table.string_list("grad_inputs")
+    if not enabled:
+        for key, value in (("vjp", vjp), ("vjp_reference", vjp_reference), ("grad_inputs", grad_inputs)):
+            if value is not None:
+                raise table.error(key, "only used with `backward = true`")
+        return None
+    if targets.execution_mode is ExecutionMode.SCRIPT:
+        raise table.error("backward", 'not supported with execution_mode = "script_based"')
+    if targets.framework is not Framework.TORCH and not vjp:
+        raise table.error(
+            "backward",
+            f"op {name!r} is a {targets.framework.value} op: torch autograd cannot differentiate it; give "
+            '`vjp = "pkg.mod:func"` (called with the inputs, `grad_output` and the kwargs; returns the '
+            "gradients)",
+        )
+    vjp = _target(vjp, root, table, "vjp") if vjp else None
+    vjp_reference = _target(vjp_reference, root, table, "vjp_reference") if vjp_reference else None
+    for key, text in (("vjp", vjp), ("vjp_reference", vjp_reference)):
+        if text is not None and ":" not in text:
+            raise table.error(key, 'expected "pkg.mod:function"')
+    float_case = any(dtype_table.info(d).is_float for d in dtypes)
+    differentiable = [
+        spec.name
+        for spec in shapes.inputs
+        if (dtype_table.info(spec.dtype).is_float if spec.dtype else float_case)
+        and spec.kind not in (ValueKind.INDEX, ValueKind.SORTED_OFFSETS)
+    ]
+    if grad_inputs is None:
+        grad_inputs = tuple(differentiable)
+    for input_name in grad_inputs:
+        if input_name not in differentiable:
+            raise table.error(
+                "grad_inputs",
+                f"{input_name!r} is not a float input of the op; inputs that can have a gradient: "
+                f"{', '.join(differentiable) or 'none'}",
+            )
+    if not grad_inputs:
+        raise table.error("backward", "the op has no float input to differentiate (`grad_inputs`)")
+    if table.has("out_arg"):
+        raise table.error("backward", "not supported with `out_arg` (autograd needs the returned output)")
+    return Backward(tuple(grad_inputs), vjp, vjp_reference)
 
 
 def _shapes(table: TableReader, op_name: str, ci: CiSettings) -> tuple[OpShapes, str | None]:

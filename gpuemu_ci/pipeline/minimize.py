@@ -36,6 +36,7 @@ class Minimized:
 
     seed: int
     kind: FailureKind
+    output: str | None  # the failing output when not the forward's: "grad of x" (backward = true)
     original_dims: dict[str, int]
     dims: dict[str, int]
     made_contiguous: tuple[str, ...]  # inputs whose layout no longer mattered
@@ -71,7 +72,7 @@ def minimize(session: Session, op: OpSpec, seed: int, max_runs: int = 200) -> Mi
     if first.kind is None:
         raise UsageError(f"case seed {seed} of op {op.name!r} passes: nothing to minimize")
     kind = first.kind
-    probe = _Probe(session, op, kind, max_runs)
+    probe = _Probe(session, op, kind, first.report.output, max_runs)
 
     drawn = {name: size for name, size in first.report.dims.items() if not _is_derived(op, name)}
     dims = _shrink_dims(probe, op, seed, dict(drawn), first.report.kwargs)
@@ -88,6 +89,7 @@ def minimize(session: Session, op: OpSpec, seed: int, max_runs: int = 200) -> Mi
     return Minimized(
         seed=seed,
         kind=kind,
+        output=first.report.output,
         original_dims=dict(first.report.dims),
         dims=dict(case.dims),
         made_contiguous=contiguous,
@@ -103,8 +105,11 @@ def minimize(session: Session, op: OpSpec, seed: int, max_runs: int = 200) -> Mi
 class _Probe:
     """Runs candidates; True only for one that fails with the original kind, within the run budget."""
 
-    def __init__(self, session: Session, op: OpSpec, kind: FailureKind, max_runs: int) -> None:
+    def __init__(
+        self, session: Session, op: OpSpec, kind: FailureKind, output: str | None, max_runs: int
+    ) -> None:
         self.session, self.op, self.kind, self.max_runs = session, op, kind, max_runs
+        self.output = output
         self.runs = 1
 
     @property
@@ -115,11 +120,12 @@ class _Probe:
         if self.spent:
             return False
         self.runs += 1
-        return _same_failure(run_inputs(self.session, self.op, case), self.kind)
+        return _same_failure(run_inputs(self.session, self.op, case), self.kind, self.output)
 
 
-def _same_failure(outcome: ReplayOutcome, kind: FailureKind) -> bool:
-    return outcome.kind is kind
+def _same_failure(outcome: ReplayOutcome, kind: FailureKind, output: str | None) -> bool:
+    """The same kind of failure of the same output (a gradient's failure stays that gradient's)."""
+    return outcome.kind is kind and outcome.report.output == output
 
 
 def _is_derived(op: OpSpec, name: str) -> bool:
@@ -137,7 +143,7 @@ def _shrink_dims(
         if not admissible(op, candidate, kwargs) or probe.spent:
             return False
         probe.runs += 1  # from the seed: the workers generate the smaller case themselves
-        return _same_failure(replay(probe.session, op, seed=seed, dims=candidate), probe.kind)
+        return _same_failure(replay(probe.session, op, seed=seed, dims=candidate), probe.kind, probe.output)
 
     for name in sorted(dims, key=lambda n: -dims[n]):
         lo, hi = lows.get(name, 1), dims[name]

@@ -24,8 +24,8 @@ from gpuemu_ci.pipeline.records import failure_record
 from gpuemu_ci.plan.model import CaseRef
 from gpuemu_ci.progress import Observer
 from gpuemu_ci.results.coverage import CoverageTally
-from gpuemu_ci.results.model import DtypeResult, Failure, OpResult, OpStatus
-from gpuemu_ci.results.rules import MAX_RECORDED_FAILURES, op_message, op_status
+from gpuemu_ci.results.model import DtypeResult, Failure, GradientResult, OpResult, OpStatus
+from gpuemu_ci.results.rules import MAX_RECORDED_FAILURES, merge_gradient, op_message, op_status
 
 WINDOW_PER_JOB = 8  # cases submitted ahead per job: workers never wait, a cut-short run wastes little
 
@@ -47,6 +47,7 @@ class OpTally:
     max_abs_error: float | None = None
     comparator: str | None = None
     coverage: CoverageTally = field(default_factory=CoverageTally)
+    gradients: dict[str, GradientResult] = field(default_factory=dict)  # input name -> worst so far
 
     def add(self, ref: CaseRef, report: CaseReport) -> None:
         self.cases += 1
@@ -71,6 +72,9 @@ class OpTally:
             return
         if report.outcome != "passed":
             self.failed += 1
+        for figure in report.gradients:
+            one = GradientResult(figure.of, figure.rule, figure.headroom, figure.max_abs_error)
+            self.gradients[figure.of] = merge_gradient(self.gradients.get(figure.of), one)
         if report.comparator is None:
             return
         self.comparator = report.comparator
@@ -100,6 +104,7 @@ class OpTally:
             skip_reason="; ".join(sorted(self.skip_reasons)) or None,
             cases_from_corpus=self.from_corpus,
             duration_s=self.call_us / 1e6,
+            gradients=tuple(self.gradients[name] for name in sorted(self.gradients)),
         )
 
 

@@ -44,6 +44,7 @@ def failure_record(config: Config, ref: CaseRef, report: CaseReport) -> Failure:
         stderr_tail=report.stderr_tail,
         errored=report.outcome == "errored",
         snapshot_error=report.snapshot_error,
+        output=report.output,
     )
 
 

@@ -27,7 +27,7 @@ from gpuemu_ci.results.model import (
     ShardOp,
     Summary,
 )
-from gpuemu_ci.results.rules import MAX_RECORDED_FAILURES, op_message, op_status
+from gpuemu_ci.results.rules import MAX_RECORDED_FAILURES, merge_gradients, op_message, op_status
 
 OTHER_SHARDS = "other shards"
 
@@ -212,4 +212,5 @@ def _merge_dtype(rows: list[DtypeResult]) -> DtypeResult:
         skip_reason=_reasons(rows),
         cases_from_corpus=sum(r.cases_from_corpus for r in rows),
         duration_s=sum(round((r.duration_s or 0.0) * 1e6) for r in rows) / 1e6,
+        gradients=merge_gradients([r.gradients for r in rows]),
     )

@@ -100,6 +100,7 @@ class Failure(Record, frozen=True):
     errored: bool = False  # True: the case could not be judged (reference failed), not a wrong answer
     snapshot_error: str | None = None  # why its input snapshot could not be written (the seed still replays)
     origin: str | None = None  # "corpus:<file>" for a pinned regression case; None for a fuzzed one
+    output: str | None = None  # the output that failed when not the forward's: "grad of x" (backward = true)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -130,6 +131,17 @@ class Coverage(Record, frozen=True):
     skipped: tuple[str, ...] = ()  # cases not run on this machine, each with its reason
 
 
+class GradientResult(Record, frozen=True):
+    """An op's gradient of one input (`backward = true`) over the cases of one dtype: the rule that judged it
+    (`bound`: the family's structure bound; `baseline_relative`: k times the error of the reference's backward
+    in the working precision) and its worst headroom (> 1 fails)."""
+
+    of: str  # the input: results name the gradient "grad of <of>"
+    rule: str
+    worst_headroom: float | None = None
+    max_abs_error: float | None = None
+
+
 class DtypeResult(Record, frozen=True):
     """An op's outcome for one dtype. Skipped cases (`cases_skipped`, see `skip_reason`) ran but were not judged:
     they count neither as passed nor as failed."""
@@ -148,6 +160,7 @@ class DtypeResult(Record, frozen=True):
     skip_reason: str | None = None  # e.g. "Triton interpreter: bfloat16 unsupported"
     cases_from_corpus: Count = 0  # pinned regression cases among cases_total (gpuemu-ci corpus add)
     duration_s: float | None = None  # seconds inside the op, reference and naive calls of these cases
+    gradients: tuple[GradientResult, ...] = ()  # backward = true: per gradient, sorted by input name
 
     @property
     def cases_judged(self) -> int:

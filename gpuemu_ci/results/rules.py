@@ -3,7 +3,7 @@ the merge of a run's shards (results/merge.py), so both write the same document.
 
 from __future__ import annotations
 
-from gpuemu_ci.results.model import OpStatus
+from gpuemu_ci.results.model import GradientResult, OpStatus
 
 MAX_RECORDED_FAILURES = 20  # per op; the rest are counted (snapshots cost disk and comment space)
 
@@ -31,3 +31,25 @@ def op_message(
     if skipped:
         return f"{skipped} of {total} cases not judged here ({skip_reason}): not tested"
     return None
+
+
+def merge_gradient(seen: GradientResult | None, new: GradientResult) -> GradientResult:
+    """Two figures of one gradient (cases, or shards) as one: the worst headroom and error, whatever the order.
+    An op's gradients are judged by one rule; should two differ, both are named, sorted."""
+    if seen is None:
+        return new
+    rules = sorted(set(seen.rule.split("+")) | set(new.rule.split("+")))
+    headrooms = [h for h in (seen.worst_headroom, new.worst_headroom) if h is not None]
+    errors = [e for e in (seen.max_abs_error, new.max_abs_error) if e is not None]
+    return GradientResult(
+        seen.of, "+".join(rules), max(headrooms) if headrooms else None, max(errors) if errors else None
+    )
+
+
+def merge_gradients(rows: list[tuple[GradientResult, ...]]) -> tuple[GradientResult, ...]:
+    """The per-gradient figures of several dtype rows of one op x dtype (shards), sorted by input name."""
+    merged: dict[str, GradientResult] = {}
+    for row in rows:
+        for one in row:
+            merged[one.of] = merge_gradient(merged.get(one.of), one)
+    return tuple(merged[name] for name in sorted(merged))

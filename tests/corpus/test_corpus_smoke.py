@@ -25,6 +25,7 @@ CONTROLS = (
     "matmul.hn.split_k",
     "attention.hn.two_pass",
     "transpose.control",
+    "swiglu_bwd.control",
 )
 # Each bug with the failure kind that must catch it.
 BUGS = {
@@ -35,6 +36,7 @@ BUGS = {
     "cumsum.bug.writes_into_input": "inputs_modified",
     "splitk_gemm.bug.nondeterministic": "nondeterministic",
     "transpose.bug.unwritten_out_buffer": "unwritten",
+    "softmax_xent.bug.grad_missing_chain_term": "mismatch",
 }
 
 
@@ -113,6 +115,12 @@ def test_one_shape_baseline_misses_shape_triggered_bugs(monkeypatch: pytest.Monk
     assert not baseline.judge_entry(config.op("argmax.bug.max_init_zero"), dtypes, 1).caught
     # K = 512 > BLOCK_K: `acc =` is visible even at the benchmark shape.
     assert baseline.judge_entry(config.op("matmul.bug.acc_assign"), dtypes, 1).caught
+    # Backward entries get the gradcheck-style comparison: dweight's 64-row blocks summed with `=` are invisible
+    # at M = 32, a chain-rule term missing from dx is not.
+    pytest.importorskip("torch")
+    assert not baseline.judge_entry(config.op("rmsnorm_bwd.control"), dtypes, 1).caught
+    assert not baseline.judge_entry(config.op("rmsnorm_bwd.bug.grad_acc_assign"), dtypes, 1).caught
+    assert baseline.judge_entry(config.op("rmsnorm_bwd.bug.grad_missing_chain_term"), dtypes, 1).caught
 
 
 def _run_corpus(tmp_path: Path, suite: str, *names: str, iterations: int | None = None) -> tuple[int, dict]:

@@ -1,0 +1,215 @@
+"""Judging the gradients of an op declared `backward = true`: each input's gradient is an output of its own.
+
+Two rules, and the results say which judged each gradient:
+
+- `bound`, where the backward's structure is known from the op's family: the backward of a matmul is two
+  matmuls, of an elementwise op elementwise, of softmax and the norms row reductions (and the gradients of
+  per-column parameters, column reductions). The bound has the forward's form,
+      |g - g_ref| <= c (u_g |g_ref| + s(n) u_acc S + k_f u_acc |g_ref| + eta),
+  with n the length the gradient sums over (the output's dims the input lacks; the row for a row-wise
+  family's main input) and S the reference's gradient on |inputs| and |upstream gradient| (exact |G||B|^T
+  for a matmul, the sum of |terms| of a column reduction), at least |g_ref|, and for a row-wise family's
+  main input at least the row's largest |g_ref| (there, as in the forward's norm bound, s(n) + 2 + k_f roundings
+  at that scale). Like the forward's, it is widened to c x the working-precision
+  reference's own error model where a case needs it (oracle/precision.py).
+- `baseline_relative`, where it is not (reductions such as a loss, attention, scan, custom, no family): the
+  error may be at most k = c x 2 times that of the reference's own backward computed in the op's working
+  precision (the error model the forward's working-precision rule builds), plus the rounding to the gradient's
+  dtype.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from math import prod, sqrt
+
+import numpy as np
+
+from gpuemu_ci import dtypes
+from gpuemu_ci.config.model import Family, OpSpec, Validation
+from gpuemu_ci.oracle import bounds, precision
+from gpuemu_ci.oracle.compare import compare
+from gpuemu_ci.oracle.invariants import bias_z
+from gpuemu_ci.oracle.model import Comparator, ErrorStats, FailureKind, Finding
+
+STRUCTURED = frozenset({Family.MATMUL, Family.ELEMENTWISE, Family.SOFTMAX, Family.NORM})
+ROW_WISE = frozenset({Family.SOFTMAX, Family.NORM})
+
+
+def rule_for(op: OpSpec) -> Comparator:
+    """Which rule judges the op's gradients."""
+    return Comparator.BOUND if op.error_model.family in STRUCTURED else Comparator.BASELINE_RELATIVE
+
+
+@dataclass(frozen=True)
+class GradientCase:
+    """What judging one case's gradients needs besides the op's config."""
+
+    dtype: str  # the case dtype
+    dims: Mapping[str, int]
+    names: tuple[str, ...]  # the inputs whose gradients are checked, in order
+    input_dtypes: Mapping[str, str]
+    reference: tuple[np.ndarray, ...]  # float64 gradients
+    reference_abs: tuple[np.ndarray, ...] | None  # the reference's gradients on |inputs| and |upstream|
+    low: Callable[[], tuple[np.ndarray, ...] | None]  # the reference's gradients in the working precision
+    bias_test: bool = False
+    correlated: bool = False
+
+
+@dataclass(frozen=True)
+class GradientVerdict:
+    findings: tuple[Finding, ...]
+    stats: tuple[tuple[str, ErrorStats], ...]  # (input name, stats) per judged gradient
+
+
+def judge_gradients(
+    op: OpSpec,
+    case: GradientCase,
+    grads: tuple[np.ndarray, ...],
+    rerun: tuple[np.ndarray, ...] | None,
+    validation: Validation,
+) -> GradientVerdict:
+    findings: list[Finding] = []
+    stats: list[tuple[str, ErrorStats]] = []
+    low_cache: list[tuple[np.ndarray, ...] | None] = []
+
+    def low(position: int) -> np.ndarray | None:
+        if not low_cache:
+            low_cache.append(case.low())
+        found = low_cache[0]
+        return None if found is None or len(found) <= position else found[position]
+
+    for position, (name, g, r) in enumerate(zip(case.names, grads, case.reference, strict=True)):
+        label = f"grad of {name}: "
+        g = np.asarray(g)
+        expected_dtype = case.input_dtypes[name]
+        if tuple(g.shape) != tuple(r.shape):
+            findings.append(
+                Finding(FailureKind.SHAPE, f"{label}shape {tuple(g.shape)} != the input's {tuple(r.shape)}")
+            )
+            continue
+        if dtypes.name_of(g.dtype) != expected_dtype:
+            findings.append(
+                Finding(
+                    FailureKind.DTYPE,
+                    f"{label}dtype {dtypes.name_of(g.dtype)} != the input's {expected_dtype}",
+                )
+            )
+            continue
+        r = np.asarray(r, dtype=np.float64)
+        rule = rule_for(op)
+        abs_grad = case.reference_abs[position] if case.reference_abs is not None else None
+        if rule is Comparator.BOUND:
+            allowed = structure_bound(op, case, name, r, abs_grad, expected_dtype)
+            one, found = compare(g, r, allowed, rule, expected_dtype, check_nan=validation.check_nan,
+                                 check_inf=validation.check_inf)  # fmt: skip
+            if any(f.kind is FailureKind.MISMATCH for f in found):
+                measured = low(position)
+                if measured is not None:
+                    allowed = np.maximum(allowed, _empirical(op, r, measured))
+                    one, found = compare(g, r, allowed, rule, expected_dtype, check_nan=validation.check_nan,
+                                         check_inf=validation.check_inf)  # fmt: skip
+        else:
+            allowed = _rounding_floor(op, case.dtype, r, expected_dtype)
+            measured = low(position)
+            if measured is not None:
+                allowed = allowed + _empirical(op, r, measured)
+            one, found = compare(g, r, allowed, rule, expected_dtype, check_nan=validation.check_nan,
+                                 check_inf=validation.check_inf)  # fmt: skip
+        findings.extend(Finding(f.kind, label + f.message) for f in found)
+        if case.bias_test:
+            z = bias_z(g, r, expected_dtype)
+            if z is not None and abs(z) > validation.bias_z_threshold:
+                findings.append(
+                    Finding(
+                        FailureKind.BIAS,
+                        f"{label}rounding bias z = {z:.1f} (|z| > {validation.bias_z_threshold:g}): the "
+                        f"gradient is rounded {'toward zero' if z < 0 else 'away from zero'} systematically",
+                    )
+                )
+        stats.append((name, one))
+    if rerun is not None:
+        for name, first, second in zip(case.names, grads, rerun, strict=False):
+            a, b = np.asarray(first), np.asarray(second)
+            if a.shape != b.shape or a.tobytes() != b.tobytes():
+                differ = int((a != b).sum()) if a.shape == b.shape else a.size
+                findings.append(
+                    Finding(
+                        FailureKind.NONDETERMINISTIC,
+                        f"grad of {name}: re-running forward and backward on identical inputs changed {differ} "
+                        "elements (the op is declared deterministic)",
+                    )
+                )
+                break
+    return GradientVerdict(tuple(findings), tuple(stats))
+
+
+def summed_length(op: OpSpec, case: GradientCase, name: str) -> int:
+    """n: how many terms each element of the gradient of `name` sums: the output's dims the input lacks (a
+    matmul's N for grad A, M for grad B; the rows for a norm's weight), or the row for a row-wise family's
+    input shaped like the output."""
+    spec = next((s for s in op.shapes.inputs if s.name == name), None)
+    if spec is None:
+        return 1
+    input_dims = {d for d in spec.dims if isinstance(d, str)}
+    output_dims = op.shapes.output_dims
+    if output_dims is None:
+        output_dims = op.shapes.inputs[0].dims if op.shapes.inputs else ()
+    missing = [d for d in output_dims if isinstance(d, str) and d not in input_dims]
+    n = prod(case.dims.get(d, 1) for d in missing) if missing else 1
+    if op.error_model.family in ROW_WISE and spec.dims and spec.dims[-1] == (output_dims or (None,))[-1]:
+        last = spec.dims[-1]
+        n = max(n, case.dims.get(last, 1) if isinstance(last, str) else int(last))
+    return max(1, int(n))
+
+
+def structure_bound(
+    op: OpSpec,
+    case: GradientCase,
+    name: str,
+    r: np.ndarray,
+    abs_grad: np.ndarray | None,
+    grad_dtype: str,
+) -> np.ndarray:
+    """The family bound of one gradient (module docstring)."""
+    magnitude = np.abs(np.where(np.isfinite(r), r, 0.0))
+    scale = magnitude
+    if abs_grad is not None and abs_grad.shape == r.shape:
+        scale = np.maximum(scale, np.abs(np.where(np.isfinite(abs_grad), abs_grad, 0.0)))
+    n = summed_length(op, case, name)
+    if op.error_model.family in ROW_WISE and r.ndim and r.size:
+        scale = np.maximum(scale, magnitude.max(axis=-1, keepdims=True))
+    if op.error_model.family is Family.ELEMENTWISE:
+        n = 1
+    u_g = dtypes.info(grad_dtype).unit_roundoff
+    u_acc = bounds.accumulator_roundoff(op, case.dtype)
+    g = float(n) if case.correlated else sqrt(n)
+    k_f = op.error_model.transcendental_ulps
+    term = g * u_acc * scale + k_f * u_acc * magnitude
+    if op.error_model.family in ROW_WISE:
+        # As the forward's norm bound: the row statistic (an rsqrt, an exp) and its subtraction scale every term
+        # of the row, so their roundings count at the row's scale, not at |g_ref| (which cancels toward 0).
+        term = (g + 2.0 + k_f) * u_acc * scale
+    elif op.error_model.family is Family.ELEMENTWISE:
+        term = (1.0 + k_f) * u_acc * scale  # as the forward's elementwise bound, at the terms' scale
+    eta = bounds.floor_term(op, grad_dtype) + n * dtypes.info("float32").min_subnormal / 2.0
+    return op.error_model.bound_c * (u_g * magnitude + term + eta)
+
+
+def _rounding_floor(op: OpSpec, case_dtype: str, r: np.ndarray, grad_dtype: str) -> np.ndarray:
+    """What the baseline-relative rule allows besides k x the reference's own error: rounding the gradient to
+    its dtype, and the accumulator's roundings at the scale of the gradient's terms."""
+    magnitude = np.abs(np.where(np.isfinite(r), r, 0.0))
+    u_g = dtypes.info(grad_dtype).unit_roundoff
+    u_acc = bounds.accumulator_roundoff(op, case_dtype)
+    return op.error_model.bound_c * (u_g * magnitude + u_acc * magnitude + bounds.floor_term(op, grad_dtype))
+
+
+def _empirical(op: OpSpec, r: np.ndarray, low: np.ndarray) -> np.ndarray:
+    """c x ROUNDINGS x the error model of the working-precision reference's gradient (oracle/precision.py)."""
+    found = precision.empirical_term(r, np.asarray(low, dtype=np.float64), None)
+    if found is None:
+        return np.zeros_like(r)
+    term, _ = found
+    return op.error_model.bound_c * precision.ROUNDINGS * term

@@ -1,0 +1,77 @@
+"""A Triton kernel's backward under Triton's CPU interpreter (issue #20, item 4): the fused RMSNorm of the bug
+corpus (bench/corpus/corpus_kernels/triton_backward.py), forward and backward kernels behind a
+torch.autograd.Function. fp32 and fp16 cases are judged, gradients included; a bf16 case is skipped like any
+case in which the interpreter handled bf16 (backends/triton_probe.py), never passed; the bug (dweight's row
+blocks summed with `=`) is caught and named."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+KERNELS = Path(__file__).resolve().parents[2] / "bench" / "corpus" / "corpus_kernels"
+
+CONFIG = """
+[project]
+name = "triton-backward"
+
+[validation]
+dtypes = ["float32", "float16", "bfloat16"]
+
+[ci]
+quick_iterations = 4
+quick_extra_dtype_iterations = 2
+
+[[ops]]
+name = "rmsnorm"
+op = "kernels.triton_backward:{op}"
+reference = "kernels.backward:rmsnorm_reference"
+framework = "torch"
+family = "norm"
+backward = true
+[ops.dims]
+M = {{ min = 1, max = 48, typical = [4, 40] }}
+D = {{ min = 1, max = 300, typical = [64] }}
+[ops.inputs]
+x = ["M", "D"]
+weight = {{ dims = ["D"], kind = "affine_weight" }}
+"""
+
+
+def run(make_project, cli, tmp_path: Path, op: str) -> tuple[object, dict]:
+    path = make_project(CONFIG.format(op=op))
+    (tmp_path / "kernels").mkdir(exist_ok=True)
+    (tmp_path / "kernels" / "__init__.py").write_text("")
+    for name in ("backward.py", "triton_backward.py"):
+        shutil.copy(KERNELS / name, tmp_path / "kernels" / name)
+    result = cli("run", "--config", path, "--out", tmp_path / "out", cwd=tmp_path)
+    return result, json.loads((tmp_path / "out" / "results.json").read_text())["ops"][0]
+
+
+def test_triton_backward_is_judged_in_the_interpreter_and_bf16_skipped(make_project, cli, tmp_path):
+    result, op = run(make_project, cli, tmp_path, "rmsnorm")
+    assert result.code == 0, result.output
+    assert op["interpreter"] == "triton-interpreter"
+    rows = {row["dtype"]: row for row in op["dtypes"]}
+    for dtype in ("float32", "float16"):
+        assert rows[dtype]["status"] == "passed"
+        gradients = {g["of"]: g for g in rows[dtype]["gradients"]}
+        assert set(gradients) == {"weight", "x"}
+        assert all(0 < g["worst_headroom"] <= 1 and g["rule"] == "bound" for g in gradients.values())
+    assert rows["bfloat16"]["status"] == "skipped"
+    assert rows["bfloat16"]["skip_reason"].startswith("Triton interpreter: bfloat16")
+    assert rows["bfloat16"]["gradients"] == []  # skipped cases are not judged, their gradients neither
+
+
+def test_triton_backward_bug_is_caught_and_named(make_project, cli, tmp_path):
+    result, op = run(make_project, cli, tmp_path, "rmsnorm_dw_acc_assign")
+    assert result.code == 1
+    failures = op["failures"]
+    assert failures and {f["output"] for f in failures} == {"grad of weight"}
+    assert {f["dtype"] for f in failures} <= {"float32", "float16"}
