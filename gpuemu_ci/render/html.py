@@ -26,6 +26,7 @@ def _environment() -> jinja2.Environment:
     env.filters.update(
         {
             "headroom": text.headroom,
+            "gradients": text.gradients,
             "num": text.number,
             "dims": text.dims,
             "pairs": text.pairs,

@@ -349,6 +349,7 @@ def _environment() -> jinja2.Environment:
             "block": lambda v, lang="": Md(escape.markdown_code_block(_clip(v, BLOCK_LIMIT), lang)),
             "link": _link,
             "headroom": lambda v: Md(text.headroom(v)),
+            "gradients": lambda row: Md(escape.markdown_cell(text.gradients(row))),
             "num": lambda v: Md(text.number(v)),
             "first_line": text.first_line,
             "clip": text.clip,

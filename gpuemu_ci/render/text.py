@@ -111,6 +111,13 @@ def group_count(group: FailureGroup) -> str:
     return f"{number(count)}{total} cases {verb}"
 
 
+def gradients(row: DtypeResult) -> str:
+    """``grad of x 0.65× (bound), grad of weight 0.12× (baseline relative)``; empty without `backward`."""
+    return ", ".join(
+        f"grad of {g.of} {headroom(g.worst_headroom)} ({g.rule.replace('_', ' ')})" for g in row.gradients
+    )
+
+
 def byte_count(value: int | None) -> str:
     """``1,024 B``, or "n/a" when the toolchain did not say."""
     return "n/a" if value is None else f"{value:,} B"

@@ -165,6 +165,22 @@ def test_a_correct_backward_passes_with_per_gradient_headroom_and_rule(run_op):
             assert 0 < g["worst_headroom"] <= 1
 
 
+def test_reports_show_each_gradients_headroom_and_rule(run_op, cli, tmp_path: Path):
+    result, op = run_op("rms", "rms_ref")
+    assert result.code == 0, result.output
+    results = tmp_path / "out" / "results.json"
+    row = op["dtypes"][0]
+    expected = ", ".join(
+        f"grad of {g['of']} {g['worst_headroom']:.3g}× (bound)"
+        for g in sorted(row["gradients"], key=lambda g: g["of"])
+    )
+    summary = cli("render", "summary", results)
+    assert summary.code == 0 and "| gradients |" in summary.stdout
+    assert f"| {expected} |" in summary.stdout
+    page = cli("render", "html", results)
+    assert page.code == 0 and f"<td>{expected}</td>" in page.stdout
+
+
 def test_grad_inputs_limits_the_gradients_checked(run_op):
     result, op = run_op("rms", "rms_ref", 'grad_inputs = ["x"]')
     assert result.code == 0, result.output
