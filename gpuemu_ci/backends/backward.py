@@ -15,7 +15,7 @@ distribution, the output's shape and dtype), so the op's process and the judge's
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -101,22 +101,12 @@ def with_backward(
         outputs = result if isinstance(result, tuple | list) else (result,)
         forward = to_numpy_outputs(result)
         upstream = make_upstream(forward)
-        differentiated = [
-            (out, to_native(g))
-            for out, g in zip(outputs, upstream, strict=False)
-            if g is not None and isinstance(out, torch.Tensor) and out.requires_grad
-        ]
-        if not differentiated:
-            raise BackwardFailed(
-                "no output of the op requires a gradient: it is not differentiable through torch autograd "
-                "(detached, or computed outside torch)"
-            )
-        grads = torch.autograd.grad(
-            [o for o, _ in differentiated],
+        grads = _autograd(
+            outputs,
+            [None if g is None else to_native(g) for g in upstream],
             leaves,
-            grad_outputs=[g for _, g in differentiated],
-            allow_unused=True,
-            materialize_grads=True,
+            "no output of the op requires a gradient: it is not differentiable through torch autograd "
+            "(detached, or computed outside torch)",
         )
         for leaf in leaves:
             leaf.requires_grad_(False)
@@ -190,21 +180,34 @@ def reference_vjp(
             'give `vjp_reference = "pkg.mod:func"`'
         ) from None
     outputs = result if isinstance(result, tuple | list) else (result,)
+    grads = _autograd(
+        outputs,
+        [None if g is None else torch.from_numpy(g) for g in grads_in],
+        leaves,
+        "the reference is not differentiable by torch autograd (it must compute with torch on the tensors it "
+        'is given, or give `vjp_reference = "pkg.mod:func"`)',
+    )
+    return tuple(g.detach().numpy().astype(np.float64) for g in grads)
+
+
+def _autograd(
+    outputs: Sequence[Any], upstream: Sequence[Any], leaves: Sequence[Any], not_differentiable: str
+) -> Any:
+    """The vector-Jacobian product of the outputs that require a gradient with their upstream gradients, one
+    gradient per leaf (zeros for a leaf no output depends on); `not_differentiable` when no output requires one."""
+    import torch
+
     pairs = [
-        (o, torch.from_numpy(g))
-        for o, g in zip(outputs, grads_in, strict=False)
-        if g is not None and isinstance(o, torch.Tensor) and o.requires_grad
+        (out, grad)
+        for out, grad in zip(outputs, upstream, strict=False)
+        if grad is not None and isinstance(out, torch.Tensor) and out.requires_grad
     ]
     if not pairs:
-        raise BackwardFailed(
-            "the reference is not differentiable by torch autograd (it must compute with torch on the tensors it "
-            'is given, or give `vjp_reference = "pkg.mod:func"`)'
-        )
-    grads = torch.autograd.grad(
-        [o for o, _ in pairs],
-        leaves,
-        grad_outputs=[g for _, g in pairs],
+        raise BackwardFailed(not_differentiable)
+    return torch.autograd.grad(
+        [out for out, _ in pairs],
+        list(leaves),
+        grad_outputs=[grad for _, grad in pairs],
         allow_unused=True,
         materialize_grads=True,
     )
-    return tuple(g.detach().numpy().astype(np.float64) for g in grads)
