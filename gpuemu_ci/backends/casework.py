@@ -454,32 +454,37 @@ class _Judging:
         outputs as computed there."""
         from gpuemu_ci.oracle import precision
 
-        bridge = get_bridge(self.task.reference.framework)
         try:
             cast = precision.working_precision_inputs(self.task.op, case.dtype, case.logical)
-            natives = {name: bridge.to_native(values).value for name, values in cast.items()}
         except Exception as exc:
             return CallResult(CallStatus.RAISED, message=f"handing inputs to the reference: {exc}")
-        result, retire = call(loaded.invoke, bridge, natives, dict(case.kwargs), contain=self.contain)
-        self.retire = self.retire or retire
-        self.call_s += result.duration_s
-        return result
+        return self._call(loaded, self.task.reference.framework, cast, case.kwargs)
 
     def naive(self, loaded: Loaded, case: CaseInputs) -> CallResult:
         """The naive same-dtype implementation, on fresh copies of the inputs in their layouts."""
         assert self.task.naive is not None
-        bridge = get_bridge(self.task.naive.framework)
         arrays = {
             name: layout_mod.materialize(values, case.layouts[name])
             if name in case.layouts
             else values.copy()
             for name, values in case.logical.items()
         }
+        return self._call(loaded, self.task.naive.framework, arrays, case.kwargs)
+
+    def _call(
+        self,
+        loaded: Loaded,
+        framework: Framework,
+        arrays: Mapping[str, np.ndarray],
+        kwargs: Mapping[str, Any],
+    ) -> CallResult:
+        """User code called on `arrays` handed to its framework, its time and state kept."""
+        bridge = get_bridge(framework)
         try:
             natives = {name: bridge.to_native(view).value for name, view in arrays.items()}
         except Exception as exc:
             return CallResult(CallStatus.RAISED, message=f"handing inputs to {bridge.framework.value}: {exc}")
-        result, retire = call(loaded.invoke, bridge, natives, dict(case.kwargs), contain=self.contain)
+        result, retire = call(loaded.invoke, bridge, natives, dict(kwargs), contain=self.contain)
         self.retire = self.retire or retire
         self.call_s += result.duration_s
         return result

@@ -25,7 +25,14 @@ from gpuemu_ci.plan.model import CaseRef
 from gpuemu_ci.progress import Observer
 from gpuemu_ci.results.coverage import CoverageTally
 from gpuemu_ci.results.model import DtypeResult, Failure, GradientResult, OpResult, OpStatus
-from gpuemu_ci.results.rules import MAX_RECORDED_FAILURES, merge_gradient, op_message, op_status
+from gpuemu_ci.results.rules import (
+    MAX_RECORDED_FAILURES,
+    joined_reasons,
+    merge_gradient,
+    op_message,
+    op_status,
+    rows_reasons,
+)
 
 WINDOW_PER_JOB = 8  # cases submitted ahead per job: workers never wait, a cut-short run wastes little
 
@@ -101,7 +108,7 @@ class OpTally:
             worst_case=self.worst_case,
             coverage=self.coverage.result(),
             cases_skipped=self.skipped,
-            skip_reason="; ".join(sorted(self.skip_reasons)) or None,
+            skip_reason=joined_reasons(self.skip_reasons),
             cases_from_corpus=self.from_corpus,
             duration_s=self.call_us / 1e6,
             gradients=tuple(self.gradients[name] for name in sorted(self.gradients)),
@@ -189,7 +196,7 @@ class OpCollector:
         failed = sum(t.failed for t in self.tallies.values())
         errored = sum(t.errored for t in self.tallies.values())
         skipped = sum(t.skipped for t in self.tallies.values())
-        reasons = "; ".join(sorted({r for t in self.tallies.values() for r in t.skip_reasons})) or None
+        reasons = rows_reasons(rows)
         comparators = sorted({t.comparator for t in self.tallies.values() if t.comparator})
         status = op_status(total, failed, errored, skipped)
         return OpResult(

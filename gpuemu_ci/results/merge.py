@@ -27,7 +27,13 @@ from gpuemu_ci.results.model import (
     ShardOp,
     Summary,
 )
-from gpuemu_ci.results.rules import MAX_RECORDED_FAILURES, merge_gradients, op_message, op_status
+from gpuemu_ci.results.rules import (
+    MAX_RECORDED_FAILURES,
+    merge_gradients,
+    op_message,
+    op_status,
+    rows_reasons,
+)
 
 OTHER_SHARDS = "other shards"
 
@@ -147,7 +153,7 @@ def _merge_op(rows: list[OpResult], planned: ShardOp | None) -> OpResult:
     merged = msgspec.structs.replace(
         base,
         status=status,
-        skip_reason=_reasons(merged_rows) if status is OpStatus.SKIPPED else None,
+        skip_reason=rows_reasons(merged_rows) if status is OpStatus.SKIPPED else None,
         cases_skipped=skipped,
         comparator=",".join(comparators) or None,
         interpreter=next((r.interpreter for r in ran if r.interpreter), None),
@@ -165,15 +171,9 @@ def _merge_op(rows: list[OpResult], planned: ShardOp | None) -> OpResult:
 def _with_message(op: OpResult, planned: ShardOp | None) -> OpResult:
     short = planned is not None and op.cases_total < planned.cases
     message = op_message(
-        op.cases_total, op.cases_errored, op.cases_failed, short, op.cases_skipped, _reasons(op.dtypes)
+        op.cases_total, op.cases_errored, op.cases_failed, short, op.cases_skipped, rows_reasons(op.dtypes)
     )
     return msgspec.structs.replace(op, message=message)
-
-
-def _reasons(rows: Sequence[DtypeResult]) -> str | None:
-    """The skip reasons of an op's dtype rows, as one run writes them (op_runner.OpCollector)."""
-    reasons = {part for row in rows if row.skip_reason for part in row.skip_reason.split("; ")}
-    return "; ".join(sorted(reasons)) or None
 
 
 def _case_order(failure: Failure) -> int:
@@ -209,7 +209,7 @@ def _merge_dtype(rows: list[DtypeResult]) -> DtypeResult:
         if any(r.coverage is not None for r in rows)
         else None,
         cases_skipped=skipped,
-        skip_reason=_reasons(rows),
+        skip_reason=rows_reasons(rows),
         cases_from_corpus=sum(r.cases_from_corpus for r in rows),
         duration_s=sum(round((r.duration_s or 0.0) * 1e6) for r in rows) / 1e6,
         gradients=merge_gradients([r.gradients for r in rows]),

@@ -3,7 +3,9 @@ the merge of a run's shards (results/merge.py), so both write the same document.
 
 from __future__ import annotations
 
-from gpuemu_ci.results.model import GradientResult, OpStatus
+from collections.abc import Iterable
+
+from gpuemu_ci.results.model import DtypeResult, GradientResult, OpStatus
 
 MAX_RECORDED_FAILURES = 20  # per op; the rest are counted (snapshots cost disk and comment space)
 
@@ -53,3 +55,13 @@ def merge_gradients(rows: list[tuple[GradientResult, ...]]) -> tuple[GradientRes
         for one in row:
             merged[one.of] = merge_gradient(merged.get(one.of), one)
     return tuple(merged[name] for name in sorted(merged))
+
+
+def joined_reasons(reasons: Iterable[str]) -> str | None:
+    """Skip reasons as a row records them: distinct, sorted, joined by "; "."""
+    return "; ".join(sorted(set(reasons))) or None
+
+
+def rows_reasons(rows: Iterable[DtypeResult]) -> str | None:
+    """An op's skip reasons: those of its dtype rows together."""
+    return joined_reasons(part for row in rows if row.skip_reason for part in row.skip_reason.split("; "))
