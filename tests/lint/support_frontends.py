@@ -82,11 +82,16 @@ def route_env(route: str) -> dict[str, str] | None:
     if route == "nvcc-system":
         return env if shutil.which("nvcc") else None
     if route == "nvrtc":
+        from gpuemu_ci.lint.nvrtc import find_nvrtc
+
         env["GPUEMU_LINT_FRONTEND"] = "nvrtc"
-        return env
+        return env if find_nvrtc(env) is not None else None  # no NVRTC of 13.1 or later here
     if route == "nvcc-wheel":  # no system CUDA on PATH: the wheel's nvcc is found in site-packages
+        from gpuemu_ci.lint.nvrtc import wheel_roots
+
         env["PATH"] = "/usr/bin:/bin"
-        return env
+        wheel_nvcc = [p for root in wheel_roots() for p in root.glob("*/bin/nvcc")]
+        return env if wheel_nvcc else None
     raise ValueError(route)
 
 
