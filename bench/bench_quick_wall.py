@@ -4,7 +4,9 @@ Each side runs its own code on its own corpus (`bench/corpus/gpuemu.toml` of tha
 would: `python -m gpuemu_ci run --suite quick --seed S` in a subprocess whose PYTHONPATH is that tree. The
 earlier revision is extracted with `git archive` into a temporary directory. Runs alternate (before, after,
 before, ...) so that both see the same load on a shared machine; the script prints each run, the medians and
-their ratio, and the case counts (the corpus grows, so the per-case time is printed too).
+their ratio, and the case counts (the corpus grows, so the per-case time is printed too). A third side runs
+this checkout's code on the earlier revision's corpus, which separates what the code costs from what the
+corpus's new entries cost (the earlier corpus must still be a valid config for this checkout).
 
     python bench/bench_quick_wall.py --before main --runs 3 [--seed 1] [--jobs N]
 
@@ -42,20 +44,21 @@ def extract(revision: str, into: Path) -> None:
             tar.extractall(into, filter="data")
 
 
-def run_quick(tree: Path, seed: int, jobs: int | None, out: Path) -> tuple[float, int]:
-    """One quick-suite run of `tree`'s corpus with `tree`'s code: (wall seconds, cases)."""
-    env = dict(os.environ, PYTHONPATH=str(tree), GPUEMU_USER_CONFIG="none")
+def run_quick(code: Path, corpus: Path, seed: int, jobs: int | None, out: Path) -> tuple[float, int]:
+    """One quick-suite run of `corpus`'s bug corpus with `code`'s gpuemu_ci: (wall seconds, cases)."""
+    env = dict(os.environ, PYTHONPATH=str(code), GPUEMU_USER_CONFIG="none")
     command = [
-        sys.executable, "-m", "gpuemu_ci", "run", "--config", str(tree / "bench" / "corpus" / "gpuemu.toml"),
+        sys.executable, "-m", "gpuemu_ci", "run", "--config", str(corpus / "bench" / "corpus" / "gpuemu.toml"),
         "--suite", "quick", "--seed", str(seed), "--out", str(out), "--no-lint",
         *(["--jobs", str(jobs)] if jobs else []),
     ]  # fmt: skip
     started = time.monotonic()
-    done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True, check=False)
+    # cwd is the code's tree: `python -m` puts the working directory first on sys.path.
+    done = subprocess.run(command, cwd=code, env=env, capture_output=True, text=True, check=False)
     wall = time.monotonic() - started
     results = out / "results.json"
     if done.returncode not in (0, 1) or not results.is_file():
-        raise RuntimeError(f"{tree}: gpuemu-ci exited {done.returncode}:\n{done.stderr[-2000:]}")
+        raise RuntimeError(f"{code} on {corpus}: gpuemu-ci exited {done.returncode}:\n{done.stderr[-2000:]}")
     return wall, int(json.loads(results.read_text())["summary"]["cases_total"])
 
 
@@ -74,20 +77,28 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as exc:
             print(f"bench_quick_wall: {exc}", file=sys.stderr)
             return 2
-        walls: dict[str, list[float]] = {"before": [], "after": []}
+        # side: (code, corpus)
+        sides = {
+            "before": (before, before),
+            "after": (REPO, REPO),
+            "after-code-before-corpus": (REPO, before),
+        }
+        walls: dict[str, list[float]] = {side: [] for side in sides}
         cases: dict[str, int] = {}
         for run in range(args.runs):
-            for side, tree in (("before", before), ("after", REPO)):
-                wall, count = run_quick(tree, args.seed, args.jobs, Path(scratch) / f"{side}-{run}")
+            for side, (code, corpus) in sides.items():
+                wall, count = run_quick(code, corpus, args.seed, args.jobs, Path(scratch) / f"{side}-{run}")
                 walls[side].append(wall)
                 cases[side] = count
-                print(f"run {run + 1} {side:<6} {wall:6.1f} s  {count} cases", flush=True)
+                print(f"run {run + 1} {side:<24} {wall:6.1f} s  {count} cases", flush=True)
     medians = {side: statistics.median(values) for side, values in walls.items()}
     ratio = medians["after"] / medians["before"]
-    for side in ("before", "after"):
+    for side in sides:
         per_case = 1000 * medians[side] / max(cases[side], 1)
-        print(f"median {side:<6} {medians[side]:6.1f} s  {cases[side]} cases  {per_case:.1f} ms/case")
+        print(f"median {side:<24} {medians[side]:6.1f} s  {cases[side]} cases  {per_case:.1f} ms/case")
+    same_corpus = medians["after-code-before-corpus"] / medians["before"]
     print(f"ratio after / before: {ratio:.2f} (target <= {args.target:g})")
+    print(f"ratio on the earlier corpus, this code / earlier code: {same_corpus:.2f}")
     return 0 if ratio <= args.target else 1
 
 
