@@ -1,13 +1,15 @@
-"""Shared fixtures: a small project written to a temporary directory, and the repository's examples."""
+"""Shared fixtures: a small project written to a temporary directory, the repository's examples, and the fake
+GitHub API on 127.0.0.1."""
 
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.github.support_fake_api import FakeGitHub
 from tests.support_cli import CliResult, run_cli
 
 # Fixtures for signed reports (a results document, keys, envelopes), shared by tests/attest and tests/cli.
@@ -21,6 +23,15 @@ EXAMPLES = REPO / "examples"
 def _no_user_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     """The developer's ~/.config/gpuemu/config.toml must not leak into tests."""
     monkeypatch.setenv("GPUEMU_USER_CONFIG", "none")
+
+
+@pytest.fixture
+def fake_github() -> Iterator[FakeGitHub]:
+    """The fake GitHub API; every response it sent is checked against GitHub's OpenAPI description at teardown,
+    so the fake cannot drift from the real API without a test failing."""
+    with FakeGitHub() as fake:
+        yield fake
+    fake.check_responses_against_openapi()
 
 
 @pytest.fixture

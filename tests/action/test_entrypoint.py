@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -50,15 +49,8 @@ SIGN_TEMPLATE = {"mode": "sign", "results": "gpuemu-out/results.json"}
 FORK_COMMENT_TEMPLATE = {"mode": "comment", "results": "gpuemu-out/results.json", "job_key": "gpuemu"}
 
 
-@pytest.fixture
-def fake() -> Iterator[FakeGitHub]:
-    with FakeGitHub() as server:
-        yield server
-    server.check_responses_against_openapi()
-
-
 def gate_env(
-    fake: FakeGitHub,
+    fake_github: FakeGitHub,
     workspace: Path,
     pr: int,
     *,
@@ -67,19 +59,21 @@ def gate_env(
     run_id: int = 9001,
 ) -> dict[str, str]:
     """The PR template's gate step on pull request ``pr`` (from ``head_repository`` if a fork's)."""
-    event = pull_request_event(fake, pr, head_sha=HEAD, base_sha=BASE, head_repository=head_repository)
+    event = pull_request_event(fake_github, pr, head_sha=HEAD, base_sha=BASE, head_repository=head_repository)
     return runner_env(
-        fake, workspace, "pull_request", event, sha=MERGE, ref=f"refs/pull/{pr}/merge",
+        fake_github, workspace, "pull_request", event, sha=MERGE, ref=f"refs/pull/{pr}/merge",
         inputs={**PR_TEMPLATE, **(inputs or {})}, run_id=run_id,
     )  # fmt: skip
 
 
 def baseline_env(
-    fake: FakeGitHub, workspace: Path, *, inputs: dict[str, str] | None = None, job: str = "gpuemu"
+    fake_github: FakeGitHub, workspace: Path, *, inputs: dict[str, str] | None = None, job: str = "gpuemu"
 ) -> dict[str, str]:
     """A step of a run on the push to main that made commit BASE."""
-    event = push_event(fake, before=sha("main before"), after=BASE)
-    return runner_env(fake, workspace, "push", event, sha=BASE, ref="refs/heads/main", inputs=inputs, job=job)
+    event = push_event(fake_github, before=sha("main before"), after=BASE)
+    return runner_env(
+        fake_github, workspace, "push", event, sha=BASE, ref="refs/heads/main", inputs=inputs, job=job
+    )
 
 
 def ok(step: Step, code: int = 0) -> Step:
@@ -97,8 +91,10 @@ def op_block_lines(config: str, op: str) -> range:
     return range(start + 1, end + 1)
 
 
-def comment_writes(fake: FakeGitHub) -> list[str]:
-    return [r.method for r in fake.api_calls(path_regex=r"/issues/(\d+/)?comments") if r.method != "GET"]
+def comment_writes(fake_github: FakeGitHub) -> list[str]:
+    return [
+        r.method for r in fake_github.api_calls(path_regex=r"/issues/(\d+/)?comments") if r.method != "GET"
+    ]
 
 
 def envelope(step: Step) -> dict[str, object]:
@@ -115,12 +111,12 @@ def verify(report: Path, public_key: Path, repo: str, commit: str) -> subprocess
 
 
 def test_first_run_says_no_baseline_and_later_runs_update_the_same_comment(
-    fake: FakeGitHub, tmp_path: Path
+    fake_github: FakeGitHub, tmp_path: Path
 ) -> None:
-    pr = fake.add_pull(head_sha=HEAD, base_sha=BASE)
+    pr = fake_github.add_pull(head_sha=HEAD, base_sha=BASE)
     workspace = write_tiny_project(tmp_path / "ws")
 
-    first = ok(run_step(gate_env(fake, workspace, pr, run_id=101)))
+    first = ok(run_step(gate_env(fake_github, workspace, pr, run_id=101)))
     assert first.outputs["verdict"] == "passed"
     assert (first.outputs["ops_passed"], first.outputs["ops_failed"], first.outputs["regressions"]) == (
         "2", "0", "0",
@@ -128,7 +124,7 @@ def test_first_run_says_no_baseline_and_later_runs_update_the_same_comment(
     diff = first.results()["diff"]
     assert diff["status"] == "no_baseline" and diff["regressions"] == 0
     assert "no baseline" in diff["message"] and "baseline workflow" in diff["message"]
-    (comment,) = fake.comments(pr)
+    (comment,) = fake_github.comments(pr)
     assert first.outputs["comment_url"] == comment["html_url"]
     assert comment["body"].startswith("<!-- gpuemu-ci:v1 key=gpuemu -->")
     assert "no baseline" in comment["body"].lower() and "actions/runs/101" in comment["body"]
@@ -139,44 +135,48 @@ def test_first_run_says_no_baseline_and_later_runs_update_the_same_comment(
     assert first.outputs["results_path"] == "gpuemu-out/results.json"
     assert first.outputs["report_path"] == "gpuemu-out/report.dsse.json"
 
-    second = ok(run_step(gate_env(fake, workspace, pr, run_id=102)))
-    (updated,) = fake.comments(pr)
+    second = ok(run_step(gate_env(fake_github, workspace, pr, run_id=102)))
+    (updated,) = fake_github.comments(pr)
     assert updated["id"] == comment["id"] and second.outputs["comment_url"] == comment["html_url"]
     assert "actions/runs/102" in updated["body"] and "actions/runs/101" not in updated["body"]
-    assert comment_writes(fake) == ["POST", "PATCH"]
+    assert comment_writes(fake_github) == ["POST", "PATCH"]
 
-    ok(run_step(gate_env(fake, workspace, pr, run_id=103, inputs={"job_key": "gpuemu-sm90"})))
-    first_job, other_job = fake.comments(pr)
+    ok(run_step(gate_env(fake_github, workspace, pr, run_id=103, inputs={"job_key": "gpuemu-sm90"})))
+    first_job, other_job = fake_github.comments(pr)
     assert first_job["id"] == comment["id"] and "actions/runs/102" in first_job["body"]
     assert other_job["body"].startswith("<!-- gpuemu-ci:v1 key=gpuemu-sm90 -->")
-    assert comment_writes(fake) == ["POST", "PATCH", "POST"]
+    assert comment_writes(fake_github) == ["POST", "PATCH", "POST"]
 
 
 # --- 2. baseline produced on main, found and diffed on the PR --------------------------------------------
 
 
 def test_baseline_from_main_is_found_by_base_commit_and_a_regression_fails_the_gate(
-    fake: FakeGitHub, tmp_path: Path
+    fake_github: FakeGitHub, tmp_path: Path
 ) -> None:
     main = write_tiny_project(tmp_path / "main")
-    produced = ok(run_step(baseline_env(fake, main, inputs=BASELINE_TEMPLATE)))
+    produced = ok(run_step(baseline_env(fake_github, main, inputs=BASELINE_TEMPLATE)))
     assert produced.outputs["verdict"] == "passed"
     files = {name: (main / "gpuemu-out" / name).read_bytes() for name in ("baseline.json", "results.json")}
     assert json.loads(files["results.json"])["run"]["commit"] == BASE
-    assert fake.requests == []  # the baseline job's token has no scopes; it needs none
+    assert fake_github.requests == []  # the baseline job's token has no scopes; it needs none
 
     # The baseline workflow uploads output_dir as `gpuemu-baseline`. Newer decoys must lose: a fork's run
     # on its own `main`, and a push at another commit.
-    run = fake.add_run(event="push", head_branch="main", head_sha=BASE)
-    fake.add_artifact(run, "gpuemu-baseline", files)
+    run = fake_github.add_run(event="push", head_branch="main", head_sha=BASE)
+    fake_github.add_artifact(run, "gpuemu-baseline", files)
     junk = {"baseline.json": b"{}", "results.json": b"{}"}
-    fork_run = fake.add_run(event="push", head_branch="main", head_sha=BASE, head_repository="forker/kernels")
-    fake.add_artifact(fork_run, "gpuemu-baseline", junk)
-    fake.add_artifact(fake.add_run(event="push", head_branch="main", head_sha=sha("later")), files=junk)
+    fork_run = fake_github.add_run(
+        event="push", head_branch="main", head_sha=BASE, head_repository="forker/kernels"
+    )
+    fake_github.add_artifact(fork_run, "gpuemu-baseline", junk)
+    fake_github.add_artifact(
+        fake_github.add_run(event="push", head_branch="main", head_sha=sha("later")), files=junk
+    )
 
-    pr = fake.add_pull(head_sha=HEAD, base_sha=BASE)
+    pr = fake_github.add_pull(head_sha=HEAD, base_sha=BASE)
     head = write_tiny_project(tmp_path / "pr")
-    clean = ok(run_step(gate_env(fake, head, pr)))
+    clean = ok(run_step(gate_env(fake_github, head, pr)))
     diff = clean.results()["diff"]
     assert diff["status"] == "compared", diff["message"]
     provenance = diff["baseline"]["provenance"]
@@ -184,7 +184,7 @@ def test_baseline_from_main_is_found_by_base_commit_and_a_regression_fails_the_g
     assert clean.outputs["regressions"] == "0"
 
     write_tiny_project(head, BUGGY_SCALE)
-    regressed = ok(run_step(gate_env(fake, head, pr)), 1)
+    regressed = ok(run_step(gate_env(fake_github, head, pr)), 1)
     assert regressed.outputs["verdict"] == "failed"
     assert int(regressed.outputs["regressions"]) >= 1 and regressed.outputs["ops_failed"] == "1"
     assert regressed.results()["diff"]["baseline"]["provenance"]["match"] == "exact"
@@ -194,7 +194,7 @@ def test_baseline_from_main_is_found_by_base_commit_and_a_regression_fails_the_g
         TINY_CONFIG, "scale"
     )
     assert "gpuemu-ci replay" in scale.message
-    (comment,) = fake.comments(pr)
+    (comment,) = fake_github.comments(pr)
     assert "scale" in comment["body"] and "regress" in comment["body"].lower()
     assert "gpuemu-ci replay" in comment["body"]
 
@@ -203,13 +203,13 @@ def test_baseline_from_main_is_found_by_base_commit_and_a_regression_fails_the_g
 
 
 def test_a_huge_failing_suite_posts_a_truncated_comment_under_the_limit(
-    fake: FakeGitHub, tmp_path: Path
+    fake_github: FakeGitHub, tmp_path: Path
 ) -> None:
-    pr = fake.add_pull(head_sha=HEAD, base_sha=BASE)
+    pr = fake_github.add_pull(head_sha=HEAD, base_sha=BASE)
     workspace = many_failures_project(tmp_path / "ws", ops=80)
-    step = ok(run_step(gate_env(fake, workspace, pr, inputs={"baseline": "none"})), 1)
+    step = ok(run_step(gate_env(fake_github, workspace, pr, inputs={"baseline": "none"})), 1)
     assert step.outputs["ops_failed"] == "80"
-    (comment,) = fake.comments(pr)
+    (comment,) = fake_github.comments(pr)
     assert len(comment["body"].encode("utf-8")) <= COMMENT_LIMIT
     assert step.outputs["comment_url"] == comment["html_url"]
     body = comment["body"]
@@ -227,18 +227,20 @@ def test_a_huge_failing_suite_posts_a_truncated_comment_under_the_limit(
 
 
 def test_fork_pr_writes_results_without_commenting_and_the_companion_comments(
-    fake: FakeGitHub, tmp_path: Path
+    fake_github: FakeGitHub, tmp_path: Path
 ) -> None:
-    pr = fake.add_pull(head_ref="feature", head_sha=HEAD, base_sha=BASE, head_repository="forker/kernels")
-    run = fake.add_run(
+    pr = fake_github.add_pull(
+        head_ref="feature", head_sha=HEAD, base_sha=BASE, head_repository="forker/kernels"
+    )
+    run = fake_github.add_run(
         event="pull_request", head_branch="feature", head_sha=HEAD, head_repository="forker/kernels"
     )
-    fake.read_only = True  # GitHub caps a fork PR's token at read
+    fake_github.read_only = True  # GitHub caps a fork PR's token at read
     workspace = write_tiny_project(tmp_path / "ws", BUGGY_SCALE)
-    env = gate_env(fake, workspace, pr, head_repository="forker/kernels", run_id=run["id"])
+    env = gate_env(fake_github, workspace, pr, head_repository="forker/kernels", run_id=run["id"])
     step = ok(run_step(env), 1)
     assert step.outputs["verdict"] == "failed"
-    assert comment_writes(fake) == [] and fake.comments(pr) == []
+    assert comment_writes(fake_github) == [] and fake_github.comments(pr) == []
     assert any("fork" in m and "workflow" in m for m in step.messages("notice")), step.describe()
     assert not any("comment" in m.lower() for m in step.messages("warning"))
     assert step.out("results.json").is_file()
@@ -247,15 +249,15 @@ def test_fork_pr_writes_results_without_commenting_and_the_companion_comments(
     assert step.outputs["comment_url"] == ""
 
     # The fork's run uploaded output_dir; the companion (workflow_run, write token) downloaded it.
-    fake.read_only = False
+    fake_github.read_only = False
     companion = tmp_path / "companion"
     (companion / "gpuemu-out").mkdir(parents=True)
     (companion / "gpuemu-out" / "results.json").write_bytes(step.out("results.json").read_bytes())
-    event = workflow_run_event(fake, run)  # pull_requests is empty for forks
-    env = runner_env(fake, companion, "workflow_run", event, sha=BASE, ref="refs/heads/main", run_id=777,
+    event = workflow_run_event(fake_github, run)  # pull_requests is empty for forks
+    env = runner_env(fake_github, companion, "workflow_run", event, sha=BASE, ref="refs/heads/main", run_id=777,
                      job="comment", inputs=FORK_COMMENT_TEMPLATE)  # fmt: skip
     posted = ok(run_step(env))
-    (comment,) = fake.comments(pr)
+    (comment,) = fake_github.comments(pr)
     assert posted.outputs["comment_url"] == comment["html_url"]
     assert "scale" in comment["body"] and "gpuemu-ci replay" in comment["body"]
     # The links point at the fork's run, which holds the results and snapshots, not the companion's.
@@ -268,7 +270,9 @@ def test_fork_pr_writes_results_without_commenting_and_the_companion_comments(
     refused = ok(run_step(env), 3)
     (error,) = refused.messages("error")
     assert BASE in error and HEAD in error and "no comment posted" in error
-    assert fake.comments(pr) == [comment] and refused.outputs.get("comment_url", "") == ""  # left as it was
+    assert (
+        fake_github.comments(pr) == [comment] and refused.outputs.get("comment_url", "") == ""
+    )  # left as it was
 
 
 # --- 5. permission errors and throttling ---------------------------------------------------------------
@@ -276,76 +280,76 @@ def test_fork_pr_writes_results_without_commenting_and_the_companion_comments(
 
 @pytest.mark.parametrize("failure", ["read_only", "server_keeps_failing"])
 def test_a_comment_that_cannot_be_posted_is_a_warning_and_the_gate_decides(
-    fake: FakeGitHub, tmp_path: Path, failure: str
+    fake_github: FakeGitHub, tmp_path: Path, failure: str
 ) -> None:
-    pr = fake.add_pull(head_sha=HEAD, base_sha=BASE)
+    pr = fake_github.add_pull(head_sha=HEAD, base_sha=BASE)
     if failure == "read_only":  # e.g. `permissions: contents: read` only
-        fake.read_only = True
+        fake_github.read_only = True
     else:
-        fake.fail("POST", r"/issues/\d+/comments$", Failure.server_error(502), times=10)
+        fake_github.fail("POST", r"/issues/\d+/comments$", Failure.server_error(502), times=10)
     workspace = write_tiny_project(tmp_path / "ws", BUGGY_SCALE)
-    step = ok(run_step(gate_env(fake, workspace, pr, inputs={"baseline": "none"})), 1)
+    step = ok(run_step(gate_env(fake_github, workspace, pr, inputs={"baseline": "none"})), 1)
     assert step.outputs["verdict"] == "failed" and step.outputs["comment_url"] == ""
     (warning,) = [m for m in step.messages("warning") if "comment" in m.lower()]
     if failure == "read_only":
         assert "pull-requests: write" in warning
-    assert fake.comments(pr) == []
+    assert fake_github.comments(pr) == []
     assert step.out("results.json").is_file() and step.out("report.dsse.json").is_file()
 
 
 def test_rate_limits_and_server_errors_are_retried_and_leave_one_comment(
-    fake: FakeGitHub, tmp_path: Path
+    fake_github: FakeGitHub, tmp_path: Path
 ) -> None:
-    pr = fake.add_pull(head_sha=HEAD, base_sha=BASE)
-    fake.fail("GET", r"/actions/artifacts$", Failure.server_error(503))
-    fake.fail("GET", r"/issues/\d+/comments$", Failure.too_many_requests(retry_after=1))
+    pr = fake_github.add_pull(head_sha=HEAD, base_sha=BASE)
+    fake_github.fail("GET", r"/actions/artifacts$", Failure.server_error(503))
+    fake_github.fail("GET", r"/issues/\d+/comments$", Failure.too_many_requests(retry_after=1))
     # The create lands but the answer is a 502: a blind resend would post a second comment.
-    fake.fail("POST", r"/issues/\d+/comments$", Failure.applied_then_server_error(502))
-    fake.fail("PATCH", r"/issues/comments/\d+$", Failure.secondary_rate_limit(retry_after=1))
+    fake_github.fail("POST", r"/issues/\d+/comments$", Failure.applied_then_server_error(502))
+    fake_github.fail("PATCH", r"/issues/comments/\d+$", Failure.secondary_rate_limit(retry_after=1))
     workspace = write_tiny_project(tmp_path / "ws")
-    step = ok(run_step(gate_env(fake, workspace, pr)))
-    (comment,) = fake.comments(pr)
+    step = ok(run_step(gate_env(fake_github, workspace, pr)))
+    (comment,) = fake_github.comments(pr)
     assert step.outputs["comment_url"] == comment["html_url"]
     assert "passed" in comment["body"]
     assert not [m for m in step.messages("warning") if "comment" in m.lower()], step.describe()
     assert step.results()["diff"]["status"] == "no_baseline"  # the artifact list was retried, not skipped
-    assert len(fake.api_calls("GET", r"/actions/artifacts$")) == 2
-    assert len(fake.api_calls("PATCH", r"/issues/comments/\d+$")) == 2
+    assert len(fake_github.api_calls("GET", r"/actions/artifacts$")) == 2
+    assert len(fake_github.api_calls("PATCH", r"/issues/comments/\d+$")) == 2
 
 
 # --- 6. expired baseline ----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("when", ["listed_as_expired", "expired_before_download"])
-def test_an_expired_baseline_is_neutral(fake: FakeGitHub, tmp_path: Path, when: str) -> None:
-    run = fake.add_run(event="push", head_branch="main", head_sha=BASE)
+def test_an_expired_baseline_is_neutral(fake_github: FakeGitHub, tmp_path: Path, when: str) -> None:
+    run = fake_github.add_run(event="push", head_branch="main", head_sha=BASE)
     files = {"baseline.json": b"{}"}
-    fake.add_artifact(run, "gpuemu-baseline", files, expired=when == "listed_as_expired")
+    fake_github.add_artifact(run, "gpuemu-baseline", files, expired=when == "listed_as_expired")
     if when == "expired_before_download":
-        fake.fail("GET", r"/actions/artifacts/\d+/zip$", Failure.gone())
-    pr = fake.add_pull(head_sha=HEAD, base_sha=BASE)
+        fake_github.fail("GET", r"/actions/artifacts/\d+/zip$", Failure.gone())
+    pr = fake_github.add_pull(head_sha=HEAD, base_sha=BASE)
     workspace = write_tiny_project(tmp_path / "ws")
-    step = ok(run_step(gate_env(fake, workspace, pr)))
+    step = ok(run_step(gate_env(fake_github, workspace, pr)))
     diff = step.results()["diff"]
     assert diff["status"] == "no_baseline" and "expired" in diff["message"]
     assert step.outputs["regressions"] == "0" and step.outputs["verdict"] == "passed"
-    (comment,) = fake.comments(pr)
+    (comment,) = fake_github.comments(pr)
     assert "expired" in comment["body"]
     assert not step.messages("error")
 
 
 def test_a_forbidden_baseline_lookup_is_a_warning_and_the_gate_still_decides(
-    fake: FakeGitHub, tmp_path: Path
+    fake_github: FakeGitHub, tmp_path: Path
 ) -> None:
     """A job without `actions: read` cannot list artifacts: say so, and gate on the run's own verdicts."""
-    fake.fail("GET", r"/actions/artifacts$", Failure.read_only())
-    pr = fake.add_pull(head_sha=HEAD, base_sha=BASE)
+    fake_github.fail("GET", r"/actions/artifacts$", Failure.read_only())
+    pr = fake_github.add_pull(head_sha=HEAD, base_sha=BASE)
     workspace = write_tiny_project(tmp_path / "ws", BUGGY_SCALE)
-    step = ok(run_step(gate_env(fake, workspace, pr)), 1)
+    step = ok(run_step(gate_env(fake_github, workspace, pr)), 1)
     (warning,) = [m for m in step.messages("warning") if m.startswith("baseline")]
     assert "Resource not accessible by integration" in warning and "actions: read" in warning
     assert step.results()["diff"]["status"] == "no_baseline"
-    (comment,) = fake.comments(pr)
+    (comment,) = fake_github.comments(pr)
     assert "Resource not accessible by integration" in comment["body"]
 
 
@@ -353,17 +357,17 @@ def test_a_forbidden_baseline_lookup_is_a_warning_and_the_gate_still_decides(
 
 
 def test_nightly_opens_one_issue_per_failing_op_updates_it_and_closes_it_when_fixed(
-    fake: FakeGitHub, tmp_path: Path
+    fake_github: FakeGitHub, tmp_path: Path
 ) -> None:
     workspace = write_tiny_project(tmp_path / "ws", BUGGY_SCALE)
 
     def nightly(run_id: int) -> Step:
-        env = runner_env(fake, workspace, "schedule", schedule_event(), sha=BASE, ref="refs/heads/main",
+        env = runner_env(fake_github, workspace, "schedule", schedule_event(), sha=BASE, ref="refs/heads/main",
                          run_id=run_id, inputs=NIGHTLY_TEMPLATE)  # fmt: skip
         return run_step(env)
 
     first = ok(nightly(201), 1)
-    (issue,) = fake.issues()
+    (issue,) = fake_github.issues()
     assert issue["state"] == "open" and "scale" in issue["title"]
     assert [label["name"] for label in issue["labels"]] == ["gpuemu-nightly"]
     seed = first.results()["seed"]
@@ -372,30 +376,30 @@ def test_nightly_opens_one_issue_per_failing_op_updates_it_and_closes_it_when_fi
 
     second = ok(nightly(202), 1)
     assert second.results()["seed"] != seed  # a fresh master seed each night, recorded
-    (same,) = fake.issues()
+    (same,) = fake_github.issues()
     assert same["number"] == issue["number"] and "actions/runs/202" in same["body"]
     assert str(second.results()["seed"]) in same["body"]
 
     write_tiny_project(workspace)
     ok(nightly(203))
-    (closed,) = fake.issues()
+    (closed,) = fake_github.issues()
     assert closed["number"] == issue["number"]
     assert (closed["state"], closed["state_reason"]) == ("closed", "completed")
-    assert any("passes again" in c["body"] for c in fake.comments(issue["number"]))
+    assert any("passes again" in c["body"] for c in fake_github.comments(issue["number"]))
 
 
 # --- 8. signing ---------------------------------------------------------------------------------------
 
 
 def test_sign_mode_signs_what_verify_accepts_and_gate_without_a_key_is_unsigned(
-    fake: FakeGitHub, tmp_path: Path
+    fake_github: FakeGitHub, tmp_path: Path
 ) -> None:
     workspace = write_tiny_project(tmp_path / "ws")
-    gate = ok(run_step(baseline_env(fake, workspace, inputs=PR_TEMPLATE)))
+    gate = ok(run_step(baseline_env(fake_github, workspace, inputs=PR_TEMPLATE)))
     public = tmp_path / "signing.pub"
     key = keys.generate()
     public.write_bytes(key.public.pem())
-    unsigned = verify(gate.workspace / gate.outputs["report_path"], public, fake.repository, BASE)
+    unsigned = verify(gate.workspace / gate.outputs["report_path"], public, fake_github.repository, BASE)
     assert unsigned.returncode == 1 and "unsigned" in (unsigned.stdout + unsigned.stderr)
 
     # The sign job checks nothing out: it downloads the results and signs them, away from the code under test.
@@ -403,12 +407,12 @@ def test_sign_mode_signs_what_verify_accepts_and_gate_without_a_key_is_unsigned(
     (signer / "gpuemu-out").mkdir(parents=True)
     (signer / "gpuemu-out" / "results.json").write_bytes(gate.out("results.json").read_bytes())
     inputs = {**SIGN_TEMPLATE, "signing_key": key.private_pem().decode()}
-    signed = ok(run_step(baseline_env(fake, signer, inputs=inputs, job="sign")))
+    signed = ok(run_step(baseline_env(fake_github, signer, inputs=inputs, job="sign")))
     assert signed.outputs["report_path"] == "gpuemu-out/report.dsse.json"
     report = signed.workspace / signed.outputs["report_path"]
-    accepted = verify(report, public, fake.repository, BASE)
+    accepted = verify(report, public, fake_github.repository, BASE)
     assert accepted.returncode == 0, accepted.stdout + accepted.stderr
-    assert verify(report, public, fake.repository, sha("another commit")).returncode == 2
+    assert verify(report, public, fake_github.repository, sha("another commit")).returncode == 2
     # The key is masked before anything could print it, and never printed otherwise.
     assert signed.stdout.startswith("::add-mask::")
     masked = "\n".join(line for line in signed.stdout.splitlines() if not line.startswith("::add-mask::"))
@@ -429,19 +433,19 @@ def test_sign_mode_signs_what_verify_accepts_and_gate_without_a_key_is_unsigned(
     ],
 )
 def test_bad_input_exits_2_with_an_error_annotation(
-    fake: FakeGitHub, tmp_path: Path, inputs: dict[str, str], says: str
+    fake_github: FakeGitHub, tmp_path: Path, inputs: dict[str, str], says: str
 ) -> None:
     workspace = write_tiny_project(tmp_path / "ws")
-    step = ok(run_step(baseline_env(fake, workspace, inputs=inputs)), 2)
+    step = ok(run_step(baseline_env(fake_github, workspace, inputs=inputs)), 2)
     (error,) = step.messages("error")
     assert says in error
     assert not (workspace / "gpuemu-out" / "results.json").exists()
 
 
-def test_a_workspace_without_gpuemu_toml_exits_2(fake: FakeGitHub, tmp_path: Path) -> None:
+def test_a_workspace_without_gpuemu_toml_exits_2(fake_github: FakeGitHub, tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    step = ok(run_step(baseline_env(fake, workspace)), 2)
+    step = ok(run_step(baseline_env(fake_github, workspace)), 2)
     (error,) = step.messages("error")
     assert "gpuemu.toml" in error
 
@@ -450,12 +454,12 @@ def test_a_workspace_without_gpuemu_toml_exits_2(fake: FakeGitHub, tmp_path: Pat
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="chown needs root")
-def test_output_dir_is_handed_to_the_workspace_owner(fake: FakeGitHub, tmp_path: Path) -> None:
+def test_output_dir_is_handed_to_the_workspace_owner(fake_github: FakeGitHub, tmp_path: Path) -> None:
     """A Docker action runs as root; the runner's later steps run as the workspace's owner."""
     workspace = write_tiny_project(tmp_path / "ws")
     os.chown(workspace, 4321, 4321)
     inputs = {**BASELINE_TEMPLATE, "output_dir": "out/gpuemu"}
-    ok(run_step(baseline_env(fake, workspace, inputs=inputs)))
+    ok(run_step(baseline_env(fake_github, workspace, inputs=inputs)))
     made = [workspace / "out", *(workspace / "out").rglob("*")]
     assert {p.name for p in made} >= {"baseline.json", "results.json", "report.dsse.json"}
     assert {(p.stat().st_uid, p.stat().st_gid) for p in made} == {(4321, 4321)}

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,13 +22,6 @@ from tests.github.support_fake_api import FakeGitHub
 HEAD, BASE, MERGE = "1a" * 20, "2b" * 20, "3c" * 20
 
 
-@pytest.fixture
-def fake() -> Iterator[FakeGitHub]:
-    with FakeGitHub() as server:
-        yield server
-    server.check_responses_against_openapi()
-
-
 def write(root: Path, files: dict[str, str]) -> Path:
     for name, text in files.items():
         path = root / name
@@ -38,10 +30,10 @@ def write(root: Path, files: dict[str, str]) -> Path:
     return root
 
 
-def gate(fake: FakeGitHub, workspace: Path, inputs: dict[str, str]) -> Step:
-    pr = fake.add_pull(head_sha=HEAD, base_sha=BASE)
-    event = pull_request_event(fake, pr, head_sha=HEAD, base_sha=BASE)
-    env = runner_env(fake, workspace, "pull_request", event, sha=MERGE, ref=f"refs/pull/{pr}/merge",
+def gate(fake_github: FakeGitHub, workspace: Path, inputs: dict[str, str]) -> Step:
+    pr = fake_github.add_pull(head_sha=HEAD, base_sha=BASE)
+    event = pull_request_event(fake_github, pr, head_sha=HEAD, base_sha=BASE)
+    env = runner_env(fake_github, workspace, "pull_request", event, sha=MERGE, ref=f"refs/pull/{pr}/merge",
                      inputs={"mode": "gate", "baseline": "none", **inputs})  # fmt: skip
     return run_step(env)
 
@@ -68,7 +60,7 @@ quick_iterations = 3
 
 
 @pytest.mark.slow
-def test_a_torch_op_with_requirements(fake: FakeGitHub, tmp_path: Path) -> None:
+def test_a_torch_op_with_requirements(fake_github: FakeGitHub, tmp_path: Path) -> None:
     pytest.importorskip("torch")
     workspace = write(tmp_path / "ws", {
         "requirements.txt": "torch\n",
@@ -98,7 +90,7 @@ def test_a_torch_op_with_requirements(fake: FakeGitHub, tmp_path: Path) -> None:
                 return 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
             """,
     })  # fmt: skip
-    step = gate(fake, workspace, {"requirements": "requirements.txt"})
+    step = gate(fake_github, workspace, {"requirements": "requirements.txt"})
     document = passed(step)
     assert document["ops"][0]["framework"] == "torch"
     assert "gpuemu-ci setup: pip install -r requirements.txt" in step.stdout
@@ -106,7 +98,7 @@ def test_a_torch_op_with_requirements(fake: FakeGitHub, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_triton_kernel_with_setup(fake: FakeGitHub, tmp_path: Path) -> None:
+def test_a_triton_kernel_with_setup(fake_github: FakeGitHub, tmp_path: Path) -> None:
     pytest.importorskip("torch")
     pytest.importorskip("triton")
     workspace = write(tmp_path / "ws", {
@@ -144,14 +136,14 @@ def test_a_triton_kernel_with_setup(fake: FakeGitHub, tmp_path: Path) -> None:
                 return x * 2.0
             """,
     })  # fmt: skip
-    step = gate(fake, workspace, {"setup": "pip install triton torch"})
+    step = gate(fake_github, workspace, {"setup": "pip install triton torch"})
     document = passed(step)
     (op,) = document["ops"]
     rows = {row["dtype"]: row for row in op["dtypes"]}
     assert op["interpreter"] == "triton-interpreter" and rows["float32"]["status"] == "passed"
     assert rows["bfloat16"]["status"] == "skipped"
-    (pr,) = fake.state.pulls
-    (comment,) = fake.comments(pr)
+    (pr,) = fake_github.state.pulls
+    (comment,) = fake_github.comments(pr)
     assert "Triton interpreter: bfloat16 unsupported" in comment["body"]
     assert "Ran in Triton's CPU interpreter" in comment["body"]
 
@@ -206,33 +198,39 @@ LOCAL_PACKAGE = {
 
 @pytest.mark.slow
 def test_a_local_package_with_its_own_dependency_and_a_cached_second_run(
-    fake: FakeGitHub, tmp_path: Path
+    fake_github: FakeGitHub, tmp_path: Path
 ) -> None:
     workspace = write(tmp_path / "ws", LOCAL_PACKAGE)
     setup = "pip install --no-index --no-build-isolation ./vendor/helperlib -e ."
-    first = gate(fake, workspace, {"setup": setup})
+    first = gate(fake_github, workspace, {"setup": setup})
     passed(first)
     assert "gpuemu-ci setup: create the virtual environment" in first.stdout
     venv = workspace / ".gpuemu-cache" / "venv"
     made = (venv / "pyvenv.cfg").stat().st_mtime_ns
-    second = gate(fake, workspace, {"setup": setup})  # what a restored actions/cache gives the next job
+    second = gate(
+        fake_github, workspace, {"setup": setup}
+    )  # what a restored actions/cache gives the next job
     passed(second)
     assert "create the virtual environment" not in second.stdout  # reused as it was
     assert (venv / "pyvenv.cfg").stat().st_mtime_ns == made
 
 
-def test_a_setup_that_fails_stops_before_the_gate_with_exit_2(fake: FakeGitHub, tmp_path: Path) -> None:
+def test_a_setup_that_fails_stops_before_the_gate_with_exit_2(
+    fake_github: FakeGitHub, tmp_path: Path
+) -> None:
     workspace = write(tmp_path / "ws", LOCAL_PACKAGE)
-    step = gate(fake, workspace, {"setup": "pip install --no-index no-such-package-anywhere"})
+    step = gate(fake_github, workspace, {"setup": "pip install --no-index no-such-package-anywhere"})
     assert step.returncode == 2, step.describe()
     (error,) = step.messages("error")
     assert "setup step" in error and "exited with status" in error and "the gate did not run" in error
     assert not (workspace / "gpuemu-out" / "results.json").exists()
 
 
-def test_a_missing_requirements_file_is_exit_2_before_anything_runs(fake: FakeGitHub, tmp_path: Path) -> None:
+def test_a_missing_requirements_file_is_exit_2_before_anything_runs(
+    fake_github: FakeGitHub, tmp_path: Path
+) -> None:
     workspace = write(tmp_path / "ws", LOCAL_PACKAGE)
-    step = gate(fake, workspace, {"requirements": "requirements/missing.txt ../outside.txt"})
+    step = gate(fake_github, workspace, {"requirements": "requirements/missing.txt ../outside.txt"})
     assert step.returncode == 2, step.describe()
     (error,) = step.messages("error")
     assert "requirements" in error and "does not exist" in error

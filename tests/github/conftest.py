@@ -1,9 +1,5 @@
-"""Fixtures for the GitHub layer's tests: the fake API, checked against GitHub's OpenAPI contract.
-
-Every response the fake sent during a test is validated at teardown against the vendored subset
-of GitHub's published description (``openapi_check``), so the fake cannot drift from the real API
-without a test failing.
-"""
+"""Fixtures for the GitHub layer's tests: a client of the fake API (`fake_github`, in tests/conftest.py) that
+records its sleeps instead of sleeping."""
 
 from __future__ import annotations
 
@@ -13,13 +9,6 @@ import pytest
 
 from gpuemu_ci.github.client import GitHubClient
 from tests.github.support_fake_api import FakeGitHub, SleepRecorder
-
-
-@pytest.fixture
-def fake_github() -> Iterator[FakeGitHub]:
-    with FakeGitHub() as fake:
-        yield fake
-    fake.check_responses_against_openapi()
 
 
 @pytest.fixture

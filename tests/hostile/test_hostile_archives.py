@@ -15,7 +15,6 @@ import subprocess
 import sys
 import textwrap
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -92,13 +91,6 @@ def bombs() -> dict[str, bytes]:
     }
 
 
-@pytest.fixture
-def fake() -> Iterator[FakeGitHub]:
-    with FakeGitHub() as server:
-        yield server
-    server.check_responses_against_openapi()
-
-
 EXPECTED = {
     "bzip2, 1 GiB of zeros": "compression method 12",
     "LZMA, 256 MiB of zeros": "compression method 14",
@@ -111,14 +103,14 @@ EXPECTED = {
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(EXPECTED))
 def test_a_hostile_baseline_artifact_is_refused_and_the_gate_decides(
-    fake: FakeGitHub, bombs: dict[str, bytes], tmp_path: Path, name: str
+    fake_github: FakeGitHub, bombs: dict[str, bytes], tmp_path: Path, name: str
 ) -> None:
-    run = fake.add_run(event="push", head_branch="main", head_sha=BASE)
-    fake.add_artifact(run, "gpuemu-baseline", zip_bytes=bombs[name])
-    pr = fake.add_pull(head_sha=HEAD, base_sha=BASE)
+    run = fake_github.add_run(event="push", head_branch="main", head_sha=BASE)
+    fake_github.add_artifact(run, "gpuemu-baseline", zip_bytes=bombs[name])
+    pr = fake_github.add_pull(head_sha=HEAD, base_sha=BASE)
     workspace = write_tiny_project(tmp_path / "ws")
-    event = pull_request_event(fake, pr, head_sha=HEAD, base_sha=BASE)
-    env = runner_env(fake, workspace, "pull_request", event, sha=MERGE, ref=f"refs/pull/{pr}/merge",
+    event = pull_request_event(fake_github, pr, head_sha=HEAD, base_sha=BASE)
+    env = runner_env(fake_github, workspace, "pull_request", event, sha=MERGE, ref=f"refs/pull/{pr}/merge",
                      inputs={"mode": "gate", "baseline": "auto"})  # fmt: skip
     step = run_step(env)
     assert step.returncode == 0, step.describe()  # the run's own verdict: passed

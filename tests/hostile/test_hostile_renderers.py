@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -49,18 +48,13 @@ def rowsum_ref(x):
 """
 
 
-@pytest.fixture
-def fake() -> Iterator[FakeGitHub]:
-    with FakeGitHub() as server:
-        yield server
-    server.check_responses_against_openapi()
-
-
-def test_an_ops_hostile_message_is_published_inert_everywhere(fake: FakeGitHub, tmp_path: Path) -> None:
+def test_an_ops_hostile_message_is_published_inert_everywhere(
+    fake_github: FakeGitHub, tmp_path: Path
+) -> None:
     workspace = write_tiny_project(tmp_path / "ws", HOSTILE_OPS, TINY_CONFIG)
-    pr = fake.add_pull(head_sha=HEAD, base_sha=BASE)
-    event = pull_request_event(fake, pr, head_sha=HEAD, base_sha=BASE)
-    env = runner_env(fake, workspace, "pull_request", event, sha=MERGE, ref=f"refs/pull/{pr}/merge",
+    pr = fake_github.add_pull(head_sha=HEAD, base_sha=BASE)
+    event = pull_request_event(fake_github, pr, head_sha=HEAD, base_sha=BASE)
+    env = runner_env(fake_github, workspace, "pull_request", event, sha=MERGE, ref=f"refs/pull/{pr}/merge",
                      inputs={"mode": "gate", "baseline": "none"})  # fmt: skip
     step = run_step(env)
     assert step.returncode == 1, step.describe()  # the op failed; nothing crashed on the way
@@ -72,7 +66,7 @@ def test_an_ops_hostile_message_is_published_inert_everywhere(fake: FakeGitHub, 
     for name in ("results.sarif", "junit.xml", "report.dsse.json"):
         (workspace / "gpuemu-out" / name).read_bytes().decode("utf-8")
     assert not [c for c in step.commands if c.message == "forged by the op"]  # the op's print is no command
-    (comment,) = fake.comments(pr)
+    (comment,) = fake_github.comments(pr)
     html = cmarkgfm.github_flavored_markdown_to_html(
         comment["body"], options=cmarkgfm.Options.CMARK_OPT_UNSAFE
     )
