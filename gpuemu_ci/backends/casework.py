@@ -206,7 +206,6 @@ def run_op_side(
             invoke = load_target(task.op_target).invoke
         except LoadError as exc:
             return OpSide(CallResult(CallStatus.IMPORT_ERROR, message=str(exc)))
-    triton_probe.install()  # count launches of kernels the import just defined
     on_loaded()
     stage(Stage.GENERATING)
     try:

@@ -55,7 +55,7 @@ def write_snapshot(out_dir: Path, arrays: dict[str, np.ndarray], metadata: dict[
     return relative
 
 
-MAX_SNAPSHOT_BYTES = 2 << 30  # a snapshot is read whole; the gate never writes one near this
+MAX_SNAPSHOT_FILE_BYTES = 2 << 30  # a snapshot file is read whole; the gate never writes one near this
 _NUMERIC_KINDS = frozenset("biufc")  # bool, ints, floats, complex: no objects, strings or structured types
 
 
@@ -94,7 +94,7 @@ def read_snapshot(path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     import ml_dtypes
 
     what = f"snapshot {path}"
-    data = read_bounded(path, "snapshot", MAX_SNAPSHOT_BYTES)
+    data = read_bounded(path, "snapshot", MAX_SNAPSHOT_FILE_BYTES)
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             arrays: dict[str, np.ndarray] = {}
