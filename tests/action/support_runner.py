@@ -302,11 +302,11 @@ def runner_env(
     return env
 
 
-def run_step(env: dict[str, str]) -> Step:
+def run_step(env: dict[str, str], python: str = sys.executable) -> Step:
     """``python entrypoint.py`` with ``env`` only, in the workspace; what the runner reads back."""
     workspace = Path(env["GITHUB_WORKSPACE"])
     done = subprocess.run(
-        [sys.executable, str(ENTRYPOINT)],
+        [python, str(ENTRYPOINT)],
         env=env,
         cwd=workspace,
         capture_output=True,
