@@ -8,7 +8,7 @@ on the *base* interpreter, whose site-packages lack gpuemu-ci's dependencies: a 
 tool's own site-packages after the new environment's (what the user installs still wins).
 
 pip's download cache lives beside the environment. A workflow keeps both between runs
-with `actions/cache` on `cache_dir` (the README shows how): a restored environment made by the same Python
+with `actions/cache` on `cache_dir` (docs/action.md shows how): a restored environment made by the same Python
 is reused as it is, so an unchanged `pip install` finds everything already satisfied.
 """
 
