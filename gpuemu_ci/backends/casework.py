@@ -201,11 +201,13 @@ def run_op_side(
     the process."""
     op = task.op
     stage(Stage.LOADING)
+    loaded: Loaded | None = None
     if invoke is None:
         try:
-            invoke = load_target(task.op_target).invoke
+            loaded = load_target(task.op_target)
         except LoadError as exc:
             return OpSide(CallResult(CallStatus.IMPORT_ERROR, message=str(exc)))
+        invoke = loaded.invoke
     on_loaded()
     stage(Stage.GENERATING)
     try:
@@ -214,6 +216,9 @@ def run_op_side(
         return OpSide(CallResult(CallStatus.RAISED, message=f"not run: {exc.message}"))
     except CaseSkipped as exc:  # the judge side says so in its report
         return OpSide(CallResult(CallStatus.RAISED, message=f"not run: {exc.reason}"))
+    # A signature that cannot take the inputs is the config's mistake: one error for the op, not one per case.
+    if loaded is not None and (mismatch := loaded.mismatch([*case.arrays, *case.kwargs])):
+        return OpSide(CallResult(CallStatus.IMPORT_ERROR, message=mismatch))
     bridge = get_bridge(task.op_target.framework)
     if op.backward is not None:
         try:
@@ -543,6 +548,9 @@ def _judge(judging: _Judging, op_view: OpView) -> CaseReport:
             size_class=exc.stratum.size_class.value,
             message=exc.reason,
         )
+    mismatch = reference_target.mismatch([*case.arrays, *case.kwargs])
+    if mismatch:  # the config's mistake: one error for the op (exit 2), not one failure per case
+        raise _Unloadable("reference", mismatch)
     judging.call_s += op_view.op.duration_s + (op_view.rerun.duration_s if op_view.rerun else 0.0)
     if op_view.interpreter and op_view.interpreter_types:
         # Triton's interpreter computes these types on bit patterns (triton_probe): its numbers are the
