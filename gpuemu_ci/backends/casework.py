@@ -217,7 +217,8 @@ def run_op_side(
     except CaseSkipped as exc:  # the judge side says so in its report
         return OpSide(CallResult(CallStatus.RAISED, message=f"not run: {exc.reason}"))
     # A signature that cannot take the inputs is the config's mistake: one error for the op, not one per case.
-    if loaded is not None and (mismatch := loaded.mismatch([*case.arrays, *case.kwargs])):
+    passed = [*case.arrays, *case.kwargs, *filter(None, [op.execution.out_arg])]
+    if loaded is not None and (mismatch := loaded.mismatch(passed)):
         return OpSide(CallResult(CallStatus.IMPORT_ERROR, message=mismatch))
     bridge = get_bridge(task.op_target.framework)
     if op.backward is not None:
