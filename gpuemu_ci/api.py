@@ -25,6 +25,7 @@ from typing import Any
 import msgspec
 
 from gpuemu_ci.backends.interface import CallTarget, Pool, TargetKind
+from gpuemu_ci.cli.describe import describe_inputs
 from gpuemu_ci.config.load import load_config
 from gpuemu_ci.config.model import Config, ExecutionMode, Suite
 from gpuemu_ci.errors import UsageError
@@ -191,10 +192,11 @@ def _failure_text(op_name: str, result: OpResult, master: int) -> str:
     if result.message:
         lines.append(result.message)
     for failure in result.failures[:10]:
-        shapes = ", ".join(f"{k}{tuple(v)}" for k, v in failure.shapes.items())
+        # The inputs as the CLI describes them: a stride bug fails only on the layouts named here.
+        inputs = describe_inputs(failure.shapes, failure.strides, failure.layouts)
         lines.append(
-            f"- {failure.kind} [{failure.dtype}] {shapes} {failure.distribution}: "
-            f"{failure.message.splitlines()[0][:300]}"
+            f"- {failure.kind} [{failure.dtype}] {inputs} {failure.distribution} seed {failure.case_seed}: "
+            f"{failure.message.splitlines()[0][:300] if failure.message else failure.kind}"
         )
         lines.append(f"  replay: {failure.replay}")
     return "\n".join(lines)
