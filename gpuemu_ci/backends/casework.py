@@ -41,9 +41,12 @@ from gpuemu_ci.backends.protocol import Stage
 from gpuemu_ci.backends.transport import is_float_like, memory_region, region_of, resolve_dtype
 from gpuemu_ci.config.model import Framework, Layout, OpSpec
 from gpuemu_ci.fuzz import layouts as layout_mod
-from gpuemu_ci.fuzz.case import CaseInputs, CaseSkipped, InputsHookError, build_case
+from gpuemu_ci.fuzz.case import CaseInputs, CaseSkipped, InputsHookError
+from gpuemu_ci.fuzz.inputs import case_inputs, inputs_digest
 from gpuemu_ci.fuzz.shapes import shape_of
-from gpuemu_ci.plan.model import ValueMode
+from gpuemu_ci.fuzz.values import GENERATOR_VERSION
+from gpuemu_ci.plan.expand import stratum
+from gpuemu_ci.plan.model import CaseStratum, ValueMode
 
 Stager = Callable[[Stage], None]
 Invoke = Callable[[dict[str, Any], dict[str, Any]], Any]
@@ -80,13 +83,18 @@ class InputsFailed(Exception):
 
 
 def make_inputs(task: OpTask, case: CaseSpec, contain: type[BaseException] = BaseException) -> CaseInputs:
-    """The case's inputs: from its seed (byte for byte what `build_case` gives anywhere), or its snapshot."""
+    """The case's inputs (fuzz/inputs.case_inputs: from its seed, byte for byte what any process builds, or
+    from its snapshot), with what user code may raise while making them turned into InputsFailed."""
     try:
-        if case.snapshot is not None:
-            from gpuemu_ci.pipeline.replay import case_from_snapshot  # a snapshot's or a capture's inputs
-
-            return case_from_snapshot(task.op, case.snapshot)
-        return build_case(task.op, case.seed, task.root, dims_override=case.dims, value_scale=case.scale)
+        return case_inputs(
+            task.op,
+            case.seed,
+            task.root,
+            load_callable,
+            dims=case.dims,
+            scale=case.scale,
+            snapshot=case.snapshot,
+        )
     except InputsHookError as exc:
         raise InputsFailed(exc.message, unloadable=not exc.loaded) from None
     except CaseSkipped:
@@ -95,10 +103,11 @@ def make_inputs(task: OpTask, case: CaseSpec, contain: type[BaseException] = Bas
         raise InputsFailed(f"generating the inputs failed: {describe_exception(exc)}", False) from None
 
 
-def describe_case(case: CaseInputs) -> dict[str, Any]:
-    """What results.json records about a case besides its verdict."""
+def describe_case(case: CaseInputs, digest: str | None = None) -> dict[str, Any]:
+    """What results.json records about a case besides its verdict (`digest`: its inputs_digest)."""
     described = case.describe()
     return {
+        "inputs_digest": digest,
         "dtype": case.dtype,
         "distribution": case.stratum.mode.value,
         "aligned": case.stratum.aligned,
@@ -175,6 +184,8 @@ class OpSide:
     interpreter: str | None = None
     retire: bool = False
     interpreter_types: tuple[str, ...] = ()  # bfloat16/fp8 that Triton's interpreter handled (triton_probe)
+    inputs_digest: str = ""  # of the inputs this side built ("" when it built none)
+    skipped: str = ""  # why this machine cannot hold the case (CaseSkipped): the judge says so, not a failure
 
 
 def out_buffer_shape(op: OpSpec, case: CaseInputs) -> tuple[int, ...]:
@@ -193,12 +204,13 @@ def run_op_side(
     invoke: Invoke | None = None,
     on_first_call: Callable[[CallResult], None] | None = None,
     on_loaded: Callable[[], None] = lambda: None,
+    on_built: Callable[[str], None] = lambda digest: None,
     contain: type[BaseException] = BaseException,
 ) -> OpSide:
     """Generate the inputs and call the op (twice when it is declared deterministic). `invoke` replaces the
     op target (a callable in the caller's process); `on_loaded` is told when the imports are done (the case's
-    timer starts there); `on_first_call` sees the first call's result before the re-run, which might kill
-    the process."""
+    timer starts there); `on_built` gets the inputs' digest before the op runs (a crash keeps it);
+    `on_first_call` sees the first call's result before the re-run, which might kill the process."""
     op = task.op
     stage(Stage.LOADING)
     if invoke is None:
@@ -213,7 +225,9 @@ def run_op_side(
     except InputsFailed as exc:
         return OpSide(CallResult(CallStatus.RAISED, message=f"not run: {exc.message}"))
     except CaseSkipped as exc:  # the judge side says so in its report
-        return OpSide(CallResult(CallStatus.RAISED, message=f"not run: {exc.reason}"))
+        return OpSide(CallResult(CallStatus.RAISED, message=f"not run: {exc.reason}"), skipped=exc.reason)
+    digest = inputs_digest(case)
+    on_built(digest)
     bridge = get_bridge(task.op_target.framework)
     if op.backward is not None:
         try:
@@ -281,7 +295,7 @@ def run_op_side(
                     region[...] = before[name]  # identical fresh inputs
             rerun, retire = one_call(Stage.RERUN)
     interpreter, interpreter_types = triton_probe.since(launches_before)
-    return OpSide(first, rerun, modified, interpreter, retire, interpreter_types)
+    return OpSide(first, rerun, modified, interpreter, retire, interpreter_types, digest)
 
 
 def _forward_and_backward(task: OpTask, case: CaseInputs, invoke: Invoke, bridge: Bridge) -> Invoke:
@@ -354,6 +368,8 @@ class OpView:
     inputs_modified: tuple[str, ...] = ()
     interpreter: str | None = None
     interpreter_types: tuple[str, ...] = ()
+    inputs_digest: str = ""  # of the inputs the op's side built ("" when it built none, or died first)
+    skipped: str = ""  # the op's side could not hold the case (CaseSkipped)
 
 
 def _reference_copy(view: np.ndarray) -> np.ndarray:
@@ -431,6 +447,7 @@ class _Judging:
     reference_invoke: Invoke | None = None
     call_s: float = 0.0
     retire: bool = False
+    digest: str | None = None  # of the inputs this side built
 
     def load(self, spec: str | None, who: str, target: Any = None) -> Any:
         try:
@@ -528,6 +545,8 @@ def _judge(judging: _Judging, op_view: OpView) -> CaseReport:
     if op.targets.error_scale is not None:
         error_scale = judging.load(op.targets.error_scale, "error_scale hook")
     judging.on_loaded()
+    if op_view.skipped:  # the op's side could not hold the case: neither side runs it
+        return _skipped(stratum(op, judging.spec.seed), op_view.skipped)
     stage(Stage.GENERATING)
     try:
         case = make_inputs(task, judging.spec, judging.contain)
@@ -536,20 +555,17 @@ def _judge(judging: _Judging, op_view: OpView) -> CaseReport:
             raise _Unloadable("inputs hook", exc.message) from None
         return CaseReport(outcome="errored", kind="raised", message=exc.message)
     except CaseSkipped as exc:
-        return CaseReport(
-            outcome="skipped",
-            dtype=exc.stratum.dtype,
-            distribution=exc.stratum.mode.value,
-            size_class=exc.stratum.size_class.value,
-            message=exc.reason,
-        )
+        return _skipped(exc.stratum, exc.reason)
+    judging.digest = inputs_digest(case)
+    if op_view.inputs_digest and op_view.inputs_digest != judging.digest:
+        return _inputs_differ(judging, case, op_view.inputs_digest)
     judging.call_s += op_view.op.duration_s + (op_view.rerun.duration_s if op_view.rerun else 0.0)
     if op_view.interpreter and op_view.interpreter_types:
         # Triton's interpreter computes these types on bit patterns (triton_probe): its numbers are the
         # interpreter's fault, not the kernel's, so the case is not judged here.
         return CaseReport(
             outcome="skipped",
-            **describe_case(case),
+            **describe_case(case, judging.digest),
             interpreter=op_view.interpreter,
             interpreter_types=op_view.interpreter_types,
             message=interpreter_reason(op_view.interpreter_types),
@@ -632,6 +648,30 @@ def _judge(judging: _Judging, op_view: OpView) -> CaseReport:
         )
         return _errored(judging, case, failed, "judge")
     return _judged(judging, case, run, verdict, gradient_stats)
+
+
+def _skipped(chosen: CaseStratum, reason: str) -> CaseReport:
+    return CaseReport(
+        outcome="skipped",
+        dtype=chosen.dtype,
+        distribution=chosen.mode.value,
+        size_class=chosen.size_class.value,
+        message=reason,
+    )
+
+
+def _inputs_differ(judging: _Judging, case: CaseInputs, op_digest: str) -> CaseReport:
+    """The op's side and this one built different inputs from one seed: the tool's own error (exit 3), never
+    a verdict about the op, which saw other inputs than the judge would compare against."""
+    return CaseReport(
+        outcome="inputs_differ",
+        **describe_case(case, judging.digest),
+        op_inputs_digest=op_digest,
+        message=(
+            f"the op's worker and the judge's built different inputs from seed {case.seed} (op side {op_digest}, "
+            f"judge side {judging.digest}): no verdict is possible"
+        ),
+    )
 
 
 Gradients = tuple[np.ndarray, ...]
@@ -794,7 +834,7 @@ def _judged(
         "total": stats.total if stats else None,
     }
     base = {
-        **describe_case(case),
+        **describe_case(case, judging.digest),
         "interpreter": run.interpreter,
         "reference_scale": scale,
         "call_s": judging.call_s,
@@ -831,7 +871,7 @@ def _errored(judging: _Judging, case: CaseInputs, failed: CallResult, who: str) 
     written = _snapshot(judging, case)
     return CaseReport(
         outcome="errored",
-        **describe_case(case),
+        **describe_case(case, judging.digest),
         kind=kind,
         message=f"the {who} {failed.status.words}: {failed.message}",
         stderr_tail=failed.stderr_tail or None,
@@ -863,8 +903,6 @@ def _snapshot(judging: _Judging, case: CaseInputs) -> _Written:
 
 def snapshot_meta(task: OpTask, spec: CaseSpec, case: CaseInputs) -> dict[str, Any]:
     """What a snapshot records besides the inputs: enough to rebuild and replay the case."""
-    from gpuemu_ci.fuzz.values import GENERATOR_VERSION
-
     return {
         "op": task.op.name,
         "case_seed": case.seed,
@@ -881,4 +919,5 @@ def snapshot_meta(task: OpTask, spec: CaseSpec, case: CaseInputs) -> dict[str, A
             for name, c in case.layouts.items()
         },
         "input_order": list(case.logical),
+        "inputs_digest": inputs_digest(case),
     }

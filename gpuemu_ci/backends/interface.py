@@ -115,7 +115,7 @@ class CaseSpec:
     snapshot_wanted: bool = True  # write an input snapshot when the case fails
 
 
-Outcome = Literal["passed", "failed", "errored", "unloadable", "skipped"]
+Outcome = Literal["passed", "failed", "errored", "unloadable", "skipped", "inputs_differ"]
 # What the results model requires of these fields, checked when a worker's report is decoded.
 SnapshotPath = Annotated[str, msgspec.Meta(pattern=r"^snapshots/[0-9a-f]{16}\.npz$")]
 Count = Annotated[int, msgspec.Meta(ge=0)]
@@ -136,7 +136,9 @@ class CaseReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     outcome: passed; failed (a wrong answer, a crash, a timeout of the op); errored (could not be judged:
     the reference or the inputs failed); unloadable (the op, its reference or a hook does not load: the
     config is wrong); skipped (not judged on this machine: a large-size case its memory cannot hold, or a case
-    Triton's interpreter computed in a type it mishandles; `message` says why; never a pass, never a failure).
+    Triton's interpreter computed in a type it mishandles; `message` says why; never a pass, never a failure);
+    inputs_differ (the op's side and the judge's built different inputs from the seed: the tool's own error,
+    never a verdict).
     `kind`/`message`/`stderr_tail` describe a non-passing case as results.json records it;
     `findings` are the individual reasons ((kind, message) pairs)."""
 
@@ -170,6 +172,8 @@ class CaseReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     call_s: float = 0.0  # seconds inside the op, reference and naive calls (benchmarks)
     output: str | None = None  # which output the first finding is about when not the forward's: "grad of x"
     gradients: tuple[GradientFigure, ...] = ()  # backward = true: per gradient, in grad_inputs order
+    inputs_digest: str | None = None  # fuzz/inputs.inputs_digest of the inputs the judge built
+    op_inputs_digest: str | None = None  # inputs_differ: the digest of the op's side, which differs
 
 
 class CaseAborted(Exception):

@@ -29,6 +29,7 @@ from gpuemu_ci.backends.channel import recv_frame, send_frame
 from gpuemu_ci.backends.hygiene import Baseline
 from gpuemu_ci.backends.interface import CallResult, CallStatus, CaseReport, OpTask
 from gpuemu_ci.backends.protocol import (
+    Built,
     CallReply,
     Hello,
     Judge,
@@ -93,7 +94,12 @@ class Worker:
 
         try:
             side = run_op_side(
-                task, request.case, stage=self.stage, on_first_call=first_call, on_loaded=self.ready
+                task,
+                request.case,
+                stage=self.stage,
+                on_first_call=first_call,
+                on_loaded=self.ready,
+                on_built=lambda digest: self.send(Built(self.current, digest)),
             )
             self.stage(Stage.REPLY)
             results = [side.op] + ([side.rerun] if side.rerun is not None else [])
@@ -112,6 +118,7 @@ class Worker:
                     side.retire,
                     needed,
                     side.interpreter_types,
+                    side.skipped,
                 )
             )
             data, more_fds = recv_frame(self.sock)
@@ -137,6 +144,7 @@ class Worker:
                 side.interpreter,
                 side.retire,
                 interpreter_types=side.interpreter_types,
+                skipped=side.skipped,
             )
         )
 
@@ -167,6 +175,8 @@ class Worker:
             side.inputs_modified,
             side.interpreter,
             side.interpreter_types,
+            side.inputs_digest,
+            side.skipped,
         )
         report, retire = run_judge_side(task, request.case, view, stage=self.stage, on_loaded=self.ready)
         self.stage(Stage.REPLY)

@@ -15,7 +15,7 @@ from gpuemu_ci.cli.options import config_option, out_option
 from gpuemu_ci.config.load import load_config
 from gpuemu_ci.errors import ExitCode, UsageError
 from gpuemu_ci.pipeline.minimize import minimize
-from gpuemu_ci.pipeline.replay import replay
+from gpuemu_ci.pipeline.replay import ReplayOutcome, replay
 from gpuemu_ci.pipeline.session import Session
 from gpuemu_ci.pipeline.settings import RunOptions, select_ops
 from gpuemu_ci.results.codec import read_results
@@ -60,6 +60,11 @@ def _parse_dims(text: str | None) -> dict[str, int] | None:
     help="Run this function instead of the op's own: package.module:function or path/to/file.py:function "
     "(the replay command of a gpuemu_ci.check failure).",
 )
+@click.option(
+    "--inputs-digest",
+    help="With --seed: the inputs digest of the recorded case (results.json); a replay that builds other "
+    "inputs says so instead of judging them.",
+)
 @out_option("Directory for the snapshots of cases that still fail.")
 def replay_command(
     results: Path | None,
@@ -72,11 +77,12 @@ def replay_command(
     dims_text: str | None,
     scale: float | None,
     target_text: str | None,
+    inputs_digest: str | None,
     out_dir: Path,
 ) -> int:
     """Re-run failing cases and print their verdict. Exit 1 when a case still fails, 0 when none does."""
     config = load_config(config_path)
-    still_failing = 0
+    still_failing = other_inputs = 0
     with Session(config, RunOptions(out_dir=out_dir, jobs=1)) as session:
         if results is not None:
             document = read_results(results)
@@ -103,8 +109,10 @@ def replay_command(
                     seed=failure.case_seed,
                     snapshot=snap,
                     generator_version=document.generator_version,
+                    inputs_digest=failure.inputs_digest,
                 )
-                still_failing += _report(failure.case_id, outcome.failed, outcome.message, failure.kind)
+                other_inputs += outcome.other_inputs
+                still_failing += _report(failure.case_id, outcome, failure.kind)
         else:
             if snapshot is not None and not op_name:
                 op_name = str(read_snapshot(snapshot)[1].get("op") or "")  # a snapshot knows its op
@@ -123,8 +131,10 @@ def replay_command(
                 dims=_parse_dims(dims_text),
                 scale=scale,
                 target=target,
+                inputs_digest=inputs_digest,
             )
-            still_failing += _report(f"{op_name} seed {outcome.seed}", outcome.failed, outcome.message, None)
+            other_inputs += outcome.other_inputs
+            still_failing += _report(f"{op_name} seed {outcome.seed}", outcome, None)
             report = outcome.report
             if report.shapes:
                 click.echo(
@@ -132,18 +142,23 @@ def replay_command(
                     f"dtype {report.dtype}; {report.distribution}; kwargs {json.dumps(dict(report.kwargs))}",
                     err=True,
                 )
+    if other_inputs:
+        return int(ExitCode.INFRASTRUCTURE)  # the replay could not rebuild the case: no verdict either way
     return int(ExitCode.GATE_FAILED if still_failing else ExitCode.PASSED)
 
 
-def _report(label: str, failed: bool, message: str, recorded_kind: str | None) -> int:
-    if failed:
+def _report(label: str, outcome: ReplayOutcome, recorded_kind: str | None) -> int:
+    message = outcome.message
+    if outcome.other_inputs:
+        click.echo(f"BUILT OTHER INPUTS {label}", err=True)
+    elif outcome.failed:
         status = "REPRODUCED" if recorded_kind is None or recorded_kind in message else "FAILS (differently)"
         click.echo(f"{status} {label}", err=True)
     else:
         click.echo(f"DID NOT REPRODUCE {label}: the case passes now", err=True)
     for line in message.splitlines():
         click.echo(f"  {line}", err=True)
-    return 1 if failed else 0
+    return 1 if outcome.failed or outcome.other_inputs else 0
 
 
 @click.command("minimize")
