@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from gpuemu_ci.config.load import load_config
 from gpuemu_ci.backends.loading import load_callable
+from gpuemu_ci.config.load import load_config
 from gpuemu_ci.fuzz.case import build_case
 from gpuemu_ci.pipeline.gate import run_gate
 from gpuemu_ci.pipeline.minimize import minimize
