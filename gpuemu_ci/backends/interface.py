@@ -4,7 +4,7 @@ A case travels as its seed: the pipeline hands a pool an `OpTask` (the op's conf
 per worker process) and a `CaseSpec` (the case seed, or a snapshot to replay), and gets a `CaseReport` back:
 the verdict of the judge process, never arrays. The process that runs the op generates the inputs from the
 seed; the reference and the judging run in another process, which generates the same inputs from the seed
-and reads the op's outputs from shared memory (see casework.py and pool.py).
+and reads the op's outputs from shared memory (see op_side.py, judge_side.py and pool.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """WorkerPool: runs cases, from their seeds, in persistent isolated worker processes.
 
-Each case has two sides (casework.py): the op side, in one worker, and the judge side, in another; the op's
-outputs cross from the first to the second once, through a shared-memory arena the pool owns. `jobs` is the
+Each case has two sides (op_side.py, judge_side.py): the op side, in one worker, and the judge side, in
+another; the op's outputs cross from the first to the second once, through a shared-memory arena the pool
+owns. `jobs` is the
 number of processes computing at once (one core each); the pool keeps `jobs + 1` processes, so a judge can
 always run outside the process that ran its op. An op's cases spread over every worker.
 

@@ -1,4 +1,4 @@
-"""The worker process: runs the op side or the judge side of cases (casework.py) until told to stop.
+"""The worker process: runs the op side or the judge side of cases (op_side.py, judge_side.py) until told to stop.
 
 Started by the pool as `python -m gpuemu_ci.backends.worker SOCKET_FD STATUS_FD PARENT_PID [pdeathsig]` (a
 fresh interpreter: nothing inherited from the parent's state) in its own session, with stdout and stderr on
@@ -24,10 +24,11 @@ import time
 import numpy as np
 
 from gpuemu_ci.backends import triton_probe
-from gpuemu_ci.backends.casework import OpView, run_judge_side, run_op_side
 from gpuemu_ci.backends.channel import recv_frame, send_frame
 from gpuemu_ci.backends.hygiene import Baseline
 from gpuemu_ci.backends.interface import CallResult, CallStatus, CaseReport, OpTask
+from gpuemu_ci.backends.judge_side import OpView, run_judge_side
+from gpuemu_ci.backends.op_side import run_op_side
 from gpuemu_ci.backends.protocol import (
     Built,
     CallReply,

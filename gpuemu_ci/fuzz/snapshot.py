@@ -5,6 +5,7 @@ records, with its dims and kwargs."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -12,6 +13,8 @@ from gpuemu_ci.config.model import Layout, OpSpec
 from gpuemu_ci.errors import UsageError
 from gpuemu_ci.fuzz import layouts as layout_mod
 from gpuemu_ci.fuzz.case import CaseInputs, rebuild_from_snapshot
+from gpuemu_ci.fuzz.digest import inputs_digest
+from gpuemu_ci.fuzz.values import GENERATOR_VERSION
 from gpuemu_ci.plan.model import CaseStratum, SizeClass, ValueMode
 from gpuemu_ci.results.snapshots import read_snapshot
 
@@ -84,3 +87,26 @@ def classify_layout(array: np.ndarray) -> layout_mod.LayoutChoice:
     if array.ndim >= 2 and array.T.flags.c_contiguous:
         return layout_mod.LayoutChoice(Layout.TRANSPOSED, None)
     return layout_mod.LayoutChoice(Layout.STRIDED, None)
+
+
+def snapshot_meta(case: CaseInputs, op_name: str, case_index: int, master_seed: int) -> dict[str, Any]:
+    """What a snapshot records besides the inputs: enough to rebuild the case (`case_from_snapshot`) and
+    replay it, and the digest of the inputs it was judged on."""
+    return {
+        "op": op_name,
+        "case_seed": case.seed,
+        "case_index": case_index,
+        "master_seed": master_seed,
+        "generator_version": GENERATOR_VERSION,
+        "dtype": case.dtype,
+        "mode": case.stratum.mode.value,
+        "size_class": case.stratum.size_class.value,
+        "dims": dict(case.dims),
+        "kwargs": dict(case.kwargs),
+        "layouts": {
+            name: {"layout": c.layout.value, "broadcast_dim": c.broadcast_dim}
+            for name, c in case.layouts.items()
+        },
+        "input_order": list(case.logical),
+        "inputs_digest": inputs_digest(case),
+    }

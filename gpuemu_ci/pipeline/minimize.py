@@ -14,8 +14,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from gpuemu_ci import dtypes
-from gpuemu_ci.backends.casework import snapshot_meta
-from gpuemu_ci.backends.interface import CaseSpec
 from gpuemu_ci.backends.loading import load_callable
 from gpuemu_ci.config.model import Layout, OpSpec
 from gpuemu_ci.errors import UsageError
@@ -23,6 +21,7 @@ from gpuemu_ci.fuzz import layouts as layout_mod
 from gpuemu_ci.fuzz.case import CaseInputs, rebuild_from_snapshot
 from gpuemu_ci.fuzz.inputs import case_inputs
 from gpuemu_ci.fuzz.shapes import admissible
+from gpuemu_ci.fuzz.snapshot import snapshot_meta
 from gpuemu_ci.pipeline.replay import ReplayOutcome, replay, run_inputs
 from gpuemu_ci.pipeline.session import Session
 from gpuemu_ci.results.model import FailureKind
@@ -86,7 +85,7 @@ def minimize(session: Session, op: OpSpec, seed: int, max_runs: int = 200) -> Mi
     case, rounded = _round(probe, case)
 
     final = run_inputs(session, op, case)
-    meta = snapshot_meta(session.task(op), CaseSpec(seed), case)
+    meta = snapshot_meta(case, op.name, -1, session.settings.seed)
     relative = write_snapshot(session.out_dir, dict(case.logical), meta)
     return Minimized(
         seed=seed,

@@ -14,7 +14,7 @@ from gpuemu_ci.config.model import OpSpec
 from gpuemu_ci.errors import REPORT_BUG, InputsDiffer, UsageError
 from gpuemu_ci.fuzz import layouts as layout_mod
 from gpuemu_ci.fuzz.case import CaseInputs
-from gpuemu_ci.fuzz.snapshot import case_from_snapshot, classify_layout, with_strides
+from gpuemu_ci.fuzz.snapshot import case_from_snapshot, classify_layout, snapshot_meta, with_strides
 from gpuemu_ci.fuzz.values import GENERATOR_VERSION
 from gpuemu_ci.pipeline.session import Session
 from gpuemu_ci.results.model import FailureKind
@@ -111,11 +111,9 @@ def run_inputs(
     session: Session, op: OpSpec, case: CaseInputs, target: CallTarget | None = None
 ) -> ReplayOutcome:
     """Runs and judges exactly these inputs: they travel to the workers as a snapshot (with their strides)."""
-    from gpuemu_ci.backends.casework import snapshot_meta
-
     scratch = Path(tempfile.mkdtemp(prefix="gpuemu-inputs-"))
     try:
-        meta = snapshot_meta(session.task(op), CaseSpec(case.seed), case)
+        meta = snapshot_meta(case, op.name, -1, session.settings.seed)
         meta["strides"] = {name: list(layout_mod.element_strides(a)) for name, a in case.arrays.items()}
         path = scratch / write_snapshot(scratch, dict(case.logical), meta)
         report = session.run_case(op, CaseSpec(case.seed, snapshot=path), target=target)
