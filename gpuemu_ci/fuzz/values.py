@@ -20,7 +20,7 @@ from gpuemu_ci.rng import SeededRng
 
 # 4: size classes (typical sizes as declared, tile ladders, large sizes), zero and underflow rows, rotary
 # cos/sin tables, pairwise kwargs, the row-padded layout, and inputs over 2^24 elements built from a repeated
-# block (see README "Determinism and replay").
+# block (see docs/how-it-decides.md, "Determinism and replay").
 # 5: dims a function of the seed alone: equal dims shrunk by the element cap in declaration order (was: string
 # hash order), large cases sized without reading the machine's free memory (variant 1 now crosses 2^31 bytes).
 GENERATOR_VERSION = "5"
