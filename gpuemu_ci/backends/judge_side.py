@@ -149,11 +149,17 @@ class _Judging:
     retire: bool = False
     digest: str | None = None  # of the inputs this side built
 
-    def load(self, spec: str | None, who: str, target: Any = None) -> Any:
+    def load(self, who: str, target: CallTarget) -> Loaded:
+        """A target the judge calls (the reference, the naive implementation); _Unloadable when it does not load."""
         try:
-            if target is not None:
-                return load_target(target)
-            return load_callable(spec or "", self.task.root)
+            return load_target(target)
+        except LoadError as exc:
+            raise _Unloadable(who, str(exc)) from None
+
+    def load_hook(self, who: str, spec: str) -> Callable[..., Any]:
+        """A hook function (`pkg.mod:function`) of the op's config; _Unloadable when it does not load."""
+        try:
+            return load_callable(spec, self.task.root)
         except LoadError as exc:
             raise _Unloadable(who, str(exc)) from None
 
@@ -233,12 +239,12 @@ def _judge_case(judging: _Judging, op_view: OpView) -> CaseReport:
     reference_target = (
         Loaded(judging.reference_invoke, "reference")
         if judging.reference_invoke is not None
-        else judging.load(None, "reference", task.reference)
+        else judging.load("reference", task.reference)
     )
-    naive_target = judging.load(None, "naive implementation", task.naive) if task.naive is not None else None
+    naive_target = judging.load("naive implementation", task.naive) if task.naive is not None else None
     error_scale = None
     if op.targets.error_scale is not None:
-        error_scale = judging.load(op.targets.error_scale, "error_scale hook")
+        error_scale = judging.load_hook("error_scale hook", op.targets.error_scale)
     judging.on_loaded()
     if op_view.skipped:  # the op's side could not hold the case: neither side runs it
         return skipped_report(stratum(op, judging.spec.seed), op_view.skipped)
@@ -389,7 +395,7 @@ def _reference_gradients(
     vjp_reference = None
     if op.backward.vjp_reference:
         target = CallTarget(TargetKind.CALLABLE, op.backward.vjp_reference, task.root, Framework.NUMPY)
-        vjp_reference = judging.load(None, "vjp_reference", target).invoke
+        vjp_reference = judging.load("vjp_reference", target).invoke
     names = backward.gradient_names(op, case.logical)
     out_dtype = op.output_dtype or case.dtype
     rules = statistics_rules(op, case)
