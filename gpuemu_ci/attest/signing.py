@@ -6,12 +6,13 @@ from __future__ import annotations
 import hashlib
 import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from gpuemu_ci.attest import dsse, keys
+from gpuemu_ci.attest.origin import repo_of_origin
 from gpuemu_ci.attest.statement import (
     RunContext,
     build_statement,
@@ -40,9 +41,10 @@ def sign_results(
     envelope has no signatures and the statement says so."""
     data = read_bounded(results_path, "results file")
     document = from_json(data, source=str(results_path))
-    context = context_for_results(
-        document, RunContext.from_environment(env), flags or RunContext(), ci_commits(env)
-    )
+    env_context = RunContext.from_environment(env)
+    if env_context.repo is None:  # outside GitHub Actions: the clone's origin, below --repo and results.json
+        env_context = replace(env_context, repo=repo_of_origin(Path.cwd()))
+    context = context_for_results(document, env_context, flags or RunContext(), ci_commits(env))
     statement = build_statement(
         document,
         results_name=results_path.name,
