@@ -3,14 +3,14 @@
   pull       the image as a registry sends it: `docker save` gzip-compressed (registries store layers as
              gzipped tars), and unpacked (`docker image inspect` .Size).
   container  `docker run` of the image with a no-op entrypoint: creating and starting a container.
-  first case `docker run` of the Action (baseline mode, the way GitHub's runner mounts the workspace) until its
-             first op call, recorded by the op itself in the workspace; and the whole step to its exit.
+  first case `docker run` of the Action (baseline mode, the workspace mounted as GitHub's runner mounts
+             it) until its first op call, recorded by the op itself in the workspace; and the whole step to its exit.
   byte code  the imports of one process of a job (the entrypoint's and each worker's: gpuemu-ci, numpy,
              httpx, cryptography, jinja2, yaml, msgspec) with the byte code the image compiles at build time
              and without it (deleted in a throwaway container), interleaved; the ratio is what compiling buys.
 
-Every figure is the median of --rounds, and the byte-code ratio is measured side by side in one container, since
-absolute times on a shared machine are not stable. Needs a Docker daemon (DOCKER_HOST) and a built image:
+Every figure is the median of --rounds, and the byte-code ratio is measured side by side in one container,
+since absolute times on a shared machine are not stable. Needs a Docker daemon (DOCKER_HOST) and a built image:
 
     python bench/bench_image_startup.py --image gpuemu-ci-action:ci [--rounds 3] [--no-pull-size]
 """
@@ -55,7 +55,7 @@ OPS = """\
 import os, time
 
 def scale(x):
-    if not os.path.exists("first_call"):
+    if not os.path.exists("first_call"):  # written by the runner's uid, which owns the workspace
         with open("first_call", "w") as f:
             f.write(repr(time.time()))
     return x * 2
@@ -69,35 +69,29 @@ IMPORTS = (
     "msgspec, cryptography.hazmat.primitives.asymmetric.ed25519"
 )
 
+# "From source": a pycache prefix where no byte code is (PYTHONPYCACHEPREFIX; the image's PYTHONDONTWRITEBYTECODE
+# keeps it empty), so every module is compiled on import, as in an image built without byte code.
 BYTE_CODE_PROBE = """
-import pathlib, shutil, statistics, subprocess, sys, sysconfig, tempfile, time, json
-rounds = int(sys.argv[1])
-def imports():
+import json, os, pathlib, statistics, subprocess, sys, sysconfig, time
+rounds, imports = int(sys.argv[1]), sys.argv[2]
+def timed(**env):
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", sys.argv[2]], check=True, cwd="/tmp")
+    subprocess.run([sys.executable, "-c", imports], check=True, cwd="/tmp", env={**os.environ, **env})
     return time.perf_counter() - start
-roots = [pathlib.Path(sysconfig.get_path(k)) for k in ("stdlib", "purelib")]
-caches = sorted({d for root in roots for d in root.rglob("__pycache__")})  # purelib lies in stdlib
-saved = pathlib.Path(tempfile.mkdtemp())
-def hide():
-    for i, d in enumerate(caches):
-        d.rename(saved / str(i))
-def restore():
-    for i, d in enumerate(caches):
-        (saved / str(i)).rename(d)
 compiled, source = [], []
 for _ in range(rounds):
-    compiled.append(imports())
-    hide()
-    source.append(imports())
-    restore()
-print(json.dumps({"compiled": statistics.median(compiled), "source": statistics.median(source),
-                  "pyc": sum(1 for d in caches for _ in d.iterdir())}))
+    compiled.append(timed())
+    source.append(timed(PYTHONPYCACHEPREFIX="/tmp/no-byte-code"))
+pyc = sum(1 for _ in pathlib.Path(sysconfig.get_path("stdlib")).rglob("*.pyc"))
+print(json.dumps({"compiled": statistics.median(compiled), "source": statistics.median(source), "pyc": pyc}))
 """
 
 
-def docker(*args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["docker", *args], capture_output=True, text=True, check=True, **kwargs)  # type: ignore[call-overload]
+def docker(*args: str) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(["docker", *args], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"docker {args[0]} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+    return done
 
 
 def timed(command: list[str]) -> float:
@@ -129,12 +123,15 @@ def action_start(image: str) -> tuple[float, float]:
         for path in [workspace, *workspace.iterdir(), commands, *commands.iterdir()]:
             os.chown(path, 1001, 1001)  # the runner's uid owns the workspace on GitHub's runners
         env = {
-            "INPUT_MODE": "baseline", "INPUT_CONFIG": "gpuemu.toml", "INPUT_SUITE": "quick", "INPUT_BASELINE": "none",
+            "INPUT_MODE": "baseline", "INPUT_CONFIG": "gpuemu.toml", "INPUT_SUITE": "quick",
+            "INPUT_BASELINE": "none",
             "INPUT_COMMENT": "false", "INPUT_OUTPUT_DIR": "gpuemu-out", "INPUT_CACHE_DIR": ".gpuemu-cache",
             "GITHUB_ACTIONS": "true", "GITHUB_WORKSPACE": "/github/workspace", "GITHUB_EVENT_NAME": "push",
             "GITHUB_EVENT_PATH": "/github/file_commands/event.json", "GITHUB_REPOSITORY": "octo-org/kernels",
             "GITHUB_SHA": "0" * 40, "GITHUB_REF": "refs/heads/main", "GITHUB_RUN_ID": "1",
-            "GITHUB_OUTPUT": "/github/file_commands/output", "GITHUB_STEP_SUMMARY": "/github/file_commands/summary",
+            "HOME": "/github/file_commands",  # the runner always sets one (/github/home)
+            "GITHUB_OUTPUT": "/github/file_commands/output",
+            "GITHUB_STEP_SUMMARY": "/github/file_commands/summary",
         }  # fmt: skip
         command = ["docker", "run", "--rm", "--network", "none", "--workdir", "/github/workspace"]
         command += [f"-v{workspace}:/github/workspace", f"-v{commands}:/github/file_commands"]
@@ -179,8 +176,9 @@ def main() -> None:
     probe = docker("run", "--rm", "--network", "none", "--entrypoint", "python3", image, "-c", BYTE_CODE_PROBE,
                    str(args.rounds), IMPORTS)  # fmt: skip
     figures = json.loads(probe.stdout)
-    print(f"one process's imports, byte code compiled at build ({figures['pyc']} files): {figures['compiled']:.2f} s; "
-          f"from source: {figures['source']:.2f} s; ratio {figures['source'] / figures['compiled']:.2f}x")  # fmt: skip
+    compiled, source = figures["compiled"], figures["source"]
+    print(f"one process's imports, with the byte code the build compiled ({figures['pyc']} files): "
+          f"{compiled:.2f} s; from source: {source:.2f} s; ratio {source / compiled:.2f}x")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -47,7 +47,7 @@ def test_a_lock_names_no_path_or_url(lock: Path) -> None:
 def test_the_reader_rejects_what_a_machine_config_leaks() -> None:
     """The check above would catch the lines pip-compile writes from a machine's pip configuration."""
     leaked = (
-        "--extra-index-url file:///opt/pypi/simple\n--find-links /opt/wheels\n\nnumpy==2.5.5 \\\n    --hash=sha256:"
+        "--extra-index-url file:///srv/mirror/simple\n--find-links /srv/wheels\n\nnumpy==2.5.5 \\\n    --hash=sha256:"
         + "0" * 64
         + "\n"
     )

@@ -121,7 +121,7 @@ def test_the_image_runs_the_installed_compiled_package_and_keeps_no_build_leftov
     assert facts["version"] == [3, 12]
 
 
-# --- gate on a pull request ----------------------------------------------------------------------------------
+# --- gate on a pull request ---------------------------------------------------------------------------------
 
 
 def test_the_quickstart_gate_passes_with_one_sticky_comment(fake_github: FakeGitHub, tmp_path: Path) -> None:
@@ -167,7 +167,7 @@ def test_the_buggy_example_fails_the_gate_with_annotations_and_replay_lines(
     assert owners(job.workspace / "gpuemu-out") == {(RUNNER_UID, RUNNER_UID)}
 
 
-# --- baseline on main, then a gate diffed against its artifact -------------------------------------------------
+# --- baseline on main, then a gate diffed against its artifact ----------------------------------------------
 
 
 def test_baseline_mode_then_a_gate_against_its_artifact_shows_the_regression(
@@ -197,7 +197,7 @@ def test_baseline_mode_then_a_gate_against_its_artifact_shows_the_regression(
     assert "scale" in comment["body"] and "regress" in comment["body"].lower()
 
 
-# --- nightly -------------------------------------------------------------------------------------------------
+# --- nightly ------------------------------------------------------------------------------------------------
 
 
 def test_nightly_opens_one_issue_per_failing_op_and_reuses_it(
@@ -218,7 +218,7 @@ def test_nightly_opens_one_issue_per_failing_op_and_reuses_it(
     assert same["number"] == issue["number"] and "actions/runs/202" in same["body"]
 
 
-# --- the setup input -----------------------------------------------------------------------------------------
+# --- the setup input ----------------------------------------------------------------------------------------
 
 
 def test_setup_installs_a_local_package_as_the_runner_user(fake_github: FakeGitHub, tmp_path: Path) -> None:
@@ -237,7 +237,7 @@ def test_setup_installs_a_local_package_as_the_runner_user(fake_github: FakeGitH
     assert owners(venv) == {(RUNNER_UID, RUNNER_UID)}  # installed by the runner's user, not by root
 
 
-# --- a workspace owned by root -------------------------------------------------------------------------------
+# --- a workspace owned by root ------------------------------------------------------------------------------
 
 PROBE_OPS = """\
 import os, numpy as np
@@ -289,7 +289,7 @@ def test_code_under_test_in_a_root_owned_workspace_is_not_root_and_cannot_write_
     assert entrypoint != "yes" and package != "yes"
 
 
-# --- docker stop -----------------------------------------------------------------------------------------------
+# --- docker stop --------------------------------------------------------------------------------------------
 
 SLOW_OPS = """\
 import pathlib, time
