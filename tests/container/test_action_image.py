@@ -46,6 +46,12 @@ pytestmark = needs_image
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
+# Issue #26 (the security work) changes two things these tests see: code under test in a root-owned workspace
+# runs as an unprivileged user (gpuemu_ci/action/sandbox_identity.py), and the step exits 130 or 143 after a
+# signal, as the CLI does. Before it, code there runs as uid 0 without capabilities and the step exits 3 after
+# publishing an interrupted run (both documented). The image is built from this tree: expect what it does.
+# Once #26 is in main, this switch and the branches on it can go.
+ISSUE_26_LANDED = (REPO / "gpuemu_ci" / "action" / "sandbox_identity.py").is_file()
 
 
 def sha(label: str) -> str:
@@ -267,6 +273,7 @@ def rowsum_ref(x):
 
 
 @pytest.mark.xfail(
+    not ISSUE_26_LANDED,
     strict=True,
     reason="issue #26 (security): in a root-owned workspace code under test still runs as uid 0 without "
     "capabilities, and root's files (/action, the installed package) stay writable to it",
@@ -309,7 +316,8 @@ def scale_ref(x):
 def test_docker_stop_publishes_the_partial_results(fake_github: FakeGitHub, tmp_path: Path) -> None:
     """`docker stop` (what the runner does to a container step it cancels) sends SIGTERM to the entrypoint,
     which is PID 1: the cases judged so far are published, marked cut short, the step's verdict is
-    incomplete, and it exits by itself with the documented code (3: an incomplete run; not 137, killed)."""
+    incomplete, and it exits by itself with the documented code (143 with issue #26, 3 before it; never
+    137, which would mean PID 1 ignored the signal and was killed)."""
     job = Job(tmp_path)
     one_slow_op = TINY_CONFIG.split("[[ops]]")[:2]
     config = "[[ops]]".join(one_slow_op).replace("quick_iterations = 2", "quick_iterations = 60")
@@ -328,7 +336,7 @@ def test_docker_stop_publishes_the_partial_results(fake_github: FakeGitHub, tmp_
                              text=True, env=prepared.env, timeout=120, check=False)  # fmt: skip
     step = finish(prepared, process)
     assert stopped.returncode == 0, stopped.stderr
-    assert step.returncode == 3, step.describe()
+    assert step.returncode == (143 if ISSUE_26_LANDED else 3), step.describe()
     assert any("SIGTERM" in message for message in step.messages("warning")), step.describe()
     results = json.loads((job.workspace / "gpuemu-out" / "results.json").read_text())
     assert results["cut_short"] is True
