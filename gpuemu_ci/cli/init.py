@@ -216,7 +216,8 @@ def init_command(directory: Path, force: bool, no_workflows: bool) -> int:
     """Write a starter gpuemu.toml with an example op (gpuemu_ops/) and the GitHub workflows.
 
     The example passes as written: run `gpuemu-ci run` next, then register your own ops.
-    Existing files are kept unless --force is given (exit 2, nothing written).
+    Existing files are kept unless --force is given (exit 2, nothing written). When the repository's Python
+    files import torch or Triton, the workflows install them with the Action's `setup:` input.
     """
     result = write_starter(directory, force=force, workflows=not no_workflows)
     echo = click.echo
