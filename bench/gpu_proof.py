@@ -506,14 +506,27 @@ def step_verdicts(out: Path, timeout: float) -> dict[str, Any]:
         if runs["cpu"] is None or runs["gpu"] is None:
             tables.append({"config": config, "error": "a side wrote no results.json"})
             continue
-        interpreted = [
-            op["name"] for op in runs["cpu"]["ops"] if op.get("interpreter") == "triton-interpreter"
-        ]
         table = compare_verdicts(runs["cpu"], runs["gpu"], dot_ops=ops_using_dot(config))
-        tables.append({"config": config, "cpu_interpreted": interpreted, **table})
+        tables.append({"config": config, **sides_problems(runs["cpu"], runs["gpu"]), **table})
         log(f"verdicts: {config}: {table['agree']}/{table['cases']} cases agree; reasons {table['reasons']}")
-    ok = all("error" not in t for t in tables)
-    return {"status": "passed" if ok else "error", "tables": tables}
+    if any("error" in t for t in tables):
+        return {"status": "error", "tables": tables}
+    problems = [p for t in tables for p in t["problems"]]
+    return {"status": "failed" if problems else "passed", "why": "; ".join(problems), "tables": tables}
+
+
+def sides_problems(cpu: Mapping[str, Any], gpu: Mapping[str, Any]) -> dict[str, list[str]]:
+    """A comparison means something only if the CPU side ran in the interpreter and the GPU side compiled."""
+    problems = []
+    for op in cpu.get("ops", []):
+        if op.get("interpreter") != "triton-interpreter":
+            problems.append(f"{op['name']}: the CPU side did not run in Triton's interpreter")
+    if gpu.get("environment", {}).get("gpu") is None:
+        problems.append("the GPU side found no GPU")
+    for op in gpu.get("ops", []):
+        if op.get("interpreter"):
+            problems.append(f"{op['name']}: the GPU side ran in {op['interpreter']}, not compiled")
+    return {"problems": problems}
 
 
 # ---- step 4: lint figures, device ptxas against NVRTC ------------------------------------------------------------

@@ -53,14 +53,14 @@ if (( ${#missing[@]} )); then
   if [[ -n "${GPU_PROOF_WHEELS:-}" ]]; then
     pip_args+=(--no-index --find-links "$GPU_PROOF_WHEELS")
   fi
-  timeout 100 "$PYTHON" "${pip_args[@]}" "${missing[@]}" || die "could not install ${missing[*]}"
+  timeout 80 "$PYTHON" "${pip_args[@]}" "${missing[@]}" || die "could not install ${missing[*]}"
 else
   say "everything is installed already"
 fi
 "$PYTHON" -c "import torch, cupy; assert torch.cuda.is_available(), 'torch sees no GPU'; print('torch', torch.__version__, 'CUDA', torch.version.cuda, '| cupy', cupy.__version__)" \
   || die "torch or CuPy cannot use the GPU"
 
-# Step budgets in seconds: 320 for the steps (+5 each to stop), 30 for preflight, 100 for installing: < 8 min.
+# Step budgets in seconds: 340 for the steps (+5 each to stop), 30 for preflight, 80 for installing: < 8 min.
 run_step() {
   local name="$1" budget="$2" number="$3"
   say "${number}/6 ${name} (at most ${budget} s)"
@@ -72,7 +72,7 @@ run_step() {
 }
 run_step pytest 50 2
 run_step examples 130 3
-run_step verdicts 80 4
+run_step verdicts 100 4
 run_step lint 20 5
 run_step bench 40 6
 

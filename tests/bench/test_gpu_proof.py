@@ -201,6 +201,19 @@ def test_the_triton_example_is_found_to_use_no_dot(proof: ModuleType) -> None:
     assert proof.ops_using_dot("examples/triton/gpuemu.toml") == frozenset()
 
 
+def test_a_comparison_of_two_interpreted_runs_is_not_a_proof(proof: ModuleType) -> None:
+    cpu = {"environment": {"gpu": None}, "ops": [{"name": "rmsnorm", "interpreter": "triton-interpreter"}]}
+    gpu = {"environment": {"gpu": {"name": "H100"}}, "ops": [{"name": "rmsnorm", "interpreter": None}]}
+    assert proof.sides_problems(cpu, gpu) == {"problems": []}
+    # what this CPU-only machine produces for both sides: the step must fail, not report agreement
+    assert proof.sides_problems(cpu, cpu)["problems"] == [
+        "the GPU side found no GPU", "rmsnorm: the GPU side ran in triton-interpreter, not compiled"
+    ]  # fmt: skip
+    assert proof.sides_problems(gpu, gpu)["problems"] == [
+        "rmsnorm: the CPU side did not run in Triton's interpreter"
+    ]
+
+
 # ---- the examples' results on the device ---------------------------------------------------------------------
 
 

@@ -86,3 +86,32 @@ def test_the_seeded_bug_is_caught_and_replays_from_its_seed(example: str, tmp_pa
     again = gpuemu_ci([*replay[1:], "--out", str(tmp_path / "replay")])
     assert again.returncode == 1, again.stderr
     assert f"REPRODUCED {failed[0]['name']} seed {failures[0]['case_seed']}" in again.stdout + again.stderr
+
+
+def test_the_cuda_example_is_linted_and_its_launch_skipped_without_a_gpu(tmp_path: Path) -> None:
+    """examples/cuda on a CPU runner: the lint runs and passes, the launch is a skip (never a pass), and
+    --require-gpu turns the skip into an infrastructure error."""
+    from gpuemu_ci.backends import detect_gpu
+    from gpuemu_ci.lint.toolchain import discover_toolchain
+
+    if detect_gpu() is not None:
+        pytest.skip("a GPU is present: the kernel would run (bench/gpu_proof.sh checks that)")
+    if not discover_toolchain().ptxas:
+        pytest.skip(
+            "no CUDA toolchain to lint with (nvcc, or pip install nvidia-cuda-nvrtc nvidia-cuda-nvcc)"
+        )
+    code, results, stderr = run_example("examples/cuda/gpuemu.toml", tmp_path / "run")
+    assert code == 0, stderr
+    (op,) = results["ops"]
+    assert (op["name"], op["status"], op["skip_reason"], op["cases_passed"]) == (
+        "gelu",
+        "skipped",
+        "no GPU",
+        0,
+    )
+    (kernel,) = results["kernels"]
+    assert kernel["status"] == "passed" and kernel["entries"][0]["kernel"] == "gelu_x4"
+    done = gpuemu_ci(
+        ["run", "--config", "examples/cuda/gpuemu.toml", "--require-gpu", "--out", str(tmp_path / "g")]
+    )
+    assert done.returncode == 3, done.stderr
