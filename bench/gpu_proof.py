@@ -314,7 +314,7 @@ def step_examples(out: Path, timeout: float) -> dict[str, Any]:
                 continue
             problems = check_example_run(results, expect_failure=expect, buggy_op=op)
             if done.returncode != (1 if expect else 0):
-                problems.append(f"{label}: exit {done.returncode}, expected {1 if expect else 0}")
+                problems.append(f"exit {done.returncode}, expected {1 if expect else 0}")
             row.setdefault("problems", []).extend(f"{label}: {p}" for p in problems)
             if expect:
                 failure = first_failure(results, op)
