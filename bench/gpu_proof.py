@@ -258,8 +258,12 @@ def device_env(*, hide_gpu: bool = False) -> dict[str, str]:
     """This checkout's gpuemu-ci, Triton compiled (TRITON_INTERPRET unset) unless the GPU is hidden."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "GPUEMU_USER_CONFIG": "none"}
     env.pop("TRITON_INTERPRET", None)
+    env.pop("GPUEMU_NO_GPU", None)
     if hide_gpu:
-        env["CUDA_VISIBLE_DEVICES"] = ""  # detect_gpu finds none: the tool runs Triton in its interpreter
+        # As on a CPU runner: gpuemu-ci's own switch (nvidia-smi ignores CUDA_VISIBLE_DEVICES, so that alone would
+        # not hide the device from its detection), and no device for torch either. Triton then runs interpreted.
+        env["GPUEMU_NO_GPU"] = "1"
+        env["CUDA_VISIBLE_DEVICES"] = ""
     return env
 
 

