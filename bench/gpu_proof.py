@@ -173,6 +173,42 @@ def _text(value: str | bytes | None) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else value or ""
 
 
+# ---- install: the locked part ----------------------------------------------------------------------------------
+
+LOCK = REPO / "requirements" / "image.lock"
+# What the Action's image pins for CuPy on CUDA 12 and for the lint's NVRTC route (NVIDIA's CUDA 13.5 wheels).
+LOCKED_CUPY = {12: ("cupy-cuda12x", "cuda-pathfinder", "nvidia-cuda-nvrtc-cu12", "nvidia-cuda-runtime-cu12")}
+LOCKED_LINT = (
+    "nvidia-cuda-nvrtc",
+    "nvidia-cuda-nvcc",
+    "nvidia-cuda-crt",
+    "nvidia-cuda-cccl",
+    "nvidia-cuda-nvdisasm",
+    "nvidia-cuda-runtime",
+)
+
+
+def lock_subset(lock_text: str, names: Sequence[str]) -> str:
+    """The entries of a pip-compile lock for `names` (pins and hashes, for `pip install --require-hashes
+    --no-deps`). Raises ProofError naming any package the lock does not pin."""
+    wanted = {n.lower() for n in names}
+    kept: list[str] = []
+    found: set[str] = set()
+    keep = False
+    for line in lock_text.splitlines():
+        if line and not line[0].isspace():
+            name = line.split("==", 1)[0].strip().lower()
+            keep = "==" in line and name in wanted
+            if keep:
+                found.add(name)
+        if keep and not line.lstrip().startswith("#"):
+            kept.append(line)
+    missing = sorted(wanted - found)
+    if missing:
+        raise ProofError(f"{LOCK.name} pins no {', '.join(missing)}")
+    return "\n".join(kept).rstrip(" \\") + "\n"
+
+
 # ---- step 1: pytest -m gpu ---------------------------------------------------------------------------------------
 
 
@@ -564,7 +600,26 @@ def compare_lint(nvcc: Mapping[str, Any], nvrtc: Mapping[str, Any]) -> dict[str,
             "nvrtc": nvrtc.get("lint", {}).get("toolchain"),
         },
         "equal": not differences and not missing,
+        "same_release": _release(nvcc, "nvcc") is not None
+        and _release(nvcc, "nvcc") == _release(nvrtc, "nvrtc"),
     }
+
+
+def _release(report: Mapping[str, Any], tool: str) -> str | None:
+    """major.minor of the compiler a lint report names (toolchain.nvcc or toolchain.nvrtc)."""
+    version = str((report.get("lint", {}).get("toolchain") or {}).get(tool) or "")
+    found = re.match(r"(\d+\.\d+)", version)
+    return found.group(1) if found else None
+
+
+def lint_status(configs: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
+    """Equal figures pass; unequal figures from the same CUDA release fail; from different releases they are
+    recorded without a verdict (NVRTC 12.x/13.0 and nvcc differ by design: see the config reference)."""
+    if all(c["equal"] for c in configs):
+        return "passed", "nvcc and NVRTC report the same figures for every kernel and arch"
+    if any(not c["equal"] and c["same_release"] for c in configs):
+        return "failed", "nvcc and NVRTC of the same CUDA release report different figures"
+    return "not_run", "the figures differ, but nvcc and NVRTC are different CUDA releases: no conclusion"
 
 
 def step_lint(out: Path, timeout: float) -> dict[str, Any]:
@@ -590,7 +645,8 @@ def step_lint(out: Path, timeout: float) -> dict[str, Any]:
                 "why": f"no nvcc on this machine: both runs used NVRTC ({frontends['nvcc']})",
             }
         results.append({"config": config, **compare_lint(reports["nvcc"], reports["nvrtc"])})
-    return {"status": "passed" if all(r["equal"] for r in results) else "failed", "configs": results}
+    status, why = lint_status(results)
+    return {"status": status, "why": why, "configs": results}
 
 
 # ---- step 5: benchmark -----------------------------------------------------------------------------------------
@@ -676,7 +732,9 @@ def collect(out: Path) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gpu_proof.py", description=__doc__.split("\n\n")[0])
-    parser.add_argument("step", choices=("preflight", *STEPS, "collect"))
+    parser.add_argument("step", choices=("preflight", "locked", *STEPS, "collect"))
+    parser.add_argument("--cuda-major", type=int, default=None, help="locked: the driver's CUDA major")
+    parser.add_argument("--lint-wheels", action="store_true", help="locked: add the NVRTC route's wheels")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or "gpu-proof-out"))
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds this step may take in all")
     try:
@@ -704,6 +762,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"device: {device.name}, driver {device.driver}, CUDA {device.cuda}, sm {device.compute_capability}"
             )
             print(device.cuda_major)
+            return PASSED
+        if args.step == "locked":
+            names = [*LOCKED_CUPY.get(args.cuda_major or 0, ()), *(LOCKED_LINT if args.lint_wheels else ())]
+            target = out / "gpu-proof-locked.txt"
+            target.write_text(
+                lock_subset(LOCK.read_text(encoding="utf-8"), names) if names else "", encoding="utf-8"
+            )
+            print(target if names else "")
             return PASSED
         if args.step == "collect":
             doc = collect(out)

@@ -238,8 +238,8 @@ def test_an_example_run_that_did_not_really_use_the_gpu_is_caught(proof: ModuleT
 # ---- lint: the same figures from both compilers ---------------------------------------------------------------
 
 
-def lint_report(registers: int, spills: int = 0) -> dict[str, Any]:
-    return {"lint": {"toolchain": {"nvcc": "12.8"}}, "kernels": [{"name": "gelu", "entries": [
+def lint_report(registers: int, spills: int = 0, toolchain: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"lint": {"toolchain": toolchain or {"nvcc": "13.5.37"}}, "kernels": [{"name": "gelu", "entries": [
         {"kernel": "gelu_x4", "arch": "sm_80", "registers": registers, "stack_frame": 0, "spill_stores": spills,
          "spill_loads": spills, "shared_memory": 0, "local_memory": 0}]}]}  # fmt: skip
 
@@ -251,6 +251,30 @@ def test_lint_figures_are_compared_entry_by_entry(proof: ModuleType) -> None:
     assert {(d["figure"], d["nvcc"], d["nvrtc"]) for d in differs["differences"]} == {
         ("registers", 29, 31), ("spill_stores", 0, 8), ("spill_loads", 0, 8)
     }  # fmt: skip
+
+
+def test_unequal_figures_fail_only_between_compilers_of_one_release(proof: ModuleType) -> None:
+    nvcc, nvrtc_13_5, nvrtc_12_9 = {"nvcc": "13.5.37"}, {"nvrtc": "13.5.37"}, {"nvrtc": "12.9.86"}
+    same = proof.compare_lint(lint_report(29, toolchain=nvcc), lint_report(31, toolchain=nvrtc_13_5))
+    other = proof.compare_lint(lint_report(29, toolchain=nvcc), lint_report(31, toolchain=nvrtc_12_9))
+    assert same["same_release"] and not other["same_release"]
+    assert proof.lint_status([same])[0] == "failed"
+    assert proof.lint_status([other])[0] == "not_run"
+    equal = proof.compare_lint(lint_report(29, toolchain=nvcc), lint_report(29, toolchain=nvrtc_12_9))
+    assert proof.lint_status([equal])[0] == "passed"
+
+
+def test_the_locked_wheels_come_with_their_hashes(proof: ModuleType) -> None:
+    lock = proof.LOCK.read_text(encoding="utf-8")
+    names = [*proof.LOCKED_CUPY[12], *proof.LOCKED_LINT]
+    subset = proof.lock_subset(lock, names)
+    pins = [line for line in subset.splitlines() if not line[0].isspace()]
+    assert sorted(p.split("==")[0] for p in pins) == sorted(names)
+    assert "cupy-cuda12x==14.2.0 \\" in pins  # the Action image's CuPy, as the lock pins it
+    entries = subset.split("==")[1:]
+    assert all("--hash=sha256:" in entry for entry in entries)
+    with pytest.raises(proof.ProofError, match="pins no cupy-cuda13x"):
+        proof.lock_subset(lock, ["cupy-cuda13x"])
 
 
 def test_the_lint_step_runs_both_compilers_here(proof: ModuleType, tmp_path: Path) -> None:
