@@ -667,16 +667,22 @@ def step_bench(out: Path, timeout: float) -> dict[str, Any]:
         wall = time.perf_counter() - started
         if done.returncode != 0:
             return {"status": "failed", "why": f"the gate on {config} exited {done.returncode}", "rows": rows}
-        rows.append(
-            {"example": name, "gate_wall_s": round(wall, 3), **bench_row(time_example(REPO / config))}
-        )
+        rows.append({"example": name, **bench_row(time_example(REPO / config), wall)})
     return {"status": "passed", "rows": rows}
 
 
-def bench_row(timing: Mapping[str, Any]) -> dict[str, Any]:
-    """The timing of one example with which fp64 reference is faster (the gate can run it on either)."""
+def bench_row(timing: Mapping[str, Any], gate_wall_s: float) -> dict[str, Any]:
+    """One example's figures: which fp64 reference is faster, and the gate's wall time over the time inside the
+    calls it makes (op, and the reference on the CPU where the judge runs it): near 1, the harness is not the
+    bottleneck; far above, it is (worker start-up, Triton compiles, input generation, judging)."""
     device, cpu = timing["reference_device_s"], timing["reference_cpu_s"]
-    return {**timing, "faster_reference": "device" if device < cpu else "cpu"}
+    calls = timing["op_s"] + cpu
+    return {
+        **timing,
+        "gate_wall_s": round(gate_wall_s, 3),
+        "wall_over_calls": round(gate_wall_s / calls, 2) if calls > 0 else None,
+        "faster_reference": "device" if device < cpu else "cpu",
+    }
 
 
 # ---- collect ---------------------------------------------------------------------------------------------------

@@ -300,7 +300,12 @@ def test_the_timing_loop_runs_the_planned_cases(proof: ModuleType) -> None:
     timing = time_example(REPO / "examples" / "torch" / "gpuemu.toml", device="cpu")
     assert timing["cases"] == 32  # 2 ops x 16 cases of the quick suite, as the gate plans them
     assert timing["op_s"] > 0 and timing["reference_cpu_s"] > 0 and timing["reference_device_s"] > 0
-    assert proof.bench_row(timing)["faster_reference"] in ("cpu", "device")
+    row = proof.bench_row(timing, 10.0)
+    assert row["faster_reference"] in ("cpu", "device") and row["gate_wall_s"] == 10.0
+    assert row["wall_over_calls"] == round(10.0 / (timing["op_s"] + timing["reference_cpu_s"]), 2)
+    assert proof.bench_row({**timing, "reference_device_s": 0.5, "reference_cpu_s": 2.0}, 1.0)[
+        "faster_reference"
+    ] == ("device")
 
 
 # ---- gpu-proof.json --------------------------------------------------------------------------------------------
