@@ -59,7 +59,8 @@ if (( ${#locked_args[@]} )); then
   fi
 fi
 missing=()
-"$PYTHON" -c "import gpuemu_ci, pytest" 2>/dev/null || missing+=(-e ".[test]")
+# the project's own dependencies and the test extras the test suite's conftest imports
+"$PYTHON" -c "import gpuemu_ci, pytest, msgspec, ml_dtypes, cryptography, jsonschema" 2>/dev/null || missing+=(-e ".[test]")
 # CUDA majors the lock does not pin CuPy for (13 and later): CuPy's own wheel for that major.
 "$PYTHON" -c "import cupy" 2>/dev/null || missing+=("cupy-cuda${cuda_major}x")
 # PyPI's Linux torch wheels are the CUDA builds (not the CPU index the CPU runners use).
