@@ -4,7 +4,7 @@ import them would fail to import every op without that step.
 
 Detection reads the Python sources under the target (never runs them): an `import torch` / `from torch ...`
 makes it torch, an `import triton` or a `@triton.jit` kernel makes it Triton (which runs on torch tensors, so
-torch too). Files that do not parse (a syntax error, another encoding) are read as text for the same
+it installs torch too). Files that do not parse (a syntax error, another encoding) are read as text for the same
 statements, so one broken file does not hide the stack.
 """
 
@@ -30,7 +30,8 @@ _TRITON_TEXT = re.compile(r"^\s*(?:import\s+triton\b|from\s+triton\b|@triton\.(?
 
 @dataclass(frozen=True)
 class Stack:
-    """The frameworks found, with the first file (relative to the target) that showed each."""
+    """The frameworks found, with the first file (relative to the target) that showed each (torch: a file that
+    imports it; Triton's kernels launch on torch tensors, so `packages` has torch whenever Triton is found)."""
 
     torch: PurePosixPath | None = None
     triton: PurePosixPath | None = None
@@ -75,7 +76,7 @@ def detect_stack(target: Path, *, ignore: frozenset[PurePosixPath] = frozenset()
         uses_torch, uses_triton = _imports(path)
         if uses_triton and triton is None:
             triton = relative
-        if (uses_torch or uses_triton) and torch is None:
+        if uses_torch and torch is None:
             torch = relative
         if torch is not None and triton is not None:
             break
