@@ -21,11 +21,13 @@ checking the document) is a plain function, tested on the CPU in tests/bench/tes
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -142,21 +144,30 @@ def preflight(path_env: str | None = None) -> Device:
 def _run_quiet(
     command: Sequence[str], timeout: float, env: Mapping[str, str] | None = None, cwd: Path = REPO
 ) -> subprocess.CompletedProcess[str]:
+    """Run a command with a time limit that also ends its children (gpuemu-ci's worker processes): it runs in a
+    session of its own, and the whole process group is killed when the limit passes."""
     try:
-        return subprocess.run(
+        process = subprocess.Popen(
             list(command),
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=timeout,
             env=dict(env or os.environ),
             cwd=cwd,
-        )
-    except subprocess.TimeoutExpired as exc:
-        return subprocess.CompletedProcess(
-            list(command), 124, _text(exc.stdout), _text(exc.stderr) + "\n(timed out)"
+            start_new_session=True,
         )
     except OSError as exc:
         return subprocess.CompletedProcess(list(command), 127, "", str(exc))
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
+        return subprocess.CompletedProcess(
+            list(command), 124, stdout, stderr + f"\n(timed out after {timeout:.0f} s)"
+        )
+    return subprocess.CompletedProcess(list(command), process.returncode, stdout, stderr)
 
 
 class Deadline:
@@ -167,10 +178,6 @@ class Deadline:
 
     def left(self) -> float:
         return max(1.0, self.end - time.monotonic())
-
-
-def _text(value: str | bytes | None) -> str:
-    return value.decode(errors="replace") if isinstance(value, bytes) else value or ""
 
 
 # ---- install: the locked part ----------------------------------------------------------------------------------

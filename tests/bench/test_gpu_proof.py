@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -112,6 +113,23 @@ def test_what_nvidia_smi_says_is_read(proof: ModuleType) -> None:
         proof.parse_cuda_version(
             "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver"
         )
+
+
+def test_a_run_past_its_limit_ends_with_its_children(proof: ModuleType, tmp_path: Path) -> None:
+    """A hung gate must not leave its worker processes running into the next step."""
+    pid_file = tmp_path / "child.pid"
+    done = proof._run_quiet(
+        ["bash", "-c", f"sleep 300 & echo $! > {pid_file}; wait"], timeout=2, cwd=tmp_path
+    )
+    assert done.returncode == 124 and "timed out after 2 s" in done.stderr
+    child = int(pid_file.read_text())
+    for _ in range(200):  # the killed child is reaped by init shortly after
+        state = Path(f"/proc/{child}/stat")
+        if not state.exists() or state.read_text().split(")")[-1].split()[0] == "Z":
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail(f"the child {child} of a timed-out run is still running")
 
 
 # ---- pytest -m gpu: a skip is a failure ------------------------------------------------------------------------
