@@ -156,6 +156,12 @@ def test_a_skipped_gpu_test_fails_the_step(proof: ModuleType, tmp_path: Path) ->
     )
 
 
+def test_the_modules_with_gpu_tests_are_found(proof: ModuleType) -> None:
+    files = proof.gpu_test_files(REPO / "tests")
+    assert "tests/backends/test_backend_on_gpu.py" in files and "tests/backends/test_backend_cuda.py" in files
+    assert all((REPO / f).is_file() for f in files)
+
+
 # ---- the CPU verdict against the GPU's -------------------------------------------------------------------------
 
 
