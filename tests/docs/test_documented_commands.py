@@ -19,7 +19,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-SHELL_BLOCK = re.compile(r"```(?:bash|sh|shell|console)\n(.*?)```", re.S)
+SHELL_BLOCK = re.compile(r"```(bash|sh|shell|console)\n(.*?)```", re.S)
 
 # Commands not run here, and why (each is run for real elsewhere).
 SKIPPED = {
@@ -28,6 +28,19 @@ SKIPPED = {
     "gpuemu.toml": "tests/action/test_workflow_sharded.py and tests/cli/test_merge.py merge real shards",
     "gpuemu-ci corpus add gpuemu-captures/snapshots/77b92822dcf2a049.npz": "needs a shadow checker's capture; "
     "tests/shadow pins real captures",
+    # The framework examples' transcripts: tests/examples/test_framework_examples.py runs each example, its
+    # seeded bug, and the replay command the failure prints (the transcripts' seeds are one run's).
+    "gpuemu-ci run --config examples/torch/gpuemu.toml": "tests/examples/test_framework_examples.py",
+    "gpuemu-ci run --config examples/torch/gpuemu-buggy.toml": "tests/examples/test_framework_examples.py",
+    "gpuemu-ci replay --config examples/torch/gpuemu-buggy.toml --op swiglu --seed 2390463972292089408": (
+        "tests/examples/test_framework_examples.py"
+    ),
+    "gpuemu-ci run --config examples/triton/gpuemu.toml": "tests/examples/test_framework_examples.py",
+    "gpuemu-ci run --config examples/triton/gpuemu-buggy.toml": "tests/examples/test_framework_examples.py",
+    "gpuemu-ci replay --config examples/triton/gpuemu-buggy.toml --op rmsnorm --seed 16024787601775622488": (
+        "tests/examples/test_framework_examples.py"
+    ),
+    "gpuemu-ci run --config examples/cuda/gpuemu.toml": "tests/examples/test_framework_examples.py",
 }
 
 
@@ -36,8 +49,12 @@ def documented_commands() -> list[tuple[str, str]]:
     trailing comments dropped."""
     found = []
     for page in PAGES:
-        for block in SHELL_BLOCK.findall(page.read_text(encoding="utf-8")):
+        for language, block in SHELL_BLOCK.findall(page.read_text(encoding="utf-8")):
             for line in block.replace("\\\n", " ").splitlines():
+                if language == "console":  # a transcript: the commands are the lines after the prompt
+                    if not line.startswith("$ "):
+                        continue
+                    line = line[2:]
                 command = _without_comment(line).strip()
                 if re.search(r"(^|&& )gpuemu-ci ", command):
                     found.append((page.relative_to(REPO).as_posix(), re.sub(r"\s+", " ", command)))
@@ -60,7 +77,10 @@ class Scenario:
 
 SCENARIOS = {
     "quick start": Scenario(
-        (("python3 -m pip install -e . && gpuemu-ci run --config examples/quickstart/gpuemu.toml", 0),)
+        (
+            ("python3 -m pip install -e . && gpuemu-ci run --config examples/quickstart/gpuemu.toml", 0),
+            ("gpuemu-ci run --config examples/quickstart/gpuemu.toml", 0),
+        )
     ),
     "catch a bug, replay and minimize it": Scenario(
         (
