@@ -8,9 +8,12 @@ import shutil
 import subprocess
 from pathlib import Path
 
-# https://github.com/owner/name(.git), git@github.com:owner/name(.git), ssh://git@host/owner/name: the last two
-# path components.
-_OWNER_NAME = re.compile(r"[:/]([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+?)(?:\.git)?/?$")
+# A hosted remote only: https://github.com/owner/name(.git), git@github.com:owner/name(.git),
+# ssh://git@host/owner/name. A local path or file:// remote (a clone of a clone) names no repository.
+_OWNER_NAME = re.compile(
+    r"^(?:(?:https?|ssh|git)://(?:[^@/]+@)?[^/:]+(?::\d+)?/|[^@/:]+@[^/:]+:)"
+    r"([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+?)(?:\.git)?/?$"
+)
 
 
 def repo_of_origin(where: Path) -> str | None:

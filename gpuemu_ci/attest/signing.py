@@ -41,10 +41,11 @@ def sign_results(
     envelope has no signatures and the statement says so."""
     data = read_bounded(results_path, "results file")
     document = from_json(data, source=str(results_path))
-    env_context = RunContext.from_environment(env)
-    if env_context.repo is None:  # outside GitHub Actions: the clone's origin, below --repo and results.json
-        env_context = replace(env_context, repo=repo_of_origin(Path.cwd()))
-    context = context_for_results(document, env_context, flags or RunContext(), ci_commits(env))
+    context = context_for_results(
+        document, RunContext.from_environment(env), flags or RunContext(), ci_commits(env)
+    )
+    if context.repo is None:  # nothing names it (no flag, results.json, CI): the clone's origin, last
+        context = replace(context, repo=repo_of_origin(Path.cwd()))
     statement = build_statement(
         document,
         results_name=results_path.name,
