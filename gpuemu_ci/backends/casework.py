@@ -44,6 +44,8 @@ from gpuemu_ci.fuzz import layouts as layout_mod
 from gpuemu_ci.fuzz.case import CaseInputs, CaseSkipped, InputsHookError, build_case
 from gpuemu_ci.fuzz.shapes import shape_of
 from gpuemu_ci.plan.model import ValueMode
+from gpuemu_ci.triton_cpu import layer as triton_layer
+from gpuemu_ci.triton_cpu.report import TritonReport
 
 Stager = Callable[[Stage], None]
 Invoke = Callable[[dict[str, Any], dict[str, Any]], Any]
@@ -175,6 +177,7 @@ class OpSide:
     interpreter: str | None = None
     retire: bool = False
     interpreter_types: tuple[str, ...] = ()  # bfloat16/fp8 that Triton's interpreter handled (triton_probe)
+    triton: TritonReport | None = None  # what the GPU-faithful layer saw (gpuemu_ci/triton_cpu)
 
 
 def out_buffer_shape(op: OpSpec, case: CaseInputs) -> tuple[int, ...]:
@@ -252,16 +255,23 @@ def run_op_side(
             return failed, False
         stage(which)
         values = {name: native.value for name, native in natives.items()}
-        result, retire = call(
-            invoke, bridge, values, kwargs, out=out, expected=resolve_dtype(out_dtype), private_of=private,
-            contain=contain,
-        )  # fmt: skip
+        settings = triton_layer.CallSettings(
+            case.seed, int(which is Stage.RERUN), op.execution.triton_sanitize
+        )
+        with triton_layer.intercepted(settings) as watched:
+            result, retire = call(
+                invoke, bridge, values, kwargs, out=out, expected=resolve_dtype(out_dtype), private_of=private,
+                contain=contain,
+            )  # fmt: skip
+        seen = watched.report()
+        reports.append(seen if seen.launches else None)
         if not retire:
             for native in natives.values():
                 if native.write_back is not None:
                     native.write_back()  # device-side writes into inputs become visible to the comparison
         return result, retire
 
+    reports: list[TritonReport | None] = []
     launches_before = triton_probe.mark()
     first, retire = one_call(Stage.OP)
     modified = tuple(
@@ -281,7 +291,9 @@ def run_op_side(
                     region[...] = before[name]  # identical fresh inputs
             rerun, retire = one_call(Stage.RERUN)
     interpreter, interpreter_types = triton_probe.since(launches_before)
-    return OpSide(first, rerun, modified, interpreter, retire, interpreter_types)
+    seen = [r for r in reports if r is not None]
+    triton = seen[0].merged(seen[1] if len(seen) > 1 else None) if seen else None
+    return OpSide(first, rerun, modified, interpreter, retire, interpreter_types, triton)
 
 
 def _forward_and_backward(task: OpTask, case: CaseInputs, invoke: Invoke, bridge: Bridge) -> Invoke:
@@ -354,6 +366,7 @@ class OpView:
     inputs_modified: tuple[str, ...] = ()
     interpreter: str | None = None
     interpreter_types: tuple[str, ...] = ()
+    triton: TritonReport | None = None
 
 
 def _reference_copy(view: np.ndarray) -> np.ndarray:
@@ -609,6 +622,7 @@ def _judge(judging: _Judging, op_view: OpView) -> CaseReport:
                 if c.layout is Layout.BROADCAST and c.broadcast_dim is not None
             },
         ),
+        dot_input_roundoff=op_view.triton.dot_input_roundoff() if op_view.triton else 0.0,
     )
     stage(Stage.JUDGING)
     gradient_stats: tuple[Any, ...] = ()
@@ -626,6 +640,8 @@ def _judge(judging: _Judging, op_view: OpView) -> CaseReport:
             verdict, gradient_stats = _with_gradients(
                 op, verdict, gradient_case, op_grads, rerun_grads, task.validation
             )
+        if op_view.triton is not None:
+            verdict = _with_triton_findings(verdict, op_view.triton)
     except judging.contain as exc:  # an error_scale hook that raises, or worse
         failed = CallResult(
             CallStatus.RAISED, message=f"judging the outputs failed: {describe_exception(exc)}"
@@ -635,6 +651,30 @@ def _judge(judging: _Judging, op_view: OpView) -> CaseReport:
 
 
 Gradients = tuple[np.ndarray, ...]
+
+
+def _with_triton_findings(verdict: Any, seen: TritonReport) -> Any:
+    """The verdict with what the GPU-faithful layer found first (an out-of-bounds access stopped the kernel:
+    the op's `raised` is that), and a word on poisoned lanes where a wrong or non-finite output may be one."""
+    from gpuemu_ci.oracle.model import CaseVerdict, Finding
+    from gpuemu_ci.results.model import FailureKind
+
+    findings = [Finding(FailureKind(kind), message) for kind, message in seen.findings]
+    stopped = any(f.kind is FailureKind.OUT_OF_BOUNDS for f in findings)
+    for finding in verdict.findings:
+        if stopped and finding.kind is FailureKind.RAISED:
+            continue
+        if seen.poisoned and finding.kind in (FailureKind.NONFINITE, FailureKind.MISMATCH):
+            finding = Finding(
+                finding.kind,
+                f"{finding.message}\nMasked-off lanes of loads without `other` read NaN/+Inf/-Inf here (on a GPU "
+                f"they are undefined), at {'; '.join(seen.poisoned)}: where a masked lane reached the output, "
+                "this is how it shows",
+            )
+        findings.append(finding)
+    if not findings:
+        return verdict
+    return CaseVerdict(False, tuple(findings), verdict.stats)
 
 
 def _split_gradients(

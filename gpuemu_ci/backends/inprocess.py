@@ -50,6 +50,8 @@ class InProcessPool:
                 return given(**inputs, **kwargs)
 
         side = run_op_side(task, case, invoke=invoke, contain=Exception)
-        view = OpView(side.op, side.rerun, side.inputs_modified, side.interpreter, side.interpreter_types)
+        view = OpView(
+            side.op, side.rerun, side.inputs_modified, side.interpreter, side.interpreter_types, side.triton
+        )
         report, _ = run_judge_side(task, case, view, contain=Exception, reference=reference)
         return report

@@ -545,7 +545,13 @@ class WorkerPool:
         failed = any(c is not None and c.status != CallStatus.OK.value for c in (done.op, done.rerun))
         tail = self._tail(slot) if failed else ""
         case.op_side = OpSideResult(
-            done.op, done.rerun, done.inputs_modified, done.interpreter, tail, done.interpreter_types
+            done.op,
+            done.rerun,
+            done.inputs_modified,
+            done.interpreter,
+            tail,
+            done.interpreter_types,
+            done.triton,
         )
         self._finish_side(slot, retire=done.retire)
         self._queue_judge(case)

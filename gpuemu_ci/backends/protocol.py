@@ -16,6 +16,7 @@ from enum import IntEnum
 import msgspec
 
 from gpuemu_ci.backends.interface import CaseReport, CaseSpec, OpTask
+from gpuemu_ci.triton_cpu.report import TritonReport
 
 
 class Stage(IntEnum):
@@ -87,6 +88,7 @@ class OpSideResult:
     interpreter: str | None
     op_stderr: str = ""  # the op worker's output during the case, when a call failed
     interpreter_types: tuple[str, ...] = ()  # bfloat16/fp8 handled by Triton's interpreter (triton_probe)
+    triton: TritonReport | None = None  # what the GPU-faithful layer saw (gpuemu_ci/triton_cpu)
 
 
 @dataclass(frozen=True)
@@ -166,6 +168,7 @@ class OpDone(msgspec.Struct, frozen=True, tag=True, forbid_unknown_fields=True):
     retire: bool = False  # the worker's state is unusable (a sticky CUDA error): replace it
     needs: int = 0
     interpreter_types: tuple[str, ...] = ()  # bfloat16/fp8 handled by Triton's interpreter (triton_probe)
+    triton: TritonReport | None = None  # what the GPU-faithful layer saw (gpuemu_ci/triton_cpu)
 
 
 class Verdict(msgspec.Struct, frozen=True, tag=True, forbid_unknown_fields=True):

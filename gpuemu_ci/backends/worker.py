@@ -112,6 +112,7 @@ class Worker:
                     side.retire,
                     needed,
                     side.interpreter_types,
+                    side.triton,
                 )
             )
             data, more_fds = recv_frame(self.sock)
@@ -137,6 +138,7 @@ class Worker:
                 side.interpreter,
                 side.retire,
                 interpreter_types=side.interpreter_types,
+                triton=side.triton,
             )
         )
 
@@ -167,6 +169,7 @@ class Worker:
             side.inputs_modified,
             side.interpreter,
             side.interpreter_types,
+            side.triton,
         )
         report, retire = run_judge_side(task, request.case, view, stage=self.stage, on_loaded=self.ready)
         self.stage(Stage.REPLY)

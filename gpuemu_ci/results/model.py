@@ -69,6 +69,8 @@ class FailureKind(StrEnum):
     OOM = "oom"
     RAISED = "raised"
     BAD_OUTPUT = "bad_output"
+    OUT_OF_BOUNDS = "out_of_bounds"  # a Triton kernel accessed memory outside its arguments (triton_cpu)
+    RACE = "race"  # programs of one Triton launch depend on each other's order (triton_cpu)
 
 
 SnapshotPath = Annotated[str, msgspec.Meta(pattern=r"^snapshots/[0-9a-f]{16}\.npz$")]
