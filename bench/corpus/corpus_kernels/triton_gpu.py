@@ -12,7 +12,10 @@ GPU-faithful layer (gpuemu_ci/triton_cpu): each a correct kernel and one-bug var
   input (a scan has to keep them: `input_precision="ieee"`).
 - `matmul`: a tiled matmul at the default TF32 precision: correct, judged with TF32's bound.
 - `tile_add`: y = x + 1 over 2D tiles; the hard negative combines its row and column masks with Python `and`,
-  which the GPU compiler evaluates elementwise (and which Triton's interpreter mishandles).
+  which the GPU compiler evaluates elementwise (and which Triton's interpreter mishandles: it keeps only the
+  column mask); the bug masks by columns only, which is what the interpreter alone made of the hard negative.
+- `matmul` also has a bug that has nothing to do with TF32 (the last partial K tile dropped), so that the TF32
+  allowance is seen not to hide a real error.
 """
 
 from __future__ import annotations
@@ -174,12 +177,14 @@ MM_BLOCK = 32
 
 
 @triton.jit
-def _matmul(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+def _matmul(
+    a_ptr, b_ptr, c_ptr, M, N, K, FULL_K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr
+):
     rm = tl.program_id(0) * BM + tl.arange(0, BM)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
     rk = tl.arange(0, BK)
     acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for start in range(0, K, BK):
+    for start in range(0, K if FULL_K else K // BK * BK, BK):
         kk = start + rk
         a = tl.load(
             a_ptr + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0
@@ -196,13 +201,21 @@ def _matmul(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return _launch_matmul(a, b, True)
+
+
+def matmul_dropped_k_tail(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return _launch_matmul(a, b, False)
+
+
+def _launch_matmul(a: torch.Tensor, b: torch.Tensor, full_k: bool) -> torch.Tensor:
     a, b = a.contiguous(), b.contiguous()
     M, K = a.shape
     N = b.shape[1]
     c = torch.empty((M, N), dtype=a.dtype)
     if M and N:
         grid = (triton.cdiv(M, MM_BLOCK), triton.cdiv(N, MM_BLOCK))
-        _matmul[grid](a, b, c, M, N, K, BM=MM_BLOCK, BN=MM_BLOCK, BK=MM_BLOCK)
+        _matmul[grid](a, b, c, M, N, K, FULL_K=full_k, BM=MM_BLOCK, BN=MM_BLOCK, BK=MM_BLOCK)
     return c
 
 
@@ -212,29 +225,35 @@ TILE = 32
 
 
 @triton.jit
-def _tile_add(x_ptr, y_ptr, M, N, PY_AND: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+def _tile_add(x_ptr, y_ptr, M, N, MASK: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
     rows = tl.program_id(0) * BM + tl.arange(0, BM)
     cols = tl.program_id(1) * BN + tl.arange(0, BN)
-    if PY_AND:  # noqa: SIM108
+    if MASK == "and":
         mask = (rows[:, None] < M) and (cols[None, :] < N)  # elementwise on the GPU (deprecated spelling)
+    elif MASK == "cols":
+        mask = (rows[:, None] >= 0) & (cols[None, :] < N)  # the bug: rows past M are read and written
     else:
         mask = (rows[:, None] < M) & (cols[None, :] < N)
     x = tl.load(x_ptr + rows[:, None] * N + cols[None, :], mask=mask, other=0.0)
     tl.store(y_ptr + rows[:, None] * N + cols[None, :], x + 1.0, mask=mask)
 
 
-def _launch_tile_add(x: torch.Tensor, py_and: bool) -> torch.Tensor:
+def _launch_tile_add(x: torch.Tensor, mask: str) -> torch.Tensor:
     x = x.contiguous()
     M, N = x.shape
     y = torch.empty_like(x)
     if M and N:
-        _tile_add[(triton.cdiv(M, TILE), triton.cdiv(N, TILE))](x, y, M, N, PY_AND=py_and, BM=TILE, BN=TILE)
+        _tile_add[(triton.cdiv(M, TILE), triton.cdiv(N, TILE))](x, y, M, N, MASK=mask, BM=TILE, BN=TILE)
     return y
 
 
 def tile_add(x: torch.Tensor) -> torch.Tensor:
-    return _launch_tile_add(x, False)
+    return _launch_tile_add(x, "&")
 
 
 def tile_add_python_and(x: torch.Tensor) -> torch.Tensor:
-    return _launch_tile_add(x, True)
+    return _launch_tile_add(x, "and")
+
+
+def tile_add_column_mask(x: torch.Tensor) -> torch.Tensor:
+    return _launch_tile_add(x, "cols")
