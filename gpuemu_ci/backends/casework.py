@@ -641,7 +641,7 @@ def _judge(judging: _Judging, op_view: OpView) -> CaseReport:
                 op, verdict, gradient_case, op_grads, rerun_grads, task.validation
             )
         if op_view.triton is not None:
-            verdict = _with_triton_findings(verdict, op_view.triton)
+            verdict = _with_triton_findings(verdict, op_view.triton, _nonfinite_where_finite(run))
     except judging.contain as exc:  # an error_scale hook that raises, or worse
         failed = CallResult(
             CallStatus.RAISED, message=f"judging the outputs failed: {describe_exception(exc)}"
@@ -653,9 +653,20 @@ def _judge(judging: _Judging, op_view: OpView) -> CaseReport:
 Gradients = tuple[np.ndarray, ...]
 
 
-def _with_triton_findings(verdict: Any, seen: TritonReport) -> Any:
+def _nonfinite_where_finite(run: CaseRun) -> bool:
+    """The op's outputs hold NaN or Inf where the reference's are finite (poisoned lanes show that way)."""
+    for y, r in zip(run.op.outputs, run.reference.outputs, strict=False):
+        y, r = np.asarray(y), np.asarray(r)
+        same = y.shape == r.shape and y.dtype.kind == "f" and r.dtype.kind == "f"
+        if same and np.any(~np.isfinite(y) & np.isfinite(r)):
+            return True
+    return False
+
+
+def _with_triton_findings(verdict: Any, seen: TritonReport, leaked: bool) -> Any:
     """The verdict with what the GPU-faithful layer found first (an out-of-bounds access stopped the kernel:
-    the op's `raised` is that), and a word on poisoned lanes where a wrong or non-finite output may be one."""
+    the op's `raised` is that), and a word on poisoned lanes where the output is non-finite and the reference
+    is not (`leaked`)."""
     from gpuemu_ci.oracle.model import CaseVerdict, Finding
     from gpuemu_ci.results.model import FailureKind
 
@@ -664,12 +675,12 @@ def _with_triton_findings(verdict: Any, seen: TritonReport) -> Any:
     for finding in verdict.findings:
         if stopped and finding.kind is FailureKind.RAISED:
             continue
-        if seen.poisoned and finding.kind in (FailureKind.NONFINITE, FailureKind.MISMATCH):
+        if leaked and seen.poisoned and finding.kind in (FailureKind.NONFINITE, FailureKind.MISMATCH):
             finding = Finding(
                 finding.kind,
                 f"{finding.message}\nMasked-off lanes of loads without `other` read NaN/+Inf/-Inf here (on a GPU "
-                f"they are undefined), at {'; '.join(seen.poisoned)}: where a masked lane reached the output, "
-                "this is how it shows",
+                f"they are undefined), at {'; '.join(seen.poisoned)}: a non-finite output where the reference is "
+                "finite is how a masked lane that reached the output shows",
             )
         findings.append(finding)
     if not findings:

@@ -62,9 +62,9 @@ def logical_or(*operands: Callable[[], Any]) -> Any:
 def transformer_class(base: type) -> type:
     """A subclass of the interpreter's AST transformer that also rewrites `and`/`or`."""
 
-    class BoolOpTransformer(base):  # type: ignore[misc, valid-type]
+    class BoolOpTransformer(base):
         def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
-            node = self.generic_visit(node)  # type: ignore[assignment]
+            node = self.generic_visit(node)
             name = _AND if isinstance(node.op, ast.And) else _OR
             empty = ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[])
             thunks: list[ast.expr] = [ast.Lambda(args=empty, body=value) for value in node.values]
