@@ -264,7 +264,7 @@ def run_op_side(
                 contain=contain,
             )  # fmt: skip
         seen = watched.report()
-        reports.append(seen if seen.launches else None)
+        reports.append(seen if seen.launches or seen.notes else None)
         if not retire:
             for native in natives.values():
                 if native.write_back is not None:

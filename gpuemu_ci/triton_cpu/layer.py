@@ -71,15 +71,24 @@ class _Call:
     poisoned: dict[str, None] = field(default_factory=dict)
     notes: dict[str, None] = field(default_factory=dict)
     launch: _Launch | None = None
+    site_lookups: int = (
+        0  # where poisoned loads and `and`/`or` ran: looked up a few times per call, not per load
+    )
+    unsupported: str = ""  # why this Triton's interpreter could not be patched
+
+    def looked_up(self) -> bool:
+        """Whether there is room for one more source-line lookup in this call (they walk the stack)."""
+        self.site_lookups += 1
+        return self.site_lookups <= 4 * MAX_POISON_SITES
 
     def report(self) -> TritonReport:
         return TritonReport(
-            self.settings.sanitize,
+            self.settings.sanitize and not self.unsupported,
             self.launches,
             tuple(self.findings),
             tuple(sorted(self.dot_precisions)),
             tuple(self.poisoned),
-            tuple(self.notes),
+            tuple(self.notes) + ((self.unsupported,) if self.unsupported else ()),
         )
 
 
@@ -236,7 +245,7 @@ def _masked_load(original: Any) -> Any:
                     getattr(element, "name", ""), dtype, np.shape(ptrs.data), call.settings.seed
                 )
                 other = module.TensorHandle(block, element)
-                if len(call.poisoned) < MAX_POISON_SITES:
+                if len(call.poisoned) < MAX_POISON_SITES and call.looked_up():
                     call.poisoned.setdefault(f"`{call.launch.kernel}` at {_site()}")
         return original(self, ptrs, mask, other, cache_policy, is_volatile)
 
@@ -256,7 +265,7 @@ def _masked_store(original: Any) -> Any:
 
 def _atomic_rmw(original: Any) -> Any:
     def atomic_rmw(self: Any, op: Any, ptr: Any, val: Any, mask: Any, sem: Any, scope: Any) -> Any:
-        if _checked("atomic", ptr.data, mask.data) is not None:
+        if _checked("atomic", ptr.data, None if mask is None else mask.data) is not None:
             _state["call"].launch.synchronised = True
         return original(self, op, ptr, val, mask, sem, scope)
 
@@ -374,14 +383,44 @@ def _run_grid(original: Any) -> Any:
 
 def _boolop_note() -> None:
     call = _state["call"]
-    if call is not None and call.settings.sanitize and len(call.notes) < MAX_POISON_SITES:
+    if call is not None and len(call.notes) < MAX_POISON_SITES and call.looked_up():
         call.notes.setdefault(
             f"Python `and`/`or` on tensors at {_site()}: evaluated elementwise as the GPU compiler does "
             "(the interpreter would keep one operand); Triton deprecates it, use `&` / `|`"
         )
 
 
+# What the layer relies on in triton/runtime/interpreter.py (Triton 3.x); another layout is not patched.
+_NEEDED = {
+    "": ("GridExecutor", "InterpreterBuilder", "TensorHandle", "InterpreterError", "interpreter_builder",
+         "_patch_lang", "_implicit_cvt", "_get_np_dtype", "_interpreter"),
+    "GridExecutor": ("__call__", "_init_args_hst", "_restore_args_dev"),
+    "InterpreterBuilder": ("create_masked_load", "create_masked_store", "create_atomic_rmw", "create_atomic_cas",
+                           "create_dot", "set_grid_idx", "set_grid_dim"),
+}  # fmt: skip
+
+
+def unsupported(module: Any) -> str:
+    """Why the layer cannot patch this interpreter ("" when it can)."""
+    for owner_name, names in _NEEDED.items():
+        owner = getattr(module, owner_name) if owner_name else module
+        missing = [n for n in names if not hasattr(owner, n)]
+        if missing:
+            where = f"{owner_name}." if owner_name else ""
+            return (
+                f"this Triton's interpreter has no {', '.join(where + m for m in missing)}: its kernels ran "
+                "in the plain interpreter, without the GPU-faithful checks"
+            )
+    return ""
+
+
 def _patch(module: Any) -> None:
+    call = _state["call"]
+    reason = unsupported(module)
+    if reason:
+        if call is not None:
+            call.unsupported = reason
+        return
     executor = module.GridExecutor
     builder = module.InterpreterBuilder
     replaced = [
