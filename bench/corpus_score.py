@@ -86,6 +86,7 @@ EXPECTED_KINDS: dict[str, frozenset[str]] = {
     "missing_row_mask": frozenset({"out_of_bounds"}),
     "split_k_no_atomic": frozenset({"race"}),
     "dot_needs_ieee": frozenset({"mismatch"}),
+    "nondeterministic": frozenset({"nondeterministic"}),
 }
 # Classes only the thorough suite's large sizes reach: their entries (and the op's correct kernels) are also run
 # with `--suite thorough`, which must catch the bug; the quick suite must not (it never draws such sizes).

@@ -264,7 +264,7 @@ def run_op_side(
                 contain=contain,
             )  # fmt: skip
         seen = watched.report()
-        reports.append(seen if seen.launches or seen.notes else None)
+        reports.append(seen if seen.launches or seen.notes or seen.interpreter_gaps else None)
         if not retire:
             for native in natives.values():
                 if native.write_back is not None:
@@ -293,6 +293,8 @@ def run_op_side(
     interpreter, interpreter_types = triton_probe.since(launches_before)
     seen = [r for r in reports if r is not None]
     triton = seen[0].merged(seen[1] if len(seen) > 1 else None) if seen else None
+    if interpreter and triton is not None and triton.interpreter_gaps:
+        interpreter_types = tuple(sorted({*interpreter_types, *triton.interpreter_gaps}))  # not judged
     return OpSide(first, rerun, modified, interpreter, retire, interpreter_types, triton)
 
 

@@ -75,6 +75,7 @@ class _Call:
         0  # where poisoned loads and `and`/`or` ran: looked up a few times per call, not per load
     )
     unsupported: str = ""  # why this Triton's interpreter could not be patched
+    gaps: set[str] = field(default_factory=set)  # constructs the interpreter cannot run (inline asm, extern)
 
     def looked_up(self) -> bool:
         """Whether there is room for one more source-line lookup in this call (they walk the stack)."""
@@ -89,6 +90,7 @@ class _Call:
             tuple(sorted(self.dot_precisions)),
             tuple(self.poisoned),
             tuple(self.notes) + ((self.unsupported,) if self.unsupported else ()),
+            tuple(sorted(self.gaps)),
         )
 
 
@@ -296,6 +298,27 @@ def _dot(original: Any) -> Any:
     return dot
 
 
+def _gap(name: str, original: Any) -> Any:
+    """The interpreter raises NotImplementedError for inline assembly and extern calls: recorded, so that the
+    case is reported as not judged (the interpreter's gap), not as the kernel raising."""
+
+    def unsupported(self: Any, *args: Any, **kwargs: Any) -> Any:
+        call = _state["call"]
+        if call is not None:
+            call.gaps.add(name)
+        return original(self, *args, **kwargs)
+
+    return unsupported
+
+
+def _inline_asm_gap(original: Any) -> Any:
+    return _gap("inline_asm", original)
+
+
+def _extern_gap(original: Any) -> Any:
+    return _gap("extern_elementwise", original)
+
+
 def _fault_in(exc: BaseException) -> KernelFault | None:
     seen: set[int] = set()
     current: BaseException | None = exc
@@ -431,6 +454,10 @@ def _patch(module: Any) -> None:
         (builder, "create_atomic_cas", _atomic_cas),
         (builder, "create_dot", _dot),
     ]
+    if "create_inline_asm" in builder.__dict__:
+        replaced.append((builder, "create_inline_asm", _inline_asm_gap))
+    if "create_extern_elementwise" in builder.__dict__:
+        replaced.append((builder, "create_extern_elementwise", _extern_gap))
     for owner, name, wrap in replaced:
         original = owner.__dict__[name]
         setattr(owner, name, wrap(original))

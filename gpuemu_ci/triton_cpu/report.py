@@ -16,7 +16,9 @@ class TritonReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Findings are (kind, message) pairs: `out_of_bounds` or `race`. `dot_precisions`: the input precisions
     of the fp32 `tl.dot`s the kernels ran (`tf32` unless the kernel asked otherwise). `poisoned`: where loads
     without `other` had masked-off lanes (filled with NaN / a sentinel). `notes`: interpreter faults worked
-    around (Python `and`/`or` on tensors)."""
+    around (Python `and`/`or` on tensors). `interpreter_gaps`: constructs the interpreter raised
+    NotImplementedError on (`inline_asm`, `extern_elementwise`): the case is not judged (the kernel is not at
+    fault)."""
 
     sanitized: bool = True
     launches: int = 0
@@ -24,6 +26,7 @@ class TritonReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     dot_precisions: tuple[str, ...] = ()
     poisoned: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    interpreter_gaps: tuple[str, ...] = ()  # constructs the interpreter cannot run (inline asm): not judged
 
     def dot_input_roundoff(self) -> float:
         """The largest input roundoff among the dots the kernels ran (0.0: none, or all ieee)."""
@@ -44,4 +47,5 @@ class TritonReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             union(self.dot_precisions, other.dot_precisions),
             union(self.poisoned, other.poisoned),
             union(self.notes, other.notes),
+            union(self.interpreter_gaps, other.interpreter_gaps),
         )

@@ -54,6 +54,22 @@ KERNELS = textwrap.dedent("""
         _split_sum[(triton.cdiv(x.numel(), 16),)](x, out, x.numel(), BLOCK=16)
         return out
 
+    @triton.jit
+    def _asm(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+        y = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1)
+        tl.store(y_ptr + offs, y, mask=offs < n)
+
+    def asm(x):
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        _asm[(1,)](x, y, x.numel(), BLOCK=512)
+        return y
+
+    def ref_same(x):
+        return x
+
     def ref_scale(x):
         return 2.0 * x
 
@@ -84,6 +100,7 @@ def _project(tmp_path: Path) -> Path:
         OP.format(
             name="scale_unmasked", op="scale_unmasked", ref="ref_scale", family="elementwise", extra=""
         ),
+        OP.format(name="asm", op="asm", ref="ref_same", family="elementwise", extra=""),
         OP.format(name="total", op="total", ref="ref_total", family="reduction", extra="output = [1]"),
         OP.format(
             name="total_unchecked", op="total", ref="ref_total", family="reduction", extra="output = [1]"
@@ -129,6 +146,13 @@ def test_split_sums_without_atomics_fail_as_a_race_unless_sanitize_is_off(run: t
     assert {f["kind"] for f in ops["total"]["failures"]} == {"race"}
     assert "element offset 0 of `out_ptr`" in ops["total"]["failures"][0]["message"]
     assert ops["total_unchecked"]["status"] == "passed"  # the interpreter runs the programs one at a time
+
+
+def test_inline_assembly_the_interpreter_cannot_run_is_not_judged_not_the_kernels_failure(run: tuple) -> None:
+    _, results, _ = run
+    op = next(op for op in results["ops"] if op["name"] == "asm")
+    assert op["status"] == "skipped" and op["cases_failed"] == 0
+    assert "Triton interpreter: inline_asm unsupported" in json.dumps(op)
 
 
 def test_an_out_of_bounds_failure_replays_from_its_seed(run: tuple) -> None:
