@@ -21,6 +21,7 @@ once when the interpreter module is imported (backends/triton_probe.py).
 
 from __future__ import annotations
 
+import ctypes
 import inspect
 import os
 import sys
@@ -31,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuemu_ci.triton_cpu import boolops, numerics
+from gpuemu_ci.triton_cpu import boolops, grid, numerics
 from gpuemu_ci.triton_cpu.memory import Allocation, Memory, Violation
 from gpuemu_ci.triton_cpu.report import OUT_OF_BOUNDS, RACE, TritonReport
 
@@ -49,6 +50,7 @@ class CallSettings:
     seed: int  # the case seed: program order and integer poison derive from it
     call: int = 0  # 0: the op's call, 1: the determinism re-run (another program order)
     sanitize: bool = True  # `[ops.triton] sanitize = false` turns the whole layer off
+    vectorise: bool | None = None  # every program at once where it can (grid.py); None: `set_vectorise`'s
 
 
 @dataclass
@@ -76,6 +78,8 @@ class _Call:
     )
     unsupported: str = ""  # why this Triton's interpreter could not be patched
     gaps: set[str] = field(default_factory=set)  # constructs the interpreter cannot run (inline asm, extern)
+    vectorised: int = 0  # launches run with every program at once
+    per_program: dict[str, int] = field(default_factory=dict)  # launches run one program at a time, by reason
 
     def looked_up(self) -> bool:
         """Whether there is room for one more source-line lookup in this call (they walk the stack)."""
@@ -91,10 +95,21 @@ class _Call:
             tuple(self.poisoned),
             tuple(self.notes) + ((self.unsupported,) if self.unsupported else ()),
             tuple(sorted(self.gaps)),
+            self.vectorised,
+            tuple(sorted(self.per_program.items())),
         )
 
 
-_state: dict[str, Any] = {"call": None, "restore": []}
+_state: dict[str, Any] = {"call": None, "restore": [], "vectorise": True}
+# Kernels whose launches cannot vectorise whatever their data (atomics, a custom combine function, prints...):
+# their later launches go straight to one program at a time. Keyed by the kernel's function.
+_STATIC_REASONS = ("`", "a reduction with a custom", "a scan with a custom", "tuple or descriptor")
+_per_program_kernels: dict[Any, str] = {}
+
+
+def set_vectorise(enabled: bool) -> None:
+    """The default of `CallSettings.vectorise` in this process (the bitwise comparison turns it off)."""
+    _state["vectorise"] = enabled
 
 
 def _triton_dir() -> str:
@@ -142,14 +157,60 @@ def _out_of_bounds(call: _Call, launch: _Launch, access: str, violation: Violati
     raise KernelFault(message)
 
 
-def _checked(access: str, pointers: np.ndarray, mask: np.ndarray | None) -> np.ndarray | None:
-    """Bounds-check an access's active lanes; returns their addresses (None when no launch is watched)."""
+# The kernel argument a pointer value was made from (pointer arithmetic, splats, broadcasts, reshapes keep it),
+# kept in the interpreter's TensorHandle.attr: its accesses are checked against that argument alone, so a read
+# past one tensor's end that lands in another argument's memory is still out of bounds.
+BASE = "gpuemu_base"
+PROVENANCE = (
+    "create_addptr",
+    "create_splat",
+    "create_unsplat",
+    "create_broadcast",
+    "create_expand_dims",
+    "create_reshape",
+    "create_trans",
+    "create_cat",
+    "create_join",
+    "create_select",
+)
+
+
+def _is_pointer(handle: Any) -> bool:
+    import triton.language as tl
+
+    return isinstance(getattr(handle, "dtype", None), tl.pointer_type)
+
+
+def _provenance(original: Any) -> Any:
+    def derived(self: Any, *args: Any, **kwargs: Any) -> Any:
+        made = original(self, *args, **kwargs)
+        bases = {getattr(a, "attr", {}).get(BASE) for a in args if _is_pointer(a)}
+        if len(bases) == 1 and isinstance(getattr(made, "attr", None), dict):
+            base = bases.pop()
+            if base is not None:
+                made.attr[BASE] = base
+        return made
+
+    return derived
+
+
+def _base(handle: Any) -> str | None:
+    return getattr(handle, "attr", {}).get(BASE)
+
+
+def _checked(
+    access: str, pointers: np.ndarray, mask: np.ndarray | None, base: str | None = None
+) -> np.ndarray | None:
+    """Bounds-check an access's active lanes (against `base`, the argument the pointers come from, when
+    known); returns their addresses (None when no launch is watched)."""
     call, launch = _active_launch()
     if call is None or launch is None:
         return None
     addresses, _ = _active_lanes(pointers, mask)
-    violation = launch.memory.check(addresses)
+    violation = launch.memory.check(addresses, base)
     if violation is not None:
+        if grid.active() is not None:  # reported by the per-program run, in its order
+            raise grid.NotVectorisable("an access out of bounds")
         _out_of_bounds(call, launch, access, violation, int(addresses.size))
     return addresses
 
@@ -233,19 +294,52 @@ def _watch_write(
 # ---- the replaced methods ------------------------------------------------------------------------------
 
 
+def _batched_load_operands(ptrs: Any, mask: Any, other: Any) -> tuple[Any, Any, Any]:
+    """A vectorised load's pointers, mask and `other` at one (programs, *block) shape."""
+    module = sys.modules[MODULE]
+    arrays = [ptrs.data, mask.data] + ([] if other is None else [other.data])
+    shaped = grid.broadcast(*arrays)
+    ptrs = module.TensorHandle(shaped[0], ptrs.dtype, dict(ptrs.attr))
+    mask = module.TensorHandle(shaped[1], mask.dtype)
+    if other is not None:
+        other = module.TensorHandle(shaped[2], other.dtype)
+    return ptrs, mask, other
+
+
+def _watch_batched(pointers: np.ndarray, mask: np.ndarray, addresses: np.ndarray, write: bool) -> None:
+    """A vectorised access: which program each lane belongs to, for grid.watch."""
+    _, launch = _active_launch()
+    assert launch is not None
+    pids = grid.lane_programs(np.shape(pointers))
+    flat = np.ravel(mask)
+    if not flat.all():
+        pids = pids[flat]
+    groups, _ = launch.memory.locate(addresses)
+    grid.watch(groups, pids, write)
+
+
 def _masked_load(original: Any) -> Any:
     def load(self: Any, ptrs: Any, mask: Any, other: Any, cache_policy: Any, is_volatile: Any) -> Any:
         call = _state["call"]
-        addresses = _checked("load", ptrs.data, mask.data)
+        batched = grid.active() is not None
+        if batched:
+            ptrs, mask, other = _batched_load_operands(ptrs, mask, other)
+        addresses = _checked("load", ptrs.data, mask.data, _base(ptrs))
         if addresses is not None:
-            _watch_read(addresses)
+            if batched:
+                _watch_batched(ptrs.data, mask.data, addresses, write=False)
+            else:
+                _watch_read(addresses)
             if other is None and not np.all(mask.data):
                 module = sys.modules[MODULE]
                 element = ptrs.get_element_ty()
                 dtype = np.dtype(module._get_np_dtype(element))
+                shape = np.shape(ptrs.data)
                 block = numerics.poison_block(
-                    getattr(element, "name", ""), dtype, np.shape(ptrs.data), call.settings.seed
+                    getattr(element, "name", ""), dtype, shape[1:] if batched else shape, call.settings.seed
                 )
+                if batched:  # each program's lanes poisoned as the program alone would be
+                    block = np.ascontiguousarray(np.broadcast_to(block, shape))
                 other = module.TensorHandle(block, element)
                 if len(call.poisoned) < MAX_POISON_SITES and call.looked_up():
                     call.poisoned.setdefault(f"`{call.launch.kernel}` at {_site()}")
@@ -256,10 +350,20 @@ def _masked_load(original: Any) -> Any:
 
 def _masked_store(original: Any) -> Any:
     def store(self: Any, ptrs: Any, value: Any, mask: Any, cache_policy: Any) -> Any:
-        addresses = _checked("store", ptrs.data, mask.data)
+        batched = grid.active() is not None
+        base = _base(ptrs)
+        if batched:
+            module = sys.modules[MODULE]
+            p, v, m = grid.broadcast(ptrs.data, value.data, mask.data)
+            ptrs, value = module.TensorHandle(p, ptrs.dtype), module.TensorHandle(v, value.dtype)
+            mask = module.TensorHandle(m, mask.dtype)
+        addresses = _checked("store", ptrs.data, mask.data, base)
         if addresses is not None:
-            _, flat_mask = _active_lanes(ptrs.data, mask.data)
-            _watch_write(addresses, ptrs.data, value.data, flat_mask)
+            if batched:
+                _watch_batched(ptrs.data, mask.data, addresses, write=True)
+            else:
+                _, flat_mask = _active_lanes(ptrs.data, mask.data)
+                _watch_write(addresses, ptrs.data, value.data, flat_mask)
         return original(self, ptrs, value, mask, cache_policy)
 
     return store
@@ -267,7 +371,7 @@ def _masked_store(original: Any) -> Any:
 
 def _atomic_rmw(original: Any) -> Any:
     def atomic_rmw(self: Any, op: Any, ptr: Any, val: Any, mask: Any, sem: Any, scope: Any) -> Any:
-        if _checked("atomic", ptr.data, None if mask is None else mask.data) is not None:
+        if _checked("atomic", ptr.data, None if mask is None else mask.data, _base(ptr)) is not None:
             _state["call"].launch.synchronised = True
         return original(self, op, ptr, val, mask, sem, scope)
 
@@ -276,7 +380,7 @@ def _atomic_rmw(original: Any) -> Any:
 
 def _atomic_cas(original: Any) -> Any:
     def atomic_cas(self: Any, ptr: Any, cmp: Any, val: Any, sem: Any, scope: Any) -> Any:
-        if _checked("atomic", ptr.data, None) is not None:
+        if _checked("atomic", ptr.data, None, _base(ptr)) is not None:
             _state["call"].launch.synchronised = True
         return original(self, ptr, cmp, val, sem, scope)
 
@@ -352,6 +456,98 @@ def _allocations(call_args: dict[str, Any], constexprs: list[str]) -> list[Alloc
     return found
 
 
+def _vectorised(
+    executor: Any, module: Any, args: dict[str, Any], launch: _Launch, order: np.ndarray
+) -> str | None:
+    """Run the launch with every program at once (grid.py), in chunks; None when done, else why it must run
+    one program at a time (its arguments' memory is then as it was before)."""
+    import triton.language as tl
+
+    batched: dict[str, Any] = {}
+    for name, value in args.items():
+        if isinstance(value, tl.tensor):
+            handle = module.TensorHandle(value.handle.data[None], value.handle.dtype, dict(value.handle.attr))
+            batched[name] = tl.tensor(handle, value.type)
+        elif isinstance(value, (tuple, list)) or type(value).__name__ == "tensor_descriptor":
+            return "tuple or descriptor arguments"
+        else:
+            batched[name] = value
+    saved = _snapshot(launch.memory)
+    builder = module.InterpreterBuilder
+    restore: list[tuple[Any, str, Any]] = []
+    patch_lang = module._patch_lang
+
+    def repatched(fn: Any) -> Any:
+        # A jit helper's call (tl.max, tl.sum, the kernel's own) re-patches the language: put ours back on top.
+        scope = patch_lang(fn)
+        for owner, name, value in grid.language_patches():
+            setattr(owner, name, value)
+        return scope
+
+    for owner, name, value in [
+        *(
+            (builder, n, _provenance(f) if n in PROVENANCE else f)
+            for n, f in grid.builder_methods(module).items()
+        ),
+        *grid.language_patches(),
+        (module, "_patch_lang", repatched),
+    ]:
+        restore.append((owner, name, owner.__dict__.get(name, _ABSENT)))
+        setattr(owner, name, value)
+    readers: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    writers: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    _, gy, gz = launch.grid
+    why: str | None = None
+    try:
+        for start in range(0, order.size, grid.CHUNK_PROGRAMS):
+            pids = order[start : start + grid.CHUNK_PROGRAMS].astype(np.int64)
+            coords = np.stack([pids // (gy * gz), (pids // gz) % gy, pids % gz], axis=1).astype(np.int32)
+            grid._state["batch"] = grid.Batch(coords, pids, readers, writers)
+            executor.fn(**batched)
+    except Exception as exc:
+        stop = _cause(exc, grid.NotVectorisable)
+        why = str(stop) if stop is not None else f"the vectorised pass raised {type(exc).__name__}"
+    finally:
+        grid._state["batch"] = None
+        for owner, name, value in reversed(restore):
+            if value is _ABSENT:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, value)
+    if why is not None:
+        for view, copy in saved:
+            view[...] = copy
+    return why
+
+
+_ABSENT = object()
+
+
+def _snapshot(memory: Memory) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The bytes of every buffer the launch's arguments live in: (a view of the memory, a copy)."""
+    saved = []
+    seen: set[int] = set()
+    for a in memory.allocations:
+        size = a.buffer_end - a.buffer_start
+        if a.buffer_start in seen or size <= 0:
+            continue
+        seen.add(a.buffer_start)
+        view = np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(a.buffer_start))
+        saved.append((view, view.copy()))
+    return saved
+
+
+def _cause(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, kind):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def _run_grid(original: Any) -> Any:
     def run(self: Any, *args_dev: Any, **kwargs: Any) -> Any:
         call: _Call | None = _state["call"]
@@ -373,17 +569,34 @@ def _run_grid(original: Any) -> Any:
                 name: arg if name in self.constexprs else module._implicit_cvt(arg)
                 for name, arg in call_args.items()
             }
-            grid = self.grid(args) if callable(self.grid) else self.grid
-            assert len(grid) <= 3, "grid must have at most 3 dimensions"
-            grid = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
-            module.interpreter_builder.set_grid_dim(*grid)
-            launch = _Launch(getattr(self.fn, "__name__", "kernel"), grid, memory)  # type: ignore[arg-type]
+            for name, value in args.items():
+                handle = getattr(value, "handle", None)
+                if handle is not None and _is_pointer(handle):
+                    handle.attr[BASE] = name
+            given = self.grid(args) if callable(self.grid) else self.grid
+            assert len(given) <= 3, "grid must have at most 3 dimensions"
+            dims = tuple(int(g) for g in given) + (1,) * (3 - len(given))
+            module.interpreter_builder.set_grid_dim(*dims)
+            launch = _Launch(getattr(self.fn, "__name__", "kernel"), dims, memory)  # type: ignore[arg-type]
             rng = np.random.default_rng([call.settings.seed & (2**64 - 1), call.settings.call, call.launches])
             call.launches += 1
             call.launch = launch
-            gy, gz = grid[1], grid[2]
+            gy, gz = dims[1], dims[2]
+            order = rng.permutation(dims[0] * gy * gz)
             try:
-                for pid in rng.permutation(grid[0] * gy * gz).tolist():
+                vectorise = call.settings.vectorise
+                if vectorise is None:
+                    vectorise = bool(_state["vectorise"])
+                if vectorise and order.size > 1:
+                    why = _per_program_kernels.get(self.fn) or _vectorised(self, module, args, launch, order)
+                    if why is None:
+                        call.vectorised += 1
+                        order = order[:0]
+                    else:
+                        call.per_program[why] = call.per_program.get(why, 0) + 1
+                        if why.startswith(_STATIC_REASONS):
+                            _per_program_kernels[self.fn] = why
+                for pid in order.tolist():
                     program = (pid // (gy * gz), (pid // gz) % gy, pid % gz)
                     module.interpreter_builder.set_grid_idx(*program)
                     launch.program, launch.pid, launch.synchronised = program, pid, False
@@ -454,6 +667,7 @@ def _patch(module: Any) -> None:
         (builder, "create_atomic_cas", _atomic_cas),
         (builder, "create_dot", _dot),
     ]
+    replaced.extend((builder, name, _provenance) for name in PROVENANCE if name in builder.__dict__)
     if "create_inline_asm" in builder.__dict__:
         replaced.append((builder, "create_inline_asm", _inline_asm_gap))
     if "create_extern_elementwise" in builder.__dict__:

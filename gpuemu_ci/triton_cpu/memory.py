@@ -110,38 +110,41 @@ class Memory:
     allocations: list[Allocation]
     shadows: dict[int, np.ndarray] = field(default_factory=dict)  # buffer_start -> writer program per element
 
-    def check(self, addresses: np.ndarray) -> Violation | None:
-        """None when every address (a flat uint64 array of active lanes) is an argument's element."""
+    def check(self, addresses: np.ndarray, of: str | None = None) -> Violation | None:
+        """None when every address (a flat uint64 array of active lanes) is an element of the argument the
+        pointers were made from (`of`, its name), or of any argument when that is not known."""
         if addresses.size == 0:
             return None
+        own = [a for a in self.allocations if a.name == of]
+        allocations = own or self.allocations
         low, high = int(addresses.min()), int(addresses.max())
-        for a in self.allocations:  # the common case: one dense argument holds them all
+        for a in allocations:  # the common case: one dense argument holds them all
             if a.dense and a.start <= low and high < a.end:
                 offsets = addresses - np.uint64(a.base)
                 if a.itemsize == 1 or not (offsets % np.uint64(a.itemsize)).any():
                     return None
                 break
         covered = np.zeros(addresses.shape, dtype=bool)
-        for a in self.allocations:
+        for a in allocations:
             covered |= a.contains(addresses)
         if covered.all():
             return None
         out = np.flatnonzero(~covered)
         lane = int(out[0])
         address = int(addresses[lane])
-        return Violation(lane, int(out.size), address, self._where(address))
+        return Violation(lane, int(out.size), address, self._where(address, allocations))
 
-    def _where(self, address: int) -> str:
-        if not self.allocations:
+    def _where(self, address: int, allocations: list[Allocation]) -> str:
+        if not allocations:
             return f"address {address:#x}: the kernel has no tensor arguments"
-        for a in self.allocations:
+        for a in allocations:
             if a.buffer_start <= address < a.buffer_end and a.start <= address < a.end:
                 element = (address - a.base) / a.itemsize
                 return (
                     f"element offset {element:g} of {a.describe()}: inside its extent but not one of its "
                     "elements (the gap between rows of a strided view, or a misaligned address)"
                 )
-        for a in self.allocations:
+        for a in allocations:
             if a.buffer_start <= address < a.buffer_end:
                 element = (address - a.base) // a.itemsize
                 return (
@@ -152,7 +155,7 @@ class Memory:
         def distance(a: Allocation) -> int:
             return a.start - address if address < a.start else address - a.end + 1
 
-        nearest = min(self.allocations, key=distance)
+        nearest = min(allocations, key=distance)
         element = (address - nearest.base) // nearest.itemsize
         if address >= nearest.end:
             past = (address - nearest.end) // nearest.itemsize + 1

@@ -27,6 +27,8 @@ class TritonReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     poisoned: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     interpreter_gaps: tuple[str, ...] = ()  # constructs the interpreter cannot run (inline asm): not judged
+    vectorised: int = 0  # launches that ran every program at once (triton_cpu/grid.py)
+    per_program: tuple[tuple[str, int], ...] = ()  # launches run one program at a time: (why, how many)
 
     def dot_input_roundoff(self) -> float:
         """The largest input roundoff among the dots the kernels ran (0.0: none, or all ieee)."""
@@ -48,4 +50,15 @@ class TritonReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             union(self.poisoned, other.poisoned),
             union(self.notes, other.notes),
             union(self.interpreter_gaps, other.interpreter_gaps),
+            self.vectorised + other.vectorised,
+            _add_counts(self.per_program, other.per_program),
         )
+
+
+def _add_counts(
+    a: tuple[tuple[str, int], ...], b: tuple[tuple[str, int], ...]
+) -> tuple[tuple[str, int], ...]:
+    total: dict[str, int] = dict(a)
+    for reason, count in b:
+        total[reason] = total.get(reason, 0) + count
+    return tuple(sorted(total.items()))
