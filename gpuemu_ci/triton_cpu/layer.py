@@ -102,7 +102,7 @@ class _Call:
 
 _state: dict[str, Any] = {"call": None, "restore": [], "vectorise": True}
 # Kernels whose launches cannot vectorise whatever their data (atomics, a custom combine function, prints...):
-# their later launches go straight to one program at a time. Keyed by the kernel's function.
+# their later launches go straight to one program at a time. Keyed by the kernel's function and constexprs.
 _STATIC_REASONS = ("`", "a reduction with a custom", "a scan with a custom", "tuple or descriptor")
 _per_program_kernels: dict[Any, str] = {}
 
@@ -588,14 +588,15 @@ def _run_grid(original: Any) -> Any:
                 if vectorise is None:
                     vectorise = bool(_state["vectorise"])
                 if vectorise and order.size > 1:
-                    why = _per_program_kernels.get(self.fn) or _vectorised(self, module, args, launch, order)
+                    kernel = (self.fn, tuple(repr(call_args.get(n)) for n in self.constexprs))
+                    why = _per_program_kernels.get(kernel) or _vectorised(self, module, args, launch, order)
                     if why is None:
                         call.vectorised += 1
                         order = order[:0]
                     else:
                         call.per_program[why] = call.per_program.get(why, 0) + 1
                         if why.startswith(_STATIC_REASONS):
-                            _per_program_kernels[self.fn] = why
+                            _per_program_kernels[kernel] = why
                 for pid in order.tolist():
                     program = (pid // (gy * gz), (pid // gz) % gy, pid % gz)
                     module.interpreter_builder.set_grid_idx(*program)
