@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from gpuemu_ci.backends import triton_probe
@@ -519,9 +520,18 @@ def run_judge_side(
     task's reference target (a function in the caller's process)."""
     judging = _Judging(task, spec, stage, contain, on_loaded, reference)
     try:
-        return _judge(judging, op_view), judging.retire
+        report = _judge(judging, op_view)
+        if op_view.triton is not None and report.outcome != "unloadable":
+            report = msgspec.structs.replace(report, triton_launches=triton_launches(op_view.triton))
+        return report, judging.retire
     except _Unloadable as exc:
         return CaseReport(outcome="unloadable", unloadable=exc.who, message=exc.message), judging.retire
+
+
+def triton_launches(seen: TritonReport) -> tuple[tuple[str, int], ...]:
+    """How the case's Triton launches ran: ("vectorised", n) and ("one program at a time: <why>", n)."""
+    ran = [("vectorised", seen.vectorised)] if seen.vectorised else []
+    return (*ran, *((f"one program at a time: {why}", n) for why, n in seen.per_program))
 
 
 def _judge(judging: _Judging, op_view: OpView) -> CaseReport:

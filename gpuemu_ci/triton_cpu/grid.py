@@ -199,8 +199,19 @@ def _gather(self: Any, src: Any, indices: Any, axis: int) -> Any:
 
 def builder_methods(module: Any) -> dict[str, Callable[..., Any]]:
     """The InterpreterBuilder methods replaced during a vectorised launch (the layer's own wrappers of loads,
-    stores and dots handle the program axis themselves)."""
+    stores and dots handle the program axis themselves). Built once per interpreter: what it lifts are the
+    interpreter's own constructors, what it refuses never calls the method it replaces."""
     builder = module.InterpreterBuilder
+    found = _methods_cache.get(id(builder))
+    if found is None:
+        found = _methods_cache[id(builder)] = _builder_methods(builder)
+    return found
+
+
+_methods_cache: dict[int, dict[str, Callable[..., Any]]] = {}
+
+
+def _builder_methods(builder: Any) -> dict[str, Callable[..., Any]]:
     replaced: dict[str, Callable[..., Any]] = {
         "create_get_program_id": _program_id,
         "create_splat": _splat,

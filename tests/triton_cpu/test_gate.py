@@ -146,6 +146,21 @@ def test_split_sums_without_atomics_fail_as_a_race_unless_sanitize_is_off(run: t
     assert {f["kind"] for f in ops["total"]["failures"]} == {"race"}
     assert "element offset 0 of `out_ptr`" in ops["total"]["failures"][0]["message"]
     assert ops["total_unchecked"]["status"] == "passed"  # the interpreter runs the programs one at a time
+    assert ops["total_unchecked"].get("triton_launches", {}) == {}  # sanitize = false: the plain interpreter
+
+
+def test_the_results_count_launches_run_vectorised_and_one_program_at_a_time_with_why(run: tuple) -> None:
+    _, results, _ = run
+    ops = {op["name"]: op for op in results["ops"]}
+    assert (
+        set(ops["scale"]["triton_launches"]) == {"vectorised"}
+        and ops["scale"]["triton_launches"]["vectorised"] > 0
+    )
+    why = "one program at a time: programs write what other programs of the launch read or wrote"
+    assert ops["total"]["triton_launches"].get(why, 0) > 0
+    assert (
+        ops["scale_unmasked"]["triton_launches"].get("one program at a time: an access out of bounds", 0) > 0
+    )
 
 
 def test_inline_assembly_the_interpreter_cannot_run_is_not_judged_not_the_kernels_failure(run: tuple) -> None:
