@@ -13,7 +13,9 @@ methods are replaced, and restored afterwards:
   finding: on a GPU the programs of a launch run concurrently, in any order;
 - masked-off lanes of a load without `other` read NaN (floats) or a loud integer (numerics.py);
 - fp32 `tl.dot` runs at its `input_precision` (TF32 by default, as on the GPU) and the precisions used are
-  reported, so the error model can allow for TF32 where the op's family allows it.
+  reported, so the error model can allow for TF32 where the op's family allows it;
+- a launch runs every program at once where it can (vectorised.py, grid.py), else one program at a time, with
+  the same outputs and findings; pointers keep the argument they were made from (provenance.py).
 
 `boolops.install` (Python `and`/`or` on tensors) is not per call: it is a fix of the interpreter, installed
 once when the interpreter module is imported (backends/triton_probe.py).
@@ -21,7 +23,6 @@ once when the interpreter module is imported (backends/triton_probe.py).
 
 from __future__ import annotations
 
-import ctypes
 import inspect
 import os
 import sys
@@ -32,8 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from gpuemu_ci.triton_cpu import boolops, grid, numerics
+from gpuemu_ci.triton_cpu import boolops, grid, numerics, vectorised
 from gpuemu_ci.triton_cpu.memory import Allocation, Memory, Violation
+from gpuemu_ci.triton_cpu.provenance import BASE, PROVENANCE, base_of, derived, is_pointer
 from gpuemu_ci.triton_cpu.report import OUT_OF_BOUNDS, RACE, TritonReport
 
 MODULE = "triton.runtime.interpreter"
@@ -73,9 +75,7 @@ class _Call:
     poisoned: dict[str, None] = field(default_factory=dict)
     notes: dict[str, None] = field(default_factory=dict)
     launch: _Launch | None = None
-    site_lookups: int = (
-        0  # where poisoned loads and `and`/`or` ran: looked up a few times per call, not per load
-    )
+    site_lookups: int = 0  # source lines of poisoned loads and `and`/`or`: a few per call, not one per load
     unsupported: str = ""  # why this Triton's interpreter could not be patched
     gaps: set[str] = field(default_factory=set)  # constructs the interpreter cannot run (inline asm, extern)
     vectorised: int = 0  # launches run with every program at once
@@ -155,47 +155,6 @@ def _out_of_bounds(call: _Call, launch: _Launch, access: str, violation: Violati
     )
     call.findings.append((OUT_OF_BOUNDS, message))
     raise KernelFault(message)
-
-
-# The kernel argument a pointer value was made from (pointer arithmetic, splats, broadcasts, reshapes keep it),
-# kept in the interpreter's TensorHandle.attr: its accesses are checked against that argument alone, so a read
-# past one tensor's end that lands in another argument's memory is still out of bounds.
-BASE = "gpuemu_base"
-PROVENANCE = (
-    "create_addptr",
-    "create_splat",
-    "create_unsplat",
-    "create_broadcast",
-    "create_expand_dims",
-    "create_reshape",
-    "create_trans",
-    "create_cat",
-    "create_join",
-    "create_select",
-)
-
-
-def _is_pointer(handle: Any) -> bool:
-    import triton.language as tl
-
-    return isinstance(getattr(handle, "dtype", None), tl.pointer_type)
-
-
-def _provenance(original: Any) -> Any:
-    def derived(self: Any, *args: Any, **kwargs: Any) -> Any:
-        made = original(self, *args, **kwargs)
-        bases = {getattr(a, "attr", {}).get(BASE) for a in args if _is_pointer(a)}
-        if len(bases) == 1 and isinstance(getattr(made, "attr", None), dict):
-            base = bases.pop()
-            if base is not None:
-                made.attr[BASE] = base
-        return made
-
-    return derived
-
-
-def _base(handle: Any) -> str | None:
-    return getattr(handle, "attr", {}).get(BASE)
 
 
 def _checked(
@@ -324,7 +283,7 @@ def _masked_load(original: Any) -> Any:
         batched = grid.active() is not None
         if batched:
             ptrs, mask, other = _batched_load_operands(ptrs, mask, other)
-        addresses = _checked("load", ptrs.data, mask.data, _base(ptrs))
+        addresses = _checked("load", ptrs.data, mask.data, base_of(ptrs))
         if addresses is not None:
             if batched:
                 _watch_batched(ptrs.data, mask.data, addresses, write=False)
@@ -351,7 +310,7 @@ def _masked_load(original: Any) -> Any:
 def _masked_store(original: Any) -> Any:
     def store(self: Any, ptrs: Any, value: Any, mask: Any, cache_policy: Any) -> Any:
         batched = grid.active() is not None
-        base = _base(ptrs)
+        base = base_of(ptrs)
         if batched:
             module = sys.modules[MODULE]
             p, v, m = grid.broadcast(ptrs.data, value.data, mask.data)
@@ -371,7 +330,7 @@ def _masked_store(original: Any) -> Any:
 
 def _atomic_rmw(original: Any) -> Any:
     def atomic_rmw(self: Any, op: Any, ptr: Any, val: Any, mask: Any, sem: Any, scope: Any) -> Any:
-        if _checked("atomic", ptr.data, None if mask is None else mask.data, _base(ptr)) is not None:
+        if _checked("atomic", ptr.data, None if mask is None else mask.data, base_of(ptr)) is not None:
             _state["call"].launch.synchronised = True
         return original(self, op, ptr, val, mask, sem, scope)
 
@@ -380,7 +339,7 @@ def _atomic_rmw(original: Any) -> Any:
 
 def _atomic_cas(original: Any) -> Any:
     def atomic_cas(self: Any, ptr: Any, cmp: Any, val: Any, sem: Any, scope: Any) -> Any:
-        if _checked("atomic", ptr.data, None, _base(ptr)) is not None:
+        if _checked("atomic", ptr.data, None, base_of(ptr)) is not None:
             _state["call"].launch.synchronised = True
         return original(self, ptr, cmp, val, sem, scope)
 
@@ -424,14 +383,8 @@ def _extern_gap(original: Any) -> Any:
 
 
 def _fault_in(exc: BaseException) -> KernelFault | None:
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, KernelFault):
-            return current
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return None
+    found = vectorised.find_cause(exc, KernelFault)
+    return found if isinstance(found, KernelFault) else None
 
 
 def _allocations(call_args: dict[str, Any], constexprs: list[str]) -> list[Allocation]:
@@ -454,98 +407,6 @@ def _allocations(call_args: dict[str, Any], constexprs: list[str]) -> list[Alloc
         if name not in constexprs:
             visit(name, value)
     return found
-
-
-def _vectorised(
-    executor: Any, module: Any, args: dict[str, Any], launch: _Launch, order: np.ndarray
-) -> str | None:
-    """Run the launch with every program at once (grid.py), in chunks; None when done, else why it must run
-    one program at a time (its arguments' memory is then as it was before)."""
-    import triton.language as tl
-
-    batched: dict[str, Any] = {}
-    for name, value in args.items():
-        if isinstance(value, tl.tensor):
-            handle = module.TensorHandle(value.handle.data[None], value.handle.dtype, dict(value.handle.attr))
-            batched[name] = tl.tensor(handle, value.type)
-        elif isinstance(value, (tuple, list)) or type(value).__name__ == "tensor_descriptor":
-            return "tuple or descriptor arguments"
-        else:
-            batched[name] = value
-    saved = _snapshot(launch.memory)
-    builder = module.InterpreterBuilder
-    restore: list[tuple[Any, str, Any]] = []
-    patch_lang = module._patch_lang
-
-    def repatched(fn: Any) -> Any:
-        # A jit helper's call (tl.max, tl.sum, the kernel's own) re-patches the language: put ours back on top.
-        scope = patch_lang(fn)
-        for owner, name, value in grid.language_patches():
-            setattr(owner, name, value)
-        return scope
-
-    for owner, name, value in [
-        *(
-            (builder, n, _provenance(f) if n in PROVENANCE else f)
-            for n, f in grid.builder_methods(module).items()
-        ),
-        *grid.language_patches(),
-        (module, "_patch_lang", repatched),
-    ]:
-        restore.append((owner, name, owner.__dict__.get(name, _ABSENT)))
-        setattr(owner, name, value)
-    readers: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    writers: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    _, gy, gz = launch.grid
-    why: str | None = None
-    try:
-        for start in range(0, order.size, grid.CHUNK_PROGRAMS):
-            pids = order[start : start + grid.CHUNK_PROGRAMS].astype(np.int64)
-            coords = np.stack([pids // (gy * gz), (pids // gz) % gy, pids % gz], axis=1).astype(np.int32)
-            grid._state["batch"] = grid.Batch(coords, pids, readers, writers)
-            executor.fn(**batched)
-    except Exception as exc:
-        stop = _cause(exc, grid.NotVectorisable)
-        why = str(stop) if stop is not None else f"the vectorised pass raised {type(exc).__name__}"
-    finally:
-        grid._state["batch"] = None
-        for owner, name, value in reversed(restore):
-            if value is _ABSENT:
-                delattr(owner, name)
-            else:
-                setattr(owner, name, value)
-    if why is not None:
-        for view, copy in saved:
-            view[...] = copy
-    return why
-
-
-_ABSENT = object()
-
-
-def _snapshot(memory: Memory) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The bytes of every buffer the launch's arguments live in: (a view of the memory, a copy)."""
-    saved = []
-    seen: set[int] = set()
-    for a in memory.allocations:
-        size = a.buffer_end - a.buffer_start
-        if a.buffer_start in seen or size <= 0:
-            continue
-        seen.add(a.buffer_start)
-        view = np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(a.buffer_start))
-        saved.append((view, view.copy()))
-    return saved
-
-
-def _cause(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, kind):
-            return current
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return None
 
 
 def _run_grid(original: Any) -> Any:
@@ -571,7 +432,7 @@ def _run_grid(original: Any) -> Any:
             }
             for name, value in args.items():
                 handle = getattr(value, "handle", None)
-                if handle is not None and _is_pointer(handle):
+                if handle is not None and is_pointer(handle):
                     handle.attr[BASE] = name
             given = self.grid(args) if callable(self.grid) else self.grid
             assert len(given) <= 3, "grid must have at most 3 dimensions"
@@ -589,7 +450,9 @@ def _run_grid(original: Any) -> Any:
                     vectorise = bool(_state["vectorise"])
                 if vectorise and order.size > 1:
                     kernel = (self.fn, tuple(repr(call_args.get(n)) for n in self.constexprs))
-                    why = _per_program_kernels.get(kernel) or _vectorised(self, module, args, launch, order)
+                    why = _per_program_kernels.get(kernel) or vectorised.run(
+                        self, module, args, launch.grid, launch.memory, order
+                    )
                     if why is None:
                         call.vectorised += 1
                         order = order[:0]
@@ -668,7 +531,7 @@ def _patch(module: Any) -> None:
         (builder, "create_atomic_cas", _atomic_cas),
         (builder, "create_dot", _dot),
     ]
-    replaced.extend((builder, name, _provenance) for name in PROVENANCE if name in builder.__dict__)
+    replaced.extend((builder, name, derived) for name in PROVENANCE if name in builder.__dict__)
     if "create_inline_asm" in builder.__dict__:
         replaced.append((builder, "create_inline_asm", _inline_asm_gap))
     if "create_extern_elementwise" in builder.__dict__:
