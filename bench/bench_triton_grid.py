@@ -31,8 +31,8 @@ from gpuemu_ci.backends import triton_probe  # noqa: E402
 
 triton_probe.watch_imports()
 
-from gpuemu_ci.backends.casework import OpSide, run_op_side  # noqa: E402
 from gpuemu_ci.backends.interface import CaseSpec, OpTask  # noqa: E402
+from gpuemu_ci.backends.op_side import OpSide, run_op_side  # noqa: E402
 from gpuemu_ci.config.load import load_config  # noqa: E402
 from gpuemu_ci.config.model import Config, OpSpec  # noqa: E402
 from gpuemu_ci.pipeline.targets import naive_target, op_target, reference_target  # noqa: E402

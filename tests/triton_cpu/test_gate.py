@@ -101,6 +101,9 @@ def _project(tmp_path: Path) -> Path:
             name="scale_unmasked", op="scale_unmasked", ref="ref_scale", family="elementwise", extra=""
         ),
         OP.format(name="asm", op="asm", ref="ref_same", family="elementwise", extra=""),
+        OP.format(
+            name="scale_unmasked_bf16", op="scale_unmasked", ref="ref_scale", family="elementwise", extra=""
+        ).replace('dtypes = ["float32"]', 'dtypes = ["bfloat16"]'),
         OP.format(name="total", op="total", ref="ref_total", family="reduction", extra="output = [1]"),
         OP.format(
             name="total_unchecked", op="total", ref="ref_total", family="reduction", extra="output = [1]"
@@ -138,6 +141,15 @@ def test_a_store_past_the_end_fails_the_gate_as_out_of_bounds_with_where(run: tu
     assert "store out of bounds in kernel `_scale`, program (" in message and "kernels.py:" in message
     assert "of `y_ptr` (shape [" in message and "past its end" in message
     assert "raised" not in message  # the kernel's stop is the finding, not an exception of the op
+
+
+def test_an_out_of_bounds_store_fails_even_where_the_interpreter_mishandles_the_dtype(run: tuple) -> None:
+    """bfloat16 cases are not judged (the interpreter computes them on bit patterns), but a store past the end
+    is the kernel's fault whatever the numbers."""
+    _, results, _ = run
+    op = next(op for op in results["ops"] if op["name"] == "scale_unmasked_bf16")
+    assert op["status"] == "failed" and {f["kind"] for f in op["failures"]} == {"out_of_bounds"}
+    assert op["cases_passed"] == 0  # the cases whose last program fits are still not judged
 
 
 def test_split_sums_without_atomics_fail_as_a_race_unless_sanitize_is_off(run: tuple) -> None:
