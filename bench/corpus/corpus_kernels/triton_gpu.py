@@ -2,15 +2,18 @@
 GPU-faithful layer (gpuemu_ci/triton_cpu): each a correct kernel and one-bug variants.
 
 - `row_max`: a row max; the bug loads the tail without `other=-inf` (the interpreter reads 0 there, a GPU
-  reads whatever the register held).
-- `scale`: y = 2x + 1; the bugs store without a mask (past the end of y on the last program when N % BLOCK
-  != 0) and read x as if contiguous (strided views).
+  reads whatever the register held); the hard negative loads without `other` too but replaces the masked
+  lanes with `tl.where` before the max (poison that never reaches the output must not be flagged).
+- `scale`: y = 2x + 1 (the hard negative in blocks of 1024); the bugs store without a mask (past the end of
+  y on the last program when N % BLOCK != 0) and read x as if contiguous (strided views).
 - `col_sum`: column sums split over row chunks; the bug accumulates partial sums with a load and a store
-  instead of an atomic add (on a GPU the programs race; the interpreter runs them one after another).
+  instead of an atomic add (on a GPU the programs race; the interpreter runs them one after another); the hard
+  negative writes each chunk's sums to a workspace and adds them in a second launch.
 - `row_cumsum`: a row prefix sum computed block by block with `tl.dot` against a triangular matrix of ones;
   the bug leaves `tl.dot` at its default input precision, TF32 on a GPU, which drops 13 bits of every fp32
   input (a scan has to keep them: `input_precision="ieee"`).
-- `matmul`: a tiled matmul at the default TF32 precision: correct, judged with TF32's bound.
+- `matmul`: a tiled matmul at the default TF32 precision: correct, judged with TF32's bound (the hard negative
+  asks for `ieee`).
 - `tile_add`: y = x + 1 over 2D tiles; the hard negative combines its row and column masks with Python `and`,
   which the GPU compiler evaluates elementwise (and which Triton's interpreter mishandles: it keeps only the
   column mask); the bug masks by columns only, which is what the interpreter alone made of the hard negative.
@@ -28,31 +31,37 @@ import triton.language as tl
 
 
 @triton.jit
-def _row_max(x_ptr, y_ptr, N, OTHER: tl.constexpr, BLOCK: tl.constexpr):
+def _row_max(x_ptr, y_ptr, N, TAIL: tl.constexpr, BLOCK: tl.constexpr):
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
-    if OTHER:
+    if TAIL == "other":
         x = tl.load(x_ptr + row * N + cols, mask=cols < N, other=-float("inf"))
+    elif TAIL == "where":  # no `other`, but the masked lanes never reach the max
+        x = tl.where(cols < N, tl.load(x_ptr + row * N + cols, mask=cols < N), -float("inf"))
     else:
         x = tl.load(x_ptr + row * N + cols, mask=cols < N)  # the bug: masked lanes undefined
     tl.store(y_ptr + row, tl.max(x, axis=0))
 
 
-def _launch_row_max(x: torch.Tensor, other: bool) -> torch.Tensor:
+def _launch_row_max(x: torch.Tensor, tail: str) -> torch.Tensor:
     x = x.contiguous()
     M, N = x.shape
     y = torch.empty(M, dtype=x.dtype)
     if M and N:
-        _row_max[(M,)](x, y, N, OTHER=other, BLOCK=triton.next_power_of_2(N))
+        _row_max[(M,)](x, y, N, TAIL=tail, BLOCK=triton.next_power_of_2(N))
     return y
 
 
 def row_max(x: torch.Tensor) -> torch.Tensor:
-    return _launch_row_max(x, True)
+    return _launch_row_max(x, "other")
+
+
+def row_max_masked_where(x: torch.Tensor) -> torch.Tensor:
+    return _launch_row_max(x, "where")
 
 
 def row_max_no_other(x: torch.Tensor) -> torch.Tensor:
-    return _launch_row_max(x, False)
+    return _launch_row_max(x, "none")
 
 
 # ---- scale -------------------------------------------------------------------------------------------------
@@ -70,18 +79,24 @@ def _scale(x_ptr, y_ptr, N, stride, MASK_STORE: tl.constexpr, BLOCK: tl.constexp
         tl.store(y_ptr + offs, x * 2.0 + 1.0)  # the bug: the last program writes past the end
 
 
-def _launch_scale(x: torch.Tensor, mask_store: bool, honour_stride: bool) -> torch.Tensor:
+def _launch_scale(
+    x: torch.Tensor, mask_store: bool, honour_stride: bool, block: int = SCALE_BLOCK
+) -> torch.Tensor:
     (n,) = x.shape
     y = torch.empty(n, dtype=x.dtype)
     if n:
         stride = x.stride(0) if honour_stride else 1
-        grid = (triton.cdiv(n, SCALE_BLOCK),)
-        _scale[grid](x, y, n, stride, MASK_STORE=mask_store, BLOCK=SCALE_BLOCK)
+        grid = (triton.cdiv(n, block),)
+        _scale[grid](x, y, n, stride, MASK_STORE=mask_store, BLOCK=block)
     return y
 
 
 def scale(x: torch.Tensor) -> torch.Tensor:
     return _launch_scale(x, True, True)
+
+
+def scale_block_1024(x: torch.Tensor) -> torch.Tensor:
+    return _launch_scale(x, True, True, 1024)
 
 
 def scale_unmasked_store(x: torch.Tensor) -> torch.Tensor:
@@ -123,6 +138,39 @@ def _launch_col_sum(x: torch.Tensor, atomic: bool) -> torch.Tensor:
 
 def col_sum(x: torch.Tensor) -> torch.Tensor:
     return _launch_col_sum(x, True)
+
+
+@triton.jit
+def _chunk_sums(x_ptr, part_ptr, M, N, ROWS: tl.constexpr, BLOCK: tl.constexpr):
+    cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    chunk = tl.program_id(1)
+    rows = chunk * ROWS + tl.arange(0, ROWS)
+    mask = (rows[:, None] < M) & (cols[None, :] < N)
+    x = tl.load(x_ptr + rows[:, None] * N + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    tl.store(part_ptr + chunk * N + cols, tl.sum(x, axis=0), mask=cols < N)
+
+
+@triton.jit
+def _sum_chunks(part_ptr, out_ptr, CHUNKS, N, BLOCK: tl.constexpr):
+    cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for chunk in range(0, CHUNKS):
+        acc += tl.load(part_ptr + chunk * N + cols, mask=cols < N, other=0.0)
+    tl.store(out_ptr + cols, acc, mask=cols < N)
+
+
+def col_sum_two_launches(x: torch.Tensor) -> torch.Tensor:
+    """Split sums without atomics done right: each chunk's partial sums in their own row of a workspace, added
+    by a second launch (which reads what the first wrote: another launch, no race)."""
+    x = x.contiguous()
+    M, N = x.shape
+    out = torch.zeros(N, dtype=torch.float32)
+    if M and N:
+        chunks = triton.cdiv(M, ROW_CHUNK)
+        parts = torch.empty((chunks, N), dtype=torch.float32)
+        _chunk_sums[(triton.cdiv(N, COL_BLOCK), chunks)](x, parts, M, N, ROWS=ROW_CHUNK, BLOCK=COL_BLOCK)
+        _sum_chunks[(triton.cdiv(N, COL_BLOCK),)](parts, out, chunks, N, BLOCK=COL_BLOCK)
+    return out.to(x.dtype)
 
 
 def col_sum_no_atomic(x: torch.Tensor) -> torch.Tensor:
@@ -178,7 +226,17 @@ MM_BLOCK = 32
 
 @triton.jit
 def _matmul(
-    a_ptr, b_ptr, c_ptr, M, N, K, FULL_K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    FULL_K: tl.constexpr,
+    IEEE: tl.constexpr,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
 ):
     rm = tl.program_id(0) * BM + tl.arange(0, BM)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
@@ -192,7 +250,10 @@ def _matmul(
         b = tl.load(
             b_ptr + kk[:, None] * N + rn[None, :], mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0
         )
-        acc += tl.dot(a, b)
+        if IEEE:
+            acc += tl.dot(a, b, input_precision="ieee")
+        else:
+            acc += tl.dot(a, b)
     tl.store(
         c_ptr + rm[:, None] * N + rn[None, :],
         acc.to(c_ptr.dtype.element_ty),
@@ -204,18 +265,22 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return _launch_matmul(a, b, True)
 
 
+def matmul_ieee(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return _launch_matmul(a, b, True, ieee=True)
+
+
 def matmul_dropped_k_tail(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return _launch_matmul(a, b, False)
 
 
-def _launch_matmul(a: torch.Tensor, b: torch.Tensor, full_k: bool) -> torch.Tensor:
+def _launch_matmul(a: torch.Tensor, b: torch.Tensor, full_k: bool, ieee: bool = False) -> torch.Tensor:
     a, b = a.contiguous(), b.contiguous()
     M, K = a.shape
     N = b.shape[1]
     c = torch.empty((M, N), dtype=a.dtype)
     if M and N:
         grid = (triton.cdiv(M, MM_BLOCK), triton.cdiv(N, MM_BLOCK))
-        _matmul[grid](a, b, c, M, N, K, FULL_K=full_k, BM=MM_BLOCK, BN=MM_BLOCK, BK=MM_BLOCK)
+        _matmul[grid](a, b, c, M, N, K, FULL_K=full_k, IEEE=ieee, BM=MM_BLOCK, BN=MM_BLOCK, BK=MM_BLOCK)
     return c
 
 
