@@ -11,6 +11,7 @@ Without Chromium the tests are skipped, saying so (`.ci/run` installs Debian's c
 
 from __future__ import annotations
 
+import base64
 import html as html_module
 import json
 import os
@@ -277,6 +278,7 @@ def test_a_screenshot_of_the_html_report(tmp_path_factory: pytest.TempPathFactor
     where = tmp_path_factory.mktemp("report-shot")
     width = 900
     measured = measure(page, where, width)
+    assert measured["headings"][0].startswith("gpuemu-ci FAILED")
     assert measured["tables"] >= 2 and measured["overflow"] <= 0
     height = crop_height(measured, 1700)  # the verdict, the failures, the passes; what follows is cut
     data = screenshot(page, where, width, height)
@@ -284,21 +286,67 @@ def test_a_screenshot_of_the_html_report(tmp_path_factory: pytest.TempPathFactor
     keep(data, "html-report.png")
 
 
-def test_the_png_check_reads_chromiums_pixels_and_rejects_a_page_without_text(tmp_path: Path) -> None:
-    """The checker itself: exact pixels of a drawn page come back (flat areas and a gradient, so Chromium's
-    encoder uses its several row filters), and a page of two colours is refused as blank."""
+# Chromium's own decoding of a PNG, through a canvas: per row, the sum of R+G+B and a sum weighted by column
+# and channel, so a wrong byte anywhere in a row shows.
+DECODE = """<script>
+const picture = new Image();
+picture.onload = () => {
+  const canvas = document.createElement("canvas");
+  canvas.width = picture.width; canvas.height = picture.height;
+  const context = canvas.getContext("2d");
+  context.drawImage(picture, 0, 0);
+  const data = context.getImageData(0, 0, canvas.width, canvas.height).data;
+  const rows = [];
+  for (let y = 0; y < canvas.height; y++) {
+    let plain = 0, weighted = 0;
+    for (let x = 0; x < canvas.width; x++) {
+      const i = 4 * (y * canvas.width + x);
+      plain += data[i] + data[i + 1] + data[i + 2];
+      weighted += (x + 1) * (data[i] + 2 * data[i + 1] + 3 * data[i + 2]);
+    }
+    rows.push([plain, weighted]);
+  }
+  document.body.setAttribute("data-rows", JSON.stringify(rows));
+};
+picture.src = "data:image/png;base64,PNG";
+</script>"""
+
+
+def chromium_row_sums(data: bytes, where: Path) -> list[list[int]]:
+    path = where / "decode.html"
+    path.write_text(
+        "<html><body>" + DECODE.replace("PNG", base64.b64encode(data).decode()) + "</body></html>"
+    )
+    done = chromium(where, "--window-size=300,200", "--virtual-time-budget=5000", "--dump-dom", path.as_uri())
+    found = re.search(r'data-rows="([^"]*)"', done.stdout)
+    assert found, done.stderr[-2000:]
+    return list(json.loads(html_module.unescape(found.group(1))))
+
+
+def test_the_png_check_decodes_as_chromium_does_and_rejects_a_page_without_text(tmp_path: Path) -> None:
+    """The checker itself: a screenshot with text, flat colour and gradients (so the encoder uses its several
+    row filters) decodes to the pixels drawn and to what Chromium's own decoder reads; a blank page is
+    refused."""
     page = (
-        '<!DOCTYPE html><html><body style="margin:0;background:#fff">'
+        '<!DOCTYPE html><html><body style="margin:0;background:#fff;font:14px sans-serif">'
         '<div style="position:absolute;left:20px;top:10px;width:50px;height:40px;background:#f00"></div>'
+        '<p style="position:absolute;left:90px;top:10px;margin:0;color:#c00">FAILED 3.05e+05× <code>x</code></p>'
         '<div style="position:absolute;left:0;top:80px;width:256px;height:20px;'
-        'background:linear-gradient(to right,#000,#fff)"></div></body></html>'
+        'background:linear-gradient(to right,#000,#fff)"></div>'
+        '<div style="position:absolute;left:100px;top:120px;width:180px;height:60px;'
+        'background:linear-gradient(135deg,#f00,#0c0,#00f)"></div></body></html>'
     )
     data = screenshot(page, tmp_path, 300, 200)  # Chromium paints only part of a window under ~150 px tall
-    pixels = png_pixels(data)[..., :3].astype(int)
+    pixels = png_pixels(data)[..., :3].astype(np.int64)
     assert pixels.shape == (200, 300, 3)
     assert (pixels[10:50, 20:70] == [255, 0, 0]).all()
-    assert (pixels[:5] == 255).all() and (pixels[60:75] == 255).all() and (pixels[105:] == 255).all()
+    assert (pixels[60:75] == 255).all() and (pixels[105:115] == 255).all()
     ramp = pixels[90, :256, 0]
     assert ramp[0] < 8 and ramp[-1] > 247 and (np.diff(ramp) >= 0).all()
+    columns = np.arange(1, 301)
+    ours = [
+        [int(row.sum()), int(((row[:, 0] + 2 * row[:, 1] + 3 * row[:, 2]) * columns).sum())] for row in pixels
+    ]
+    assert ours == chromium_row_sums(data, tmp_path)
     with pytest.raises(AssertionError, match="one colour"):
         check_picture(screenshot("<html><body></body></html>", tmp_path, 300, 200), 300, 200)
