@@ -159,7 +159,9 @@ OP_KEYS = (
     "vjp",
     "vjp_reference",
     "grad_inputs",
+    "triton",
 )
+TRITON_KEYS = ("sanitize",)
 
 
 def parse_op(
@@ -444,7 +446,19 @@ def _execution(table: TableReader) -> Execution:
         out_arg=table.string("out_arg"),
         timeout_s=table.number("timeout", None, positive=True),
         require_gpu=table.boolean("require_gpu", False),
+        triton_sanitize=_triton_sanitize(table),
     )
+
+
+def _triton_sanitize(table: TableReader) -> bool:
+    """`[ops.triton] sanitize = false` turns the GPU-faithful checks of Triton kernels off (default on)."""
+    triton = table.table("triton")
+    if triton is None:
+        return True
+    triton.expect_keys(TRITON_KEYS)
+    sanitize = triton.boolean("sanitize", True)
+    triton.finish()
+    return sanitize
 
 
 def table_choice(table: TableReader, key: str, value: str | None, enum: type[E]) -> E | None:

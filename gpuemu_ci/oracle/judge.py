@@ -40,6 +40,7 @@ class CaseContext:
     bias_test: bool = False  # regular-valued cases only: structured inputs make rounding errors correlated
     correlated: bool = False  # sorted values or addends repeated along a summed dim (bounds.BoundInputs)
     low_outputs: tuple[np.ndarray, ...] | None = None  # the reference in the working precision (precision.py)
+    dot_input_roundoff: float = 0.0  # u of fp32 `tl.dot` inputs the kernel ran (TF32: 2^-11; triton_cpu)
 
 
 def comparator_for(op: OpSpec, dtype: str) -> Comparator:
@@ -242,6 +243,7 @@ def _family_allowance(
             output_dtype,
             case.dtype,
             case.correlated,
+            case.dot_input_roundoff,
         ),
     )
 
