@@ -107,14 +107,14 @@ def judge_gradients(
             if any(f.kind is FailureKind.MISMATCH for f in found):
                 measured = low(position)
                 if measured is not None:
-                    allowed = np.maximum(allowed, _empirical(op, r, measured))
+                    allowed = np.maximum(allowed, _empirical(op, case.dtype, r, measured))
                     one, found = compare(g, r, allowed, rule, expected_dtype, check_nan=validation.check_nan,
                                          check_inf=validation.check_inf)  # fmt: skip
         else:
             allowed = _rounding_floor(op, case.dtype, r, expected_dtype)
             measured = low(position)
             if measured is not None:
-                allowed = allowed + _empirical(op, r, measured)
+                allowed = allowed + _empirical(op, case.dtype, r, measured)
             one, found = compare(g, r, allowed, rule, expected_dtype, check_nan=validation.check_nan,
                                  check_inf=validation.check_inf)  # fmt: skip
         findings.extend(Finding(f.kind, label + f.message) for f in found)
@@ -206,10 +206,12 @@ def _rounding_floor(op: OpSpec, case_dtype: str, r: np.ndarray, grad_dtype: str)
     return op.error_model.bound_c * (u_g * magnitude + u_acc * magnitude + bounds.floor_term(op, grad_dtype))
 
 
-def _empirical(op: OpSpec, r: np.ndarray, low: np.ndarray) -> np.ndarray:
-    """c x ROUNDINGS x the error model of the working-precision reference's gradient (oracle/precision.py)."""
+def _empirical(op: OpSpec, case_dtype: str, r: np.ndarray, low: np.ndarray) -> np.ndarray:
+    """c x ROUNDINGS x the error model of the reference's gradient measured in the working precision (and, for
+    16-bit cases, in the case's dtype: oracle/precision.gradient_precisions), scaled to float64 for float64
+    cases."""
     found = precision.empirical_term(r, np.asarray(low, dtype=np.float64), None)
     if found is None:
         return np.zeros_like(r)
     term, _ = found
-    return op.error_model.bound_c * precision.ROUNDINGS * term
+    return op.error_model.bound_c * precision.ROUNDINGS * precision.error_scale(op, case_dtype) * term

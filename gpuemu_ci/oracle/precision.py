@@ -31,17 +31,59 @@ ROUNDINGS = 2.0
 
 
 def working_precision(op: OpSpec, case_dtype: str) -> str | None:
-    """The dtype the op computes in: its declared accumulator, else float32 for float32 and 16-bit cases;
-    None when there is nothing below float64 to measure (float64 and integer cases, ops without a family)."""
+    """The dtype the reference is measured in: the op's declared accumulator, else float32 for float32, 16-bit
+    and float64 cases (a float64 case's measurement is scaled down to float64, `error_scale`); None when there is
+    nothing below float64 to measure (a float64 accumulator, integer cases, ops without a family)."""
     if op.error_model.family not in FAMILIES or not op.error_model.precision_reference:
         return None
     if op.error_model.accumulator:
         chosen = op.error_model.accumulator
-    elif case_dtype in ("float32", "float16", "bfloat16"):
+    elif case_dtype in ("float32", "float16", "bfloat16", "float64"):
         chosen = "float32"
     else:
         return None
     return chosen if dtypes.info(chosen).is_float and chosen != "float64" else None
+
+
+def error_scale(op: OpSpec, case_dtype: str) -> float:
+    """What the measured error is multiplied by to model the kernel's: 1, except for a float64 case without a
+    declared accumulator, which computes in float64 but is measured in float32. To first order a rounding error
+    is a sum of terms each proportional to the unit roundoff, so the float32 error times u64/u32 (2^-29) models
+    the same mathematics in float64: cancellation, conditioning and the length of sums carry over unchanged."""
+    measured = working_precision(op, case_dtype)
+    if measured is None or case_dtype != "float64" or op.error_model.accumulator:
+        return 1.0
+    return dtypes.info("float64").unit_roundoff / dtypes.info(measured).unit_roundoff
+
+
+def gradient_precisions(op: OpSpec, case_dtype: str) -> tuple[str, ...]:
+    """The dtypes the reference's backward is measured in: the working precision, and for 16-bit cases the
+    case's own dtype too. Autograd saves the forward's outputs and statistics in the tensors' dtype and a
+    backward computes from them (softmax's `y (g - sum g y)`, log-softmax's `g - exp(y) sum g`, a variance's
+    `x - mean`): their rounding to 16 bits, amplified by what the backward does with them, is rounding a
+    correct 16-bit backward makes and a float32 evaluation does not. The same mathematics run by torch in the
+    16-bit dtype makes it (FlashAttention's tests allow 2-3 times a same-dtype implementation's error for the
+    same reason)."""
+    working = working_precision(op, case_dtype)
+    if working is None:
+        return ()
+    return (working, case_dtype) if case_dtype in ("float16", "bfloat16") else (working,)
+
+
+def farthest(exact: np.ndarray, measured: list[np.ndarray]) -> np.ndarray:
+    """Per element, the measured value farthest from the exact one (non-finite measurements are skipped)."""
+    r = np.asarray(exact, dtype=np.float64)
+    best = r.copy()
+    best_error = np.zeros(r.shape)
+    for run in measured:
+        w = np.asarray(run, dtype=np.float64)
+        if w.shape != r.shape:
+            continue
+        error = np.abs(w - r)
+        wider = np.isfinite(error) & (error > best_error)
+        best = np.where(wider, w, best)
+        best_error = np.where(wider, error, best_error)
+    return best
 
 
 def worth_measuring(op: OpSpec, case_dtype: str, verdict: CaseVerdict) -> bool:

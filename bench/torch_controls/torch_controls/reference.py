@@ -179,9 +179,15 @@ def logsumexp(x: Any) -> torch.Tensor:
     return m + torch.log(torch.exp(x - m[..., None]).sum(dim=-1))
 
 
+def _root(s: torch.Tensor, power: float) -> torch.Tensor:
+    """s ** power with torch's subgradient 0 where s is 0 (torch's norm and std backward define it so)."""
+    positive = s > 0
+    return torch.where(positive, torch.where(positive, s, torch.ones_like(s)) ** power, torch.zeros_like(s))
+
+
 def vector_norm(x: Any, ord: float = 2.0) -> torch.Tensor:
     x = _t(x)
-    return (x.abs() ** ord).sum(dim=-1) ** (1.0 / ord)
+    return _root((x.abs() ** ord).sum(dim=-1), 1.0 / ord)
 
 
 def var(x: Any, correction: int = 1) -> torch.Tensor:
@@ -191,7 +197,7 @@ def var(x: Any, correction: int = 1) -> torch.Tensor:
 
 
 def std(x: Any, correction: int = 1) -> torch.Tensor:
-    return torch.sqrt(var(x, correction))
+    return _root(var(x, correction), 0.5)
 
 
 # ---- elementwise -------------------------------------------------------------------------------------------
