@@ -723,6 +723,21 @@ def _reference_gradients(
                 runs.append(tuple(vjp(case.logical, upstream, dtypes.info(measured).numpy)))
             except Exception:
                 continue  # a reference torch cannot run in that dtype: the other measurements stand
+        working = precision.working_precision(op, case.dtype)
+        if working is not None:
+            # The reference's float64 backward on inputs and upstream gradients moved by one rounding of the
+            # working precision: what rounding at the inputs' scale costs (oracle/precision.perturbed).
+            u = dtypes.info(working).unit_roundoff
+            moved = precision.perturbed(
+                {**case.logical, **{f"\0upstream{i}": g for i, g in enumerate(upstream) if g is not None}},
+                case.seed,
+                u,
+            )
+            grads = tuple(None if g is None else moved[f"\0upstream{i}"] for i, g in enumerate(upstream))
+            try:
+                runs.append(tuple(vjp({n: moved[n] for n in case.logical}, grads, np.dtype(np.float64))))
+            except Exception:
+                pass  # the measurements in the working precision stand
         if not runs:
             return None
         return tuple(precision.farthest(r, [run[i] for run in runs]) for i, r in enumerate(exact))

@@ -70,6 +70,25 @@ def gradient_precisions(op: OpSpec, case_dtype: str) -> tuple[str, ...]:
     return (working, case_dtype) if case_dtype in ("float16", "bfloat16") else (working,)
 
 
+def perturbed(
+    arrays: Mapping[str, np.ndarray], seed: int, roundoff: float
+) -> dict[str, np.ndarray]:
+    """float64 copies of the float arrays, each element moved by +-roundoff relative (signs from the case seed,
+    so a replay repeats them): the inputs a backward-stable computation in that precision is exact for. The
+    reference run on them measures how much rounding at the inputs' scale moves the answer (a mean computed
+    in another order, scores of pre-scaled queries), which an evaluation in the working precision can miss
+    where quantised inputs make its every rounding exact."""
+    rng = np.random.default_rng([seed & (2**63 - 1), 0x5EED])
+    out = {}
+    for name, a in arrays.items():
+        if dtypes.is_float_dtype(a.dtype):
+            signs = rng.integers(0, 2, size=a.shape) * 2.0 - 1.0
+            out[name] = np.asarray(a, dtype=np.float64) * (1.0 + roundoff * signs)
+        else:
+            out[name] = a
+    return out
+
+
 def farthest(exact: np.ndarray, measured: list[np.ndarray]) -> np.ndarray:
     """Per element, the measured value farthest from the exact one (non-finite measurements are skipped)."""
     r = np.asarray(exact, dtype=np.float64)
@@ -180,10 +199,11 @@ def _by_names(
 
 
 def empirical_term(
-    reference: np.ndarray, low: np.ndarray, magnitude: np.ndarray | None
+    reference: np.ndarray, low: np.ndarray, magnitude: np.ndarray | None, relative: bool = True
 ) -> tuple[np.ndarray, str] | None:
     """The error model the working-precision reference supports (before the factor c), and which scale it
-    uses; None when it measured no error."""
+    uses; None when it measured no error. `relative = False` leaves out the |reference| model (gradients, whose
+    elements sum terms far larger than themselves: their scale is `magnitude`)."""
     r = np.asarray(reference, dtype=np.float64)
     w = np.asarray(low, dtype=np.float64)
     if w.shape != r.shape:
@@ -192,7 +212,7 @@ def empirical_term(
     error = np.where(usable, np.abs(w - np.where(usable, r, 0.0)), 0.0)
     if not np.any(error > 0):
         return None
-    models = [("|reference|", np.abs(np.where(usable, r, 0.0)))]
+    models = [("|reference|", np.abs(np.where(usable, r, 0.0)))] if relative else []
     if magnitude is not None:
         models.append(("input magnitude", np.asarray(magnitude, dtype=np.float64)))
     models.append(("constant", np.ones_like(r)))
