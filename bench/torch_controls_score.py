@@ -67,7 +67,9 @@ def run_gpuemu(config: Path, seed: int, suite: str, out_dir: Path, names: Sequen
     return json.loads(results.read_text())
 
 
-def collect(document: dict[str, Any], cells: dict[tuple[str, str], Cell], families: dict[str, str]) -> list[str]:
+def collect(
+    document: dict[str, Any], cells: dict[tuple[str, str], Cell], families: dict[str, str]
+) -> list[str]:
     """Adds one seed's results to the cells; returns the ops that did not run (errors, skips)."""
     problems = []
     for op in document["ops"]:
@@ -93,11 +95,13 @@ def collect(document: dict[str, Any], cells: dict[tuple[str, str], Cell], famili
     return problems
 
 
-def baseline(config: Path, cells: dict[tuple[str, str], Cell], seeds: Sequence[int], only: Sequence[str]) -> None:
+def baseline(
+    config: Path, cells: dict[tuple[str, str], Cell], seeds: Sequence[int], only: Sequence[str]
+) -> None:
     """The one-shape allclose baseline (bench/corpus/oneshape_baseline.py) on every op and dtype."""
     sys.path.insert(0, str(HERE / "corpus"))
     sys.path.insert(0, str(config.parent))
-    from oneshape_baseline import judge_entry  # noqa: PLC0415 (bench/corpus is put on sys.path above)
+    from oneshape_baseline import judge_entry
 
     from gpuemu_ci.config.load import load_config
 
@@ -116,7 +120,10 @@ def corpora_totals(seeds: Sequence[int], scratch: Path) -> list[str]:
     lines = []
     first, count = str(seeds[0]), str(len(seeds))
     for script, wanted in (
-        ("corpus_score.py", ("bugs caught", "buggy entries caught", "correct kernels falsely flagged", "target")),
+        (
+            "corpus_score.py",
+            ("bugs caught", "buggy entries caught", "correct kernels falsely flagged", "target"),
+        ),
         ("field_score.py", ("caught", "false alarm", "flagged", "target", "missed")),
     ):
         done = subprocess.run(
@@ -143,8 +150,12 @@ def _sort_key(dtype: str) -> int:
     return order.index(dtype) if dtype in order else len(order)
 
 
-def report(cells: dict[tuple[str, str], Cell], families: dict[str, str], seeds: Sequence[int], with_baseline: bool) -> bool:
-    print(f"\nPyTorch CPU kernels as controls: {len(families)} ops, master seeds {', '.join(map(str, seeds))}\n")
+def report(
+    cells: dict[tuple[str, str], Cell], families: dict[str, str], seeds: Sequence[int], with_baseline: bool
+) -> bool:
+    print(
+        f"\nPyTorch CPU kernels as controls: {len(families)} ops, master seeds {', '.join(map(str, seeds))}\n"
+    )
     header = f"{'op':<18} {'dtype':<9} {'flagged':>9} {'headroom':>9}  {'gradients (worst headroom)':<44}"
     if with_baseline:
         header += f" {'one-shape':>9}"

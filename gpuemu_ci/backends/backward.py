@@ -167,7 +167,6 @@ def reference_vjp(
         given = vjp_reference(dict(cast), {**kwargs, GRAD_OUTPUT_KWARG: grad_output})
         ordered = ordered_gradients(given, names, tuple(inputs))
         return tuple(np.asarray(to_numpy_outputs(g)[0], dtype=np.float64) for g in ordered)
-    import torch
 
     tensors = {n: _torch_tensor(a) for n, a in cast.items()}
     leaves = [tensors[n].requires_grad_(True) for n in names]

@@ -705,7 +705,7 @@ def _reference_gradients(
     if len(exact) != len(names):
         return CallResult(CallStatus.BAD_OUTPUT, message=f"{len(exact)} gradients for {len(names)} inputs")
     absolute = None
-    if gradients.rule_for(op) is Comparator.BOUND:
+    if gradients.rule_for(op) in (Comparator.BOUND, Comparator.BASELINE_RELATIVE):
         try:
             magnitudes = {
                 n: np.abs(a) if dtypes.is_float_dtype(a.dtype) else a for n, a in case.logical.items()
@@ -718,26 +718,20 @@ def _reference_gradients(
 
     def low() -> tuple[np.ndarray, ...] | None:
         runs = []
-        for measured in precision.gradient_precisions(op, case.dtype):
+        for measurement in precision.gradient_measurements(op, case.dtype):
+            inputs, grads = case.logical, upstream
+            if measurement.perturb:
+                inputs = precision.perturbed(case.logical, case.seed, measurement.perturb)
+                moved = precision.perturbed(
+                    {str(i): g for i, g in enumerate(upstream) if g is not None},
+                    case.seed + 1,
+                    measurement.perturb,
+                )
+                grads = tuple(None if g is None else moved[str(i)] for i, g in enumerate(upstream))
             try:
-                runs.append(tuple(vjp(case.logical, upstream, dtypes.info(measured).numpy)))
+                runs.append(tuple(vjp(inputs, grads, dtypes.info(measurement.dtype).numpy)))
             except Exception:
                 continue  # a reference torch cannot run in that dtype: the other measurements stand
-        working = precision.working_precision(op, case.dtype)
-        if working is not None:
-            # The reference's float64 backward on inputs and upstream gradients moved by one rounding of the
-            # working precision: what rounding at the inputs' scale costs (oracle/precision.perturbed).
-            u = dtypes.info(working).unit_roundoff
-            moved = precision.perturbed(
-                {**case.logical, **{f"\0upstream{i}": g for i, g in enumerate(upstream) if g is not None}},
-                case.seed,
-                u,
-            )
-            grads = tuple(None if g is None else moved[f"\0upstream{i}"] for i, g in enumerate(upstream))
-            try:
-                runs.append(tuple(vjp({n: moved[n] for n in case.logical}, grads, np.dtype(np.float64))))
-            except Exception:
-                pass  # the measurements in the working precision stand
         if not runs:
             return None
         return tuple(precision.farthest(r, [run[i] for run in runs]) for i, r in enumerate(exact))

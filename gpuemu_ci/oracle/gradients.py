@@ -111,7 +111,9 @@ def judge_gradients(
                     one, found = compare(g, r, allowed, rule, expected_dtype, check_nan=validation.check_nan,
                                          check_inf=validation.check_inf)  # fmt: skip
         else:
-            allowed = _rounding_floor(op, case.dtype, r, expected_dtype)
+            allowed = _rounding_floor(op, case.dtype, r, expected_dtype) + _sum_floor(
+                op, case, name, abs_grad
+            )
             measured = low(position)
             if measured is not None:
                 allowed = allowed + _empirical(op, case.dtype, r, measured)
@@ -120,8 +122,10 @@ def judge_gradients(
         findings.extend(Finding(f.kind, label + f.message) for f in found)
         if case.bias_test:
             z = bias_z(g, r, expected_dtype)
-            if z is not None and abs(z) > validation.bias_z_threshold and not _bias_explained(
-                z, low(position), r, expected_dtype, validation.bias_z_threshold
+            if (
+                z is not None
+                and abs(z) > validation.bias_z_threshold
+                and not _bias_explained(z, low(position), r, expected_dtype, validation.bias_z_threshold)
             ):
                 findings.append(
                     Finding(
@@ -208,8 +212,21 @@ def _bias_explained(
     reference's)."""
     if measured is None:
         return False
-    z_reference = bias_z(np.asarray(measured, dtype=np.float64).astype(dtypes.info(grad_dtype).numpy), r, grad_dtype)
+    z_reference = bias_z(
+        np.asarray(measured, dtype=np.float64).astype(dtypes.info(grad_dtype).numpy), r, grad_dtype
+    )
     return z_reference is not None and abs(z - z_reference) <= threshold
+
+
+def _sum_floor(op: OpSpec, case: GradientCase, name: str, abs_grad: np.ndarray | None) -> np.ndarray | float:
+    """c sqrt(n) u_acc S, S the reference's gradient on |inputs| and |upstream| (the sum of the |terms| each
+    element adds up, exactly so for an embedding's weight or a pooling's input), n the length summed: the
+    rounding of a sum, which a working-precision evaluation that happens to add in an exact order misses."""
+    if abs_grad is None:
+        return 0.0
+    scale = np.abs(np.where(np.isfinite(abs_grad), abs_grad, 0.0))
+    u_acc = bounds.accumulator_roundoff(op, case.dtype)
+    return op.error_model.bound_c * sqrt(summed_length(op, case, name)) * u_acc * scale
 
 
 def _rounding_floor(op: OpSpec, case_dtype: str, r: np.ndarray, grad_dtype: str) -> np.ndarray:

@@ -16,6 +16,7 @@ them, and the judge allows c times the larger of it and the family bound (oracle
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -56,23 +57,37 @@ def error_scale(op: OpSpec, case_dtype: str) -> float:
     return dtypes.info("float64").unit_roundoff / dtypes.info(measured).unit_roundoff
 
 
-def gradient_precisions(op: OpSpec, case_dtype: str) -> tuple[str, ...]:
-    """The dtypes the reference's backward is measured in: the working precision, and for 16-bit cases the
-    case's own dtype too. Autograd saves the forward's outputs and statistics in the tensors' dtype and a
-    backward computes from them (softmax's `y (g - sum g y)`, log-softmax's `g - exp(y) sum g`, a variance's
-    `x - mean`): their rounding to 16 bits, amplified by what the backward does with them, is rounding a
-    correct 16-bit backward makes and a float32 evaluation does not. The same mathematics run by torch in the
-    16-bit dtype makes it (FlashAttention's tests allow 2-3 times a same-dtype implementation's error for the
-    same reason)."""
+@dataclass(frozen=True)
+class Measurement:
+    """One evaluation of the reference's backward that the gradients' error model is built from."""
+
+    dtype: str  # the dtype it computes in
+    perturb: float = 0.0  # inputs and upstream gradients moved by this relative amount first (`perturbed`)
+
+
+def gradient_measurements(op: OpSpec, case_dtype: str) -> tuple[Measurement, ...]:
+    """How the reference's backward is measured; the model takes, per element, the farthest of them:
+
+    - in the working precision, as the forward's;
+    - for 16-bit cases, in the case's own dtype too. Autograd saves the forward's outputs and statistics in the
+      tensors' dtype and a backward computes from them (softmax's `y (g - sum g y)`, log-softmax's
+      `g - exp(y) sum g`, a variance's `x - mean`): their rounding to 16 bits, amplified by what the backward
+      does with them, is rounding a correct 16-bit backward makes and a float32 evaluation does not. The same
+      mathematics run by torch in the 16-bit dtype makes it (FlashAttention's tests allow 2-3 times a
+      same-dtype implementation's error for the same reason);
+    - in float64 on inputs and upstream gradients moved by one rounding of the working precision (`perturbed`).
+    """
     working = working_precision(op, case_dtype)
     if working is None:
         return ()
-    return (working, case_dtype) if case_dtype in ("float16", "bfloat16") else (working,)
+    found = [Measurement(working)]
+    if case_dtype in ("float16", "bfloat16"):
+        found.append(Measurement(case_dtype))
+    found.append(Measurement("float64", dtypes.info(working).unit_roundoff))
+    return tuple(found)
 
 
-def perturbed(
-    arrays: Mapping[str, np.ndarray], seed: int, roundoff: float
-) -> dict[str, np.ndarray]:
+def perturbed(arrays: Mapping[str, np.ndarray], seed: int, roundoff: float) -> dict[str, np.ndarray]:
     """float64 copies of the float arrays, each element moved by +-roundoff relative (signs from the case seed,
     so a replay repeats them): the inputs a backward-stable computation in that precision is exact for. The
     reference run on them measures how much rounding at the inputs' scale moves the answer (a mean computed

@@ -81,7 +81,9 @@ def bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.bmm(a, b)
 
 
-def baddbmm(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor, beta: float = 1.0, alpha: float = 1.0) -> torch.Tensor:
+def baddbmm(
+    c: torch.Tensor, a: torch.Tensor, b: torch.Tensor, beta: float = 1.0, alpha: float = 1.0
+) -> torch.Tensor:
     return torch.baddbmm(c, a, b, beta=beta, alpha=alpha)
 
 
@@ -104,7 +106,9 @@ def embedding(ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return F.embedding(ids, weight)
 
 
-def embedding_bag(ids: torch.Tensor, weight: torch.Tensor, offsets: torch.Tensor, mode: str = "sum") -> torch.Tensor:
+def embedding_bag(
+    ids: torch.Tensor, weight: torch.Tensor, offsets: torch.Tensor, mode: str = "sum"
+) -> torch.Tensor:
     return F.embedding_bag(ids, weight, offsets, mode=mode)
 
 

@@ -57,7 +57,9 @@ def group_norm(x: Any, weight: Any, bias: Any, num_groups: int, eps: float = 1e-
 # ---- losses ------------------------------------------------------------------------------------------------
 
 
-def _picked(values: torch.Tensor, target: torch.Tensor, ignore_index: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _picked(
+    values: torch.Tensor, target: torch.Tensor, ignore_index: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     keep = target != ignore_index
     return values.gather(1, torch.where(keep, target, 0)[:, None])[:, 0], keep
 
