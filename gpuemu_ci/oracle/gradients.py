@@ -107,7 +107,7 @@ def judge_gradients(
             if any(f.kind is FailureKind.MISMATCH for f in found):
                 measured = low(position)
                 if measured is not None:
-                    allowed = np.maximum(allowed, _empirical(op, case.dtype, r, measured))
+                    allowed = np.maximum(allowed, _empirical(op, case.dtype, r, measured, abs_grad))
                     one, found = compare(g, r, allowed, rule, expected_dtype, check_nan=validation.check_nan,
                                          check_inf=validation.check_inf)  # fmt: skip
         else:
@@ -116,7 +116,7 @@ def judge_gradients(
             )
             measured = low(position)
             if measured is not None:
-                allowed = allowed + _empirical(op, case.dtype, r, measured)
+                allowed = allowed + _empirical(op, case.dtype, r, measured, abs_grad)
             one, found = compare(g, r, allowed, rule, expected_dtype, check_nan=validation.check_nan,
                                  check_inf=validation.check_inf)  # fmt: skip
         findings.extend(Finding(f.kind, label + f.message) for f in found)
@@ -238,15 +238,21 @@ def _rounding_floor(op: OpSpec, case_dtype: str, r: np.ndarray, grad_dtype: str)
     return op.error_model.bound_c * (u_g * magnitude + u_acc * magnitude + bounds.floor_term(op, grad_dtype))
 
 
-def _empirical(op: OpSpec, case_dtype: str, r: np.ndarray, low: np.ndarray) -> np.ndarray:
+def _empirical(
+    op: OpSpec, case_dtype: str, r: np.ndarray, low: np.ndarray, abs_grad: np.ndarray | None = None
+) -> np.ndarray:
     """c x ROUNDINGS x the error model of the reference's gradient measured in the working precision (and, for
     16-bit cases, in the case's dtype: oracle/precision.gradient_precisions), scaled to float64 for float64
     cases."""
     # Each element of a gradient sums terms shared along its row (a softmax row, the keys of a query, a
-    # column of a weight): its error follows the row's largest |g_ref|, not its own |g_ref|, which cancels.
+    # column of a weight): its error follows the row's largest |g_ref|, not its own |g_ref|, which cancels,
+    # and the size of the terms it sums, which the reference's gradient on |inputs| and |upstream| measures
+    # (for a query's gradient, the keys' magnitude even where their offset cancels out of the answer).
     magnitude = np.abs(np.where(np.isfinite(r), r, 0.0))
     if magnitude.ndim and magnitude.size:
         magnitude = np.broadcast_to(magnitude.max(axis=-1, keepdims=True), r.shape)
+    if abs_grad is not None and abs_grad.shape == r.shape:
+        magnitude = np.maximum(magnitude, np.abs(np.where(np.isfinite(abs_grad), abs_grad, 0.0)))
     found = precision.empirical_term(r, np.asarray(low, dtype=np.float64), magnitude, relative=False)
     if found is None:
         return np.zeros_like(r)
