@@ -459,6 +459,16 @@ class _Judging:
             return CallResult(CallStatus.RAISED, message=f"handing inputs to the reference: {exc}")
         return self._call(loaded, self.task.reference.framework, cast, case.kwargs)
 
+    def moved_reference(self, loaded: Loaded, case: CaseInputs) -> CallResult:
+        """The float64 reference on the inputs moved by one rounding of the working precision
+        (oracle/precision.perturbed): what rounding at the inputs' scale costs, however the reference is written."""
+        from gpuemu_ci import dtypes
+        from gpuemu_ci.oracle import precision
+
+        working = precision.working_precision(self.task.op, case.dtype) or "float32"
+        moved = precision.perturbed(case.logical, case.seed, dtypes.info(working).unit_roundoff)
+        return self._call(loaded, self.task.reference.framework, moved, case.kwargs)
+
     def naive(self, loaded: Loaded, case: CaseInputs) -> CallResult:
         """The naive same-dtype implementation, on fresh copies of the inputs in their layouts."""
         assert self.task.naive is not None
@@ -619,8 +629,14 @@ def _judge(judging: _Judging, op_view: OpView) -> CaseReport:
             # (oracle/precision.py). Cases within the family bound pass either way, so only these pay for it.
             stage(Stage.REFERENCE)
             low = judging.working_precision_reference(reference_target, case)
-            if low.status is CallStatus.OK:
-                verdict = judge(op, replace(context, low_outputs=low.outputs), run, task.validation)
+            moved = judging.moved_reference(reference_target, case)
+            if low.status is CallStatus.OK or moved.status is CallStatus.OK:
+                measured = replace(
+                    context,
+                    low_outputs=low.outputs if low.status is CallStatus.OK else None,
+                    moved_outputs=moved.outputs if moved.status is CallStatus.OK else None,
+                )
+                verdict = judge(op, measured, run, task.validation)
             stage(Stage.JUDGING)
         if gradient_case is not None and op_grads is not None:
             verdict, gradient_stats = _with_gradients(
