@@ -19,8 +19,9 @@ from gpuemu_ci.rng import SeededRng
 
 # 4: size classes (typical sizes as declared, tile ladders, large sizes), zero and underflow rows, rotary
 # cos/sin tables, pairwise kwargs, the row-padded layout, and inputs over 2^24 elements built from a repeated
-# block (see README "Determinism and replay").
-GENERATOR_VERSION = "4"
+# block (see README "Determinism and replay"). 5: the tile rung of the row dims counts per dtype, so every dtype row
+# of the quick suite draws each row dim at its declared max (issue #32).
+GENERATOR_VERSION = "5"
 
 TWO_POW_53 = float(2**53)
 LN2 = 0.6931471805599453  # a literal: log-probabilities are -k * ln 2 for dyadic probabilities
