@@ -13,15 +13,19 @@ from collections.abc import Mapping
 import numpy as np
 
 from gpuemu_ci import dtypes
+from gpuemu_ci.config.dimgraph import integer_value
 from gpuemu_ci.config.model import InputSpec, NonFinite, ValueKind
 from gpuemu_ci.plan.model import ValueMode
 from gpuemu_ci.rng import SeededRng
 
 # 4: size classes (typical sizes as declared, tile ladders, large sizes), zero and underflow rows, rotary
 # cos/sin tables, pairwise kwargs, the row-padded layout, and inputs over 2^24 elements built from a repeated
-# block (see README "Determinism and replay"). 5: the tile rung of the row dims counts per dtype, so every dtype row
-# of the quick suite draws each row dim at its declared max (issue #32).
-GENERATOR_VERSION = "5"
+# block (see docs/how-it-decides.md, "Determinism and replay").
+# 5: dims a function of the seed alone: equal dims shrunk by the element cap in declaration order (was: string
+# hash order), large cases sized without reading the machine's free memory (variant 1 now crosses 2^31 bytes).
+# 6: the tile rung of the row dims counts per dtype, so every dtype row of the quick suite draws each row dim at
+# its declared max (issue #32).
+GENERATOR_VERSION = "6"
 
 TWO_POW_53 = float(2**53)
 LN2 = 0.6931471805599453  # a literal: log-probabilities are -k * ln 2 for dyadic probabilities
@@ -238,9 +242,7 @@ def _bound(value: int | str | None, dims: Mapping[str, int], default: int) -> in
         return value
     if value in dims:
         return dims[value]
-    from gpuemu_ci.backends.expressions import evaluate_int
-
-    return evaluate_int(value, dims)
+    return integer_value(value, dims)
 
 
 def _kind_values(
