@@ -119,7 +119,11 @@ def judge_gradients(
                 allowed = allowed + _empirical(op, case.dtype, r, measured, abs_grad)
             one, found = compare(g, r, allowed, rule, expected_dtype, check_nan=validation.check_nan,
                                  check_inf=validation.check_inf)  # fmt: skip
-        findings.extend(Finding(f.kind, label + f.message) for f in found)
+        said = _measured_words(op, case.dtype) if low_cache and low_cache[0] is not None else ""
+        findings.extend(
+            Finding(f.kind, label + f.message + (said if f.kind is FailureKind.MISMATCH else ""))
+            for f in found
+        )
         if case.bias_test:
             z = bias_z(g, r, expected_dtype)
             if (
@@ -201,6 +205,20 @@ def structure_bound(
         term = (1.0 + k_f) * u_acc * scale  # as the forward's elementwise bound, at the terms' scale
     eta = bounds.floor_term(op, grad_dtype) + n * dtypes.info("float32").min_subnormal / 2.0
     return op.error_model.bound_c * (u_g * magnitude + term + eta)
+
+
+def _measured_words(op: OpSpec, case_dtype: str) -> str:
+    """What widened a gradient's allowance, for its failure message."""
+    runs = [
+        "on inputs moved by one working-precision rounding" if m.perturb else f"in {m.dtype}"
+        for m in precision.gradient_measurements(op, case_dtype)
+    ]
+    scaled = " (scaled by u64/u32)" if precision.error_scale(op, case_dtype) != 1.0 else ""
+    return (
+        f"; the allowance includes {op.error_model.bound_c:g} × {precision.ROUNDINGS:g} × the reference's own "
+        f"backward error{scaled}, measured {', '.join(runs)}, at the scale of the row's largest |g_ref| and of "
+        "the terms it sums"
+    )
 
 
 def _bias_explained(

@@ -119,3 +119,25 @@ def test_the_bias_test_falls_back_to_elements_with_few_rows():
     exact = np.random.default_rng(3).standard_normal((2, 4096))
     truncated = (exact.astype(np.float32).view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32)
     assert bias_z(truncated.astype(ml_dtypes.bfloat16), exact, "bfloat16") < -50
+
+
+def test_a_gradient_failure_says_what_widened_its_allowance():
+    from gpuemu_ci.config.model import Validation
+
+    op = make_op(Family.SOFTMAX, ())
+    r = np.linspace(-1.0, 1.0, 64).reshape(2, 32)
+    measured = r * (1 + 2.0**-11)
+    case = gradients.GradientCase(
+        dtype="float16",
+        dims={},
+        names=("x",),
+        input_dtypes={"x": "float16"},
+        reference=(r,),
+        reference_abs=None,
+        low=lambda: (measured,),
+    )
+    wrong = (r * 1.5).astype(np.float16)
+    verdict = gradients.judge_gradients(op, case, (wrong,), None, Validation())
+    message = verdict.findings[0].message
+    assert message.startswith("grad of x:") and "exceed the bound allowance" in message
+    assert "4 × 2 × the reference's own backward error, measured in float32, in float16" in message
