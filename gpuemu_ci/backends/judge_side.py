@@ -181,13 +181,6 @@ class _Judging:
             return CallResult(CallStatus.RAISED, message=f"handing inputs to the reference: {exc}")
         return self._call(loaded, self.task.reference.framework, cast, case.kwargs)
 
-    def moved_reference(self, loaded: Loaded, case: CaseInputs) -> CallResult:
-        """The float64 reference on the inputs moved by one rounding of the working precision
-        (oracle/precision.perturbed): what rounding at the inputs' scale costs, however the reference is written."""
-        working = precision.working_precision(self.task.op, case.dtype) or "float32"
-        moved = precision.perturbed(case.logical, case.seed, dtypes.info(working).unit_roundoff)
-        return self._call(loaded, self.task.reference.framework, moved, case.kwargs)
-
     def naive(self, loaded: Loaded, case: CaseInputs) -> CallResult:
         """The naive same-dtype implementation, on fresh copies of the inputs in their layouts."""
         assert self.task.naive is not None
@@ -335,14 +328,8 @@ def _judge_case(judging: _Judging, op_view: OpView) -> CaseReport:
             # (oracle/precision.py). Cases within the family bound pass either way, so only these pay for it.
             stage(Stage.REFERENCE)
             low = judging.working_precision_reference(reference_target, case)
-            moved = judging.moved_reference(reference_target, case)
-            if low.status is CallStatus.OK or moved.status is CallStatus.OK:
-                measured = replace(
-                    context,
-                    low_outputs=low.outputs if low.status is CallStatus.OK else None,
-                    moved_outputs=moved.outputs if moved.status is CallStatus.OK else None,
-                )
-                verdict = judge(op, measured, run, task.validation)
+            if low.status is CallStatus.OK:
+                verdict = judge(op, replace(context, low_outputs=low.outputs), run, task.validation)
             stage(Stage.JUDGING)
         if gradient_case is not None and op_grads is not None:
             verdict, gradient_stats = with_gradients(
@@ -444,7 +431,7 @@ def _reference_gradients(
 
     def low() -> tuple[np.ndarray, ...] | None:
         runs = []
-        for measurement in precision.gradient_measurements(op, case.dtype):
+        for measurement in precision.gradient_measurements(op, case.dtype, case.stratum.mode):
             inputs, grads = case.logical, upstream
             if measurement.perturb:
                 inputs = precision.perturbed(case.logical, case.seed, measurement.perturb)

@@ -40,9 +40,6 @@ class CaseContext:
     bias_test: bool = False  # regular-valued cases only: structured inputs make rounding errors correlated
     correlated: bool = False  # sorted values or addends repeated along a summed dim (bounds.BoundInputs)
     low_outputs: tuple[np.ndarray, ...] | None = None  # the reference in the working precision (precision.py)
-    moved_outputs: tuple[np.ndarray, ...] | None = (
-        None  # the reference on inputs moved by one rounding (same)
-    )
 
 
 def comparator_for(op: OpSpec, dtype: str) -> Comparator:
@@ -278,22 +275,13 @@ def _with_empirical(
 ) -> tuple[np.ndarray, Callable[[tuple[int, ...]], str] | None]:
     """The family's allowance, raised to c times the error model of the reference run in the working precision
     where that is larger (oracle/precision.py); and what to say about it at the worst element."""
-    runs = [
-        np.asarray(outputs[position])
-        for outputs in (case.low_outputs, case.moved_outputs)
-        if outputs is not None and len(outputs) > position
-    ]
-    if not runs:
+    low = case.low_outputs
+    if low is None or len(low) <= position:
         return allowed, None
     magnitude = precision.input_magnitude(op, _float_inputs(case), tuple(r.shape))
     working_name = precision.working_precision(op, case.dtype) or "float32"
-    low = case.low_outputs
-    note = (
-        precision.float64_reference_note(r, np.asarray(low[position]), working_name, case.dtype)
-        if low is not None and len(low) > position
-        else None
-    )
-    found = precision.empirical_term(r, precision.farthest(r, runs), magnitude)
+    note = precision.float64_reference_note(r, np.asarray(low[position]), working_name, case.dtype)
+    found = precision.empirical_term(r, np.asarray(low[position]), magnitude)
     if found is None:
         return allowed, (lambda _index: note or "") if note else None
     term, scale = found

@@ -11,6 +11,7 @@ import pytest
 from gpuemu_ci.config.model import Family
 from gpuemu_ci.oracle import gradients, precision
 from gpuemu_ci.oracle.invariants import bias_z
+from gpuemu_ci.plan.model import ValueMode
 from tests.oracle.test_working_precision import make_op
 
 torch = pytest.importorskip("torch")
@@ -40,6 +41,10 @@ def test_a_16bit_backward_through_its_rounded_output_is_covered_by_the_same_dtyp
     assert precision.gradient_measurements(op, "float32") == (
         precision.Measurement("float32"),
         precision.Measurement("float64", u32),
+    )
+    # Boundary values (huge magnitudes, next to exp's overflow): moving the inputs' last bit is no model there.
+    assert precision.gradient_measurements(op, "float32", ValueMode.BOUNDARY) == (
+        precision.Measurement("float32"),
     )
     error = np.abs(torch_fp16 - exact)
     # float32 alone cannot explain the saved output's rounding: 8 x its model is exceeded ...
