@@ -240,16 +240,12 @@ def float64_reference_note(
     )
     if not (returned_float64 or same):
         return None
-    what = (
-        "returned float64 for its " + working + " inputs"
-        if returned_float64
-        else "returned its float64 answer"
-    )
+    what = "returned float64" if returned_float64 else "returned its float64 answer"
     return (
         f"; note: {FLOAT64_REFERENCE} (its run on {working} inputs {what}, e.g. it does "
         f"`x.astype(np.float64)`), so the working-precision error model measured nothing and the {case_dtype} "
-        f"case was judged by the family bound alone. Write the reference in the dtype of its inputs (README, "
-        f"How it decides: the working-precision reference)"
+        "case was judged by the family bound alone. Write the reference in the dtype of its inputs "
+        "(docs/how-it-decides.md: the working-precision reference)"
     )
 
 

@@ -110,7 +110,7 @@ def _reference_note(op: str, message: str) -> str | None:
     return (
         f"{op}: {precision.FLOAT64_REFERENCE}: its run on float32 inputs returns the float64 answer, so the "
         "working-precision error model measures nothing and ill-conditioned cases fail on the family bound "
-        "alone. Compute in the inputs' dtype (README, How it decides: the working-precision reference)."
+        "alone. Compute in the inputs' dtype (docs/how-it-decides.md: the working-precision reference)."
     )
 
 

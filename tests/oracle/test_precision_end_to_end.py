@@ -115,8 +115,8 @@ def test_a_reference_that_computes_in_float64_whatever_it_is_given_is_named_in_t
     assert result.code == 1 and op["status"] == "failed"  # the same correct kernel that passes above
     message = op["failures"][0]["message"]
     assert "the reference computes in float64 whatever it is given" in message
-    assert "returned float64 for its float32 inputs" in message and "x.astype(np.float64)" in message
-    assert "How it decides: the working-precision reference" in message
+    assert "its run on float32 inputs returned float64" in message and "x.astype(np.float64)" in message
+    assert "docs/how-it-decides.md: the working-precision reference" in message
     calibrated = cli("calibrate", "--config", config, "--iterations", "4")
     assert calibrated.code == 1
     assert "rope: the reference computes in float64 whatever it is given" in calibrated.output
