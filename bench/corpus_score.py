@@ -58,6 +58,7 @@ BUG_CLASSES: dict[str, str] = {
     "int32_offset_overflow": "int32 element offsets wrap (past 2^31 elements)",
     "long_row_acc_assign": "acc = across 4096-wide blocks (N > 4096)",
     "vocab_chunk_acc_assign": "lse of the last 16384-logit chunk only (V > 16384)",
+    "dtype_path_vocab_acc_assign": "bf16 path's 32768-logit chunks summed with = (bf16, V > 32768)",
     "eps_ignored": "no eps under the rsqrt (rows of zeros)",
     "sumsq_input_dtype": "squares summed in the 16-bit input dtype (fp16/bf16 cases)",
     "row_stride_n": "rows stepped by N (row-padded slices x[:, :N])",

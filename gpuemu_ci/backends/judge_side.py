@@ -476,7 +476,7 @@ def _reference_gradients(
     if len(exact) != len(names):
         return CallResult(CallStatus.BAD_OUTPUT, message=f"{len(exact)} gradients for {len(names)} inputs")
     absolute = None
-    if gradients.rule_for(op) is Comparator.BOUND:
+    if gradients.rule_for(op) in (Comparator.BOUND, Comparator.BASELINE_RELATIVE):
         try:
             magnitudes = {
                 n: np.abs(a) if dtypes.is_float_dtype(a.dtype) else a for n, a in case.logical.items()
@@ -488,13 +488,24 @@ def _reference_gradients(
             absolute = None  # a reference that needs signed inputs: the bound uses |g_ref| alone
 
     def low() -> tuple[np.ndarray, ...] | None:
-        working = precision.working_precision(op, case.dtype)
-        if working is None:
+        runs = []
+        for measurement in precision.gradient_measurements(op, case.dtype, case.stratum.mode):
+            inputs, grads = case.logical, upstream
+            if measurement.perturb:
+                inputs = precision.perturbed(case.logical, case.seed, measurement.perturb)
+                moved = precision.perturbed(
+                    {str(i): g for i, g in enumerate(upstream) if g is not None},
+                    case.seed + 1,
+                    measurement.perturb,
+                )
+                grads = tuple(None if g is None else moved[str(i)] for i, g in enumerate(upstream))
+            try:
+                runs.append(tuple(vjp(inputs, grads, dtypes.info(measurement.dtype).numpy)))
+            except Exception:
+                continue  # a reference torch cannot run in that dtype: the other measurements stand
+        if not runs:
             return None
-        try:
-            return tuple(vjp(case.logical, upstream, dtypes.info(working).numpy))
-        except Exception:
-            return None
+        return tuple(precision.farthest(r, [run[i] for run in runs]) for i, r in enumerate(exact))
 
     return gradients.GradientCase(
         dtype=case.dtype,
