@@ -18,26 +18,11 @@ LOCKS = sorted(REQUIREMENTS.glob("*.lock"))
 # Options that point pip somewhere other than PyPI, and paths only one machine has.
 MACHINE_SPECIFIC = re.compile(
     r"^\s*(-i|-f|--index-url|--extra-index-url|--find-links|--trusted-host|-e|--editable)\b"
-    r"|file:|(^|[\s=@])/(opt|work|root|home|tmp|srv|mnt|Users)/"
+    r"|file:/|(^|[\s=@])/(opt|work|root|home|tmp|srv|mnt|Users)/"
 )
-# Written by requirements/lock.sh on a machine with local indexes; the container branch regenerates them
-# (issue #27). strict: once they are clean this test passes and the marker must go.
-NOT_YET_REGENERATED = {"image.lock", "light.lock"}
 
 
-@pytest.mark.parametrize(
-    "lock",
-    [
-        pytest.param(
-            path,
-            id=path.name,
-            marks=[pytest.mark.xfail(strict=True, reason="regenerated on the container branch (#27)")]
-            if path.name in NOT_YET_REGENERATED
-            else [],
-        )
-        for path in LOCKS
-    ],
-)
+@pytest.mark.parametrize("lock", LOCKS, ids=lambda path: path.name)
 def test_no_lock_names_an_index_a_find_links_folder_or_a_local_path(lock: Path) -> None:
     offending = [
         line for line in lock.read_text(encoding="utf-8").splitlines() if MACHINE_SPECIFIC.search(line)
