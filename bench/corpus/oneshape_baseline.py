@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 
 from gpuemu_ci import dtypes
-from gpuemu_ci.backends.expressions import evaluate_int
 from gpuemu_ci.config.dimgraph import schema_of
+from gpuemu_ci.config.expressions import evaluate_int
 from gpuemu_ci.config.model import Family, InputSpec, OpSpec, ValueKind
 from gpuemu_ci.fuzz.shapes import resolve
 

@@ -10,7 +10,7 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from gpuemu_ci import dtypes as dtype_table
-from gpuemu_ci.backends.expressions import ExpressionError, parse_expression
+from gpuemu_ci.config.expressions import ExpressionError, parse_expression
 from gpuemu_ci.config.model import DimConstraint, DimSpec, InputSpec, Layout, ValueKind
 from gpuemu_ci.config.reader import SourceText, TableReader
 from gpuemu_ci.errors import ConfigError

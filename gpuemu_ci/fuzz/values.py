@@ -237,7 +237,7 @@ def _bound(value: int | str | None, dims: Mapping[str, int], default: int) -> in
         return value
     if value in dims:
         return dims[value]
-    from gpuemu_ci.backends.expressions import evaluate_int
+    from gpuemu_ci.config.expressions import evaluate_int
 
     return evaluate_int(value, dims)
 
