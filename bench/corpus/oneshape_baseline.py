@@ -1,4 +1,4 @@
-"""A KernelBench-style oracle, for comparison with gpuemu-ci (research oracles.md §1.3).
+"""A KernelBench-style oracle, for comparison with gpuemu-ci.
 
 KernelBench checks a kernel at one fixed benchmark shape: `num_correct_trials = 5` trials with fresh random
 inputs, the reference run first and the kernel second on the same tensors, and

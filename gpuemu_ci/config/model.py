@@ -11,7 +11,7 @@ from pathlib import Path
 
 
 class Family(StrEnum):
-    """Op family: picks the error model (oracle/families.py)."""
+    """Op family: picks the error model (oracle/bounds.py)."""
 
     ELEMENTWISE = "elementwise"
     REDUCTION = "reduction"

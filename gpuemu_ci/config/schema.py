@@ -36,7 +36,7 @@ def check_dtype(name: str, where: str, source: SourceText, line: int | None = No
         )
 
 
-# Upstream's builtin schemas (research gpuemu-upstream.md §4.3), reachable by `schema = "<name>"`.
+# gpuemu's own builtin schemas, reachable by `schema = "<name>"`.
 BUILTIN_SCHEMAS: dict[str, tuple[dict[str, tuple[int, ...]], dict[str, tuple[str, ...]], tuple[str, ...]]] = {
     "matmul": (
         {"M": (1, 2, 7, 31, 128, 257), "K": (1, 3, 16, 127, 256), "N": (1, 2, 15, 64, 255)},

@@ -1,4 +1,4 @@
-"""The a-priori error bound per op family (research oracles.md §4.5):
+"""The a-priori error bound per op family:
 
     |y - r| <= c * (u_out |r| + g(n) u_acc S + k_f u_acc |r| + eta)
 

@@ -3,7 +3,7 @@
 The runner starts the container with a clean environment: the ``GITHUB_*``/``RUNNER_*`` variables, one
 ``INPUT_<ID>`` per input of action.yml with its default filled in (``github_token`` defaults to the
 job's token), fresh per-step ``GITHUB_OUTPUT``/``GITHUB_STEP_SUMMARY`` files and the workspace as the
-working directory (research/actions-ecosystem.md §1.3-§1.4). ``run_step`` builds exactly that around
+working directory (GitHub's documentation of Docker container actions). ``run_step`` builds exactly that around
 ``python entrypoint.py`` and reads back what the runner would: the exit code, the outputs, the workflow
 commands and the summary. Event payloads are GitHub's own examples (tests/fixtures/github-events) with
 the repository, numbers and SHAs edited to the scenario.

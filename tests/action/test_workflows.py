@@ -27,7 +27,7 @@ from tests.action.support_files import (
     uses,
 )
 
-# The token each job gets, and no more (research/actions-ecosystem.md §4.3).
+# The token each job gets, and no more.
 EXPECTED_PERMISSIONS = {
     ("gpuemu-pr.yml", "gpuemu"): {"contents": "read", "pull-requests": "write", "actions": "read"},
     ("gpuemu-baseline.yml", "baseline"): {"contents": "read"},

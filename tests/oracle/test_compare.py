@@ -49,7 +49,7 @@ MATMUL = make_op(Family.MATMUL, (InputSpec("a", ("M", "K")), InputSpec("b", ("K"
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16])
 @pytest.mark.parametrize("k", [1, 7, 64, 1000, 4096])
 def test_correct_matmuls_pass_the_bound_at_every_k(dtype, k):
-    """Fixed atol/rtol fails correct fp32 matmuls from K=1024; the bound must not (research oracles.md §4.4)."""
+    """Fixed atol/rtol fails correct fp32 matmuls from K=1024; the bound must not."""
     rng = np.random.default_rng(k)
     a = rng.standard_normal((16, k)).astype(dtype)
     b = (rng.standard_normal((k, 8)) * 3).astype(dtype)
