@@ -77,7 +77,9 @@ def markdown_text(value: object) -> str:
     Line breaks become spaces (inline text never starts a block). ``&``, ``<`` and ``>`` become
     entities, which also hold inside HTML blocks where backslash escapes do not.
     """
-    text = _visible_controls(_NEWLINES.sub(" ", str(value)))
+    # Leading spaces or a tab where the text starts a block (a list item's content) make an indented code
+    # block, which shows the escapes below as backslashes; a paragraph drops them anyway.
+    text = _visible_controls(_NEWLINES.sub(" ", str(value))).lstrip(" \t")
     text = html.escape(text, quote=False)
     text = _MD_INLINE.sub(r"\\\1", text)
     text = _MD_BLOCK_START.sub(_escape_block_start, text)
