@@ -138,7 +138,7 @@ class BaselineMatch:
         """``exact``, ``ancestor:<k>``, ``latest``, ``none`` or ``unavailable`` (for reports)."""
         if self.kind is MatchKind.ANCESTOR:
             return f"ancestor:{self.distance}"
-        return self.kind.value
+        return str(self.kind.value)
 
     @property
     def found(self) -> bool:

@@ -130,7 +130,8 @@ def many_failures_project(workspace: Path, ops: int) -> Path:
 
 
 def _fixture(name: str) -> dict[str, Any]:
-    return json.loads((EVENTS / name).read_text(encoding="utf-8"))
+    result: dict[str, Any] = json.loads((EVENTS / name).read_text(encoding="utf-8"))
+    return result
 
 
 def _own_repository(fake: FakeGitHub, repo: dict[str, Any]) -> None:
@@ -227,7 +228,10 @@ class Step:
         return self.workspace / "gpuemu-out" / name
 
     def results(self) -> dict[str, Any]:
-        return json.loads((self.workspace / self.outputs["results_path"]).read_text(encoding="utf-8"))
+        result: dict[str, Any] = json.loads(
+            (self.workspace / self.outputs["results_path"]).read_text(encoding="utf-8")
+        )
+        return result
 
     def describe(self) -> str:
         """For assertion messages: the tail of both streams."""

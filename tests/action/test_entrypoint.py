@@ -98,7 +98,10 @@ def comment_writes(fake_github: FakeGitHub) -> list[str]:
 
 
 def envelope(step: Step) -> dict[str, object]:
-    return json.loads((step.workspace / step.outputs["report_path"]).read_text(encoding="utf-8"))
+    result: dict[str, object] = json.loads(
+        (step.workspace / step.outputs["report_path"]).read_text(encoding="utf-8")
+    )
+    return result
 
 
 def verify(report: Path, public_key: Path, repo: str, commit: str) -> subprocess.CompletedProcess[str]:

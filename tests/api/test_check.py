@@ -17,7 +17,7 @@ QUICKSTART = EXAMPLES / "quickstart" / "gpuemu.toml"
 @pytest.fixture
 def quickstart_kernels(monkeypatch):
     monkeypatch.syspath_prepend(str(EXAMPLES / "quickstart"))
-    from kernels.softmax import softmax
+    from kernels.softmax import softmax  # type: ignore[import-not-found]  # examples/quickstart, on sys.path now
 
     yield softmax
     for name in [m for m in sys.modules if m == "kernels" or m.startswith("kernels.")]:
@@ -75,7 +75,7 @@ def test_an_importable_function_runs_in_an_isolated_worker(make_project, tmp_pat
         },
     )
     monkeypatch.syspath_prepend(str(config.parent))
-    import userops
+    import userops  # type: ignore[import-not-found]  # written by this test, on sys.path now
 
     assert gpuemu_ci.check("double", userops.double, config=config, out_dir=tmp_path).status.value == "passed"
     # Isolation: a crash in the worker is a recorded failure, not the end of the test process.

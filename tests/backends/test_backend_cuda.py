@@ -102,7 +102,7 @@ def test_stride_and_size_read_input_layouts() -> None:
 
 
 def _program(**changes: object) -> KernelProgram:
-    base = {
+    base: dict[str, object] = {
         "source": "kernels/add.cu",
         "entry": "add_rows",
         "grid": ("cdiv(N, 128)", "M"),

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from securesystemslib.dsse import Envelope as SslibEnvelope
 from securesystemslib.signer import CryptoSigner
 
@@ -351,7 +352,9 @@ class TestInteroperability:
         report = tmp_path / "theirs.dsse.json"
         report.write_text(json.dumps(theirs.to_dict()))
         public = tmp_path / "theirs.pub"
-        public.write_bytes(keys.PublicKey.from_key(signer.public_key._crypto_key()).pem())
+        crypto_key = signer.public_key._crypto_key()
+        assert isinstance(crypto_key, Ed25519PublicKey)
+        public.write_bytes(keys.PublicKey.from_key(crypto_key).pem())
 
         result = verify(report, public, "--repo", "octo/kernels", "--commit", sample.commit)
         assert result.exit_code == 0, result.output

@@ -52,7 +52,8 @@ def _victim(document: dict[str, Any]) -> dict[str, Any]:
     op = next(op for op in document["ops"] if op["name"] == "victim")
     for row in op["dtypes"]:
         row.pop("duration_s")
-    return op
+    result: dict[str, Any] = op
+    return result
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])

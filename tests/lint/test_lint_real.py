@@ -51,7 +51,7 @@ def nvcc_says(
         if (m := _ENTRY.search(line)) is not None:
             name, frame = m.group(1), None
         elif name and (m := _FRAME.search(line)) is not None and frame is None:
-            frame = tuple(int(g) for g in m.groups())
+            frame = (int(m.group(1)), int(m.group(2)), int(m.group(3)))
         elif name and frame and (m := _USED.search(line)) is not None:
             found[name] = (int(m.group(1)), *frame)
             name = None
@@ -163,10 +163,12 @@ def test_default_arch_device_functions_and_identity(report: LintReport) -> None:
         "helper(float, int)": (0, 0, 0),
         "fib(int)": (24, 20, 20),
     }
-    version = re.search(
+    found = re.search(
         r"V(\d+\.\d+\.\d+)",
         subprocess.run(["nvcc", "--version"], capture_output=True, text=True, check=True).stdout,
-    ).group(1)
+    )
+    assert found is not None
+    version = found.group(1)
     for kernel in report.kernels:
         for e in kernel.entries:
             assert (e.toolchain.nvcc, e.toolchain.ptxas, e.toolchain.arch) == (version, version, e.arch)
@@ -320,6 +322,7 @@ def test_sass_counts_and_patterns_with_a_real_disassembler(tmp_path: Path) -> No
     (entry,) = gelu.entries
     assert entry.sass_instructions is not None and "NOP" not in entry.sass_instructions
     tool = toolchain.nvdisasm or toolchain.cuobjdump
+    assert tool is not None
     subprocess.run(
         ["nvcc", "-cubin", "-arch=sm_80", "-o", str(tmp_path / "g.cubin"), str(SRC / "gelu.cu")],
         check=True,

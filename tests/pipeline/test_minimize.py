@@ -54,6 +54,6 @@ def test_the_failure_kind_is_kept_and_the_result_is_described(tmp_path: Path, ma
     assert f"N {result.original_dims['N']} -> 40" in words and "x9.5" not in words
 
 
-def _fails_big(session: Session, op, ref) -> bool:  # type: ignore[no-untyped-def]
+def _fails_big(session: Session, op, ref) -> bool:
     report = session.run_case(op, CaseSpec(ref.seed, ref.index))
     return report.dims["N"] >= 40 and report.outcome == "failed"

@@ -68,7 +68,8 @@ def check_sarif(validator: Any, text: str) -> dict[str, Any]:
     log = json.loads(text)
     errors = [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(log)]
     assert not errors, errors[:5]
-    return log
+    result: dict[str, Any] = log
+    return result
 
 
 @pytest.mark.parametrize("name", ["passing", "failing", "mixed"])
@@ -247,7 +248,9 @@ def test_annotations_of_kernel_lint(kernel_run: tuple[dict[str, Any], Path]) -> 
     document, project = kernel_run
     lines = render_annotations(report_of(document), source_root=project).splitlines()
     spill = next(line for line in lines if "kernel spill failed lint" in line)
-    line = int(re.search(r"line=(\d+)", spill).group(1))
+    found = re.search(r"line=(\d+)", spill)
+    assert found is not None
+    line = int(found.group(1))
     assert spill.startswith("::error file=kernels/spill.cu,")
     assert "__global__" in (project / "kernels" / "spill.cu").read_text().splitlines()[line - 1]
     assert any(line.startswith("::error file=kernels/bad.cu,line=2,") for line in lines)

@@ -77,7 +77,8 @@ def gfm(markdown: str) -> str:
     cmarkgfm = pytest.importorskip("cmarkgfm")
     from cmarkgfm.cmark import Options
 
-    return cmarkgfm.github_flavored_markdown_to_html(markdown, options=Options.CMARK_OPT_UNSAFE)
+    result: str = cmarkgfm.github_flavored_markdown_to_html(markdown, options=Options.CMARK_OPT_UNSAFE)
+    return result
 
 
 def assert_renders_inert(markdown: str) -> None:

@@ -205,7 +205,7 @@ def test_bad_arguments_are_rejected(call: object, error: type[Exception]) -> Non
 
 
 def test_numpy_integers_are_accepted_as_seeds() -> None:
-    assert SeededRng(np.uint64(42)).gen_u64() == 14921385303349856026
+    assert SeededRng(np.uint64(42)).gen_u64() == 14921385303349856026  # type: ignore[arg-type]  # NumPy ints work too
 
 
 # -- u64_array: the vectorised stream is the scalar stream -----------------------------------------------
