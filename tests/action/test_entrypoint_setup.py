@@ -19,6 +19,9 @@ import pytest
 from tests.action.support_runner import Step, pull_request_event, run_step, runner_env
 from tests.github.support_fake_api import FakeGitHub
 
+# Every test here takes seconds (whole runs, real processes): the fast tier (-m "not slow") leaves them out.
+pytestmark = pytest.mark.slow
+
 HEAD, BASE, MERGE = "1a" * 20, "2b" * 20, "3c" * 20
 
 

@@ -123,6 +123,7 @@ def test_a_closure_failure_says_how_to_replay_it_with_seeds(quickstart_kernels, 
     )
 
 
+@pytest.mark.slow
 def test_pytest_shows_the_failure_not_gpuemu_ci_frames(pytester):
     pytester.makepyfile(
         test_user=f"""

@@ -158,6 +158,7 @@ def test_a_suite_with_failures_errors_crashes_and_skips_merges_exactly(
     assert _normalised(tmp_path / "out" / "merged" / "results.json") == document
 
 
+@pytest.mark.slow
 def test_merged_results_render_and_sign_like_a_single_run(
     cli: Callable[..., CliResult], make_project: Callable[..., Path], tmp_path: Path
 ) -> None:
@@ -237,6 +238,7 @@ def test_shards_of_different_runs_are_refused(
     assert not (tmp_path / "m.json").exists()
 
 
+@pytest.mark.slow
 def test_a_missing_or_duplicate_shard_is_refused_saying_which(
     cli: Callable[..., CliResult], tmp_path: Path
 ) -> None:

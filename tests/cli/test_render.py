@@ -46,6 +46,7 @@ def test_every_format_has_a_renderer() -> None:
     assert set(RENDERERS) == set(Format)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", [f.value for f in Format])
 def test_render_to_a_file(results: Path, tmp_path: Path, kind: str, cli: Callable[..., CliResult]) -> None:
     output = tmp_path / "nested" / f"report.{kind}"

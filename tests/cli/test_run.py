@@ -34,6 +34,7 @@ def test_quickstart_passes_and_writes_results(tmp_path):
     assert "PASSED" in err
 
 
+@pytest.mark.slow
 def test_buggy_example_fails_with_a_replayable_seed(tmp_path):
     code, _, err = run(
         [
@@ -247,6 +248,7 @@ def test_help_lists_every_command():
         assert command in out
 
 
+@pytest.mark.slow
 def test_launchable_kernel_is_linted_and_skipped_without_a_gpu(tmp_path, make_project):
     """A [[kernels]] entry with a launch table: linted by nvcc here, validated through CuPy only on a GPU."""
     import shutil
@@ -308,6 +310,7 @@ def test_launchable_kernel_is_linted_and_skipped_without_a_gpu(tmp_path, make_pr
     assert document["summary"]["ops_skipped"] == 1
 
 
+@pytest.mark.slow
 def test_calibrate_reports_headroom_per_dtype_and_shape_class():
     calibrated = run_cli(
         [

@@ -375,6 +375,7 @@ class TestThroughTheEntryPoint:
             timeout=60,
         )
 
+    @pytest.mark.slow
     def test_sign_verify_and_exit_codes(self, workdir: Path, sample: Any) -> None:
         keys.write_keypair(workdir / "k", keys.generate())  # keygen's own run is covered above
         assert (

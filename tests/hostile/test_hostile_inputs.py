@@ -113,6 +113,7 @@ def test_valid_but_extreme_documents_render(tmp_path: Path) -> None:
 # --- files that are not files ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_fifos_devices_and_huge_files_are_refused_without_reading(tmp_path: Path) -> None:
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
@@ -344,6 +345,7 @@ HOSTILE_SNAPSHOTS: dict[str, Callable[[dict[str, bytes]], object]] = {
 }
 
 
+@pytest.mark.slow
 def test_hostile_snapshots_are_refused_by_replay(tmp_path: Path) -> None:
     config, original = _snapshot(tmp_path)
     assert run_cli(["replay", "--config", config, "--op", "softmax", "--snapshot", original]).code == 1
@@ -405,6 +407,7 @@ def test_a_read_only_output_directory_is_found_before_running(make_project: Call
     assert not (config.parent / "ran").exists()  # nothing ran: the directory was checked first
 
 
+@pytest.mark.slow
 def test_a_snapshot_that_cannot_be_written_is_a_note_not_the_loss_of_results(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()

@@ -74,6 +74,7 @@ SLOW_ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Len
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("attempts", [0, 2])
 def test_a_trickling_server_is_cut_off_at_the_overall_deadline(attempts: int) -> None:
     with Trickler(SLOW_ANSWER) as server:

@@ -23,6 +23,9 @@ from tests.action.support_runner import pull_request_event, run_step, runner_env
 from tests.github.support_fake_api import FakeGitHub
 from tests.hostile.support_snoop import SNOOP_SOURCE, write_needles
 
+# Every test here takes seconds (whole runs, real processes): the fast tier (-m "not slow") leaves them out.
+pytestmark = pytest.mark.slow
+
 HEAD, BASE, MERGE = "a" * 40, "b" * 40, "c" * 40
 
 SNOOP_CONFIG = """\

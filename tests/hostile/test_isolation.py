@@ -56,6 +56,7 @@ def _victim(document: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_a_polluting_op_does_not_change_the_next_ops_verdict(tmp_path: Path, jobs: str) -> None:
     tables = [

@@ -95,6 +95,7 @@ def _kernel(report: LintReport, name: str):
     return next(k for k in report.kernels if k.name == name)
 
 
+@pytest.mark.slow
 def test_metrics_equal_what_nvcc_prints(report: LintReport, tmp_path: Path) -> None:
     compared = 0
     for case in CASES:
@@ -218,6 +219,7 @@ def test_syntax_error_points_at_file_and_line(tmp_path: Path, no_sass_toolchain)
     assert 'expected a ";"' in error["log"]
 
 
+@pytest.mark.slow
 def test_anonymous_namespace_names_are_the_same_from_any_directory(tmp_path: Path, no_sass_toolchain) -> None:
     names = []
     for sub in ("one", "two/deeper"):
@@ -258,6 +260,7 @@ def test_ptx_source_goes_straight_to_ptxas(tmp_path: Path, no_sass_toolchain) ->
     assert all(e.toolchain.nvcc is None for e in result.entries)  # nvcc took no part
 
 
+@pytest.mark.slow
 def test_flags_include_dirs_and_defines_reach_the_compiler(tmp_path: Path, no_sass_toolchain) -> None:
     inc = tmp_path / "inc"
     inc.mkdir()
@@ -311,6 +314,7 @@ def test_missing_nvcc_and_nvrtc_is_an_infrastructure_error(tmp_path: Path) -> No
 _SASS_TOOL = discover_toolchain().sass_tool
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(_SASS_TOOL is None, reason="no cuobjdump/nvdisasm (pip install nvidia-cuda-nvdisasm)")
 def test_sass_counts_and_patterns_with_a_real_disassembler(tmp_path: Path) -> None:
     toolchain = discover_toolchain()

@@ -186,6 +186,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return {op["name"]: op for op in document["ops"]}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(EXPECTED))
 def test_each_check_flags_the_violating_kernel_only(results, name):
     status, kind = EXPECTED[name]

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 OPS = """
 import numpy as np
 
@@ -81,6 +83,7 @@ def run(make_project, cli, op: str, extra: str = "") -> tuple[int, dict]:
     return result.code, json.loads((out / "results.json").read_text())["ops"][0]
 
 
+@pytest.mark.slow
 def test_fp32_angles_pass_with_the_working_precision_reference_and_fail_without(make_project, cli):
     code, op = run(make_project, cli, "rope")
     assert code == 0 and op["status"] == "passed", op["failures"][:1]

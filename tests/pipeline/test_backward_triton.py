@@ -14,6 +14,9 @@ import pytest
 
 from tests.support_cli import CliResult
 
+# Every test here takes seconds (whole runs, real processes): the fast tier (-m "not slow") leaves them out.
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("torch")
 pytest.importorskip("triton")
 

@@ -38,6 +38,7 @@ def test_typical_sizes_are_all_powers_of_two():
             assert all(size & (size - 1) == 0 for size in dim.typical), (op.name, dim)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name", ["softmax_tail_mask", "rmsnorm_ignores_strides", "rowmax_init_zero", "attention_no_rescale"]
 )
@@ -67,6 +68,7 @@ def test_what_triggers_each_bug(zoo):
     assert all(f["shapes"]["k"][1] > 64 for f in ops["attention_no_rescale"]["failures"])
 
 
+@pytest.mark.slow
 def test_every_failure_replays_from_seed_and_snapshot(zoo):
     config, document, out, session = zoo
     for op_record in document["ops"]:
@@ -124,6 +126,7 @@ def test_minimize_keeps_the_layout_a_stride_bug_needs(zoo):
     assert "x" not in result.made_contiguous
 
 
+@pytest.mark.slow
 def test_replay_cli_from_results_file(zoo, cli):
     _, document, out, _ = zoo
     case_id = document["ops"][1]["failures"][0]["case_id"]

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from gpuemu_ci.backends.interface import CaseSpec
 from gpuemu_ci.config.load import load_config
 from gpuemu_ci.pipeline.minimize import minimize
 from gpuemu_ci.pipeline.session import Session
 from gpuemu_ci.pipeline.settings import RunOptions
+
+# Every test here takes seconds (whole runs, real processes): the fast tier (-m "not slow") leaves them out.
+pytestmark = pytest.mark.slow
 
 CONFIG = """
 [project]

@@ -72,6 +72,7 @@ def check_sarif(validator: Any, text: str) -> dict[str, Any]:
     return result
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["passing", "failing", "mixed"])
 def test_sarif_of_real_runs_is_valid_with_one_result_per_failing_op_dtype(
     runs: dict[str, tuple[dict[str, Any], Path]], sarif_validator: Any, name: str
@@ -129,6 +130,7 @@ def test_sarif_fingerprints_follow_the_finding_not_the_seed(
     assert set(prints(renamed).values()).isdisjoint(before.values())
 
 
+@pytest.mark.slow
 def test_sarif_of_kernel_lint(kernel_run: tuple[dict[str, Any], Path], sarif_validator: Any) -> None:
     document, project = kernel_run
     log = check_sarif(sarif_validator, render_sarif(report_of(document), source_root=project))

@@ -171,6 +171,7 @@ def big_failing_document(failing: dict[str, Any], copies: int) -> dict[str, Any]
     return document
 
 
+@pytest.mark.slow
 def test_big_failing_suite_fits_and_says_what_was_cut(runs: dict[str, dict[str, Any]]) -> None:
     report = report_of(big_failing_document(runs["failing"], 150))
     failures = sum(len(op.failures) for op in report.ops)

@@ -48,6 +48,7 @@ def run_stream(shadowed, weight, calls: int, outliers: list[int]) -> None:
         shadowed(x, weight, eps=1e-6)
 
 
+@pytest.mark.slow
 def test_the_outlier_gate_catches_a_rare_outlier_bug_that_a_random_gate_of_the_same_budget_misses(
     norms, tmp_path: Path
 ) -> None:
@@ -71,6 +72,7 @@ def test_the_outlier_gate_catches_a_rare_outlier_bug_that_a_random_gate_of_the_s
     assert chance.stats.failures == 0, chance.stats  # random checks miss 4 spikes in 2,000
 
 
+@pytest.mark.slow
 def test_a_correct_op_shadowed_for_ten_thousand_calls_gives_no_failure(norms, tmp_path: Path) -> None:
     config, module = norms(buggy=False)
     generator = torch.Generator().manual_seed(7)
@@ -89,6 +91,7 @@ def test_a_correct_op_shadowed_for_ten_thousand_calls_gives_no_failure(norms, tm
     assert not any(tmp_path.glob("snapshots/*.npz"))
 
 
+@pytest.mark.slow
 def test_a_capture_replays_and_pinned_in_the_corpus_is_part_of_the_regression_corpus(
     norms, tmp_path: Path, cli
 ) -> None:
@@ -208,6 +211,7 @@ def test_stop_start_probability_and_a_full_queue_are_counted(norms, tmp_path: Pa
         checker.set_probability(2.0)
 
 
+@pytest.mark.slow
 def test_a_compiled_module_keeps_working_with_the_queueing_outside_the_graph(norms, tmp_path: Path) -> None:
     config, module = norms(buggy=False)
     checker = Shadow("rmsnorm", config=config, probability=1.0, capture_dir=tmp_path)
