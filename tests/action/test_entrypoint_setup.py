@@ -62,7 +62,6 @@ quick_iterations = 3
 """
 
 
-@pytest.mark.slow
 def test_a_torch_op_with_requirements(fake_github: FakeGitHub, tmp_path: Path) -> None:
     pytest.importorskip("torch")
     workspace = write(tmp_path / "ws", {
@@ -100,7 +99,6 @@ def test_a_torch_op_with_requirements(fake_github: FakeGitHub, tmp_path: Path) -
     assert (workspace / ".gpuemu-cache" / "venv" / "pyvenv.cfg").is_file()
 
 
-@pytest.mark.slow
 def test_a_triton_kernel_with_setup(fake_github: FakeGitHub, tmp_path: Path) -> None:
     pytest.importorskip("torch")
     pytest.importorskip("triton")
@@ -199,7 +197,6 @@ LOCAL_PACKAGE = {
 }
 
 
-@pytest.mark.slow
 def test_a_local_package_with_its_own_dependency_and_a_cached_second_run(
     fake_github: FakeGitHub, tmp_path: Path
 ) -> None:
