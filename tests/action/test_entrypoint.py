@@ -33,6 +33,9 @@ from tests.action.support_runner import (
 )
 from tests.github.support_fake_api import Failure, FakeGitHub
 
+# Each test runs whole suites or processes: seconds each (the fast tier, -m "not slow", leaves them out).
+pytestmark = pytest.mark.slow
+
 
 def sha(label: str) -> str:
     """A commit id, distinct per label."""
@@ -113,7 +116,6 @@ def verify(report: Path, public_key: Path, repo: str, commit: str) -> subprocess
 # --- 1. first run, second run, another job -----------------------------------------------------------
 
 
-@pytest.mark.slow
 def test_first_run_says_no_baseline_and_later_runs_update_the_same_comment(
     fake_github: FakeGitHub, tmp_path: Path
 ) -> None:
@@ -155,7 +157,6 @@ def test_first_run_says_no_baseline_and_later_runs_update_the_same_comment(
 # --- 2. baseline produced on main, found and diffed on the PR --------------------------------------------
 
 
-@pytest.mark.slow
 def test_baseline_from_main_is_found_by_base_commit_and_a_regression_fails_the_gate(
     fake_github: FakeGitHub, tmp_path: Path
 ) -> None:
@@ -207,7 +208,6 @@ def test_baseline_from_main_is_found_by_base_commit_and_a_regression_fails_the_g
 # --- 3. a comment that would be too large -------------------------------------------------------------
 
 
-@pytest.mark.slow
 def test_a_huge_failing_suite_posts_a_truncated_comment_under_the_limit(
     fake_github: FakeGitHub, tmp_path: Path
 ) -> None:
@@ -232,7 +232,6 @@ def test_a_huge_failing_suite_posts_a_truncated_comment_under_the_limit(
 # --- 4. fork pull request, then the workflow_run companion ---------------------------------------------
 
 
-@pytest.mark.slow
 def test_fork_pr_writes_results_without_commenting_and_the_companion_comments(
     fake_github: FakeGitHub, tmp_path: Path
 ) -> None:
@@ -285,7 +284,6 @@ def test_fork_pr_writes_results_without_commenting_and_the_companion_comments(
 # --- 5. permission errors and throttling ---------------------------------------------------------------
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("failure", ["read_only", "server_keeps_failing"])
 def test_a_comment_that_cannot_be_posted_is_a_warning_and_the_gate_decides(
     fake_github: FakeGitHub, tmp_path: Path, failure: str
@@ -305,7 +303,6 @@ def test_a_comment_that_cannot_be_posted_is_a_warning_and_the_gate_decides(
     assert step.out("results.json").is_file() and step.out("report.dsse.json").is_file()
 
 
-@pytest.mark.slow
 def test_rate_limits_and_server_errors_are_retried_and_leave_one_comment(
     fake_github: FakeGitHub, tmp_path: Path
 ) -> None:
@@ -329,7 +326,6 @@ def test_rate_limits_and_server_errors_are_retried_and_leave_one_comment(
 # --- 6. expired baseline ----------------------------------------------------------------------------------
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("when", ["listed_as_expired", "expired_before_download"])
 def test_an_expired_baseline_is_neutral(fake_github: FakeGitHub, tmp_path: Path, when: str) -> None:
     run = fake_github.add_run(event="push", head_branch="main", head_sha=BASE)
@@ -348,7 +344,6 @@ def test_an_expired_baseline_is_neutral(fake_github: FakeGitHub, tmp_path: Path,
     assert not step.messages("error")
 
 
-@pytest.mark.slow
 def test_a_forbidden_baseline_lookup_is_a_warning_and_the_gate_still_decides(
     fake_github: FakeGitHub, tmp_path: Path
 ) -> None:
@@ -367,7 +362,6 @@ def test_a_forbidden_baseline_lookup_is_a_warning_and_the_gate_still_decides(
 # --- 7. nightly issues ----------------------------------------------------------------------------------
 
 
-@pytest.mark.slow
 def test_nightly_opens_one_issue_per_failing_op_updates_it_and_closes_it_when_fixed(
     fake_github: FakeGitHub, tmp_path: Path
 ) -> None:
@@ -403,7 +397,6 @@ def test_nightly_opens_one_issue_per_failing_op_updates_it_and_closes_it_when_fi
 # --- 8. signing ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.slow
 def test_sign_mode_signs_what_verify_accepts_and_gate_without_a_key_is_unsigned(
     fake_github: FakeGitHub, tmp_path: Path
 ) -> None:
@@ -466,7 +459,6 @@ def test_a_workspace_without_gpuemu_toml_exits_2(fake_github: FakeGitHub, tmp_pa
 # --- 10. ownership of output_dir -------------------------------------------------------------------------
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="chown needs root")
 def test_output_dir_is_handed_to_the_workspace_owner(fake_github: FakeGitHub, tmp_path: Path) -> None:
     """A Docker action runs as root; the runner's later steps run as the workspace's owner."""

@@ -46,6 +46,7 @@ def test_a_buggy_callable_raises_with_replay_seeds(quickstart_kernels, tmp_path)
     assert info.value.result.cases_failed > 0
 
 
+@pytest.mark.slow
 def test_an_importable_function_runs_in_an_isolated_worker(make_project, tmp_path, monkeypatch):
     config = make_project(
         """
@@ -97,6 +98,7 @@ def off_by_a_lot(x):
     return (np.exp(x.astype(np.float32)) / np.float32(x.shape[-1])).astype(x.dtype)
 
 
+@pytest.mark.slow
 def test_a_function_of_a_test_module_runs_isolated_and_its_replay_command_replays_it(tmp_path, cli):
     with pytest.raises(OpCheckFailed) as info:
         gpuemu_ci.check("softmax", off_by_a_lot, config=QUICKSTART, out_dir=tmp_path, iterations=2)

@@ -133,6 +133,7 @@ def test_torch_op_on_cpu_gets_tensors_with_the_generated_strides(pool: WorkerPoo
     assert report.outcome == "passed", report.message
 
 
+@pytest.mark.slow
 def test_torch_inplace_write_is_detected(pool: WorkerPool, fw_root: Path) -> None:
     pytest.importorskip("torch")
     task = op_task(

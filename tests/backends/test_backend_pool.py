@@ -258,6 +258,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads process states from /proc")
 def test_workers_do_not_outlive_a_killed_parent(user_root: Path, tmp_path: Path) -> None:
     import signal

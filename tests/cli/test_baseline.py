@@ -110,6 +110,7 @@ def test_create_keeps_what_a_diff_needs_and_drops_the_rest(project: Project) -> 
     assert "2 op x dtype results" in stderr
 
 
+@pytest.mark.slow
 def test_a_baseline_file_and_its_results_json_diff_the_same(project: Project) -> None:
     out = project.root / "same.json"
     assert _create("--from", project.results, "-o", out)[0] == 0

@@ -88,6 +88,7 @@ def test_syntax_error_exits_1_pointing_at_the_line(project: Path) -> None:
     assert "Traceback" not in result.output
 
 
+@pytest.mark.slow
 @requires_nvcc
 def test_ambiguous_entry_exits_2(project: Path) -> None:
     result = _run("--config", str(_write(project, entry="add")), "--kernel", "templ")

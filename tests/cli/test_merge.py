@@ -268,6 +268,7 @@ def test_a_bad_shard_is_a_usage_error(cli: Callable[..., CliResult], tmp_path: P
     assert result.code == 2 and "--shard" in result.stderr
 
 
+@pytest.mark.slow
 def test_every_case_runs_in_exactly_one_shard_balanced_by_cost(tmp_path: Path) -> None:
     from gpuemu_ci.config.load import load_config
     from gpuemu_ci.pipeline.settings import RunOptions, Settings
@@ -289,6 +290,7 @@ def test_every_case_runs_in_exactly_one_shard_balanced_by_cost(tmp_path: Path) -
     assert deal(plans, 4) == owner  # the same deal every time, everywhere
 
 
+@pytest.mark.slow
 def test_shards_of_another_config_or_generator_are_refused_saying_which(
     cli: Callable[..., CliResult], tmp_path: Path
 ) -> None:

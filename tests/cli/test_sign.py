@@ -398,6 +398,7 @@ class TestThroughTheEntryPoint:
             self.run("verify", "r.dsse.json", "--key", "k.pub", "--repo", "x/y", cwd=workdir).returncode == 2
         )
 
+    @pytest.mark.slow
     def test_signs_what_gpuemu_ci_run_wrote(
         self, tmp_path: Path, keypair: tuple[Path, Path], sample: Any
     ) -> None:

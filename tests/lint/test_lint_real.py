@@ -113,6 +113,7 @@ def test_metrics_equal_what_nvcc_prints(report: LintReport, tmp_path: Path) -> N
     assert compared == 2 * 2 + 3 + 2 + 1 + 1
 
 
+@pytest.mark.slow
 def test_spills_differ_by_arch_and_fail_the_cap(report: LintReport) -> None:
     spill = _kernel(report, "spill")
     assert spill.status is KernelStatus.FAILED

@@ -9,6 +9,9 @@ import json
 
 import pytest
 
+# Each test runs whole suites or processes: seconds each (the fast tier, -m "not slow", leaves them out).
+pytestmark = pytest.mark.slow
+
 OPS = """
 import numpy as np
 
@@ -83,7 +86,6 @@ def run(make_project, cli, op: str, extra: str = "") -> tuple[int, dict]:
     return result.code, json.loads((out / "results.json").read_text())["ops"][0]
 
 
-@pytest.mark.slow
 def test_fp32_angles_pass_with_the_working_precision_reference_and_fail_without(make_project, cli):
     code, op = run(make_project, cli, "rope")
     assert code == 0 and op["status"] == "passed", op["failures"][:1]

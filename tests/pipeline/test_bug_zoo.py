@@ -49,6 +49,7 @@ def test_quick_suite_finds_the_bug(zoo, name):
     assert all(f["replay"].endswith(f"--seed {f['case_seed']}") for f in op["failures"])
 
 
+@pytest.mark.slow
 def test_what_triggers_each_bug(zoo):
     _, document, _, _ = zoo
     ops = {o["name"]: o for o in document["ops"]}
@@ -102,6 +103,7 @@ def test_replay_refuses_another_generator_version(zoo):
         replay(session, config.ops[0], seed=failure["case_seed"], generator_version="0")
 
 
+@pytest.mark.slow
 def test_minimize_shrinks_to_a_smaller_failing_case(zoo):
     config, document, _out, session = zoo
     op_record = next(o for o in document["ops"] if o["name"] == "softmax_tail_mask")

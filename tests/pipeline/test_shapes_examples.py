@@ -40,6 +40,7 @@ def test_the_examples_pass_in_every_dtype(run):
         assert {row["dtype"] for row in op["dtypes"]} == {"float32", "bfloat16"} and not op["dtypes_not_run"]
 
 
+@pytest.mark.slow
 def test_coverage_says_what_ran(run):
     _, document = run
     ops = {op["name"]: op for op in document["ops"]}
@@ -80,6 +81,7 @@ def test_the_summary_and_the_html_report_show_coverage(run, cli):
     assert "<h2>Coverage</h2>" in html.stdout and "num_groups" in html.stdout
 
 
+@pytest.mark.slow
 def test_a_narrowed_quick_suite_says_which_dtypes_it_left_out(tmp_path, cli):
     config = tmp_path / "gpuemu.toml"
     text = SHAPES.read_text().replace("[ci]\n", '[ci]\nquick_dtypes = ["float32"]\n')

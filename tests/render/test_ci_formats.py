@@ -94,6 +94,7 @@ def test_sarif_of_real_runs_is_valid_with_one_result_per_failing_op_dtype(
     assert run["automationDetails"]["id"] == "gpuemu-ci/gate/"
 
 
+@pytest.mark.slow
 def test_sarif_skips_and_errors_are_stated(runs: dict[str, tuple[dict[str, Any], Path]]) -> None:
     run = sarif_log(report_of(runs["mixed"][0]))["runs"][0]
     notes = [n["message"]["text"] for n in run["invocations"][0]["toolExecutionNotifications"]]
@@ -209,6 +210,7 @@ def test_junit_names_stay_unique_and_the_xml_stays_valid(
     assert {"raises[float32]", "raises[float32]#2"} <= set(outcomes(root))
 
 
+@pytest.mark.slow
 def test_junit_of_kernel_lint(kernel_run: tuple[dict[str, Any], Path]) -> None:
     root = parse_junit(render_junit(report_of(kernel_run[0])))
     kernels = {k: v for k, v in outcomes(root).items() if k.endswith("[sm_80]")}

@@ -140,6 +140,7 @@ def test_a_capture_replays_and_pinned_in_the_corpus_is_part_of_the_regression_co
     assert row["cases_from_corpus"] == 1 and row["cases_failed"] == 0
 
 
+@pytest.mark.slow
 def test_autograd_functions_and_numpy_ops_pass_through_unchanged(norms, tmp_path: Path) -> None:
     config, module = norms(buggy=True)
     checker = Shadow("rmsnorm", config=config, probability=1.0, capture_dir=tmp_path)
