@@ -7,6 +7,8 @@
   working precision.
 - `invariants`: the declared invariants and the bias z-test; `argmax`: the `argmax` family;
   `gradients`: judging the gradients of ops declared `backward = true`.
+- `case_report`: the judging half of a case: the statistics rules that apply to it, its gradients folded
+  into its verdict, the `CaseReport` (the judge side in backends/ calls user code and hands the calls here).
 - `model`: the verdicts, plain data (`CaseVerdict`, `ErrorStats`, `Finding`).
-Pure functions of arrays and the op's spec: the oracle runs no user code itself.
+Pure functions of arrays, calls (`gpuemu_ci.calls`) and the op's spec: the oracle runs no user code itself.
 """
