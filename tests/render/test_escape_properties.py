@@ -13,7 +13,7 @@ import html
 import re
 import xml.etree.ElementTree as ET
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from gpuemu_ci.render import escape
@@ -39,9 +39,21 @@ def folded(value: str) -> str:
     return escape._CONTROL.sub("\ufffd", re.sub(r"\r\n|\r|\n", " ", value))
 
 
+def unjoined(text: str) -> str:
+    """Text without zero-width joiners: the escape adds them after @ and # (they break mentions invisibly), so
+    the comparison leaves them out on both sides."""
+    return text.replace("\u200d", "")
+
+
+def as_text(value: str) -> str:
+    """What `markdown_text` shows of `value`: folded, its own joiners aside, without the leading spaces and tabs
+    it drops (they would start an indented code block)."""
+    return unjoined(folded(value)).lstrip(" \t")
+
+
 def shown_text(rendered: str) -> str:
     """The characters a reader sees in rendered HTML."""
-    return html.unescape(re.sub(r"<[^>]+>", "", rendered)).replace("\u200d", "")
+    return unjoined(html.unescape(re.sub(r"<[^>]+>", "", rendered)))
 
 
 def cmark_whitespace(text: str) -> str:
@@ -50,10 +62,11 @@ def cmark_whitespace(text: str) -> str:
 
 
 @given(hostile)
+@example("_@.a")  # an e-mail autolink whose domain starts with a dot, once
 def test_markdown_text_shows_the_text_and_nothing_else(value: str) -> None:
     rendered = gfm(f"text: {escape.markdown_text(value)}")
     assert tags(rendered) <= {"p"}, rendered
-    assert cmark_whitespace(shown_text(rendered)) == cmark_whitespace(f"text: {folded(value)}")
+    assert cmark_whitespace(shown_text(rendered)) == cmark_whitespace(f"text: {as_text(value)}")
     assert escape.MARKER_OPENING not in escape.markdown_text(value)
 
 
@@ -64,11 +77,13 @@ BLOCK_START = st.sampled_from(
 
 
 @given(st.tuples(BLOCK_START, hostile).map("".join))
+@example("\u200d")  # a joiner of the user's own (the escape adds its own after @ and #)
+@example("    1. x")  # an indented code block, once
 def test_markdown_text_starting_a_list_item_stays_plain(value: str) -> None:
     """Block syntax counts where a block starts: escaped text at the start of a list item is still plain."""
     rendered = gfm(f"- {escape.markdown_text(value)}\n")
     assert tags(rendered) <= {"ul", "li", "p"}, rendered
-    assert cmark_whitespace(shown_text(rendered)) == cmark_whitespace(folded(value))
+    assert cmark_whitespace(shown_text(rendered)) == cmark_whitespace(as_text(value))
 
 
 @given(hostile, hostile)
