@@ -43,13 +43,13 @@ from gpuemu_ci.backends.interface import CaseReport, CaseSpec, OpTask
 from gpuemu_ci.backends.loading import load_callable
 from gpuemu_ci.config.load import load_config
 from gpuemu_ci.config.model import Config, Suite
-from gpuemu_ci.fuzz.case import build_case, draw_kwargs
-from gpuemu_ci.fuzz.shapes import draw_dims, shape_of
+from gpuemu_ci.fuzz.case import case_dims, draw_kwargs
+from gpuemu_ci.fuzz.inputs import case_inputs
+from gpuemu_ci.fuzz.shapes import shape_of
 from gpuemu_ci.pipeline.gate import run_gate
 from gpuemu_ci.pipeline.session import Session
 from gpuemu_ci.pipeline.settings import RunOptions, select_ops
 from gpuemu_ci.plan.expand import stratum
-from gpuemu_ci.rng import SeededRng
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO / "examples" / "quickstart" / "gpuemu.toml"
@@ -143,10 +143,9 @@ def loop_cases(config: Config, suite: Suite = Suite.QUICK) -> list[LoopCase]:
         reference = _reference(op.targets.reference, config.root)
         for ref in session.plan(op):
             chosen = stratum(op, ref.seed)
-            it = SeededRng(ref.seed)
-            dims = draw_dims(op, it.derive("shape"), chosen.aligned)
+            dims = case_dims(op, ref.seed)  # the gate's own draw for this seed: same dims, same kwargs
             inputs = {s.name: (shape_of(s.dims, dims), s.dtype or chosen.dtype) for s in op.shapes.inputs}
-            cases.append(LoopCase(run_op, reference, inputs, draw_kwargs(op, it.derive("kwargs"))))
+            cases.append(LoopCase(run_op, reference, inputs, draw_kwargs(op, ref.seed)))
     return cases
 
 
@@ -205,7 +204,7 @@ def generation_s(config: Config) -> float:
     start = time.perf_counter()
     for op, refs in planned:
         for ref in refs:
-            build_case(op, ref.seed, config.root)
+            case_inputs(op, ref.seed, config.root, load_callable)
     return time.perf_counter() - start
 
 

@@ -117,5 +117,6 @@ class CaseReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     call_s: float = 0.0  # seconds inside the op, reference and naive calls (benchmarks)
     output: str | None = None  # which output the first finding is about when not the forward's: "grad of x"
     gradients: tuple[GradientFigure, ...] = ()  # backward = true: per gradient, in grad_inputs order
+    triton_launches: tuple[tuple[str, int], ...] = ()  # how its Triton launches ran (vectorised or why not)
     inputs_digest: str | None = None  # fuzz/inputs.inputs_digest of the inputs the judge built
     op_inputs_digest: str | None = None  # inputs_differ: the digest of the op's side, which differs

@@ -31,7 +31,7 @@ TOP = "gpuemu_ci"
 
 # Bottom first. A part may import only parts of lower layers; parts of one layer never import each other.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", (TOP, "errors", "clock", "terminal", "dtypes", "rng", "calls")),
+    ("base", (TOP, "errors", "clock", "terminal", "dtypes", "rng", "calls", "triton_cpu")),
     ("settings", ("config", "files", "launch", "progress")),
     ("model", ("plan", "results")),
     ("stages", ("fuzz", "lint", "diff", "corpus")),
@@ -55,6 +55,7 @@ ALLOWED: dict[str, frozenset[str]] = {
         "dtypes": "",
         "rng": "",
         "calls": "",
+        "triton_cpu": "",
         "config": "errors dtypes",
         "files": "errors",
         "launch": TOP,
@@ -66,9 +67,10 @@ ALLOWED: dict[str, frozenset[str]] = {
         "lint": "config errors results",
         "diff": "config errors results",
         "corpus": "config errors plan results",
-        "backends": "calls config dtypes errors fuzz launch oracle plan results rng",
+        "backends": "calls config dtypes errors fuzz launch oracle plan results rng triton_cpu",
         "render": "diff results terminal",
-        "pipeline": f"{TOP} backends clock config corpus diff dtypes errors files fuzz lint plan progress results",
+        "pipeline": f"{TOP} backends clock config corpus diff dtypes errors files fuzz lint oracle plan progress "
+        "results",
         "github": f"{TOP} errors render results",
         "api": "backends config errors pipeline plan results",
         "shadow": f"{TOP} backends clock config dtypes errors fuzz oracle pipeline plan results",

@@ -111,6 +111,20 @@ def _reference_inputs(inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]
     }
 
 
+def _call_op(op: OpSpec, inputs: Mapping[str, np.ndarray], kwargs: Mapping[str, Any]) -> Any:
+    """The op on the inputs, as torch tensors for `framework = "torch"` ops (Triton kernels run in Triton's
+    interpreter, plain, as a CPU test of them would run)."""
+    if op.targets.framework.value != "torch":
+        return load_callable(op.targets.op)(**inputs, **kwargs)
+    import os
+
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # before the op's module imports Triton
+    import torch
+
+    result = load_callable(op.targets.op)(**{n: torch.from_numpy(a) for n, a in inputs.items()}, **kwargs)
+    return result.detach().numpy() if isinstance(result, torch.Tensor) else result
+
+
 def run_trial(op: OpSpec, dtype: str, dims: Mapping[str, int], rng: np.random.Generator) -> str | None:
     """One trial; returns why it failed, or None when allclose held."""
     table_seed = int(rng.integers(2**31))
@@ -129,7 +143,7 @@ def run_trial(op: OpSpec, dtype: str, dims: Mapping[str, int], rng: np.random.Ge
             buffer = np.zeros(reference.shape, dtype=out_dtype)
             call_kwargs[op.execution.out_arg] = buffer
         try:
-            result = load_callable(op.targets.op)(**inputs, **call_kwargs)
+            result = _call_op(op, inputs, call_kwargs)
         except Exception as exc:  # a kernel that raises fails the trial, as in KernelBench
             return f"raised {type(exc).__name__}: {exc}"
         out = np.asarray(buffer if result is None else result)

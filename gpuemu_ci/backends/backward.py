@@ -167,9 +167,8 @@ def reference_vjp(
         given = vjp_reference(dict(cast), {**kwargs, GRAD_OUTPUT_KWARG: grad_output})
         ordered = ordered_gradients(given, names, tuple(inputs))
         return tuple(np.asarray(to_numpy_outputs(g)[0], dtype=np.float64) for g in ordered)
-    import torch
 
-    tensors = {n: torch.from_numpy(a) for n, a in cast.items()}
+    tensors = {n: _torch_tensor(a) for n, a in cast.items()}
     leaves = [tensors[n].requires_grad_(True) for n in names]
     try:
         result = reference(tensors, dict(kwargs))
@@ -182,12 +181,21 @@ def reference_vjp(
     outputs = result if isinstance(result, tuple | list) else (result,)
     grads = _autograd(
         outputs,
-        [None if g is None else torch.from_numpy(g) for g in grads_in],
+        [None if g is None else _torch_tensor(g) for g in grads_in],
         leaves,
         "the reference is not differentiable by torch autograd (it must compute with torch on the tensors it "
         'is given, or give `vjp_reference = "pkg.mod:func"`)',
     )
-    return tuple(g.detach().numpy().astype(np.float64) for g in grads)
+    return tuple(g.detach().double().numpy() for g in grads)
+
+
+def _torch_tensor(a: np.ndarray) -> Any:
+    """torch.from_numpy, for bfloat16 too (NumPy's is ml_dtypes', which torch reads through its bits)."""
+    import torch
+
+    if a.dtype == dtypes.info("bfloat16").numpy:
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(a)
 
 
 def _autograd(

@@ -60,6 +60,7 @@ class InProcessPool:
             side.interpreter_types,
             side.inputs_digest,
             side.skipped,
+            side.triton,
         )
         report, _ = run_judge_side(task, case, view, contain=Exception, reference=reference)
         return report

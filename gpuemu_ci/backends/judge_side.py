@@ -54,9 +54,10 @@ from gpuemu_ci.oracle.case_report import (
     with_gradients,
 )
 from gpuemu_ci.oracle.judge import CaseContext, comparator_for, judge
-from gpuemu_ci.oracle.model import Comparator, ErrorStats
+from gpuemu_ci.oracle.model import CaseVerdict, Comparator, ErrorStats, FailureKind, Finding
 from gpuemu_ci.plan.expand import stratum
 from gpuemu_ci.results.snapshots import write_case_snapshot
+from gpuemu_ci.triton_cpu.report import TritonReport
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,7 @@ class OpView:
     interpreter_types: tuple[str, ...] = ()
     inputs_digest: str = ""  # of the inputs the op's side built ("" when it built none, or died first)
     skipped: str = ""  # the op's side could not hold the case (CaseSkipped)
+    triton: TritonReport | None = None  # what the GPU-faithful layer saw (gpuemu_ci/triton_cpu)
 
 
 def _reference_copy(view: np.ndarray) -> np.ndarray:
@@ -227,9 +229,18 @@ def run_judge_side(
     task's reference target (a function in the caller's process)."""
     judging = _Judging(task, spec, stage, contain, on_loaded, reference)
     try:
-        return _judge_case(judging, op_view), judging.retire
+        report = _judge_case(judging, op_view)
+        if op_view.triton is not None and report.outcome != "unloadable":
+            report = msgspec.structs.replace(report, triton_launches=triton_launches(op_view.triton))
+        return report, judging.retire
     except _Unloadable as exc:
         return CaseReport(outcome="unloadable", unloadable=exc.who, message=exc.message), judging.retire
+
+
+def triton_launches(seen: TritonReport) -> tuple[tuple[str, int], ...]:
+    """How the case's Triton launches ran: ("vectorised", n) and ("one program at a time: <why>", n)."""
+    ran = [("vectorised", seen.vectorised)] if seen.vectorised else []
+    return (*ran, *((f"one program at a time: {why}", n) for why, n in seen.per_program))
 
 
 def _judge_case(judging: _Judging, op_view: OpView) -> CaseReport:
@@ -264,7 +275,19 @@ def _judge_case(judging: _Judging, op_view: OpView) -> CaseReport:
     judging.call_s += op_view.op.duration_s + (op_view.rerun.duration_s if op_view.rerun else 0.0)
     if op_view.interpreter and op_view.interpreter_types:
         # Triton's interpreter computes these types on bit patterns (triton_probe): its numbers are the
-        # interpreter's fault, not the kernel's, so the case is not judged here.
+        # interpreter's fault, not the kernel's, so the case is not judged here. Where the kernel's memory
+        # accesses were out of bounds or raced, that is the kernel's whatever the numbers.
+        if op_view.triton is not None and op_view.triton.findings:
+            faulty = CaseReport(
+                outcome="failed",
+                **describe_case(case, judging.digest),
+                interpreter=op_view.interpreter,
+                kind=op_view.triton.findings[0][0],
+                message="\n".join(message for _, message in op_view.triton.findings),
+                findings=op_view.triton.findings,
+                call_s=judging.call_s,
+            )
+            return _with_snapshot(judging, case, faulty)
         return CaseReport(
             outcome="skipped",
             **describe_case(case, judging.digest),
@@ -319,6 +342,7 @@ def _judge_case(judging: _Judging, op_view: OpView) -> CaseReport:
         error_scale,
         bias_test=rules.bias_test,
         correlated=rules.correlated,
+        dot_input_roundoff=op_view.triton.dot_input_roundoff() if op_view.triton else 0.0,
     )
     stage(Stage.JUDGING)
     gradient_stats: tuple[tuple[str, ErrorStats], ...] = ()
@@ -336,6 +360,8 @@ def _judge_case(judging: _Judging, op_view: OpView) -> CaseReport:
             verdict, gradient_stats = with_gradients(
                 op, verdict, gradient_case, op_grads, rerun_grads, task.validation
             )
+        if op_view.triton is not None:
+            verdict = _with_triton_findings(verdict, op_view.triton, _nonfinite_where_finite(run))
     except judging.contain as exc:  # an error_scale hook that raises, or worse
         failed = CallResult(
             CallStatus.RAISED, message=f"judging the outputs failed: {describe_exception(exc)}"
@@ -355,6 +381,38 @@ def _errored(judging: _Judging, case: CaseInputs, failed: CallResult, who: str) 
 
 
 Gradients = tuple[np.ndarray, ...]
+
+
+def _nonfinite_where_finite(run: CaseRun) -> bool:
+    """The op's outputs hold NaN or Inf where the reference's are finite (poisoned lanes show that way)."""
+    for y, r in zip(run.op.outputs, run.reference.outputs, strict=False):
+        y, r = np.asarray(y), np.asarray(r)
+        same = y.shape == r.shape and y.dtype.kind == "f" and r.dtype.kind == "f"
+        if same and np.any(~np.isfinite(y) & np.isfinite(r)):
+            return True
+    return False
+
+
+def _with_triton_findings(verdict: CaseVerdict, seen: TritonReport, leaked: bool) -> CaseVerdict:
+    """The verdict with what the GPU-faithful layer found first (an out-of-bounds access stopped the kernel:
+    the op's `raised` is that), and a word on poisoned lanes where the output is non-finite and the reference
+    is not (`leaked`)."""
+    findings = [Finding(FailureKind(kind), message) for kind, message in seen.findings]
+    stopped = any(f.kind is FailureKind.OUT_OF_BOUNDS for f in findings)
+    for finding in verdict.findings:
+        if stopped and finding.kind is FailureKind.RAISED:
+            continue
+        if leaked and seen.poisoned and finding.kind in (FailureKind.NONFINITE, FailureKind.MISMATCH):
+            finding = Finding(
+                finding.kind,
+                f"{finding.message}\nMasked-off lanes of loads without `other` read NaN/+Inf/-Inf here (on a GPU "
+                f"they are undefined), at {'; '.join(seen.poisoned)}: a non-finite output where the reference is "
+                "finite is how a masked lane that reached the output shows",
+            )
+        findings.append(finding)
+    if not findings:
+        return verdict
+    return CaseVerdict(False, tuple(findings), verdict.stats)
 
 
 def _split_gradients(
@@ -419,7 +477,7 @@ def _reference_gradients(
     if len(exact) != len(names):
         return CallResult(CallStatus.BAD_OUTPUT, message=f"{len(exact)} gradients for {len(names)} inputs")
     absolute = None
-    if gradients.rule_for(op) is Comparator.BOUND:
+    if gradients.rule_for(op) in (Comparator.BOUND, Comparator.BASELINE_RELATIVE):
         try:
             magnitudes = {
                 n: np.abs(a) if dtypes.is_float_dtype(a.dtype) else a for n, a in case.logical.items()
@@ -431,13 +489,24 @@ def _reference_gradients(
             absolute = None  # a reference that needs signed inputs: the bound uses |g_ref| alone
 
     def low() -> tuple[np.ndarray, ...] | None:
-        working = precision.working_precision(op, case.dtype)
-        if working is None:
+        runs = []
+        for measurement in precision.gradient_measurements(op, case.dtype, case.stratum.mode):
+            inputs, grads = case.logical, upstream
+            if measurement.perturb:
+                inputs = precision.perturbed(case.logical, case.seed, measurement.perturb)
+                moved = precision.perturbed(
+                    {str(i): g for i, g in enumerate(upstream) if g is not None},
+                    case.seed + 1,
+                    measurement.perturb,
+                )
+                grads = tuple(None if g is None else moved[str(i)] for i, g in enumerate(upstream))
+            try:
+                runs.append(tuple(vjp(inputs, grads, dtypes.info(measurement.dtype).numpy)))
+            except Exception:
+                continue  # a reference torch cannot run in that dtype: the other measurements stand
+        if not runs:
             return None
-        try:
-            return tuple(vjp(case.logical, upstream, dtypes.info(working).numpy))
-        except Exception:
-            return None
+        return tuple(precision.farthest(r, [run[i] for run in runs]) for i, r in enumerate(exact))
 
     return gradients.GradientCase(
         dtype=case.dtype,

@@ -31,6 +31,8 @@ from gpuemu_ci.config.model import OpSpec
 from gpuemu_ci.fuzz.case import CaseInputs, CaseSkipped
 from gpuemu_ci.fuzz.inputs import inputs_digest
 from gpuemu_ci.fuzz.shapes import shape_of
+from gpuemu_ci.triton_cpu import layer as triton_layer
+from gpuemu_ci.triton_cpu.report import TritonReport
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,7 @@ class OpSide:
     interpreter_types: tuple[str, ...] = ()  # bfloat16/fp8 that Triton's interpreter handled (triton_probe)
     inputs_digest: str = ""  # of the inputs this side built ("" when it built none)
     skipped: str = ""  # why this machine cannot hold the case (CaseSkipped): the judge says so, not a failure
+    triton: TritonReport | None = None  # what the GPU-faithful layer saw (gpuemu_ci/triton_cpu)
 
 
 def out_buffer_shape(op: OpSpec, case: CaseInputs) -> tuple[int, ...]:
@@ -125,16 +128,23 @@ def run_op_side(
             return failed, False
         stage(which)
         values = {name: native.value for name, native in natives.items()}
-        result, retire = call(
-            invoke, bridge, values, kwargs, out=out, expected=resolve_dtype(out_dtype), private_of=private,
-            contain=contain,
-        )  # fmt: skip
+        settings = triton_layer.CallSettings(
+            case.seed, int(which is Stage.RERUN), op.execution.triton_sanitize
+        )
+        with triton_layer.intercepted(settings) as watched:  # Triton kernels run as a GPU would (triton_cpu)
+            result, retire = call(
+                invoke, bridge, values, kwargs, out=out, expected=resolve_dtype(out_dtype), private_of=private,
+                contain=contain,
+            )  # fmt: skip
+        seen = watched.report()
+        reports.append(seen if seen.launches or seen.notes or seen.interpreter_gaps else None)
         if not retire:
             for native in natives.values():
                 if native.write_back is not None:
                     native.write_back()  # device-side writes into inputs become visible to the comparison
         return result, retire
 
+    reports: list[TritonReport | None] = []
     launches_before = triton_probe.mark()
     first, retire = one_call(Stage.OP)
     modified = tuple(
@@ -154,7 +164,11 @@ def run_op_side(
                     region[...] = before[name]  # identical fresh inputs
             rerun, retire = one_call(Stage.RERUN)
     interpreter, interpreter_types = triton_probe.since(launches_before)
-    return OpSide(first, rerun, modified, interpreter, retire, interpreter_types, digest)
+    seen = [r for r in reports if r is not None]
+    triton = seen[0].merged(seen[1] if len(seen) > 1 else None) if seen else None
+    if interpreter and triton is not None and triton.interpreter_gaps:
+        interpreter_types = tuple(sorted({*interpreter_types, *triton.interpreter_gaps}))  # not judged
+    return OpSide(first, rerun, modified, interpreter, retire, interpreter_types, digest, triton=triton)
 
 
 def _forward_and_backward(task: OpTask, case: CaseInputs, invoke: Invoke, bridge: Bridge) -> Invoke:

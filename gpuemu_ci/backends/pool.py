@@ -563,6 +563,7 @@ class WorkerPool:
             done.interpreter_types,
             case.op_digest,
             done.skipped,
+            done.triton,
         )
         self._finish_side(slot, retire=done.retire)
         self._queue_judge(case)

@@ -17,6 +17,7 @@ from typing import Annotated
 import msgspec
 
 from gpuemu_ci.backends.interface import CaseReport, CaseSpec, OpTask
+from gpuemu_ci.triton_cpu.report import TritonReport
 
 
 class Stage(IntEnum):
@@ -90,6 +91,7 @@ class OpSideResult:
     interpreter_types: tuple[str, ...] = ()  # bfloat16/fp8 handled by Triton's interpreter (triton_probe)
     inputs_digest: str = ""  # of the inputs the op's side built (Built), "" when it built none
     skipped: str = ""  # the op's side could not hold the case on this machine (CaseSkipped): why
+    triton: TritonReport | None = None  # what the GPU-faithful layer saw (gpuemu_ci/triton_cpu)
 
 
 @dataclass(frozen=True)
@@ -178,6 +180,7 @@ class OpDone(msgspec.Struct, frozen=True, tag=True, forbid_unknown_fields=True):
     needs: int = 0
     interpreter_types: tuple[str, ...] = ()  # bfloat16/fp8 handled by Triton's interpreter (triton_probe)
     skipped: str = ""  # this machine cannot hold the case (CaseSkipped): why
+    triton: TritonReport | None = None  # what the GPU-faithful layer saw (gpuemu_ci/triton_cpu)
 
 
 class Verdict(msgspec.Struct, frozen=True, tag=True, forbid_unknown_fields=True):

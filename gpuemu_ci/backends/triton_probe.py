@@ -37,6 +37,9 @@ def install() -> None:
     module = sys.modules.get("triton.runtime.interpreter")
     if module is None or getattr(module, "_gpuemu_probed", False):
         return
+    from gpuemu_ci.triton_cpu import layer
+
+    layer.on_import(module)  # the interpreter's `and`/`or` fixed before any kernel is rewritten
     function = getattr(module, "InterpretedFunction", None)
     handle = getattr(module, "TensorHandle", None)
     run = getattr(function, "run", None)

@@ -120,6 +120,7 @@ class Worker:
                     needed,
                     side.interpreter_types,
                     side.skipped,
+                    side.triton,
                 )
             )
             data, more_fds = recv_frame(self.sock)
@@ -146,6 +147,7 @@ class Worker:
                 side.retire,
                 interpreter_types=side.interpreter_types,
                 skipped=side.skipped,
+                triton=side.triton,
             )
         )
 
@@ -178,6 +180,7 @@ class Worker:
             side.interpreter_types,
             side.inputs_digest,
             side.skipped,
+            side.triton,
         )
         report, retire = run_judge_side(task, request.case, view, stage=self.stage, on_loaded=self.ready)
         self.stage(Stage.REPLY)

@@ -60,6 +60,8 @@ def calibrate_command(
             for row in result.rows
         ]
         click.echo(json.dumps(rows, indent=2))
+    for note in result.notes:
+        click.echo(f"gpuemu-ci: {note}", err=True)
     if result.unusable:
         click.echo(
             f"gpuemu-ci: {result.unusable} cases failed or could not be judged: calibrate on a correct kernel",

@@ -503,6 +503,15 @@ KEYS: tuple[KeyDoc, ...] = (
         '["x", "w"]',
     ),
     KeyDoc(
+        "ops.triton",
+        "sanitize",
+        "boolean",
+        "Triton kernels run as a GPU would run them: bounds and race checks, poisoned masked lanes, TF32 "
+        "dots, programs in a seeded order (see Triton on CPU). `false`: the plain interpreter.",
+        "false",
+        model="Execution.triton_sanitize",
+    ),
+    KeyDoc(
         "ops.tolerances",
         "<dtype>",
         "number (atol) or { atol, rtol }",

@@ -243,6 +243,9 @@ class Execution:
     out_arg: str | None = None  # name of a kwarg the op writes its output into
     timeout_s: float | None = None
     require_gpu: bool = False
+    # `[ops.triton] sanitize`: Triton kernels run under the GPU-faithful layer (gpuemu_ci/triton_cpu): bounds
+    # and race checks, poisoned masked lanes, TF32 dots, programs in a seeded order.
+    triton_sanitize: bool = True
 
 
 @dataclass(frozen=True)

@@ -159,7 +159,9 @@ OP_KEYS = (
     "vjp",
     "vjp_reference",
     "grad_inputs",
+    "triton",
 )
+TRITON_KEYS = ("sanitize",)
 
 
 def parse_op(
@@ -205,6 +207,15 @@ def _op_body(
             'family = "custom" needs `error_scale = "pkg.mod:func"` (returns the '
             "per-element error scale S and length n) or `naive` (baseline-relative rule)",
         )
+    if inputs_hook is not None and not shapes.inputs and family in STRUCTURE_FAMILIES:
+        raise table.error(
+            "inputs_hook",
+            f'family = "{family.value}" with an inputs hook and no [ops.inputs]: the error bound needs the inputs\' '
+            "dims and roles (the length each output element sums, n, and its scale: |A||B|, the sum of |x|, P|V|, "
+            "a row's statistics); without them it would judge blind. Declare [ops.inputs] next to the hook (the "
+            "arrays it returns are checked against them) and `output` where the output drops dims, or use "
+            'family = "custom" with `error_scale` or `naive`',
+        )
     dtypes = _dtypes(table, validation)
     backward = _backward(table, name, targets, shapes, dtypes, root) if need_target else None
     return OpSpec(
@@ -218,6 +229,20 @@ def _op_body(
         execution=_execution(table),
         line=table.line,
     )
+
+
+# Families whose bound reads the op's structure from [ops.inputs] (config/ops.py, oracle/bounds.py).
+STRUCTURE_FAMILIES = frozenset(
+    {
+        Family.MATMUL,
+        Family.REDUCTION,
+        Family.SCAN,
+        Family.ATTENTION,
+        Family.ARGMAX,
+        Family.SOFTMAX,
+        Family.NORM,
+    }
+)
 
 
 def _targets(table: TableReader, name: str, project: Project, root: Path, need_target: bool) -> OpTargets:
@@ -444,7 +469,19 @@ def _execution(table: TableReader) -> Execution:
         out_arg=table.string("out_arg"),
         timeout_s=table.number("timeout", None, positive=True),
         require_gpu=table.boolean("require_gpu", False),
+        triton_sanitize=_triton_sanitize(table),
     )
+
+
+def _triton_sanitize(table: TableReader) -> bool:
+    """`[ops.triton] sanitize = false` turns the GPU-faithful checks of Triton kernels off (default on)."""
+    triton = table.table("triton")
+    if triton is None:
+        return True
+    triton.expect_keys(TRITON_KEYS)
+    sanitize = triton.boolean("sanitize", True)
+    triton.finish()
+    return sanitize
 
 
 def table_choice(table: TableReader, key: str, value: str | None, enum: type[E]) -> E | None:

@@ -219,8 +219,11 @@ class Sampler:
             return None
         if self.stratum.size_class is SizeClass.TILE:
             pool = tile_ladder(low, high)
-            if name in self.rows:  # successive tile cases step down the ladder, the max first
-                preferred = pool[(self.stratum.counter + self.row_order[name]) % len(pool)]
+            if name in self.rows:
+                # Successive tile cases of a dtype step down the ladder, each row dim at its max in its turn (the
+                # first dim in the first tile case, the second in the second...): every dtype row of the quick
+                # suite draws the longest rows the schema declares.
+                preferred = pool[(self.stratum.rung - self.row_order[name]) % len(pool)]
             else:
                 preferred = rng.derive(name).choice(pool)
         else:

@@ -23,7 +23,9 @@ from gpuemu_ci.rng import SeededRng
 # block (see docs/how-it-decides.md, "Determinism and replay").
 # 5: dims a function of the seed alone: equal dims shrunk by the element cap in declaration order (was: string
 # hash order), large cases sized without reading the machine's free memory (variant 1 now crosses 2^31 bytes).
-GENERATOR_VERSION = "5"
+# 6: the tile rung of the row dims counts per dtype, so every dtype row of the quick suite draws each row dim at
+# its declared max (issue #32).
+GENERATOR_VERSION = "6"
 
 TWO_POW_53 = float(2**53)
 LN2 = 0.6931471805599453  # a literal: log-probabilities are -k * ln 2 for dyadic probabilities

@@ -33,6 +33,10 @@ class BoundInputs:
     # Sorted values or addends repeated along the summed dim make rounding errors correlated: sqrt(n) no
     # longer bounds them, n does (Higham's deterministic gamma_n).
     correlated: bool = False
+    # The unit roundoff of a matrix product's inputs when the kernel rounds them (a Triton `tl.dot` on fp32 in
+    # TF32, its GPU default: 2^-11). Only the matmul and attention families allow for it: there TF32 is the
+    # contract; a scan or a reduction computed with a TF32 dot has lost the accuracy the op promises.
+    dot_input_roundoff: float = 0.0
 
 
 def accumulator_roundoff(op: OpSpec, case_dtype: str) -> float:
@@ -143,6 +147,8 @@ def allowed_error(op: OpSpec, case: BoundInputs) -> np.ndarray:
             if mean is not None:
                 scale = np.maximum(scale, mean)
         term = g * u_acc * scale + k_f * u_acc * r
+        if family is Family.MATMUL and case.dot_input_roundoff:
+            term = term + _rounded_dot_inputs(case, scale, n)
     elif family is Family.SOFTMAX:
         x = next(iter(case.inputs.values()))
         spread = np.zeros_like(r)
@@ -177,6 +183,8 @@ def allowed_error(op: OpSpec, case: BoundInputs) -> np.ndarray:
         )
         pv = case.reference_abs if case.reference_abs is not None else r
         term = (u_p + sqrt(n) * u_acc + 2.0 * u_acc * qk + k_f * u_acc) * np.abs(pv)
+        # Rounded dot inputs: the scores err by 2u|q||k| (through exp, relatively), P V by 2u|P||V|.
+        term = term + 2.0 * case.dot_input_roundoff * (1.0 + qk) * np.abs(pv)
         # P is rounded to the input dtype before P @ V: where P is subnormal there its error is absolute
         # (half the smallest subnormal), so add eta_p * sum_j |v_j| (v's keys run along axis -2).
         v = tensors[-1]
@@ -197,6 +205,17 @@ def allowed_error(op: OpSpec, case: BoundInputs) -> np.ndarray:
 
 
 _SHIFT_NAMES = ("bias", "beta", "shift", "b")
+_FP32_MIN_NORMAL = 2.0**-126
+
+
+def _rounded_dot_inputs(case: BoundInputs, scale: np.ndarray, n: int) -> np.ndarray:
+    """What rounding a product's inputs (TF32) adds: 2u per product relative to |a||b|, and below fp32's
+    smallest normal an absolute u * 2^-126 per input, times the largest other operand, n times."""
+    u = case.dot_input_roundoff
+    largest = sum(
+        float(np.max(np.abs(np.where(np.isfinite(x), x, 0.0)), initial=0.0)) for x in case.inputs.values()
+    )
+    return 2.0 * u * scale + u * _FP32_MIN_NORMAL * n * largest
 
 
 def _affine(inputs: Mapping[str, np.ndarray], x: np.ndarray, axis: int) -> tuple[float, np.ndarray]:

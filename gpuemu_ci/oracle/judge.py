@@ -40,6 +40,7 @@ class CaseContext:
     bias_test: bool = False  # regular-valued cases only: structured inputs make rounding errors correlated
     correlated: bool = False  # sorted values or addends repeated along a summed dim (bounds.BoundInputs)
     low_outputs: tuple[np.ndarray, ...] | None = None  # the reference in the working precision (precision.py)
+    dot_input_roundoff: float = 0.0  # u of fp32 `tl.dot` inputs the kernel ran (TF32: 2^-11; triton_cpu)
 
 
 def comparator_for(op: OpSpec, dtype: str) -> Comparator:
@@ -242,6 +243,7 @@ def _family_allowance(
             output_dtype,
             case.dtype,
             case.correlated,
+            case.dot_input_roundoff,
         ),
     )
 
@@ -252,6 +254,8 @@ def _judge_argmax(
     """family = "argmax": the scores' allowance (family bound and working-precision reference, the scores
     never being stored, so judged in the working precision), then the choice (oracle/argmax.py)."""
     working = precision.working_precision(op, case.dtype) or case.dtype
+    if precision.error_scale(op, case.dtype) != 1.0:  # a float64 case, measured in float32: judged in float64
+        working = case.dtype
     if not dtypes.info(working).is_float:
         working = "float32"
     scores = np.asarray(scores, dtype=np.float64)
@@ -277,21 +281,26 @@ def _with_empirical(
     if low is None or len(low) <= position:
         return allowed, None
     magnitude = precision.input_magnitude(op, _float_inputs(case), tuple(r.shape))
+    working_name = precision.working_precision(op, case.dtype) or "float32"
+    note = precision.float64_reference_note(r, np.asarray(low[position]), working_name, case.dtype)
     found = precision.empirical_term(r, np.asarray(low[position]), magnitude)
     if found is None:
-        return allowed, None
+        return allowed, (lambda _index: note or "") if note else None
     term, scale = found
+    factor = precision.error_scale(op, case.dtype)
+    term = term * factor
     c = op.error_model.bound_c
     family = np.broadcast_to(np.asarray(allowed, dtype=np.float64), r.shape)
     empirical = c * precision.ROUNDINGS * term
     working = precision.working_precision(op, case.dtype) or "float32"
+    scaled = f" × {factor:.3g} for {case.dtype}" if factor != 1.0 else ""
     name = (op.error_model.family or Family.ELEMENTWISE).value
 
     def explain(index: tuple[int, ...]) -> str:
         return (
             f"; allowed = {c:g} × max({name} bound {family[index] / c:.3g}, {precision.ROUNDINGS:g} × the "
-            f"{working} reference's error {term[index]:.3g} [scale: {scale}])"
-        )
+            f"{working} reference's error{scaled} {term[index]:.3g} [scale: {scale}])"
+        ) + (note or "")
 
     return np.maximum(family, empirical), explain
 

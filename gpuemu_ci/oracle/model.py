@@ -33,6 +33,8 @@ WRONG_ANSWER = frozenset(
         FailureKind.OOM,
         FailureKind.RAISED,
         FailureKind.BAD_OUTPUT,
+        FailureKind.OUT_OF_BOUNDS,
+        FailureKind.RACE,
     }
 )
 

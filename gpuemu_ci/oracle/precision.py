@@ -16,12 +16,14 @@ them, and the judge allows c times the larger of it and the family bound (oracle
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
 from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Family, OpSpec
 from gpuemu_ci.oracle.model import CaseVerdict, FailureKind
+from gpuemu_ci.plan.model import ValueMode
 
 FAMILIES = frozenset(Family) - {Family.EXACT}
 # A kernel rounds an internal quantity (an angle, a mean) in its own order, often a few more times than the
@@ -31,17 +33,99 @@ ROUNDINGS = 2.0
 
 
 def working_precision(op: OpSpec, case_dtype: str) -> str | None:
-    """The dtype the op computes in: its declared accumulator, else float32 for float32 and 16-bit cases;
-    None when there is nothing below float64 to measure (float64 and integer cases, ops without a family)."""
+    """The dtype the reference is measured in: the op's declared accumulator, else float32 for float32, 16-bit
+    and float64 cases (a float64 case's measurement is scaled down to float64, `error_scale`); None when there is
+    nothing below float64 to measure (a float64 accumulator, integer cases, ops without a family)."""
     if op.error_model.family not in FAMILIES or not op.error_model.precision_reference:
         return None
     if op.error_model.accumulator:
         chosen = op.error_model.accumulator
-    elif case_dtype in ("float32", "float16", "bfloat16"):
+    elif case_dtype in ("float32", "float16", "bfloat16", "float64"):
         chosen = "float32"
     else:
         return None
     return chosen if dtypes.info(chosen).is_float and chosen != "float64" else None
+
+
+def error_scale(op: OpSpec, case_dtype: str) -> float:
+    """What the measured error is multiplied by to model the kernel's: 1, except for a float64 case without a
+    declared accumulator, which computes in float64 but is measured in float32. To first order a rounding error
+    is a sum of terms each proportional to the unit roundoff, so the float32 error times u64/u32 (2^-29) models
+    the same mathematics in float64: cancellation, conditioning and the length of sums carry over unchanged."""
+    measured = working_precision(op, case_dtype)
+    if measured is None or case_dtype != "float64" or op.error_model.accumulator:
+        return 1.0
+    return dtypes.info("float64").unit_roundoff / dtypes.info(measured).unit_roundoff
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One evaluation of the reference's backward that the gradients' error model is built from."""
+
+    dtype: str  # the dtype it computes in
+    perturb: float = 0.0  # inputs and upstream gradients moved by this relative amount first (`perturbed`)
+
+
+def gradient_measurements(
+    op: OpSpec, case_dtype: str, mode: ValueMode | None = None
+) -> tuple[Measurement, ...]:
+    """How the reference's backward is measured; the model takes, per element, the farthest of them:
+
+    - in the working precision, as the forward's;
+    - for 16-bit cases, in the case's own dtype too. Autograd saves the forward's outputs and statistics in the
+      tensors' dtype and a backward computes from them (softmax's `y (g - sum g y)`, log-softmax's
+      `g - exp(y) sum g`, a variance's `x - mean`): their rounding to 16 bits, amplified by what the backward
+      does with them, is rounding a correct 16-bit backward makes and a float32 evaluation does not. The same
+      mathematics run by torch in the 16-bit dtype makes it (FlashAttention's tests allow 2-3 times a
+      same-dtype implementation's error for the same reason);
+    - in float64 on inputs and upstream gradients moved by one rounding of the working precision (`perturbed`),
+      except for boundary values: next to exp's overflow and at huge magnitudes a random move of the last bit
+      changes the answer by far more than a correct kernel, whose intermediate cancellations (x - max) are
+      exact, errs; there it would hide bugs.
+    """
+    working = working_precision(op, case_dtype)
+    if working is None:
+        return ()
+    found = [Measurement(working)]
+    if case_dtype in ("float16", "bfloat16"):
+        found.append(Measurement(case_dtype))
+    if mode is not ValueMode.BOUNDARY:
+        found.append(Measurement("float64", dtypes.info(working).unit_roundoff))
+    return tuple(found)
+
+
+def perturbed(arrays: Mapping[str, np.ndarray], seed: int, roundoff: float) -> dict[str, np.ndarray]:
+    """float64 copies of the float arrays, each element moved by +-roundoff relative (signs from the case seed,
+    so a replay repeats them). The reference's backward run on them measures how much rounding at the inputs'
+    scale moves the gradient (a mean computed in another order), which an evaluation in the working precision
+    can miss where quantised inputs make its every rounding exact. Gradients only (oracle/gradients.py): for a
+    forward output the same measurement hid a real bug (a masked lane loading 0 in a softmax of huge constant
+    rows), and bought almost nothing on PyTorch's controls."""
+    rng = np.random.default_rng([seed & (2**63 - 1), 0x5EED])
+    out = {}
+    for name, a in arrays.items():
+        if dtypes.is_float_dtype(a.dtype):
+            signs = rng.integers(0, 2, size=a.shape) * 2.0 - 1.0
+            out[name] = np.asarray(a, dtype=np.float64) * (1.0 + roundoff * signs)
+        else:
+            out[name] = a
+    return out
+
+
+def farthest(exact: np.ndarray, measured: list[np.ndarray]) -> np.ndarray:
+    """Per element, the measured value farthest from the exact one (non-finite measurements are skipped)."""
+    r = np.asarray(exact, dtype=np.float64)
+    best = r.copy()
+    best_error = np.zeros(r.shape)
+    for run in measured:
+        w = np.asarray(run, dtype=np.float64)
+        if w.shape != r.shape:
+            continue
+        error = np.abs(w - r)
+        wider = np.isfinite(error) & (error > best_error)
+        best = np.where(wider, w, best)
+        best_error = np.where(wider, error, best_error)
+    return best
 
 
 def worth_measuring(op: OpSpec, case_dtype: str, verdict: CaseVerdict) -> bool:
@@ -137,11 +221,40 @@ def _by_names(
         return None
 
 
+FLOAT64_REFERENCE = "the reference computes in float64 whatever it is given"
+
+
+def float64_reference_note(
+    reference: np.ndarray, low: np.ndarray, working: str, case_dtype: str
+) -> str | None:
+    """What to say when the working-precision run cannot have measured anything: the reference returned float64
+    for inputs cast to `working` (it casts them, `x.astype(np.float64)`), or returned exactly its float64
+    answer. Then the allowance is the family bound alone, and an ill-conditioned case a correct kernel errs on
+    (rotary angles at large positions, a variance of offset values) fails with no hint why."""
+    low = np.asarray(low)
+    if case_dtype == "float64" or working == "float64":
+        return None
+    returned_float64 = low.dtype == np.float64
+    same = low.shape == np.shape(reference) and np.array_equal(
+        low.astype(np.float64), np.asarray(reference, dtype=np.float64), equal_nan=True
+    )
+    if not (returned_float64 or same):
+        return None
+    what = "returned float64" if returned_float64 else "returned its float64 answer"
+    return (
+        f"; note: {FLOAT64_REFERENCE} (its run on {working} inputs {what}, e.g. it does "
+        f"`x.astype(np.float64)`), so the working-precision error model measured nothing and the {case_dtype} "
+        "case was judged by the family bound alone. Write the reference in the dtype of its inputs "
+        "(docs/how-it-decides.md: the working-precision reference)"
+    )
+
+
 def empirical_term(
-    reference: np.ndarray, low: np.ndarray, magnitude: np.ndarray | None
+    reference: np.ndarray, low: np.ndarray, magnitude: np.ndarray | None, relative: bool = True
 ) -> tuple[np.ndarray, str] | None:
     """The error model the working-precision reference supports (before the factor c), and which scale it
-    uses; None when it measured no error."""
+    uses; None when it measured no error. `relative = False` leaves out the |reference| model (gradients, whose
+    elements sum terms far larger than themselves: their scale is `magnitude`)."""
     r = np.asarray(reference, dtype=np.float64)
     w = np.asarray(low, dtype=np.float64)
     if w.shape != r.shape:
@@ -150,7 +263,7 @@ def empirical_term(
     error = np.where(usable, np.abs(w - np.where(usable, r, 0.0)), 0.0)
     if not np.any(error > 0):
         return None
-    models = [("|reference|", np.abs(np.where(usable, r, 0.0)))]
+    models = [("|reference|", np.abs(np.where(usable, r, 0.0)))] if relative else []
     if magnitude is not None:
         models.append(("input magnitude", np.asarray(magnitude, dtype=np.float64)))
     models.append(("constant", np.ones_like(r)))

@@ -15,6 +15,7 @@ import numpy as np
 from gpuemu_ci.backends.interface import CaseSpec
 from gpuemu_ci.config.model import OpSpec
 from gpuemu_ci.errors import InputsDiffer
+from gpuemu_ci.oracle import precision
 from gpuemu_ci.pipeline.session import Session
 from gpuemu_ci.results.base import json_float
 
@@ -39,6 +40,7 @@ class CalibrationRow:
 class Calibration:
     rows: tuple[CalibrationRow, ...]
     unusable: int  # cases that failed or could not be judged: calibrate on a correct kernel
+    notes: tuple[str, ...] = ()  # what the failures say about the reference (one per op)
 
 
 def calibrate(
@@ -47,6 +49,7 @@ def calibrate(
     """Runs `iterations` cases per dtype of each op (every dtype it declares) and measures the headroom."""
     rows: list[CalibrationRow] = []
     unusable = 0
+    notes: list[str] = []
     for op in ops:
         groups: dict[tuple[str, str, str], list[tuple[float, float, float, float]]] = defaultdict(list)
         task = session.task(op)
@@ -67,6 +70,9 @@ def calibrate(
                 continue
             if report.outcome != "passed":
                 unusable += 1
+                note = _reference_note(op.name, report.message)
+                if note and note not in notes:
+                    notes.append(note)
             shape_class = f"{report.size_class} dims"
             scale = report.reference_scale or 0.0
             rel = report.max_abs_error / scale if scale > 0 and report.max_abs_error is not None else 0.0
@@ -94,7 +100,18 @@ def calibrate(
                     meaningless=meaningless,
                 )
             )
-    return Calibration(tuple(rows), unusable)
+    return Calibration(tuple(rows), unusable, tuple(notes))
+
+
+def _reference_note(op: str, message: str) -> str | None:
+    """A failure caused by a reference that defeats the working-precision model, said once per op."""
+    if precision.FLOAT64_REFERENCE not in message:
+        return None
+    return (
+        f"{op}: {precision.FLOAT64_REFERENCE}: its run on float32 inputs returns the float64 answer, so the "
+        "working-precision error model measures nothing and ill-conditioned cases fail on the family bound "
+        "alone. Compute in the inputs' dtype (docs/how-it-decides.md: the working-precision reference)."
+    )
 
 
 # A tolerance that allows errors this large next to the values themselves accepts nearly any output.

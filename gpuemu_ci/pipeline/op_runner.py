@@ -153,8 +153,11 @@ class OpCollector:
         self.failing: list[tuple[CaseRef, CaseReport]] = []
         self.unloadable: tuple[CaseRef, CaseReport] | None = None
         self.interpreter: str | None = None
+        self.triton_launches: dict[str, int] = {}
 
     def add(self, ref: CaseRef, report: CaseReport) -> None:
+        for how, count in report.triton_launches:
+            self.triton_launches[how] = self.triton_launches.get(how, 0) + count
         if report.outcome == "unloadable":
             if self.unloadable is None or ref.index < self.unloadable[0].index:
                 self.unloadable = (ref, report)
@@ -208,6 +211,7 @@ class OpCollector:
             line=self.op.line,
             framework=self.op.targets.framework.value,
             interpreter=self.interpreter,
+            triton_launches=dict(sorted(self.triton_launches.items())),
             skip_reason=reasons if status is OpStatus.SKIPPED else None,
             message=f"{self.need_gpu} of {total} cases need a GPU (Triton's interpreter; --require-gpu)"
             if self.need_gpu and not failed

@@ -124,8 +124,9 @@ def stratum(op: OpSpec, seed: int) -> CaseStratum:
         mode = modes[slot % len(modes)]
     # Successive cases of a size class (dtypes interleaved, then rounds) get successive counters, so the tile
     # rungs and the kwarg combinations are spread over every dtype of the suite.
-    counter = (_OCCURRENCE[slot] + round_ * _CLASS_COUNT[size_class]) * dtypes_count + dtype_index
-    return CaseStratum(dtype, mode, size_class, contiguous, counter)
+    rung = _OCCURRENCE[slot] + round_ * _CLASS_COUNT[size_class]
+    counter = rung * dtypes_count + dtype_index
+    return CaseStratum(dtype, mode, size_class, contiguous, counter, rung)
 
 
 def suite_dtypes(op: OpSpec, config: Config, suite: Suite, only: Sequence[str] = ()) -> tuple[str, ...]:

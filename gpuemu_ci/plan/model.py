@@ -49,6 +49,9 @@ class CaseStratum:
     size_class: SizeClass
     contiguous: bool  # every input contiguous (True) or each input in a non-contiguous layout
     counter: int = 0  # this case's position among its size class: picks the tile rung, kwargs, large variant
+    # This case's position among its size class within its own dtype: the tile rung of the dims that shape the
+    # rows, so each dtype's first tile cases draw every such dim at its declared max (one dim per case).
+    rung: int = 0
 
     @property
     def aligned(self) -> bool:

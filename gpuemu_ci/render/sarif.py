@@ -47,6 +47,8 @@ OP_RULES: dict[str, str] = {
     "bias": "The op's rounding is biased (a z-test over outputs rounded to a 16-bit type).",
     "unwritten": "The op left part of its output buffer unwritten.",
     "bad_output": "The op returned something that is not an array (or a tuple of arrays).",
+    "out_of_bounds": "A Triton kernel read or wrote outside the tensors it was given (checked per lane on CPU).",
+    "race": "Programs of one Triton launch read or overwrote each other's results: their order decides it.",
 }
 NOT_JUDGED = "not-judged"
 COMPILE_ERROR = "compile-error"

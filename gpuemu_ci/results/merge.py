@@ -10,7 +10,7 @@ shards as documented below. Shards of different plans, a missing shard or a shar
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import msgspec
@@ -157,6 +157,7 @@ def _merge_op(rows: list[OpResult], planned: ShardOp | None) -> OpResult:
         cases_skipped=skipped,
         comparator=",".join(comparators) or None,
         interpreter=next((r.interpreter for r in ran if r.interpreter), None),
+        triton_launches=_summed(r.triton_launches for r in ran),
         cases_total=total,
         cases_passed=total - failed - errored - skipped,
         cases_failed=failed,
@@ -166,6 +167,14 @@ def _merge_op(rows: list[OpResult], planned: ShardOp | None) -> OpResult:
         failures_omitted=max(0, failing - MAX_RECORDED_FAILURES),
     )
     return _with_message(merged, planned)
+
+
+def _summed(counts: Iterable[dict[str, int]]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for each in counts:
+        for key, count in each.items():
+            total[key] = total.get(key, 0) + count
+    return dict(sorted(total.items()))
 
 
 def _with_message(op: OpResult, planned: ShardOp | None) -> OpResult:

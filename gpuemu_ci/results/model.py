@@ -69,6 +69,8 @@ class FailureKind(StrEnum):
     OOM = "oom"
     RAISED = "raised"
     BAD_OUTPUT = "bad_output"
+    OUT_OF_BOUNDS = "out_of_bounds"  # a Triton kernel accessed memory outside its arguments (triton_cpu)
+    RACE = "race"  # programs of one Triton launch depend on each other's order (triton_cpu)
 
 
 SnapshotPath = Annotated[str, msgspec.Meta(pattern=r"^snapshots/[0-9a-f]{16}\.npz$")]
@@ -192,6 +194,9 @@ class OpResult(Record, frozen=True):
     import_error: bool = False  # the op or its reference does not load: the config is wrong (exit 2)
     dtypes_not_run: tuple[str, ...] = ()  # declared dtypes this suite left out (ci.quick_dtypes, --dtype)
     cases_skipped: Count = 0  # ran but not judged (see the dtype rows' skip_reason): not passed, not failed
+    # Triton kernels under the interpreter: launches run vectorised (every program at once) and one program at a
+    # time, by why ("one program at a time: atomics"), over the op's cases (gpuemu_ci/triton_cpu).
+    triton_launches: dict[str, Count] = msgspec.field(default_factory=dict)
 
     def dtype_result(self, dtype: str) -> DtypeResult | None:
         return next((d for d in self.dtypes if d.dtype == dtype), None)

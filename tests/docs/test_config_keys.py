@@ -30,7 +30,7 @@ DESCRIBED_IN_A_TYPE = {
 }
 # Tables: each is a header in the reference (or a key whose rows are in its own table).
 TABLES = {"project", "validation", "ci", "policies", "ops", "kernels", "tolerances", "dims", "kwargs",
-          "launch", "artifact_checks", "required_patterns", "forbidden_patterns"}  # fmt: skip
+          "launch", "artifact_checks", "required_patterns", "forbidden_patterns", "triton"}  # fmt: skip
 
 
 def _loader_trees() -> list[ast.Module]:

@@ -99,3 +99,29 @@ def test_a_wrong_kernel_still_fails_and_the_message_explains_the_allowance(make_
     assert code == 1 and op["status"] == "failed" and op["cases_failed"] == op["cases_total"]
     message = op["failures"][0]["message"]
     assert "allowed = 4 × max(elementwise bound" in message and "2 × the float32 reference's error" in message
+
+
+FLOAT64_REFERENCE = """
+
+def reference_f64(x, position_offset=0, base=10000.0):
+    # What many users write: everything in float64 whatever the inputs, so the float32 run returns the exact answer.
+    return reference(x.astype(np.float64), position_offset, base)
+"""
+
+
+def test_a_reference_that_computes_in_float64_whatever_it_is_given_is_named_in_the_failure(make_project, cli):
+    config = make_project(
+        CONFIG.format(op="rope", extra="").replace("ropeops:reference", "ropeops:reference_f64"),
+        {"ropeops.py": OPS + FLOAT64_REFERENCE},
+    )
+    out = config.parent / "out"
+    result = cli("run", "--config", config, "--out", out, "--no-lint")
+    op = json.loads((out / "results.json").read_text())["ops"][0]
+    assert result.code == 1 and op["status"] == "failed"  # the same correct kernel that passes above
+    message = op["failures"][0]["message"]
+    assert "the reference computes in float64 whatever it is given" in message
+    assert "its run on float32 inputs returned float64" in message and "x.astype(np.float64)" in message
+    assert "docs/how-it-decides.md: the working-precision reference" in message
+    calibrated = cli("calibrate", "--config", config, "--iterations", "4")
+    assert calibrated.code == 1
+    assert "rope: the reference computes in float64 whatever it is given" in calibrated.output

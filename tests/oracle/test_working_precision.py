@@ -118,7 +118,12 @@ def test_input_magnitude_aligns_inputs_with_the_output_by_dim_names():
 def test_working_precision_follows_the_case_and_the_declared_accumulator():
     op = make_op(Family.SOFTMAX, ())
     assert precision.working_precision(op, "bfloat16") == "float32"
-    assert precision.working_precision(op, "float64") is None
+    # float64 cases are measured in float32 and the error scaled down by u64/u32 (first order in u) ...
+    assert precision.working_precision(op, "float64") == "float32"
+    assert precision.error_scale(op, "float64") == 2.0**-29
+    assert precision.error_scale(op, "float32") == precision.error_scale(op, "float16") == 1.0
+    # ... unless the op declares a float64 accumulator: nothing below it to measure.
+    assert precision.working_precision(make_op(Family.SOFTMAX, (), accumulator="float64"), "float64") is None
     assert precision.working_precision(make_op(Family.EXACT, ()), "float32") is None
     assert (
         precision.working_precision(make_op(Family.SOFTMAX, (), precision_reference=False), "float32") is None

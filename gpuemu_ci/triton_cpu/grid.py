@@ -1,0 +1,375 @@
+"""Every program of a launch at once (issue #29): one Python pass over the kernel in which each value carries a
+leading program axis.
+
+During a vectorised launch every interpreter value's data has shape (B, *block) where B is the number of programs
+in the chunk (or 1 for a value that is the same in every program: constants, arguments, `tl.arange`); a scalar's
+block is (1,), as in the interpreter. `tl.program_id` is the column of the chunk's program ids (in the launch's
+seeded order), loads and stores gather and scatter every program's lanes, reductions, scans and `tl.dot` run
+over the program axis. NumPy computes each program's slice exactly as it computes that program alone (the same
+kernels on the same contiguous rows), so the outputs are bitwise those of the per-program interpreter.
+
+What does not vectorise stops the pass with `NotVectorisable`, and the layer re-runs the launch one program at
+a time after restoring its arguments' memory (layer.py): a Python `if`/`while`/`range` on a value that differs
+between programs, atomics, a read of what another program wrote (or a write of what another program read or
+wrote) in the same launch, an access out of bounds (so that its finding names the program the per-program
+order reaches first), prints, histograms, gathers of descriptors and scaled dots, and any construct the pass does
+not know. Grids are run in chunks of at most `CHUNK_PROGRAMS` programs.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+MODULE = "triton.runtime.interpreter"
+CHUNK_PROGRAMS = 1024
+
+
+class NotVectorisable(Exception):
+    """Why this launch runs one program at a time."""
+
+
+@dataclass
+class Batch:
+    """The chunk of programs being run together, in the launch's order."""
+
+    coords: np.ndarray  # (B, 3) int32 program coordinates
+    pids: np.ndarray  # (B,) linear program ids
+    # Which programs read and wrote each element so far in the launch (min and max program id; -1: none).
+    readers: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    writers: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        return int(self.pids.size)
+
+
+_state: dict[str, Batch | None] = {"batch": None}
+
+
+def active() -> Batch | None:
+    return _state["batch"]
+
+
+def lane_programs(shape: tuple[int, ...]) -> np.ndarray:
+    """The program id of every lane of a (B, *block) value, flat."""
+    batch = _state["batch"]
+    assert batch is not None
+    pids = batch.pids if shape[0] == batch.size else batch.pids[:1]
+    return np.broadcast_to(pids.reshape((shape[0],) + (1,) * (len(shape) - 1)), shape).ravel()
+
+
+def broadcast(*arrays: np.ndarray) -> list[np.ndarray]:
+    """The arrays at their common (B, *block) shape, contiguous (the interpreter's C++ loads want that)."""
+    shape = np.broadcast_shapes(*(a.shape for a in arrays))
+    return [np.ascontiguousarray(np.broadcast_to(a, shape)) for a in arrays]
+
+
+# ---- who touched what: a program that depends on another runs per program -----------------------------------
+
+
+def _shadows(
+    table: dict[int, tuple[np.ndarray, np.ndarray]], key: int, size: int
+) -> tuple[np.ndarray, np.ndarray]:
+    found = table.get(key)
+    if found is None:
+        found = (np.full(size, np.iinfo(np.int64).max, dtype=np.int64), np.full(size, -1, dtype=np.int64))
+        table[key] = found
+    return found
+
+
+def _others(shadow: tuple[np.ndarray, np.ndarray], index: np.ndarray, pids: np.ndarray) -> bool:
+    low, high = shadow[0][index], shadow[1][index]
+    return bool(np.any((high >= 0) & ((low != pids) | (high != pids))))
+
+
+def _mark(shadow: tuple[np.ndarray, np.ndarray], index: np.ndarray, pids: np.ndarray) -> None:
+    np.minimum.at(shadow[0], index, pids)
+    np.maximum.at(shadow[1], index, pids)
+
+
+def watch(groups: list[tuple[Any, np.ndarray, np.ndarray]], pids: np.ndarray, write: bool) -> None:
+    """Record an access's lanes (grouped by buffer: allocation, lanes, element index) with their program ids;
+    raises NotVectorisable where a program meets another program's access in this launch."""
+    batch = _state["batch"]
+    assert batch is not None
+    for allocation, lanes, index in groups:
+        size = (allocation.buffer_end - allocation.buffer_start) // allocation.itemsize + 1
+        mine = pids[lanes]
+        writers = _shadows(batch.writers, allocation.buffer_start, size)
+        if write:
+            readers = _shadows(batch.readers, allocation.buffer_start, size)
+            if _others(writers, index, mine) or _others(readers, index, mine):
+                raise NotVectorisable("programs write what other programs of the launch read or wrote")
+            _mark(writers, index, mine)
+            if _others(writers, index, mine):  # two programs in this very store
+                raise NotVectorisable("programs write what other programs of the launch read or wrote")
+        else:
+            if _others(writers, index, mine):
+                raise NotVectorisable("programs read what other programs of the launch wrote")
+            _mark(_shadows(batch.readers, allocation.buffer_start, size), index, mine)
+
+
+# ---- the builder, batched ----------------------------------------------------------------------------------
+
+
+def _handle(data: np.ndarray, dtype: Any) -> Any:
+    return sys.modules[MODULE].TensorHandle(data, dtype)
+
+
+def _lift(original: Callable[..., Any]) -> Callable[..., Any]:
+    """A method that makes a value from nothing: the same value, uniform (program axis of 1)."""
+
+    def lifted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        made = original(self, *args, **kwargs)
+        if _state["batch"] is not None and isinstance(getattr(made, "data", None), np.ndarray):
+            made.data = made.data[None]
+        return made
+
+    return lifted
+
+
+def _refuse(what: str) -> Callable[..., Any]:
+    def refused(self: Any, *args: Any, **kwargs: Any) -> Any:
+        raise NotVectorisable(what)
+
+    return refused
+
+
+def _program_id(self: Any, axis: int) -> Any:
+    batch = _state["batch"]
+    assert batch is not None
+    import triton.language as tl
+
+    return _handle(np.ascontiguousarray(batch.coords[:, axis : axis + 1]), tl.int32)
+
+
+def _splat(self: Any, ret_ty: Any, arg: Any) -> Any:
+    module = sys.modules[MODULE]
+    shape = tuple(ret_ty.shape)
+    data = arg.data.reshape(arg.data.shape[0], -1)[:, :1]
+    target = (data.shape[0], *shape)
+    out = np.array(np.broadcast_to(data.reshape((data.shape[0],) + (1,) * len(shape)), target))
+    return _handle(out.astype(module._get_np_dtype(arg.dtype), copy=False), arg.dtype.scalar)
+
+
+def _unsplat(self: Any, arg: Any) -> Any:
+    data = arg.data.reshape(arg.data.shape[0], -1)[:, :1]
+    return _handle(np.ascontiguousarray(data), arg.dtype.scalar)
+
+
+def _reshape(self: Any, arg: Any, shape: Any, allow_reorder: Any) -> Any:
+    return _handle(arg.data.reshape((arg.data.shape[0], *tuple(shape))), arg.dtype.scalar)
+
+
+def _trans(self: Any, arg: Any, perm: Any) -> Any:
+    return _handle(np.transpose(arg.data, (0, *tuple(p + 1 for p in perm))), arg.dtype.scalar)
+
+
+def _expand_dims(self: Any, arg: Any, axis: int) -> Any:
+    return _handle(np.expand_dims(arg.data, axis + 1 if axis >= 0 else axis), arg.dtype.scalar)
+
+
+def _broadcast_to(self: Any, arg: Any, shape: Any) -> Any:
+    return _handle(np.broadcast_to(arg.data, (arg.data.shape[0], *tuple(shape))), arg.dtype.scalar)
+
+
+def _cat(self: Any, lhs: Any, rhs: Any) -> Any:
+    rows = max(lhs.data.shape[0], rhs.data.shape[0])
+    a = np.broadcast_to(lhs.data, (rows, *lhs.data.shape[1:]))
+    b = np.broadcast_to(rhs.data, (rows, *rhs.data.shape[1:]))
+    return _handle(np.concatenate([a, b], axis=1), lhs.dtype.scalar)
+
+
+def _join(self: Any, lhs: Any, rhs: Any) -> Any:
+    a, b = np.broadcast_arrays(lhs.data, rhs.data)
+    return _handle(np.stack([a, b], axis=-1), lhs.dtype.scalar)
+
+
+def _gather(self: Any, src: Any, indices: Any, axis: int) -> Any:
+    rows = max(src.data.shape[0], indices.data.shape[0])
+    s = np.broadcast_to(src.data, (rows, *src.data.shape[1:]))
+    i = np.broadcast_to(indices.data, (rows, *indices.data.shape[1:]))
+    return _handle(np.take_along_axis(s, i, axis=axis + 1), src.dtype.scalar)
+
+
+def builder_methods(module: Any) -> dict[str, Callable[..., Any]]:
+    """The InterpreterBuilder methods replaced during a vectorised launch (the layer's own wrappers of loads,
+    stores and dots handle the program axis themselves). Built once per interpreter: what it lifts are the
+    interpreter's own constructors, what it refuses never calls the method it replaces."""
+    builder = module.InterpreterBuilder
+    found = _methods_cache.get(id(builder))
+    if found is None:
+        found = _methods_cache[id(builder)] = _builder_methods(builder)
+    return found
+
+
+_methods_cache: dict[int, dict[str, Callable[..., Any]]] = {}
+
+
+def _builder_methods(builder: Any) -> dict[str, Callable[..., Any]]:
+    replaced: dict[str, Callable[..., Any]] = {
+        "create_get_program_id": _program_id,
+        "create_splat": _splat,
+        "create_unsplat": _unsplat,
+        "create_reshape": _reshape,
+        "create_trans": _trans,
+        "create_expand_dims": _expand_dims,
+        "create_broadcast": _broadcast_to,
+        "create_cat": _cat,
+        "create_join": _join,
+        "create_gather": _gather,
+    }
+    for name in dir(builder):
+        if (name.startswith("get_") and not name.endswith("_ty")) or name in (
+            "create_make_range",
+            "create_get_num_programs",
+        ):
+            replaced[name] = _lift(getattr(builder, name))
+    for name in (
+        "create_histogram",
+        "create_print",
+        "create_atomic_rmw",
+        "create_atomic_cas",
+        "create_atomic_poll",
+        "create_dot_scaled",
+        "create_inline_asm",
+        "create_extern_elementwise",
+        "create_make_tensor_descriptor",
+        "create_descriptor_load",
+        "create_descriptor_store",
+        "create_descriptor_gather",
+        "create_descriptor_scatter",
+    ):
+        if hasattr(builder, name):
+            replaced[name] = _refuse(f"`{name.removeprefix('create_')}`")
+    return {name: fn for name, fn in replaced.items() if hasattr(builder, name)}
+
+
+# ---- reductions, scans and Python's view of values ---------------------------------------------------------
+
+
+def _reduce_ops(module: Any) -> dict[Any, tuple[Callable[..., Any] | None, Callable[..., Any] | None]]:
+    import triton.language as tl
+
+    std = tl.standard
+    return {
+        std._argmin_combine_tie_break_left: (np.nanmin, np.nanargmin),
+        std._argmin_combine_tie_break_fast: (np.nanmin, np.nanargmin),
+        std._argmax_combine_tie_break_left: (np.nanmax, np.nanargmax),
+        std._argmax_combine_tie_break_fast: (np.nanmax, np.nanargmax),
+        std._elementwise_max: (np.nanmax, None),
+        std._elementwise_min: (np.nanmin, None),
+        std._sum_combine: (np.sum, None),
+    }
+
+
+def _tensor(data: np.ndarray, dtype: Any, block: tuple[int, ...]) -> Any:
+    import triton.language as tl
+
+    module = sys.modules[MODULE]
+    data = data.astype(module._get_np_dtype(dtype), copy=False)
+    if block:
+        return tl.core.tensor(_handle(data, dtype.scalar), tl.block_type(dtype, list(block)))
+    return tl.core.tensor(_handle(data.reshape(data.shape[0], 1), dtype.scalar), dtype)
+
+
+def reduce(input: Any, axis: Any, combine_fn: Any, keep_dims: bool = False, **kwargs: Any) -> Any:
+    """`tl.reduce` over every program's block at once (the interpreter's fast paths only)."""
+    module = sys.modules[MODULE]
+    values = input if isinstance(input, tuple) else (input,)
+    ops = _reduce_ops(module).get(combine_fn)
+    if ops is None:
+        raise NotVectorisable("a reduction with a custom combine function")
+    value_op, index_op = ops
+    first = values[0]
+    shape = tuple(first.shape)
+    data = first.handle.data
+    if axis is None:
+        data, where, block_axis = data.reshape(data.shape[0], -1), 1, None
+    else:
+        block_axis = axis if axis >= 0 else axis + len(shape)
+        where = block_axis + 1
+    if block_axis is None:
+        kept: tuple[int, ...] = (1,) * len(shape) if keep_dims else ()
+    else:
+        kept = shape[:block_axis] + ((1,) if keep_dims else ()) + shape[block_axis + 1 :]
+    results = []
+    if value_op is not None:
+        out = value_op(data, axis=where, keepdims=keep_dims and axis is not None)
+        results.append(_tensor(out.reshape((data.shape[0], *kept)), first.dtype, kept))
+    if index_op is not None:
+        import triton.language as tl
+
+        idx = index_op(data, axis=where, keepdims=keep_dims and axis is not None)
+        results.append(_tensor(idx.reshape((data.shape[0], *kept)), tl.int32, kept))
+    if not isinstance(input, tuple):
+        return results[0]
+    return tuple(results)
+
+
+def scan(input: Any, axis: int, combine_fn: Any, reverse: bool = False, **kwargs: Any) -> Any:
+    import triton.language as tl
+
+    values = input if isinstance(input, tuple) else (input,)
+    if len(values) != 1 or combine_fn not in (tl.standard._sum_combine, tl.standard._prod_combine):
+        raise NotVectorisable("a scan with a custom combine function")
+    value = values[0]
+    shape = tuple(value.shape)
+    where = (axis if axis >= 0 else axis + len(shape)) + 1
+    data = value.handle.data
+    if reverse:
+        data = np.ascontiguousarray(np.flip(data, axis=where))
+    out = (np.cumsum if combine_fn is tl.standard._sum_combine else np.cumprod)(data, axis=where)
+    if reverse:
+        out = np.ascontiguousarray(np.flip(out, axis=where))
+    result = _tensor(out, value.dtype, shape)
+    return (result,) if isinstance(input, tuple) else result
+
+
+def _uniform_scalar(self: Any, what: str) -> Any:
+    data = self.handle.data
+    if data.size > 1 and not np.all(data == data.flat[0]):
+        raise NotVectorisable(f"{what} on a value that differs between programs")
+    return data.flat[0]
+
+
+def _bool(self: Any) -> bool:
+    if self.type.is_block() and int(np.prod(self.type.shape)) != 1:
+        return True  # the interpreter's view of a block
+    return bool(_uniform_scalar(self, "a Python `if`/`while`"))
+
+
+def _index(self: Any) -> int:
+    return int(_uniform_scalar(self, "a loop bound or index"))
+
+
+def _transpose(self: Any) -> Any:
+    import triton.language as tl
+
+    data = self.handle.data
+    if data.ndim <= 2:
+        return self
+    block = list(self.type.shape)
+    block[-1], block[-2] = block[-2], block[-1]
+    handle = _handle(np.swapaxes(data, -1, -2), self.handle.dtype)
+    return tl.core.tensor(handle, tl.core.block_type(self.dtype, block))
+
+
+def language_patches() -> list[tuple[Any, str, Any]]:
+    """(owner, name, value) set for the launch after the interpreter's own `_patch_lang`."""
+    import triton.language as tl
+
+    return [
+        (tl, "reduce", reduce),
+        (tl.core, "reduce", reduce),
+        (tl, "associative_scan", scan),
+        (tl.core, "associative_scan", scan),
+        (tl.tensor, "__bool__", _bool),
+        (tl.tensor, "__index__", _index),
+        (tl.tensor, "T", property(_transpose)),
+    ]

@@ -1,0 +1,575 @@
+"""The one interception layer over Triton's CPU interpreter (TRITON_INTERPRET=1).
+
+For the duration of an op call (`intercepted`), the interpreter's grid executor and a few of its builder's
+methods are replaced, and restored afterwards:
+
+- the grid runs its programs in a permutation drawn from the case seed (the determinism re-run draws another),
+  so atomics are applied in that order and a kernel that relies on program 0 running first is seen to;
+- every active lane of every load, store and atomic is checked against the kernel's tensor arguments before
+  the access happens (memory.py); an access outside them stops the kernel with `KernelFault` and is recorded
+  as an `out_of_bounds` finding: kernel, program id, argument, element offset, how far out, source line;
+- each launch keeps a shadow of which program wrote each element: a program that reads what another program
+  of the same launch wrote (without an atomic first), or overwrites it with a different value, is a `race`
+  finding: on a GPU the programs of a launch run concurrently, in any order;
+- masked-off lanes of a load without `other` read NaN (floats) or a loud integer (numerics.py);
+- fp32 `tl.dot` runs at its `input_precision` (TF32 by default, as on the GPU) and the precisions used are
+  reported, so the error model can allow for TF32 where the op's family allows it;
+- a launch runs every program at once where it can (vectorised.py, grid.py), else one program at a time, with
+  the same outputs and findings; pointers keep the argument they were made from (provenance.py).
+
+`boolops.install` (Python `and`/`or` on tensors) is not per call: it is a fix of the interpreter, installed
+once when the interpreter module is imported (backends/triton_probe.py).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gpuemu_ci.triton_cpu import boolops, grid, numerics, vectorised
+from gpuemu_ci.triton_cpu.memory import Allocation, Memory, Violation
+from gpuemu_ci.triton_cpu.provenance import BASE, PROVENANCE, base_of, derived, is_pointer
+from gpuemu_ci.triton_cpu.report import OUT_OF_BOUNDS, RACE, TritonReport
+
+MODULE = "triton.runtime.interpreter"
+_HERE = os.path.dirname(os.path.abspath(__file__))
+MAX_POISON_SITES = 8
+
+
+class KernelFault(Exception):
+    """A kernel's access outside its arguments: the launch stops before the access happens."""
+
+
+@dataclass(frozen=True)
+class CallSettings:
+    seed: int  # the case seed: program order and integer poison derive from it
+    call: int = 0  # 0: the op's call, 1: the determinism re-run (another program order)
+    sanitize: bool = True  # `[ops.triton] sanitize = false` turns the whole layer off
+    vectorise: bool | None = None  # every program at once where it can (grid.py); None: `set_vectorise`'s
+
+
+@dataclass
+class _Launch:
+    kernel: str
+    grid: tuple[int, int, int]
+    memory: Memory
+    program: tuple[int, int, int] = (0, 0, 0)
+    pid: int = 0
+    synchronised: bool = False  # this program has done an atomic: its later reads may see other programs'
+    race_found: bool = False
+
+
+@dataclass
+class _Call:
+    settings: CallSettings
+    launches: int = 0
+    findings: list[tuple[str, str]] = field(default_factory=list)
+    dot_precisions: set[str] = field(default_factory=set)
+    poisoned: dict[str, None] = field(default_factory=dict)
+    notes: dict[str, None] = field(default_factory=dict)
+    launch: _Launch | None = None
+    site_lookups: int = 0  # source lines of poisoned loads and `and`/`or`: a few per call, not one per load
+    unsupported: str = ""  # why this Triton's interpreter could not be patched
+    gaps: set[str] = field(default_factory=set)  # constructs the interpreter cannot run (inline asm, extern)
+    vectorised: int = 0  # launches run with every program at once
+    per_program: dict[str, int] = field(default_factory=dict)  # launches run one program at a time, by reason
+
+    def looked_up(self) -> bool:
+        """Whether there is room for one more source-line lookup in this call (they walk the stack)."""
+        self.site_lookups += 1
+        return self.site_lookups <= 4 * MAX_POISON_SITES
+
+    def report(self) -> TritonReport:
+        return TritonReport(
+            self.settings.sanitize and not self.unsupported,
+            self.launches,
+            tuple(self.findings),
+            tuple(sorted(self.dot_precisions)),
+            tuple(self.poisoned),
+            tuple(self.notes) + ((self.unsupported,) if self.unsupported else ()),
+            tuple(sorted(self.gaps)),
+            self.vectorised,
+            tuple(sorted(self.per_program.items())),
+        )
+
+
+_state: dict[str, Any] = {"call": None, "restore": [], "vectorise": True}
+# Kernels whose launches cannot vectorise whatever their data (atomics, a custom combine function, prints...):
+# their later launches go straight to one program at a time. Keyed by the kernel's function and constexprs.
+_STATIC_REASONS = ("`", "a reduction with a custom", "a scan with a custom", "tuple or descriptor")
+_per_program_kernels: dict[Any, str] = {}
+
+
+def set_vectorise(enabled: bool) -> None:
+    """The default of `CallSettings.vectorise` in this process (the bitwise comparison turns it off)."""
+    _state["vectorise"] = enabled
+
+
+def _triton_dir() -> str:
+    import triton
+
+    return str(os.path.dirname(os.path.abspath(triton.__file__)))  # triton is untyped here
+
+
+def _site() -> str:
+    """`kernel.py:42 (in _fwd)`: the innermost frame of user code (the kernel or a jit helper it called)."""
+    skip = (_triton_dir(), _HERE, os.path.dirname(np.__file__))
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = os.path.abspath(frame.f_code.co_filename)
+        if not name.startswith(skip):
+            return f"{os.path.basename(name)}:{frame.f_lineno} (in {frame.f_code.co_name})"
+        frame = frame.f_back  # type: ignore[assignment]
+    return "an unknown line"
+
+
+def _active_launch() -> tuple[_Call, _Launch] | tuple[None, None]:
+    call = _state["call"]
+    if call is None or call.launch is None:
+        return None, None
+    return call, call.launch
+
+
+def _active_lanes(pointers: np.ndarray, mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """(addresses of the active lanes, flat, and the flat mask or None when every lane is active)."""
+    flat = np.ravel(pointers)
+    if mask is None:
+        return flat, None
+    m = np.ravel(np.broadcast_to(mask, np.shape(pointers)))
+    if m.all():
+        return flat, None
+    return flat[m], m
+
+
+def _out_of_bounds(call: _Call, launch: _Launch, access: str, violation: Violation, active: int) -> None:
+    message = (
+        f"{access} out of bounds in kernel `{launch.kernel}`, program {launch.program} of grid {launch.grid}, "
+        f"at {_site()}: {violation.where}; {violation.lanes_out} of {active} active lanes out of bounds"
+    )
+    call.findings.append((OUT_OF_BOUNDS, message))
+    raise KernelFault(message)
+
+
+def _checked(
+    access: str, pointers: np.ndarray, mask: np.ndarray | None, base: str | None = None
+) -> np.ndarray | None:
+    """Bounds-check an access's active lanes (against `base`, the argument the pointers come from, when
+    known); returns their addresses (None when no launch is watched)."""
+    call, launch = _active_launch()
+    if call is None or launch is None:
+        return None
+    addresses, _ = _active_lanes(pointers, mask)
+    violation = launch.memory.check(addresses, base)
+    if violation is not None:
+        if grid.active() is not None:  # reported by the per-program run, in its order
+            raise grid.NotVectorisable("an access out of bounds")
+        _out_of_bounds(call, launch, access, violation, int(addresses.size))
+    return addresses
+
+
+def _race(call: _Call, launch: _Launch, allocation: Allocation, other: int, element: int, what: str) -> None:
+    if launch.race_found:
+        return
+    launch.race_found = True
+    _, gy, gz = launch.grid
+    writer = (other // (gy * gz), (other // gz) % gy, other % gz)
+    offset = (
+        allocation.buffer_start + element * allocation.itemsize - allocation.base
+    ) // allocation.itemsize
+    call.findings.append(
+        (
+            RACE,
+            f"programs of kernel `{launch.kernel}` (grid {launch.grid}) depend on each other's order: program "
+            f"{launch.program} {what} element offset {offset} of `{allocation.name}` that program {writer} "
+            f"wrote in the same launch, at {_site()}. On a GPU the programs of a launch run concurrently and "
+            "in any order: use an atomic, or a separate launch",
+        )
+    )
+
+
+def _watch_read(addresses: np.ndarray) -> None:
+    call, launch = _active_launch()
+    if call is None or launch is None or launch.synchronised or launch.race_found or addresses.size == 0:
+        return
+    groups, _ = launch.memory.locate(addresses)
+    for allocation, _lanes, index in groups:
+        shadow = launch.memory.shadows.get(allocation.buffer_start)
+        if shadow is None:
+            continue
+        writers = shadow[index]
+        foreign = (writers >= 0) & (writers != launch.pid)
+        if foreign.any():
+            first = int(np.flatnonzero(foreign)[0])
+            _race(call, launch, allocation, int(writers[first]), int(index[first]), "read")
+            return
+
+
+def _watch_write(
+    addresses: np.ndarray, pointers: np.ndarray, values: np.ndarray, mask: np.ndarray | None
+) -> None:
+    call, launch = _active_launch()
+    if call is None or launch is None or addresses.size == 0:
+        return
+    module = sys.modules[MODULE]
+    groups, _ = launch.memory.locate(addresses)
+    new_values = None
+    for allocation, lanes, index in groups:
+        shadow = launch.memory.shadow(allocation)
+        writers = shadow[index]
+        foreign = (writers >= 0) & (writers != launch.pid)
+        if foreign.any() and not launch.race_found:
+            if new_values is None:
+                flat = np.ravel(np.broadcast_to(values, np.shape(pointers)))
+                new_values = np.ascontiguousarray(flat if mask is None else flat[mask])
+            clash = np.flatnonzero(lanes)[foreign]
+            where = np.ascontiguousarray(addresses[clash])
+            fresh = np.ascontiguousarray(new_values[clash])
+            old = module._interpreter.load(
+                where, np.ones(where.shape, dtype=bool), np.zeros_like(fresh), fresh.dtype
+            )
+            old = np.ascontiguousarray(old, dtype=fresh.dtype)
+            before, after = old.view(np.uint8), fresh.view(np.uint8)
+            differs = (before.reshape(old.size, -1) != after.reshape(fresh.size, -1)).any(axis=1)
+            if differs.any():
+                first = int(np.flatnonzero(foreign)[int(np.flatnonzero(differs)[0])])
+                _race(
+                    call,
+                    launch,
+                    allocation,
+                    int(writers[first]),
+                    int(index[first]),
+                    "overwrote with another value",
+                )
+        shadow[index] = launch.pid
+
+
+# ---- the replaced methods ------------------------------------------------------------------------------
+
+
+def _batched_load_operands(ptrs: Any, mask: Any, other: Any) -> tuple[Any, Any, Any]:
+    """A vectorised load's pointers, mask and `other` at one (programs, *block) shape."""
+    module = sys.modules[MODULE]
+    arrays = [ptrs.data, mask.data] + ([] if other is None else [other.data])
+    shaped = grid.broadcast(*arrays)
+    ptrs = module.TensorHandle(shaped[0], ptrs.dtype, dict(ptrs.attr))
+    mask = module.TensorHandle(shaped[1], mask.dtype)
+    if other is not None:
+        other = module.TensorHandle(shaped[2], other.dtype)
+    return ptrs, mask, other
+
+
+def _watch_batched(pointers: np.ndarray, mask: np.ndarray, addresses: np.ndarray, write: bool) -> None:
+    """A vectorised access: which program each lane belongs to, for grid.watch."""
+    _, launch = _active_launch()
+    assert launch is not None
+    pids = grid.lane_programs(np.shape(pointers))
+    flat = np.ravel(mask)
+    if not flat.all():
+        pids = pids[flat]
+    groups, _ = launch.memory.locate(addresses)
+    grid.watch(groups, pids, write)
+
+
+def _masked_load(original: Any) -> Any:
+    def load(self: Any, ptrs: Any, mask: Any, other: Any, cache_policy: Any, is_volatile: Any) -> Any:
+        call = _state["call"]
+        batched = grid.active() is not None
+        if batched:
+            ptrs, mask, other = _batched_load_operands(ptrs, mask, other)
+        addresses = _checked("load", ptrs.data, mask.data, base_of(ptrs))
+        if addresses is not None:
+            if batched:
+                _watch_batched(ptrs.data, mask.data, addresses, write=False)
+            else:
+                _watch_read(addresses)
+            if other is None and not np.all(mask.data):
+                module = sys.modules[MODULE]
+                element = ptrs.get_element_ty()
+                dtype = np.dtype(module._get_np_dtype(element))
+                shape = np.shape(ptrs.data)
+                block = numerics.poison_block(
+                    getattr(element, "name", ""), dtype, shape[1:] if batched else shape, call.settings.seed
+                )
+                if batched:  # each program's lanes poisoned as the program alone would be
+                    block = np.ascontiguousarray(np.broadcast_to(block, shape))
+                other = module.TensorHandle(block, element)
+                if len(call.poisoned) < MAX_POISON_SITES and call.looked_up():
+                    call.poisoned.setdefault(f"`{call.launch.kernel}` at {_site()}")
+        return original(self, ptrs, mask, other, cache_policy, is_volatile)
+
+    return load
+
+
+def _masked_store(original: Any) -> Any:
+    def store(self: Any, ptrs: Any, value: Any, mask: Any, cache_policy: Any) -> Any:
+        batched = grid.active() is not None
+        base = base_of(ptrs)
+        if batched:
+            module = sys.modules[MODULE]
+            p, v, m = grid.broadcast(ptrs.data, value.data, mask.data)
+            ptrs, value = module.TensorHandle(p, ptrs.dtype), module.TensorHandle(v, value.dtype)
+            mask = module.TensorHandle(m, mask.dtype)
+        addresses = _checked("store", ptrs.data, mask.data, base)
+        if addresses is not None:
+            if batched:
+                _watch_batched(ptrs.data, mask.data, addresses, write=True)
+            else:
+                _, flat_mask = _active_lanes(ptrs.data, mask.data)
+                _watch_write(addresses, ptrs.data, value.data, flat_mask)
+        return original(self, ptrs, value, mask, cache_policy)
+
+    return store
+
+
+def _atomic_rmw(original: Any) -> Any:
+    def atomic_rmw(self: Any, op: Any, ptr: Any, val: Any, mask: Any, sem: Any, scope: Any) -> Any:
+        if _checked("atomic", ptr.data, None if mask is None else mask.data, base_of(ptr)) is not None:
+            _state["call"].launch.synchronised = True
+        return original(self, op, ptr, val, mask, sem, scope)
+
+    return atomic_rmw
+
+
+def _atomic_cas(original: Any) -> Any:
+    def atomic_cas(self: Any, ptr: Any, cmp: Any, val: Any, sem: Any, scope: Any) -> Any:
+        if _checked("atomic", ptr.data, None, base_of(ptr)) is not None:
+            _state["call"].launch.synchronised = True
+        return original(self, ptr, cmp, val, sem, scope)
+
+    return atomic_cas
+
+
+def _dot(original: Any) -> Any:
+    def dot(self: Any, a: Any, b: Any, d: Any, input_precision: Any, max_num_imprecise_acc: Any) -> Any:
+        call = _state["call"]
+        if call is None or a.data.dtype != np.float32 or b.data.dtype != np.float32:
+            return original(self, a, b, d, input_precision, max_num_imprecise_acc)
+        name = getattr(input_precision, "name", str(input_precision)).lower()
+        precision = name if name in ("tf32", "tf32x3") else "ieee"
+        call.dot_precisions.add(precision)
+        module = sys.modules[MODULE]
+        result = numerics.dot_fp32(a.data, b.data, d.data, precision)
+        return module.TensorHandle(result, d.dtype.scalar)
+
+    return dot
+
+
+def _gap(name: str, original: Any) -> Any:
+    """The interpreter raises NotImplementedError for inline assembly and extern calls: recorded, so that the
+    case is reported as not judged (the interpreter's gap), not as the kernel raising."""
+
+    def unsupported(self: Any, *args: Any, **kwargs: Any) -> Any:
+        call = _state["call"]
+        if call is not None:
+            call.gaps.add(name)
+        return original(self, *args, **kwargs)
+
+    return unsupported
+
+
+def _inline_asm_gap(original: Any) -> Any:
+    return _gap("inline_asm", original)
+
+
+def _extern_gap(original: Any) -> Any:
+    return _gap("extern_elementwise", original)
+
+
+def _fault_in(exc: BaseException) -> KernelFault | None:
+    found = vectorised.find_cause(exc, KernelFault)
+    return found if isinstance(found, KernelFault) else None
+
+
+def _allocations(call_args: dict[str, Any], constexprs: list[str]) -> list[Allocation]:
+    found: list[Allocation] = []
+
+    def visit(name: str, value: Any) -> None:
+        if isinstance(value, tuple):
+            for i, item in enumerate(value):
+                visit(f"{name}[{i}]", item)
+            return
+        base = getattr(value, "base", None)
+        if type(value).__name__ == "TensorDescriptor" and base is not None:
+            value = base
+        if type(value).__name__ == "TensorWrapper":
+            value = value.base
+        if hasattr(value, "data_ptr") and hasattr(value, "untyped_storage"):
+            found.append(Allocation.of(name, value))
+
+    for name, value in call_args.items():
+        if name not in constexprs:
+            visit(name, value)
+    return found
+
+
+def _run_grid(original: Any) -> Any:
+    def run(self: Any, *args_dev: Any, **kwargs: Any) -> Any:
+        call: _Call | None = _state["call"]
+        if call is None:
+            return original(self, *args_dev, **kwargs)
+        module = sys.modules[MODULE]
+        import triton
+
+        argspec = inspect.getfullargspec(self.fn)
+        kwargs = {k: v for k, v in kwargs.items() if k in argspec.args or k in argspec.kwonlyargs}
+        args_hst, kwargs_hst = self._init_args_hst(args_dev, kwargs)
+        for hook in self.pre_run_hooks:
+            hook(*args_hst, **kwargs_hst)
+        patch_scope = module._patch_lang(self.fn)
+        try:
+            call_args = inspect.getcallargs(self.fn, *args_hst, **kwargs_hst)
+            memory = Memory(_allocations(call_args, self.constexprs))
+            args = {
+                name: arg if name in self.constexprs else module._implicit_cvt(arg)
+                for name, arg in call_args.items()
+            }
+            for name, value in args.items():
+                handle = getattr(value, "handle", None)
+                if handle is not None and is_pointer(handle):
+                    handle.attr[BASE] = name
+            given = self.grid(args) if callable(self.grid) else self.grid
+            assert len(given) <= 3, "grid must have at most 3 dimensions"
+            dims = tuple(int(g) for g in given) + (1,) * (3 - len(given))
+            module.interpreter_builder.set_grid_dim(*dims)
+            launch = _Launch(getattr(self.fn, "__name__", "kernel"), dims, memory)  # type: ignore[arg-type]
+            rng = np.random.default_rng([call.settings.seed & (2**64 - 1), call.settings.call, call.launches])
+            call.launches += 1
+            call.launch = launch
+            gy, gz = dims[1], dims[2]
+            order = rng.permutation(dims[0] * gy * gz)
+            try:
+                vectorise = call.settings.vectorise
+                if vectorise is None:
+                    vectorise = bool(_state["vectorise"])
+                if vectorise and order.size > 1:
+                    kernel = (self.fn, tuple(repr(call_args.get(n)) for n in self.constexprs))
+                    why = _per_program_kernels.get(kernel) or vectorised.run(
+                        self, module, args, launch.grid, launch.memory, order
+                    )
+                    if why is None:
+                        call.vectorised += 1
+                        order = order[:0]
+                    else:
+                        call.per_program[why] = call.per_program.get(why, 0) + 1
+                        if why.startswith(_STATIC_REASONS):
+                            _per_program_kernels[kernel] = why
+                for pid in order.tolist():
+                    program = (pid // (gy * gz), (pid // gz) % gy, pid % gz)
+                    module.interpreter_builder.set_grid_idx(*program)
+                    launch.program, launch.pid, launch.synchronised = program, pid, False
+                    self.fn(**args)
+            except Exception as exc:
+                fault = _fault_in(exc)
+                if fault is not None:
+                    raise KernelFault(str(fault)) from None
+                if triton.knobs.compilation.front_end_debugging:
+                    raise
+                raise module.InterpreterError(repr(exc)) from exc
+            finally:
+                call.launch = None
+        finally:
+            patch_scope.restore()
+        self._restore_args_dev(args_dev, args_hst, kwargs, kwargs_hst)
+
+    return run
+
+
+def _boolop_note() -> None:
+    call = _state["call"]
+    if call is not None and len(call.notes) < MAX_POISON_SITES and call.looked_up():
+        call.notes.setdefault(
+            f"Python `and`/`or` on tensors at {_site()}: evaluated elementwise as the GPU compiler does "
+            "(the interpreter would keep one operand); Triton deprecates it, use `&` / `|`"
+        )
+
+
+# What the layer relies on in triton/runtime/interpreter.py (Triton 3.x); another layout is not patched.
+_NEEDED = {
+    "": ("GridExecutor", "InterpreterBuilder", "TensorHandle", "InterpreterError", "interpreter_builder",
+         "_patch_lang", "_implicit_cvt", "_get_np_dtype", "_interpreter"),
+    "GridExecutor": ("__call__", "_init_args_hst", "_restore_args_dev"),
+    "InterpreterBuilder": ("create_masked_load", "create_masked_store", "create_atomic_rmw", "create_atomic_cas",
+                           "create_dot", "set_grid_idx", "set_grid_dim"),
+}  # fmt: skip
+
+
+def unsupported(module: Any) -> str:
+    """Why the layer cannot patch this interpreter ("" when it can)."""
+    for owner_name, names in _NEEDED.items():
+        owner = getattr(module, owner_name) if owner_name else module
+        missing = [n for n in names if not hasattr(owner, n)]
+        if missing:
+            where = f"{owner_name}." if owner_name else ""
+            return (
+                f"this Triton's interpreter has no {', '.join(where + m for m in missing)}: its kernels ran "
+                "in the plain interpreter, without the GPU-faithful checks"
+            )
+    return ""
+
+
+def _patch(module: Any) -> None:
+    call = _state["call"]
+    reason = unsupported(module)
+    if reason:
+        if call is not None:
+            call.unsupported = reason
+        return
+    executor = module.GridExecutor
+    builder = module.InterpreterBuilder
+    replaced = [
+        (executor, "__call__", _run_grid),
+        (builder, "create_masked_load", _masked_load),
+        (builder, "create_masked_store", _masked_store),
+        (builder, "create_atomic_rmw", _atomic_rmw),
+        (builder, "create_atomic_cas", _atomic_cas),
+        (builder, "create_dot", _dot),
+    ]
+    replaced.extend((builder, name, derived) for name in PROVENANCE if name in builder.__dict__)
+    if "create_inline_asm" in builder.__dict__:
+        replaced.append((builder, "create_inline_asm", _inline_asm_gap))
+    if "create_extern_elementwise" in builder.__dict__:
+        replaced.append((builder, "create_extern_elementwise", _extern_gap))
+    for owner, name, wrap in replaced:
+        original = owner.__dict__[name]
+        setattr(owner, name, wrap(original))
+        _state["restore"].append((owner, name, original))
+
+
+def _unpatch() -> None:
+    for owner, name, original in reversed(_state["restore"]):
+        setattr(owner, name, original)
+    _state["restore"] = []
+
+
+def on_import(module: Any) -> None:
+    """The interpreter module was just imported: fix its `and`/`or`, and patch it if a call is running."""
+    boolops.install(module)
+    if _boolop_note not in boolops.on_block_operands:
+        boolops.on_block_operands.append(_boolop_note)
+    if _state["call"] is not None and not _state["restore"]:
+        _patch(module)
+
+
+@contextmanager
+def intercepted(settings: CallSettings) -> Iterator[_Call]:
+    """The layer around one op call; the yielded object's `report()` says what it saw."""
+    call = _Call(settings)
+    if not settings.sanitize or _state["call"] is not None:
+        yield call
+        return
+    _state["call"] = call
+    module = sys.modules.get(MODULE)
+    if module is not None:
+        on_import(module)
+    try:
+        yield call
+    finally:
+        _state["call"] = None
+        _unpatch()

@@ -1,0 +1,151 @@
+"""The structure-free error models of issue #32 that judge gradients and 16-bit outputs: a 16-bit backward
+measured in its own dtype, float64 cases measured in float32 and scaled, inputs moved by one rounding, a
+gradient's scale taken from its row, and the bias test taking rows as its samples."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from gpuemu_ci.config.model import Family
+from gpuemu_ci.oracle import gradients, precision
+from gpuemu_ci.oracle.invariants import bias_z
+from gpuemu_ci.plan.model import ValueMode
+from tests.oracle.test_working_precision import make_op
+
+torch = pytest.importorskip("torch")
+
+
+def _softmax_grad(y: torch.Tensor, g: torch.Tensor) -> torch.Tensor:  # type: ignore[name-defined]  # importorskip
+    """Autograd's softmax backward from the saved output: y (g - sum g y)."""
+    return y * (g - (g * y).sum(dim=-1, keepdim=True))
+
+
+def test_a_16bit_backward_through_its_rounded_output_is_covered_by_the_same_dtype_measurement():
+    rng = np.random.default_rng(1)
+    x = torch.from_numpy(rng.standard_normal((16, 255)) * 4).to(torch.float16)
+    g = torch.from_numpy(rng.standard_normal((16, 255))).to(torch.float16)
+    exact = _softmax_grad(torch.softmax(x.double(), -1), g.double()).numpy()
+    # What torch does in float16: the saved output is rounded to float16 before the backward uses it.
+    torch_fp16 = _softmax_grad(torch.softmax(x.float(), -1).half().float(), g.float()).half().double().numpy()
+    in_fp32 = _softmax_grad(torch.softmax(x.float(), -1), g.float()).double().numpy()
+    in_fp16 = _softmax_grad(torch.softmax(x, -1), g).double().numpy()
+    op = make_op(Family.SOFTMAX, ())
+    u32 = 2.0**-24
+    assert precision.gradient_measurements(op, "float16") == (
+        precision.Measurement("float32"),
+        precision.Measurement("float16"),
+        precision.Measurement("float64", u32),
+    )
+    assert precision.gradient_measurements(op, "float32") == (
+        precision.Measurement("float32"),
+        precision.Measurement("float64", u32),
+    )
+    # Boundary values (huge magnitudes, next to exp's overflow): moving the inputs' last bit is no model there.
+    assert precision.gradient_measurements(op, "float32", ValueMode.BOUNDARY) == (
+        precision.Measurement("float32"),
+    )
+    error = np.abs(torch_fp16 - exact)
+    # float32 alone cannot explain the saved output's rounding: 8 x its model is exceeded ...
+    assert np.any(error > gradients._empirical(op, "float16", exact, in_fp32))
+    # ... while the farthest of the float32 and the float16 measurements covers it.
+    measured = precision.farthest(exact, [in_fp32, in_fp16])
+    assert np.all(error <= gradients._empirical(op, "float16", exact, measured))
+    # A wrong gradient (the chain term dropped) is still far outside it.
+    wrong = (torch.softmax(x.float(), -1) * g.float()).half().double().numpy()
+    assert np.max(np.abs(wrong - exact) / gradients._empirical(op, "float16", exact, measured)) > 10
+
+
+def test_farthest_keeps_per_element_the_measurement_farthest_from_the_exact_value():
+    exact = np.array([1.0, 2.0, 3.0, np.nan])
+    a = np.array([1.1, 2.0, np.inf, 1.0])
+    b = np.array([0.95, 1.5, 3.2, 2.0])
+    assert np.array_equal(precision.farthest(exact, [a, b])[:3], [1.1, 1.5, 3.2])
+
+
+def test_float64_cases_are_measured_in_float32_and_scaled_down():
+    op = make_op(Family.SOFTMAX, ())
+    r = np.array([[1.0, 2.0]])
+    measured = np.array([[1.0 + 2.0**-23, 2.0]])
+    allowed = gradients._empirical(op, "float64", r, measured)
+    assert allowed.max() == pytest.approx(4 * 2 * 2.0**-23 * 2.0**-29)
+
+
+def test_perturbed_inputs_move_each_float_by_one_rounding_and_repeat_from_the_seed():
+    x = np.linspace(1.0, 2.0, 64, dtype=np.float32)
+    ids = np.arange(4)
+    moved = precision.perturbed({"x": x, "ids": ids}, 12345, 2.0**-24)
+    again = precision.perturbed({"x": x, "ids": ids}, 12345, 2.0**-24)
+    assert np.array_equal(moved["x"], again["x"]) and moved["ids"] is ids
+    relative = (moved["x"] - x) / x
+    assert np.allclose(np.abs(relative), 2.0**-24) and (relative > 0).any() and (relative < 0).any()
+
+
+def test_a_gradient_element_that_cancels_is_judged_at_its_rows_scale():
+    """grad of q in attention sums P (dP - D) k over the keys: an element near 0 errs like its row."""
+    op = make_op(Family.ATTENTION, ())
+    r = np.array([[1.0, 1e-6, -0.5]])
+    measured = r + np.array([[1e-7, 0.0, 0.0]])  # the working precision erred on the large element only
+    allowed = gradients._empirical(op, "float32", r, measured)
+    assert allowed[0, 1] == pytest.approx(allowed[0, 0])  # not 1e-6 x the relative error
+
+
+def _rows(exact: np.ndarray, dtype: type) -> np.ndarray:
+    return exact.astype(np.float32).astype(dtype).astype(np.float64)
+
+
+def _truncated(exact: np.ndarray, dtype: type) -> np.ndarray:
+    """float32 -> 16 bits rounded toward zero (a store that truncates)."""
+    nearest: np.ndarray = exact.astype(np.float32).astype(dtype)
+    away = np.abs(nearest.astype(np.float64)) > np.abs(exact.astype(np.float32))
+    return np.where(away, np.nextafter(nearest, np.zeros_like(nearest)), nearest)
+
+
+@pytest.mark.parametrize(
+    "dtype,name,quarter_ulp", [(np.float16, "float16", 2.0**-13), (ml_dtypes.bfloat16, "bfloat16", 2.0**-10)]
+)
+def test_a_row_statistic_rounded_once_is_not_a_bias_but_a_truncating_store_is(dtype, name, quarter_ulp):
+    rng = np.random.default_rng(7)
+    exact = rng.standard_normal((32, 1024))
+    # Each row scaled by its own rounded statistic (an rstd, a norm): a coherent shift of random sign per row.
+    # Under an ulp, it moves whole rows across rounding boundaries: the rows are the samples, and no bias shows.
+    signs = rng.choice([-1.0, 1.0], (32, 1))
+    shifted = _rows(exact * (1.0 + signs * quarter_ulp), dtype)
+    z = bias_z(shifted, exact, name)
+    assert z is not None and abs(z) <= 6
+    z_elements = bias_z(shifted.ravel(), exact.ravel(), name)
+    assert z_elements is not None and abs(z_elements) > 6  # elementwise, the same output looked biased
+    # Several ulps: the output is no rounding of an accurate value, and the test does not apply.
+    assert bias_z(_rows(exact * (1.0 + signs * 2.0**-5), dtype), exact, name) is None
+    z_truncated = bias_z(_truncated(exact, dtype), exact, name)
+    assert z_truncated is not None and z_truncated < -50
+
+
+def test_the_bias_test_falls_back_to_elements_with_few_rows():
+    exact = np.random.default_rng(3).standard_normal((2, 4096))
+    truncated = (exact.astype(np.float32).view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32)
+    z = bias_z(truncated.astype(ml_dtypes.bfloat16), exact, "bfloat16")
+    assert z is not None and z < -50
+
+
+def test_a_gradient_failure_says_what_widened_its_allowance():
+    from gpuemu_ci.config.model import Validation
+
+    op = make_op(Family.SOFTMAX, ())
+    r = np.linspace(-1.0, 1.0, 64).reshape(2, 32)
+    measured = r * (1 + 2.0**-11)
+    case = gradients.GradientCase(
+        dtype="float16",
+        dims={},
+        names=("x",),
+        input_dtypes={"x": "float16"},
+        reference=(r,),
+        reference_abs=None,
+        low=lambda: (measured,),
+    )
+    wrong = (r * 1.5).astype(np.float16)
+    verdict = gradients.judge_gradients(op, case, (wrong,), None, Validation())
+    message = verdict.findings[0].message
+    assert message.startswith("grad of x:") and "exceed the bound allowance" in message
+    assert "4 × 2 × the reference's own backward error, measured in float32, in float16" in message

@@ -1,0 +1,192 @@
+"""The GPU-faithful Triton layer through the real gate: `gpuemu-ci run` on a project with Triton kernels (its
+worker processes run them in Triton's interpreter), then `gpuemu-ci replay` of a failure from its seed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+KERNELS = textwrap.dedent("""
+    import torch
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _scale(x_ptr, y_ptr, n, BLOCK: tl.constexpr, MASK_STORE: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+        if MASK_STORE:
+            tl.store(y_ptr + offs, x * 2.0, mask=offs < n)
+        else:
+            tl.store(y_ptr + offs, x * 2.0)
+
+    @triton.jit
+    def _split_sum(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        part = tl.sum(tl.load(x_ptr + offs, mask=offs < n, other=0.0), axis=0)
+        tl.store(out_ptr, tl.load(out_ptr) + part)
+
+    def _launch(x, mask_store):
+        y = torch.empty_like(x)
+        _scale[(triton.cdiv(x.numel(), 64),)](x, y, x.numel(), BLOCK=64, MASK_STORE=mask_store)
+        return y
+
+    def scale(x):
+        return _launch(x.contiguous(), True)
+
+    def scale_unmasked(x):
+        return _launch(x.contiguous(), False)
+
+    def total(x):
+        x = x.contiguous()
+        out = torch.zeros(1, dtype=torch.float32)
+        _split_sum[(triton.cdiv(x.numel(), 16),)](x, out, x.numel(), BLOCK=16)
+        return out
+
+    @triton.jit
+    def _asm(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+        y = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1)
+        tl.store(y_ptr + offs, y, mask=offs < n)
+
+    def asm(x):
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        _asm[(1,)](x, y, x.numel(), BLOCK=512)
+        return y
+
+    def ref_same(x):
+        return x
+
+    def ref_scale(x):
+        return 2.0 * x
+
+    def ref_total(x):
+        return x.sum(keepdims=True)
+""")
+
+OP = """
+[[ops]]
+name = "{name}"
+op = "kernels:{op}"
+reference = "kernels:{ref}"
+framework = "torch"
+family = "{family}"
+dtypes = ["float32"]
+{extra}
+[ops.dims]
+N = {{ min = 1, max = 300, typical = [100] }}
+[ops.inputs]
+x = ["N"]
+"""
+
+
+def _project(tmp_path: Path) -> Path:
+    (tmp_path / "kernels.py").write_text(KERNELS)
+    ops = [
+        OP.format(name="scale", op="scale", ref="ref_scale", family="elementwise", extra=""),
+        OP.format(
+            name="scale_unmasked", op="scale_unmasked", ref="ref_scale", family="elementwise", extra=""
+        ),
+        OP.format(name="asm", op="asm", ref="ref_same", family="elementwise", extra=""),
+        OP.format(
+            name="scale_unmasked_bf16", op="scale_unmasked", ref="ref_scale", family="elementwise", extra=""
+        ).replace('dtypes = ["float32"]', 'dtypes = ["bfloat16"]'),
+        OP.format(name="total", op="total", ref="ref_total", family="reduction", extra="output = [1]"),
+        OP.format(
+            name="total_unchecked", op="total", ref="ref_total", family="reduction", extra="output = [1]"
+        ).replace("[ops.dims]", "[ops.triton]\nsanitize = false\n[ops.dims]"),
+    ]
+    config = tmp_path / "gpuemu.toml"
+    config.write_text('[project]\nname = "t"\n[ci]\nquick_iterations = 6\n' + "".join(ops))
+    return config
+
+
+def _gpuemu(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "gpuemu_ci", *args], cwd=cwd, env=env, capture_output=True, text=True,
+        timeout=600, check=False,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, subprocess.CompletedProcess[str]]:
+    tmp_path = tmp_path_factory.mktemp("gate")
+    config = _project(tmp_path)
+    done = _gpuemu("run", "--config", str(config), "--seed", "3", "--out", "out", "--jobs", "2", cwd=tmp_path)
+    return tmp_path, json.loads((tmp_path / "out" / "results.json").read_text()), done
+
+
+def test_a_store_past_the_end_fails_the_gate_as_out_of_bounds_with_where(run: tuple) -> None:
+    _, results, done = run
+    assert done.returncode == 1, done.stderr[-2000:]
+    ops = {op["name"]: op for op in results["ops"]}
+    assert ops["scale"]["status"] == "passed"
+    failures = ops["scale_unmasked"]["failures"]
+    assert failures and {f["kind"] for f in failures} == {"out_of_bounds"}
+    message = failures[0]["message"]
+    assert "store out of bounds in kernel `_scale`, program (" in message and "kernels.py:" in message
+    assert "of `y_ptr` (shape [" in message and "past its end" in message
+    assert "raised" not in message  # the kernel's stop is the finding, not an exception of the op
+
+
+def test_an_out_of_bounds_store_fails_even_where_the_interpreter_mishandles_the_dtype(run: tuple) -> None:
+    """bfloat16 cases are not judged (the interpreter computes them on bit patterns), but a store past the end
+    is the kernel's fault whatever the numbers."""
+    _, results, _ = run
+    op = next(op for op in results["ops"] if op["name"] == "scale_unmasked_bf16")
+    assert op["status"] == "failed" and {f["kind"] for f in op["failures"]} == {"out_of_bounds"}
+    assert op["cases_passed"] == 0  # the cases whose last program fits are still not judged
+
+
+def test_split_sums_without_atomics_fail_as_a_race_unless_sanitize_is_off(run: tuple) -> None:
+    _, results, _ = run
+    ops = {op["name"]: op for op in results["ops"]}
+    assert {f["kind"] for f in ops["total"]["failures"]} == {"race"}
+    assert "element offset 0 of `out_ptr`" in ops["total"]["failures"][0]["message"]
+    assert ops["total_unchecked"]["status"] == "passed"  # the interpreter runs the programs one at a time
+    assert ops["total_unchecked"].get("triton_launches", {}) == {}  # sanitize = false: the plain interpreter
+
+
+def test_the_results_count_launches_run_vectorised_and_one_program_at_a_time_with_why(run: tuple) -> None:
+    _, results, _ = run
+    ops = {op["name"]: op for op in results["ops"]}
+    assert (
+        set(ops["scale"]["triton_launches"]) == {"vectorised"}
+        and ops["scale"]["triton_launches"]["vectorised"] > 0
+    )
+    why = "one program at a time: programs write what other programs of the launch read or wrote"
+    assert ops["total"]["triton_launches"].get(why, 0) > 0
+    assert (
+        ops["scale_unmasked"]["triton_launches"].get("one program at a time: an access out of bounds", 0) > 0
+    )
+
+
+def test_inline_assembly_the_interpreter_cannot_run_is_not_judged_not_the_kernels_failure(run: tuple) -> None:
+    _, results, _ = run
+    op = next(op for op in results["ops"] if op["name"] == "asm")
+    assert op["status"] == "skipped" and op["cases_failed"] == 0
+    assert "Triton interpreter: inline_asm unsupported" in json.dumps(op)
+
+
+def test_an_out_of_bounds_failure_replays_from_its_seed(run: tuple) -> None:
+    tmp_path, results, _ = run
+    failure = next(op for op in results["ops"] if op["name"] == "scale_unmasked")["failures"][0]
+    seed = str(failure["case_seed"])
+    done = _gpuemu("replay", "--op", "scale_unmasked", "--seed", seed, "--out", "replayed", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "out_of_bounds" in done.stdout + done.stderr
+    assert "store out of bounds in kernel `_scale`" in done.stdout + done.stderr
