@@ -113,6 +113,7 @@ def run_gate(
     if interruption.signal is not None:
         notes.append(f"the run was interrupted by {interruption.name}; results are partial")
         cut_short = True
+        op_results = _say_interrupted(op_results, interruption.name)
     if cut_short and interruption.signal is None:
         notes.append(
             f"the run was cut short after {settings.timeout_s:g} s ({settings.timeout_source}); results are partial"
@@ -124,7 +125,7 @@ def run_gate(
         suite=settings.suite.value,
         started_at=started_at,
         finished_at=utc_now(),
-        config=ConfigInfo(path=_display_path(config.path), sha256=config.sha256, project=config.project.name),
+        config=ConfigInfo(path=display_path(config.path), sha256=config.sha256, project=config.project.name),
         environment=environment(session.gpu),
         git=git_info(config.root),
         verdict=Verdict.ERROR,  # decided below, once the baseline diff is known
@@ -283,7 +284,17 @@ def _lint(config: Config, settings: Settings, lint_runner: LintRunner | None) ->
     return lint_runner(config, settings)
 
 
-def _display_path(path: Path) -> str:
+def _say_interrupted(ops: tuple[OpResult, ...], signal_name: str) -> tuple[OpResult, ...]:
+    """An op none of whose cases ran says that the signal stopped it, not the suite timeout."""
+    return tuple(
+        msgspec.structs.replace(op, message=f"no case ran (the run was interrupted by {signal_name} first)")
+        if op.cases_total == 0 and (op.message or "").startswith("no case ran")
+        else op
+        for op in ops
+    )
+
+
+def display_path(path: Path) -> str:
     """The config path relative to the working directory (the repository root in Actions), so annotations
     and SARIF point at it; just its name when it lies elsewhere (no machine paths in reports)."""
     try:
