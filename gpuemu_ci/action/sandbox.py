@@ -42,6 +42,7 @@ from typing import IO, Any
 
 from gpuemu_ci.action import sandbox_identity
 from gpuemu_ci.action.output_dir import lchown_tree
+from gpuemu_ci.cli import early_signals
 
 PR_SET_DUMPABLE = 4
 PR_CAPBSET_DROP = 24
@@ -222,21 +223,28 @@ def spawn(
     )
 
 
-def forward_signals(child: subprocess.Popen[bytes]) -> Callable[[], None]:
-    """Pass SIGTERM and SIGINT on to `child` (the runner stops a step with SIGTERM; as PID 1 this process would
-    otherwise ignore it); returns a function that restores the previous handlers."""
+class ForwardedSignals:
+    """SIGTERM and SIGINT passed on to a child (the runner stops a step with SIGTERM; as PID 1 this process would
+    otherwise ignore it), including one held back while this process started (cli/early_signals.py)."""
 
-    def forward(signum: int, _frame: object) -> None:
+    def __init__(self, child: subprocess.Popen[bytes]) -> None:
+        self.child = child
+        self.signal: int | None = None  # the first one passed on
+        self._previous = {sig: signal.signal(sig, self._forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+        held = early_signals.take()
+        if held is not None:
+            self._forward(held, None)
+
+    def _forward(self, signum: int, _frame: object) -> None:
+        if self.signal is None:
+            self.signal = signum
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(child.pid, signum)
+            os.kill(self.child.pid, signum)
 
-    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
-
-    def restore() -> None:
-        for sig, handler in previous.items():
+    def restore(self) -> None:
+        """The handlers from before."""
+        for sig, handler in self._previous.items():
             signal.signal(sig, handler)
-
-    return restore
 
 
 def _children_of(pid: int) -> list[int]:

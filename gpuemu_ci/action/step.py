@@ -47,6 +47,7 @@ class ActionStep:
     outputs: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     _client: GitHubClient | None = None
+    interrupted_by: int | None = None  # SIGINT or SIGTERM, passed on to the gate process: exit 130 or 143
     _out_pin: output_dir.PinnedDir | None = None  # the output directory before code under test ran
 
     @property
@@ -155,12 +156,13 @@ class ActionStep:
                     raise InfraError(
                         f"could not start the gate process ({python}): {exc.strerror or exc}"
                     ) from None
-                restore = sandbox.forward_signals(child)
+                forwarded = sandbox.ForwardedSignals(child)
                 try:
                     code = child.wait()
                 finally:
-                    restore()
+                    forwarded.restore()
                     sandbox.reap_leftovers()
+                self.interrupted_by = forwarded.signal
         # Everything the code under test started is dead now: the directory checked here stays as it is.
         self._out_pin.check(self.inputs.output_dir)
         written = out_dir / RESULTS_NAME
@@ -230,7 +232,7 @@ class ActionStep:
                 )
             else:
                 self.post_comment(results, self.ctx.pr_number)
-        return results.exit_code
+        return 128 + self.interrupted_by if self.interrupted_by else results.exit_code
 
     def post_comment(
         self,
