@@ -4,8 +4,8 @@ Two things stand in the way on a developer's machine or a CI runner (both run th
 temporary directories are private to root, and the interpreter may live under root's private home (pyenv in
 /root), where no other user can run it. So:
 
-- `open_dir` is a temporary directory every user can enter (and nothing else under it is shared);
-- `shared_interpreter` is a command prefix that runs a command in a mount namespace of its own where every
+- `make_open_dir` makes a temporary directory every user can enter (and nothing else under it is shared);
+- `shared_interpreter_command` is a command prefix that runs a command in a mount namespace of its own where every
   private directory above the interpreter is replaced by a world-searchable tmpfs holding just the
   interpreter's tree (bind-mounted, read-only as before: root-owned files stay root's). This is the machine
   as the Action's image is: Python installed where every user can run it. Nothing outside the namespace
@@ -22,7 +22,6 @@ import stat
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -57,25 +56,15 @@ def _private_ancestors(path: Path) -> list[tuple[Path, str]]:
     return found
 
 
-def root_only() -> None:
-    if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        pytest.skip("needs root: the test creates users and runs code as them")
-
-
-@pytest.fixture
-def open_dir() -> Iterator[Path]:
-    """A temporary directory that every user can enter."""
+def make_open_dir() -> Path:
+    """A temporary directory that every user can enter (the caller removes it)."""
     root_only()
     path = Path(tempfile.mkdtemp(prefix="gpuemu-hostile-"))
     path.chmod(0o755)
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
+    return path
 
 
-@pytest.fixture
-def shared_interpreter(open_dir: Path) -> list[str]:
+def shared_interpreter_command(stash_root: Path) -> list[str]:
     """The command prefix (see the module docstring); skips when mount namespaces are not available."""
     root_only()
     if shutil.which("unshare") is None:
@@ -90,9 +79,14 @@ def shared_interpreter(open_dir: Path) -> list[str]:
             if blocked in seen:
                 continue
             seen.add(blocked)
-            stash = Path(tempfile.mkdtemp(prefix="stash-", dir=open_dir))
+            stash = Path(tempfile.mkdtemp(prefix="stash-", dir=stash_root))
             specs += [str(blocked), keep, str(stash)]
     return ["unshare", "--mount", "sh", "-c", _SCRIPT, "sh", *specs, "--"]
+
+
+def root_only() -> None:
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        pytest.skip("needs root: the test creates users and runs code as them")
 
 
 def make_user(name: str) -> tuple[int, int]:

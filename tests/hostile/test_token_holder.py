@@ -24,7 +24,6 @@ import pytest
 
 from tests.action.support_runner import REPO, pull_request_event, run_step, runner_env, write_tiny_project
 from tests.github.support_fake_api import FakeGitHub
-from tests.hostile.support_uids import open_dir, shared_interpreter  # noqa: F401 (fixtures)
 
 HEAD, BASE, MERGE = "d" * 40, "e" * 40, "f" * 40
 
@@ -105,7 +104,7 @@ def digest(path: Path) -> str:
 def test_an_op_in_a_root_owned_workspace_cannot_plant_code_in_the_token_holder(
     fake_github: FakeGitHub,
     open_dir: Path,
-    shared_interpreter: list[str],  # noqa: F811
+    shared_interpreter: list[str],
 ) -> None:
     entrypoint = install_copy(open_dir / "install")
     identity = open_dir / "install" / "gpuemu_ci" / "github" / "identity.py"

@@ -1,0 +1,158 @@
+"""Issue 26, items 2 and 3: what code under test does to the gate's own process and output directory cannot
+reach beyond them.
+
+- A symbolic link as `gpuemu-out` (committed in the pull request, or put there by an `inputs` hook while the
+  suite runs) never makes the Action, which runs as root, write into or hand over the directory it points to:
+  a root-owned victim directory keeps its files and their owner.
+- An op or hook that kills its parent: the Action, out of its reach, still publishes a results document and a
+  comment saying the gate process was killed, and fails the step.
+
+The Action runs as the runner runs it, with real users (support_uids) and the loopback GitHub API.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.action.support_runner import (
+    ENTRYPOINT,
+    TINY_CONFIG,
+    Step,
+    pull_request_event,
+    run_step,
+    runner_env,
+    write_tiny_project,
+)
+from tests.github.support_fake_api import FakeGitHub
+from tests.hostile.support_uids import chown_tree, make_user
+
+HEAD, BASE, MERGE = "7" * 40, "8" * 40, "9" * 40
+OWNER = "gpuemu-test-owner"
+
+HOOKED = TINY_CONFIG.replace('[ops.inputs]\nx = ["N"]\n', "", 1).replace(
+    'family = "elementwise"\n', 'family = "elementwise"\ninputs = "tinyops:make_inputs"\n', 1
+)
+
+OPS = """
+import os, signal
+import numpy as np
+
+def _act():
+    if os.environ.get("ATTACK") == "swap-output":
+        if not os.path.islink("gpuemu-out"):
+            os.rename("gpuemu-out", "gpuemu-out.moved")
+            os.symlink(os.environ["VICTIM"], "gpuemu-out")
+    elif os.environ.get("ATTACK") == "kill-parent":
+        os.kill(os.getppid(), signal.SIGKILL)
+
+def make_inputs(rng, dims, dtype, kwargs):
+    if os.environ.get("WHERE") == "hook":
+        _act()
+    return {"x": (rng.u64_array(dims["N"]) % 7).astype(dtype)}
+
+def scale(x):
+    if os.environ.get("WHERE") == "op":
+        _act()
+    return (x.astype(np.float32) * np.float32(2)).astype(x.dtype)
+
+def scale_ref(x):
+    return x * 2.0
+
+def rowsum(x):
+    return x.astype(np.float32).sum(axis=-1).astype(x.dtype)
+
+def rowsum_ref(x):
+    return x.sum(axis=-1)
+"""
+
+
+def victim_directory(root: Path) -> Path:
+    """A directory of root's with a file in it: what the link points at."""
+    victim = root / "victim"
+    victim.mkdir(mode=0o755)
+    (victim / "secret.txt").write_text("root's own file\n")
+    (victim / "sub").mkdir()
+    (victim / "sub" / "deeper.txt").write_text("also root's\n")
+    return victim
+
+
+def ownership(directory: Path) -> dict[str, tuple[int, int]]:
+    return {
+        str(p.relative_to(directory)): (p.lstat().st_uid, p.lstat().st_gid)
+        for p in [directory, *directory.rglob("*")]
+    }
+
+
+def gate_step(fake: FakeGitHub, workspace: Path, command: list[str] | None, **extra: str) -> tuple[Step, int]:
+    pr = fake.add_pull(head_sha=HEAD, base_sha=BASE)
+    event = pull_request_event(fake, pr, head_sha=HEAD, base_sha=BASE)
+    env = runner_env(
+        fake, workspace, "pull_request", event, sha=MERGE, ref=f"refs/pull/{pr}/merge",
+        inputs={"mode": "gate", "baseline": "none"},
+    )  # fmt: skip
+    env.update(extra)
+    return run_step(env, command), pr
+
+
+def test_a_linked_output_dir_is_refused_before_anything_runs(fake_github: FakeGitHub, open_dir: Path) -> None:
+    victim = victim_directory(open_dir)
+    before = ownership(victim)
+    workspace = write_tiny_project(open_dir / "ws", OPS, HOOKED)
+    uid, gid = make_user(OWNER)
+    chown_tree(workspace, uid, gid)
+    (workspace / "gpuemu-out").symlink_to(victim)  # committed in the pull request
+    step, _ = gate_step(fake_github, workspace, None)
+    assert step.returncode == 2, step.describe()
+    (error,) = step.messages("error")
+    assert "symbolic link" in error and "output_dir" in error
+    assert ownership(victim) == before
+    assert sorted(p.name for p in victim.iterdir()) == ["secret.txt", "sub"]
+
+
+@pytest.mark.slow
+def test_a_hook_that_swaps_the_output_dir_for_a_link_hands_nothing_over(
+    fake_github: FakeGitHub, open_dir: Path, shared_interpreter: list[str]
+) -> None:
+    victim = victim_directory(open_dir)
+    before = ownership(victim)
+    workspace = write_tiny_project(open_dir / "ws", OPS, HOOKED)
+    uid, gid = make_user(OWNER)
+    chown_tree(workspace, uid, gid)
+    command = [*shared_interpreter, sys.executable, str(ENTRYPOINT)]
+    step, _ = gate_step(
+        fake_github, workspace, command, ATTACK="swap-output", WHERE="hook", VICTIM=str(victim)
+    )
+    assert (workspace / "gpuemu-out").is_symlink(), step.describe()  # the hook did run, as the owner
+    assert ownership(victim) == before, step.describe()
+    assert sorted(p.name for p in victim.iterdir()) == ["secret.txt", "sub"]
+    assert step.returncode == 3, step.describe()
+    assert any("was replaced while the code under test ran" in e for e in step.messages("error")), (
+        step.describe()
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", ["op", "hook"])
+def test_code_that_kills_its_parent_cannot_silence_the_action(
+    fake_github: FakeGitHub, open_dir: Path, shared_interpreter: list[str], where: str
+) -> None:
+    workspace = write_tiny_project(open_dir / "ws", OPS, HOOKED)
+    command = [*shared_interpreter, sys.executable, str(ENTRYPOINT)]
+    step, pr = gate_step(fake_github, workspace, command, ATTACK="kill-parent", WHERE=where)
+    assert step.returncode not in (0, -9, 137), step.describe()
+    (comment,) = fake_github.comments(pr)  # the Action survived and said what happened
+    document = json.loads((workspace / "gpuemu-out" / "results.json").read_text())
+    assert document["verdict"] != "passed"
+    # The worker's parent, the gate process, was killed (ops and hooks run in workers): nothing of its own
+    # survived, and the Action, whose process it cannot signal, wrote and published what happened.
+    assert step.returncode == 3, step.describe()
+    assert "interrupted: the gate process was killed (SIGKILL)" in comment["body"]
+    assert any("the gate process was killed" in note for note in document["notes"])
+    assert step.outputs["verdict"] == "incomplete"
+    assert all(op["cases_total"] == 0 and op["status"] == "error" for op in document["ops"])
+    assert os.path.isdir(workspace / "gpuemu-out")
