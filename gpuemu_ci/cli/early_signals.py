@@ -8,11 +8,15 @@ import the CLI (`gpuemu_ci/__main__.py`, `cli/entry.py`, the Action's entrypoint
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from types import FrameType
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# A signal held when the process re-executes itself (the Action's entrypoint does, to shed its secrets):
+# handed to the new image, which would otherwise never hear of it.
+CARRIED_VARIABLE = "GPUEMU_HELD_SIGNAL"
 _held: list[int] = []
 _installed = False
 
@@ -28,12 +32,21 @@ def install() -> None:
         for sig in SIGNALS:
             signal.signal(sig, _hold)
         _installed = True
+    carried = os.environ.pop(CARRIED_VARIABLE, "")
+    if carried.isdigit() and int(carried) in SIGNALS:
+        _held.append(int(carried))
 
 
 def installed() -> bool:
     """Whether this process's entry point installed the holding handlers (not so when the CLI is called
     in-process, e.g. by tests)."""
     return _installed
+
+
+def carry(env: dict[str, str]) -> None:
+    """Put the first held signal (if any) into `env`, the environment of an `execve` of this program."""
+    if _held:
+        env[CARRIED_VARIABLE] = str(_held[0])
 
 
 def take() -> int | None:
