@@ -116,7 +116,7 @@ class ActionStep:
         out_dir = output_dir.checked(self.out_dir, self.workspace, self.inputs.output_dir)
         check_output_dir(out_dir)
         self._out_pin = output_dir.PinnedDir.pin(out_dir)
-        preload_publishing()  # before code under test runs, and before judging what it could change
+        self.prepare_publishing()  # before code under test runs, and before judging what it could change
         confinement = sandbox.confinement_for(self.workspace)
         if confinement.weakness:
             self.warn(f"confinement: {confinement.weakness}")
@@ -192,6 +192,13 @@ class ActionStep:
         return path
 
     # --- publishing -----------------------------------------------------------------------------------------
+    def prepare_publishing(self) -> None:
+        """Import everything publishing needs and open the API client (its HTTP stack imports lazily and reads
+        the CA bundle): done before code under test runs, which may then change no file this process reads."""
+        for name in PUBLISHING_MODULES:
+            importlib.import_module(name)
+        self.client()
+
     def publish(self, results: Results, *, comment: bool) -> int:
         """results.json, step summary, SARIF, JUnit, annotations, report, comment and outputs."""
         from gpuemu_ci.render.annotations import render_annotations
@@ -277,9 +284,13 @@ class ActionStep:
             self.notice(f"the report is unsigned ({note})")
 
 
-# What this process imports after the suite ran (publishing, commenting, signing, nightly issues): imported
-# before any code under test runs, so that nothing this process runs is read from a file after that point.
+# What this process imports after the suite ran (publishing, commenting, signing, nightly issues; the codecs
+# that HTTP and the renderers use): imported before any code under test runs, so that nothing this process
+# runs is read from a file after that point. tests/hostile/test_token_holder.py proves the list complete.
 PUBLISHING_MODULES = (
+    "encodings.idna",
+    "encodings.unicode_escape",
+    "encodings.utf_16_be",
     "gpuemu_ci.attest.keys",
     "gpuemu_ci.attest.signing",
     "gpuemu_ci.github.artifacts",
@@ -291,11 +302,6 @@ PUBLISHING_MODULES = (
     "gpuemu_ci.render.markdown",
     "gpuemu_ci.render.sarif",
 )
-
-
-def preload_publishing() -> None:
-    for name in PUBLISHING_MODULES:
-        importlib.import_module(name)
 
 
 def _regular_file(path: Path) -> bool:

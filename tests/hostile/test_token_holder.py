@@ -1,5 +1,11 @@
 """Issue 26, item 1: code under test cannot change what the process holding the token later loads.
 
+Two defences, each tested here. Code under test runs as a user who can write none of the files the Action's
+process has loaded or will read (never as root, when any other user can run the interpreter). And that
+process imports everything it will ever need before the first line of code under test runs: an audit hook in
+it records every module imported after it starts the gate process, in every mode that runs the suite, and
+there must be none.
+
 The attack: in a workspace owned by root (a self-hosted runner or a container job running as root), an op
 appends code to gpuemu-ci's installed `gpuemu_ci/github/identity.py`, which the Action's own process used to
 import only after the suite, to post the comment. That code walks the process's objects for a `ghs_` token
@@ -22,7 +28,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.action.support_runner import REPO, pull_request_event, run_step, runner_env, write_tiny_project
+from tests.action.support_runner import (
+    BUGGY_SCALE,
+    REPO,
+    pull_request_event,
+    push_event,
+    run_step,
+    runner_env,
+    schedule_event,
+    write_tiny_project,
+)
 from tests.github.support_fake_api import FakeGitHub
 
 HEAD, BASE, MERGE = "d" * 40, "e" * 40, "f" * 40
@@ -136,3 +151,55 @@ def test_an_op_in_a_root_owned_workspace_cannot_plant_code_in_the_token_holder(
     (comment,) = fake_github.comments(pr)  # the Action still had its token, and used it
     assert "passed" in comment["body"]
     assert not os.path.exists(loot / "stolen.txt")  # the planted code never ran anywhere
+
+
+# Loaded by the Action's process (and its children, which it ignores) through PYTHONPATH: records each module
+# the Action's process imports after it has started its first child (the setup step or the gate process).
+AUDIT_HOOK = """
+import os, sys
+_out = os.environ.get("GPUEMU_IMPORT_AUDIT")
+if _out and "action" in sys.orig_argv and "action-gate" not in sys.orig_argv:
+    _started = []
+
+    def _audit(event, args):
+        if event == "subprocess.Popen" and not _started:  # the first child: the setup step or the gate
+            _started.append(True)
+            open(_out + ".armed", "w").close()
+        elif event == "import" and _started:
+            with open(_out, "a") as handle:
+                handle.write(args[0] + chr(10))
+
+    sys.addaudithook(_audit)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["gate", "baseline", "nightly"])
+def test_the_token_holder_imports_nothing_after_code_under_test_starts(
+    fake_github: FakeGitHub, tmp_path: Path, mode: str
+) -> None:
+    hook = tmp_path / "audit"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(AUDIT_HOOK)
+    workspace = write_tiny_project(tmp_path / "ws", BUGGY_SCALE)  # a failing op: comments, issues, SARIF
+    if mode == "gate":
+        pr = fake_github.add_pull(head_sha=HEAD, base_sha=BASE)
+        event = pull_request_event(fake_github, pr, head_sha=HEAD, base_sha=BASE)
+        env = runner_env(fake_github, workspace, "pull_request", event, sha=MERGE, ref=f"refs/pull/{pr}/merge",
+                         inputs={"mode": "gate", "baseline": "auto"})  # fmt: skip
+    elif mode == "baseline":
+        event = push_event(fake_github, before=BASE, after=HEAD)
+        env = runner_env(fake_github, workspace, "push", event, sha=HEAD, ref="refs/heads/main",
+                         inputs={"mode": "baseline"})  # fmt: skip
+    else:
+        env = runner_env(fake_github, workspace, "schedule", schedule_event(), sha=HEAD, ref="refs/heads/main",
+                         inputs={"mode": "nightly", "baseline": "none"})  # fmt: skip
+    audit = tmp_path / "imported-after-start.txt"
+    env.update(PYTHONPATH=str(hook), GPUEMU_IMPORT_AUDIT=str(audit))
+    step = run_step(env)
+    assert step.returncode in (0, 1), step.describe()
+    assert Path(f"{audit}.armed").exists(), step.describe()  # the hook saw the gate process start
+    if mode == "gate":
+        assert fake_github.comments(pr)  # publishing did happen after the run
+    imported = audit.read_text().split() if audit.exists() else []
+    assert imported == [], f"imported after code under test started: {imported}"
