@@ -154,7 +154,7 @@ def test_an_op_in_a_root_owned_workspace_cannot_plant_code_in_the_token_holder(
 
 
 # Loaded by the Action's process (and its children, which it ignores) through PYTHONPATH: records each module
-# the Action's process imports after it has started its first child (the setup step or the gate process).
+# the Action's process imports after it has started code under test (the setup step or the gate process).
 AUDIT_HOOK = """
 import os, sys
 _out = os.environ.get("GPUEMU_IMPORT_AUDIT")
@@ -162,7 +162,9 @@ if _out and "action" in sys.orig_argv and "action-gate" not in sys.orig_argv:
     _started = []
 
     def _audit(event, args):
-        if event == "subprocess.Popen" and not _started:  # the first child: the setup step or the gate
+        # Code under test starts in the workspace (the setup step or the gate process); the Action's own
+        # helpers (useradd, ctypes' ldconfig) do not.
+        if event == "subprocess.Popen" and not _started and str(args[2]) == os.environ["GITHUB_WORKSPACE"]:
             _started.append(True)
             open(_out + ".armed", "w").close()
         elif event == "import" and _started:
