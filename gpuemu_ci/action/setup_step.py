@@ -4,7 +4,7 @@ inside the container, before the gate runs, as code under test (confined, with n
 Everything is installed into a virtual environment under `cache_dir` in the workspace, made with
 `--system-site-packages` so that gpuemu-ci, NumPy and CuPy from the image stay visible; the gate then runs
 with that environment's Python. pip's download cache lives beside it. A workflow keeps both between runs
-with `actions/cache` on `cache_dir` (the README shows how): a restored environment made by the same Python
+with `actions/cache` on `cache_dir` (docs/action.md shows how): a restored environment made by the same Python
 is reused as it is, so an unchanged `pip install` finds everything already satisfied.
 """
 

@@ -102,7 +102,7 @@ def ignore_outputs(target: Path) -> tuple[str, ...]:
     return missing
 
 
-# Alternatives to a default workflow, copied by hand (README): gpuemu-pr-sharded.yml replaces gpuemu-pr.yml.
+# Alternatives to a default workflow, copied by hand (docs/action.md): gpuemu-pr-sharded.yml replaces gpuemu-pr.yml.
 ALTERNATIVE_WORKFLOWS = frozenset({"gpuemu-pr-sharded.yml"})
 
 

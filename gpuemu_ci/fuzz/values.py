@@ -19,7 +19,7 @@ from gpuemu_ci.rng import SeededRng
 
 # 4: size classes (typical sizes as declared, tile ladders, large sizes), zero and underflow rows, rotary
 # cos/sin tables, pairwise kwargs, the row-padded layout, and inputs over 2^24 elements built from a repeated
-# block (see README "Determinism and replay").
+# block (see docs/how-it-decides.md, "Determinism and replay").
 GENERATOR_VERSION = "4"
 
 TWO_POW_53 = float(2**53)

@@ -18,7 +18,10 @@ REPO = Path(__file__).resolve().parents[2]
 ACTION_YML = REPO / "action.yml"
 DOCKERFILE = REPO / "Dockerfile"
 DOCKERIGNORE = REPO / ".dockerignore"
-ACTION_DOC = REPO / "README.md"
+# The Action's page, and its generated inputs/outputs page; README.md shows a short workflow too.
+ACTION_DOC = REPO / "docs" / "action.md"
+ACTION_REFERENCE_DOC = REPO / "docs" / "action-reference.md"
+README = REPO / "README.md"
 TEMPLATES = REPO / "gpuemu_ci" / "templates" / "workflows"
 STARTER = REPO / "gpuemu_ci" / "templates" / "starter"
 PROJECT_WORKFLOWS = REPO / ".github" / "workflows"

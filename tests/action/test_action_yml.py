@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from gpuemu_ci.github.context import read_inputs
-from tests.action.support_files import ACTION_DOC, ACTION_YML, REPO, load_yaml
+from tests.action.support_files import ACTION_DOC, ACTION_REFERENCE_DOC, ACTION_YML, REPO, load_yaml
 
 # The inputs and outputs issue 9 promises; more may exist, none of these may go missing.
 PROMISED_INPUTS = {
@@ -107,14 +107,14 @@ def test_the_input_reader_sees_every_input_the_runner_passes(inputs: dict[str, d
     assert set(read_inputs(env)) == set(inputs)
 
 
-# --- README.md, section "The GitHub Action" --------------------------------------------------------------------------
+# --- docs/action-reference.md (generated from action.yml) and docs/action.md -----------------------------------
 
 
 def _doc_table(heading: str) -> dict[str, list[str]]:
-    """Rows of the first table under `## heading`, keyed by the backticked name in the first cell."""
-    text = ACTION_DOC.read_text(encoding="utf-8")
+    """Rows of the first table under `### heading`, keyed by the backticked name in the first cell."""
+    text = ACTION_REFERENCE_DOC.read_text(encoding="utf-8")
     match = re.search(rf"^### {re.escape(heading)}\n(.*?)(?=^##+ |\Z)", text, re.S | re.M)
-    assert match, f"README.md has no `### {heading}` section"
+    assert match, f"{ACTION_REFERENCE_DOC.name} has no `### {heading}` section"
     rows: dict[str, list[str]] = {}
     for line in match.group(1).splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("|") else []

@@ -31,10 +31,10 @@ def test_it_replaces_the_pr_gate_under_the_same_name_artifact_and_comment_key() 
     assert uploads == ["gpuemu-results"]
 
 
-def test_the_readme_shows_the_template_as_it_is() -> None:
+def test_the_action_docs_show_the_template_as_it_is() -> None:
     import yaml
 
-    blocks = re.findall(r"```yaml\n(.*?)```", (REPO / "README.md").read_text(encoding="utf-8"), re.S)
+    blocks = re.findall(r"```yaml\n(.*?)```", (REPO / "docs" / "action.md").read_text(encoding="utf-8"), re.S)
     assert _workflow() in [yaml.safe_load(block) for block in blocks]
 
 

@@ -17,6 +17,7 @@ from tests.action.support_files import (
     ACTIONLINT_MISSING,
     ALL_TEMPLATE_NAMES,
     PROJECT_WORKFLOWS,
+    README,
     REPO,
     TEMPLATES,
     action_name,
@@ -96,9 +97,10 @@ def test_actionlint_catches_a_wrong_input_of_the_local_action(tmp_path: Path) ->
 
 
 def test_actionlint_passes_on_the_workflows_in_the_docs(tmp_path: Path) -> None:
-    blocks = re.findall(r"```yaml\n(.*?)```", ACTION_DOC.read_text(encoding="utf-8"), re.S)
+    text = ACTION_DOC.read_text(encoding="utf-8") + README.read_text(encoding="utf-8")
+    blocks = re.findall(r"```yaml\n(.*?)```", text, re.S)
     workflows = [b for b in blocks if re.search(r"^jobs:", b, re.M)]
-    assert workflows, "README.md has no complete workflow example"
+    assert workflows, "docs/action.md and README.md have no complete workflow example"
     files = []
     for index, text in enumerate(workflows):
         path = tmp_path / f"doc-{index}.yml"
