@@ -21,9 +21,10 @@ from pathlib import Path
 from gpuemu_ci.errors import InfraError, UsageError
 
 
-def checked(directory: Path, workspace: Path, shown: str) -> Path:
-    """`directory` (absolute, not yet resolved) as a real path; a UsageError when a component of it below the
-    workspace, or the directory itself, is a symbolic link."""
+def checked(directory: Path, workspace: Path, what: str) -> Path:
+    """`directory` (absolute, not yet resolved) as a real path; a UsageError naming `what` (e.g. "input
+    output_dir: gpuemu-out") when a component of it below the workspace, or the directory itself, is a
+    symbolic link, or when it is the workspace itself (which would give the whole checkout away)."""
     root = workspace.resolve()
     absolute = Path(os.path.normpath(directory))
     try:
@@ -31,14 +32,16 @@ def checked(directory: Path, workspace: Path, shown: str) -> Path:
         start = root
     except ValueError:
         below, start = (absolute.name,), absolute.parent
+    if not below:
+        raise UsageError(f"{what} is the workspace itself; name a directory inside it")
     current = start
     for part in below:
         current = current / part
         with contextlib.suppress(FileNotFoundError):
             if stat.S_ISLNK(os.lstat(current).st_mode):
                 raise UsageError(
-                    f"input output_dir: {shown} is or passes through a symbolic link ({current.name}); the Action "
-                    "writes and hands over its outputs only in a real directory"
+                    f"{what} is or passes through a symbolic link ({current.name}); the Action writes, and gives "
+                    "to other users, only real directories"
                 )
     return start.joinpath(*below).resolve()
 

@@ -113,7 +113,9 @@ class ActionStep:
         that says so, never a pass."""
         from gpuemu_ci.action import gate_process, sandbox, setup_step
 
-        out_dir = output_dir.checked(self.out_dir, self.workspace, self.inputs.output_dir)
+        out_dir = output_dir.checked(
+            self.out_dir, self.workspace, f"input output_dir: {self.inputs.output_dir}"
+        )
         check_output_dir(out_dir)
         self._out_pin = output_dir.PinnedDir.pin(out_dir)
         self.prepare_publishing()  # before code under test runs, and before judging what it could change
@@ -125,9 +127,12 @@ class ActionStep:
         stale.unlink(
             missing_ok=True
         )  # a self-hosted runner's previous run must never be published as this one
-        plan = setup_step.SetupPlan(
-            self.inputs.requirements, self.inputs.setup, (self.workspace / self.inputs.cache_dir).resolve()
-        )
+        cache_dir = self.workspace / self.inputs.cache_dir
+        if self.inputs.requirements or self.inputs.setup:  # given to code under test: a real directory only
+            cache_dir = output_dir.checked(
+                cache_dir, self.workspace, f"input cache_dir: {self.inputs.cache_dir}"
+            )
+        plan = setup_step.SetupPlan(self.inputs.requirements, self.inputs.setup, cache_dir.resolve())
         env = self.child_env()
         with sandbox.private_home(confinement, env) as env:
             python = sys.executable

@@ -114,6 +114,40 @@ def test_a_linked_output_dir_is_refused_before_anything_runs(fake_github: FakeGi
     assert sorted(p.name for p in victim.iterdir()) == ["secret.txt", "sub"]
 
 
+@pytest.mark.parametrize(
+    ("inputs", "says"),
+    [
+        (
+            {"cache_dir": "cache", "setup": "true"},
+            "input cache_dir: cache is or passes through a symbolic link",
+        ),
+        ({"output_dir": "."}, "input output_dir: . is the workspace itself"),
+    ],
+    ids=["linked cache_dir", "output_dir is the workspace"],
+)
+def test_directories_given_to_code_under_test_are_real_and_inside_the_workspace(
+    fake_github: FakeGitHub, open_dir: Path, inputs: dict[str, str], says: str
+) -> None:
+    """The Action gives output_dir and cache_dir (recursively) to the user code under test runs as: never the
+    directory a link points at, never the whole checkout (.git and its hooks included)."""
+    victim = victim_directory(open_dir)
+    before = ownership(victim)
+    workspace = write_tiny_project(open_dir / "ws", OPS, HOOKED)
+    (workspace / "cache").symlink_to(victim)
+    pr = fake_github.add_pull(head_sha=HEAD, base_sha=BASE)
+    event = pull_request_event(fake_github, pr, head_sha=HEAD, base_sha=BASE)
+    env = runner_env(
+        fake_github, workspace, "pull_request", event, sha=MERGE, ref=f"refs/pull/{pr}/merge",
+        inputs={"mode": "gate", "baseline": "none", **inputs},
+    )  # fmt: skip
+    step = run_step(env)
+    assert step.returncode == 2, step.describe()
+    (error,) = step.messages("error")
+    assert says in error
+    assert ownership(victim) == before
+    assert ownership(workspace)["."] == (0, 0)
+
+
 @pytest.mark.slow
 def test_a_hook_that_swaps_the_output_dir_for_a_link_hands_nothing_over(
     fake_github: FakeGitHub, open_dir: Path, shared_interpreter: list[str]
