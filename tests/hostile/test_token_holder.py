@@ -39,6 +39,7 @@ from tests.action.support_runner import (
     write_tiny_project,
 )
 from tests.github.support_fake_api import FakeGitHub
+from tests.hostile.support_uids import chown_tree, make_user
 
 HEAD, BASE, MERGE = "d" * 40, "e" * 40, "f" * 40
 
@@ -116,11 +117,12 @@ def digest(path: Path) -> str:
 
 
 @pytest.mark.slow
-def test_an_op_in_a_root_owned_workspace_cannot_plant_code_in_the_token_holder(
-    fake_github: FakeGitHub,
-    open_dir: Path,
-    shared_interpreter: list[str],
+@pytest.mark.parametrize("owner", ["root", "the installation's owner"])
+def test_an_op_cannot_plant_code_in_the_token_holder(
+    fake_github: FakeGitHub, open_dir: Path, shared_interpreter: list[str], owner: str
 ) -> None:
+    """The workspace belongs to root (the case of the issue), or to a user who also owns gpuemu-ci's
+    installation (a `pip install --user` on a self-hosted runner): either way the op runs as someone else."""
     entrypoint = install_copy(open_dir / "install")
     identity = open_dir / "install" / "gpuemu_ci" / "github" / "identity.py"
     before = digest(identity)
@@ -128,7 +130,12 @@ def test_an_op_in_a_root_owned_workspace_cannot_plant_code_in_the_token_holder(
     loot.mkdir()
     loot.chmod(0o1777)  # the attacker's drop box: anyone may write, as /tmp
     workspace = write_tiny_project(open_dir / "ws", ATTACK_OPS)
-    assert workspace.stat().st_uid == 0  # the case of the issue: a workspace of root's
+    forbidden = {0}
+    if owner != "root":
+        uid, gid = make_user("gpuemu-test-installer")
+        chown_tree(workspace, uid, gid)
+        chown_tree(open_dir / "install", uid, gid)
+        forbidden.add(uid)
     pr = fake_github.add_pull(head_sha=HEAD, base_sha=BASE)
     event = pull_request_event(fake_github, pr, head_sha=HEAD, base_sha=BASE)
     env = runner_env(
@@ -145,7 +152,7 @@ def test_an_op_in_a_root_owned_workspace_cannot_plant_code_in_the_token_holder(
     for attempt in attempts:
         assert attempt["target"] == str(identity)
         assert attempt["outcome"].startswith("refused"), attempt
-        assert attempt["uid"] != 0
+        assert attempt["uid"] not in forbidden
     assert digest(identity) == before
     assert step.returncode == 0, step.describe()
     (comment,) = fake_github.comments(pr)  # the Action still had its token, and used it
