@@ -54,6 +54,26 @@ class InfraError(GpuemuError):
     exit_code = ExitCode.INFRASTRUCTURE
 
 
+REPORT_BUG = "this is a bug in gpuemu-ci: please report it at https://github.com/gpuemu/gpuemu-ci/issues"
+
+
+class InputsDiffer(InfraError):
+    """The op's worker and the judge's built different inputs for one case (their digests differ): the tool's
+    own error, never a verdict about the op. Exit 3."""
+
+    def __init__(self, case: str, seed: int, op_digest: str, judge_digest: str) -> None:
+        super().__init__(
+            f"internal error: case {case} (seed {seed}): the op's worker built inputs with digest {op_digest} "
+            f"and the judge's worker built inputs with digest {judge_digest} from the same seed, so no verdict "
+            f"about the op is possible. Inputs must be a function of the seed alone; an inputs hook that draws "
+            f"its own randomness (or reads the time, the process or the machine) also does this. If the op has "
+            f"no such hook, {REPORT_BUG} with this message and the gpuemu.toml."
+        )
+        self.case = case
+        self.op_digest = op_digest
+        self.judge_digest = judge_digest
+
+
 class AlreadyReported(GpuemuError):
     """A child process (the Action's confined gate run) ended with an error it has printed itself: exit with its
     code and print nothing more."""

@@ -1,6 +1,7 @@
 """Running cases in the calling process, for `gpuemu_ci.check()` with a callable that is not importable (a
-lambda or closure in a test). Same contract as the worker pool, from the same code (casework.py): inputs from
-the seed in their real layouts, fp64 reference copies, out= prefill, re-run for determinism, |x| reference.
+lambda or closure in a test). Same contract as the worker pool, from the same code (op_side.py and
+judge_side.py): inputs from the seed in their real layouts, fp64 reference copies, out= prefill, re-run for
+determinism, |x| reference.
 But no isolation: a crash takes the caller down, which is what a test that calls its own kernel expects, and
 Ctrl-C still stops the test (only Exception is contained here)."""
 
@@ -10,8 +11,9 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from gpuemu_ci.backends.casework import OpView, run_judge_side, run_op_side
 from gpuemu_ci.backends.interface import CaseReport, CaseSpec, OpTask
+from gpuemu_ci.backends.judge_side import OpView, run_judge_side
+from gpuemu_ci.backends.op_side import run_op_side
 
 
 class InProcessPool:
@@ -50,6 +52,14 @@ class InProcessPool:
                 return given(**inputs, **kwargs)
 
         side = run_op_side(task, case, invoke=invoke, contain=Exception)
-        view = OpView(side.op, side.rerun, side.inputs_modified, side.interpreter, side.interpreter_types)
+        view = OpView(
+            side.op,
+            side.rerun,
+            side.inputs_modified,
+            side.interpreter,
+            side.interpreter_types,
+            side.inputs_digest,
+            side.skipped,
+        )
         report, _ = run_judge_side(task, case, view, contain=Exception, reference=reference)
         return report

@@ -1,7 +1,8 @@
 """WorkerPool: runs cases, from their seeds, in persistent isolated worker processes.
 
-Each case has two sides (casework.py): the op side, in one worker, and the judge side, in another; the op's
-outputs cross from the first to the second once, through a shared-memory arena the pool owns. `jobs` is the
+Each case has two sides (op_side.py, judge_side.py): the op side, in one worker, and the judge side, in
+another; the op's outputs cross from the first to the second once, through a shared-memory arena the pool
+owns. `jobs` is the
 number of processes computing at once (one core each); the pool keeps `jobs + 1` processes, so a judge can
 always run outside the process that ran its op. An op's cases spread over every worker.
 
@@ -30,10 +31,12 @@ from gpuemu_ci.backends import zygote
 from gpuemu_ci.backends.channel import FrameError
 from gpuemu_ci.backends.gpu import GpuInfo, detect_gpu
 from gpuemu_ci.backends.interface import CallStatus, CaseAborted, CaseReport, CaseSpec, OpTask
+from gpuemu_ci.backends.oom import OomRecord
 from gpuemu_ci.backends.process import WorkerProcess, exit_words
 from gpuemu_ci.backends.protocol import (
     STAGE_WORDS,
     ArenaGrant,
+    Built,
     CallReply,
     Hello,
     Judge,
@@ -91,6 +94,7 @@ class _Case:
     op_pid: int | None = None
     partial: CallReply | None = None
     op_side: OpSideResult | None = None
+    op_digest: str = ""  # the digest of the inputs the op's side built (Built)
 
 
 @dataclass
@@ -112,6 +116,7 @@ class _Slot:
     loaded: set[tuple[str, str]] = field(default_factory=set)  # (task key, side) it has run before
     failed_starts: int = 0
     start_error: str = ""
+    oom_mark: OomRecord | None = None  # the kernel's OOM-kill counts when the side started
 
 
 class WorkerPool:
@@ -351,6 +356,7 @@ class WorkerPool:
         self._sides += 1
         slot.case, slot.side, slot.task = case, side, self._sides
         slot.side_started = time.monotonic()
+        slot.oom_mark = OomRecord.now()
         slot.proc.drain_log()
         slot.log_mark = slot.proc.log.total
         slot.readied = False
@@ -475,7 +481,9 @@ class WorkerPool:
     def _died(self, slot: _Slot) -> None:
         proc = slot.proc
         assert proc is not None
-        words = exit_words(proc.wait(0.5))  # a crash closes the socket as the process exits
+        returncode = proc.wait(0.5)  # a crash closes the socket as the process exits
+        oom_killed = OomRecord.now().killed_since(slot.oom_mark) if slot.oom_mark is not None else None
+        words = exit_words(returncode, oom_killed)
         if not slot.ready:
             proc.drain_log()
             slot.failed_starts += 1
@@ -508,6 +516,8 @@ class WorkerPool:
         if isinstance(reply, Ready) and slot.side in ("op", "judge") and not slot.readied:
             slot.readied = True
             slot.deadline = time.monotonic() + case.task.timeout_s  # the parent's clock, from now
+        elif slot.side == "op" and isinstance(reply, Built):
+            case.op_digest = reply.inputs_digest
         elif slot.side in ("op", "place") and isinstance(reply, OpPartial):
             self._check_call(reply.op, case)
             case.partial = reply.op
@@ -545,7 +555,14 @@ class WorkerPool:
         failed = any(c is not None and c.status != CallStatus.OK.value for c in (done.op, done.rerun))
         tail = self._tail(slot) if failed else ""
         case.op_side = OpSideResult(
-            done.op, done.rerun, done.inputs_modified, done.interpreter, tail, done.interpreter_types
+            done.op,
+            done.rerun,
+            done.inputs_modified,
+            done.interpreter,
+            tail,
+            done.interpreter_types,
+            case.op_digest,
+            done.skipped,
         )
         self._finish_side(slot, retire=done.retire)
         self._queue_judge(case)
@@ -649,9 +666,10 @@ class WorkerPool:
         deterministic = case.task.op.execution.deterministic
         failure = CallReply(status.value, message)
         not_run = CallReply(status.value, f"not run: {message}")
+        digest = case.op_digest  # what it built before it died: the judge still checks it
         if stage is Stage.RERUN and case.partial is not None:
-            return OpSideResult(case.partial, failure, (), None, tail)
+            return OpSideResult(case.partial, failure, (), None, tail, inputs_digest=digest)
         if stage is Stage.RERUN:
             lost = CallReply(CallStatus.CRASHED.value, f"its outputs were lost: {message}")
-            return OpSideResult(lost, failure, (), None, tail)
-        return OpSideResult(failure, not_run if deterministic else None, (), None, tail)
+            return OpSideResult(lost, failure, (), None, tail, inputs_digest=digest)
+        return OpSideResult(failure, not_run if deterministic else None, (), None, tail, inputs_digest=digest)

@@ -32,7 +32,9 @@ SEND_TIMEOUT_S = 10.0
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 
 
-def exit_words(returncode: int | None) -> str:
+def exit_words(returncode: int | None, oom_killed: bool | None = None) -> str:
+    """How a worker ended, in words. `oom_killed` (backends/oom.py): whether the kernel recorded an
+    out-of-memory kill while it ran (None: unknown); only then does a SIGKILL mention memory."""
     if returncode is None:
         return "stopped responding"
     if returncode < 0:
@@ -40,7 +42,11 @@ def exit_words(returncode: int | None) -> str:
             name = signal.Signals(-returncode).name
         except ValueError:
             name = f"signal {-returncode}"
-        hint = " (the system's out-of-memory killer sends this)" if name == "SIGKILL" else ""
+        hint = ""
+        if name == "SIGKILL" and oom_killed:
+            hint = " (the kernel's out-of-memory killer: it recorded an OOM kill while the case ran)"
+        elif name == "SIGKILL" and oom_killed is False:
+            hint = " (not for lack of memory: the kernel recorded no OOM kill; another process sent it)"
         return f"was killed by {name}{hint}"
     return f"exited with code {returncode}"
 

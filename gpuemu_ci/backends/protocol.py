@@ -12,6 +12,7 @@ from __future__ import annotations
 import pickle
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Annotated
 
 import msgspec
 
@@ -87,6 +88,8 @@ class OpSideResult:
     interpreter: str | None
     op_stderr: str = ""  # the op worker's output during the case, when a call failed
     interpreter_types: tuple[str, ...] = ()  # bfloat16/fp8 handled by Triton's interpreter (triton_probe)
+    inputs_digest: str = ""  # of the inputs the op's side built (Built), "" when it built none
+    skipped: str = ""  # the op's side could not hold the case on this machine (CaseSkipped): why
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,14 @@ class Ready(msgspec.Struct, frozen=True, tag=True, forbid_unknown_fields=True):
     task: int
 
 
+class Built(msgspec.Struct, frozen=True, tag=True, forbid_unknown_fields=True):
+    """The op side built the case's inputs: their digest (fuzz/inputs.py), sent before the op runs so that a
+    crash keeps it. The judge compares it with the digest of the inputs it builds."""
+
+    task: int
+    inputs_digest: Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{32}$")]
+
+
 class OpPartial(msgspec.Struct, frozen=True, tag=True, forbid_unknown_fields=True):
     """The op's first call, sent before the determinism re-run (which might kill the process)."""
 
@@ -166,6 +177,7 @@ class OpDone(msgspec.Struct, frozen=True, tag=True, forbid_unknown_fields=True):
     retire: bool = False  # the worker's state is unusable (a sticky CUDA error): replace it
     needs: int = 0
     interpreter_types: tuple[str, ...] = ()  # bfloat16/fp8 handled by Triton's interpreter (triton_probe)
+    skipped: str = ""  # this machine cannot hold the case (CaseSkipped): why
 
 
 class Verdict(msgspec.Struct, frozen=True, tag=True, forbid_unknown_fields=True):
@@ -176,7 +188,7 @@ class Verdict(msgspec.Struct, frozen=True, tag=True, forbid_unknown_fields=True)
     retire: bool = False
 
 
-Reply = Hello | Ready | OpPartial | OpDone | Verdict
+Reply = Hello | Ready | Built | OpPartial | OpDone | Verdict
 
 
 def _encode_extra(value: object) -> object:

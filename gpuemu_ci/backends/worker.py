@@ -1,4 +1,4 @@
-"""The worker process: runs the op side or the judge side of cases (casework.py) until told to stop.
+"""The worker process: runs the op side or the judge side of cases (op_side.py, judge_side.py) until told to stop.
 
 Started by the pool as `python -m gpuemu_ci.backends.worker SOCKET_FD STATUS_FD PARENT_PID [pdeathsig]` (a
 fresh interpreter: nothing inherited from the parent's state) in its own session, with stdout and stderr on
@@ -24,11 +24,13 @@ import time
 import numpy as np
 
 from gpuemu_ci.backends import triton_probe
-from gpuemu_ci.backends.casework import OpView, run_judge_side, run_op_side
 from gpuemu_ci.backends.channel import recv_frame, send_frame
 from gpuemu_ci.backends.hygiene import Baseline
 from gpuemu_ci.backends.interface import CallResult, CallStatus, CaseReport, OpTask
+from gpuemu_ci.backends.judge_side import OpView, run_judge_side
+from gpuemu_ci.backends.op_side import run_op_side
 from gpuemu_ci.backends.protocol import (
+    Built,
     CallReply,
     Hello,
     Judge,
@@ -93,7 +95,12 @@ class Worker:
 
         try:
             side = run_op_side(
-                task, request.case, stage=self.stage, on_first_call=first_call, on_loaded=self.ready
+                task,
+                request.case,
+                stage=self.stage,
+                on_first_call=first_call,
+                on_loaded=self.ready,
+                on_built=lambda digest: self.send(Built(self.current, digest)),
             )
             self.stage(Stage.REPLY)
             results = [side.op] + ([side.rerun] if side.rerun is not None else [])
@@ -112,6 +119,7 @@ class Worker:
                     side.retire,
                     needed,
                     side.interpreter_types,
+                    side.skipped,
                 )
             )
             data, more_fds = recv_frame(self.sock)
@@ -137,6 +145,7 @@ class Worker:
                 side.interpreter,
                 side.retire,
                 interpreter_types=side.interpreter_types,
+                skipped=side.skipped,
             )
         )
 
@@ -167,6 +176,8 @@ class Worker:
             side.inputs_modified,
             side.interpreter,
             side.interpreter_types,
+            side.inputs_digest,
+            side.skipped,
         )
         report, retire = run_judge_side(task, request.case, view, stage=self.stage, on_loaded=self.ready)
         self.stage(Stage.REPLY)

@@ -12,13 +12,14 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 import click
 
+from gpuemu_ci.cli.stack import Stack, detect_stack, with_setup
 from gpuemu_ci.errors import InfraError, UsageError
 
 if TYPE_CHECKING:  # importlib.resources.abc is 3.11+; only the annotation needs it
@@ -123,6 +124,9 @@ class InitResult:
     replaced: tuple[PurePosixPath, ...]
     ignored: tuple[str, ...] = ()  # lines added to .gitignore
     branch: DefaultBranch | None = None  # the baseline workflow's branch (None: no workflows written)
+    stack: Stack = field(
+        default_factory=Stack
+    )  # torch/Triton found in the sources: the workflows install them with `setup:`
 
 
 def template_files(*, workflows: bool = True) -> tuple[TemplateFile, ...]:
@@ -174,18 +178,22 @@ def write_starter(target: Path, *, force: bool = False, workflows: bool = True) 
             "--force` to replace them, or `--no-workflows` to leave .github/workflows alone"
         )
     branch = default_branch(target) if workflows else None
+    # Scanned before writing, without the starter's own files: the stack is the repository's.
+    stack = detect_stack(target, ignore=frozenset(f.relative for f in files)) if workflows else Stack()
     for item in files:
         path = target / item.relative
         content = item.content
         if branch is not None and item.relative == BASELINE_WORKFLOW:
             content = with_branch(content, branch.name)
+        if item.relative.parent == WORKFLOWS_DIR:
+            content = with_setup(content, stack)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(content)
         except OSError as exc:
             raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from exc
     ignored = ignore_outputs(target)
-    return InitResult(target, tuple(f.relative for f in files), tuple(existing), ignored, branch)
+    return InitResult(target, tuple(f.relative for f in files), tuple(existing), ignored, branch, stack)
 
 
 @click.command("init")
@@ -208,7 +216,8 @@ def init_command(directory: Path, force: bool, no_workflows: bool) -> int:
     """Write a starter gpuemu.toml with an example op (gpuemu_ops/) and the GitHub workflows.
 
     The example passes as written: run `gpuemu-ci run` next, then register your own ops.
-    Existing files are kept unless --force is given (exit 2, nothing written).
+    Existing files are kept unless --force is given (exit 2, nothing written). When the repository's Python
+    files import torch or Triton, the workflows install them with the Action's `setup:` input.
     """
     result = write_starter(directory, force=force, workflows=not no_workflows)
     echo = click.echo
@@ -218,6 +227,18 @@ def init_command(directory: Path, force: bool, no_workflows: bool) -> int:
         echo(f"  {rel}{note}", err=True)
     if result.ignored:
         echo(f"  .gitignore: added {', '.join(result.ignored)}", err=True)
+    if result.stack.needs_setup:
+        echo(
+            f"Found {result.stack.describe()}: the workflows install {' and '.join(result.stack.packages())} "
+            f"before the gate (`setup: {result.stack.setup_command()}`)",
+            err=True,
+        )
+    if result.stack.truncated:
+        echo(
+            "  (more Python files than init scans: if your ops use torch or Triton and the line above is missing, "
+            "add the `setup:` input yourself; see The user's stack in the Action docs)",
+            err=True,
+        )
     echo("Next:", err=True)
     echo(
         "  gpuemu-ci run                  check the example op, then register your own in gpuemu.toml",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -13,12 +14,14 @@ from gpuemu_ci.backends.interface import CallTarget, TargetKind
 from gpuemu_ci.cli.describe import describe_arrays, describe_inputs
 from gpuemu_ci.cli.options import config_option, out_option
 from gpuemu_ci.config.load import load_config
+from gpuemu_ci.config.model import Config
 from gpuemu_ci.errors import ExitCode, UsageError
 from gpuemu_ci.pipeline.minimize import minimize
-from gpuemu_ci.pipeline.replay import replay
+from gpuemu_ci.pipeline.replay import ReplayOutcome, replay
 from gpuemu_ci.pipeline.session import Session
 from gpuemu_ci.pipeline.settings import RunOptions, select_ops
 from gpuemu_ci.results.codec import read_results
+from gpuemu_ci.results.model import Failure, Results
 from gpuemu_ci.results.snapshots import read_snapshot
 
 
@@ -60,6 +63,11 @@ def _parse_dims(text: str | None) -> dict[str, int] | None:
     help="Run this function instead of the op's own: package.module:function or path/to/file.py:function "
     "(the replay command of a gpuemu_ci.check failure).",
 )
+@click.option(
+    "--inputs-digest",
+    help="With --seed: the inputs digest of the recorded case (results.json); a replay that builds other "
+    "inputs says so instead of judging them.",
+)
 @out_option("Directory for the snapshots of cases that still fail.")
 def replay_command(
     results: Path | None,
@@ -72,78 +80,141 @@ def replay_command(
     dims_text: str | None,
     scale: float | None,
     target_text: str | None,
+    inputs_digest: str | None,
     out_dir: Path,
 ) -> int:
-    """Re-run failing cases and print their verdict. Exit 1 when a case still fails, 0 when none does."""
+    """Re-run failing cases and print their verdict. Exit 1 when a case still fails, 0 when none does, 3 when a
+    replay built other inputs than the recorded case's."""
     config = load_config(config_path)
-    still_failing = 0
     with Session(config, RunOptions(out_dir=out_dir, jobs=1)) as session:
         if results is not None:
-            document = read_results(results)
-            failures = [(op.name, f) for op in document.ops for f in op.failures]
-            if case_ids:
-                known = {f.case_id for _, f in failures}
-                missing = [c for c in case_ids if c not in known]
-                if missing:
-                    raise UsageError(f"case {missing[0]!r} is not among the failures in {results}")
-                failures = [(n, f) for n, f in failures if f.case_id in case_ids]
-            if not failures:
-                click.echo(f"{results} records no failures: nothing to replay", err=True)
-                return int(ExitCode.PASSED)
-            for name, failure in failures:
-                op = select_ops(config, [name])[0]
-                snap = None
-                if from_snapshots:
-                    if not failure.snapshot:
-                        raise UsageError(f"failure {failure.case_id} has no snapshot")
-                    snap = results.parent / failure.snapshot
-                outcome = replay(
-                    session,
-                    op,
-                    seed=failure.case_seed,
-                    snapshot=snap,
-                    generator_version=document.generator_version,
-                )
-                still_failing += _report(failure.case_id, outcome.failed, outcome.message, failure.kind)
+            tally = _replay_recorded(session, config, results, case_ids, from_snapshots)
         else:
-            if snapshot is not None and not op_name:
-                op_name = str(read_snapshot(snapshot)[1].get("op") or "")  # a snapshot knows its op
-            if not op_name or (seed is None and snapshot is None):
-                raise UsageError("give a results file, --snapshot FILE, or --op NAME with --seed SEED")
-            op = select_ops(config, [op_name])[0]
-            target = None
-            if target_text is not None:
-                spec, root = target_from_text(target_text)
-                target = CallTarget(TargetKind.CALLABLE, spec, root, op.targets.framework)
-            outcome = replay(
+            tally = _replay_one(
                 session,
-                op,
-                seed=seed,
-                snapshot=snapshot,
-                dims=_parse_dims(dims_text),
-                scale=scale,
-                target=target,
+                config,
+                op_name,
+                seed,
+                snapshot,
+                _parse_dims(dims_text),
+                scale,
+                target_text,
+                inputs_digest,
             )
-            still_failing += _report(f"{op_name} seed {outcome.seed}", outcome.failed, outcome.message, None)
-            report = outcome.report
-            if report.shapes:
-                click.echo(
-                    f"  inputs: {describe_inputs(report.shapes, report.strides, report.layouts)}; "
-                    f"dtype {report.dtype}; {report.distribution}; kwargs {json.dumps(dict(report.kwargs))}",
-                    err=True,
-                )
-    return int(ExitCode.GATE_FAILED if still_failing else ExitCode.PASSED)
+    if tally.other_inputs:
+        return int(ExitCode.INFRASTRUCTURE)  # the replay could not rebuild the case: no verdict either way
+    return int(ExitCode.GATE_FAILED if tally.still_failing else ExitCode.PASSED)
 
 
-def _report(label: str, failed: bool, message: str, recorded_kind: str | None) -> int:
-    if failed:
+@dataclass
+class _Tally:
+    still_failing: int = 0
+    other_inputs: int = 0
+
+    def add(self, label: str, outcome: ReplayOutcome, recorded_kind: str | None) -> None:
+        self.still_failing += _report(label, outcome, recorded_kind)
+        self.other_inputs += outcome.other_inputs
+
+
+def _chosen_failures(
+    document: Results, results: Path, case_ids: tuple[str, ...]
+) -> list[tuple[str, Failure]]:
+    """(op name, failure) of the recorded failures, those named by `case_ids` when given."""
+    failures = [(op.name, f) for op in document.ops for f in op.failures]
+    if case_ids:
+        known = {f.case_id for _, f in failures}
+        missing = [c for c in case_ids if c not in known]
+        if missing:
+            raise UsageError(f"case {missing[0]!r} is not among the failures in {results}")
+        failures = [(n, f) for n, f in failures if f.case_id in case_ids]
+    return failures
+
+
+def _replay_recorded(
+    session: Session, config: Config, results: Path, case_ids: tuple[str, ...], from_snapshots: bool
+) -> _Tally:
+    """Replay the failures a results file records (from their seeds, or their snapshots)."""
+    tally = _Tally()
+    document = read_results(results)
+    failures = _chosen_failures(document, results, case_ids)
+    if not failures:
+        click.echo(f"{results} records no failures: nothing to replay", err=True)
+        return tally
+    for name, failure in failures:
+        op = select_ops(config, [name])[0]
+        snap = None
+        if from_snapshots:
+            if not failure.snapshot:
+                raise UsageError(f"failure {failure.case_id} has no snapshot")
+            snap = results.parent / failure.snapshot
+        outcome = replay(
+            session,
+            op,
+            seed=failure.case_seed,
+            snapshot=snap,
+            generator_version=document.generator_version,
+            inputs_digest=failure.inputs_digest,
+        )
+        tally.add(failure.case_id, outcome, failure.kind)
+    return tally
+
+
+def _replay_one(
+    session: Session,
+    config: Config,
+    op_name: str | None,
+    seed: int | None,
+    snapshot: Path | None,
+    dims: dict[str, int] | None,
+    scale: float | None,
+    target_text: str | None,
+    inputs_digest: str | None,
+) -> _Tally:
+    """Replay one case given on the command line: an op and a seed (with the minimizer's dims and scale),
+    or a snapshot; with another function as the op when `target_text` names one."""
+    tally = _Tally()
+    if snapshot is not None and not op_name:
+        op_name = str(read_snapshot(snapshot)[1].get("op") or "")  # a snapshot knows its op
+    if not op_name or (seed is None and snapshot is None):
+        raise UsageError("give a results file, --snapshot FILE, or --op NAME with --seed SEED")
+    op = select_ops(config, [op_name])[0]
+    target = None
+    if target_text is not None:
+        spec, root = target_from_text(target_text)
+        target = CallTarget(TargetKind.CALLABLE, spec, root, op.targets.framework)
+    outcome = replay(
+        session,
+        op,
+        seed=seed,
+        snapshot=snapshot,
+        dims=dims,
+        scale=scale,
+        target=target,
+        inputs_digest=inputs_digest,
+    )
+    tally.add(f"{op_name} seed {outcome.seed}", outcome, None)
+    report = outcome.report
+    if report.shapes:
+        click.echo(
+            f"  inputs: {describe_inputs(report.shapes, report.strides, report.layouts)}; "
+            f"dtype {report.dtype}; {report.distribution}; kwargs {json.dumps(dict(report.kwargs))}",
+            err=True,
+        )
+    return tally
+
+
+def _report(label: str, outcome: ReplayOutcome, recorded_kind: str | None) -> int:
+    message = outcome.message
+    if outcome.other_inputs:
+        click.echo(f"BUILT OTHER INPUTS {label}", err=True)
+    elif outcome.failed:
         status = "REPRODUCED" if recorded_kind is None or recorded_kind in message else "FAILS (differently)"
         click.echo(f"{status} {label}", err=True)
     else:
         click.echo(f"DID NOT REPRODUCE {label}: the case passes now", err=True)
     for line in message.splitlines():
         click.echo(f"  {line}", err=True)
-    return 1 if failed else 0
+    return 1 if outcome.failed or outcome.other_inputs else 0
 
 
 @click.command("minimize")

@@ -461,6 +461,17 @@ def _show(values: Mapping[str, object], schema: Schema) -> str:
     return ", ".join(shown) or "no dims"
 
 
+def integer_value(text: str, values: Mapping[str, object]) -> int:
+    """An expression over dims (an input's `low` or `high`) as a whole number; ValueError when it is not one."""
+    try:
+        value = evaluate(parse_expression(text), values)
+    except ExpressionError as exc:
+        raise ValueError(f"{text!r}: {exc}") from None
+    if value.denominator != 1:
+        raise ValueError(f"{text!r} is {float(value):g} here, not a whole number (use //)")
+    return int(value)
+
+
 _CACHE: dict[int, tuple[OpShapes, Schema]] = {}
 
 

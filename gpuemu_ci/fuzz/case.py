@@ -28,6 +28,8 @@ from gpuemu_ci.plan.model import CaseStratum, SizeClass, ValueMode
 from gpuemu_ci.rng import SeededRng
 
 # Kinds whose rows are one value: a broadcast along the row would break what the kind promises.
+# Imports an inputs hook: ("pkg.mod:function", the config's directory) -> the function; raises when it cannot.
+HookLoader = Callable[[str, Path], Callable[..., Any]]
 ROW_KINDS = frozenset({ValueKind.PROBABILITIES, ValueKind.LOG_PROBABILITIES, ValueKind.COS, ValueKind.SIN})
 
 
@@ -72,27 +74,32 @@ def draw_kwargs(op: OpSpec, seed: int) -> dict[str, Any]:
 
 
 def case_dims(op: OpSpec, seed: int) -> dict[str, int]:
-    """The dims of a case, without making its inputs (raises CaseSkipped like `build_case`)."""
+    """The dims of a case, without making its inputs: the same on every machine (shards are dealt by them).
+    Raises CaseSkipped only for a large case the declared ranges cannot make."""
     return dict(_draw(op, seed, stratum(op, seed)).dims)
 
 
 def _draw(op: OpSpec, seed: int, chosen: CaseStratum) -> DimDraw:
+    """The case's dims and kwargs: a function of the seed and the op's config alone, never of this machine."""
     shape_rng = SeededRng(seed).derive("shape")
-    if chosen.size_class is SizeClass.LARGE:
-        drawn = large_draw(op, shape_rng, chosen)
-        if isinstance(drawn, LargeSkip):
-            raise CaseSkipped(seed, chosen, drawn.reason)
-        return drawn
-    drawn = draw(op, shape_rng, chosen)
-    # The user's typical sizes and literal dims are never capped: a case they make too large for this machine's
-    # memory is skipped and said, not allocated until the machine runs out.
-    reason = memory_shortfall(op, drawn.dims, chosen.dtype)
+    if chosen.size_class is not SizeClass.LARGE:
+        return draw(op, shape_rng, chosen)
+    large = large_draw(op, shape_rng, chosen)
+    if isinstance(large, LargeSkip):
+        raise CaseSkipped(seed, chosen, large.reason)
+    return large
+
+
+def _check_fits(op: OpSpec, seed: int, chosen: CaseStratum, dims: Mapping[str, int]) -> None:
+    """Raises CaseSkipped when this machine's free memory cannot hold the case. The user's typical sizes and
+    literal dims are never capped: a case too large here is skipped and said, not allocated until the machine
+    runs out (and never made smaller: its inputs would no longer be its seed's)."""
+    reason = memory_shortfall(op, dims, chosen.dtype)
     if reason is not None:
         prefix = (
             "typical sizes" if chosen.size_class is SizeClass.TYPICAL else f"{chosen.size_class.value} sizes"
         )
         raise CaseSkipped(seed, chosen, f"{prefix}: {reason}")
-    return drawn
 
 
 def build_case(
@@ -101,9 +108,12 @@ def build_case(
     root: Path,
     dims_override: Mapping[str, int] | None = None,
     value_scale: float | None = None,
+    load: HookLoader | None = None,
 ) -> CaseInputs:
-    """Materialises a case. `dims_override` (drawn dims; derived dims follow) and `value_scale` are used by the
-    minimizer only. Raises CaseSkipped for a large case the machine's memory cannot hold."""
+    """Materialises a case (fuzz/inputs.case_inputs is the entry point for everything that runs cases).
+    `dims_override` (drawn dims; derived dims follow) and `value_scale` are used by the minimizer only; `load`
+    imports the op's inputs hook (backends.loading.load_callable in the workers). Raises CaseSkipped for a case
+    the machine's memory cannot hold."""
     it = SeededRng(seed)
     chosen = stratum(op, seed)
     if dims_override is not None:
@@ -115,9 +125,10 @@ def build_case(
     else:
         drawn = _draw(op, seed, chosen)
         dims, kwargs, capped = drawn.dims, drawn.kwargs, drawn.capped
+    _check_fits(op, seed, chosen, dims)
     data = it.derive("data")
     if op.targets.inputs_hook:
-        logical = _from_hook(op, data, dims, chosen, kwargs, root)
+        logical = _from_hook(op, data, dims, chosen, kwargs, root, load)
     else:
         logical = {}
         for index, spec in enumerate(op.shapes.inputs):
@@ -225,16 +236,21 @@ def _from_hook(
     chosen: CaseStratum,
     kwargs: Mapping[str, Any],
     root: Path,
+    load: HookLoader | None,
 ) -> dict[str, np.ndarray]:
     """`inputs_hook = "pkg.mod:make_inputs"`: the user's generator gets the case's rng (replayable), dims, dtype
     and kwargs, and, when it accepts them, the case's value `mode` and a `generate` helper that makes a tensor
     in that mode. It returns a dict of arrays (layouts are applied to them afterwards, as to any input). It runs
-    in the worker processes, with the rest of the user code."""
-    from gpuemu_ci.backends.loading import LoadError, load_callable
-
+    in the worker processes, with the rest of the user code, which `load` imports."""
+    if load is None:
+        raise InputsHookError(
+            f"op {op.name!r}: inputs hook {op.targets.inputs_hook!r} given no loader (an internal error)",
+            op.line,
+            loaded=False,
+        )
     try:
-        hook = load_callable(op.targets.inputs_hook or "", root)
-    except LoadError as exc:
+        hook = load(op.targets.inputs_hook or "", root)
+    except Exception as exc:  # the loader's LoadError: the hook does not import or is not a function
         raise InputsHookError(
             f"op {op.name!r}: inputs hook does not load: {exc}", op.line, loaded=False
         ) from None
@@ -292,6 +308,7 @@ def _check_declared_shapes(op: OpSpec, produced: Mapping[str, np.ndarray], dims:
 __all__ = [
     "CaseInputs",
     "CaseSkipped",
+    "HookLoader",
     "InputsHookError",
     "Layout",
     "ValueMode",

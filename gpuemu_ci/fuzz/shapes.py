@@ -296,9 +296,12 @@ class Sampler:
 
     def _shrink_one(self, dims: tuple[str | int, ...], values: dict[str, object]) -> dict[str, object] | None:
         roots = {r for d in dims if isinstance(d, str) for r in free_roots(self.schema, d)}
+        position = {name: i for i, name in enumerate(self.schema.free_dims)}
+        # Equal sizes go in declaration order: a set's order follows string hashes, which differ per process
+        # (PYTHONHASHSEED), and the op's worker and the judge's must shrink the same dim.
         order = sorted(
             (n for n in roots if int(values[n]) > 1),  # type: ignore[call-overload]
-            key=lambda n: (n in self.rows, -int(values[n])),  # type: ignore[call-overload]
+            key=lambda n: (n in self.rows, -int(values[n]), position[n]),  # type: ignore[call-overload]
         )
         for name in order:
             current = int(values[name])  # type: ignore[call-overload]

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from gpuemu_ci import dtypes
+from gpuemu_ci.config.dimgraph import integer_value
 from gpuemu_ci.config.model import InputSpec, NonFinite, ValueKind
 from gpuemu_ci.plan.model import ValueMode
 from gpuemu_ci.rng import SeededRng
@@ -20,7 +21,9 @@ from gpuemu_ci.rng import SeededRng
 # 4: size classes (typical sizes as declared, tile ladders, large sizes), zero and underflow rows, rotary
 # cos/sin tables, pairwise kwargs, the row-padded layout, and inputs over 2^24 elements built from a repeated
 # block (see docs/how-it-decides.md, "Determinism and replay").
-GENERATOR_VERSION = "4"
+# 5: dims a function of the seed alone: equal dims shrunk by the element cap in declaration order (was: string
+# hash order), large cases sized without reading the machine's free memory (variant 1 now crosses 2^31 bytes).
+GENERATOR_VERSION = "5"
 
 TWO_POW_53 = float(2**53)
 LN2 = 0.6931471805599453  # a literal: log-probabilities are -k * ln 2 for dyadic probabilities
@@ -237,9 +240,7 @@ def _bound(value: int | str | None, dims: Mapping[str, int], default: int) -> in
         return value
     if value in dims:
         return dims[value]
-    from gpuemu_ci.backends.expressions import evaluate_int
-
-    return evaluate_int(value, dims)
+    return integer_value(value, dims)
 
 
 def _kind_values(

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuemu_ci import dtypes
-from gpuemu_ci.backends.interface import CallResult, CallStatus, CaseRun
+from gpuemu_ci.calls import CallResult, CallStatus, CaseRun
 from gpuemu_ci.config.model import Family, OpSpec, Validation
 from gpuemu_ci.oracle import bounds, precision
 from gpuemu_ci.oracle.argmax import axis_of as argmax_axis

@@ -14,6 +14,7 @@ import numpy as np
 
 from gpuemu_ci.backends.interface import CaseSpec
 from gpuemu_ci.config.model import OpSpec
+from gpuemu_ci.errors import InputsDiffer
 from gpuemu_ci.pipeline.session import Session
 from gpuemu_ci.results.base import json_float
 
@@ -55,6 +56,10 @@ def calibrate(
         ]
         for future in futures:  # in plan order, whichever worker ran them
             report = future.result()
+            if report.outcome == "inputs_differ":
+                raise InputsDiffer(
+                    f"{op.name}/{report.dtype}", 0, report.op_inputs_digest or "", report.inputs_digest or ""
+                )
             if report.outcome == "skipped":  # a large case the machine cannot hold
                 continue
             if report.outcome in ("errored", "unloadable") or report.comparator is None:

@@ -74,17 +74,7 @@ def run_gate(
     while it runs on the main thread)."""
     started = time.monotonic()
     started_at = utc_now()
-    settings = Settings.resolve(config, options)
-    if options.shard is not None and baseline is not None:
-        raise UsageError("a shard is not diffed against a baseline: pass --baseline to `gpuemu-ci merge`")
-    check_output_dir(settings.out_dir)  # a read-only or full directory is found now, not after the suite
-    ops = select_ops(config, options.ops)
-    if config.kernels and settings.lint:
-        check_kernels(config.kernels, archs=settings.archs, root=config.root)  # before any op runs
-    clear_snapshots(settings.out_dir)
-    for dtype in settings.dtypes:
-        if not any(dtype in op.dtypes for op in ops):
-            raise ConfigError(f"--dtype {dtype!r} is not among the dtypes of the selected ops")
+    settings, ops = _prepared(config, options, baseline)
     own = interruption is None
     interruption = interruption or Interruption()
     with interruption if own else contextlib.nullcontext():
@@ -103,6 +93,76 @@ def run_gate(
             lint = LintReport.disabled(f"lint runs in shard 1 of {shard.count}")
         else:
             lint = _lint(config, settings, lint_runner)  # a signal now lets the compiles under way finish
+    if interruption.signal is not None:
+        op_results = _say_interrupted(op_results, interruption.name)
+    ran = _Ran(op_results, cut_short or interruption.signal is not None, shard, lint, session.gpu)
+    notes = _notes(op_results, settings, ran.cut_short, interruption)
+    results = _document(config, settings, ran, notes, (started, started_at))
+    return diffed(results, config, baseline)
+
+
+@dataclass(frozen=True)
+class _Ran:
+    """What the suite and the lint step produced."""
+
+    ops: tuple[OpResult, ...]
+    cut_short: bool
+    shard: ShardInfo | None
+    lint: LintReport
+    gpu: GpuInfo | None
+
+
+def _document(
+    config: Config, settings: Settings, ran: _Ran, notes: tuple[str, ...], started: tuple[float, str]
+) -> Results:
+    """The results document of the run, its verdict not yet decided (that needs the baseline diff).
+    `started`: (time.monotonic(), the UTC time) when the run started."""
+    return Results(
+        tool=ToolInfo(version=__version__),
+        generator_version=GENERATOR_VERSION,
+        seed=settings.seed,
+        suite=settings.suite.value,
+        started_at=started[1],
+        finished_at=utc_now(),
+        config=ConfigInfo(path=display_path(config.path), sha256=config.sha256, project=config.project.name),
+        environment=environment(ran.gpu),
+        git=git_info(config.root),
+        verdict=Verdict.ERROR,  # decided by `diffed`, once the baseline diff is known
+        exit_code=int(ExitCode.INFRASTRUCTURE),
+        cut_short=ran.cut_short,
+        summary=Summary(duration_s=round(time.monotonic() - started[0], 3)),
+        ops=ran.ops,
+        kernels=ran.lint.kernels,
+        lint=ran.lint.info(),
+        run=settings.run_info,
+        notes=notes,
+        shard=ran.shard,
+    )
+
+
+def _prepared(
+    config: Config, options: RunOptions, baseline: GateBaseline | None
+) -> tuple[Settings, tuple[OpSpec, ...]]:
+    """The run's settings and ops, once everything that can be refused before a case runs has been checked
+    (the output directory, the kernels' sources, --dtype), and the last run's snapshots are cleared."""
+    settings = Settings.resolve(config, options)
+    if options.shard is not None and baseline is not None:
+        raise UsageError("a shard is not diffed against a baseline: pass --baseline to `gpuemu-ci merge`")
+    check_output_dir(settings.out_dir)  # a read-only or full directory is found now, not after the suite
+    ops = select_ops(config, options.ops)
+    if config.kernels and settings.lint:
+        check_kernels(config.kernels, archs=settings.archs, root=config.root)  # before any op runs
+    clear_snapshots(settings.out_dir)
+    for dtype in settings.dtypes:
+        if not any(dtype in op.dtypes for op in ops):
+            raise ConfigError(f"--dtype {dtype!r} is not among the dtypes of the selected ops")
+    return settings, ops
+
+
+def _notes(
+    op_results: tuple[OpResult, ...], settings: Settings, cut_short: bool, interruption: Interruption
+) -> tuple[str, ...]:
+    """What the document says about the run besides its verdicts: snapshots not written, and why it is partial."""
     notes: list[str] = []
     unsaved = [f.snapshot_error for op in op_results for f in op.failures if f.snapshot_error]
     if unsaved:
@@ -112,34 +172,11 @@ def run_gate(
         )
     if interruption.signal is not None:
         notes.append(f"the run was interrupted by {interruption.name}; results are partial")
-        cut_short = True
-        op_results = _say_interrupted(op_results, interruption.name)
-    if cut_short and interruption.signal is None:
+    elif cut_short:
         notes.append(
             f"the run was cut short after {settings.timeout_s:g} s ({settings.timeout_source}); results are partial"
         )
-    results = Results(
-        tool=ToolInfo(version=__version__),
-        generator_version=GENERATOR_VERSION,
-        seed=settings.seed,
-        suite=settings.suite.value,
-        started_at=started_at,
-        finished_at=utc_now(),
-        config=ConfigInfo(path=display_path(config.path), sha256=config.sha256, project=config.project.name),
-        environment=environment(session.gpu),
-        git=git_info(config.root),
-        verdict=Verdict.ERROR,  # decided below, once the baseline diff is known
-        exit_code=int(ExitCode.INFRASTRUCTURE),
-        cut_short=cut_short,
-        summary=Summary(duration_s=round(time.monotonic() - started, 3)),
-        ops=op_results,
-        kernels=lint.kernels,
-        lint=lint.info(),
-        run=settings.run_info,
-        notes=tuple(notes),
-        shard=shard,
-    )
-    return diffed(results, config, baseline)
+    return tuple(notes)
 
 
 def diffed(results: Results, config: Config, baseline: GateBaseline | None) -> Results:

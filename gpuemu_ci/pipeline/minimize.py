@@ -14,13 +14,14 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from gpuemu_ci import dtypes
-from gpuemu_ci.backends.casework import snapshot_meta
-from gpuemu_ci.backends.interface import CaseSpec
+from gpuemu_ci.backends.loading import load_callable
 from gpuemu_ci.config.model import Layout, OpSpec
 from gpuemu_ci.errors import UsageError
 from gpuemu_ci.fuzz import layouts as layout_mod
-from gpuemu_ci.fuzz.case import CaseInputs, build_case, rebuild_from_snapshot
+from gpuemu_ci.fuzz.case import CaseInputs, rebuild_from_snapshot
+from gpuemu_ci.fuzz.inputs import case_inputs
 from gpuemu_ci.fuzz.shapes import admissible
+from gpuemu_ci.fuzz.snapshot import snapshot_meta
 from gpuemu_ci.pipeline.replay import ReplayOutcome, replay, run_inputs
 from gpuemu_ci.pipeline.session import Session
 from gpuemu_ci.results.model import FailureKind
@@ -78,13 +79,13 @@ def minimize(session: Session, op: OpSpec, seed: int, max_runs: int = 200) -> Mi
     dims = _shrink_dims(probe, op, seed, dict(drawn), first.report.kwargs)
     # The layout and value passes change the inputs themselves: they are built here, then sent to the
     # workers as snapshots (replay.run_inputs).
-    case = build_case(op, seed, session.config.root, dims_override=dims)
+    case = case_inputs(op, seed, session.config.root, load_callable, dims=dims)
     case, contiguous = _drop_layouts(probe, case)
     case, exponent = _scale_down(probe, case)
     case, rounded = _round(probe, case)
 
     final = run_inputs(session, op, case)
-    meta = snapshot_meta(session.task(op), CaseSpec(seed), case)
+    meta = snapshot_meta(case, op.name, -1, session.settings.seed)
     relative = write_snapshot(session.out_dir, dict(case.logical), meta)
     return Minimized(
         seed=seed,

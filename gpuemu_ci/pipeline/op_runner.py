@@ -20,6 +20,7 @@ import msgspec
 
 from gpuemu_ci.backends.interface import CaseAborted, CaseReport, CaseSpec, OpTask, Pool
 from gpuemu_ci.config.model import Config, OpSpec
+from gpuemu_ci.errors import InputsDiffer
 from gpuemu_ci.pipeline.records import failure_record
 from gpuemu_ci.plan.model import CaseRef
 from gpuemu_ci.progress import Observer
@@ -370,6 +371,10 @@ class SuiteRun:
         if error is not None:
             raise error  # the pool could not run anything (InfraError)
         report = future.result()
+        if report.outcome == "inputs_differ":
+            raise InputsDiffer(
+                ref.case_id, ref.seed, report.op_inputs_digest or "", report.inputs_digest or ""
+            )
         state.finished += 1
         state.collector.add(ref, report)
         if report.outcome == "unloadable" and not state.skipped:

@@ -45,6 +45,7 @@ def failure_record(config: Config, ref: CaseRef, report: CaseReport) -> Failure:
         errored=report.outcome == "errored",
         snapshot_error=report.snapshot_error,
         output=report.output,
+        inputs_digest=report.inputs_digest,
     )
 
 

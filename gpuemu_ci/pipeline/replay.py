@@ -9,18 +9,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from gpuemu_ci.backends.interface import CallTarget, CaseReport, CaseSpec
-from gpuemu_ci.config.model import Layout, OpSpec
-from gpuemu_ci.errors import UsageError
+from gpuemu_ci.config.model import OpSpec
+from gpuemu_ci.errors import REPORT_BUG, InputsDiffer, UsageError
 from gpuemu_ci.fuzz import layouts as layout_mod
-from gpuemu_ci.fuzz.case import CaseInputs, rebuild_from_snapshot
+from gpuemu_ci.fuzz.case import CaseInputs
+from gpuemu_ci.fuzz.snapshot import case_from_snapshot, classify_layout, snapshot_meta, with_strides
 from gpuemu_ci.fuzz.values import GENERATOR_VERSION
 from gpuemu_ci.pipeline.session import Session
-from gpuemu_ci.plan.model import CaseStratum, SizeClass, ValueMode
 from gpuemu_ci.results.model import FailureKind
-from gpuemu_ci.results.snapshots import read_snapshot, write_snapshot
+from gpuemu_ci.results.snapshots import write_snapshot
+
+__all__ = ["ReplayOutcome", "case_from_snapshot", "classify_layout", "replay", "run_inputs", "with_strides"]
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,9 @@ class ReplayOutcome:
     seed: int
     report: CaseReport
     message: str
+    other_inputs: bool = (
+        False  # the replay built other inputs than the recorded case's: its verdict says nothing
+    )
 
     @property
     def failed(self) -> bool:
@@ -40,76 +43,6 @@ class ReplayOutcome:
         if self.report.outcome != "failed" or self.report.kind not in {k.value for k in FailureKind}:
             return None
         return FailureKind(self.report.kind)
-
-
-def case_from_snapshot(op: OpSpec, path: Path) -> CaseInputs:
-    """Rebuilds a case from its .npz: the exact logical inputs, layouts (or, for a capture of a real call, the
-    exact element strides), dims and kwargs that failed."""
-    arrays, meta = read_snapshot(path)
-    if meta["op"] != op.name:
-        raise UsageError(f"snapshot {path} is of op {meta['op']!r}, not {op.name!r}")
-    # The snapshot is data from anywhere (read_snapshot checked its fields' types): whatever does not fit
-    # together is its fault, said plainly.
-    try:
-        if meta["dtype"] not in op.dtypes:
-            raise ValueError(f"dtype {meta['dtype']!r} is not one of the op's dtypes {list(op.dtypes)}")
-        strides = meta.get("strides")
-        if isinstance(strides, dict):  # a capture: the strides the real call had
-            laid_out = {
-                name: with_strides(values, tuple(strides.get(name, ()))) for name, values in arrays.items()
-            }
-            layouts = {name: classify_layout(array) for name, array in laid_out.items()}
-        else:
-            layouts = {
-                name: layout_mod.LayoutChoice(Layout(info["layout"]), info.get("broadcast_dim"))
-                for name, info in meta.get("layouts", {}).items()
-            }
-            if set(layouts) != set(arrays):
-                raise ValueError(f"its layouts are for {sorted(layouts)} but it holds {sorted(arrays)}")
-            laid_out = rebuild_from_snapshot(arrays, layouts)
-        size_class = SizeClass(meta.get("size_class") or SizeClass.BOUNDARY.value)
-        chosen = CaseStratum(meta["dtype"], ValueMode(meta["mode"]), size_class, contiguous=False)
-    except (ValueError, KeyError, IndexError, TypeError) as exc:
-        raise UsageError(f"snapshot {path} does not describe a case of op {op.name!r}: {exc}") from None
-    return CaseInputs(
-        seed=meta["case_seed"],
-        stratum=chosen,
-        dims=meta.get("dims", {}),
-        kwargs=meta.get("kwargs", {}),
-        logical=arrays,
-        layouts=layouts,
-        arrays=laid_out,
-    )
-
-
-def with_strides(values: np.ndarray, strides: tuple[int, ...]) -> np.ndarray:
-    """`values` laid out in memory with these element strides (gaps poisoned with NaN, stride 0 shared); C
-    order when the strides do not fit the shape or are negative."""
-    if len(strides) != values.ndim or any(s < 0 for s in strides) or values.size == 0:
-        return values
-    extent = 1 + sum((n - 1) * s for n, s in zip(values.shape, strides, strict=True))
-    base = (
-        np.full(extent, np.nan, dtype=values.dtype)
-        if values.dtype.kind == "f"
-        else np.zeros(extent, values.dtype)
-    )
-    view = np.lib.stride_tricks.as_strided(
-        base, values.shape, tuple(s * values.itemsize for s in strides), writeable=True
-    )
-    view[...] = values  # where strides overlap (stride 0), the values along that dim are one value anyway
-    return view
-
-
-def classify_layout(array: np.ndarray) -> layout_mod.LayoutChoice:
-    """What the oracle and reports need to know of a real array's layout."""
-    strides = tuple(s // array.itemsize for s in array.strides) if array.itemsize else ()
-    if 0 in strides and array.size > 1:
-        return layout_mod.LayoutChoice(Layout.BROADCAST, strides.index(0))
-    if array.flags.c_contiguous:
-        return layout_mod.LayoutChoice(Layout.CONTIGUOUS, None)
-    if array.ndim >= 2 and array.T.flags.c_contiguous:
-        return layout_mod.LayoutChoice(Layout.TRANSPOSED, None)
-    return layout_mod.LayoutChoice(Layout.STRIDED, None)
 
 
 def describe_outcome(report: CaseReport) -> str:
@@ -133,8 +66,11 @@ def replay(
     scale: float | None = None,
     generator_version: str | None = None,
     target: CallTarget | None = None,
+    inputs_digest: str | None = None,
 ) -> ReplayOutcome:
-    """Re-runs one case in the session's workers (with `target` instead of the op's own, when given)."""
+    """Re-runs one case in the session's workers (with `target` instead of the op's own, when given).
+    `inputs_digest`: the digest of the inputs the recorded case was judged on; a replay that builds other
+    inputs says so (`other_inputs`) instead of a verdict about them."""
     if snapshot is not None:
         seed = case_from_snapshot(op, snapshot).seed  # a bad snapshot is refused here, before any worker runs
         case = CaseSpec(seed, snapshot=snapshot.resolve())
@@ -151,6 +87,23 @@ def replay(
             _check_dims(op, dims)
         case = CaseSpec(seed, dims=dims, scale=scale)
     report = session.run_case(op, case, target=target)
+    return _checked(op, seed, report, inputs_digest)
+
+
+def _checked(op: OpSpec, seed: int, report: CaseReport, recorded: str | None) -> ReplayOutcome:
+    """The replay's outcome, unless its two sides, or it and the recorded case, built different inputs."""
+    if report.outcome == "inputs_differ":
+        raise InputsDiffer(
+            f"{op.name} seed {seed}", seed, report.op_inputs_digest or "", report.inputs_digest or ""
+        )
+    if recorded and report.inputs_digest and report.inputs_digest != recorded:
+        message = (
+            f"built other inputs: the recorded case was judged on inputs with digest {recorded}, this replay "
+            f"built {report.inputs_digest} from seed {seed}, so its verdict ({report.outcome}) says nothing "
+            "about the recorded failure. Replay from the snapshot (--from-snapshots), or with the gpuemu-ci "
+            f"and inputs hook that wrote the results; if they are the same, {REPORT_BUG}."
+        )
+        return ReplayOutcome(seed, report, message, other_inputs=True)
     return ReplayOutcome(seed, report, describe_outcome(report))
 
 
@@ -158,17 +111,15 @@ def run_inputs(
     session: Session, op: OpSpec, case: CaseInputs, target: CallTarget | None = None
 ) -> ReplayOutcome:
     """Runs and judges exactly these inputs: they travel to the workers as a snapshot (with their strides)."""
-    from gpuemu_ci.backends.casework import snapshot_meta
-
     scratch = Path(tempfile.mkdtemp(prefix="gpuemu-inputs-"))
     try:
-        meta = snapshot_meta(session.task(op), CaseSpec(case.seed), case)
+        meta = snapshot_meta(case, op.name, -1, session.settings.seed)
         meta["strides"] = {name: list(layout_mod.element_strides(a)) for name, a in case.arrays.items()}
         path = scratch / write_snapshot(scratch, dict(case.logical), meta)
         report = session.run_case(op, CaseSpec(case.seed, snapshot=path), target=target)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    return ReplayOutcome(case.seed, report, describe_outcome(report))
+    return _checked(op, case.seed, report, None)
 
 
 def _check_dims(op: OpSpec, dims: Mapping[str, int]) -> None:

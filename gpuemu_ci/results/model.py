@@ -101,6 +101,8 @@ class Failure(Record, frozen=True):
     snapshot_error: str | None = None  # why its input snapshot could not be written (the seed still replays)
     origin: str | None = None  # "corpus:<file>" for a pinned regression case; None for a fuzzed one
     output: str | None = None  # the output that failed when not the forward's: "grad of x" (backward = true)
+    # SHA-256 (32 hex) of the inputs the case was judged on (fuzz/inputs.py): `replay` checks it rebuilt them
+    inputs_digest: Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{32}$")] | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -8,6 +8,7 @@ import io
 import json
 import math
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -28,6 +29,25 @@ def clear_snapshots(out_dir: Path) -> None:
     if folder.is_dir():
         for path in folder.glob("*.npz"):
             path.unlink(missing_ok=True)
+
+
+MAX_CASE_SNAPSHOT_BYTES = (
+    256 << 20
+)  # a failing case's inputs larger than this replay from the seed, not a file
+
+
+def write_case_snapshot(
+    out_dir: Path, logical: Mapping[str, np.ndarray], metadata: dict[str, Any]
+) -> tuple[str | None, str | None]:
+    """The snapshot of a case that did not pass: (its path under `out_dir`, None), (None, why it could not be
+    written), or (None, None) for inputs over MAX_CASE_SNAPSHOT_BYTES (a large case's gigabytes are not
+    copied to disk: its seed replays it). A full or read-only disk costs the snapshot, never the verdict."""
+    if sum(a.nbytes for a in logical.values()) > MAX_CASE_SNAPSHOT_BYTES:
+        return None, None
+    try:
+        return write_snapshot(out_dir, dict(logical), metadata), None
+    except OSError as exc:
+        return None, f"{exc.strerror or exc}"
 
 
 def write_snapshot(out_dir: Path, arrays: dict[str, np.ndarray], metadata: dict[str, Any]) -> str:

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from gpuemu_ci.backends.casework import judged_run
+from gpuemu_ci.backends.judge_side import reference_run
 from gpuemu_ci.backends.loading import load_target
 from gpuemu_ci.config.model import Config, OpSpec
 from gpuemu_ci.errors import UsageError
@@ -274,7 +274,7 @@ class Shadow:
             print(f"gpuemu-ci shadow: {self.op.name} failed a check; capture {capture}", file=sys.stderr)
 
     def _reference_invoke(self) -> Callable[[dict[str, Any], dict[str, Any]], Any]:
-        """The reference as casework calls it: the function given, or the op's reference target, loaded."""
+        """The reference as the judge side calls it: the function given, or the op's reference target, loaded."""
         given = self._reference
         if given is None:
             return load_target(reference_target(self.op, self.root)).invoke
@@ -294,7 +294,7 @@ class Shadow:
         dtype = _case_dtype(self.op, inputs, outputs)
         bound = comparator_for(self.op, dtype) is Comparator.BOUND
         abs_inputs = bounds.abs_linear_inputs(self.op) if bound else ()
-        run = judged_run(self._reference_invoke(), dict(inputs), dict(kwargs), outputs, abs_inputs)
+        run = reference_run(self._reference_invoke(), dict(inputs), dict(kwargs), outputs, abs_inputs)
         # Real data: no rounding-bias test (one call's values are not independent draws), and addends treated
         # as correlated (the bound's conservative g(n) = n), so a correct op is never flagged by its data.
         context = CaseContext(dtype, dims, kwargs, dict(inputs), bias_test=False, correlated=True)

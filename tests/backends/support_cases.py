@@ -44,6 +44,13 @@ def abort(a, b, **kw):
 def hard_exit(a, b, **kw):
     os._exit(3)
 
+def wait_to_be_killed(a, b, **kw):
+    # tells the test its pid (it kills this process from outside), then waits
+    with open("killme.pid.tmp", "w") as f:
+        f.write(str(os.getpid()))
+    os.replace("killme.pid.tmp", "killme.pid")
+    time.sleep(600)
+
 def hang(a, b, **kw):
     print("going to sleep", flush=True)
     time.sleep(600)

@@ -1,5 +1,5 @@
-"""A case from its seed (casework.py, the code both worker processes run): the op gets exactly the inputs
-`build_case` makes, in their memory layouts; the reference gets fp64 copies; re-runs get fresh inputs; writes
+"""A case from its seed (op_side.py and judge_side.py, the code the two worker processes run): the op gets
+exactly the inputs `build_case` makes, in their memory layouts; the reference gets fp64 copies; re-runs get fresh inputs; writes
 into inputs, unwritten `out=` elements and nondeterminism are found. Run here in-process to look at the
 arrays themselves; test_backend_pool.py runs the same code in real workers."""
 
@@ -10,8 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from gpuemu_ci.backends.casework import OpView, run_judge_side, run_op_side
 from gpuemu_ci.backends.interface import CallStatus, OpTask
+from gpuemu_ci.backends.judge_side import OpView, run_judge_side
+from gpuemu_ci.backends.op_side import run_op_side
 from gpuemu_ci.backends.transport import region_of
 from gpuemu_ci.config.model import Layout
 from gpuemu_ci.fuzz.case import build_case

@@ -9,10 +9,11 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from gpuemu_ci.backends.loading import load_callable
 from gpuemu_ci.config.load import load_config
 from gpuemu_ci.config.model import Layout
 from gpuemu_ci.fuzz import layouts as layout_mod
-from gpuemu_ci.fuzz.case import build_case
+from gpuemu_ci.fuzz.case import build_case as build_with
 from gpuemu_ci.plan.expand import SLOTS, plan_op, stratum
 from gpuemu_ci.plan.model import SizeClass, ValueMode
 
@@ -58,6 +59,11 @@ PINNED = {
 @pytest.fixture
 def op(make_project):
     return load_config(make_project(CONFIG)).op("mix")
+
+
+def build_case(op, seed, root):
+    """The case as the workers build it (their loader imports inputs hooks)."""
+    return build_with(op, seed, root, load=load_callable)
 
 
 def digest(case) -> str:

@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 
+from gpuemu_ci.backends.loading import load_callable
 from gpuemu_ci.config.load import load_config
 from gpuemu_ci.fuzz.case import build_case
 from gpuemu_ci.pipeline.gate import run_gate
@@ -83,7 +84,7 @@ def test_every_failure_replays_from_seed_and_snapshot(zoo):
                 if failure["max_abs_error"] is not None:
                     assert outcome.report.max_abs_error == failure["max_abs_error"]
             # The seed regenerates exactly the bytes the snapshot saved.
-            regenerated = build_case(op, seed, config.root)
+            regenerated = build_case(op, seed, config.root, load=load_callable)
             saved = case_from_snapshot(op, out / failure["snapshot"])
             for name, array in saved.logical.items():
                 assert array.dtype == regenerated.logical[name].dtype

@@ -1,0 +1,462 @@
+"""The judge side of a case (another worker process than the op's): generate the same inputs from the seed
+(and check they are the op side's: their digests), call the fp64 reference (and the naive implementation and
+the hooks the oracle needs), have the oracle judge the op's outputs (oracle/case_report.py), and snapshot the
+inputs of a case that did not pass."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from gpuemu_ci import dtypes
+from gpuemu_ci.backends import backward
+from gpuemu_ci.backends.calling import (
+    InputsFailed,
+    Invoke,
+    Stager,
+    call,
+    interpreter_reason,
+    make_inputs,
+    no_stage,
+)
+from gpuemu_ci.backends.frameworks import get_bridge
+from gpuemu_ci.backends.interface import (
+    CallResult,
+    CallStatus,
+    CallTarget,
+    CaseReport,
+    CaseRun,
+    CaseSpec,
+    OpTask,
+    TargetKind,
+)
+from gpuemu_ci.backends.loading import Loaded, LoadError, describe_exception, load_callable, load_target
+from gpuemu_ci.backends.protocol import Stage
+from gpuemu_ci.backends.transport import is_float_like
+from gpuemu_ci.config.model import Framework, OpSpec
+from gpuemu_ci.fuzz import layouts as layout_mod
+from gpuemu_ci.fuzz.case import CaseInputs, CaseSkipped
+from gpuemu_ci.fuzz.inputs import inputs_digest
+from gpuemu_ci.fuzz.snapshot import snapshot_meta
+from gpuemu_ci.oracle import bounds, gradients, precision
+from gpuemu_ci.oracle.case_report import (
+    describe_case,
+    errored_report,
+    inputs_differ_report,
+    skipped_report,
+    statistics_rules,
+    verdict_report,
+    with_gradients,
+)
+from gpuemu_ci.oracle.judge import CaseContext, comparator_for, judge
+from gpuemu_ci.oracle.model import Comparator, ErrorStats
+from gpuemu_ci.plan.expand import stratum
+from gpuemu_ci.results.snapshots import write_case_snapshot
+
+
+@dataclass(frozen=True)
+class OpView:
+    """The op side as the judge sees it: the calls' results with their outputs read from the arena."""
+
+    op: CallResult
+    rerun: CallResult | None = None
+    inputs_modified: tuple[str, ...] = ()
+    interpreter: str | None = None
+    interpreter_types: tuple[str, ...] = ()
+    inputs_digest: str = ""  # of the inputs the op's side built ("" when it built none, or died first)
+    skipped: str = ""  # the op's side could not hold the case (CaseSkipped)
+
+
+def _reference_copy(view: np.ndarray) -> np.ndarray:
+    """Contiguous float64 copy of a float input (exact upcast), unchanged contiguous copy otherwise."""
+    if is_float_like(view.dtype):
+        return np.array(view, dtype=np.float64, order="C")
+    if view.dtype.kind == "c":
+        return np.array(view, dtype=np.complex128, order="C")
+    return np.array(view, order="C", copy=True)
+
+
+def _as_reference_output(arr: np.ndarray) -> np.ndarray:
+    if is_float_like(arr.dtype) and arr.dtype != np.float64:
+        return arr.astype(np.float64)
+    return arr
+
+
+def reference_call(
+    invoke: Invoke,
+    arrays: Mapping[str, np.ndarray],
+    kwargs: Mapping[str, Any],
+    absolute: tuple[str, ...] = (),
+    framework: Framework = Framework.NUMPY,
+    contain: type[BaseException] = BaseException,
+) -> tuple[CallResult, bool]:
+    """The reference on fp64 copies of `arrays` (those named in `absolute` replaced by their absolute
+    values): (result, retire)."""
+    bridge = get_bridge(framework)
+    try:
+        copies = {n: _reference_copy(v) for n, v in arrays.items()}
+        for name in absolute:
+            if name in copies:
+                np.abs(copies[name], out=copies[name])
+        ref_in = {n: bridge.to_native(c).value for n, c in copies.items()}
+    except Exception as exc:
+        return CallResult(CallStatus.RAISED, message=f"handing inputs to the reference: {exc}"), False
+    result, retire = call(invoke, bridge, ref_in, dict(kwargs), contain=contain)
+    outputs = tuple(_as_reference_output(a) for a in result.outputs)
+    return CallResult(result.status, outputs, result.message, "", result.duration_s), retire
+
+
+def reference_run(
+    reference: Invoke,
+    inputs: Mapping[str, np.ndarray],
+    kwargs: Mapping[str, Any],
+    outputs: tuple[np.ndarray, ...],
+    abs_inputs: tuple[str, ...] = (),
+) -> CaseRun:
+    """What the oracle judges for outputs computed elsewhere (a shadowed call in production): the reference,
+    run here on fp64 copies of the inputs (and on |abs_inputs|), and the given outputs as the op's."""
+    result, _ = reference_call(reference, inputs, kwargs, contain=Exception)
+    absolute = (
+        reference_call(reference, inputs, kwargs, abs_inputs, contain=Exception)[0] if abs_inputs else None
+    )
+    op = CallResult(CallStatus.OK, tuple(np.ascontiguousarray(o) for o in outputs))
+    return CaseRun(reference=result, op=op, reference_abs=absolute)
+
+
+class _Unloadable(Exception):
+    def __init__(self, who: str, message: str) -> None:
+        super().__init__(message)
+        self.who = who
+        self.message = message
+
+
+@dataclass
+class _Judging:
+    """One judge-side case in progress."""
+
+    task: OpTask
+    spec: CaseSpec
+    stage: Stager
+    contain: type[BaseException]
+    on_loaded: Callable[[], None]
+    reference_invoke: Invoke | None = None
+    call_s: float = 0.0
+    retire: bool = False
+    digest: str | None = None  # of the inputs this side built
+
+    def load(self, who: str, target: CallTarget) -> Loaded:
+        """A target the judge calls (the reference, the naive implementation); _Unloadable when it does not load."""
+        try:
+            return load_target(target)
+        except LoadError as exc:
+            raise _Unloadable(who, str(exc)) from None
+
+    def load_hook(self, who: str, spec: str) -> Callable[..., Any]:
+        """A hook function (`pkg.mod:function`) of the op's config; _Unloadable when it does not load."""
+        try:
+            return load_callable(spec, self.task.root)
+        except LoadError as exc:
+            raise _Unloadable(who, str(exc)) from None
+
+    def reference(self, loaded: Loaded, case: CaseInputs, absolute: tuple[str, ...]) -> CallResult:
+        result, retire = reference_call(
+            loaded.invoke, case.arrays, case.kwargs, absolute, self.task.reference.framework, self.contain
+        )
+        self.retire = self.retire or retire
+        self.call_s += result.duration_s
+        return result
+
+    def working_precision_reference(self, loaded: Loaded, case: CaseInputs) -> CallResult:
+        """The reference called on the inputs cast to the op's working precision (oracle/precision.py), its
+        outputs as computed there."""
+
+        try:
+            cast = precision.working_precision_inputs(self.task.op, case.dtype, case.logical)
+        except Exception as exc:
+            return CallResult(CallStatus.RAISED, message=f"handing inputs to the reference: {exc}")
+        return self._call(loaded, self.task.reference.framework, cast, case.kwargs)
+
+    def naive(self, loaded: Loaded, case: CaseInputs) -> CallResult:
+        """The naive same-dtype implementation, on fresh copies of the inputs in their layouts."""
+        assert self.task.naive is not None
+        arrays = {
+            name: layout_mod.materialize(values, case.layouts[name])
+            if name in case.layouts
+            else values.copy()
+            for name, values in case.logical.items()
+        }
+        return self._call(loaded, self.task.naive.framework, arrays, case.kwargs)
+
+    def _call(
+        self,
+        loaded: Loaded,
+        framework: Framework,
+        arrays: Mapping[str, np.ndarray],
+        kwargs: Mapping[str, Any],
+    ) -> CallResult:
+        """User code called on `arrays` handed to its framework, its time and state kept."""
+        bridge = get_bridge(framework)
+        try:
+            natives = {name: bridge.to_native(view).value for name, view in arrays.items()}
+        except Exception as exc:
+            return CallResult(CallStatus.RAISED, message=f"handing inputs to {bridge.framework.value}: {exc}")
+        result, retire = call(loaded.invoke, bridge, natives, dict(kwargs), contain=self.contain)
+        self.retire = self.retire or retire
+        self.call_s += result.duration_s
+        return result
+
+
+def run_judge_side(
+    task: OpTask,
+    spec: CaseSpec,
+    op_view: OpView,
+    *,
+    stage: Stager = no_stage,
+    on_loaded: Callable[[], None] = lambda: None,
+    contain: type[BaseException] = BaseException,
+    reference: Invoke | None = None,
+) -> tuple[CaseReport, bool]:
+    """Judge the op's outputs against the reference, from the case's seed. Returns (report, retire);
+    `on_loaded` is told when every import is done (the case's timer starts there); `reference` replaces the
+    task's reference target (a function in the caller's process)."""
+    judging = _Judging(task, spec, stage, contain, on_loaded, reference)
+    try:
+        return _judge_case(judging, op_view), judging.retire
+    except _Unloadable as exc:
+        return CaseReport(outcome="unloadable", unloadable=exc.who, message=exc.message), judging.retire
+
+
+def _judge_case(judging: _Judging, op_view: OpView) -> CaseReport:
+    task, op, stage = judging.task, judging.task.op, judging.stage
+    if op_view.op.status is CallStatus.IMPORT_ERROR:
+        raise _Unloadable("op", op_view.op.message)
+    stage(Stage.LOADING)
+    reference_target = (
+        Loaded(judging.reference_invoke, "reference")
+        if judging.reference_invoke is not None
+        else judging.load("reference", task.reference)
+    )
+    naive_target = judging.load("naive implementation", task.naive) if task.naive is not None else None
+    error_scale = None
+    if op.targets.error_scale is not None:
+        error_scale = judging.load_hook("error_scale hook", op.targets.error_scale)
+    judging.on_loaded()
+    if op_view.skipped:  # the op's side could not hold the case: neither side runs it
+        return skipped_report(stratum(op, judging.spec.seed), op_view.skipped)
+    stage(Stage.GENERATING)
+    try:
+        case = make_inputs(task, judging.spec, judging.contain)
+    except InputsFailed as exc:
+        if exc.unloadable:
+            raise _Unloadable("inputs hook", exc.message) from None
+        return CaseReport(outcome="errored", kind="raised", message=exc.message)
+    except CaseSkipped as exc:
+        return skipped_report(exc.stratum, exc.reason)
+    judging.digest = inputs_digest(case)
+    if op_view.inputs_digest and op_view.inputs_digest != judging.digest:
+        return inputs_differ_report(case, judging.digest, op_view.inputs_digest)
+    judging.call_s += op_view.op.duration_s + (op_view.rerun.duration_s if op_view.rerun else 0.0)
+    if op_view.interpreter and op_view.interpreter_types:
+        # Triton's interpreter computes these types on bit patterns (triton_probe): its numbers are the
+        # interpreter's fault, not the kernel's, so the case is not judged here.
+        return CaseReport(
+            outcome="skipped",
+            **describe_case(case, judging.digest),
+            interpreter=op_view.interpreter,
+            interpreter_types=op_view.interpreter_types,
+            message=interpreter_reason(op_view.interpreter_types),
+            call_s=judging.call_s,
+        )
+    bound = comparator_for(op, case.dtype) in (Comparator.BOUND, Comparator.ARGMAX)
+    abs_inputs = bounds.abs_linear_inputs(op) if bound else ()
+    stage(Stage.REFERENCE)
+    reference = judging.reference(reference_target, case, ())
+    reference_abs = None
+    if abs_inputs and reference.status is CallStatus.OK:
+        stage(Stage.REFERENCE_ABS)
+        reference_abs = judging.reference(reference_target, case, abs_inputs)
+    if reference.status is not CallStatus.OK:
+        return _errored(judging, case, reference, "reference")
+    naive_output = None
+    if naive_target is not None and op_view.op.status is CallStatus.OK:
+        stage(Stage.NAIVE)
+        naive = judging.naive(naive_target, case)
+        if naive.status is not CallStatus.OK or not naive.outputs:
+            return _errored(judging, case, naive, "naive implementation")
+        naive_output = naive.outputs[0]
+    backward_side = _split_gradients(op, case, op_view)
+    if isinstance(backward_side, CaseReport):
+        return backward_side
+    op_call, rerun_call, op_grads, rerun_grads = backward_side
+    gradient_case: gradients.GradientCase | None = None
+    if op_grads is not None:
+        stage(Stage.REFERENCE)
+        made = _reference_gradients(judging, reference_target, case, reference)
+        if isinstance(made, CallResult):
+            return _errored(judging, case, made, "reference's backward")
+        gradient_case = made
+    run = CaseRun(
+        reference=reference,
+        op=op_call,
+        rerun=rerun_call,
+        reference_abs=reference_abs,
+        inputs_modified=op_view.inputs_modified,
+        interpreter=op_view.interpreter,
+    )
+    rules = statistics_rules(op, case)
+    context = CaseContext(
+        case.dtype,
+        case.dims,
+        case.kwargs,
+        case.logical,
+        naive_output,
+        error_scale,
+        bias_test=rules.bias_test,
+        correlated=rules.correlated,
+    )
+    stage(Stage.JUDGING)
+    gradient_stats: tuple[tuple[str, ErrorStats], ...] = ()
+    try:
+        verdict = judge(op, context, run, task.validation)
+        if precision.worth_measuring(op, case.dtype, verdict):
+            # The case fails the family bound: judge it again with the reference's working-precision error
+            # (oracle/precision.py). Cases within the family bound pass either way, so only these pay for it.
+            stage(Stage.REFERENCE)
+            low = judging.working_precision_reference(reference_target, case)
+            if low.status is CallStatus.OK:
+                verdict = judge(op, replace(context, low_outputs=low.outputs), run, task.validation)
+            stage(Stage.JUDGING)
+        if gradient_case is not None and op_grads is not None:
+            verdict, gradient_stats = with_gradients(
+                op, verdict, gradient_case, op_grads, rerun_grads, task.validation
+            )
+    except judging.contain as exc:  # an error_scale hook that raises, or worse
+        failed = CallResult(
+            CallStatus.RAISED, message=f"judging the outputs failed: {describe_exception(exc)}"
+        )
+        return _errored(judging, case, failed, "judge")
+    report = verdict_report(
+        case, run, verdict, digest=judging.digest, call_s=judging.call_s, gradient_stats=gradient_stats
+    )
+    return _with_snapshot(judging, case, report) if report.outcome == "failed" else report
+
+
+def _errored(judging: _Judging, case: CaseInputs, failed: CallResult, who: str) -> CaseReport:
+    """A case that could not be judged (the reference, the naive implementation or the judge failed), with its
+    snapshot."""
+    report = errored_report(case, failed, who, digest=judging.digest, call_s=judging.call_s)
+    return _with_snapshot(judging, case, report)
+
+
+Gradients = tuple[np.ndarray, ...]
+
+
+def _split_gradients(
+    op: OpSpec, case: CaseInputs, op_view: OpView
+) -> CaseReport | tuple[CallResult, CallResult | None, Gradients | None, Gradients | None]:
+    """(the op's call with its forward outputs only, the same for the re-run, the op's gradients, the
+    re-run's): a `backward = true` op's call returned its outputs followed by the gradients."""
+    names = backward.gradient_names(op, case.logical)
+    if not names or op_view.op.status is not CallStatus.OK:
+        return op_view.op, op_view.rerun, None, None
+
+    def split(result: CallResult) -> tuple[CallResult, Gradients]:
+        outputs = result.outputs
+        if len(outputs) <= len(names):
+            bad = replace(
+                result,
+                status=CallStatus.BAD_OUTPUT,
+                outputs=(),
+                message=f"the forward and backward returned {len(outputs)} arrays for {len(names)} gradients",
+            )
+            return bad, ()
+        return replace(result, outputs=outputs[: -len(names)]), outputs[-len(names) :]
+
+    op_call, op_grads = split(op_view.op)
+    if op_call.status is not CallStatus.OK:
+        return op_call, op_view.rerun, None, None
+    rerun, rerun_grads = op_view.rerun, None
+    if rerun is not None and rerun.status is CallStatus.OK:
+        rerun, rerun_grads = split(rerun)
+    return op_call, rerun, op_grads, rerun_grads
+
+
+def _reference_gradients(
+    judging: _Judging, reference_target: Loaded, case: CaseInputs, reference: CallResult
+) -> gradients.GradientCase | CallResult:
+    """The reference's gradients for the case (oracle/gradients.GradientCase), or the failed CallResult."""
+    task, op = judging.task, judging.task.op
+    assert op.backward is not None
+    vjp_reference = None
+    if op.backward.vjp_reference:
+        target = CallTarget(TargetKind.CALLABLE, op.backward.vjp_reference, task.root, Framework.NUMPY)
+        vjp_reference = judging.load("vjp_reference", target).invoke
+    names = backward.gradient_names(op, case.logical)
+    out_dtype = op.output_dtype or case.dtype
+    rules = statistics_rules(op, case)
+    upstream = backward.upstream_gradients(
+        case.seed, reference.outputs, out_dtype, case.stratum.mode, case.dims
+    )
+    started = time.perf_counter()
+
+    def vjp(inputs: Mapping[str, np.ndarray], grads: tuple[np.ndarray | None, ...], dtype: np.dtype) -> Any:
+        return backward.reference_vjp(
+            reference_target.invoke, vjp_reference, inputs, case.kwargs, names, grads, dtype
+        )
+
+    try:
+        exact = vjp(case.logical, upstream, np.dtype(np.float64))
+    except judging.contain as exc:
+        return CallResult(CallStatus.RAISED, message=describe_exception(exc))
+    finally:
+        judging.call_s += time.perf_counter() - started
+    if len(exact) != len(names):
+        return CallResult(CallStatus.BAD_OUTPUT, message=f"{len(exact)} gradients for {len(names)} inputs")
+    absolute = None
+    if gradients.rule_for(op) is Comparator.BOUND:
+        try:
+            magnitudes = {
+                n: np.abs(a) if dtypes.is_float_dtype(a.dtype) else a for n, a in case.logical.items()
+            }
+            absolute = vjp(
+                magnitudes, tuple(None if g is None else np.abs(g) for g in upstream), np.dtype(np.float64)
+            )
+        except Exception:
+            absolute = None  # a reference that needs signed inputs: the bound uses |g_ref| alone
+
+    def low() -> tuple[np.ndarray, ...] | None:
+        working = precision.working_precision(op, case.dtype)
+        if working is None:
+            return None
+        try:
+            return tuple(vjp(case.logical, upstream, dtypes.info(working).numpy))
+        except Exception:
+            return None
+
+    return gradients.GradientCase(
+        dtype=case.dtype,
+        dims=case.dims,
+        names=names,
+        input_dtypes={n: dtypes.name_of(case.logical[n].dtype) for n in names},
+        reference=tuple(exact),
+        reference_abs=tuple(absolute) if absolute is not None else None,
+        low=low,
+        bias_test=rules.bias_test,
+        correlated=rules.correlated,
+    )
+
+
+def _with_snapshot(judging: _Judging, case: CaseInputs, report: CaseReport) -> CaseReport:
+    """The report of a case that did not pass, with the snapshot of its inputs (when wanted) or why none was
+    written."""
+    task, spec = judging.task, judging.spec
+    if task.out_dir is None or not spec.snapshot_wanted:
+        return report
+    meta = snapshot_meta(case, task.op.name, spec.index, task.master_seed)
+    written, error = write_case_snapshot(task.out_dir, case.logical, meta)
+    return msgspec.structs.replace(report, snapshot=written, snapshot_error=error)

@@ -1,0 +1,213 @@
+"""The op side of a case (one worker process): generate the case's inputs, call the op on them in their real
+memory layouts (and again on identical inputs when the op is declared deterministic), and notice writes into
+the inputs. The judge side (judge_side.py) runs in another worker, so a kernel that corrupts its own process's
+memory cannot corrupt its judge; for `gpuemu_ci.check` with a lambda both run in the caller's process
+(inprocess.py)."""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuemu_ci.backends import backward, triton_probe
+from gpuemu_ci.backends.calling import UNUSABLE, InputsFailed, Invoke, Stager, call, make_inputs, no_stage
+from gpuemu_ci.backends.cuda import OUTPUT_DTYPE_KWARG
+from gpuemu_ci.backends.frameworks import Bridge, get_bridge
+from gpuemu_ci.backends.interface import (
+    CallResult,
+    CallStatus,
+    CallTarget,
+    CaseSpec,
+    OpTask,
+    TargetKind,
+)
+from gpuemu_ci.backends.loading import LoadError, load_target
+from gpuemu_ci.backends.protocol import Stage
+from gpuemu_ci.backends.transport import is_float_like, memory_region, region_of, resolve_dtype
+from gpuemu_ci.config.model import OpSpec
+from gpuemu_ci.fuzz.case import CaseInputs, CaseSkipped
+from gpuemu_ci.fuzz.inputs import inputs_digest
+from gpuemu_ci.fuzz.shapes import shape_of
+
+
+@dataclass(frozen=True)
+class OpSide:
+    """The op's calls on one case (outputs are this process's arrays)."""
+
+    op: CallResult
+    rerun: CallResult | None = None
+    inputs_modified: tuple[str, ...] = ()
+    interpreter: str | None = None
+    retire: bool = False
+    interpreter_types: tuple[str, ...] = ()  # bfloat16/fp8 that Triton's interpreter handled (triton_probe)
+    inputs_digest: str = ""  # of the inputs this side built ("" when it built none)
+    skipped: str = ""  # why this machine cannot hold the case (CaseSkipped): the judge says so, not a failure
+
+
+def out_buffer_shape(op: OpSpec, case: CaseInputs) -> tuple[int, ...]:
+    """The `out=` buffer's shape: the op's declared `output` dims, else the first input's shape."""
+    if op.shapes.output_dims is not None:
+        return shape_of(op.shapes.output_dims, case.dims)
+    first = next(iter(case.arrays.values()), None)
+    return tuple(first.shape) if first is not None else ()
+
+
+def run_op_side(
+    task: OpTask,
+    spec: CaseSpec,
+    *,
+    stage: Stager = no_stage,
+    invoke: Invoke | None = None,
+    on_first_call: Callable[[CallResult], None] | None = None,
+    on_loaded: Callable[[], None] = lambda: None,
+    on_built: Callable[[str], None] = lambda digest: None,
+    contain: type[BaseException] = BaseException,
+) -> OpSide:
+    """Generate the inputs and call the op (twice when it is declared deterministic). `invoke` replaces the
+    op target (a callable in the caller's process); `on_loaded` is told when the imports are done (the case's
+    timer starts there); `on_built` gets the inputs' digest before the op runs (a crash keeps it);
+    `on_first_call` sees the first call's result before the re-run, which might kill the process."""
+    op = task.op
+    stage(Stage.LOADING)
+    if invoke is None:
+        try:
+            invoke = load_target(task.op_target).invoke
+        except LoadError as exc:
+            return OpSide(CallResult(CallStatus.IMPORT_ERROR, message=str(exc)))
+    on_loaded()
+    stage(Stage.GENERATING)
+    try:
+        case = make_inputs(task, spec, contain)
+    except InputsFailed as exc:
+        return OpSide(CallResult(CallStatus.RAISED, message=f"not run: {exc.message}"))
+    except CaseSkipped as exc:  # the judge side says so in its report
+        return OpSide(CallResult(CallStatus.RAISED, message=f"not run: {exc.reason}"), skipped=exc.reason)
+    digest = inputs_digest(case)
+    on_built(digest)
+    bridge = get_bridge(task.op_target.framework)
+    if op.backward is not None:
+        try:
+            invoke = _forward_and_backward(task, case, invoke, bridge)
+        except LoadError as exc:
+            return OpSide(CallResult(CallStatus.IMPORT_ERROR, message=str(exc)))
+    arrays = {name: rehome(arr) for name, arr in case.arrays.items()}
+    regions = {name: region_of(arr) for name, arr in arrays.items()}
+    before = {name: region.copy() for name, (region, _) in regions.items() if region is not None}
+    out_dtype = op.output_dtype or case.dtype
+
+    def private(arr: np.ndarray) -> np.ndarray:
+        # An output that is (a view of) an input would change when the inputs are restored for the re-run.
+        for region, _ in regions.values():
+            if region is not None and np.may_share_memory(arr, region):
+                return np.array(arr, order="C", copy=True)
+        return np.ascontiguousarray(arr)
+
+    def one_call(which: Stage) -> tuple[CallResult, bool]:
+        kwargs = dict(case.kwargs)
+        if task.op_target.kind is TargetKind.CUDA_KERNEL:
+            kwargs[OUTPUT_DTYPE_KWARG] = out_dtype  # a launch allocates the buffer the kernel writes
+        out = None
+        try:
+            natives = {}
+            for name, view in arrays.items():
+                region, offset = regions[name]
+                natives[name] = bridge.to_native(view, region, offset)
+            if op.execution.out_arg:
+                out = bridge.full_nan(out_buffer_shape(op, case), resolve_dtype(out_dtype))
+                kwargs[op.execution.out_arg] = out
+        except Exception as exc:
+            failed = CallResult(
+                CallStatus.RAISED, message=f"handing inputs to {bridge.framework.value}: {exc}"
+            )
+            return failed, False
+        stage(which)
+        values = {name: native.value for name, native in natives.items()}
+        result, retire = call(
+            invoke, bridge, values, kwargs, out=out, expected=resolve_dtype(out_dtype), private_of=private,
+            contain=contain,
+        )  # fmt: skip
+        if not retire:
+            for native in natives.values():
+                if native.write_back is not None:
+                    native.write_back()  # device-side writes into inputs become visible to the comparison
+        return result, retire
+
+    launches_before = triton_probe.mark()
+    first, retire = one_call(Stage.OP)
+    modified = tuple(
+        name
+        for name, (region, _) in regions.items()
+        if region is not None and not _same_bytes(region, before[name])
+    )
+    rerun: CallResult | None = None
+    if op.execution.deterministic:
+        if retire:
+            rerun = CallResult(CallStatus.CRASHED, message=UNUSABLE)
+        else:
+            if on_first_call is not None:
+                on_first_call(first)
+            for name, (region, _) in regions.items():
+                if region is not None:
+                    region[...] = before[name]  # identical fresh inputs
+            rerun, retire = one_call(Stage.RERUN)
+    interpreter, interpreter_types = triton_probe.since(launches_before)
+    return OpSide(first, rerun, modified, interpreter, retire, interpreter_types, digest)
+
+
+def _forward_and_backward(task: OpTask, case: CaseInputs, invoke: Invoke, bridge: Bridge) -> Invoke:
+    """The op's call as forward + backward (backends/backward.py): its outputs, then the gradients."""
+    op = task.op
+    assert op.backward is not None
+    vjp = None
+    if op.backward.vjp:
+        target = CallTarget(TargetKind.CALLABLE, op.backward.vjp, task.root, task.op_target.framework)
+        vjp = load_target(target).invoke
+    out_dtype = op.output_dtype or case.dtype
+
+    def upstream(forward: tuple[np.ndarray, ...]) -> tuple[np.ndarray | None, ...]:
+        return backward.upstream_gradients(case.seed, forward, out_dtype, case.stratum.mode, case.dims)
+
+    return backward.with_backward(
+        invoke,
+        task.op_target.framework,
+        backward.gradient_names(op, case.arrays),
+        upstream,
+        vjp,
+        lambda g: bridge.to_native(np.ascontiguousarray(g)).value,
+    )
+
+
+def rehome(view: np.ndarray) -> np.ndarray:
+    """The same view (shape, strides, bytes, gaps) over a private buffer that also holds everything a kernel
+    ignoring the strides would read (the view's element count, C-contiguous from its first element), the
+    extra poisoned like the gaps. Out-of-view reads then find the same poison whatever ran before in this
+    process, so their verdict replays. A contiguous array already is such a buffer."""
+    address, nbytes, offset = memory_region(view)
+    span = offset + view.size * view.itemsize
+    if nbytes == 0 or (view.flags.c_contiguous and span <= nbytes):
+        return view
+    size = -(-max(nbytes, span) // view.itemsize) * view.itemsize
+    buffer = np.empty(size, dtype=np.uint8)
+    buffer.view(view.dtype)[...] = _poison(view.dtype)
+    buffer[:nbytes] = np.frombuffer(
+        memoryview((ctypes.c_char * nbytes).from_address(address)).cast("B"), np.uint8
+    )
+    return np.ndarray(view.shape, dtype=view.dtype, buffer=buffer, offset=offset, strides=view.strides)
+
+
+def _poison(dtype: np.dtype) -> object:
+    """What the generator fills gaps with (fuzz/layouts.py): NaN, the largest integer, True."""
+    if is_float_like(dtype) or dtype.kind == "c":
+        return np.nan
+    if dtype.kind == "b":
+        return True
+    return np.iinfo(dtype).max
+
+
+def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
+    if a.size % 8 == 0 and a.ctypes.data % 8 == 0:
+        return bool(np.array_equal(a.view(np.uint64), b.view(np.uint64)))
+    return bool(np.array_equal(a, b))
