@@ -42,13 +42,33 @@ OPS = """
 import os, signal
 import numpy as np
 
+def _ancestor(wanted):
+    # the nearest ancestor whose command line holds `wanted` (and not action-gate, unless that is wanted)
+    pid = os.getpid()
+    while pid > 1:
+        with open(f"/proc/{pid}/stat") as f:
+            pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().split(bytes(1))
+        if wanted in argv and (wanted == b"action-gate" or b"action-gate" not in argv):
+            return pid
+    raise RuntimeError(f"no ancestor runs {wanted!r}")
+
 def _act():
-    if os.environ.get("ATTACK") == "swap-output":
+    attack = os.environ.get("ATTACK")
+    if attack == "swap-output":
         if not os.path.islink("gpuemu-out"):
             os.rename("gpuemu-out", "gpuemu-out.moved")
             os.symlink(os.environ["VICTIM"], "gpuemu-out")
-    elif os.environ.get("ATTACK") == "kill-parent":
+    elif attack == "kill-parent":
         os.kill(os.getppid(), signal.SIGKILL)
+    elif attack == "kill-gate":
+        os.kill(_ancestor(b"action-gate"), signal.SIGKILL)
+    elif attack == "kill-action":
+        try:
+            os.kill(_ancestor(b"action"), signal.SIGKILL)
+        except PermissionError:
+            raise RuntimeError("refused: the Action is out of reach") from None
 
 def make_inputs(rng, dims, dtype, kwargs):
     if os.environ.get("WHERE") == "hook":
@@ -172,21 +192,41 @@ def test_a_hook_that_swaps_the_output_dir_for_a_link_hands_nothing_over(
 
 @pytest.mark.slow
 @pytest.mark.parametrize("where", ["op", "hook"])
-def test_code_that_kills_its_parent_cannot_silence_the_action(
+def test_code_that_kills_the_gate_process_cannot_silence_the_action(
     fake_github: FakeGitHub, open_dir: Path, shared_interpreter: list[str], where: str
 ) -> None:
     workspace = write_tiny_project(open_dir / "ws", OPS, HOOKED)
     command = [*shared_interpreter, sys.executable, str(ENTRYPOINT)]
-    step, pr = gate_step(fake_github, workspace, command, ATTACK="kill-parent", WHERE=where)
-    assert step.returncode not in (0, -9, 137), step.describe()
-    (comment,) = fake_github.comments(pr)  # the Action survived and said what happened
-    document = json.loads((workspace / "gpuemu-out" / "results.json").read_text())
-    assert document["verdict"] != "passed"
-    # The worker's parent, the gate process, was killed (ops and hooks run in workers): nothing of its own
-    # survived, and the Action, whose process it cannot signal, wrote and published what happened.
+    step, pr = gate_step(fake_github, workspace, command, ATTACK="kill-gate", WHERE=where)
+    # Nothing of the gate process's own survived; the Action, whose process code under test cannot signal,
+    # wrote and published what happened.
     assert step.returncode == 3, step.describe()
+    (comment,) = fake_github.comments(pr)
     assert "interrupted: the gate process was killed (SIGKILL)" in comment["body"]
+    document = json.loads((workspace / "gpuemu-out" / "results.json").read_text())
     assert any("the gate process was killed" in note for note in document["notes"])
     assert step.outputs["verdict"] == "incomplete"
     assert all(op["cases_total"] == 0 and op["status"] == "error" for op in document["ops"])
     assert os.path.isdir(workspace / "gpuemu-out")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attack", ["kill-parent", "kill-action"])
+def test_code_that_kills_its_parent_or_the_action_is_reported_never_passed(
+    fake_github: FakeGitHub, open_dir: Path, shared_interpreter: list[str], attack: str
+) -> None:
+    """`os.kill(os.getppid(), SIGKILL)` from an op kills whichever process runs it (a worker, or the gate
+    process: both are reported); the Action's own process is out of reach (another user) and publishes."""
+    workspace = write_tiny_project(open_dir / "ws", OPS, HOOKED)
+    command = [*shared_interpreter, sys.executable, str(ENTRYPOINT)]
+    step, pr = gate_step(fake_github, workspace, command, ATTACK=attack, WHERE="op")
+    assert step.returncode in (1, 3), step.describe()  # not 137: the Action was not killed
+    (comment,) = fake_github.comments(pr)
+    document = json.loads((workspace / "gpuemu-out" / "results.json").read_text())
+    assert document["verdict"] != "passed" and step.outputs["verdict"] != "passed"
+    text = json.dumps(document)
+    if attack == "kill-action":
+        assert "the Action is out of reach" in text
+    else:
+        assert "the gate process was killed" in text or "crashed" in text
+    assert "scale" in comment["body"]
