@@ -43,7 +43,8 @@ from gpuemu_ci.backends.interface import CaseReport, CaseSpec, OpTask
 from gpuemu_ci.backends.loading import load_callable
 from gpuemu_ci.config.load import load_config
 from gpuemu_ci.config.model import Config, Suite
-from gpuemu_ci.fuzz.case import build_case, draw_kwargs
+from gpuemu_ci.fuzz.case import draw_kwargs
+from gpuemu_ci.fuzz.inputs import case_inputs
 from gpuemu_ci.fuzz.shapes import draw_dims, shape_of
 from gpuemu_ci.pipeline.gate import run_gate
 from gpuemu_ci.pipeline.session import Session
@@ -205,7 +206,7 @@ def generation_s(config: Config) -> float:
     start = time.perf_counter()
     for op, refs in planned:
         for ref in refs:
-            build_case(op, ref.seed, config.root)
+            case_inputs(op, ref.seed, config.root, load_callable)
     return time.perf_counter() - start
 
 

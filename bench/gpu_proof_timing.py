@@ -18,7 +18,7 @@ import torch
 
 from gpuemu_ci.backends.loading import load_callable
 from gpuemu_ci.config.load import load_config
-from gpuemu_ci.fuzz.case import build_case
+from gpuemu_ci.fuzz.inputs import case_inputs
 from gpuemu_ci.pipeline.session import Session
 from gpuemu_ci.pipeline.settings import RunOptions, select_ops
 
@@ -58,7 +58,7 @@ def time_example(config_path: Path, device: str = "cuda") -> dict[str, Any]:
             reference = load_callable(op.targets.reference, config.root)
             refs = session.plan(op)
             for ref in refs:
-                case = build_case(op, ref.seed, config.root)
+                case = case_inputs(op, ref.seed, config.root, load_callable)
                 dtype = DTYPES[case.dtype]
                 kwargs = dict(case.kwargs)
                 on_device = {n: _tensor(v, device, dtype).requires_grad_() for n, v in case.logical.items()}

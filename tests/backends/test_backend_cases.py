@@ -1,7 +1,7 @@
 """A case from its seed (op_side.py and judge_side.py, the code the two worker processes run): the op gets
-exactly the inputs `build_case` makes, in their memory layouts; the reference gets fp64 copies; re-runs get fresh inputs; writes
-into inputs, unwritten `out=` elements and nondeterminism are found. Run here in-process to look at the
-arrays themselves; test_backend_pool.py runs the same code in real workers."""
+exactly the inputs `build_case` makes, in their memory layouts; the reference gets fp64 copies; re-runs get
+fresh inputs; writes into inputs, unwritten `out=` elements and nondeterminism are found. Run here in-process
+to look at the arrays themselves; test_backend_pool.py runs the same code in real workers."""
 
 from __future__ import annotations
 

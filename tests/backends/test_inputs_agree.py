@@ -171,3 +171,23 @@ def test_a_sigkill_mentions_memory_only_on_the_kernels_record():
     assert OomRecord((3, 5, 8)).killed_since(before) is True
     assert OomRecord((3, 5, 7)).killed_since(before) is False
     assert OomRecord((None, None, None)).killed_since(before) is None
+
+
+def test_a_case_the_ops_side_could_not_hold_is_skipped_by_the_judge_too(user_root, monkeypatch):
+    """Each side reads the free memory when it builds the case: when the op's side found too little and the
+    judge's enough a moment later, the case is skipped (never judged against an op that did not run)."""
+    from gpuemu_ci.backends.judge_side import OpView, run_judge_side
+    from gpuemu_ci.backends.op_side import run_op_side
+    from gpuemu_ci.fuzz import case as case_mod
+
+    task = op_task(user_root, "backend_ops:add", "backend_ops:ref_add")
+    spec = first_case(task)
+    readings = iter(["typical sizes: needs about 9.0 GiB, 1.0 GiB usable here", None])
+    monkeypatch.setattr(case_mod, "memory_shortfall", lambda *args: next(readings))
+    side = run_op_side(task, spec, contain=Exception)
+    assert side.skipped and not side.inputs_digest
+    view = OpView(
+        side.op, side.rerun, side.inputs_modified, side.interpreter, (), side.inputs_digest, side.skipped
+    )
+    report, _ = run_judge_side(task, spec, view, contain=Exception)
+    assert report.outcome == "skipped" and "1.0 GiB usable here" in report.message
