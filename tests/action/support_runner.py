@@ -306,11 +306,12 @@ def runner_env(
     return env
 
 
-def run_step(env: dict[str, str]) -> Step:
-    """``python entrypoint.py`` with ``env`` only, in the workspace; what the runner reads back."""
+def run_step(env: dict[str, str], command: list[str] | None = None) -> Step:
+    """``python entrypoint.py`` (or ``command``) with ``env`` only, in the workspace; what the runner reads
+    back."""
     workspace = Path(env["GITHUB_WORKSPACE"])
     done = subprocess.run(
-        [sys.executable, str(ENTRYPOINT)],
+        command or [sys.executable, str(ENTRYPOINT)],
         env=env,
         cwd=workspace,
         capture_output=True,
