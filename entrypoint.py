@@ -3,7 +3,7 @@
 
 import sys
 
-from gpuemu_ci.cli import early_signals
+from gpuemu_ci import early_signals
 
 early_signals.install()  # the runner may cancel the step while the CLI is still importing
 

@@ -1,4 +1,4 @@
-from gpuemu_ci.cli import early_signals
+from gpuemu_ci import early_signals
 
 early_signals.install()  # before the CLI's imports, which take a second or more
 

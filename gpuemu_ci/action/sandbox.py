@@ -42,7 +42,7 @@ from typing import IO, Any
 
 from gpuemu_ci.action import sandbox_identity
 from gpuemu_ci.action.output_dir import lchown_tree
-from gpuemu_ci.cli import early_signals
+from gpuemu_ci import early_signals
 
 PR_SET_DUMPABLE = 4
 PR_CAPBSET_DROP = 24
@@ -225,7 +225,7 @@ def spawn(
 
 class ForwardedSignals:
     """SIGTERM and SIGINT passed on to a child (the runner stops a step with SIGTERM; as PID 1 this process would
-    otherwise ignore it), including one held back while this process started (cli/early_signals.py)."""
+    otherwise ignore it), including one held back while this process started (early_signals.py)."""
 
     def __init__(self, child: subprocess.Popen[bytes]) -> None:
         self.child = child

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 
-from gpuemu_ci.cli import early_signals
+from gpuemu_ci import early_signals
 from gpuemu_ci.errors import UsageError
 from gpuemu_ci.launch import python_env
 

@@ -1,8 +1,8 @@
-"""The `gpuemu-ci` console script: hold signals first, then import the CLI (see cli/early_signals.py)."""
+"""The `gpuemu-ci` console script: hold signals first, then import the CLI (see early_signals.py)."""
 
 from __future__ import annotations
 
-from gpuemu_ci.cli import early_signals
+from gpuemu_ci import early_signals
 
 
 def main() -> int:

@@ -13,7 +13,7 @@ import threading
 from types import FrameType, TracebackType
 from typing import Any
 
-from gpuemu_ci.cli import early_signals
+from gpuemu_ci import early_signals
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
