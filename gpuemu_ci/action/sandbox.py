@@ -40,9 +40,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import IO, Any
 
+from gpuemu_ci import early_signals
 from gpuemu_ci.action import sandbox_identity
 from gpuemu_ci.action.output_dir import lchown_tree
-from gpuemu_ci import early_signals
 
 PR_SET_DUMPABLE = 4
 PR_CAPBSET_DROP = 24

@@ -17,8 +17,7 @@ from types import FrameType
 
 import click
 
-from gpuemu_ci import __version__
-from gpuemu_ci import early_signals
+from gpuemu_ci import __version__, early_signals
 from gpuemu_ci.errors import AlreadyReported, ExitCode, GpuemuError, InfraError, Interrupted, UsageError
 
 INTERRUPTED = 130  # 128 + SIGINT, as shells report it
