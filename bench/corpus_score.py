@@ -33,7 +33,7 @@ from gpuemu_ci.errors import GpuemuError
 HERE = Path(__file__).resolve().parent
 DEFAULT_CONFIG = HERE / "corpus" / "gpuemu.toml"
 
-# The bug classes the corpus must cover (research oracles.md §2), with the trigger one fixed shape misses.
+# The bug classes the corpus must cover, with the trigger one fixed shape misses.
 BUG_CLASSES: dict[str, str] = {
     "tail_mask_leak": "masked lanes load 0, not the identity (N % BLOCK != 0)",
     "modular_index_wrap": "offs % K instead of a mask (K % BLOCK_K != 0)",

@@ -25,13 +25,13 @@ from typing import Any
 import msgspec
 
 from gpuemu_ci.backends.interface import CallTarget, Pool, TargetKind
-from gpuemu_ci.cli.describe import describe_inputs
 from gpuemu_ci.config.load import load_config
 from gpuemu_ci.config.model import Config, ExecutionMode, Suite
 from gpuemu_ci.errors import UsageError
 from gpuemu_ci.pipeline.session import Session
 from gpuemu_ci.pipeline.settings import RunOptions, Settings, select_ops
 from gpuemu_ci.plan.model import CaseRef
+from gpuemu_ci.render.describe import describe_inputs
 from gpuemu_ci.results.model import OpResult, OpStatus
 
 DEFAULT_OUT_DIR = Path("gpuemu-out")  # the pytest plugin points this at pytest's temporary directory

@@ -3,17 +3,34 @@ GitHub API on 127.0.0.1."""
 
 from __future__ import annotations
 
+import os
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests.github.support_fake_api import FakeGitHub
 from tests.support_cli import CliResult, run_cli
 
 # Fixtures for signed reports (a results document, keys, envelopes), shared by tests/attest and tests/cli.
 pytest_plugins = ["tests.support_reports", "pytester"]
+
+# Property-based tests: the same examples on every run (a red CI run is red again on a laptop), no example
+# database written into the checkout, and no deadline (the machine's load must not fail a test). The autouse
+# fixture below only sets an environment variable, which may be shared by every example of a test.
+# HYPOTHESIS_PROFILE=explore searches further, with fresh random examples each run.
+settings.register_profile(
+    "default",
+    derandomize=True,
+    database=None,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+settings.register_profile("explore", settings.get_profile("default"), derandomize=False, max_examples=5000)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"

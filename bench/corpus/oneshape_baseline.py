@@ -1,4 +1,4 @@
-"""A KernelBench-style oracle, for comparison with gpuemu-ci (research oracles.md §1.3).
+"""A KernelBench-style oracle, for comparison with gpuemu-ci.
 
 KernelBench checks a kernel at one fixed benchmark shape: `num_correct_trials = 5` trials with fresh random
 inputs, the reference run first and the kernel second on the same tensors, and
@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 
 from gpuemu_ci import dtypes
-from gpuemu_ci.backends.expressions import evaluate_int
 from gpuemu_ci.config.dimgraph import schema_of
+from gpuemu_ci.config.expressions import evaluate_int
 from gpuemu_ci.config.model import Family, InputSpec, OpSpec, ValueKind
 from gpuemu_ci.fuzz.shapes import resolve
 

@@ -38,12 +38,12 @@ def encode_request(request: GateRequest) -> str:
 @click.argument("request_json")
 def action_gate_command(request_json: str) -> int:
     """The Action's suite run, as a confined child of `gpuemu-ci action` (not for direct use)."""
-    from gpuemu_ci.cli.summary import print_summary
     from gpuemu_ci.config.load import load_config
     from gpuemu_ci.errors import UsageError
     from gpuemu_ci.pipeline.gate import run_gate
     from gpuemu_ci.pipeline.settings import RunOptions
     from gpuemu_ci.progress import StderrReporter
+    from gpuemu_ci.render.summary import print_summary
     from gpuemu_ci.results.codec import write_results
 
     try:

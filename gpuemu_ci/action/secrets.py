@@ -16,6 +16,7 @@ import sys
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 
+from gpuemu_ci import early_signals
 from gpuemu_ci.errors import UsageError
 from gpuemu_ci.launch import python_env
 
@@ -88,6 +89,7 @@ def reexec_without_secrets(environ: MutableMapping[str, str], argv: list[str]) -
     os.close(write_end)
     os.set_inheritable(read_end, True)
     clean[SECRETS_FD_VARIABLE] = str(read_end)
+    early_signals.carry(clean)
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(sys.executable, [sys.executable, *argv], clean)

@@ -5,16 +5,18 @@ A failed comment, issue or baseline download is a warning; the exit code is alwa
 
 from __future__ import annotations
 
-import contextlib
+import importlib
 import os
+import stat
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from gpuemu_ci.action import commands
+from gpuemu_ci.action import commands, lost_run, output_dir
 from gpuemu_ci.action.inputs import ActionInputs, Mode
+from gpuemu_ci.clock import utc_now
 from gpuemu_ci.config.load import load_config
 from gpuemu_ci.config.model import Config
 from gpuemu_ci.errors import AlreadyReported, ExitCode, InfraError, UsageError
@@ -45,6 +47,8 @@ class ActionStep:
     outputs: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     _client: GitHubClient | None = None
+    interrupted_by: int | None = None  # SIGINT or SIGTERM, passed on to the gate process: exit 130 or 143
+    _out_pin: output_dir.PinnedDir | None = None  # the output directory before code under test ran
 
     @property
     def out_dir(self) -> Path:
@@ -73,7 +77,7 @@ class ActionStep:
         commands.set_outputs(self.env.get("GITHUB_OUTPUT"), self.outputs)
         if self._client is not None:
             self._client.close()
-        hand_over(self.out_dir, self.workspace)
+        output_dir.hand_over(self.out_dir, self.workspace, self._out_pin)
 
     # --- running --------------------------------------------------------------------------------------------
     def config(self) -> Config:
@@ -104,61 +108,83 @@ class ActionStep:
 
     def run_gate(self, config: Config, baseline: GateBaseline | None = None) -> Results:
         """The suite on `config` with this step's inputs, run as code under test in a confined child; the
-        results it wrote, read back as untrusted and with the verdict (and the baseline diff) decided here."""
+        results it wrote, read back as untrusted and with the verdict (and the baseline diff) decided here.
+        When the child ends without results (killed by code under test, stopped by a signal), a document
+        that says so, never a pass."""
         from gpuemu_ci.action import gate_process, sandbox, setup_step
 
-        out_dir = self.out_dir.resolve()
+        out_dir = output_dir.checked(
+            self.out_dir, self.workspace, f"input output_dir: {self.inputs.output_dir}"
+        )
         check_output_dir(out_dir)
+        self._out_pin = output_dir.PinnedDir.pin(out_dir)
+        self.prepare_publishing()  # before code under test runs, and before judging what it could change
         confinement = sandbox.confinement_for(self.workspace)
+        if confinement.weakness:
+            self.warn(f"confinement: {confinement.weakness}")
         confinement.owns(out_dir)
         stale = out_dir / RESULTS_NAME
         stale.unlink(
             missing_ok=True
         )  # a self-hosted runner's previous run must never be published as this one
-        plan = setup_step.SetupPlan(
-            self.inputs.requirements, self.inputs.setup, (self.workspace / self.inputs.cache_dir).resolve()
-        )
+        cache_dir = self.workspace / self.inputs.cache_dir
+        if self.inputs.requirements or self.inputs.setup:  # given to code under test: a real directory only
+            cache_dir = output_dir.checked(
+                cache_dir, self.workspace, f"input cache_dir: {self.inputs.cache_dir}"
+            )
+        plan = setup_step.SetupPlan(self.inputs.requirements, self.inputs.setup, cache_dir.resolve())
         env = self.child_env()
-        python = sys.executable
-        if plan.wanted:
-            setup_step.check_plan(plan, self.workspace)
-            title = "gpuemu-ci: setup (installs what the ops need)"
-            with commands.group(title, stream=self.stdout), commands.untrusted_output(self.stdout):
-                setup_step.run_setup(plan, confinement, env=env, workspace=self.workspace)
-            env = setup_step.environment_for(plan, env)
-            python = str(plan.python)
-        request = gate_process.GateRequest(
-            config=str((self.workspace / self.inputs.config).resolve()),
-            suite=self.inputs.suite.value,
-            out_dir=str(out_dir),
-            seed=self.inputs.seed,
-            require_gpu=self.inputs.require_gpu,
-            run=self.run_info(),
-        )
-        argv = [python, "-P", "-m", "gpuemu_ci", "action-gate", gate_process.encode_request(request)]
-        with commands.group("gpuemu-ci: running the suite", stream=self.stdout):
-            self.stdout.flush()
-            try:
-                child = sandbox.spawn(argv, confinement, env=env, cwd=self.workspace)
-            except OSError as exc:
-                raise InfraError(
-                    f"could not start the gate process ({python}): {exc.strerror or exc}"
-                ) from None
-            restore = sandbox.forward_signals(child)
-            try:
-                code = child.wait()
-            finally:
-                restore()
-                sandbox.reap_leftovers()
+        with sandbox.private_home(confinement, env) as env:
+            python = sys.executable
+            if plan.wanted:
+                setup_step.check_plan(plan, self.workspace)
+                title = "gpuemu-ci: setup (installs what the ops need)"
+                with commands.group(title, stream=self.stdout), commands.untrusted_output(self.stdout):
+                    setup_step.run_setup(plan, confinement, env=env, workspace=self.workspace)
+                env = setup_step.environment_for(plan, env)
+                python = str(plan.python)
+            request = gate_process.GateRequest(
+                config=str((self.workspace / self.inputs.config).resolve()),
+                suite=self.inputs.suite.value,
+                out_dir=str(out_dir),
+                seed=self.inputs.seed,
+                require_gpu=self.inputs.require_gpu,
+                run=self.run_info(),
+            )
+            argv = [python, "-P", "-m", "gpuemu_ci", "action-gate", gate_process.encode_request(request)]
+            started_at = utc_now()
+            with commands.group("gpuemu-ci: running the suite", stream=self.stdout):
+                self.stdout.flush()
+                try:
+                    child = sandbox.spawn(argv, confinement, env=env, cwd=self.workspace)
+                except OSError as exc:
+                    raise InfraError(
+                        f"could not start the gate process ({python}): {exc.strerror or exc}"
+                    ) from None
+                forwarded = sandbox.ForwardedSignals(child)
+                try:
+                    code = child.wait()
+                finally:
+                    forwarded.restore()
+                    sandbox.reap_leftovers()
+                self.interrupted_by = forwarded.signal
+        # Everything the code under test started is dead now: the directory checked here stays as it is.
+        self._out_pin.check(self.inputs.output_dir)
         written = out_dir / RESULTS_NAME
-        if not written.is_file():
-            if code < 0:
-                raise InfraError(
-                    f"the gate process was killed by signal {-code} before it wrote results.json"
-                )
-            if code in (ExitCode.USAGE, ExitCode.INFRASTRUCTURE) or code > int(ExitCode.INFRASTRUCTURE):
+        if not _regular_file(written):
+            if code in (ExitCode.USAGE, ExitCode.INFRASTRUCTURE):
                 raise AlreadyReported(code)  # it printed why
-            raise InfraError(f"the gate process exited with status {code} but wrote no results.json")
+            why, exit_code = lost_run.why_lost(code)
+            self.stdout.write(commands.format_command("error", f"gpuemu-ci: {why}") + "\n")
+            return lost_run.lost_run(
+                config,
+                suite=self.inputs.suite.value,
+                seed=self.inputs.seed,
+                run=self.run_info(),
+                started_at=started_at,
+                why=why,
+                exit_code=exit_code,
+            )
         results = read_results(written, "the results.json the gate wrote")
         return diffed(results, config, baseline)
 
@@ -171,6 +197,13 @@ class ActionStep:
         return path
 
     # --- publishing -----------------------------------------------------------------------------------------
+    def prepare_publishing(self) -> None:
+        """Import everything publishing needs and open the API client (its HTTP stack imports lazily and reads
+        the CA bundle): done before code under test runs, which may then change no file this process reads."""
+        for name in PUBLISHING_MODULES:
+            importlib.import_module(name)
+        self.client()
+
     def publish(self, results: Results, *, comment: bool) -> int:
         """results.json, step summary, SARIF, JUnit, annotations, report, comment and outputs."""
         from gpuemu_ci.render.annotations import render_annotations
@@ -211,7 +244,7 @@ class ActionStep:
                 )
             else:
                 self.post_comment(results, self.ctx.pr_number)
-        return results.exit_code
+        return 128 + self.interrupted_by if self.interrupted_by else results.exit_code
 
     def post_comment(
         self,
@@ -256,16 +289,29 @@ class ActionStep:
             self.notice(f"the report is unsigned ({note})")
 
 
-def hand_over(directory: Path, workspace: Path) -> None:
-    """Docker actions run as root: give the outputs to the workspace's owner so later steps can touch them."""
-    if not directory.exists() or not hasattr(os, "chown") or os.geteuid() != 0:
-        return
-    owner = workspace.stat()
-    try:  # an output_dir like out/gpuemu also made `out`, which later steps must be able to clean
-        parts = directory.resolve().relative_to(workspace.resolve()).parts
-    except ValueError:
-        parts = ()
-    parents = [workspace.joinpath(*parts[:i]) for i in range(1, len(parts))]
-    for path in [*parents, directory, *directory.rglob("*")]:
-        with contextlib.suppress(OSError):
-            os.chown(path, owner.st_uid, owner.st_gid, follow_symlinks=False)
+# What this process imports after the suite ran (publishing, commenting, signing, nightly issues; the codecs
+# that HTTP and the renderers use): imported before any code under test runs, so that nothing this process
+# runs is read from a file after that point. tests/hostile/test_token_holder.py proves the list complete.
+PUBLISHING_MODULES = (
+    "encodings.idna",
+    "encodings.unicode_escape",
+    "encodings.utf_16_be",
+    "gpuemu_ci.attest.keys",
+    "gpuemu_ci.attest.signing",
+    "gpuemu_ci.github.artifacts",
+    "gpuemu_ci.github.comments",
+    "gpuemu_ci.github.identity",
+    "gpuemu_ci.github.issues",
+    "gpuemu_ci.render.annotations",
+    "gpuemu_ci.render.junit",
+    "gpuemu_ci.render.markdown",
+    "gpuemu_ci.render.sarif",
+)
+
+
+def _regular_file(path: Path) -> bool:
+    """A regular file itself, not a link to one (the gate's results.json is the code under test's)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False

@@ -1,4 +1,4 @@
-"""The signed, offline-verifiable report. Cryptography and policy never mix (research/style-anchors.md §6.7):
+"""The signed, offline-verifiable report. Cryptography and policy never mix:
 
 - `dsse`: DSSE envelopes over exact bytes (PAE, Ed25519 sign and verify, strict encode/decode).
   It knows nothing about what the payload says.

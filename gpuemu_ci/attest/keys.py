@@ -1,7 +1,7 @@
 """Ed25519 signing keys: generation, loading from a file or an environment variable, key ids.
 
 Key material never reaches a `repr`, a log line or an error message: errors name the file or the
-variable, never its content (research/style-anchors.md §6.13).
+variable, never its content.
 
 The key id follows the securesystemslib / in-toto convention, so that envelopes interoperate with
 their tooling: the sha256 hex digest of the canonical JSON

@@ -12,7 +12,7 @@
    check runs and reports (any failure: EXPECTATION_MISMATCH).
 
 The checks are small frozen objects that look only at claims, never at bytes or keys, so the
-cryptography (`dsse`) and the policy stay apart (research/style-anchors.md §2 and §6.7).
+cryptography (`dsse`) and the policy stay apart.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The launch description (config `KernelLaunch`) is data, never code:
 - grid / block / shared_mem / output_dims are integer expressions over the op's dim names and numeric kwargs
-  (see expressions.py: `+ - * / // %`, `ceil floor min max cdiv stride size`; exact, never `eval`ed).
+  (see config/expressions.py: `+ - * / // %`, `ceil floor min max cdiv stride size`; exact, never `eval`ed).
 - args, in kernel order: an input name (its device pointer, at the view's first element), `out` (the
   NaN-prefilled output buffer), or an expression with an optional type suffix: `N` (int32), `N*K:int64`,
   `eps:float32`, `0.5` (float32). Defaults: int32 for integral values, float32 otherwise.
@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from gpuemu_ci.backends.expressions import ArrayInfo, LaunchError, evaluate, evaluate_int
 from gpuemu_ci.backends.frameworks import bf16_as_bits
 from gpuemu_ci.backends.interface import CallTarget, TargetKind
 from gpuemu_ci.backends.transport import is_float_like, resolve_dtype
+from gpuemu_ci.config.expressions import ArrayInfo, LaunchError, evaluate, evaluate_int
 from gpuemu_ci.config.model import Framework, KernelSpec
 
 SCALAR_TYPES: dict[str, type[np.generic]] = {

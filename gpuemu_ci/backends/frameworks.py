@@ -218,8 +218,8 @@ def _torch_to_numpy(t: Any) -> np.ndarray:
     }
     if t.dtype in special:
         carrier, np_type = special[t.dtype]
-        return t.view(carrier).numpy().view(np_type)
-    return t.numpy()
+        return np.asarray(t.view(carrier).numpy().view(np_type))  # torch is untyped here: Any
+    return np.asarray(t.numpy())
 
 
 def _one_to_numpy(obj: Any) -> np.ndarray:

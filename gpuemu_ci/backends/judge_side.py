@@ -161,9 +161,10 @@ class _Judging:
     def load_hook(self, who: str, spec: str) -> Callable[..., Any]:
         """A hook function (`pkg.mod:function`) of the op's config; _Unloadable when it does not load."""
         try:
-            return load_callable(spec, self.task.root)
+            hook: Callable[..., Any] = load_callable(spec, self.task.root)
         except LoadError as exc:
             raise _Unloadable(who, str(exc)) from None
+        return hook
 
     def reference(self, loaded: Loaded, case: CaseInputs, absolute: tuple[str, ...]) -> CallResult:
         result, retire = reference_call(

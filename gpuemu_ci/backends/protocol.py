@@ -211,4 +211,5 @@ def dumps_reply(message: Reply) -> bytes:
 def loads_reply(data: bytes) -> Reply:
     """Decode a worker reply into one of the reply types; msgspec.DecodeError (ValidationError included)
     for anything else."""
-    return _DECODER.decode(data)
+    reply: Reply = _DECODER.decode(data)  # msgspec types a decoder of a union as Any
+    return reply

@@ -38,7 +38,8 @@ _ML_FLOATS = frozenset(
 def resolve_dtype(name: str) -> np.dtype:
     """The dtype for a name produced by `str(dtype)`, ml_dtypes names included."""
     if hasattr(ml_dtypes, name):
-        return np.dtype(getattr(ml_dtypes, name))
+        extension: np.dtype = np.dtype(getattr(ml_dtypes, name))
+        return extension
     return np.dtype(name)
 
 

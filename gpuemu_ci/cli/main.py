@@ -17,7 +17,7 @@ from types import FrameType
 
 import click
 
-from gpuemu_ci import __version__
+from gpuemu_ci import __version__, early_signals
 from gpuemu_ci.errors import AlreadyReported, ExitCode, GpuemuError, InfraError, Interrupted, UsageError
 
 INTERRUPTED = 130  # 128 + SIGINT, as shells report it
@@ -49,16 +49,39 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
     raise _Terminated
 
 
+# Commands that write what they found when interrupted: a signal held back while the process started is
+# handed to their run (pipeline/interrupt.py), which stops before its first case and writes that no case ran.
+RESULT_WRITING_COMMANDS = frozenset({"run", "action", "action-gate"})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the CLI and returns the exit code (never raises for user errors)."""
     _register()
     on_main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _terminate) if on_main_thread else None
+    args = list(argv) if argv is not None else sys.argv[1:]
+    holding = on_main_thread and early_signals.installed()
+    if holding and args and args[0] in RESULT_WRITING_COMMANDS:
+        previous = None  # signals stay held until the run takes them over, so none is lost before it
+    else:
+        if holding:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            held = early_signals.take()
+            if held is not None:  # arrived while the CLI was importing: nothing was done yet
+                return report_error(_interrupted(held))
+        previous = signal.signal(signal.SIGTERM, _terminate) if on_main_thread else None
     try:
-        return _main(argv)
+        code = _main(argv)
     finally:
-        if on_main_thread:
+        if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+    held = early_signals.take() if holding else None
+    if held is not None and code != 128 + held:  # arrived after the run had finished or before it began
+        return report_error(_interrupted(held))
+    return code
+
+
+def _interrupted(signum: int) -> Interrupted:
+    return Interrupted("interrupted" if signum == signal.SIGINT else "terminated", signum)
 
 
 def _main(argv: Sequence[str] | None) -> int:

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import click
 
-from gpuemu_ci.cli.summary import print_summary
 from gpuemu_ci.config.model import Policies
 from gpuemu_ci.diff.baseline import BaselineSource, diff_against
 from gpuemu_ci.errors import UsageError
 from gpuemu_ci.files import atomic_write
 from gpuemu_ci.pipeline.gate import with_diff
+from gpuemu_ci.render.summary import print_summary
 from gpuemu_ci.results.codec import read_results, to_json
 from gpuemu_ci.results.kernels import LintStatus
 from gpuemu_ci.results.merge import Shard, merge_shards

@@ -11,7 +11,6 @@ import click
 
 from gpuemu_ci.api import target_from_text
 from gpuemu_ci.backends.interface import CallTarget, TargetKind
-from gpuemu_ci.cli.describe import describe_arrays, describe_inputs
 from gpuemu_ci.cli.options import config_option, out_option
 from gpuemu_ci.config.load import load_config
 from gpuemu_ci.config.model import Config
@@ -20,6 +19,7 @@ from gpuemu_ci.pipeline.minimize import minimize
 from gpuemu_ci.pipeline.replay import ReplayOutcome, replay
 from gpuemu_ci.pipeline.session import Session
 from gpuemu_ci.pipeline.settings import RunOptions, select_ops
+from gpuemu_ci.render.describe import describe_arrays, describe_inputs
 from gpuemu_ci.results.codec import read_results
 from gpuemu_ci.results.model import Failure, Results
 from gpuemu_ci.results.snapshots import read_snapshot

@@ -8,7 +8,6 @@ from pathlib import Path
 import click
 
 from gpuemu_ci.cli.options import config_option, out_option
-from gpuemu_ci.cli.summary import print_summary
 from gpuemu_ci.config.load import load_config
 from gpuemu_ci.config.model import Suite
 from gpuemu_ci.diff.baseline import BaselineSource
@@ -19,6 +18,7 @@ from gpuemu_ci.pipeline.interrupt import Interruption
 from gpuemu_ci.pipeline.settings import RunOptions
 from gpuemu_ci.pipeline.shard import Shard
 from gpuemu_ci.progress import StderrReporter
+from gpuemu_ci.render.summary import print_summary
 from gpuemu_ci.results.codec import to_json, write_results
 
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
-from gpuemu_ci.backends.expressions import (
+from gpuemu_ci.config.expressions import (
     Expr,
     ExpressionError,
     evaluate,

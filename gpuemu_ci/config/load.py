@@ -30,6 +30,7 @@ from gpuemu_ci.config.model import (
     Project,
     Validation,
 )
+from gpuemu_ci.config.nesting import deepest
 from gpuemu_ci.config.reader import SourceText, TableReader
 from gpuemu_ci.config.schema import canonical_dtype, check_dtype
 from gpuemu_ci.errors import ConfigError
@@ -90,6 +91,14 @@ def _parse_toml(raw: bytes, path: str) -> tuple[dict[str, Any], SourceText]:
         found = re.search(r"at line (\d+)", str(exc))
         line = getattr(exc, "lineno", None) or (int(found.group(1)) if found else None)
         raise ConfigError(f"TOML syntax error: {exc}", path=path, line=line) from None
+    except RecursionError:  # tomllib recurses once per nested array or inline table
+        nesting = deepest(text)
+        raise ConfigError(
+            f"a value nests arrays or inline tables {nesting.depth:,} deep, too deep to read "
+            "(gpuemu.toml needs a few levels at most)",
+            path=path,
+            line=nesting.line,
+        ) from None
     return data, SourceText(path, tuple(text.splitlines()))
 
 

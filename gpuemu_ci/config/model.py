@@ -11,7 +11,7 @@ from pathlib import Path
 
 
 class Family(StrEnum):
-    """Op family: picks the error model (oracle/families.py)."""
+    """Op family: picks the error model (oracle/bounds.py)."""
 
     ELEMENTWISE = "elementwise"
     REDUCTION = "reduction"
@@ -139,7 +139,7 @@ class DimSpec:
 @dataclass(frozen=True)
 class DimConstraint:
     """A condition over dims and kwargs (`D % 2 == 0`, `CB in (1, B)`, `L + 2*padding >= kernel_size`); kept as
-    text, validated at load (backends/expressions.py, logic mode) and evaluated on candidate dims."""
+    text, validated at load (config/expressions.py, logic mode) and evaluated on candidate dims."""
 
     expression: str
     line: int | None = None

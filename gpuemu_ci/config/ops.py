@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from gpuemu_ci.backends.expressions import parse_expression
 from gpuemu_ci.config.dimgraph import Schema
+from gpuemu_ci.config.expressions import parse_expression
 from gpuemu_ci.config.model import (
     INVARIANT_NAMES,
     Backward,

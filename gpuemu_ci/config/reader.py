@@ -1,7 +1,7 @@
 """Strict, typed access to one TOML table: every key read is recorded, leftovers are errors.
 
 `TableReader.finish()` raises a ConfigError naming the unknown key, its line, and the closest valid key, so a
-misspelling never silently neutralises the gate (upstream ignores unknown keys; research §12.1.3).
+misspelling never silently neutralises the gate (upstream gpuemu ignores unknown keys).
 """
 
 from __future__ import annotations

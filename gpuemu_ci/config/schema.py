@@ -10,7 +10,7 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from gpuemu_ci import dtypes as dtype_table
-from gpuemu_ci.backends.expressions import ExpressionError, parse_expression
+from gpuemu_ci.config.expressions import ExpressionError, parse_expression
 from gpuemu_ci.config.model import DimConstraint, DimSpec, InputSpec, Layout, ValueKind
 from gpuemu_ci.config.reader import SourceText, TableReader
 from gpuemu_ci.errors import ConfigError
@@ -36,7 +36,7 @@ def check_dtype(name: str, where: str, source: SourceText, line: int | None = No
         )
 
 
-# Upstream's builtin schemas (research gpuemu-upstream.md §4.3), reachable by `schema = "<name>"`.
+# gpuemu's own builtin schemas, reachable by `schema = "<name>"`.
 BUILTIN_SCHEMAS: dict[str, tuple[dict[str, tuple[int, ...]], dict[str, tuple[str, ...]], tuple[str, ...]]] = {
     "matmul": (
         {"M": (1, 2, 7, 31, 128, 257), "K": (1, 3, 16, 127, 256), "N": (1, 2, 15, 64, 255)},

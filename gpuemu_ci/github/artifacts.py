@@ -4,8 +4,7 @@ The baseline is the ``gpuemu-baseline`` artifact that the baseline workflow uplo
 ``push`` and ``schedule`` runs on the default branch. For a pull request the right one was built
 from the PR's base commit; when that run has no artifact (docs-only push, expired, first run)
 the newest one on the base branch is the fallback, and the match records which it was, so the
-comment can warn that unrelated changes on the branch are counted in the diff
-(research/actions-ecosystem.md §3.2).
+comment can warn that unrelated changes on the branch are counted in the diff.
 
 Artifacts come from code that ran in CI, so a downloaded zip is unpacked by ``safezip``, which
 refuses entries that could escape the target directory and caps the bytes actually unpacked.
@@ -139,7 +138,7 @@ class BaselineMatch:
         """``exact``, ``ancestor:<k>``, ``latest``, ``none`` or ``unavailable`` (for reports)."""
         if self.kind is MatchKind.ANCESTOR:
             return f"ancestor:{self.distance}"
-        return self.kind.value
+        return str(self.kind.value)
 
     @property
     def found(self) -> bool:

@@ -263,10 +263,16 @@ def load_event(path: str | None, *, missing_ok: bool = False) -> dict[str, Any]:
         raise UsageError(f"cannot read the event payload GITHUB_EVENT_PATH={path}: {exc.strerror}") from exc
     except OSError as exc:
         raise UsageError(f"cannot read the event payload GITHUB_EVENT_PATH={path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"the event payload GITHUB_EVENT_PATH={path} is not UTF-8 ({exc.reason} at byte {exc.start})"
+        ) from None
     try:
         payload = json.loads(text)
     except ValueError as exc:
         raise UsageError(f"the event payload GITHUB_EVENT_PATH={path} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise UsageError(f"the event payload GITHUB_EVENT_PATH={path} is nested too deeply") from None
     if not isinstance(payload, dict):
         raise UsageError(f"the event payload GITHUB_EVENT_PATH={path} is not a JSON object")
     return payload

@@ -1,4 +1,4 @@
-"""The a-priori error bound per op family (research oracles.md §4.5):
+"""The a-priori error bound per op family:
 
     |y - r| <= c * (u_out |r| + g(n) u_acc S + k_f u_acc |r| + eta)
 
@@ -201,7 +201,7 @@ def allowed_error(op: OpSpec, case: BoundInputs) -> np.ndarray:
         # Products and partial sums that underflow in the accumulator each lose up to half its smallest
         # subnormal, in absolute terms: n of them at most.
         term = term + n * _accumulator_floor(op, case.case_dtype)
-    return op.error_model.bound_c * (u_out * r + term + eta)
+    return np.asarray(op.error_model.bound_c * (u_out * r + term + eta))
 
 
 _SHIFT_NAMES = ("bias", "beta", "shift", "b")
@@ -255,9 +255,12 @@ def custom_allowance(
     u_out = dtypes.info(output_dtype).unit_roundoff
     u_acc = accumulator_roundoff(op, case_dtype)
     r = np.abs(reference)
-    return op.error_model.bound_c * (
-        u_out * r
-        + sqrt(max(n, 1)) * u_acc * np.abs(scale)
-        + op.error_model.transcendental_ulps * u_acc * r
-        + floor_term(op, output_dtype)
+    return np.asarray(
+        op.error_model.bound_c
+        * (
+            u_out * r
+            + sqrt(max(n, 1)) * u_acc * np.abs(scale)
+            + op.error_model.transcendental_ulps * u_acc * r
+            + floor_term(op, output_dtype)
+        )
     )

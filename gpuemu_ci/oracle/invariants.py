@@ -83,7 +83,7 @@ def bias_z(output: np.ndarray, reference: np.ndarray, output_dtype: str) -> floa
 
     A kernel that computes in fp32 and rounds to nearest even returns RNE(r) almost everywhere (0 when the mean
     excess is under MIN_BIAS_ULP); a truncating fp32 -> bf16 store is one ulp low on about half the elements,
-    a bias that passes every elementwise tolerance (research oracles.md §2 row 14). 16-bit outputs only."""
+    a bias that passes every elementwise tolerance. 16-bit outputs only."""
     if output_dtype not in ("float16", "bfloat16"):
         return None
     if not _rounded_from_accurate(np.asarray(output), np.asarray(reference, dtype=np.float64), output_dtype):

@@ -2,7 +2,7 @@
 
 Headroom is error / allowed; the default bound keeps correct kernels at or below 1/c of failing. Percentile
 atol/rtol are offered only on explicit request: they are quantiles of the errors seen at these shapes, not
-bounds, and do not transfer to other shapes or magnitudes (research oracles.md §4.4).
+bounds, and do not transfer to other shapes or magnitudes.
 """
 
 from __future__ import annotations

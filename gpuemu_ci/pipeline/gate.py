@@ -93,6 +93,8 @@ def run_gate(
             lint = LintReport.disabled(f"lint runs in shard 1 of {shard.count}")
         else:
             lint = _lint(config, settings, lint_runner)  # a signal now lets the compiles under way finish
+    if interruption.signal is not None:
+        op_results = _say_interrupted(op_results, interruption.name)
     ran = _Ran(op_results, cut_short or interruption.signal is not None, shard, lint, session.gpu)
     notes = _notes(op_results, settings, ran.cut_short, interruption)
     results = _document(config, settings, ran, notes, (started, started_at))
@@ -122,7 +124,7 @@ def _document(
         suite=settings.suite.value,
         started_at=started[1],
         finished_at=utc_now(),
-        config=ConfigInfo(path=_display_path(config.path), sha256=config.sha256, project=config.project.name),
+        config=ConfigInfo(path=display_path(config.path), sha256=config.sha256, project=config.project.name),
         environment=environment(ran.gpu),
         git=git_info(config.root),
         verdict=Verdict.ERROR,  # decided by `diffed`, once the baseline diff is known
@@ -319,7 +321,17 @@ def _lint(config: Config, settings: Settings, lint_runner: LintRunner | None) ->
     return lint_runner(config, settings)
 
 
-def _display_path(path: Path) -> str:
+def _say_interrupted(ops: tuple[OpResult, ...], signal_name: str) -> tuple[OpResult, ...]:
+    """An op none of whose cases ran says that the signal stopped it, not the suite timeout."""
+    return tuple(
+        msgspec.structs.replace(op, message=f"no case ran (the run was interrupted by {signal_name} first)")
+        if op.cases_total == 0 and (op.message or "").startswith("no case ran")
+        else op
+        for op in ops
+    )
+
+
+def display_path(path: Path) -> str:
     """The config path relative to the working directory (the repository root in Actions), so annotations
     and SARIF point at it; just its name when it lies elsewhere (no machine paths in reports)."""
     try:

@@ -13,6 +13,8 @@ import threading
 from types import FrameType, TracebackType
 from typing import Any
 
+from gpuemu_ci import early_signals
+
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
@@ -35,6 +37,9 @@ class Interruption:
         if threading.current_thread() is threading.main_thread():
             for sig in SIGNALS:
                 self._previous[sig] = signal.signal(sig, self._handle)
+            held = early_signals.take()  # one that came while the process started: stop before the first case
+            if held is not None:
+                self._handle(held, None)
         return self
 
     def __exit__(

@@ -26,9 +26,10 @@ from urllib.parse import quote, urlsplit
 MARKER_OPENING = "<!-- gpuemu-ci:"
 MARKER_DEFUSED = "<!-- gpuemu-ci (quoted):"
 
-# C0/C1 controls (tab kept) and the bidirectional overrides that make text read differently from
-# what it is ("Trojan Source"); they are replaced, not silently dropped, so a reader sees them.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# C0/C1 controls (tab kept), the bidirectional overrides that make text read differently from what
+# it is ("Trojan Source") and lone surrogates (a JSON document may hold them; UTF-8 cannot, so the
+# comment could not be sent); they are replaced, not silently dropped, so a reader sees them.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 _NEWLINES = re.compile(r"\r\n|\r|\n")
 # Inline syntax anywhere in a line: emphasis, code, links, tables, strikethrough, math (`$`). A
 # backslash before ASCII punctuation is always a literal in CommonMark.
@@ -36,9 +37,10 @@ _MD_INLINE = re.compile(r"([\\`*_\[\]|~$])")
 # Block syntax counts only where a block starts: the text's own start (a list item's content, for
 # one). Headings, list bullets, setext underlines, ordered-list numbers.
 _MD_BLOCK_START = re.compile(r"^(\s*)([#+=-]|\d+(?=[.)]))")
-# @mention and #123 issue references are linked after rendering, so escaping cannot stop them: a
-# zero-width joiner after the sigil does (and copies invisibly).
-_MENTION = re.compile(r"([@#])(?=[\w-])")
+# @mention and #123 issue references (and e-mail autolinks, whose domain may start with a dot) are
+# linked after rendering, so escaping cannot stop them: a zero-width joiner after the sigil does (and
+# copies invisibly).
+_MENTION = re.compile(r"([@#])(?=[\w.-])")
 # GitHub also links "GH-123" to issue 123 (any case); a zero-width joiner after "GH" stops that too.
 _GH_REFERENCE = re.compile(r"(?i)\b(gh)(?=-\d)")
 _ZWJ = "\u200d"
@@ -77,7 +79,9 @@ def markdown_text(value: object) -> str:
     Line breaks become spaces (inline text never starts a block). ``&``, ``<`` and ``>`` become
     entities, which also hold inside HTML blocks where backslash escapes do not.
     """
-    text = _visible_controls(_NEWLINES.sub(" ", str(value)))
+    # Leading spaces or a tab where the text starts a block (a list item's content) make an indented code
+    # block, which shows the escapes below as backslashes; a paragraph drops them anyway.
+    text = _visible_controls(_NEWLINES.sub(" ", str(value))).lstrip(" \t")
     text = html.escape(text, quote=False)
     text = _MD_INLINE.sub(r"\\\1", text)
     text = _MD_BLOCK_START.sub(_escape_block_start, text)

@@ -48,6 +48,7 @@ def to_builtins(results: Results) -> dict[str, Any]:
 
 def from_json(data: bytes | str, *, source: str = "the results document") -> Results:
     """A validated `Results`; a UsageError naming `source` and the first bad field otherwise."""
+    _check_utf8(data, source)
     try:
         version = msgspec.json.decode(data, type=_Version).schema_version
     except (msgspec.DecodeError, RecursionError) as exc:
@@ -73,6 +74,19 @@ def write_results(out_dir: Path, results: Results) -> Path:
     path = out_dir / RESULTS_NAME
     atomic_write(path, to_json(results))
     return path
+
+
+def _check_utf8(data: bytes | str, source: str) -> None:
+    """JSON is UTF-8: a file that is not is refused naming the first bad byte (msgspec would raise a bare
+    UnicodeDecodeError counted from the start of the string it was reading)."""
+    if isinstance(data, str):
+        return
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"{source} is not a gpuemu-ci results document: not UTF-8 text ({exc.reason} at byte {exc.start})"
+        ) from None
 
 
 class _Version(msgspec.Struct):

@@ -1,6 +1,6 @@
 """Deterministic random numbers, bit-identical to gpuemu's published generator.
 
-The algorithm (research spec §3): SplitMix64 seeding, gpuemu's xorshift128+ variant (new ``s1 = x ^ y``
+The algorithm: SplitMix64 seeding, gpuemu's xorshift128+ variant (new ``s1 = x ^ y``
 instead of the textbook ``x``), and BLAKE2b-8 domain derivation. Every value is computed with integer
 arithmetic and exact float scaling, so the same seed gives the same numbers on every machine.
 

@@ -72,7 +72,7 @@ def _numpy(value: Any) -> np.ndarray:
         import torch
 
         bits = tensor.contiguous().view(torch.int16).cpu().numpy()
-        return bits.view(np.uint16).view(ml_dtypes.bfloat16)
+        return np.asarray(bits.view(np.uint16).view(ml_dtypes.bfloat16))
     return np.asarray(tensor.cpu().numpy())
 
 

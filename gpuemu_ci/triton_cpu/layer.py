@@ -115,7 +115,7 @@ def set_vectorise(enabled: bool) -> None:
 def _triton_dir() -> str:
     import triton
 
-    return os.path.dirname(os.path.abspath(triton.__file__))
+    return str(os.path.dirname(os.path.abspath(triton.__file__)))  # triton is untyped here
 
 
 def _site() -> str:

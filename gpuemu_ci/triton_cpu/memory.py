@@ -83,7 +83,7 @@ class Allocation:
             index = element // s
             inside &= (index >= 0) & (index < n)
             element = element - index * s
-        return inside & (element == 0)
+        return np.asarray(inside & (element == 0))
 
     def describe(self) -> str:
         return f"`{self.name}` (shape {list(self.shape)}, strides {list(self.strides)})"

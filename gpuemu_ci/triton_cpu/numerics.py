@@ -56,11 +56,11 @@ def dot_fp32(a: np.ndarray, b: np.ndarray, acc: np.ndarray, precision: str) -> n
     out = acc.dtype
     with np.errstate(all="ignore"):
         if precision == "tf32":
-            return np.matmul(round_to_tf32(a), round_to_tf32(b), dtype=out) + acc
+            return np.asarray(np.matmul(round_to_tf32(a), round_to_tf32(b), dtype=out) + acc)
         if precision == "tf32x3":
             a_big, b_big = round_to_tf32(a), round_to_tf32(b)
             a_small = round_to_tf32(a.astype(np.float32) - a_big)
             b_small = round_to_tf32(b.astype(np.float32) - b_big)
             small = np.matmul(a_big, b_small, dtype=out) + np.matmul(a_small, b_big, dtype=out)
-            return (small + np.matmul(a_big, b_big, dtype=out)) + acc
-        return np.matmul(a, b, dtype=out) + acc
+            return np.asarray((small + np.matmul(a_big, b_big, dtype=out)) + acc)
+        return np.asarray(np.matmul(a, b, dtype=out) + acc)

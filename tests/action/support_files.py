@@ -55,7 +55,7 @@ def load_yaml(path: Path) -> dict[str, Any]:
 
 def triggers(workflow: dict[str, Any]) -> dict[str, Any]:
     """The `on:` block; YAML 1.1 reads the bare key `on` as the boolean True."""
-    on = workflow.get("on", workflow.get(True))
+    on = workflow.get("on", workflow.get(True))  # type: ignore[call-overload]  # the YAML key True
     if isinstance(on, str):
         return {on: None}
     if isinstance(on, list):

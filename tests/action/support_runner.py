@@ -3,7 +3,7 @@
 The runner starts the container with a clean environment: the ``GITHUB_*``/``RUNNER_*`` variables, one
 ``INPUT_<ID>`` per input of action.yml with its default filled in (``github_token`` defaults to the
 job's token), fresh per-step ``GITHUB_OUTPUT``/``GITHUB_STEP_SUMMARY`` files and the workspace as the
-working directory (research/actions-ecosystem.md §1.3-§1.4). ``run_step`` builds exactly that around
+working directory (GitHub's documentation of Docker container actions). ``run_step`` builds exactly that around
 ``python entrypoint.py`` and reads back what the runner would: the exit code, the outputs, the workflow
 commands and the summary. Event payloads are GitHub's own examples (tests/fixtures/github-events) with
 the repository, numbers and SHAs edited to the scenario.
@@ -130,7 +130,8 @@ def many_failures_project(workspace: Path, ops: int) -> Path:
 
 
 def _fixture(name: str) -> dict[str, Any]:
-    return json.loads((EVENTS / name).read_text(encoding="utf-8"))
+    result: dict[str, Any] = json.loads((EVENTS / name).read_text(encoding="utf-8"))
+    return result
 
 
 def _own_repository(fake: FakeGitHub, repo: dict[str, Any]) -> None:
@@ -227,7 +228,10 @@ class Step:
         return self.workspace / "gpuemu-out" / name
 
     def results(self) -> dict[str, Any]:
-        return json.loads((self.workspace / self.outputs["results_path"]).read_text(encoding="utf-8"))
+        result: dict[str, Any] = json.loads(
+            (self.workspace / self.outputs["results_path"]).read_text(encoding="utf-8")
+        )
+        return result
 
     def describe(self) -> str:
         """For assertion messages: the tail of both streams."""
@@ -302,11 +306,12 @@ def runner_env(
     return env
 
 
-def run_step(env: dict[str, str], python: str = sys.executable) -> Step:
-    """``python entrypoint.py`` with ``env`` only, in the workspace; what the runner reads back."""
+def run_step(env: dict[str, str], command: list[str] | None = None) -> Step:
+    """``python entrypoint.py`` (or ``command``) with ``env`` only, in the workspace; what the runner reads
+    back."""
     workspace = Path(env["GITHUB_WORKSPACE"])
     done = subprocess.run(
-        [python, str(ENTRYPOINT)],
+        command or [sys.executable, str(ENTRYPOINT)],
         env=env,
         cwd=workspace,
         capture_output=True,

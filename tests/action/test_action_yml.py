@@ -31,7 +31,8 @@ def action() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def inputs(action: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return action["inputs"]
+    result: dict[str, dict[str, Any]] = action["inputs"]
+    return result
 
 
 def test_is_a_docker_action_built_from_the_dockerfile_beside_it(action: dict[str, Any]) -> None:

@@ -33,6 +33,9 @@ from tests.action.support_runner import (
 )
 from tests.github.support_fake_api import Failure, FakeGitHub
 
+# Each test runs whole suites or processes: seconds each (the fast tier, -m "not slow", leaves them out).
+pytestmark = pytest.mark.slow
+
 
 def sha(label: str) -> str:
     """A commit id, distinct per label."""
@@ -98,7 +101,10 @@ def comment_writes(fake_github: FakeGitHub) -> list[str]:
 
 
 def envelope(step: Step) -> dict[str, object]:
-    return json.loads((step.workspace / step.outputs["report_path"]).read_text(encoding="utf-8"))
+    result: dict[str, object] = json.loads(
+        (step.workspace / step.outputs["report_path"]).read_text(encoding="utf-8")
+    )
+    return result
 
 
 def verify(report: Path, public_key: Path, repo: str, commit: str) -> subprocess.CompletedProcess[str]:

@@ -19,8 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.action.support_runner import Step, pull_request_event, run_step, runner_env
+from tests.action.support_runner import ENTRYPOINT, Step, pull_request_event, run_step, runner_env
 from tests.github.support_fake_api import FakeGitHub
+
+# Every test here takes seconds (whole runs, real processes): the fast tier (-m "not slow") leaves them out.
+pytestmark = pytest.mark.slow
 
 HEAD, BASE, MERGE = "1a" * 20, "2b" * 20, "3c" * 20
 
@@ -40,7 +43,7 @@ def gate(
     event = pull_request_event(fake_github, pr, head_sha=HEAD, base_sha=BASE)
     env = runner_env(fake_github, workspace, "pull_request", event, sha=MERGE, ref=f"refs/pull/{pr}/merge",
                      inputs={"mode": "gate", "baseline": "none", **inputs})  # fmt: skip
-    return run_step(env, python)
+    return run_step(env, [python, str(ENTRYPOINT)])
 
 
 def passed(step: Step) -> dict:
@@ -64,7 +67,6 @@ quick_iterations = 3
 """
 
 
-@pytest.mark.slow
 def test_a_torch_op_with_requirements(fake_github: FakeGitHub, tmp_path: Path) -> None:
     pytest.importorskip("torch")
     workspace = write(tmp_path / "ws", {
@@ -102,7 +104,6 @@ def test_a_torch_op_with_requirements(fake_github: FakeGitHub, tmp_path: Path) -
     assert (workspace / ".gpuemu-cache" / "venv" / "pyvenv.cfg").is_file()
 
 
-@pytest.mark.slow
 def test_a_triton_kernel_with_setup(fake_github: FakeGitHub, tmp_path: Path) -> None:
     pytest.importorskip("torch")
     pytest.importorskip("triton")
@@ -201,7 +202,6 @@ LOCAL_PACKAGE = {
 }
 
 
-@pytest.mark.slow
 def test_a_local_package_with_its_own_dependency_and_a_cached_second_run(
     fake_github: FakeGitHub, tmp_path: Path
 ) -> None:

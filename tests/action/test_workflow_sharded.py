@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.action.support_files import REPO, SHARDED_TEMPLATE, TEMPLATES, load_yaml, steps, triggers, uses
 from tests.conftest import EXAMPLES
 
@@ -71,6 +73,7 @@ def _shell_steps(job: dict[str, Any], **values: str) -> list[str]:
     return scripts
 
 
+@pytest.mark.slow
 def test_its_shell_steps_run_the_suite_in_shards_and_merge_it(tmp_path: Path) -> None:
     """What the jobs would do, in one directory: each shard, the shards' artifacts, then the merge job."""
     workspace = tmp_path / "workspace"

@@ -28,7 +28,7 @@ from tests.action.support_files import (
     uses,
 )
 
-# The token each job gets, and no more (research/actions-ecosystem.md §4.3).
+# The token each job gets, and no more.
 EXPECTED_PERMISSIONS = {
     ("gpuemu-pr.yml", "gpuemu"): {"contents": "read", "pull-requests": "write", "actions": "read"},
     ("gpuemu-baseline.yml", "baseline"): {"contents": "read"},
@@ -72,6 +72,7 @@ def _actionlint(files: list[Path], cwd: Path) -> subprocess.CompletedProcess[str
     )
 
 
+@pytest.mark.slow
 def test_actionlint_passes_on_ci_and_templates() -> None:
     """Run from the repository root, so `uses: ./` in ci.yml is checked against action.yml."""
     files = sorted(PROJECT_WORKFLOWS.glob("*.yml")) + sorted(TEMPLATES.glob("*.yml"))

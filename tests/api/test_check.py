@@ -18,7 +18,7 @@ QUICKSTART = EXAMPLES / "quickstart" / "gpuemu.toml"
 @pytest.fixture
 def quickstart_kernels(monkeypatch):
     monkeypatch.syspath_prepend(str(EXAMPLES / "quickstart"))
-    from kernels.softmax import softmax
+    from kernels.softmax import softmax  # type: ignore[import-not-found]  # examples/quickstart, on sys.path now
 
     yield softmax
     for name in [m for m in sys.modules if m == "kernels" or m.startswith("kernels.")]:
@@ -65,6 +65,7 @@ def test_a_failure_names_layouts_and_strides_and_the_seed_as_the_cli_does(quicks
         assert " contiguous strides" not in line
 
 
+@pytest.mark.slow
 def test_an_importable_function_runs_in_an_isolated_worker(make_project, tmp_path, monkeypatch):
     config = make_project(
         """
@@ -94,7 +95,7 @@ def test_an_importable_function_runs_in_an_isolated_worker(make_project, tmp_pat
         },
     )
     monkeypatch.syspath_prepend(str(config.parent))
-    import userops
+    import userops  # type: ignore[import-not-found]  # written by this test, on sys.path now
 
     assert gpuemu_ci.check("double", userops.double, config=config, out_dir=tmp_path).status.value == "passed"
     # Isolation: a crash in the worker is a recorded failure, not the end of the test process.
@@ -116,6 +117,7 @@ def off_by_a_lot(x):
     return (np.exp(x.astype(np.float32)) / np.float32(x.shape[-1])).astype(x.dtype)
 
 
+@pytest.mark.slow
 def test_a_function_of_a_test_module_runs_isolated_and_its_replay_command_replays_it(tmp_path, cli):
     with pytest.raises(OpCheckFailed) as info:
         gpuemu_ci.check("softmax", off_by_a_lot, config=QUICKSTART, out_dir=tmp_path, iterations=2)
@@ -142,6 +144,7 @@ def test_a_closure_failure_says_how_to_replay_it_with_seeds(quickstart_kernels, 
     )
 
 
+@pytest.mark.slow
 def test_pytest_shows_the_failure_not_gpuemu_ci_frames(pytester):
     pytester.makepyfile(
         test_user=f"""

@@ -6,6 +6,7 @@ import base64
 import json
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from securesystemslib.dsse import Envelope as SslibEnvelope
 from securesystemslib.signer import CryptoSigner, SSlibKey
 
@@ -14,12 +15,13 @@ from gpuemu_ci.attest import dsse, keys
 PAYLOAD = b'{"hello": "world",  "spacing": "kept as is"}'
 
 
-def keyring(*signing: keys.SigningKey) -> dict[str, object]:
+def keyring(*signing: keys.SigningKey) -> dict[str, Ed25519PublicKey]:
     return {k.keyid: k.public.key for k in signing}
 
 
 def envelope_dict(envelope: dsse.Envelope) -> dict:
-    return json.loads(envelope.to_json())
+    result: dict = json.loads(envelope.to_json())
+    return result
 
 
 class TestPae:
@@ -194,7 +196,9 @@ class TestInteroperability:
         theirs.sign(signer)
         data = json.dumps(theirs.to_dict()).encode()
 
-        public = keys.PublicKey.from_key(signer.public_key._crypto_key())
+        crypto_key = signer.public_key._crypto_key()
+        assert isinstance(crypto_key, Ed25519PublicKey)
+        public = keys.PublicKey.from_key(crypto_key)
         assert public.keyid == signer.public_key.keyid
         verified = dsse.verify(dsse.Envelope.from_json(data), {public.keyid: public.key})
         assert verified.payload == PAYLOAD
@@ -204,7 +208,9 @@ class TestInteroperability:
         theirs = SslibEnvelope(payload=PAYLOAD, payload_type=dsse.PAYLOAD_TYPE_IN_TOTO, signatures={})
         theirs.sign(signer)
         theirs.payload = PAYLOAD.replace(b"world", b"w0rld")
-        public = keys.PublicKey.from_key(signer.public_key._crypto_key())
+        crypto_key = signer.public_key._crypto_key()
+        assert isinstance(crypto_key, Ed25519PublicKey)
+        public = keys.PublicKey.from_key(crypto_key)
         envelope = dsse.Envelope.from_json(json.dumps(theirs.to_dict()).encode())
         with pytest.raises(dsse.SignatureError):
             dsse.verify(envelope, {public.keyid: public.key})

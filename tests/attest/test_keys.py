@@ -7,6 +7,7 @@ import re
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -40,7 +41,9 @@ def creations(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int, int]]:
     records: list[tuple[str, int, int]] = []
     real_open = os.open
 
-    def spying_open(path: object, flags: int, mode: int = 0o777, *args: object, **kwargs: object) -> int:
+    def spying_open(
+        path: str | os.PathLike[str], flags: int, mode: int = 0o777, *args: Any, **kwargs: Any
+    ) -> int:
         fd = real_open(path, flags, mode, *args, **kwargs)
         if flags & os.O_CREAT:
             records.append((os.fspath(path), flags, stat.S_IMODE(os.fstat(fd).st_mode)))

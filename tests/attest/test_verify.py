@@ -61,6 +61,7 @@ class TestSignature:
         assert outcome.exit is VerifyExit.BAD_SIGNATURE
         assert outcome.message.startswith("unsigned")
 
+    @pytest.mark.slow
     def test_every_single_byte_change_is_refused(
         self, signing_key: keys.SigningKey, make_envelope: Any
     ) -> None:

@@ -20,10 +20,10 @@ from gpuemu_ci.backends.cuda import (
     plan_launch,
     poisoned_output,
 )
-from gpuemu_ci.backends.expressions import ArrayInfo, LaunchError, evaluate, evaluate_int, parse_expression
 from gpuemu_ci.backends.frameworks import bf16_as_bits, bits_as_bf16
 from gpuemu_ci.backends.gpu import detect_gpu
 from gpuemu_ci.backends.interface import CallTarget, OpTask, TargetKind
+from gpuemu_ci.config.expressions import ArrayInfo, LaunchError, evaluate, evaluate_int, parse_expression
 from gpuemu_ci.config.model import (
     ErrorModel,
     Family,
@@ -102,7 +102,7 @@ def test_stride_and_size_read_input_layouts() -> None:
 
 
 def _program(**changes: object) -> KernelProgram:
-    base = {
+    base: dict[str, object] = {
         "source": "kernels/add.cu",
         "entry": "add_rows",
         "grid": ("cdiv(N, 128)", "M"),

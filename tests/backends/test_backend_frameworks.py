@@ -106,6 +106,7 @@ def fw_root(user_root: Path) -> Path:
     return user_root
 
 
+@pytest.mark.slow
 def test_torch_op_on_cpu_gets_tensors_with_the_generated_strides(pool: WorkerPool, fw_root: Path) -> None:
     pytest.importorskip("torch")
     plain = op_task(
@@ -132,6 +133,7 @@ def test_torch_op_on_cpu_gets_tensors_with_the_generated_strides(pool: WorkerPoo
     assert report.outcome == "passed", report.message
 
 
+@pytest.mark.slow
 def test_torch_inplace_write_is_detected(pool: WorkerPool, fw_root: Path) -> None:
     pytest.importorskip("torch")
     task = op_task(
@@ -207,6 +209,7 @@ def test_triton_kernel_runs_through_the_interpreter_on_cpu(pool: WorkerPool, fw_
     assert pool.run(plain, first_case(plain)).interpreter is None  # only cases that launched Triton say so
 
 
+@pytest.mark.slow
 def test_jax_op_gets_jax_arrays(pool: WorkerPool, fw_root: Path) -> None:
     pytest.importorskip("jax")
     task = op_task(fw_root, "jax_ops:add", "np_refs:add", extra='family = "elementwise"\nframework = "jax"')

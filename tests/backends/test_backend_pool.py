@@ -146,6 +146,7 @@ def test_bad_outputs(pool: WorkerPool, user_root: Path, op: str, words: str) -> 
     assert report.kind == "bad_output" and words in report.message
 
 
+@pytest.mark.slow
 def test_nothing_of_a_worker_lives_in_the_file_system(user_root: Path, tmp_path: Path) -> None:
     """Arenas and status pages are anonymous memory: no /dev/shm name (which a killed gate would leave
     behind), no temporary file, even after crashes and timeouts."""
@@ -257,6 +258,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads process states from /proc")
 def test_workers_do_not_outlive_a_killed_parent(user_root: Path, tmp_path: Path) -> None:
     import signal
@@ -276,6 +278,7 @@ def test_workers_do_not_outlive_a_killed_parent(user_root: Path, tmp_path: Path)
     assert pids and all(_alive(pid) for pid in pids)
     parent.send_signal(signal.SIGKILL)
     parent.wait()
+    parent.stdout.close()
     for _ in range(100):  # one worker sits in a hanging op: only the parent-death signal can stop it
         if not any(_alive(pid) for pid in pids):
             break
@@ -283,6 +286,7 @@ def test_workers_do_not_outlive_a_killed_parent(user_root: Path, tmp_path: Path)
     assert not any(_alive(pid) for pid in pids)
 
 
+@pytest.mark.slow
 def test_workers_start_as_fresh_interpreters_where_they_cannot_be_forked(user_root: Path) -> None:
     """The zygote is a speed-up: without it (not Linux, or it cannot start) workers start one by one."""
     with WorkerPool(1, user_root, gpu=None, fork_workers=False) as p:

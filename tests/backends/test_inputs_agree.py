@@ -11,6 +11,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from gpuemu_ci.backends import WorkerPool
 from gpuemu_ci.backends.interface import CaseSpec
 from gpuemu_ci.backends.loading import load_callable
@@ -44,6 +46,7 @@ def pool_ref(x, kernel_size, stride):
 """
 
 
+@pytest.mark.slow
 def test_op_and_judge_build_the_same_inputs_in_fresh_workers_that_die(tmp_path, monkeypatch):
     """Workers started as fresh interpreters each get their own random hash seed (none is set): the issue's
     config, whose capped dims once shrank in hash order, builds the same inputs on both sides of every case,
@@ -101,6 +104,7 @@ def _project(root: Path, how: str, values: str) -> Path:
     return config
 
 
+@pytest.mark.slow
 def test_a_hook_that_draws_its_own_randomness_is_the_tools_error_naming_the_case(tmp_path):
     config = _project(
         tmp_path, "ignores the case's rng", 'np.random.default_rng().standard_normal(dims["N"])'
@@ -113,6 +117,7 @@ def test_a_hook_that_draws_its_own_randomness_is_the_tools_error_naming_the_case
     assert "mismatch" not in result.stderr  # never a verdict about the op
 
 
+@pytest.mark.slow
 def test_replay_that_builds_other_inputs_says_so_instead_of_passes_now(tmp_path):
     """The hook's inputs follow an environment variable: the same in both workers of a run (so the run is
     judged), but the replay runs with another value and cannot rebuild the recorded case."""

@@ -86,6 +86,7 @@ def _create(*args: str | Path) -> tuple[int, str, str]:
     return result.code, result.stdout, result.stderr
 
 
+@pytest.mark.slow
 def test_create_keeps_what_a_diff_needs_and_drops_the_rest(project: Project) -> None:
     out = project.root / "baseline.json"
     code, _, stderr = _create("--from", project.results, "-o", out)
@@ -109,6 +110,7 @@ def test_create_keeps_what_a_diff_needs_and_drops_the_rest(project: Project) -> 
     assert "2 op x dtype results" in stderr
 
 
+@pytest.mark.slow
 def test_a_baseline_file_and_its_results_json_diff_the_same(project: Project) -> None:
     out = project.root / "same.json"
     assert _create("--from", project.results, "-o", out)[0] == 0
@@ -187,6 +189,7 @@ def test_diff_with_a_broken_config_exits_2(project: Project, tmp_path: Path) -> 
     assert code == 2 and "warn_threshold" in stderr
 
 
+@pytest.mark.slow
 def test_run_without_a_baseline_file_falls_back_to_its_own_verdict_and_says_why(project: Project) -> None:
     done = gpuemu("run", "--out", "out-missing", "--baseline", "missing.json", cwd=project.root)
     assert done.returncode == 0, done.stderr

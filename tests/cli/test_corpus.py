@@ -8,8 +8,13 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import EXAMPLES
 from tests.support_cli import CliResult
+
+# Every test here takes seconds (whole runs, real processes): the fast tier (-m "not slow") leaves them out.
+pytestmark = pytest.mark.slow
 
 
 def test_failures_of_a_run_are_pinned_and_replayed_first_by_the_next_runs(

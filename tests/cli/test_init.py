@@ -56,6 +56,7 @@ def elsewhere(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_init_writes_the_starter_and_the_four_workflows(tmp_path: Path, elsewhere: Path) -> None:
     target = tmp_path / "repo"
     result = gpuemu("init", "--dir", str(target), cwd=elsewhere)
@@ -72,6 +73,7 @@ def test_init_writes_the_starter_and_the_four_workflows(tmp_path: Path, elsewher
         assert name in result.stderr, f"{name} not listed in the output"
 
 
+@pytest.mark.slow
 def test_initialised_repository_runs_and_passes(
     init: Callable[..., Outcome], tmp_path: Path, elsewhere: Path
 ) -> None:
@@ -87,6 +89,7 @@ def test_initialised_repository_runs_and_passes(
     assert len(results["ops"][0]["dtypes"]) >= 2
 
 
+@pytest.mark.slow
 def test_the_starter_op_catches_a_broken_kernel(
     init: Callable[..., Outcome], tmp_path: Path, elsewhere: Path
 ) -> None:

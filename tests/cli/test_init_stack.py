@@ -23,7 +23,8 @@ RUNS_OPS = {"gpuemu-pr.yml": "gpuemu", "gpuemu-baseline.yml": "baseline", "gpuem
 def action_step(workflow: Path, job: str) -> dict[str, object]:
     data = yaml.safe_load(workflow.read_text(encoding="utf-8"))
     (step,) = [s for s in data["jobs"][job]["steps"] if str(s.get("uses", "")).startswith("gpuemu/action@")]
-    return step["with"]
+    inputs: dict[str, object] = step["with"]
+    return inputs
 
 
 def kernels_of(example: str, target: Path) -> Path:

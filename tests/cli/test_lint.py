@@ -54,6 +54,7 @@ def _run(*args: str) -> CliResult:
     return run_cli(["lint", *args])
 
 
+@pytest.mark.slow
 @requires_nvcc
 def test_clean_run_prints_json_on_stdout_and_table_on_stderr(project: Path) -> None:
     result = _run("--config", str(_write(project)), "--kernel", "gelu", "--kernel", "templ", "--json")
@@ -68,6 +69,7 @@ def test_clean_run_prints_json_on_stdout_and_table_on_stderr(project: Path) -> N
     assert "2 passed, 0 failed" in result.stderr
 
 
+@pytest.mark.slow
 @requires_nvcc
 def test_register_cap_exits_1_with_the_violation_on_stderr(project: Path) -> None:
     result = _run("--config", str(_write(project, cap=8)), "--kernel", "gelu", "--arch", "sm_90")
@@ -86,6 +88,7 @@ def test_syntax_error_exits_1_pointing_at_the_line(project: Path) -> None:
     assert "Traceback" not in result.output
 
 
+@pytest.mark.slow
 @requires_nvcc
 def test_ambiguous_entry_exits_2(project: Path) -> None:
     result = _run("--config", str(_write(project, entry="add")), "--kernel", "templ")
@@ -104,6 +107,7 @@ def test_missing_config_exits_2(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "missing.toml" in result.stderr
 
 
+@pytest.mark.slow
 def test_no_nvcc_exits_3(project: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     empty = tmp_path / "empty-bin"
     empty.mkdir()

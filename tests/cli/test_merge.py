@@ -158,6 +158,7 @@ def test_a_suite_with_failures_errors_crashes_and_skips_merges_exactly(
     assert _normalised(tmp_path / "out" / "merged" / "results.json") == document
 
 
+@pytest.mark.slow
 def test_merged_results_render_and_sign_like_a_single_run(
     cli: Callable[..., CliResult], make_project: Callable[..., Path], tmp_path: Path
 ) -> None:
@@ -237,6 +238,7 @@ def test_shards_of_different_runs_are_refused(
     assert not (tmp_path / "m.json").exists()
 
 
+@pytest.mark.slow
 def test_a_missing_or_duplicate_shard_is_refused_saying_which(
     cli: Callable[..., CliResult], tmp_path: Path
 ) -> None:
@@ -266,6 +268,7 @@ def test_a_bad_shard_is_a_usage_error(cli: Callable[..., CliResult], tmp_path: P
     assert result.code == 2 and "--shard" in result.stderr
 
 
+@pytest.mark.slow
 def test_every_case_runs_in_exactly_one_shard_balanced_by_cost(tmp_path: Path) -> None:
     from gpuemu_ci.config.load import load_config
     from gpuemu_ci.pipeline.settings import RunOptions, Settings
@@ -287,6 +290,7 @@ def test_every_case_runs_in_exactly_one_shard_balanced_by_cost(tmp_path: Path) -
     assert deal(plans, 4) == owner  # the same deal every time, everywhere
 
 
+@pytest.mark.slow
 def test_shards_of_another_config_or_generator_are_refused_saying_which(
     cli: Callable[..., CliResult], tmp_path: Path
 ) -> None:

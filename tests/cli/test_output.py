@@ -69,6 +69,7 @@ def run_env(**extra: str) -> dict[str, str]:
     return {**env, "GPUEMU_USER_CONFIG": "none", **extra}
 
 
+@pytest.mark.slow
 def test_a_ci_log_gets_periodic_progress_lines_and_each_op_once(slow_project: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "gpuemu_ci", "run", "--out", "out", "--jobs", "1"],
@@ -120,6 +121,7 @@ def run_in_a_terminal(cwd: Path, env: dict[str, str]) -> str:
     return b"".join(chunks).decode("utf-8", "replace")
 
 
+@pytest.mark.slow
 def test_a_terminal_gets_one_overall_bar_with_counts_and_an_estimate(slow_project: Path) -> None:
     drawn = run_in_a_terminal(slow_project, run_env(TERM="xterm"))
     bars = [part for part in drawn.split("\r") if "] " in part and "cases ·" in part]
@@ -133,11 +135,13 @@ def test_a_terminal_gets_one_overall_bar_with_counts_and_an_estimate(slow_projec
     assert len(re.findall(r"slow_copy: 4/4 cases passed", drawn)) == 1
 
 
+@pytest.mark.slow
 def test_no_color_wins_on_a_terminal(slow_project: Path) -> None:
     drawn = run_in_a_terminal(slow_project, run_env(TERM="xterm", NO_COLOR="1"))
     assert "\x1b[32m" not in drawn and "\x1b[1;31m" not in drawn and "PASS" in drawn
 
 
+@pytest.mark.slow
 def test_force_color_colours_a_ci_log(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "gpuemu_ci", "run", "--config", EXAMPLES / "buggy" / "gpuemu.toml",

@@ -46,6 +46,7 @@ def test_every_format_has_a_renderer() -> None:
     assert set(RENDERERS) == set(Format)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", [f.value for f in Format])
 def test_render_to_a_file(results: Path, tmp_path: Path, kind: str, cli: Callable[..., CliResult]) -> None:
     output = tmp_path / "nested" / f"report.{kind}"
@@ -77,6 +78,7 @@ def test_render_to_a_file(results: Path, tmp_path: Path, kind: str, cli: Callabl
         assert json.loads(text)["version"] == "2.1.0"
 
 
+@pytest.mark.slow
 def test_render_to_stdout_as_utf8_bytes(results: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "gpuemu_ci", "render", "comment", str(results)],

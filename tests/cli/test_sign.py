@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from securesystemslib.dsse import Envelope as SslibEnvelope
 from securesystemslib.signer import CryptoSigner
 
@@ -351,7 +352,9 @@ class TestInteroperability:
         report = tmp_path / "theirs.dsse.json"
         report.write_text(json.dumps(theirs.to_dict()))
         public = tmp_path / "theirs.pub"
-        public.write_bytes(keys.PublicKey.from_key(signer.public_key._crypto_key()).pem())
+        crypto_key = signer.public_key._crypto_key()
+        assert isinstance(crypto_key, Ed25519PublicKey)
+        public.write_bytes(keys.PublicKey.from_key(crypto_key).pem())
 
         result = verify(report, public, "--repo", "octo/kernels", "--commit", sample.commit)
         assert result.exit_code == 0, result.output
@@ -372,6 +375,7 @@ class TestThroughTheEntryPoint:
             timeout=60,
         )
 
+    @pytest.mark.slow
     def test_sign_verify_and_exit_codes(self, workdir: Path, sample: Any) -> None:
         keys.write_keypair(workdir / "k", keys.generate())  # keygen's own run is covered above
         assert (
@@ -394,6 +398,7 @@ class TestThroughTheEntryPoint:
             self.run("verify", "r.dsse.json", "--key", "k.pub", "--repo", "x/y", cwd=workdir).returncode == 2
         )
 
+    @pytest.mark.slow
     def test_signs_what_gpuemu_ci_run_wrote(
         self, tmp_path: Path, keypair: tuple[Path, Path], sample: Any
     ) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gpuemu_ci.config.load import find_config, load_config
-from gpuemu_ci.config.model import Family, Layout, Tolerance
+from gpuemu_ci.config.model import Config, Family, Layout, Tolerance
 from gpuemu_ci.errors import ConfigError, ExitCode
 
 OPS_FILE = {"m/__init__.py": "", "m/ops.py": "def f(x):\n    return x\n"}
@@ -25,7 +25,7 @@ x = ["N"]
 """
 
 
-def load_text(make_project, text: str, files: dict[str, str] = OPS_FILE) -> object:
+def load_text(make_project, text: str, files: dict[str, str] = OPS_FILE) -> Config:
     return load_config(make_project(text, files))
 
 
@@ -42,7 +42,7 @@ def test_quickstart_example_loads_with_lines():
     assert names == ["softmax", "rmsnorm", "matmul", "gelu", "cumsum", "attention"]
     text = config.path.read_text().splitlines()
     for op in config.ops:  # each op's line is its [[ops]] header
-        assert text[op.line - 1].strip() == "[[ops]]"
+        assert op.line is not None and text[op.line - 1].strip() == "[[ops]]"
     assert config.op("matmul").error_model.family is Family.MATMUL
     assert config.validation.seed == 20261122
 
@@ -259,8 +259,10 @@ def test_a_launch_output_dtype_is_checked_and_becomes_the_kernel_ops_output_dtyp
 
     config = load_text(make_project, kernel(launch_extra='output_dtype = "bf16"'), files)
     (spec,) = config.kernels
+    assert spec.launch is not None and spec.op is not None
     assert spec.launch.output_dtype == "bfloat16" and spec.op.output_dtype == "bfloat16"
-    assert load_text(make_project, kernel(), files).kernels[0].op.output_dtype is None  # the case dtype
+    default_op = load_text(make_project, kernel(), files).kernels[0].op
+    assert default_op is not None and default_op.output_dtype is None  # the case dtype
 
     error = error_of(make_project, kernel(launch_extra='output_dtype = "bfloat61"'), files)
     assert "unknown dtype 'bfloat61'" in error.message and "did you mean `bfloat16`" in error.message

@@ -17,8 +17,6 @@ import textwrap
 import time
 from pathlib import Path
 
-import pytest
-
 from tests.action.support_runner import (
     BUGGY_SCALE,
     TINY_CONFIG,
@@ -46,12 +44,6 @@ pytestmark = needs_image
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
-# Issue #26 (the security work) changes two things these tests see: code under test in a root-owned workspace
-# runs as an unprivileged user (gpuemu_ci/action/sandbox_identity.py), and the step exits 130 or 143 after a
-# signal, as the CLI does. Before it, code there runs as uid 0 without capabilities and the step exits 3 after
-# publishing an interrupted run (both documented). The image is built from this tree: expect what it does.
-# Once #26 is in main, this switch and the branches on it can go.
-ISSUE_26_LANDED = (REPO / "gpuemu_ci" / "action" / "sandbox_identity.py").is_file()
 
 
 def sha(label: str) -> str:
@@ -272,12 +264,6 @@ def rowsum_ref(x):
 """
 
 
-@pytest.mark.xfail(
-    not ISSUE_26_LANDED,
-    strict=True,
-    reason="issue #26 (security): in a root-owned workspace code under test still runs as uid 0 without "
-    "capabilities, and root's files (/action, the installed package) stay writable to it",
-)
 def test_code_under_test_in_a_root_owned_workspace_is_not_root_and_cannot_write_the_tool(
     fake_github: FakeGitHub, tmp_path: Path
 ) -> None:
@@ -336,7 +322,7 @@ def test_docker_stop_publishes_the_partial_results(fake_github: FakeGitHub, tmp_
                              text=True, env=prepared.env, timeout=120, check=False)  # fmt: skip
     step = finish(prepared, process)
     assert stopped.returncode == 0, stopped.stderr
-    assert step.returncode == (143 if ISSUE_26_LANDED else 3), step.describe()
+    assert step.returncode == 143, step.describe()  # SIGTERM, after publishing the partial results
     assert any("SIGTERM" in message for message in step.messages("warning")), step.describe()
     results = json.loads((job.workspace / "gpuemu-out" / "results.json").read_text())
     assert results["cut_short"] is True

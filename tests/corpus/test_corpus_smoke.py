@@ -78,10 +78,12 @@ def test_entry_names_outside_the_convention_are_rejected(scorer: ModuleType, nam
         scorer.parse_entries(renamed)
 
 
+@pytest.mark.slow
 def test_quick_suite_passes_controls_and_catches_bugs(tmp_path: Path) -> None:
     check_quick_suite(tmp_path, CONTROLS, BUGS)
 
 
+@pytest.mark.slow
 def test_quick_suite_passes_backward_controls_and_catches_backward_bugs(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     check_quick_suite(tmp_path, BACKWARD_CONTROLS, BACKWARD_BUGS)
@@ -113,6 +115,7 @@ def check_quick_suite(tmp_path: Path, controls: tuple[str, ...], bugs: dict[str,
         assert kind in {f["kind"] for f in ops[name]["failures"]}, (name, ops[name]["failures"][:1])
 
 
+@pytest.mark.slow
 def test_one_shape_baseline_misses_shape_triggered_bugs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(CORPUS.parent))
     baseline = _load_module(CORPUS.parent / "oneshape_baseline.py", "oneshape_baseline_under_test")

@@ -43,7 +43,8 @@ def diff_cli(*args: str | Path) -> tuple[int, dict[str, Any], str]:
 
 
 def load(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text(encoding="utf-8"))
+    result: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return result
 
 
 def save(path: Path, document: dict[str, Any]) -> Path:
@@ -56,13 +57,15 @@ def entry(diff: dict[str, Any], name: str, detail: str) -> dict[str, Any]:
     found = [e for e in diff["entries"] if e["name"] == name and e["variant"] == detail]
     listed = [(e["name"], e["variant"]) for e in diff["entries"]]
     assert len(found) == 1, f"{name} [{detail}]: {found} in {listed}"
-    return found[0]
+    result: dict[str, Any] = found[0]
+    return result
 
 
 def reason(e: dict[str, Any], metric: str) -> dict[str, Any]:
     found = [r for r in e["reasons"] if r["metric"] == metric]
     assert len(found) == 1, f"no single {metric!r} reason in {e['reasons']}"
-    return found[0]
+    result: dict[str, Any] = found[0]
+    return result
 
 
 def dtype_result(results: dict[str, Any], op: str, dtype: str) -> dict[str, Any]:

@@ -190,7 +190,7 @@ def test_policy_deltas_from_the_config_allow_the_increase(runs: Runs) -> None:
 def test_per_kernel_overrides_apply_to_that_kernel_only(runs: Runs) -> None:
     base, current = load_baseline(runs.base), load_baseline(runs.current)
 
-    def diff(policies: Policies):  # type: ignore[no-untyped-def]
+    def diff(policies: Policies):
         return compare(base, current, policies, fail_on_regression=True, info=baseline_info(base, "base"))
 
     loose = KernelDeltaOverride(max_register_increase=1000, max_instruction_increase_pct=1e6)

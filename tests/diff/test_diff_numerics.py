@@ -172,7 +172,8 @@ def test_warn_threshold_comes_from_the_config(runs: Runs) -> None:
 def _growth(runs: Runs) -> float:
     old = dtype_result(load(runs.base), "matmul", "float32")["worst_headroom"]
     new = dtype_result(load(runs.nudged), "matmul", "float32")["worst_headroom"]
-    return (new - old) / old
+    result: float = (new - old) / old
+    return result
 
 
 def test_new_and_removed_ops_and_dtypes_are_listed(runs: Runs) -> None:

@@ -71,7 +71,9 @@ def _aliases_the_loader_accepts() -> set[str]:
             ):
                 value = node.value
             if isinstance(value, ast.Dict):
-                aliases |= {k.value for k in value.keys if isinstance(k, ast.Constant)}
+                aliases |= {
+                    k.value for k in value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)
+                }
     return aliases
 
 

@@ -160,6 +160,7 @@ def test_layouts_are_real_memory_with_poisoned_gaps():
     strided = layout_mod.materialize(values, layout_mod.LayoutChoice(Layout.STRIDED))
     assert np.array_equal(strided, values) and not strided.flags.c_contiguous
     base = strided.base
+    assert base is not None
     while base.base is not None:
         base = base.base
     assert np.isnan(base).sum() == base.size - values.size  # every gap holds NaN
@@ -176,7 +177,7 @@ def test_layouts_are_real_memory_with_poisoned_gaps():
         n = rows.shape[1]
         assert np.array_equal(padded, rows) and padded.strides == (layout_mod.row_stride(n) * 4, 4)
         assert layout_mod.row_stride(n) > n
-        assert np.isnan(padded.base).sum() == padded.base.size - rows.size
+        assert padded.base is not None and np.isnan(padded.base).sum() == padded.base.size - rows.size
     assert layout_mod.row_stride(70) == 128 and layout_mod.row_stride(4) == 9
 
 

@@ -35,6 +35,7 @@ def _python(code: str, hash_seed: str) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_every_case_matches_its_committed_vector(name: str) -> None:
     """Regenerate with `python -m tests.fuzz.case_vectors --write` after a deliberate generator change (and
@@ -60,6 +61,7 @@ def test_every_case_is_the_same_in_fresh_interpreters_under_other_hash_seeds() -
         assert done.returncode == 0, f"PYTHONHASHSEED={hash_seed}: {done.stderr}"
 
 
+@pytest.mark.slow
 def test_the_issue_config_replays_to_identical_inputs_under_any_hash_seed() -> None:
     """Three free dims capped together: equal sizes used to be shrunk in string-hash order."""
     code = (

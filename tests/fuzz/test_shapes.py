@@ -113,6 +113,7 @@ def cases(config, name: str, suite: Suite = Suite.QUICK, iterations: int = 16, s
     ]
 
 
+@pytest.mark.slow
 def test_derived_dims_bound_kwargs_and_constraints_hold_in_every_case(config):
     for name in ("attn", "pool"):
         op, built = cases(config, name, Suite.THOROUGH, 64)
@@ -159,6 +160,7 @@ def test_typical_sizes_run_exactly_as_declared_in_every_suite_and_dtype(config):
         assert all(c.arrays["x"].shape == (128, 4096) for c in typical)
 
 
+@pytest.mark.slow
 def test_the_cap_shrinks_tool_chosen_rows_count_first_and_says_so(config):
     _, built = cases(config, "rows", Suite.THOROUGH, 64)
     drawn = [c for c in built if c.stratum.size_class is not SizeClass.TYPICAL]
@@ -188,6 +190,7 @@ def test_boundary_sizes_stay_in_range_and_avoid_tile_multiples():
     assert 0 in boundary_sizes(0, 10) and boundary_sizes(32, 32) == (32,)
 
 
+@pytest.mark.slow
 def test_a_constraint_no_size_satisfies_is_named(config):
     op = config.op("rows")
     impossible = dataclasses.replace(
@@ -200,6 +203,7 @@ def test_a_constraint_no_size_satisfies_is_named(config):
         draw(impossible, SeededRng(1), boundary)
 
 
+@pytest.mark.slow
 def test_rare_constraint_combinations_are_found_without_retrying_at_random(make_project):
     config = load_config(
         make_project(

@@ -300,7 +300,8 @@ class FakeGitHub:
             author = (
                 obj.bot(self.site) if login == obj.BOT_LOGIN else obj.user(self.site, login, 583231, kind)
             )
-            return self._create_comment(number, body, author)["id"]
+            result: int = self._create_comment(number, body, author)["id"]
+            return result
 
     def add_issue(self, title: str, body: str, labels: list[str], *, state: str = "open") -> int:
         with self._lock:

@@ -56,7 +56,8 @@ class OpenApiContract:
 
     def operation(self, path_template: str, method: str) -> dict[str, Any]:
         try:
-            return self.doc["paths"][path_template][method.lower()]
+            result: dict[str, Any] = self.doc["paths"][path_template][method.lower()]
+            return result
         except KeyError:
             raise AssertionError(f"{method} {path_template} is not in the vendored OpenAPI subset") from None
 
@@ -69,7 +70,8 @@ class OpenApiContract:
         if isinstance(ref, str):
             name = ref.rsplit("/", 1)[-1]
             response = self.doc["components"]["responses"][name]
-        return response
+        result: dict[str, Any] | None = response
+        return result
 
     def validate(
         self, path_template: str, method: str, status: int, body: Any, headers: dict[str, str] | None = None

@@ -16,7 +16,8 @@ EVENTS = Path(__file__).resolve().parents[1] / "fixtures" / "github-events"
 
 
 def payload(name: str) -> dict[str, Any]:
-    return json.loads((EVENTS / name).read_text(encoding="utf-8"))
+    result: dict[str, Any] = json.loads((EVENTS / name).read_text(encoding="utf-8"))
+    return result
 
 
 def env_for(tmp_path: Path, event_name: str, event: dict[str, Any], **extra: str) -> dict[str, str]:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
+from collections.abc import Callable
 from types import ModuleType
+from typing import Any
 
 import jsonschema
 import pytest
@@ -82,10 +84,13 @@ def test_a_response_missing_a_required_field_is_rejected(
         (lambda a: a.pop("archive_download_url"), "is a required property"),
     ],
 )
-def test_artifact_shape_errors_are_caught(fake_github: FakeGitHub, mutate: object, message: str) -> None:
+def test_artifact_shape_errors_are_caught(
+    fake_github: FakeGitHub, mutate: Callable[[dict[str, Any]], object], message: str
+) -> None:
     run = fake_github.add_run(event="push", head_branch="main", head_sha="c" * 40)
-    body = {"total_count": 1, "artifacts": [copy.deepcopy(fake_github.add_artifact(run))]}
-    mutate(body["artifacts"][0])  # type: ignore[operator]
+    artifact = copy.deepcopy(fake_github.add_artifact(run))
+    body = {"total_count": 1, "artifacts": [artifact]}
+    mutate(artifact)
     with pytest.raises(jsonschema.ValidationError, match=message):
         contract().validate("/repos/{owner}/{repo}/actions/artifacts", "GET", 200, body)
 

@@ -9,8 +9,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.github.support_fake_api import FakeGitHub
 from tests.github.support_runner_parsers import parse_command, parse_github_output
+
+# Every test here takes seconds (whole runs, real processes): the fast tier (-m "not slow") leaves them out.
+pytestmark = pytest.mark.slow
 
 EVENTS = Path(__file__).resolve().parents[1] / "fixtures" / "github-events"
 

@@ -8,7 +8,12 @@ import json
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.hostile.support_hostile import gpuemu, op_table, write_project
+
+# Every test here takes seconds (whole runs, real processes): the fast tier (-m "not slow") leaves them out.
+pytestmark = pytest.mark.slow
 
 OPS = """
 import ctypes, gc, os, struct, sys, time

@@ -24,6 +24,9 @@ from tests.action.support_runner import (
 )
 from tests.github.support_fake_api import FakeGitHub
 
+# Every test here takes seconds (whole runs, real processes): the fast tier (-m "not slow") leaves them out.
+pytestmark = pytest.mark.slow
+
 HEAD, BASE, MERGE = "1" * 40, "2" * 40, "3" * 40
 FORK = "forker/kernels"
 COMMENT_INPUTS = {"mode": "comment", "results": "gpuemu-out/results.json", "job_key": "gpuemu"}

@@ -87,7 +87,7 @@ def test_every_reader_refuses_a_broken_results_file_with_exit_2(tmp_path: Path, 
         ["sign", path, "--unsigned", "-o", tmp_path / "report.json", "--repo", "o/r"],
         ["replay", "--config", REPO / "examples/quickstart/gpuemu.toml", path],
     ):
-        result = run_cli(args)
+        result = run_cli([str(arg) for arg in args])
         if result.code == 2 and "baseline" in result.stderr and args[0] == "diff":
             pass  # diff names the file as the baseline it could not use
         clean(result, 2)
@@ -113,6 +113,7 @@ def test_valid_but_extreme_documents_render(tmp_path: Path) -> None:
 # --- files that are not files ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_fifos_devices_and_huge_files_are_refused_without_reading(tmp_path: Path) -> None:
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
@@ -123,7 +124,7 @@ def test_fifos_devices_and_huge_files_are_refused_without_reading(tmp_path: Path
     assert run_cli(["keygen", "-o", key]).code == 0
     report = tmp_path / "report.json"
     report.write_text("{}")
-    commands = [
+    commands: list[tuple[list[str | Path], int]] = [
         (["verify", "/dev/zero", "--key", f"{key}.pub"], 3),
         (["verify", fifo, "--key", f"{key}.pub"], 3),
         (["verify", report, "--key", fifo], 3),
@@ -230,7 +231,7 @@ def _snapshot(tmp_path: Path) -> tuple[Path, Path]:
     return config, next((out / "snapshots").glob("*.npz"))
 
 
-def _rewrite(original: Path, target: Path, change: Callable[[dict[str, bytes]], None]) -> Path:
+def _rewrite(original: Path, target: Path, change: Callable[[dict[str, bytes]], object]) -> Path:
     with zipfile.ZipFile(original) as archive:
         members = {name: archive.read(name) for name in archive.namelist()}
     change(members)
@@ -242,7 +243,8 @@ def _rewrite(original: Path, target: Path, change: Callable[[dict[str, bytes]], 
 
 def _meta(members: dict[str, bytes]) -> dict[str, Any]:
     array = np.load(io.BytesIO(members["__metadata__.npy"]))
-    return json.loads(bytes(array).decode())
+    result: dict[str, Any] = json.loads(bytes(array).decode())
+    return result
 
 
 def _with_meta(change: Callable[[dict[str, Any]], object]) -> Callable[[dict[str, bytes]], None]:
@@ -284,7 +286,7 @@ def _for_every_input(change: Callable[[bytes], bytes]) -> Callable[[dict[str, by
 
 
 DEEP_META = b'{"op": "softmax", "kwargs": ' + b"[" * 50_000 + b"]" * 50_000 + b"}"
-HOSTILE_SNAPSHOTS: dict[str, Callable[[dict[str, bytes]], None]] = {
+HOSTILE_SNAPSHOTS: dict[str, Callable[[dict[str, bytes]], object]] = {
     "no metadata": lambda m: m.pop("__metadata__.npy"),
     "metadata is a list": _with_meta(lambda meta: [meta]),
     "metadata is a number": _with_meta(lambda meta: 7),
@@ -343,10 +345,11 @@ HOSTILE_SNAPSHOTS: dict[str, Callable[[dict[str, bytes]], None]] = {
 }
 
 
+@pytest.mark.slow
 def test_hostile_snapshots_are_refused_by_replay(tmp_path: Path) -> None:
     config, original = _snapshot(tmp_path)
     assert run_cli(["replay", "--config", config, "--op", "softmax", "--snapshot", original]).code == 1
-    outcomes = {}
+    outcomes: dict[str, tuple[int, list[str]]] = {}
     for name, change in HOSTILE_SNAPSHOTS.items():
         snapshot = _rewrite(original, tmp_path / f"hostile-{len(outcomes)}.npz", change)
         result = run_cli(["replay", "--config", config, "--op", "softmax", "--snapshot", snapshot])
@@ -404,6 +407,7 @@ def test_a_read_only_output_directory_is_found_before_running(make_project: Call
     assert not (config.parent / "ran").exists()  # nothing ran: the directory was checked first
 
 
+@pytest.mark.slow
 def test_a_snapshot_that_cannot_be_written_is_a_note_not_the_loss_of_results(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()

@@ -74,6 +74,7 @@ SLOW_ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Len
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("attempts", [0, 2])
 def test_a_trickling_server_is_cut_off_at_the_overall_deadline(attempts: int) -> None:
     with Trickler(SLOW_ANSWER) as server:
@@ -104,7 +105,7 @@ def test_a_trickling_download_is_cut_off_too(tmp_path: Path) -> None:
         client = GitHubClient(fake.token, fake.api_url, timeout=1.0, download_deadline=2.0, max_retries=0)
         run = fake.add_run(event="push", head_branch="main", head_sha=BASE)
         artifact = fake.add_artifact(run, "gpuemu-baseline", {"baseline.json": b"{}"})
-        fake.blob_location = lambda _id: f"http://127.0.0.1:{storage.port}/blob"  # type: ignore[method-assign]
+        fake.blob_location = lambda artifact_id: f"http://127.0.0.1:{storage.port}/blob"  # type: ignore[method-assign]
         with client, pytest.raises(GitHubNetworkError) as caught:
             client.download(artifact["archive_download_url"], tmp_path / "a.zip", max_bytes=1 << 20)
     assert "no complete answer within 2 s" in caught.value.message

@@ -48,6 +48,7 @@ def rowsum_ref(x):
 """
 
 
+@pytest.mark.slow
 def test_an_ops_hostile_message_is_published_inert_everywhere(
     fake_github: FakeGitHub, tmp_path: Path
 ) -> None:

@@ -23,6 +23,9 @@ from tests.action.support_runner import pull_request_event, run_step, runner_env
 from tests.github.support_fake_api import FakeGitHub
 from tests.hostile.support_snoop import SNOOP_SOURCE, write_needles
 
+# Every test here takes seconds (whole runs, real processes): the fast tier (-m "not slow") leaves them out.
+pytestmark = pytest.mark.slow
+
 HEAD, BASE, MERGE = "a" * 40, "b" * 40, "c" * 40
 
 SNOOP_CONFIG = """\
@@ -117,7 +120,6 @@ def assert_found_nothing(report: dict, names: set[str]) -> None:
     assert int(report["capabilities"], 16) == 0  # code under test holds no capability at all
 
 
-@pytest.mark.slow
 def test_an_op_a_hook_and_the_setup_step_find_no_token(fake: FakeGitHub, token: str, tmp_path: Path) -> None:
     """Gate mode on a pull request, the token given as the input and again under names a workflow might use."""
     workspace, control = snooping_workspace(tmp_path, {"token": token})
@@ -163,7 +165,6 @@ def test_a_signing_key_outside_mode_sign_is_refused_before_anything_runs(
         assert not (workspace / "gpuemu-out" / "results.json").exists()
 
 
-@pytest.mark.slow
 def test_the_snoop_finds_a_secret_that_is_in_reach(fake: FakeGitHub, token: str, tmp_path: Path) -> None:
     """The negative results above mean something: a token the op can reach (here, written into the workspace
     by the workflow, as `persist-credentials: true` would) is found."""

@@ -52,9 +52,11 @@ def _victim(document: dict[str, Any]) -> dict[str, Any]:
     op = next(op for op in document["ops"] if op["name"] == "victim")
     for row in op["dtypes"]:
         row.pop("duration_s")
-    return op
+    result: dict[str, Any] = op
+    return result
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_a_polluting_op_does_not_change_the_next_ops_verdict(tmp_path: Path, jobs: str) -> None:
     tables = [

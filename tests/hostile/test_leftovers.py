@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.hostile.support_hostile import (
     environment,
     gpuemu,
@@ -18,6 +20,9 @@ from tests.hostile.support_hostile import (
     wait_until_dead,
     write_project,
 )
+
+# Every test here takes seconds (whole runs, real processes): the fast tier (-m "not slow") leaves them out.
+pytestmark = pytest.mark.slow
 
 OPS = """
 import os, subprocess, sys, time

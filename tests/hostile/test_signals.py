@@ -14,6 +14,9 @@ import pytest
 
 from tests.hostile.support_hostile import environment, op_table, pids_in, wait_until_dead, write_project
 
+# Every test here takes seconds (whole runs, real processes): the fast tier (-m "not slow") leaves them out.
+pytestmark = pytest.mark.slow
+
 OPS = """
 import os, time
 

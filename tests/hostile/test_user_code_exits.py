@@ -13,6 +13,9 @@ import pytest
 
 from tests.hostile.support_hostile import environment, gpuemu, op_table, pids_in, write_project
 
+# Every test here takes seconds (whole runs, real processes): the fast tier (-m "not slow") leaves them out.
+pytestmark = pytest.mark.slow
+
 OPS = """
 import os, sys
 import numpy as np

@@ -9,7 +9,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.hostile.support_hostile import gpuemu, op_table, write_project
+
+# Every test here takes seconds (whole runs, real processes): the fast tier (-m "not slow") leaves them out.
+pytestmark = pytest.mark.slow
 
 OPS = """
 import gc, os, struct, sys

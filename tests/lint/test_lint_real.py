@@ -51,7 +51,7 @@ def nvcc_says(
         if (m := _ENTRY.search(line)) is not None:
             name, frame = m.group(1), None
         elif name and (m := _FRAME.search(line)) is not None and frame is None:
-            frame = tuple(int(g) for g in m.groups())
+            frame = (int(m.group(1)), int(m.group(2)), int(m.group(3)))
         elif name and frame and (m := _USED.search(line)) is not None:
             found[name] = (int(m.group(1)), *frame)
             name = None
@@ -95,6 +95,7 @@ def _kernel(report: LintReport, name: str):
     return next(k for k in report.kernels if k.name == name)
 
 
+@pytest.mark.slow
 def test_metrics_equal_what_nvcc_prints(report: LintReport, tmp_path: Path) -> None:
     compared = 0
     for case in CASES:
@@ -112,6 +113,7 @@ def test_metrics_equal_what_nvcc_prints(report: LintReport, tmp_path: Path) -> N
     assert compared == 2 * 2 + 3 + 2 + 1 + 1
 
 
+@pytest.mark.slow
 def test_spills_differ_by_arch_and_fail_the_cap(report: LintReport) -> None:
     spill = _kernel(report, "spill")
     assert spill.status is KernelStatus.FAILED
@@ -163,10 +165,12 @@ def test_default_arch_device_functions_and_identity(report: LintReport) -> None:
         "helper(float, int)": (0, 0, 0),
         "fib(int)": (24, 20, 20),
     }
-    version = re.search(
+    found = re.search(
         r"V(\d+\.\d+\.\d+)",
         subprocess.run(["nvcc", "--version"], capture_output=True, text=True, check=True).stdout,
-    ).group(1)
+    )
+    assert found is not None
+    version = found.group(1)
     for kernel in report.kernels:
         for e in kernel.entries:
             assert (e.toolchain.nvcc, e.toolchain.ptxas, e.toolchain.arch) == (version, version, e.arch)
@@ -216,6 +220,7 @@ def test_syntax_error_points_at_file_and_line(tmp_path: Path, no_sass_toolchain)
     assert 'expected a ";"' in error["log"]
 
 
+@pytest.mark.slow
 def test_anonymous_namespace_names_are_the_same_from_any_directory(tmp_path: Path, no_sass_toolchain) -> None:
     names = []
     for sub in ("one", "two/deeper"):
@@ -256,6 +261,7 @@ def test_ptx_source_goes_straight_to_ptxas(tmp_path: Path, no_sass_toolchain) ->
     assert all(e.toolchain.nvcc is None for e in result.entries)  # nvcc took no part
 
 
+@pytest.mark.slow
 def test_flags_include_dirs_and_defines_reach_the_compiler(tmp_path: Path, no_sass_toolchain) -> None:
     inc = tmp_path / "inc"
     inc.mkdir()
@@ -309,6 +315,7 @@ def test_missing_nvcc_and_nvrtc_is_an_infrastructure_error(tmp_path: Path) -> No
 _SASS_TOOL = discover_toolchain().sass_tool
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(_SASS_TOOL is None, reason="no cuobjdump/nvdisasm (pip install nvidia-cuda-nvdisasm)")
 def test_sass_counts_and_patterns_with_a_real_disassembler(tmp_path: Path) -> None:
     toolchain = discover_toolchain()
@@ -320,6 +327,7 @@ def test_sass_counts_and_patterns_with_a_real_disassembler(tmp_path: Path) -> No
     (entry,) = gelu.entries
     assert entry.sass_instructions is not None and "NOP" not in entry.sass_instructions
     tool = toolchain.nvdisasm or toolchain.cuobjdump
+    assert tool is not None
     subprocess.run(
         ["nvcc", "-cubin", "-arch=sm_80", "-o", str(tmp_path / "g.cubin"), str(SRC / "gelu.cu")],
         check=True,

@@ -45,7 +45,7 @@ def test_same_ptx_through_each_ptxas_sm80(version: str) -> None:
     assert dict(gelu.constant) == {0: 372}
     matmul = _entry(log, "matmul_tiled")
     assert (matmul.registers, matmul.shared_memory) == (32, 2048)
-    # local_array: 32 registers before 12.4, 34 from 12.4 on (research §6.4).
+    # local_array: 32 registers before 12.4, 34 from 12.4 on (the fixtures' real logs).
     assert _entry(log, "local_array").registers == (32 if version in ("11.8", "12.0") else 34)
     assert _entry(log, "local_array").stack_frame == 1024
     # spill_regs at -maxrregcount 24: 452+740 B until 12.6, 460+752 B from 12.9.

@@ -12,6 +12,9 @@ from gpuemu_ci.pipeline.gate import run_gate
 from gpuemu_ci.pipeline.settings import RunOptions
 from gpuemu_ci.results.codec import to_builtins
 
+# Each test runs whole suites or processes: seconds each (the fast tier, -m "not slow", leaves them out).
+pytestmark = pytest.mark.slow
+
 KERNELS = """
 import numpy as np
 import ml_dtypes

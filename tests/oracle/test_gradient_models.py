@@ -17,7 +17,7 @@ from tests.oracle.test_working_precision import make_op
 torch = pytest.importorskip("torch")
 
 
-def _softmax_grad(y: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+def _softmax_grad(y: torch.Tensor, g: torch.Tensor) -> torch.Tensor:  # type: ignore[name-defined]  # importorskip
     """Autograd's softmax backward from the saved output: y (g - sum g y)."""
     return y * (g - (g * y).sum(dim=-1, keepdim=True))
 
@@ -97,7 +97,7 @@ def _rows(exact: np.ndarray, dtype: type) -> np.ndarray:
 
 def _truncated(exact: np.ndarray, dtype: type) -> np.ndarray:
     """float32 -> 16 bits rounded toward zero (a store that truncates)."""
-    nearest = exact.astype(np.float32).astype(dtype)
+    nearest: np.ndarray = exact.astype(np.float32).astype(dtype)
     away = np.abs(nearest.astype(np.float64)) > np.abs(exact.astype(np.float32))
     return np.where(away, np.nextafter(nearest, np.zeros_like(nearest)), nearest)
 
@@ -114,16 +114,19 @@ def test_a_row_statistic_rounded_once_is_not_a_bias_but_a_truncating_store_is(dt
     shifted = _rows(exact * (1.0 + signs * quarter_ulp), dtype)
     z = bias_z(shifted, exact, name)
     assert z is not None and abs(z) <= 6
-    assert abs(bias_z(shifted.ravel(), exact.ravel(), name)) > 6  # elementwise, the same output looked biased
+    z_elements = bias_z(shifted.ravel(), exact.ravel(), name)
+    assert z_elements is not None and abs(z_elements) > 6  # elementwise, the same output looked biased
     # Several ulps: the output is no rounding of an accurate value, and the test does not apply.
     assert bias_z(_rows(exact * (1.0 + signs * 2.0**-5), dtype), exact, name) is None
-    assert bias_z(_truncated(exact, dtype), exact, name) < -50
+    z_truncated = bias_z(_truncated(exact, dtype), exact, name)
+    assert z_truncated is not None and z_truncated < -50
 
 
 def test_the_bias_test_falls_back_to_elements_with_few_rows():
     exact = np.random.default_rng(3).standard_normal((2, 4096))
     truncated = (exact.astype(np.float32).view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32)
-    assert bias_z(truncated.astype(ml_dtypes.bfloat16), exact, "bfloat16") < -50
+    z = bias_z(truncated.astype(ml_dtypes.bfloat16), exact, "bfloat16")
+    assert z is not None and z < -50
 
 
 def test_a_gradient_failure_says_what_widened_its_allowance():

@@ -7,6 +7,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+# Each test runs whole suites or processes: seconds each (the fast tier, -m "not slow", leaves them out).
+pytestmark = pytest.mark.slow
+
 OPS = """
 import numpy as np
 

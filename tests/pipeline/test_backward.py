@@ -12,6 +12,9 @@ from typing import Any
 
 import pytest
 
+# Every test here takes seconds (whole runs, real processes): the fast tier (-m "not slow") leaves them out.
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("torch")
 
 OPS = """

@@ -12,6 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.support_cli import CliResult
+
+# Every test here takes seconds (whole runs, real processes): the fast tier (-m "not slow") leaves them out.
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("torch")
 pytest.importorskip("triton")
 
@@ -44,7 +49,7 @@ weight = {{ dims = ["D"], kind = "affine_weight" }}
 """
 
 
-def run(make_project, cli, tmp_path: Path, op: str) -> tuple[object, dict]:
+def run(make_project, cli, tmp_path: Path, op: str) -> tuple[CliResult, dict]:
     path = make_project(CONFIG.format(op=op))
     (tmp_path / "kernels").mkdir(exist_ok=True)
     (tmp_path / "kernels" / "__init__.py").write_text("")

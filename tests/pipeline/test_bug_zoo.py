@@ -39,6 +39,7 @@ def test_typical_sizes_are_all_powers_of_two():
             assert all(size & (size - 1) == 0 for size in dim.typical), (op.name, dim)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name", ["softmax_tail_mask", "rmsnorm_ignores_strides", "rowmax_init_zero", "attention_no_rescale"]
 )
@@ -49,6 +50,7 @@ def test_quick_suite_finds_the_bug(zoo, name):
     assert all(f["replay"].endswith(f"--seed {f['case_seed']}") for f in op["failures"])
 
 
+@pytest.mark.slow
 def test_what_triggers_each_bug(zoo):
     _, document, _, _ = zoo
     ops = {o["name"]: o for o in document["ops"]}
@@ -68,6 +70,7 @@ def test_what_triggers_each_bug(zoo):
     assert all(f["shapes"]["k"][1] > 64 for f in ops["attention_no_rescale"]["failures"])
 
 
+@pytest.mark.slow
 def test_every_failure_replays_from_seed_and_snapshot(zoo):
     config, document, out, session = zoo
     for op_record in document["ops"]:
@@ -101,6 +104,7 @@ def test_replay_refuses_another_generator_version(zoo):
         replay(session, config.ops[0], seed=failure["case_seed"], generator_version="0")
 
 
+@pytest.mark.slow
 def test_minimize_shrinks_to_a_smaller_failing_case(zoo):
     config, document, _out, session = zoo
     op_record = next(o for o in document["ops"] if o["name"] == "softmax_tail_mask")
@@ -125,6 +129,7 @@ def test_minimize_keeps_the_layout_a_stride_bug_needs(zoo):
     assert "x" not in result.made_contiguous
 
 
+@pytest.mark.slow
 def test_replay_cli_from_results_file(zoo, cli):
     _, document, out, _ = zoo
     case_id = document["ops"][1]["failures"][0]["case_id"]

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from gpuemu_ci.backends.interface import CaseSpec
 from gpuemu_ci.config.load import load_config
 from gpuemu_ci.pipeline.minimize import minimize
 from gpuemu_ci.pipeline.session import Session
 from gpuemu_ci.pipeline.settings import RunOptions
+
+# Every test here takes seconds (whole runs, real processes): the fast tier (-m "not slow") leaves them out.
+pytestmark = pytest.mark.slow
 
 CONFIG = """
 [project]
@@ -54,7 +59,7 @@ def test_the_failure_kind_is_kept_and_the_result_is_described(tmp_path: Path, ma
     assert f"N {result.original_dims['N']} -> 40" in words and "x9.5" not in words
 
 
-def _fails_big(session: Session, op, ref) -> bool:  # type: ignore[no-untyped-def]
+def _fails_big(session: Session, op, ref) -> bool:
     report = session.run_case(op, CaseSpec(ref.seed, ref.index))
     return report.dims["N"] >= 40 and report.outcome == "failed"
 

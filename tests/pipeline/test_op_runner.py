@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import msgspec
+import pytest
 
 from gpuemu_ci.backends import WorkerPool
 from gpuemu_ci.backends.interface import CaseSpec
@@ -20,6 +21,7 @@ from gpuemu_ci.results.model import OpResult
 from tests.conftest import EXAMPLES
 
 
+@pytest.mark.slow
 def test_an_ops_result_does_not_depend_on_jobs(tmp_path: Path) -> None:
     config = load_config(EXAMPLES / "buggy" / "gpuemu.toml", env={"GPUEMU_USER_CONFIG": "none"})
     op = config.op("softmax")
@@ -31,7 +33,8 @@ def test_an_ops_result_does_not_depend_on_jobs(tmp_path: Path) -> None:
         ) as session:
             results.append(session.run_op(op, cases))
     assert results[0].cases_failed > 0  # the tail-mask bug: failures are recorded, in case order
-    assert [f.case_index for f in results[0].failures] == sorted(f.case_index for f in results[0].failures)
+    indices = [f.case_index for f in results[0].failures]
+    assert indices == sorted(i for i in indices if i is not None)
     assert untimed(results[0]) == untimed(results[1])
 
 
@@ -41,6 +44,7 @@ def untimed(result: OpResult) -> OpResult:
     return msgspec.structs.replace(result, dtypes=rows)
 
 
+@pytest.mark.slow
 def test_an_ops_result_does_not_depend_on_the_order_its_cases_finish(tmp_path: Path) -> None:
     config = load_config(EXAMPLES / "buggy" / "gpuemu.toml", env={"GPUEMU_USER_CONFIG": "none"})
     op = config.op("softmax")

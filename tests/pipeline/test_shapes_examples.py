@@ -28,6 +28,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     return out, json.loads((out / "results.json").read_text())
 
 
+@pytest.mark.slow
 def test_the_examples_pass_in_every_dtype(run):
     _, document = run
     ops = {op["name"]: op for op in document["ops"]}
@@ -39,6 +40,7 @@ def test_the_examples_pass_in_every_dtype(run):
         assert {row["dtype"] for row in op["dtypes"]} == {"float32", "bfloat16"} and not op["dtypes_not_run"]
 
 
+@pytest.mark.slow
 def test_coverage_says_what_ran(run):
     _, document = run
     ops = {op["name"]: op for op in document["ops"]}
@@ -79,6 +81,7 @@ def test_the_summary_and_the_html_report_show_coverage(run, cli):
     assert "<h2>Coverage</h2>" in html.stdout and "num_groups" in html.stdout
 
 
+@pytest.mark.slow
 def test_a_narrowed_quick_suite_says_which_dtypes_it_left_out(tmp_path, cli):
     config = tmp_path / "gpuemu.toml"
     text = SHAPES.read_text().replace("[ci]\n", '[ci]\nquick_dtypes = ["float32"]\n')
@@ -92,6 +95,7 @@ def test_a_narrowed_quick_suite_says_which_dtypes_it_left_out(tmp_path, cli):
     assert "bfloat16 not run in the quick suite (max\\_pool1d)" in comment
 
 
+@pytest.mark.slow
 def test_typical_sizes_this_machine_cannot_hold_are_skipped_and_said_never_passed(tmp_path: Path) -> None:
     """The user's typical sizes run as declared (never capped); a typical case larger than this machine's memory
     is not run, and the results say so per dtype instead of counting it as a pass."""

@@ -228,7 +228,8 @@ def rows(document: dict, op: str) -> dict[str, dict]:
 
 def op(document: dict, name: str) -> dict:
     (found,) = [o for o in document["ops"] if o["name"] == name]
-    return found
+    result: dict = found
+    return result
 
 
 @pytest.mark.slow

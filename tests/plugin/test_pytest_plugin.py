@@ -18,6 +18,7 @@ def test_the_installed_package_registers_the_plugin_with_pytest() -> None:
     assert plugin_registered(), "the pytest11 entry point 'gpuemu' is missing: run `pip install -e .`"
 
 
+@pytest.mark.slow
 def test_gpuemu_collects_every_op_and_dtype_of_the_config_and_k_selects_them(
     pytester: pytest.Pytester,
 ) -> None:
@@ -37,6 +38,7 @@ def test_gpuemu_collects_every_op_and_dtype_of_the_config_and_k_selects_them(
     assert run(pytester).ret == pytest.ExitCode.NO_TESTS_COLLECTED  # without --gpuemu nothing is collected
 
 
+@pytest.mark.slow
 def test_a_failing_op_shows_its_replays_and_the_next_run_tries_its_failing_seeds_first(
     pytester: pytest.Pytester,
 ) -> None:
@@ -63,6 +65,7 @@ def test_a_failing_op_shows_its_replays_and_the_next_run_tries_its_failing_seeds
     assert json.loads((pytester.path / ".pytest_cache/v/gpuemu/failing").read_text()) == {}
 
 
+@pytest.mark.slow
 def test_the_fixture_checks_a_callable_per_op_and_dtype_with_the_marker_narrowing(
     pytester: pytest.Pytester,
 ) -> None:
@@ -114,6 +117,7 @@ def test_the_fixture_checks_a_callable_per_op_and_dtype_with_the_marker_narrowin
     assert max(more) > max(quick)  # the suite option reached the check
 
 
+@pytest.mark.slow
 def test_bad_input_is_a_usage_error_not_a_traceback(pytester: pytest.Pytester) -> None:
     write_project(pytester.path)
     missing = run(pytester, "--gpuemu", "--gpuemu-config", "nowhere/gpuemu.toml")
@@ -140,6 +144,7 @@ def test_bad_input_is_a_usage_error_not_a_traceback(pytester: pytest.Pytester) -
     assert "no op nope" in unknown.stdout.str() + unknown.stderr.str()
 
 
+@pytest.mark.slow
 def test_no_config_anywhere_is_a_usage_error(pytester: pytest.Pytester, tmp_path: Path) -> None:
     result = run(pytester, "--gpuemu")
     assert result.ret == pytest.ExitCode.USAGE_ERROR and "no gpuemu.toml found" in result.stderr.str()

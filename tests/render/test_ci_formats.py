@@ -68,9 +68,11 @@ def check_sarif(validator: Any, text: str) -> dict[str, Any]:
     log = json.loads(text)
     errors = [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(log)]
     assert not errors, errors[:5]
-    return log
+    result: dict[str, Any] = log
+    return result
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["passing", "failing", "mixed"])
 def test_sarif_of_real_runs_is_valid_with_one_result_per_failing_op_dtype(
     runs: dict[str, tuple[dict[str, Any], Path]], sarif_validator: Any, name: str
@@ -92,6 +94,7 @@ def test_sarif_of_real_runs_is_valid_with_one_result_per_failing_op_dtype(
     assert run["automationDetails"]["id"] == "gpuemu-ci/gate/"
 
 
+@pytest.mark.slow
 def test_sarif_skips_and_errors_are_stated(runs: dict[str, tuple[dict[str, Any], Path]]) -> None:
     run = sarif_log(report_of(runs["mixed"][0]))["runs"][0]
     notes = [n["message"]["text"] for n in run["invocations"][0]["toolExecutionNotifications"]]
@@ -128,6 +131,7 @@ def test_sarif_fingerprints_follow_the_finding_not_the_seed(
     assert set(prints(renamed).values()).isdisjoint(before.values())
 
 
+@pytest.mark.slow
 def test_sarif_of_kernel_lint(kernel_run: tuple[dict[str, Any], Path], sarif_validator: Any) -> None:
     document, project = kernel_run
     log = check_sarif(sarif_validator, render_sarif(report_of(document), source_root=project))
@@ -206,6 +210,7 @@ def test_junit_names_stay_unique_and_the_xml_stays_valid(
     assert {"raises[float32]", "raises[float32]#2"} <= set(outcomes(root))
 
 
+@pytest.mark.slow
 def test_junit_of_kernel_lint(kernel_run: tuple[dict[str, Any], Path]) -> None:
     root = parse_junit(render_junit(report_of(kernel_run[0])))
     kernels = {k: v for k, v in outcomes(root).items() if k.endswith("[sm_80]")}
@@ -247,7 +252,9 @@ def test_annotations_of_kernel_lint(kernel_run: tuple[dict[str, Any], Path]) -> 
     document, project = kernel_run
     lines = render_annotations(report_of(document), source_root=project).splitlines()
     spill = next(line for line in lines if "kernel spill failed lint" in line)
-    line = int(re.search(r"line=(\d+)", spill).group(1))
+    found = re.search(r"line=(\d+)", spill)
+    assert found is not None
+    line = int(found.group(1))
     assert spill.startswith("::error file=kernels/spill.cu,")
     assert "__global__" in (project / "kernels" / "spill.cu").read_text().splitlines()[line - 1]
     assert any(line.startswith("::error file=kernels/bad.cu,line=2,") for line in lines)

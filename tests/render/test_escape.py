@@ -29,7 +29,8 @@ def gfm(markdown: str) -> str:
     cmarkgfm = pytest.importorskip("cmarkgfm")
     from cmarkgfm.cmark import Options
 
-    return cmarkgfm.github_flavored_markdown_to_html(markdown, options=Options.CMARK_OPT_UNSAFE)
+    result: str = cmarkgfm.github_flavored_markdown_to_html(markdown, options=Options.CMARK_OPT_UNSAFE)
+    return result
 
 
 def tags(rendered: str) -> set[str]:
@@ -93,7 +94,9 @@ def test_code_block_holds_everything_inside(value: str) -> None:
     rendered = gfm("before\n\n" + escape.markdown_code_block(value, "sh") + "\nafter\n")
     assert tags(rendered) <= {"p", "pre", "code"}
     assert rendered.count("<pre") == 1 and rendered.rstrip().endswith("<p>after</p>")
-    inside = html.unescape(re.search(r"<code[^>]*>(.*?)</code>", rendered, re.S).group(1))
+    code = re.search(r"<code[^>]*>(.*?)</code>", rendered, re.S)
+    assert code is not None
+    inside = html.unescape(code.group(1))
     assert "gpuemu-ci:v1" not in inside or "<!-- gpuemu-ci:v1" not in inside
 
 

@@ -70,7 +70,8 @@ def layout(page: str, where: Path, width: int = 480) -> dict[str, Any]:
     )  # fmt: skip
     found = re.search(r'data-layout="([^"]*)"', done.stdout)
     assert found, done.stderr[-2000:]
-    return json.loads(html_module.unescape(found.group(1)))
+    result: dict[str, Any] = json.loads(html_module.unescape(found.group(1)))
+    return result
 
 
 def page_of(document: dict[str, Any]) -> str:

@@ -77,7 +77,8 @@ def gfm(markdown: str) -> str:
     cmarkgfm = pytest.importorskip("cmarkgfm")
     from cmarkgfm.cmark import Options
 
-    return cmarkgfm.github_flavored_markdown_to_html(markdown, options=Options.CMARK_OPT_UNSAFE)
+    result: str = cmarkgfm.github_flavored_markdown_to_html(markdown, options=Options.CMARK_OPT_UNSAFE)
+    return result
 
 
 def assert_renders_inert(markdown: str) -> None:
@@ -170,6 +171,7 @@ def big_failing_document(failing: dict[str, Any], copies: int) -> dict[str, Any]
     return document
 
 
+@pytest.mark.slow
 def test_big_failing_suite_fits_and_says_what_was_cut(runs: dict[str, dict[str, Any]]) -> None:
     report = report_of(big_failing_document(runs["failing"], 150))
     failures = sum(len(op.failures) for op in report.ops)

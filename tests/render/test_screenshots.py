@@ -156,7 +156,8 @@ def measure(page: str, where: Path, width: int) -> dict[str, Any]:
     )
     found = re.search(r'data-measured="([^"]*)"', done.stdout)
     assert found, done.stderr[-2000:]
-    return json.loads(html_module.unescape(found.group(1)))
+    measured: dict[str, Any] = json.loads(html_module.unescape(found.group(1)))
+    return measured
 
 
 def screenshot(page: str, where: Path, width: int, height: int) -> bytes:
@@ -192,15 +193,17 @@ def png_pixels(data: bytes) -> np.ndarray:
     pixels = np.zeros((height, stride), dtype=np.uint8)
     previous = np.zeros(stride, dtype=np.int32)
     for y in range(height):
-        kind, line = int(rows[y, 0]), rows[y, 1:].astype(np.int32)
-        if kind == 0:
+        filter_type, line = int(rows[y, 0]), rows[y, 1:].astype(np.int32)
+        if filter_type == 0:
             out = line
-        elif kind == 2:
+        elif filter_type == 2:
             out = (line + previous) & 0xFF
-        elif kind == 1:  # each byte adds the same channel of the pixel to its left: a running sum per channel
+        elif (
+            filter_type == 1
+        ):  # each byte adds the same channel of the pixel to its left: a running sum per channel
             out = np.cumsum(line.reshape(width, channels), axis=0).reshape(stride) & 0xFF
         else:  # average and Paeth depend on the byte just decoded: byte by byte
-            out = _unfilter_serial(kind, line.tolist(), previous.tolist(), channels)
+            out = _unfilter_serial(filter_type, line.tolist(), previous.tolist(), channels)
         pixels[y] = out
         previous = np.asarray(out, dtype=np.int32)
     return pixels.reshape(height, width, channels)
@@ -231,7 +234,7 @@ def crop_height(measured: dict[str, Any], limit: int) -> int:
     """The whole page if it fits in `limit` pixels, else down to the end of the last block that fits."""
     if measured["height"] <= limit:
         return int(measured["height"])
-    return max(end for end in measured["ends"] if end <= limit - 16) + 16
+    return int(max(end for end in measured["ends"] if end <= limit - 16)) + 16
 
 
 def check_picture(data: bytes, width: int, height: int) -> None:

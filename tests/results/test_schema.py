@@ -44,6 +44,7 @@ def test_the_schema_is_a_valid_draft_2020_12_schema() -> None:
     assert schema["$defs"]["Results"]["properties"]["schema_version"]["enum"] == ["2"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["passing", "failing", "cut_short", "mixed"])
 def test_real_runs_validate(tmp_path_factory: pytest.TempPathFactory, name: str) -> None:
     document = real_run(tmp_path_factory.getbasetemp(), name)

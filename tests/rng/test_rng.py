@@ -17,7 +17,7 @@ REF_LEN = 1_000_000
 
 
 def spec_stream(s0: int, s1: int, count: int) -> tuple[list[int], list[int]]:
-    """Research spec §3 written out directly: outputs and the word sequence z (state k is (z[k], z[k+1]))."""
+    """The generator written out from its definition: outputs and the word sequence z (state k is (z[k], z[k+1]))."""
     outs: list[int] = []
     z = [s0, s1]
     for _ in range(count):
@@ -40,7 +40,7 @@ def reference() -> tuple[np.ndarray, np.ndarray]:
     return np.array(outs, dtype=np.uint64), np.array(z, dtype=np.uint64)
 
 
-# -- known answers (research/gpuemu-upstream.md §3.2) -----------------------------------------------------
+# -- known answers (gpuemu's published generator) --------------------------------------------------------------
 
 
 def test_splitmix64_known_answers() -> None:
@@ -205,7 +205,7 @@ def test_bad_arguments_are_rejected(call: object, error: type[Exception]) -> Non
 
 
 def test_numpy_integers_are_accepted_as_seeds() -> None:
-    assert SeededRng(np.uint64(42)).gen_u64() == 14921385303349856026
+    assert SeededRng(np.uint64(42)).gen_u64() == 14921385303349856026  # type: ignore[arg-type]  # NumPy ints work too
 
 
 # -- u64_array: the vectorised stream is the scalar stream -----------------------------------------------

@@ -20,11 +20,11 @@ torch = pytest.importorskip("torch")
 
 
 @pytest.fixture
-def norms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+def norms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """(config path, the module with rmsnorm) for a correct (buggy=False) or buggy project."""
     monkeypatch.syspath_prepend(str(tmp_path))
 
-    def make(buggy: bool):  # type: ignore[no-untyped-def]
+    def make(buggy: bool):
         config = write_project(tmp_path, buggy=buggy)
         sys.modules.pop("norms", None)
         return config, importlib.import_module("norms")
@@ -33,7 +33,7 @@ def norms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-u
     sys.modules.pop("norms", None)
 
 
-def stream(calls: int, outliers: list[int], seed: int = 0):  # type: ignore[no-untyped-def]
+def stream(calls: int, outliers: list[int], seed: int = 0):
     """Batches of N(0, 1) activations; at the positions `outliers`, a batch with a few huge rows (a loss spike)."""
     generator = torch.Generator().manual_seed(seed)
     for index in range(calls):
@@ -43,11 +43,12 @@ def stream(calls: int, outliers: list[int], seed: int = 0):  # type: ignore[no-u
         yield x
 
 
-def run_stream(shadowed, weight, calls: int, outliers: list[int]) -> None:  # type: ignore[no-untyped-def]
+def run_stream(shadowed, weight, calls: int, outliers: list[int]) -> None:
     for x in stream(calls, outliers):
         shadowed(x, weight, eps=1e-6)
 
 
+@pytest.mark.slow
 def test_the_outlier_gate_catches_a_rare_outlier_bug_that_a_random_gate_of_the_same_budget_misses(
     norms, tmp_path: Path
 ) -> None:
@@ -71,6 +72,7 @@ def test_the_outlier_gate_catches_a_rare_outlier_bug_that_a_random_gate_of_the_s
     assert chance.stats.failures == 0, chance.stats  # random checks miss 4 spikes in 2,000
 
 
+@pytest.mark.slow
 def test_a_correct_op_shadowed_for_ten_thousand_calls_gives_no_failure(norms, tmp_path: Path) -> None:
     config, module = norms(buggy=False)
     generator = torch.Generator().manual_seed(7)
@@ -89,6 +91,7 @@ def test_a_correct_op_shadowed_for_ten_thousand_calls_gives_no_failure(norms, tm
     assert not any(tmp_path.glob("snapshots/*.npz"))
 
 
+@pytest.mark.slow
 def test_a_capture_replays_and_pinned_in_the_corpus_is_part_of_the_regression_corpus(
     norms, tmp_path: Path, cli
 ) -> None:
@@ -137,19 +140,20 @@ def test_a_capture_replays_and_pinned_in_the_corpus_is_part_of_the_regression_co
     assert row["cases_from_corpus"] == 1 and row["cases_failed"] == 0
 
 
+@pytest.mark.slow
 def test_autograd_functions_and_numpy_ops_pass_through_unchanged(norms, tmp_path: Path) -> None:
     config, module = norms(buggy=True)
     checker = Shadow("rmsnorm", config=config, probability=1.0, capture_dir=tmp_path)
 
-    class RmsNorm(torch.autograd.Function):
+    class RmsNorm(torch.autograd.Function):  # type: ignore[name-defined]  # torch: from importorskip
         @staticmethod
         @checker
-        def forward(ctx, x, weight, eps=1e-6):  # type: ignore[no-untyped-def]
+        def forward(ctx, x, weight, eps=1e-6):
             ctx.save_for_backward(x)
             return module.rmsnorm(x, weight, eps)
 
         @staticmethod
-        def backward(ctx, grad):  # type: ignore[no-untyped-def]
+        def backward(ctx, grad):
             return grad, None, None
 
     x = torch.randn(4, 64, requires_grad=True)
@@ -208,12 +212,13 @@ def test_stop_start_probability_and_a_full_queue_are_counted(norms, tmp_path: Pa
         checker.set_probability(2.0)
 
 
+@pytest.mark.slow
 def test_a_compiled_module_keeps_working_with_the_queueing_outside_the_graph(norms, tmp_path: Path) -> None:
     config, module = norms(buggy=False)
     checker = Shadow("rmsnorm", config=config, probability=1.0, capture_dir=tmp_path)
     shadowed = checker(module.rmsnorm)
 
-    def layer(x, weight):  # type: ignore[no-untyped-def]
+    def layer(x, weight):
         return shadowed(x * 2.0, weight) + 1.0
 
     compiled = torch.compile(layer, backend="eager")
@@ -224,7 +229,7 @@ def test_a_compiled_module_keeps_working_with_the_queueing_outside_the_graph(nor
 
 
 def test_an_undeclared_op_is_checked_from_arguments(tmp_path: Path) -> None:
-    def gelu_ref(x):  # type: ignore[no-untyped-def]
+    def gelu_ref(x):
         from math import erf, sqrt
 
         return x * 0.5 * (1 + np.vectorize(erf)(x / sqrt(2)))

@@ -138,7 +138,8 @@ def seen(tmp_path_factory: pytest.TempPathFactory) -> dict:
         [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600, check=False
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
 
 
 @pytest.mark.parametrize("kernel", ["mixed", "tiles", "chunks"])

@@ -11,7 +11,8 @@ Out of the box most Liger forward kernels do not run there at all (measured in F
 would have to: float arguments become fp32 scalars (what the GPU launcher passes) and rsqrt/tanh are computed
 in the operand's dtype with NumPy (fp32 for every Liger call site), like the interpreter's own math functions.
 It must run before `liger_kernel.ops` is imported, because Liger binds `rsqrt`/`tanh` at import time.
-Nothing here touches the interpreter's bf16 handling (wave2-facts §1): that stays as shipped, on purpose.
+Nothing here touches the interpreter's bf16 handling (it holds bf16 as uint16 bit patterns): that stays as
+shipped, on purpose.
 """
 
 from __future__ import annotations

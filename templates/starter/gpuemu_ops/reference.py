@@ -8,4 +8,5 @@ import numpy as np
 
 def silu(x: np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore"):
-        return x / (1.0 + np.exp(-x))
+        y: np.ndarray = x / (1.0 + np.exp(-x))
+    return y

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from gpuemu_ci.cli.describe import describe_inputs
+from gpuemu_ci.render.describe import describe_inputs
 from gpuemu_ci.render.text import interpreter_line, skipped_row
 from gpuemu_ci.results.kernels import KernelStatus
 from gpuemu_ci.results.model import Headline, OpStatus, Results

@@ -1,0 +1,12 @@
+"""The `gpuemu-ci` console script: hold signals first, then import the CLI (see early_signals.py)."""
+
+from __future__ import annotations
+
+from gpuemu_ci import early_signals
+
+
+def main() -> int:
+    early_signals.install()
+    from gpuemu_ci.cli.main import main as cli_main
+
+    return cli_main()
