@@ -29,8 +29,9 @@ from gpuemu_ci.config.load import load_config
 from gpuemu_ci.config.model import Config, ExecutionMode, Suite
 from gpuemu_ci.errors import UsageError
 from gpuemu_ci.pipeline.session import Session
-from gpuemu_ci.pipeline.settings import RunOptions, select_ops
+from gpuemu_ci.pipeline.settings import RunOptions, Settings, select_ops
 from gpuemu_ci.plan.model import CaseRef
+from gpuemu_ci.render.describe import describe_inputs
 from gpuemu_ci.results.model import OpResult, OpStatus
 
 DEFAULT_OUT_DIR = Path("gpuemu-out")  # the pytest plugin points this at pytest's temporary directory
@@ -99,11 +100,14 @@ def check(
     dtypes: Sequence[str] = (),
     out_dir: str | Path | None = None,
     isolate: bool | None = None,
+    shared: SharedSessions | None = None,
 ) -> OpResult:
     """Fuzzes `fn` with the schema of op `op_name` and judges it against the op's fp64 reference (without
     `fn`: the op as the config declares it, in an isolated worker, as the gate runs it).
 
-    `seeds`: run exactly these case seeds (from a failure) instead of the suite. Returns the OpResult when
+    `seeds`: run exactly these case seeds (from a failure) instead of the suite. `shared`: run in its open
+    session (one worker pool for many checks, as the pytest plugin does) instead of a session of its own; an
+    in-process function still gets its own. Returns the OpResult when
     every case passed; raises OpCheckFailed (an AssertionError) listing each failure with how to replay it
     otherwise, and also when no case ran or a case could not be judged."""
     __tracebackhide__ = True  # pytest shows the message, not gpuemu-ci's frames
@@ -139,14 +143,45 @@ def check(
         jobs=1,
     )
     pool_factory = None if use_worker or fn is None else _in_process(fn)
-    with Session(loaded, options, pool_factory=pool_factory) as session:
-        cases = [CaseRef(op.name, -1, s) for s in seeds] if seeds else session.plan(op)
+    if shared is not None and pool_factory is None:
+        session = shared.session(loaded, options)
+        chosen = Settings.resolve(loaded, options).dtypes_for(loaded, op)  # what a session of its own plans
+        cases = [CaseRef(op.name, -1, s) for s in seeds] if seeds else session.plan(op, chosen)
         result = session.run_op(op, cases, target)
+    else:
+        with Session(loaded, options, pool_factory=pool_factory) as session:
+            cases = [CaseRef(op.name, -1, s) for s in seeds] if seeds else session.plan(op)
+            result = session.run_op(op, cases, target)
     if fn is not None:  # the config's op keeps the gate's own replay commands
         result = _with_replays(result, loaded, op_name, found if use_worker else None)
     if result.status is not OpStatus.PASSED:
         raise OpCheckFailed(_failure_text(op_name, result, session.settings.seed), result)
     return result
+
+
+class SharedSessions:
+    """Sessions kept open across checks: one per (config file, suite, seed, iterations), each with one worker
+    pool started once, sized as `gpuemu-ci run` sizes it (ci.parallel_jobs, else the cores). The pytest plugin
+    keeps one for the whole test run, so its items do not each start (and import into) a pool of their own.
+    The snapshots of failing cases go to `out_dir`. Close it when done."""
+
+    def __init__(self, out_dir: Path) -> None:
+        self.out_dir = out_dir
+        self._open: dict[tuple[Path, str, int | None, int | None], Session] = {}
+
+    def session(self, loaded: Config, options: RunOptions) -> Session:
+        key = (loaded.path.resolve(), options.suite.value, options.seed, options.iterations)
+        session = self._open.get(key)
+        if session is None:
+            shared = replace(options, dtypes=(), jobs=None, out_dir=self.out_dir)
+            session = self._open[key] = Session(loaded, shared)
+            session.start()
+        return session
+
+    def close(self) -> None:
+        while self._open:
+            _, session = self._open.popitem()
+            session.close()
 
 
 def _with_replays(result: OpResult, config: Config, op_name: str, found: tuple[str, Path] | None) -> OpResult:
@@ -191,10 +226,11 @@ def _failure_text(op_name: str, result: OpResult, master: int) -> str:
     if result.message:
         lines.append(result.message)
     for failure in result.failures[:10]:
-        shapes = ", ".join(f"{k}{tuple(v)}" for k, v in failure.shapes.items())
+        # The inputs as the CLI describes them: a stride bug fails only on the layouts named here.
+        inputs = describe_inputs(failure.shapes, failure.strides, failure.layouts)
         lines.append(
-            f"- {failure.kind} [{failure.dtype}] {shapes} {failure.distribution}: "
-            f"{failure.message.splitlines()[0][:300]}"
+            f"- {failure.kind} [{failure.dtype}] {inputs} {failure.distribution} seed {failure.case_seed}: "
+            f"{failure.message.splitlines()[0][:300] if failure.message else failure.kind}"
         )
         lines.append(f"  replay: {failure.replay}")
     return "\n".join(lines)

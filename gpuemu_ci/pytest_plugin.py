@@ -128,6 +128,7 @@ class OpCase:
     settings: RunSettings
     out_dir: Path
     cache: pytest.Cache | None
+    shared: api.SharedSessions | None = None  # the test run's worker pool (None: a session per check)
 
     @property
     def key(self) -> str:
@@ -143,6 +144,7 @@ class OpCase:
             "seed": self.settings.seed,
             "dtypes": (self.dtype,),
             "out_dir": self.out_dir,
+            "shared": self.shared,
             **options,
         }
         try:
@@ -181,6 +183,31 @@ def previously_failing(config: pytest.Config) -> set[str]:
     return set(stored) if isinstance(stored, dict) else set()
 
 
+# --- one worker pool for the whole test run ------------------------------------------------------------
+SHARED = pytest.StashKey[api.SharedSessions]()
+
+
+def shared_sessions(config: pytest.Config) -> api.SharedSessions:
+    """The test run's sessions: every gpuemu test checks in the same worker pool, started once, as `gpuemu-ci
+    run` does (a pool per test made `pytest --gpuemu` about 5x slower than `gpuemu-ci run`)."""
+    found = config.stash.get(SHARED, None)
+    if found is None:
+        factory = getattr(config, "_tmp_path_factory", None)
+        out_dir = (
+            factory.mktemp("gpuemu-shared")
+            if factory is not None
+            else Path(tempfile.mkdtemp(prefix="gpuemu-shared-"))
+        )
+        found = config.stash[SHARED] = api.SharedSessions(out_dir)
+    return found
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shared = config.stash.get(SHARED, None)
+    if shared is not None:
+        shared.close()
+
+
 # --- the fixture ----------------------------------------------------------------------------------------
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "gpuemu_op" not in metafunc.fixturenames:
@@ -204,6 +231,7 @@ def gpuemu_op(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
         run_settings(request.config),
         tmp_path_factory.mktemp(f"gpuemu-{op}-{dtype}"),
         getattr(request.config, "cache", None),
+        shared_sessions(request.config),
     )
 
 
@@ -265,7 +293,7 @@ class OpItem(pytest.Item):
         self, *, op: str, dtype: str, settings: RunSettings, cache: pytest.Cache | None, **kwargs: Any
     ):
         super().__init__(**kwargs)
-        self.case = OpCase(op, dtype, settings, Path(), cache)
+        self.case = OpCase(op, dtype, settings, Path(), cache, shared_sessions(self.config))
         self.add_marker(MARKER)
 
     def runtest(self) -> None:

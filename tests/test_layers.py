@@ -73,7 +73,7 @@ ALLOWED: dict[str, frozenset[str]] = {
         "pipeline": f"{TOP} backends clock config corpus diff dtypes early_signals errors files fuzz lint oracle plan "
         "progress results",
         "github": f"{TOP} errors render results",
-        "api": "backends config errors pipeline plan results",
+        "api": "backends config errors pipeline plan render results",
         "shadow": f"{TOP} backends clock config dtypes errors fuzz oracle pipeline plan results",
         "attest": f"{TOP} clock errors files github results",
         "action": f"{TOP} attest clock config diff early_signals errors files fuzz github launch pipeline progress "

@@ -3,7 +3,11 @@ inside the container, before the gate runs, as code under test (confined, with n
 
 Everything is installed into a virtual environment under `cache_dir` in the workspace, made with
 `--system-site-packages` so that gpuemu-ci, NumPy and CuPy from the image stay visible; the gate then runs
-with that environment's Python. pip's download cache lives beside it. A workflow keeps both between runs
+with that environment's Python. When gpuemu-ci itself runs from a virtual environment, `python -m venv` builds
+on the *base* interpreter, whose site-packages lack gpuemu-ci's dependencies: a `.pth` file then adds the
+tool's own site-packages after the new environment's (what the user installs still wins).
+
+pip's download cache lives beside the environment. A workflow keeps both between runs
 with `actions/cache` on `cache_dir` (docs/action.md shows how): a restored environment made by the same Python
 is reused as it is, so an unchanged `pip install` finds everything already satisfied.
 """
@@ -13,6 +17,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import site
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -23,6 +28,16 @@ from gpuemu_ci.errors import InfraError, UsageError
 
 VENV_NAME = "venv"
 PIP_CACHE_NAME = "pip"
+TOOL_PTH_NAME = "_gpuemu_ci_tool.pth"
+SEE_TOOL_PACKAGES = "let the environment see gpuemu-ci's own packages"
+
+# Run by the new environment's Python (confined, like every step): writes the .pth into its own site-packages.
+# `site.addsitedir` (not a bare path line) so that the tool's own .pth files (editable installs) apply too.
+_WRITE_TOOL_PTH = (
+    "import pathlib, sys, sysconfig; "
+    f"target = pathlib.Path(sysconfig.get_path('purelib')) / {TOOL_PTH_NAME!r}; "
+    "target.write_text(''.join(f'import site; site.addsitedir({d!r})\\n' for d in sys.argv[1:]))"
+)
 
 
 @dataclass(frozen=True)
@@ -94,8 +109,17 @@ def venv_usable(venv: Path) -> bool:
     )
 
 
+def tool_site_packages() -> list[str]:
+    """The site-packages of the virtual environment gpuemu-ci runs from; none when it runs from the base
+    interpreter (`--system-site-packages` already shows those)."""
+    if sys.prefix == sys.base_prefix:
+        return []
+    return [path for path in site.getsitepackages() if Path(path).is_dir()]
+
+
 def commands(plan: SetupPlan, python: str) -> list[tuple[str, list[str]]]:
-    """(what, argv) of each step, in order; the virtual environment is made only when it is not usable."""
+    """(what, argv) of each step, in order; the virtual environment is made only when it is not usable. The
+    tool's packages are linked on every run, so a cache restored under another tool installation is right."""
     steps: list[tuple[str, list[str]]] = []
     if not venv_usable(plan.venv):
         steps.append(
@@ -104,6 +128,7 @@ def commands(plan: SetupPlan, python: str) -> list[tuple[str, list[str]]]:
                 [python, "-m", "venv", "--system-site-packages", str(plan.venv)],
             )
         )
+    steps.append((SEE_TOOL_PACKAGES, [str(plan.python), "-c", _WRITE_TOOL_PTH, *tool_site_packages()]))
     if plan.requirements:
         argv = [str(plan.python), "-m", "pip", "install"]
         for name in plan.requirements:

@@ -6,12 +6,13 @@ from __future__ import annotations
 import hashlib
 import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from gpuemu_ci.attest import dsse, keys
+from gpuemu_ci.attest.origin import repo_of_origin
 from gpuemu_ci.attest.statement import (
     RunContext,
     build_statement,
@@ -43,6 +44,8 @@ def sign_results(
     context = context_for_results(
         document, RunContext.from_environment(env), flags or RunContext(), ci_commits(env)
     )
+    if context.repo is None:  # nothing names it (no flag, results.json, CI): the clone's origin, last
+        context = replace(context, repo=repo_of_origin(Path.cwd()))
     statement = build_statement(
         document,
         results_name=results_path.name,

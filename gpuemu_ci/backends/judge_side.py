@@ -269,6 +269,9 @@ def _judge_case(judging: _Judging, op_view: OpView) -> CaseReport:
         return CaseReport(outcome="errored", kind="raised", message=exc.message)
     except CaseSkipped as exc:
         return skipped_report(exc.stratum, exc.reason)
+    mismatch = reference_target.mismatch([*case.arrays, *case.kwargs])
+    if mismatch:  # the config's mistake: one error for the op (exit 2), not one failure per case
+        raise _Unloadable("reference", mismatch)
     judging.digest = inputs_digest(case)
     if op_view.inputs_digest and op_view.inputs_digest != judging.digest:
         return inputs_differ_report(case, judging.digest, op_view.inputs_digest)

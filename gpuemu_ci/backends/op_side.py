@@ -24,7 +24,7 @@ from gpuemu_ci.backends.interface import (
     OpTask,
     TargetKind,
 )
-from gpuemu_ci.backends.loading import LoadError, load_target
+from gpuemu_ci.backends.loading import Loaded, LoadError, load_target
 from gpuemu_ci.backends.protocol import Stage
 from gpuemu_ci.backends.transport import is_float_like, memory_region, region_of, resolve_dtype
 from gpuemu_ci.config.model import OpSpec
@@ -75,11 +75,13 @@ def run_op_side(
     `on_first_call` sees the first call's result before the re-run, which might kill the process."""
     op = task.op
     stage(Stage.LOADING)
+    loaded: Loaded | None = None
     if invoke is None:
         try:
-            invoke = load_target(task.op_target).invoke
+            loaded = load_target(task.op_target)
         except LoadError as exc:
             return OpSide(CallResult(CallStatus.IMPORT_ERROR, message=str(exc)))
+        invoke = loaded.invoke
     on_loaded()
     stage(Stage.GENERATING)
     try:
@@ -88,6 +90,10 @@ def run_op_side(
         return OpSide(CallResult(CallStatus.RAISED, message=f"not run: {exc.message}"))
     except CaseSkipped as exc:  # the judge side says so in its report
         return OpSide(CallResult(CallStatus.RAISED, message=f"not run: {exc.reason}"), skipped=exc.reason)
+    # A signature that cannot take the inputs is the config's mistake: one error for the op, not one per case.
+    passed = [*case.arrays, *case.kwargs, *filter(None, [op.execution.out_arg])]
+    if loaded is not None and (mismatch := loaded.mismatch(passed)):
+        return OpSide(CallResult(CallStatus.IMPORT_ERROR, message=mismatch))
     digest = inputs_digest(case)
     on_built(digest)
     bridge = get_bridge(task.op_target.framework)

@@ -35,8 +35,15 @@ def add_command(config_path: Path | None, sources: tuple[Path, ...]) -> int:
 @corpus_group.command("list")
 @config_option
 def list_command(config_path: Path | None) -> int:
-    """List the pinned cases, one per line: op and snapshot path."""
+    """List the pinned cases, one per line: op and snapshot path. No corpus declared in gpuemu.toml is a config
+    error (exit 2), like `corpus add`; a declared corpus with no case says so on stderr (exit 0)."""
     config = load_config(config_path)
-    for case in corpus.cases(config):
+    directory = corpus.corpus_dir(config)
+    pinned = corpus.cases(config)
+    for case in pinned:
         click.echo(f"{case.op}\t{case.path}")
+    if not pinned:
+        click.echo(
+            f"gpuemu-ci corpus: no pinned case in {directory} (`gpuemu-ci corpus add` pins some)", err=True
+        )
     return int(ExitCode.PASSED)

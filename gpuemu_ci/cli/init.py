@@ -65,8 +65,8 @@ def default_branch(target: Path) -> DefaultBranch:
             return DefaultBranch(remote_head.removeprefix("origin/"), "the remote's default branch", True)
         current = ref("HEAD")
         if current is not None and not _has_remote(git, target):
-            return DefaultBranch(current, "the current branch (the repository has no remote yet)", True)
-    return DefaultBranch("main", "a guess: no remote default branch was found", False)
+            return DefaultBranch(current, "the current branch; the repository has no remote yet", True)
+    return DefaultBranch("main", "a guess; no remote default branch was found", False)
 
 
 def _has_remote(git: str, target: Path) -> bool:

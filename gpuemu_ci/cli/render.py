@@ -78,9 +78,8 @@ def render_command(
     text = RENDERERS[Format(kind)](report, links, job, source_root)
     data = text.encode("utf-8")
     if output is None:
-        stream = click.get_binary_stream("stdout")
-        stream.write(data)
-        stream.flush()
+        # click.echo writes bytes to the binary stdout (click.get_binary_stream is deprecated from click 8.5).
+        click.echo(data, nl=False)
     else:
         try:
             atomic_write(output, data)

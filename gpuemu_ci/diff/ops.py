@@ -9,13 +9,23 @@ from dataclasses import dataclass
 
 from gpuemu_ci.results.base import Severity
 from gpuemu_ci.results.diff import ALL, Classification, DiffEntry, EntryKind, Reason
-from gpuemu_ci.results.model import DtypeResult, OpResult, Results
+from gpuemu_ci.results.model import DtypeResult, Failure, FailureKind, OpResult, Results
 
 # Headroom growth is relative to max(old, this floor): below 1% of the error bound a run is at noise
 # level, and 1e-6 -> 1e-5 must not read as "+900%".
 HEADROOM_FLOOR = 0.01
 
 PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
+
+# Failures where the op gave no answer to judge: said as what happened, never as a numeric change.
+NO_ANSWER = {
+    FailureKind.CRASHED: "crashed",
+    FailureKind.TIMEOUT: "timed out",
+    FailureKind.OOM: "ran out of memory",
+    FailureKind.RAISED: "raised an exception",
+}
+# A headroom that grew this many times or more reads as "×N", not as a percentage of thousands.
+TIMES_FROM = 10.0
 
 
 @dataclass(frozen=True)
@@ -100,7 +110,8 @@ def _compare_op(old: OpResult, op: OpResult, basis: CaseBasis, warn_threshold: f
             )
             entries.append(_entry(op.name, Classification.NEW, Severity.INFO, (reason,), d.dtype))
         else:
-            entries.append(compare_dtype(op.name, before, d, basis, warn_threshold))
+            failures = tuple(f for f in op.failures if f.dtype == d.dtype)
+            entries.append(compare_dtype(op.name, before, d, basis, warn_threshold, failures))
     for before in old.dtypes:
         if op.dtype_result(before.dtype) is not None:
             continue
@@ -133,16 +144,22 @@ def _missing_dtype(op: OpResult, before: DtypeResult, basis: CaseBasis) -> DiffE
 
 
 def compare_dtype(
-    name: str, old: DtypeResult, new: DtypeResult, basis: CaseBasis, warn_threshold: float
+    name: str,
+    old: DtypeResult,
+    new: DtypeResult,
+    basis: CaseBasis,
+    warn_threshold: float,
+    failures: tuple[Failure, ...] = (),
 ) -> DiffEntry:
-    """Classifies one op x dtype present in both runs."""
+    """Classifies one op x dtype present in both runs (`failures`: this run's recorded failures of it)."""
 
     def entry(classification: Classification, severity: Severity, *reasons: Reason) -> DiffEntry:
         return _entry(name, classification, severity, (*reasons, *context), new.dtype)
 
     context: list[Reason] = []
+    no_answer = _no_answer(new, failures)
     headroom = headroom_reason(old.worst_headroom, new.worst_headroom, warn_threshold)
-    if headroom is not None:
+    if headroom is not None and no_answer is None:  # a crash is not a numeric change
         context.append(headroom[0])
     if old.cases_total != new.cases_total and old.cases_total is not None and new.cases_total is not None:
         context.append(
@@ -157,7 +174,7 @@ def compare_dtype(
         "status",
         old.status.value,
         new.status.value,
-        f"{old.status.value} -> {new.status.value}" + _failed_part(new),
+        f"{old.status.value} -> {new.status.value}" + (no_answer or _failed_part(new)),
     )
 
     # The instrument changed: the cases or the rule that judges them differ, so nothing is attributed.
@@ -243,13 +260,25 @@ def headroom_reason(
     if old is None or new is None:
         return None
     growth = (new - old) / max(old, HEADROOM_FLOOR)
-    message = f"worst headroom {fmt(old)} -> {fmt(new)} ({pct(growth)}"
+    message = f"worst headroom {fmt(old)} -> {fmt(new)} ({change(old, new, growth)}"
     if growth > warn_threshold:
         message += f", more than warn_threshold {pct(warn_threshold, signed=False)}"
     message += ")"
     if new > 1 >= old:
         message += "; above 1 means past the error bound"
     return Reason("worst_headroom", old, new, message), growth
+
+
+def _no_answer(d: DtypeResult, failures: tuple[Failure, ...]) -> str | None:
+    """ ": 1 of 8 cases crashed" when every recorded failure of a failed row is one without an answer."""
+    if d.status.value != FAILED or not failures or any(f.kind not in NO_ANSWER for f in failures):
+        return None
+    what = " or ".join(dict.fromkeys(NO_ANSWER[f.kind] for f in failures))
+    if not d.cases_total:
+        return f": the op {what}"
+    if d.cases_failed is None or d.cases_failed == len(failures):
+        return f": {len(failures)} of {d.cases_total} cases {what}"
+    return f": {d.cases_failed} of {d.cases_total} cases failed; the recorded ones {what}"
 
 
 def _failed_part(d: DtypeResult) -> str:
@@ -278,6 +307,15 @@ def fmt(value: float) -> str:
     if value == 0 or 1e-3 <= abs(value) < 1e5:
         return f"{value:.3g}"
     return f"{value:.2e}"
+
+
+def change(old: float, new: float, growth: float) -> str:
+    """A headroom change a reader can take in: "+35%", "×240" for a large growth, "new nonzero" from zero."""
+    if old == 0 and new > 0:
+        return "new nonzero"
+    if old > 0 and new / old >= TIMES_FROM:
+        return f"×{fmt(new / old)}"
+    return pct(growth)
 
 
 def pct(ratio: float, signed: bool = True) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
@@ -69,6 +70,7 @@ class Minimized:
 
 def minimize(session: Session, op: OpSpec, seed: int, max_runs: int = 200) -> Minimized:
     """Shrinks the case `seed` of `op` (see the module docstring); a UsageError when it does not fail."""
+    before = _snapshots(session.out_dir)  # what was there before: never removed
     first = replay(session, op, seed=seed)
     if first.kind is None:
         raise UsageError(f"case seed {seed} of op {op.name!r} passes: nothing to minimize")
@@ -87,6 +89,7 @@ def minimize(session: Session, op: OpSpec, seed: int, max_runs: int = 200) -> Mi
     final = run_inputs(session, op, case)
     meta = snapshot_meta(case, op.name, -1, session.settings.seed)
     relative = write_snapshot(session.out_dir, dict(case.logical), meta)
+    _remove_intermediate_snapshots(session.out_dir, before, keep=relative)
     return Minimized(
         seed=seed,
         kind=kind,
@@ -101,6 +104,18 @@ def minimize(session: Session, op: OpSpec, seed: int, max_runs: int = 200) -> Mi
         message=final.message,
         snapshot=relative,
     )
+
+
+def _snapshots(out_dir: Path) -> set[Path]:
+    return set((out_dir / "snapshots").glob("*.npz"))
+
+
+def _remove_intermediate_snapshots(out_dir: Path, before: set[Path], keep: str) -> None:
+    """Every failing candidate on the way down wrote its snapshot; only the minimized case's is worth keeping."""
+    final = out_dir / keep
+    for path in _snapshots(out_dir) - before:
+        if path != final:
+            path.unlink(missing_ok=True)
 
 
 class _Probe:

@@ -11,12 +11,15 @@ them without a network, as a cached run would.
 from __future__ import annotations
 
 import json
+import site
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from tests.action.support_runner import Step, pull_request_event, run_step, runner_env
+from tests.action.support_runner import ENTRYPOINT, Step, pull_request_event, run_step, runner_env
 from tests.github.support_fake_api import FakeGitHub
 
 # Every test here takes seconds (whole runs, real processes): the fast tier (-m "not slow") leaves them out.
@@ -33,12 +36,14 @@ def write(root: Path, files: dict[str, str]) -> Path:
     return root
 
 
-def gate(fake_github: FakeGitHub, workspace: Path, inputs: dict[str, str]) -> Step:
+def gate(
+    fake_github: FakeGitHub, workspace: Path, inputs: dict[str, str], python: str = sys.executable
+) -> Step:
     pr = fake_github.add_pull(head_sha=HEAD, base_sha=BASE)
     event = pull_request_event(fake_github, pr, head_sha=HEAD, base_sha=BASE)
     env = runner_env(fake_github, workspace, "pull_request", event, sha=MERGE, ref=f"refs/pull/{pr}/merge",
                      inputs={"mode": "gate", "baseline": "none", **inputs})  # fmt: skip
-    return run_step(env)
+    return run_step(env, [python, str(ENTRYPOINT)])
 
 
 def passed(step: Step) -> dict:
@@ -235,3 +240,51 @@ def test_a_missing_requirements_file_is_exit_2_before_anything_runs(
     (error,) = step.messages("error")
     assert "requirements" in error and "does not exist" in error
     assert not (workspace / ".gpuemu-cache").exists()
+
+
+def test_the_setup_environment_sees_the_packages_of_a_tool_installed_in_a_virtual_environment(
+    fake_github: FakeGitHub, tmp_path: Path
+) -> None:
+    """gpuemu-ci installed the README's way, into a `python3 -m venv` environment: the environment the setup step
+    makes (from the base interpreter, as `python -m venv` does) still imports what the tool's environment holds,
+    so the gate's own dependencies and the user's setup both work (issue #27: msgspec was missing there)."""
+    tool = tmp_path / "tool-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tool)], check=True)
+    tool_python = str(tool / "bin" / "python")
+    purelib = Path(
+        subprocess.run(
+            [tool_python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()
+    )  # fmt: skip
+    # The tool's environment: the packages this test runs with (as `pip install gpuemu-ci` would have put
+    # there), and one module that no other environment has.
+    here = [path for path in (*site.getsitepackages(), *sys.path) if path.endswith("site-packages")]
+    (purelib / "tests_packages.pth").write_text(
+        "".join(f"import site; site.addsitedir({p!r})\n" for p in here)
+    )
+    (purelib / "only_in_the_tool_environment.py").write_text("FOUND = True\n")
+    workspace = write(tmp_path / "ws", {
+        "gpuemu.toml": CONFIG_HEAD + """
+            [[ops]]
+            name = "scale"
+            op = "ops:scale"
+            reference = "ops:scale"
+            family = "elementwise"
+            [ops.dims]
+            N = [16]
+            [ops.inputs]
+            x = ["N"]
+            """,
+        "ops.py": """
+            import only_in_the_tool_environment
+            def scale(x):
+                return x * 2
+            """,
+    })  # fmt: skip
+    setup = "python -c 'import only_in_the_tool_environment, msgspec'"
+    step = gate(fake_github, workspace, {"setup": setup}, python=tool_python)
+    passed(step)
+    venv = workspace / ".gpuemu-cache" / "venv"
+    assert "gpuemu-ci setup: let the environment see gpuemu-ci's own packages" in step.stdout
+    assert str(purelib) in next(venv.glob("lib/python*/site-packages/_gpuemu_ci_tool.pth")).read_text()

@@ -134,12 +134,40 @@ def test_project_ci_only_reads() -> None:
 def test_project_ci_runs_the_promised_checks() -> None:
     text = (PROJECT_WORKFLOWS / "ci.yml").read_text(encoding="utf-8")
     workflow = load_yaml(PROJECT_WORKFLOWS / "ci.yml")
-    # The oldest supported Python (pyproject's requires-python) and a recent one.
-    assert workflow["jobs"]["test"]["strategy"]["matrix"]["python"] == ["3.11", "3.13"]
-    for command in ('pip install -e ".[test]"', "pytest", "ruff check", "ruff format --check", "mypy",
-                    "actionlint", "hadolint Dockerfile"):  # fmt: skip
+    # Every supported Python, from pyproject's requires-python (3.11) to the newest.
+    assert workflow["jobs"]["test"]["strategy"]["matrix"]["python"] == ["3.11", "3.12", "3.13"]
+    (run,) = [s["run"] for s in steps(workflow["jobs"]["test"]) if "run" in s]
+    assert run.strip() == ".ci/run"
+    script = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    for command in ('python3}" -m venv', "--require-hashes -r requirements/dev.lock", "readme_commands",
+                    "ruff check .", "ruff format --check .", "mypy", ".ci/image-contents",
+                    ".ci/hashseed-check", "[ -x .ci/container ]"):  # fmt: skip
+        assert command in script, command
+    for command in ("actionlint", "hadolint Dockerfile"):
         assert command in text, command
     assert "templates/workflows/*.yml" in text, "actionlint must cover the templates"
+
+
+def test_the_drift_workflow_tests_the_newest_dependencies_on_a_schedule() -> None:
+    workflow = load_yaml(PROJECT_WORKFLOWS / "drift.yml")
+    assert "schedule" in triggers(workflow)
+    text = (PROJECT_WORKFLOWS / "drift.yml").read_text(encoding="utf-8")
+    assert "dev.lock" not in text.split("\nname:", 1)[1]  # the lock is what it must not use
+    assert "--upgrade --upgrade-strategy eager" in text and "pytest" in text
+
+
+def test_a_version_tag_publishes_to_pypi_by_trusted_publishing() -> None:
+    workflow = load_yaml(PROJECT_WORKFLOWS / "release.yml")
+    assert list(triggers(workflow)) == ["push"] and triggers(workflow)["push"]["tags"]
+    assert workflow["permissions"] == {}
+    jobs = workflow["jobs"]
+    (publisher,) = [j for j in jobs.values() if any(action_name(uses(s)) == "pypa/gh-action-pypi-publish"
+                                                   for s in steps(j))]  # fmt: skip
+    # No token: the OIDC identity, granted to that job alone.
+    assert publisher["permissions"] == {"id-token": "write"}
+    assert publisher["environment"]["name"] == "pypi"
+    assert all("id-token" not in (j.get("permissions") or {}) for j in jobs.values() if j is not publisher)
+    assert not any("password" in (s.get("with") or {}) for s in steps(publisher))
 
 
 # --- security rules --------------------------------------------------------------------------

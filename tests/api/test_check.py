@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 
 import numpy as np
@@ -44,6 +45,24 @@ def test_a_buggy_callable_raises_with_replay_seeds(quickstart_kernels, tmp_path)
     assert "softmax failed" in text and "replay: gpuemu_ci.check('softmax'" in text and "seeds=[" in text
     assert isinstance(info.value, AssertionError)  # pytest reports it as a test failure
     assert info.value.result.cases_failed > 0
+
+
+def test_a_failure_names_layouts_and_strides_and_the_seed_as_the_cli_does(quickstart_kernels, tmp_path):
+    """A kernel that mishandles strided inputs: the lines say which layout and strides failed (issue #27)."""
+
+    def softmax_wrong_on_strided_inputs(x):
+        out = quickstart_kernels(np.ascontiguousarray(x))
+        return out if x.flags.c_contiguous else out * 2
+
+    with pytest.raises(OpCheckFailed) as info:
+        gpuemu_ci.check("softmax", softmax_wrong_on_strided_inputs, config=QUICKSTART, out_dir=tmp_path)
+    failures = [line for line in str(info.value).splitlines() if line.startswith("- ")]
+    assert failures, str(info.value)
+    for line in failures:  # only non-contiguous cases fail, and each says how its input was laid out
+        assert re.match(
+            r"- mismatch \[\w+\] x\(\d+, \d+\) [a-z_]+ strides \(\d+, \d+\) \S+ seed \d+: ", line
+        ), line
+        assert " contiguous strides" not in line
 
 
 @pytest.mark.slow

@@ -48,3 +48,20 @@ def test_failures_of_a_run_are_pinned_and_replayed_first_by_the_next_runs(
     assert {f["dtype"] for f in pinned_failures} == {f["dtype"] for f in found}
     replayed = cli(*pinned_failures[0]["replay"].split()[1:], "--out", tmp_path / "replay", cwd=project)
     assert replayed.code == 1 and "REPRODUCED softmax" in replayed.stderr, replayed.output
+
+
+def test_corpus_list_says_when_no_corpus_is_declared_or_none_is_pinned(
+    cli: Callable[..., CliResult], tmp_path: Path
+) -> None:
+    project = tmp_path / "quickstart"
+    shutil.copytree(EXAMPLES / "quickstart", project, ignore=shutil.ignore_patterns("gpuemu-out"))
+    config = project / "gpuemu.toml"
+    undeclared = cli("corpus", "list", "--config", config, cwd=project)
+    assert undeclared.code == 2, undeclared.output
+    assert "no regression corpus is declared" in undeclared.stderr and "[ci]" in undeclared.stderr
+    assert undeclared.stdout == ""
+
+    config.write_text(config.read_text().replace("[ci]\n", '[ci]\ncorpus = "gpuemu-corpus"\n', 1))
+    empty = cli("corpus", "list", "--config", config, cwd=project)
+    assert empty.code == 0, empty.output
+    assert empty.stdout == "" and "no pinned case in" in empty.stderr and "gpuemu-corpus" in empty.stderr

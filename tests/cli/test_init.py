@@ -228,3 +228,32 @@ def test_the_starter_lists_every_family(tmp_path: Path) -> None:
     comment = starter[starter.index("# The family picks") : starter.index('family = "')]
     for family in Family:
         assert family.value in comment, f"the starter does not mention the {family.value} family"
+
+
+def _parentheses_nest(text: str) -> bool:
+    depth = 0
+    for char in text:
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth > 1:
+            return True
+    return False
+
+
+@pytest.mark.parametrize("repository", ["git, no remote", "no git"])
+def test_init_says_where_to_push_without_nested_parentheses(
+    init: Callable[..., Outcome], tmp_path: Path, repository: str
+) -> None:
+    """The "Next:" lines name the branch and how it was found in one plain parenthesis (issue #27)."""
+    assert _parentheses_nest("a (b (c))") and not _parentheses_nest("a (b) (c)")
+    target = tmp_path / "repo"
+    target.mkdir()
+    if repository == "git, no remote":
+        subprocess.run(["git", "init", "-q", "-b", "trunk", str(target)], check=True)
+    outcome = init(cwd=target)
+    assert outcome.code == 0, outcome.stderr
+    (line,) = [line for line in outcome.stderr.splitlines() if "commit and push to" in line]
+    assert not _parentheses_nest(outcome.stderr), outcome.stderr
+    if repository == "git, no remote":
+        assert "`trunk` (the current branch; the repository has no remote yet)" in line
+    else:
+        assert "`main` (a guess; no remote default branch was found)" in line

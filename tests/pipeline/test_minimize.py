@@ -62,3 +62,21 @@ def test_the_failure_kind_is_kept_and_the_result_is_described(tmp_path: Path, ma
 def _fails_big(session: Session, op, ref) -> bool:
     report = session.run_case(op, CaseSpec(ref.seed, ref.index))
     return report.dims["N"] >= 40 and report.outcome == "failed"
+
+
+def test_only_the_minimized_snapshot_is_left_beside_what_was_there(tmp_path: Path, make_project) -> None:
+    """Each failing candidate on the way down writes a snapshot; minimize keeps the final one (and whatever the
+    directory held before), not every intermediate one (issue #27: 6 -> 34 files)."""
+    config = load_config(make_project(CONFIG, {"shrink_ops.py": OPS}))
+    op = config.op("off_by_one")
+    snapshots = tmp_path / "out" / "snapshots"
+    snapshots.mkdir(parents=True)
+    earlier = snapshots / "0123456789abcdef.npz"
+    earlier.write_bytes(b"a snapshot of an earlier run")
+    with Session(config, RunOptions(out_dir=tmp_path / "out", jobs=1), gpu=None) as session:
+        seed = next(ref.seed for ref in session.plan(op) if _fails_big(session, op, ref))
+        kept_by_the_search = set(snapshots.glob("*.npz"))
+        result = minimize(session, op, seed, max_runs=80)
+    assert result.runs > 2  # it did try intermediate cases
+    assert set(snapshots.glob("*.npz")) == kept_by_the_search | {tmp_path / "out" / result.snapshot}
+    assert earlier.read_bytes() == b"a snapshot of an earlier run"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -147,3 +148,35 @@ def test_bad_input_is_a_usage_error_not_a_traceback(pytester: pytest.Pytester) -
 def test_no_config_anywhere_is_a_usage_error(pytester: pytest.Pytester, tmp_path: Path) -> None:
     result = run(pytester, "--gpuemu")
     assert result.ret == pytest.ExitCode.USAGE_ERROR and "no gpuemu.toml found" in result.stderr.str()
+
+
+def test_every_collected_op_is_checked_in_one_worker_pool(pytester: pytest.Pytester) -> None:
+    """`pytest --gpuemu` shares one session and worker pool across its items, as `gpuemu-ci run` does, instead
+    of starting (and importing into) a pool per item (issue #27: it was about 5x slower). Every case of every
+    item runs in a worker of the same pool: the processes the one pool's zygote forked."""
+    write_project(pytester.path)
+    config = pytester.path / "gpuemu.toml"
+    config.write_text(config.read_text().replace("case_timeout = 60", "case_timeout = 60\nparallel_jobs = 1"))
+    ops = pytester.path / "ops.py"
+    ops.write_text(
+        ops.read_text()
+        + textwrap.dedent(
+            """
+            import os
+
+            _scale = scale
+
+            def scale(x):
+                with open(os.path.join(os.path.dirname(__file__), "pids.txt"), "a") as seen:
+                    seen.write(f"{os.getppid()}\\n")
+                return _scale(x)
+            """
+        )
+    )
+    config.write_text(
+        config.read_text().replace('dtypes = ["float32"]\n', 'dtypes = ["float32", "float16"]\n')
+    )
+    outcome = run(pytester, "--gpuemu", "-k", "scale")
+    outcome.assert_outcomes(passed=2)  # scale at float32 and at float16: two items
+    parents = (pytester.path / "pids.txt").read_text().split()
+    assert len(parents) >= 4 and len(set(parents)) == 1, parents
