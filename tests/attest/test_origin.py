@@ -17,7 +17,7 @@ from gpuemu_ci.attest.origin import repo_of_origin
         ("https://github.com/owner/name.git", "owner/name"),
         ("git@github.com:owner/name.git", "owner/name"),
         ("ssh://git@github.example:2222/team/kernels", "team/kernels"),
-        ("/work/someone/gpuemu-ci", None),
+        ("/home/someone/gpuemu-ci", None),
         ("file:///srv/git/owner/name.git", None),
     ],
 )

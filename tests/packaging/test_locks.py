@@ -36,7 +36,7 @@ def test_the_machine_specific_pattern_catches_what_pip_config_writes() -> None:
         "--extra-index-url file:///opt/pypi/simple",
         "--find-links /opt/wheels",
         "-i https://mirror.example/simple",
-        "gpuemu-ci @ file:///work/main",
+        "gpuemu-ci @ file:///home/dev/gpuemu-ci",
         "-e /home/someone/gpuemu-ci",
     ):
         assert MACHINE_SPECIFIC.search(line), line
