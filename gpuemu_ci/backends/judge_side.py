@@ -43,7 +43,7 @@ from gpuemu_ci.fuzz import layouts as layout_mod
 from gpuemu_ci.fuzz.case import CaseInputs, CaseSkipped
 from gpuemu_ci.fuzz.inputs import inputs_digest
 from gpuemu_ci.fuzz.snapshot import snapshot_meta
-from gpuemu_ci.oracle import bounds, gradients, precision
+from gpuemu_ci.oracle import bounds, gradients, precision, row_statistics
 from gpuemu_ci.oracle.case_report import (
     describe_case,
     errored_report,
@@ -327,6 +327,8 @@ def _judge_case(judging: _Judging, op_view: OpView) -> CaseReport:
         if isinstance(made, CallResult):
             return _errored(judging, case, made, "reference's backward")
         gradient_case = made
+        if made.forward is not None:  # what the op's backward computed from: its own forward outputs
+            gradient_case = replace(made, forward=replace(made.forward, saved=op_call.outputs))
     run = CaseRun(
         reference=reference,
         op=op_call,
@@ -521,6 +523,7 @@ def _reference_gradients(
         low=low,
         bias_test=rules.bias_test,
         correlated=rules.correlated,
+        forward=row_statistics.Forward(case.logical, tuple(reference.outputs), None, upstream),
     )
 
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Family, OpSpec, Validation
-from gpuemu_ci.oracle import bounds, precision
+from gpuemu_ci.oracle import bounds, precision, row_statistics
 from gpuemu_ci.oracle.compare import compare
 from gpuemu_ci.oracle.invariants import bias_z
 from gpuemu_ci.oracle.model import Comparator, ErrorStats, FailureKind, Finding
@@ -55,6 +55,7 @@ class GradientCase:
     low: Callable[[], tuple[np.ndarray, ...] | None]  # the reference's gradients in the working precision
     bias_test: bool = False
     correlated: bool = False
+    forward: row_statistics.Forward | None = None  # what the op's backward computed from (row statistics)
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,7 @@ def judge_gradients(
         r = np.asarray(r, dtype=np.float64)
         rule = rule_for(op)
         abs_grad = case.reference_abs[position] if case.reference_abs is not None else None
+        saved = row_statistics.NONE
         if rule is Comparator.BOUND:
             allowed = structure_bound(op, case, name, r, abs_grad, expected_dtype)
             one, found = compare(g, r, allowed, rule, expected_dtype, check_nan=validation.check_nan,
@@ -111,15 +113,20 @@ def judge_gradients(
                     one, found = compare(g, r, allowed, rule, expected_dtype, check_nan=validation.check_nan,
                                          check_inf=validation.check_inf)  # fmt: skip
         else:
+            saved = row_statistics.saved_statistics(
+                op, case.dtype, case.forward, name, r, expected_dtype, case.correlated
+            )
             allowed = _rounding_floor(op, case.dtype, r, expected_dtype) + _sum_floor(
                 op, case, name, abs_grad
             )
+            allowed = allowed + op.error_model.bound_c * saved.term
             measured = low(position)
             if measured is not None:
                 allowed = allowed + _empirical(op, case.dtype, r, measured, abs_grad)
             one, found = compare(g, r, allowed, rule, expected_dtype, check_nan=validation.check_nan,
                                  check_inf=validation.check_inf)  # fmt: skip
         said = _measured_words(op, case.dtype) if low_cache and low_cache[0] is not None else ""
+        said += saved.words
         findings.extend(
             Finding(f.kind, label + f.message + (said if f.kind is FailureKind.MISMATCH else ""))
             for f in found
@@ -203,7 +210,8 @@ def structure_bound(
         term = (g + 2.0 + k_f) * u_acc * scale
     elif op.error_model.family is Family.ELEMENTWISE:
         term = (1.0 + k_f) * u_acc * scale  # as the forward's elementwise bound, at the terms' scale
-    eta = bounds.floor_term(op, grad_dtype) + n * dtypes.info("float32").min_subnormal / 2.0
+    eta = row_statistics.gradient_floor(op, case.dtype, grad_dtype)
+    eta += n * dtypes.info("float32").min_subnormal / 2.0
     return op.error_model.bound_c * (u_g * magnitude + term + eta)
 
 
@@ -253,7 +261,8 @@ def _rounding_floor(op: OpSpec, case_dtype: str, r: np.ndarray, grad_dtype: str)
     magnitude = np.abs(np.where(np.isfinite(r), r, 0.0))
     u_g = dtypes.info(grad_dtype).unit_roundoff
     u_acc = bounds.accumulator_roundoff(op, case_dtype)
-    return op.error_model.bound_c * (u_g * magnitude + u_acc * magnitude + bounds.floor_term(op, grad_dtype))
+    floor = row_statistics.gradient_floor(op, case_dtype, grad_dtype)
+    return op.error_model.bound_c * (u_g * magnitude + u_acc * magnitude + floor)
 
 
 def _empirical(

@@ -1,0 +1,192 @@
+"""What a correct backward of a row statistic inherits from the forward it saved (issue #32).
+
+A reduction over the last dim (a log-sum-exp, a variance, a standard deviation) has a backward that a correct
+kernel computes from quantities the forward saved in the tensors' dtype, not from the exact ones the reference's
+autograd differentiates through:
+
+- a log-sum-exp's gradient is `g exp(x - y)` with y the forward's OUTPUT as stored. y errs by delta (its rounding
+  to the dtype, a few units at |y| ~ 1e10 in float32), and exp turns that absolute error into a relative one:
+  the gradient is `g exp(x - lse) exp(lse - y_saved)`. The allowance is that factor's distance from 1, with
+  y_saved the op's own forward output (what its backward saved; the rounded exact value where the op's is not
+  finite). Recognised by its form: the reference's gradient equals `g exp(x - lse)`.
+- a dispersion statistic (a variance, a std: shift-invariant, so its gradient sums to 0 along the row, and
+  positively homogeneous of degree 1 or 2) has a gradient linear in `x - mean`, computed with the mean rounded
+  to the dtype and accumulated over the row: delta_mean = u_dtype |mean| + g(n) u_acc mean|x|, times the
+  gradient's slope in the centred values (the row's sum |g_ref| over its sum |x - mean|). On offset rows
+  (mean >> std) in 16 bits that is most of the gradient: torch's own `x - x.mean()` does the same.
+
+And for every gradient, `gradient_floor`: an element whose exact value is below the smallest normal number of
+the precision its intermediates live in (float32 for 16-bit and float32 cases, float64 for float64) may come out
+flushed to zero or computed through flushed intermediates (GPUs run float32 with -ftz; a float64 product of
+subnormals loses its bits), so an absolute floor of that smallest normal is allowed (times the bound's c).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from math import sqrt
+
+import numpy as np
+
+from gpuemu_ci import dtypes
+from gpuemu_ci.config.model import Family, OpSpec
+from gpuemu_ci.oracle import bounds
+
+# How closely the reference's float64 gradient must follow a form for the form's model to apply: far looser
+# than float64's rounding, far tighter than any other mathematics would match by chance.
+FORM_TOLERANCE = 1e-6
+
+
+@dataclass(frozen=True)
+class Forward:
+    """The forward pass a gradient's backward computed from."""
+
+    inputs: Mapping[str, np.ndarray]  # the case's logical inputs
+    reference: tuple[np.ndarray, ...]  # the reference's forward outputs
+    saved: tuple[np.ndarray, ...] | None  # the op's own forward outputs: what its backward saved
+    upstream: tuple[np.ndarray | None, ...]  # the upstream gradient of each output
+
+
+def gradient_floor(op: OpSpec, case_dtype: str, grad_dtype: str) -> float:
+    """The absolute floor of a gradient's allowance (before c): the gradient dtype's own (half its smallest
+    subnormal, its smallest normal under flush-to-zero), and at least the smallest normal number of the precision
+    the intermediates live in (module docstring)."""
+    working = op.error_model.accumulator or ("float64" if case_dtype == "float64" else "float32")
+    info = dtypes.info(working)
+    return max(bounds.floor_term(op, grad_dtype), info.min_normal if info.is_float else 0.0)
+
+
+@dataclass(frozen=True)
+class Allowance:
+    term: np.ndarray | float  # before the bound's c
+    words: str  # what it includes, for the failure message
+
+
+NONE = Allowance(0.0, "")
+
+
+def saved_statistics(
+    op: OpSpec,
+    case_dtype: str,
+    forward: Forward | None,
+    name: str,
+    r: np.ndarray,
+    grad_dtype: str,
+    correlated: bool = False,
+) -> Allowance:
+    """The rounding of what the forward saved, as the gradient of `name` inherits it (module docstring); NONE
+    where the op is no row statistic or its gradient has neither form."""
+    row = _row(op, forward, name, r)
+    if row is None:
+        return NONE
+    x, y, g, saved = row
+    with np.errstate(all="ignore"):
+        if _is_log_sum_exp(x, g, r):
+            return _saved_output(x, saved, r, grad_dtype)
+        if _is_dispersion(x, y, g, r):
+            return _rounded_mean(op, case_dtype, x, r, correlated)
+    return NONE
+
+
+def _row(
+    op: OpSpec, forward: Forward | None, name: str, r: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None] | None:
+    """(x, y_ref, upstream, y_saved) with a trailing axis of 1 on the row's values, for a reduction whose first
+    output is one value per row of the input `name`; None otherwise."""
+    if op.error_model.family is not Family.REDUCTION or forward is None or not forward.reference:
+        return None
+    if name not in forward.inputs or not forward.upstream or forward.upstream[0] is None:
+        return None
+    x = np.asarray(forward.inputs[name]).astype(np.float64)
+    if x.ndim < 1 or x.shape != r.shape or x.shape[-1] < 1:
+        return None
+    rows = x.shape[:-1]
+    y = np.asarray(forward.reference[0], dtype=np.float64)
+    g = np.asarray(forward.upstream[0]).astype(np.float64)
+    if y.size != int(np.prod(rows)) or g.shape != y.shape:
+        return None
+    saved = None
+    if forward.saved and np.shape(forward.saved[0]) == y.shape:
+        saved = np.asarray(forward.saved[0]).astype(np.float64).reshape(*rows, 1)
+    return x, y.reshape(*rows, 1), g.reshape(*rows, 1), saved
+
+
+def _log_sum_exp(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(m, s) with the row's exact log-sum-exp m + s, kept apart: m + s rounded to float64 loses s at huge m
+    (m = 1e77 with three equal maxima: the reference's own output is m, its gradient one third)."""
+    finite = np.where(np.isfinite(x), x, -np.inf)
+    m = finite.max(axis=-1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    return m, np.log(np.exp(finite - m).sum(axis=-1, keepdims=True))
+
+
+def _is_log_sum_exp(x: np.ndarray, g: np.ndarray, r: np.ndarray) -> bool:
+    """The reference's gradient is g exp(x - lse) wherever it is finite."""
+    m, s = _log_sum_exp(x)
+    predicted = g * np.exp((x - m) - s)
+    usable = np.isfinite(predicted) & np.isfinite(r)
+    if not np.any(usable & (predicted != 0)):
+        return False
+    tiny = dtypes.info("float64").min_normal
+    return bool(np.all(np.abs(r - predicted)[usable] <= (FORM_TOLERANCE * np.abs(predicted) + tiny)[usable]))
+
+
+def _saved_output(x: np.ndarray, saved: np.ndarray | None, r: np.ndarray, grad_dtype: str) -> Allowance:
+    """|g_ref| |exp(lse - y_saved) - 1|, and the gradient's rounding at the value that moved."""
+    m, s = _log_sum_exp(x)
+    rounded = (m + s).astype(dtypes.info(grad_dtype).numpy).astype(np.float64)
+    if saved is None:
+        saved = rounded
+    saved = np.where(np.isfinite(saved), saved, rounded)
+    moved = np.where(np.isfinite(saved), (m - saved) + s, 0.0)  # m - saved is exact where they are close
+    magnitude = np.abs(np.where(np.isfinite(r), r, 0.0))
+    u_g = dtypes.info(grad_dtype).unit_roundoff
+    term = magnitude * np.abs(np.expm1(moved)) + u_g * magnitude * np.exp(moved)
+    largest = float(np.max(np.abs(moved), initial=0.0))
+    words = (
+        "; it includes the rounding of the saved log-sum-exp output the backward computes exp(x - y) from "
+        f"(|g_ref| × |exp(lse - y_saved) - 1|, |lse - y_saved| up to {largest:.3g}, y_saved the op's own "
+        "forward output)"
+    )
+    return Allowance(term, words)
+
+
+def _is_dispersion(x: np.ndarray, y: np.ndarray, g: np.ndarray, r: np.ndarray) -> bool:
+    """The reference's gradient sums to 0 along every row (shift-invariant) and sum x g_ref = k g y with k 1 or
+    2 (Euler's theorem for a statistic homogeneous of degree k: a std, a variance)."""
+    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(r)) and np.all(np.isfinite(y))):
+        return False
+    size = np.abs(r).sum(axis=-1, keepdims=True)
+    if not np.any(size > 0):
+        return False
+    if np.any(np.abs(r.sum(axis=-1, keepdims=True)) > FORM_TOLERANCE * size):
+        return False
+    euler = (x * r).sum(axis=-1, keepdims=True)
+    gy = g * y
+    live = (size > 0) & (gy != 0)
+    if not np.any(live):
+        return False
+    degree = euler[live] / gy[live]
+    return any(bool(np.all(np.abs(degree - k) <= FORM_TOLERANCE * k)) for k in (1.0, 2.0))
+
+
+def _rounded_mean(op: OpSpec, case_dtype: str, x: np.ndarray, r: np.ndarray, correlated: bool) -> Allowance:
+    """slope x delta_mean per row (module docstring)."""
+    n = x.shape[-1]
+    mean = x.mean(axis=-1, keepdims=True)
+    spread = np.abs(x - mean).sum(axis=-1, keepdims=True)
+    slope = np.where(
+        spread > 0, np.abs(r).sum(axis=-1, keepdims=True) / np.where(spread > 0, spread, 1.0), 0.0
+    )
+    u_case = dtypes.info(case_dtype).unit_roundoff
+    u_acc = bounds.accumulator_roundoff(op, case_dtype)
+    g_n = float(n) if correlated else sqrt(n)
+    delta = u_case * np.abs(mean) + g_n * u_acc * np.abs(x).mean(axis=-1, keepdims=True)
+    term = np.broadcast_to(slope * delta, r.shape)
+    words = (
+        "; it includes the mean the backward centres x with, rounded to "
+        f"{case_dtype} and accumulated over the row (the gradient's slope in x - mean × (u |mean| + "
+        f"{'n' if correlated else 'sqrt(n)'} u_acc mean|x|))"
+    )
+    return Allowance(term, words)

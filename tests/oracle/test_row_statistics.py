@@ -1,0 +1,142 @@
+"""Gradients of row statistics computed from what the forward saved (oracle/row_statistics.py, issue #32):
+PyTorch's own backward of logsumexp (from its rounded output) and of var/std (from a mean rounded to the dtype)
+pass, the same gradients with a realistic bug do not, and gradients below the smallest normal number may be
+flushed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from gpuemu_ci.config.model import Family, InputSpec, Validation
+from gpuemu_ci.oracle import gradients, precision, row_statistics
+from gpuemu_ci.oracle.model import FailureKind
+from tests.oracle.test_working_precision import make_op
+
+torch = pytest.importorskip("torch")
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "float64": torch.float64}
+
+
+def _reduction_op():
+    return make_op(Family.REDUCTION, (InputSpec("x", ("M", "N"), "float32"),), output=("M",))
+
+
+def _reference_lse(x):
+    m = x.max(dim=-1).values
+    return m + torch.log(torch.exp(x - m[:, None]).sum(dim=-1))
+
+
+def _reference_var(x):
+    mean = x.mean(dim=-1, keepdim=True)
+    return ((x - mean) ** 2).sum(dim=-1) / (x.shape[-1] - 1)
+
+
+def _vjp(fn: Callable, x: np.ndarray, g: np.ndarray, dtype) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, gradient) of fn at x for the upstream g, computed by torch in `dtype`, as float64."""
+    xt = torch.from_numpy(x).to(dtype).requires_grad_(True)
+    y = fn(xt)
+    (grad,) = torch.autograd.grad(y, [xt], torch.from_numpy(g).to(dtype))
+    return y.detach().double().numpy(), grad.double().numpy()
+
+
+def _judge(op, fn, torch_fn, x, g, dtype: str, forward: bool, grad: np.ndarray | None = None):
+    """judge_gradients on torch's own backward (or `grad`, with torch's forward saved), as the judge side
+    builds the case: the float64 reference, its measurements in float32 (and the 16-bit dtype), and, when
+    `forward`, the forward context."""
+    y_ref, exact = _vjp(fn, x, g, torch.float64)
+    saved, got = _vjp(torch_fn, x, g, DTYPES[dtype])
+    measured = [_vjp(fn, x, g, torch.float32)[1]]
+    if dtype == "float16":
+        measured.append(_vjp(fn, x, g, torch.float16)[1])
+    case = gradients.GradientCase(
+        dtype=dtype,
+        dims={"M": x.shape[0], "N": x.shape[1]},
+        names=("x",),
+        input_dtypes={"x": dtype},
+        reference=(exact,),
+        reference_abs=None,
+        low=lambda: (precision.farthest(exact, measured),),
+        forward=row_statistics.Forward({"x": x}, (y_ref,), (saved.astype(x.dtype),), (g,))
+        if forward
+        else None,
+    )
+    result = got if grad is None else grad
+    return gradients.judge_gradients(op, case, (result.astype(x.dtype),), None, Validation())
+
+
+def _huge_rows(dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Rows with 4 equal maxima at 2^34: the log-sum-exp 2^34 + log 4 rounds to 2^34 in float32, and the
+    backward exp(x - y) from that saved output is 4 times the exact gradient at the maxima."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((6, 64)).astype(dtype)
+    x[:3, :4] = 2.0**34
+    g = rng.standard_normal(6).astype(dtype)
+    return x, g
+
+
+def test_logsumexp_backward_from_its_rounded_output_passes_and_a_dropped_upstream_gradient_fails():
+    op = _reduction_op()
+    x, g = _huge_rows(np.float32)
+    old = _judge(op, _reference_lse, lambda t: torch.logsumexp(t, dim=-1), x, g, "float32", forward=False)
+    assert old.findings and old.findings[0].kind is FailureKind.MISMATCH  # the false alarm of issue #32
+    new = _judge(op, _reference_lse, lambda t: torch.logsumexp(t, dim=-1), x, g, "float32", forward=True)
+    assert not new.findings
+    # A backward that forgets the upstream gradient: exp(x - y) instead of g exp(x - y).
+    y = torch.logsumexp(torch.from_numpy(x), dim=-1).double().numpy()
+    forgot = np.exp(x.astype(np.float64) - y[:, None])
+    lse = lambda t: torch.logsumexp(t, dim=-1)  # noqa: E731
+    bug = _judge(op, _reference_lse, lse, x, g, "float32", forward=True, grad=forgot)
+    assert bug.findings and bug.findings[0].kind is FailureKind.MISMATCH
+    assert "saved log-sum-exp output" in bug.findings[0].message
+
+
+def test_var_backward_from_a_mean_rounded_to_float16_passes_and_a_missing_factor_two_fails():
+    op = _reduction_op()
+    rng = np.random.default_rng(3)
+    x = (256.0 + rng.standard_normal((8, 1024))).astype(np.float16)  # offset rows: mean >> std
+    g = rng.standard_normal(8).astype(np.float16)
+    torch_var = lambda t: torch.var(t, dim=-1)  # noqa: E731
+    old = _judge(op, _reference_var, torch_var, x, g, "float16", forward=False)
+    assert old.findings and old.findings[0].kind is FailureKind.MISMATCH
+    assert not _judge(op, _reference_var, torch_var, x, g, "float16", forward=True).findings
+    _, exact = _vjp(_reference_var, x, g, torch.float64)
+    bug = _judge(op, _reference_var, torch_var, x, g, "float16", forward=True, grad=exact / 2)
+    assert bug.findings and bug.findings[0].kind is FailureKind.MISMATCH
+    assert "the mean the backward centres x with" in bug.findings[0].message
+
+
+def test_neither_form_leaves_a_reduction_gradient_without_a_saved_statistics_term():
+    op = _reduction_op()
+    x = np.random.default_rng(1).standard_normal((4, 32))
+    g = np.ones(4)
+    forward = row_statistics.Forward({"x": x}, (x.sum(-1),), None, (g,))
+    # The gradient of a sum is g everywhere: neither a log-sum-exp's nor a dispersion's form.
+    assert (
+        row_statistics.saved_statistics(op, "float32", forward, "x", np.ones_like(x), "float32").term == 0.0
+    )
+
+
+@pytest.mark.parametrize(
+    ("dtype", "got", "exact"),
+    [("float64", -7.036e-309, -0.0), ("float32", -1.5e-38, -2.1e-38)],
+)
+def test_a_gradient_below_the_smallest_normal_may_be_flushed_but_a_real_error_there_fails(dtype, got, exact):
+    op = _reduction_op()
+    r = np.full((2, 8), exact)
+    case = gradients.GradientCase(
+        dtype=dtype,
+        dims={"M": 2, "N": 8},
+        names=("x",),
+        input_dtypes={"x": dtype},
+        reference=(r,),
+        reference_abs=None,
+        low=lambda: None,
+    )
+    numpy_dtype = np.dtype(dtype)
+    passed = gradients.judge_gradients(op, case, (np.full((2, 8), got, numpy_dtype),), None, Validation())
+    assert not passed.findings
+    wrong = gradients.judge_gradients(op, case, (np.full((2, 8), 1e-30, numpy_dtype),), None, Validation())
+    assert wrong.findings and wrong.findings[0].kind is FailureKind.MISMATCH
