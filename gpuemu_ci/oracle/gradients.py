@@ -197,6 +197,9 @@ def structure_bound(
     n = summed_length(op, case, name)
     if op.error_model.family in ROW_WISE and r.ndim and r.size:
         scale = np.maximum(scale, magnitude.max(axis=-1, keepdims=True))
+    terms = row_statistics.softmax_terms(op, case.forward, name, r)
+    if terms is not None:
+        scale = np.maximum(scale, terms)
     if op.error_model.family is Family.ELEMENTWISE:
         n = 1
     u_g = dtypes.info(grad_dtype).unit_roundoff

@@ -85,7 +85,7 @@ def saved_statistics(
         if _is_log_sum_exp(x, g, r):
             return _saved_output(x, saved, r, grad_dtype)
         if _is_dispersion(x, y, g, r):
-            return _rounded_mean(op, case_dtype, x, r, correlated)
+            return _rounded_mean(op, case_dtype, x, g, r, correlated)
     return NONE
 
 
@@ -171,14 +171,21 @@ def _is_dispersion(x: np.ndarray, y: np.ndarray, g: np.ndarray, r: np.ndarray) -
     return any(bool(np.all(np.abs(degree - k) <= FORM_TOLERANCE * k)) for k in (1.0, 2.0))
 
 
-def _rounded_mean(op: OpSpec, case_dtype: str, x: np.ndarray, r: np.ndarray, correlated: bool) -> Allowance:
+def _rounded_mean(
+    op: OpSpec, case_dtype: str, x: np.ndarray, g: np.ndarray, r: np.ndarray, correlated: bool
+) -> Allowance:
     """slope x delta_mean per row (module docstring)."""
     n = x.shape[-1]
     mean = x.mean(axis=-1, keepdims=True)
     spread = np.abs(x - mean).sum(axis=-1, keepdims=True)
-    slope = np.where(
-        spread > 0, np.abs(r).sum(axis=-1, keepdims=True) / np.where(spread > 0, spread, 1.0), 0.0
-    )
+    size = np.abs(r).sum(axis=-1, keepdims=True)
+    live = (spread > 0) & (size > 0)
+    slope = np.where(live, size / np.where(live, spread, 1.0), 0.0)
+    # A constant row's exact gradient is 0, but x - mean with the mean rounded is not: its slope per unit of
+    # upstream gradient is taken from the other rows (2/(n - c) in every row of a variance), the largest.
+    per_unit = slope / np.where(g != 0, np.abs(g), np.inf)
+    widest = float(np.max(per_unit[live & (g != 0)], initial=0.0))
+    slope = np.where(live, slope, widest * np.abs(g))
     u_case = dtypes.info(case_dtype).unit_roundoff
     u_acc = bounds.accumulator_roundoff(op, case_dtype)
     g_n = float(n) if correlated else sqrt(n)
@@ -190,3 +197,42 @@ def _rounded_mean(op: OpSpec, case_dtype: str, x: np.ndarray, r: np.ndarray, cor
         f"{'n' if correlated else 'sqrt(n)'} u_acc mean|x|))"
     )
     return Allowance(term, words)
+
+
+def softmax_terms(op: OpSpec, forward: Forward | None, name: str, r: np.ndarray) -> np.ndarray | None:
+    """The magnitude of the terms a softmax-family gradient cancels, where the reference's gradient has one of
+    the two forms autograd computes from the saved output y:
+
+    - softmax, `y (g - sum g y)`: y (|g| + sum |g| y). Next to a dominant element (y = 1, a value at 87 among
+      small ones) its gradient is the tiny sum of the others' g y while g and sum g y are O(1): a correct kernel
+      returns 0 there, the rounding of sum g y, far above the row's largest |g_ref| (the scale otherwise);
+    - log-softmax, `g - exp(y) sum g`: |g| + exp(y) sum |g|.
+
+    None for other ops and shapes."""
+    if op.error_model.family is not Family.SOFTMAX or forward is None or not forward.reference:
+        return None
+    if name not in forward.inputs or not forward.upstream or forward.upstream[0] is None:
+        return None
+    y = np.asarray(forward.reference[0], dtype=np.float64)
+    g = np.asarray(forward.upstream[0]).astype(np.float64)
+    if y.shape != r.shape or g.shape != r.shape or not r.ndim:
+        return None
+    with np.errstate(all="ignore"):
+        tiny = dtypes.info("float64").min_normal
+        softmax_scale = np.abs(y) * (np.abs(g) + (np.abs(g) * np.abs(y)).sum(axis=-1, keepdims=True))
+        softmax = y * (g - (g * y).sum(axis=-1, keepdims=True))
+        if _matches(r, softmax, softmax_scale + tiny):
+            return softmax_scale
+        p = np.exp(y)
+        log_scale = np.abs(g) + p * np.abs(g).sum(axis=-1, keepdims=True)
+        log_softmax = g - p * g.sum(axis=-1, keepdims=True)
+        if _matches(r, log_softmax, log_scale + tiny):
+            return log_scale
+    return None
+
+
+def _matches(r: np.ndarray, predicted: np.ndarray, scale: np.ndarray) -> bool:
+    usable = np.isfinite(r) & np.isfinite(predicted) & np.isfinite(scale)
+    return bool(np.any(usable)) and bool(
+        np.all(np.abs(r - predicted)[usable] <= FORM_TOLERANCE * scale[usable])
+    )

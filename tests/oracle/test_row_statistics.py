@@ -140,3 +140,43 @@ def test_a_gradient_below_the_smallest_normal_may_be_flushed_but_a_real_error_th
     assert not passed.findings
     wrong = gradients.judge_gradients(op, case, (np.full((2, 8), 1e-30, numpy_dtype),), None, Validation())
     assert wrong.findings and wrong.findings[0].kind is FailureKind.MISMATCH
+
+
+def _reference_softmax(x):
+    e = torch.exp(x - x.max(dim=-1, keepdim=True).values)
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+def _softmax_case(x: np.ndarray, g: np.ndarray, forward: bool) -> tuple[gradients.GradientCase, np.ndarray]:
+    """The case of torch.softmax's float32 backward (the reference written from the math, differentiated in
+    float64 and measured in float32, as the judge side does), and what torch returned."""
+    y_ref, exact = _vjp(_reference_softmax, x.astype(np.float64), g.astype(np.float64), torch.float64)
+    _, got = _vjp(lambda t: torch.softmax(t, dim=-1), x, g, torch.float32)
+    measured = _vjp(_reference_softmax, x, g, torch.float32)[1]
+    case = gradients.GradientCase(
+        dtype="float32",
+        dims={"M": x.shape[0], "N": x.shape[1]},
+        names=("x",),
+        input_dtypes={"x": "float32"},
+        reference=(exact,),
+        reference_abs=None,
+        low=lambda: (precision.farthest(exact, [measured]),),
+        forward=row_statistics.Forward({"x": x}, (y_ref,), None, (g,)) if forward else None,
+    )
+    return case, got
+
+
+def test_softmax_backward_next_to_a_dominant_element_is_judged_at_the_scale_of_the_terms_it_cancels():
+    op = make_op(Family.SOFTMAX, (InputSpec("x", ("M", "N"), "float32"),))
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((4, 15)) + 5.0).astype(np.float32)
+    x[:, 5] = 87.0  # y = 1 there, the others ~1e-36: g_5 - sum g y cancels to the others' tiny sum
+    g = rng.standard_normal((4, 15)).astype(np.float32)
+    old_case, got = _softmax_case(x, g, forward=False)
+    assert gradients.judge_gradients(op, old_case, (got.astype(np.float32),), None, Validation()).findings
+    case, got = _softmax_case(x, g, forward=True)
+    assert not gradients.judge_gradients(op, case, (got.astype(np.float32),), None, Validation()).findings
+    # The chain term dropped (y g instead of y (g - sum g y)): O(1) wrong at the dominant element.
+    y = torch.softmax(torch.from_numpy(x), dim=-1).numpy()
+    bug = gradients.judge_gradients(op, case, ((y * g).astype(np.float32),), None, Validation())
+    assert bug.findings and bug.findings[0].kind is FailureKind.MISMATCH
