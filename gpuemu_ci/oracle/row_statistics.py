@@ -222,12 +222,12 @@ def softmax_terms(op: OpSpec, forward: Forward | None, name: str, r: np.ndarray)
         softmax_scale = np.abs(y) * (np.abs(g) + (np.abs(g) * np.abs(y)).sum(axis=-1, keepdims=True))
         softmax = y * (g - (g * y).sum(axis=-1, keepdims=True))
         if _matches(r, softmax, softmax_scale + tiny):
-            return softmax_scale
+            return np.asarray(softmax_scale)
         p = np.exp(y)
         log_scale = np.abs(g) + p * np.abs(g).sum(axis=-1, keepdims=True)
         log_softmax = g - p * g.sum(axis=-1, keepdims=True)
         if _matches(r, log_softmax, log_scale + tiny):
-            return log_scale
+            return np.asarray(log_scale)
     return None
 
 
