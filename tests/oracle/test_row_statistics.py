@@ -180,3 +180,22 @@ def test_softmax_backward_next_to_a_dominant_element_is_judged_at_the_scale_of_t
     y = torch.softmax(torch.from_numpy(x), dim=-1).numpy()
     bug = gradients.judge_gradients(op, case, ((y * g).astype(np.float32),), None, Validation())
     assert bug.findings and bug.findings[0].kind is FailureKind.MISMATCH
+
+
+def _reference_norm(x):
+    return ((x.abs() ** 2).sum(dim=-1)) ** 0.5
+
+
+def test_a_norm_backward_dividing_by_its_saved_output_passes_and_a_missing_upstream_factor_fails():
+    """torch's float32 2-norm of 1024 equal values accumulates 14 u of error in the forward; its backward
+    x g / y divides by that saved output and errs by exactly as much, past 8 x the float32 reference's error."""
+    op = _reduction_op()
+    rng = np.random.default_rng(2)
+    x = np.repeat(rng.uniform(-1100.0, -1000.0, (8, 1)), 1024, axis=1).astype(np.float32)
+    g = rng.standard_normal(8).astype(np.float32)
+    norm = lambda t: torch.linalg.vector_norm(t, dim=-1)  # noqa: E731
+    assert _judge(op, _reference_norm, norm, x, g, "float32", forward=False).findings
+    assert not _judge(op, _reference_norm, norm, x, g, "float32", forward=True).findings
+    _, exact = _vjp(_reference_norm, x, g, torch.float64)
+    bug = _judge(op, _reference_norm, norm, x, g, "float32", forward=True, grad=exact / g[:, None])
+    assert bug.findings and "saved output the backward divides by" in bug.findings[0].message
