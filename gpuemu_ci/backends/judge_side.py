@@ -523,7 +523,7 @@ def _reference_gradients(
         low=low,
         bias_test=rules.bias_test,
         correlated=rules.correlated,
-        forward=row_statistics.Forward(case.logical, tuple(reference.outputs), None, upstream),
+        forward=row_statistics.Forward(case.logical, tuple(reference.outputs), None, upstream, case.kwargs),
     )
 
 

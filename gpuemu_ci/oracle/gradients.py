@@ -200,6 +200,9 @@ def structure_bound(
     terms = row_statistics.softmax_terms(op, case.forward, name, r)
     if terms is not None:
         scale = np.maximum(scale, terms)
+    norm = row_statistics.layer_norm_terms(op, case.dtype, case.forward, name, r)
+    if norm is not None:
+        scale = np.maximum(scale, norm.scale)
     if op.error_model.family is Family.ELEMENTWISE:
         n = 1
     u_g = dtypes.info(grad_dtype).unit_roundoff
@@ -215,7 +218,8 @@ def structure_bound(
         term = (1.0 + k_f) * u_acc * scale  # as the forward's elementwise bound, at the terms' scale
     eta = row_statistics.gradient_floor(op, case.dtype, grad_dtype)
     eta += n * dtypes.info("float32").min_subnormal / 2.0
-    return op.error_model.bound_c * (u_g * magnitude + term + eta)
+    saved_mean = norm.saved_mean if norm is not None else 0.0
+    return op.error_model.bound_c * (u_g * magnitude + term + eta + saved_mean)
 
 
 def _measured_words(op: OpSpec, case_dtype: str) -> str:

@@ -28,7 +28,7 @@ subnormals loses its bits), so an absolute floor of that smallest normal is allo
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import sqrt
 
 import numpy as np
@@ -50,6 +50,7 @@ class Forward:
     reference: tuple[np.ndarray, ...]  # the reference's forward outputs
     saved: tuple[np.ndarray, ...] | None  # the op's own forward outputs: what its backward saved
     upstream: tuple[np.ndarray | None, ...]  # the upstream gradient of each output
+    kwargs: Mapping[str, object] = field(default_factory=dict)  # the case's kwargs (a norm's `eps`)
 
 
 def gradient_floor(op: OpSpec, case_dtype: str, grad_dtype: str) -> float:
@@ -291,3 +292,86 @@ def _matches(r: np.ndarray, predicted: np.ndarray, scale: np.ndarray) -> bool:
     return bool(np.any(usable)) and bool(
         np.all(np.abs(r - predicted)[usable] <= FORM_TOLERANCE * scale[usable])
     )
+
+
+_SHIFT_NAMES = ("bias", "beta", "shift", "b")
+
+
+@dataclass(frozen=True)
+class NormTerms:
+    scale: np.ndarray  # the terms the gradient cancels (zeros where they are the gradient's own scale)
+    saved_mean: np.ndarray  # what x_hat computed from a rounded mean moves the gradient by
+
+
+def layer_norm_terms(
+    op: OpSpec, case_dtype: str, forward: Forward | None, name: str, r: np.ndarray
+) -> NormTerms | None:
+    """For a norm over the last axis whose reference gradients have layer norm's form (x's
+    `rstd (g w - mean(g w) - x_hat mean(g w x_hat))`, the weight's `sum g x_hat` over the rows; w the per-column
+    weight, 1 without one; eps from the kwargs):
+
+    - the scale of the terms x's gradient cancels, rstd (|g w| + mean|g w| + |x_hat| mean|g w x_hat|): where the
+      row is constant (one column, a broadcast row) the exact gradient is 0 while the terms are rstd =
+      1/sqrt(eps) times |g w|, and a correct float32 kernel returns their rounding;
+    - x_hat computed from a mean that errs: rounded to the case's dtype where the backward saved it there
+      (PyTorch's 16-bit layer norm does), accumulated over the row, and subtracted from x (or its product with
+      rstd from x rstd) in the working precision, delta = |mean - fl(mean)| + sqrt(n) u_acc mean|x| +
+      u_acc (|x| + |mean|), as the forward's norm bound allows for. x_hat moves by delta rstd: x's gradient by
+      delta rstd^2 (|mean(g w x_hat)| + |x_hat| |mean(g w)|), the weight's by sum |g| delta rstd. On ascending
+      16-bit rows (|mean| / sigma = 110) that is an error of 10 on a gradient of 0.08.
+
+    None for other ops, inputs and shapes."""
+    if op.error_model.family is not Family.NORM or forward is None or not forward.upstream:
+        return None
+    first = next(iter(forward.inputs), None)
+    g = forward.upstream[0]
+    if first is None or g is None:
+        return None
+    x = np.asarray(forward.inputs[first]).astype(np.float64)
+    g = np.asarray(g).astype(np.float64)
+    if x.ndim < 1 or g.shape != x.shape or not x.size:
+        return None
+    n = x.shape[-1]
+    weight, w = None, np.ones(n)
+    for other, value in forward.inputs.items():
+        if other != first and other.lower() not in _SHIFT_NAMES and np.shape(value) == (n,):
+            weight, w = other, np.asarray(value).astype(np.float64)
+            break
+    if not (name == first and r.shape == x.shape) and not (name == weight and r.shape == (n,)):
+        return None
+    eps = forward.kwargs.get("eps", 0.0)
+    eps = float(eps) if isinstance(eps, int | float) else 0.0
+    tiny = dtypes.info("float64").min_normal
+    with np.errstate(all="ignore"):
+        if not (np.all(np.isfinite(x)) and np.all(np.isfinite(g)) and np.all(np.isfinite(r))):
+            return None
+        mean = x.mean(axis=-1, keepdims=True)
+        centred = x - mean
+        rstd = 1.0 / np.sqrt((centred * centred).mean(axis=-1, keepdims=True) + eps)
+        if not np.all(np.isfinite(rstd)):
+            return None
+        x_hat = centred * rstd
+        rounded = mean.astype(dtypes.info(case_dtype).numpy).astype(np.float64)
+        u_acc = bounds.accumulator_roundoff(op, case_dtype)
+        delta = (
+            np.abs(rounded - mean)
+            + sqrt(n) * u_acc * np.abs(x).mean(axis=-1, keepdims=True)
+            + u_acc * (np.abs(x) + np.abs(mean))
+        )
+        rows = tuple(range(x.ndim - 1))
+        if name == weight:
+            if not _matches(r, (g * x_hat).sum(axis=rows), np.abs(g * x_hat).sum(axis=rows) + tiny):
+                return None
+            return NormTerms(np.zeros_like(r), np.asarray((np.abs(g) * delta * rstd).sum(axis=rows)))
+        gw = g * w
+        mean_gw = gw.mean(axis=-1, keepdims=True)
+        mean_gwx = (gw * x_hat).mean(axis=-1, keepdims=True)
+        scale = rstd * (
+            np.abs(gw)
+            + np.abs(gw).mean(axis=-1, keepdims=True)
+            + np.abs(x_hat) * np.abs(gw * x_hat).mean(axis=-1, keepdims=True)
+        )
+        if not _matches(r, rstd * (gw - mean_gw - x_hat * mean_gwx), scale + tiny):
+            return None
+        saved_mean = delta * rstd * rstd * (np.abs(mean_gwx) + np.abs(x_hat) * np.abs(mean_gw))
+    return NormTerms(np.asarray(scale), np.asarray(saved_mean))

@@ -199,3 +199,82 @@ def test_a_norm_backward_dividing_by_its_saved_output_passes_and_a_missing_upstr
     _, exact = _vjp(_reference_norm, x, g, torch.float64)
     bug = _judge(op, _reference_norm, norm, x, g, "float32", forward=True, grad=exact / g[:, None])
     assert bug.findings and "saved output the backward divides by" in bug.findings[0].message
+
+
+def _reference_layer_norm(x, w, b, eps):
+    mean = x.mean(dim=-1, keepdim=True)
+    centred = x - mean
+    return centred / torch.sqrt((centred * centred).mean(dim=-1, keepdim=True) + eps) * w + b
+
+
+def _layer_norm_verdict(x, w, b, g, dtype: str, forward: bool, wrong: np.ndarray | None = None):
+    """judge_gradients on torch's own layer_norm backward (x and weight), or `wrong` for x's gradient."""
+    eps = 1e-5
+    op = make_op(
+        Family.NORM,
+        (
+            InputSpec("x", ("M", "N"), dtype),
+            InputSpec("weight", ("N",), dtype),
+            InputSpec("bias", ("N",), dtype),
+        ),
+    )
+
+    def run(fn, torch_dtype):
+        leaves = [torch.from_numpy(a).to(torch_dtype).requires_grad_(True) for a in (x, w, b)]
+        out = fn(*leaves, eps)
+        grads = torch.autograd.grad(out, leaves[:2], torch.from_numpy(g).to(torch_dtype))
+        return [t.double().numpy() for t in grads]
+
+    exact = run(_reference_layer_norm, torch.float64)
+    got = run(lambda a, c, d, e: torch.nn.functional.layer_norm(a, (a.shape[-1],), c, d, e), DTYPES[dtype])
+    measured = [run(_reference_layer_norm, torch.float32)] + (
+        [run(_reference_layer_norm, DTYPES[dtype])] if dtype == "float16" else []
+    )
+    case = gradients.GradientCase(
+        dtype=dtype,
+        dims={"M": x.shape[0], "N": x.shape[1]},
+        names=("x", "weight"),
+        input_dtypes={"x": dtype, "weight": dtype},
+        reference=tuple(exact),
+        reference_abs=None,
+        low=lambda: tuple(precision.farthest(e, [m[i] for m in measured]) for i, e in enumerate(exact)),
+        forward=row_statistics.Forward({"x": x, "weight": w, "bias": b}, (), None, (g,), {"eps": eps})
+        if forward
+        else None,
+    )
+    grads = (got[0] if wrong is None else wrong, got[1])
+    return gradients.judge_gradients(op, case, tuple(a.astype(x.dtype) for a in grads), None, Validation())
+
+
+def test_layer_norm_backward_from_a_mean_saved_in_float16_passes_and_a_dropped_term_fails():
+    """Ascending float16 rows (|mean| / sigma ~ 100): PyTorch saves the mean in float16, x_hat moves by its
+    rounding times rstd in every element, and x's gradient errs by ~10 where it is ~0.1."""
+    rng = np.random.default_rng(4)
+    x = np.sort(1.5 * rng.random((64, 2049)), axis=None).reshape(64, 2049).astype(np.float16)
+    w, b = np.full(2049, 1.061, np.float16), np.full(2049, 0.001328, np.float16)
+    g = (
+        np.sort(2.0 * rng.random((64, 2049)), axis=None).reshape(64, 2049).astype(np.float16)
+    )  # ascending, as the case draws it
+    assert _layer_norm_verdict(x, w, b, g, "float16", forward=False).findings
+    assert not _layer_norm_verdict(x, w, b, g, "float16", forward=True).findings
+    # The chain term through the mean dropped: rstd (g w - x_hat mean(g w x_hat)).
+    xd, gw = x.astype(np.float64), g.astype(np.float64) * w.astype(np.float64)
+    centred = xd - xd.mean(-1, keepdims=True)
+    rstd = 1.0 / np.sqrt((centred**2).mean(-1, keepdims=True) + 1e-5)
+    x_hat = centred * rstd
+    wrong = rstd * (gw - x_hat * (gw * x_hat).mean(-1, keepdims=True))
+    bug = _layer_norm_verdict(x, w, b, g, "float16", forward=True, wrong=wrong)
+    assert bug.findings and bug.findings[0].message.startswith("grad of x:")
+
+
+def test_layer_norm_of_one_column_rows_allows_the_rounding_of_terms_rstd_times_larger():
+    """One column: x_hat and both exact gradients are 0, rstd = 1/sqrt(eps) = 316; PyTorch's float32 backward
+    returns the rounding of its terms (1e-4 on x's gradient and the weight's)."""
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal((15, 1)) * 100 - 300).astype(np.float32)
+    w, b = np.ones(1, np.float32), np.zeros(1, np.float32)
+    g = rng.standard_normal((15, 1)).astype(np.float32)
+    assert _layer_norm_verdict(x, w, b, g, "float32", forward=False).findings
+    assert not _layer_norm_verdict(x, w, b, g, "float32", forward=True).findings
+    bug = _layer_norm_verdict(x, w, b, g, "float32", forward=True, wrong=g.astype(np.float64) * 0.01)
+    assert bug.findings and bug.findings[0].message.startswith("grad of x:")
