@@ -306,7 +306,8 @@ class NormTerms:
 def layer_norm_terms(
     op: OpSpec, case_dtype: str, forward: Forward | None, name: str, r: np.ndarray
 ) -> NormTerms | None:
-    """For a norm over the last axis whose reference gradients have layer norm's form (x's
+    """For a norm over the last axis (or, with a `num_groups` kwarg, over groups of channels, axis 1) whose
+    reference gradients have layer norm's form (x's
     `rstd (g w - mean(g w) - x_hat mean(g w x_hat))`, the weight's `sum g x_hat` over the rows; w the per-column
     weight, 1 without one; eps from the kwargs):
 
@@ -331,22 +332,36 @@ def layer_norm_terms(
     g = np.asarray(g).astype(np.float64)
     if x.ndim < 1 or g.shape != x.shape or not x.size:
         return None
-    n = x.shape[-1]
-    weight, w = None, np.ones(n)
+    # A group norm's statistics run over each group of channels (axis 1) and everything after it; a layer
+    # norm's over the last axis. `rows` puts each statistic's elements on one row.
+    groups = forward.kwargs.get("num_groups")
+    grouped = isinstance(groups, int) and groups >= 1 and x.ndim >= 2 and x.shape[1] % groups == 0
+    channels = x.shape[1] if grouped else x.shape[-1]
+    param_axis = 1 if grouped else x.ndim - 1
+
+    def rows(a: np.ndarray) -> np.ndarray:
+        return a.reshape(x.shape[0], int(groups), -1) if grouped else a  # type: ignore[call-overload]
+
+    weight, w = None, np.ones(channels)
     for other, value in forward.inputs.items():
-        if other != first and other.lower() not in _SHIFT_NAMES and np.shape(value) == (n,):
+        if other != first and other.lower() not in _SHIFT_NAMES and np.shape(value) == (channels,):
             weight, w = other, np.asarray(value).astype(np.float64)
             break
-    if not (name == first and r.shape == x.shape) and not (name == weight and r.shape == (n,)):
+    if not (name == first and r.shape == x.shape) and not (name == weight and r.shape == (channels,)):
         return None
+    shape = [1] * x.ndim
+    shape[param_axis] = channels
+    w = np.broadcast_to(w.reshape(shape), x.shape)
     eps = forward.kwargs.get("eps", 0.0)
     eps = float(eps) if isinstance(eps, int | float) else 0.0
     tiny = dtypes.info("float64").min_normal
     with np.errstate(all="ignore"):
         if not (np.all(np.isfinite(x)) and np.all(np.isfinite(g)) and np.all(np.isfinite(r))):
             return None
-        mean = x.mean(axis=-1, keepdims=True)
-        centred = x - mean
+        xr = rows(x)
+        n = xr.shape[-1]
+        mean = xr.mean(axis=-1, keepdims=True)
+        centred = xr - mean
         rstd = 1.0 / np.sqrt((centred * centred).mean(axis=-1, keepdims=True) + eps)
         if not np.all(np.isfinite(rstd)):
             return None
@@ -355,15 +370,19 @@ def layer_norm_terms(
         u_acc = bounds.accumulator_roundoff(op, case_dtype)
         delta = (
             np.abs(rounded - mean)
-            + sqrt(n) * u_acc * np.abs(x).mean(axis=-1, keepdims=True)
-            + u_acc * (np.abs(x) + np.abs(mean))
+            + sqrt(n) * u_acc * np.abs(xr).mean(axis=-1, keepdims=True)
+            + u_acc * (np.abs(xr) + np.abs(mean))
         )
-        rows = tuple(range(x.ndim - 1))
         if name == weight:
-            if not _matches(r, (g * x_hat).sum(axis=rows), np.abs(g * x_hat).sum(axis=rows) + tiny):
+            others = tuple(i for i in range(x.ndim) if i != param_axis)
+            x_hat_full = x_hat.reshape(x.shape)
+            moved = (delta * rstd).reshape(x.shape) if grouped else delta * rstd
+            if not _matches(
+                r, (g * x_hat_full).sum(axis=others), np.abs(g * x_hat_full).sum(axis=others) + tiny
+            ):
                 return None
-            return NormTerms(np.zeros_like(r), np.asarray((np.abs(g) * delta * rstd).sum(axis=rows)))
-        gw = g * w
+            return NormTerms(np.zeros_like(r), np.asarray((np.abs(g) * moved).sum(axis=others)))
+        gw = rows(g * w)
         mean_gw = gw.mean(axis=-1, keepdims=True)
         mean_gwx = (gw * x_hat).mean(axis=-1, keepdims=True)
         scale = rstd * (
@@ -371,7 +390,8 @@ def layer_norm_terms(
             + np.abs(gw).mean(axis=-1, keepdims=True)
             + np.abs(x_hat) * np.abs(gw * x_hat).mean(axis=-1, keepdims=True)
         )
-        if not _matches(r, rstd * (gw - mean_gw - x_hat * mean_gwx), scale + tiny):
+        if not _matches(rows(r), rstd * (gw - mean_gw - x_hat * mean_gwx), scale + tiny):
             return None
         saved_mean = delta * rstd * rstd * (np.abs(mean_gwx) + np.abs(x_hat) * np.abs(mean_gw))
+        scale, saved_mean = scale.reshape(x.shape), saved_mean.reshape(x.shape)
     return NormTerms(np.asarray(scale), np.asarray(saved_mean))

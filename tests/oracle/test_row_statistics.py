@@ -278,3 +278,54 @@ def test_layer_norm_of_one_column_rows_allows_the_rounding_of_terms_rstd_times_l
     assert not _layer_norm_verdict(x, w, b, g, "float32", forward=True).findings
     bug = _layer_norm_verdict(x, w, b, g, "float32", forward=True, wrong=g.astype(np.float64) * 0.01)
     assert bug.findings and bug.findings[0].message.startswith("grad of x:")
+
+
+def _reference_group_norm(x, w, b, groups, eps):
+    rows = x.reshape(x.shape[0], groups, -1)
+    centred = rows - rows.mean(dim=-1, keepdim=True)
+    normed = (centred / torch.sqrt((centred * centred).mean(dim=-1, keepdim=True) + eps)).reshape(x.shape)
+    return normed * w[None, :, None] + b[None, :, None]
+
+
+def test_group_norm_statistics_run_over_groups_of_channels_and_a_dropped_term_still_fails():
+    rng = np.random.default_rng(6)
+    groups, eps = 7, 1e-6
+    x = np.sort(1.5 * rng.random((3, 63, 257)), axis=None).reshape(3, 63, 257).astype(np.float16)
+    w, b = np.full(63, 1.061, np.float16), np.full(63, 0.001328, np.float16)
+    g = np.sort(2.0 * rng.random((3, 63, 257)), axis=None).reshape(3, 63, 257).astype(np.float16)
+    op = make_op(
+        Family.NORM,
+        (InputSpec("x", ("B", "C", "L"), "float16"), InputSpec("weight", ("C",)), InputSpec("bias", ("C",))),
+    )
+
+    def run(fn, torch_dtype):
+        leaves = [torch.from_numpy(a).to(torch_dtype).requires_grad_(True) for a in (x, w, b)]
+        (grad,) = torch.autograd.grad(fn(*leaves), leaves[:1], torch.from_numpy(g).to(torch_dtype))
+        return grad.double().numpy()
+
+    exact = run(lambda *t: _reference_group_norm(*t, groups, eps), torch.float64)
+    measured = [
+        run(lambda *t: _reference_group_norm(*t, groups, eps), d) for d in (torch.float32, torch.float16)
+    ]
+    got = run(lambda a, c, d: torch.nn.functional.group_norm(a, groups, c, d, eps), torch.float16)
+
+    def verdict(forward: bool, grad: np.ndarray) -> gradients.GradientVerdict:
+        case = gradients.GradientCase(
+            dtype="float16",
+            dims={"B": 3, "C": 63, "L": 257},
+            names=("x",),
+            input_dtypes={"x": "float16"},
+            reference=(exact,),
+            reference_abs=None,
+            low=lambda: (precision.farthest(exact, measured),),
+            forward=row_statistics.Forward(
+                {"x": x, "weight": w, "bias": b}, (), None, (g,), {"num_groups": groups, "eps": eps}
+            )
+            if forward
+            else None,
+        )
+        return gradients.judge_gradients(op, case, (grad.astype(np.float16),), None, Validation())
+
+    assert verdict(False, got).findings
+    assert not verdict(True, got).findings
+    assert verdict(True, exact * 1.25).findings  # a gradient 25% too large
