@@ -303,10 +303,11 @@ def test_group_norm_statistics_run_over_groups_of_channels_and_a_dropped_term_st
         (grad,) = torch.autograd.grad(fn(*leaves), leaves[:1], torch.from_numpy(g).to(torch_dtype))
         return grad.double().numpy()
 
-    exact = run(lambda *t: _reference_group_norm(*t, groups, eps), torch.float64)
-    measured = [
-        run(lambda *t: _reference_group_norm(*t, groups, eps), d) for d in (torch.float32, torch.float16)
-    ]
+    def reference(a, c, d):
+        return _reference_group_norm(a, c, d, groups, eps)
+
+    exact = run(reference, torch.float64)
+    measured = [run(reference, d) for d in (torch.float32, torch.float16)]
     got = run(lambda a, c, d: torch.nn.functional.group_norm(a, groups, c, d, eps), torch.float16)
 
     def verdict(forward: bool, grad: np.ndarray) -> gradients.GradientVerdict:
