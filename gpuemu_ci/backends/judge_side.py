@@ -38,12 +38,12 @@ from gpuemu_ci.backends.interface import (
 from gpuemu_ci.backends.loading import Loaded, LoadError, describe_exception, load_callable, load_target
 from gpuemu_ci.backends.protocol import Stage
 from gpuemu_ci.backends.transport import is_float_like
-from gpuemu_ci.config.model import Framework, OpSpec
+from gpuemu_ci.config.model import Family, Framework, OpSpec
 from gpuemu_ci.fuzz import layouts as layout_mod
 from gpuemu_ci.fuzz.case import CaseInputs, CaseSkipped
 from gpuemu_ci.fuzz.inputs import inputs_digest
 from gpuemu_ci.fuzz.snapshot import snapshot_meta
-from gpuemu_ci.oracle import bounds, gradients, precision
+from gpuemu_ci.oracle import bounds, gradients, intermediates, precision
 from gpuemu_ci.oracle.case_report import (
     describe_case,
     errored_report,
@@ -96,15 +96,19 @@ def reference_call(
     absolute: tuple[str, ...] = (),
     framework: Framework = Framework.NUMPY,
     contain: type[BaseException] = BaseException,
+    doubled: tuple[str, ...] = (),
 ) -> tuple[CallResult, bool]:
     """The reference on fp64 copies of `arrays` (those named in `absolute` replaced by their absolute
-    values): (result, retire)."""
+    values, those in `doubled` by twice their values): (result, retire)."""
     bridge = get_bridge(framework)
     try:
         copies = {n: _reference_copy(v) for n, v in arrays.items()}
         for name in absolute:
             if name in copies:
                 np.abs(copies[name], out=copies[name])
+        for name in doubled:
+            if name in copies:
+                copies[name] *= 2.0
         ref_in = {n: bridge.to_native(c).value for n, c in copies.items()}
     except Exception as exc:
         return CallResult(CallStatus.RAISED, message=f"handing inputs to the reference: {exc}"), False
@@ -166,9 +170,17 @@ class _Judging:
             raise _Unloadable(who, str(exc)) from None
         return hook
 
-    def reference(self, loaded: Loaded, case: CaseInputs, absolute: tuple[str, ...]) -> CallResult:
+    def reference(
+        self, loaded: Loaded, case: CaseInputs, absolute: tuple[str, ...], doubled: tuple[str, ...] = ()
+    ) -> CallResult:
         result, retire = reference_call(
-            loaded.invoke, case.arrays, case.kwargs, absolute, self.task.reference.framework, self.contain
+            loaded.invoke,
+            case.arrays,
+            case.kwargs,
+            absolute,
+            self.task.reference.framework,
+            self.contain,
+            doubled,
         )
         self.retire = self.retire or retire
         self.call_s += result.duration_s
@@ -300,13 +312,21 @@ def _judge_case(judging: _Judging, op_view: OpView) -> CaseReport:
             call_s=judging.call_s,
         )
     bound = comparator_for(op, case.dtype) in (Comparator.BOUND, Comparator.ARGMAX)
-    abs_inputs = bounds.abs_linear_inputs(op) if bound else ()
+    probed = intermediates.probed_inputs(op, case.dtype) if bound else ()
+    abs_inputs = (bounds.abs_linear_inputs(op) or probed) if bound else ()
     stage(Stage.REFERENCE)
     reference = judging.reference(reference_target, case, ())
     reference_abs = None
+    linear: tuple[str, ...] = ()
     if abs_inputs and reference.status is CallStatus.OK:
         stage(Stage.REFERENCE_ABS)
         reference_abs = judging.reference(reference_target, case, abs_inputs)
+        for name in probed:  # oracle/intermediates.py: the inputs the reference is linear in
+            doubled = judging.reference(reference_target, case, (), (name,))
+            if doubled.status is CallStatus.OK and intermediates.linear_in(
+                reference.outputs, doubled.outputs
+            ):
+                linear += (name,)
     if reference.status is not CallStatus.OK:
         return _errored(judging, case, reference, "reference")
     naive_output = None
@@ -332,6 +352,7 @@ def _judge_case(judging: _Judging, op_view: OpView) -> CaseReport:
         op=op_call,
         rerun=rerun_call,
         reference_abs=reference_abs,
+        linear_inputs=linear,
         inputs_modified=op_view.inputs_modified,
         interpreter=op_view.interpreter,
     )
@@ -482,8 +503,11 @@ def _reference_gradients(
     absolute = None
     if gradients.rule_for(op) in (Comparator.BOUND, Comparator.BASELINE_RELATIVE):
         try:
+            # A selection (the exact family: a max-pool) must select the same elements: its inputs stay signed.
+            signed = op.error_model.family is Family.EXACT
             magnitudes = {
-                n: np.abs(a) if dtypes.is_float_dtype(a.dtype) else a for n, a in case.logical.items()
+                n: np.abs(a) if dtypes.is_float_dtype(a.dtype) and not signed else a
+                for n, a in case.logical.items()
             }
             absolute = vjp(
                 magnitudes, tuple(None if g is None else np.abs(g) for g in upstream), np.dtype(np.float64)
@@ -521,6 +545,8 @@ def _reference_gradients(
         low=low,
         bias_test=rules.bias_test,
         correlated=rules.correlated,
+        inputs=case.logical,
+        kwargs=case.kwargs,
     )
 
 

@@ -1,0 +1,78 @@
+"""Gradients that scatter-add: of a table read through an index input (an embedding's weight, an embedding
+bag's), and of every input of the `exact` family (data movement and selection: a max-pool's input).
+
+The forward gathers or selects elements; the backward adds the upstream gradient of every output element into
+the element it read. Two things follow that the generic sum floor (oracle/gradients.py) does not see:
+
+- the number of terms a table's row sums is how often its index occurs: up to the number of index elements
+  (an embedding bag's L ids, not its NB bags); for the `exact` family, the output's dims the input lacks
+  (overlapping pooling windows that select the same element);
+- the scatter-add accumulates in the gradient's own dtype unless the op declares an accumulator: PyTorch's CPU
+  `embedding_dense_backward`, `index_add_` and max-pool backward add 16-bit terms in 16 bits, as `atomicAdd` on
+  a half does on a GPU. A 16-bit gradient then errs by the 16-bit roundings of that sum.
+
+So the floor is `c sqrt(n) u S`, S the sum of the |terms| each element adds up (the reference's gradient on
+|upstream|), u the gradient's unit roundoff for a 16-bit gradient without a declared accumulator, else the
+accumulator's. It is 0 where the reference routed no term (S = 0), so a term routed to the wrong element
+still fails there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from math import prod, sqrt
+
+import numpy as np
+
+from gpuemu_ci import dtypes
+from gpuemu_ci.config.model import Family, OpSpec, ValueKind
+from gpuemu_ci.oracle import bounds
+
+
+def index_elements(op: OpSpec, dims: Mapping[str, int], name: str) -> int:
+    """How many index elements may address one element of input `name`: over the index inputs whose `high` is
+    one of its dims, the product of their dims it does not share (an embedding's B x T ids; 1 for a loss's
+    class targets, one per row of the logits they pick from). 0 when no index input addresses it."""
+    spec = next((s for s in op.shapes.inputs if s.name == name), None)
+    if spec is None:
+        return 0
+    own = {d for d in spec.dims if isinstance(d, str)}
+    count = 0
+    for index in op.shapes.inputs:
+        if index.kind is ValueKind.INDEX and isinstance(index.high, str) and index.high in own:
+            count += prod(
+                dims.get(d, 1) if isinstance(d, str) else int(d) for d in index.dims if d not in own
+            )
+    return count
+
+
+def scatter_roundoff(op: OpSpec, case_dtype: str, grad_dtype: str) -> float:
+    """The unit roundoff the scatter-add accumulates in: the gradient's own for a 16-bit gradient without a
+    declared accumulator, else the accumulator's."""
+    if grad_dtype in ("float16", "bfloat16") and not op.error_model.accumulator:
+        return dtypes.info(grad_dtype).unit_roundoff
+    return bounds.accumulator_roundoff(op, case_dtype)
+
+
+def scattered_terms(op: OpSpec, dims: Mapping[str, int], name: str, summed: int) -> int:
+    """n: the index elements that may address one element of `name`, else for the `exact` family `summed` (the
+    output's dims the input lacks, oracle/gradients.summed_length); 0 for other gradients."""
+    gathered = index_elements(op, dims, name)
+    if gathered > 1:
+        return gathered
+    return summed if op.error_model.family is Family.EXACT else 0
+
+
+def scatter_floor(
+    op: OpSpec,
+    case_dtype: str,
+    n: int,
+    abs_grad: np.ndarray | None,
+    grad_dtype: str,
+) -> np.ndarray | float:
+    """c sqrt(n) u S for a scatter-added gradient of n terms at most per element (module docstring)."""
+    if n <= 1 or abs_grad is None:  # one term per element: nothing is accumulated
+        return 0.0
+    scale = np.abs(np.where(np.isfinite(abs_grad), abs_grad, 0.0))
+    u = scatter_roundoff(op, case_dtype, grad_dtype)
+    return op.error_model.bound_c * sqrt(n) * u * scale
