@@ -514,6 +514,13 @@ def _reference_gradients(
             )
         except Exception:
             absolute = None  # a reference that needs signed inputs: the bound uses |g_ref| alone
+    counted = None
+    if op.error_model.family is Family.EXACT:  # oracle/gathers.py: how many terms each element sums
+        try:
+            ones = tuple(None if g is None else np.ones(np.shape(g), dtype=np.float64) for g in upstream)
+            counted = tuple(vjp(case.logical, ones, np.dtype(np.float64)))
+        except Exception:
+            counted = None  # the structural count stands
 
     def low() -> tuple[np.ndarray, ...] | None:
         runs = []
@@ -547,6 +554,7 @@ def _reference_gradients(
         correlated=rules.correlated,
         inputs=case.logical,
         kwargs=case.kwargs,
+        counted=counted,
     )
 
 

@@ -153,6 +153,7 @@ def allowed_error(op: OpSpec, case: BoundInputs) -> np.ndarray:
             if mean is not None:
                 scale = np.maximum(scale, mean)
         term = g * u_acc * scale + k_f * u_acc * r
+        term = term + intermediates.picked_term(op, case.case_dtype, case.reference, case.inputs)
         if family is Family.MATMUL and case.dot_input_roundoff:
             term = term + _rounded_dot_inputs(case, scale, n)
     elif family is Family.SOFTMAX:

@@ -20,7 +20,7 @@ still fails there.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from math import prod, sqrt
+from math import prod
 
 import numpy as np
 
@@ -54,25 +54,37 @@ def scatter_roundoff(op: OpSpec, case_dtype: str, grad_dtype: str) -> float:
     return bounds.accumulator_roundoff(op, case_dtype)
 
 
-def scattered_terms(op: OpSpec, dims: Mapping[str, int], name: str, summed: int) -> int:
-    """n: the index elements that may address one element of `name`, else for the `exact` family `summed` (the
-    output's dims the input lacks, oracle/gradients.summed_length); 0 for other gradients."""
+def scattered_terms(
+    op: OpSpec, dims: Mapping[str, int], name: str, summed: int, counted: np.ndarray | None = None
+) -> np.ndarray | int:
+    """n, per element where it is counted: for the `exact` family, how many terms the reference routed to each
+    element (`counted`: its backward with an upstream gradient of ones; a pure routing adds each term with
+    coefficient 1), else the output's dims the input lacks (`summed`); for a table gathered by an index input,
+    the index elements that may address one of its elements; 0 for other gradients."""
+    exact = op.error_model.family is Family.EXACT
+    if exact and counted is not None:
+        return np.abs(np.where(np.isfinite(counted), counted, 0.0))
     gathered = index_elements(op, dims, name)
     if gathered > 1:
         return gathered
-    return summed if op.error_model.family is Family.EXACT else 0
+    return summed if exact else 0
+
+
+def scatters(op: OpSpec, dims: Mapping[str, int], name: str) -> bool:
+    """Whether the gradient of `name` is a scatter-add (module docstring)."""
+    return op.error_model.family is Family.EXACT or index_elements(op, dims, name) > 1
 
 
 def scatter_floor(
     op: OpSpec,
     case_dtype: str,
-    n: int,
+    n: np.ndarray | int,
     abs_grad: np.ndarray | None,
     grad_dtype: str,
 ) -> np.ndarray | float:
     """c sqrt(n) u S for a scatter-added gradient of n terms at most per element (module docstring)."""
-    if n <= 1 or abs_grad is None:  # one term per element: nothing is accumulated
+    if abs_grad is None or (np.ndim(n) == 0 and n <= 1):  # one term per element: nothing is accumulated
         return 0.0
     scale = np.abs(np.where(np.isfinite(abs_grad), abs_grad, 0.0))
     u = scatter_roundoff(op, case_dtype, grad_dtype)
-    return op.error_model.bound_c * sqrt(n) * u * scale
+    return op.error_model.bound_c * np.sqrt(np.maximum(n, 1.0)) * u * scale

@@ -58,6 +58,7 @@ class GradientCase:
     correlated: bool = False
     inputs: Mapping[str, np.ndarray] = field(default_factory=dict)  # the case's inputs (ties of a selection)
     kwargs: Mapping[str, object] = field(default_factory=dict)
+    counted: tuple[np.ndarray, ...] | None = None  # terms routed to each element (oracle/gathers.py)
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,13 @@ def judge_gradients(
                 gathers.scatter_floor(
                     op,
                     case.dtype,
-                    gathers.scattered_terms(op, case.dims, name, summed_length(op, case, name)),
+                    gathers.scattered_terms(
+                        op,
+                        case.dims,
+                        name,
+                        summed_length(op, case, name),
+                        case.counted[position] if case.counted is not None else None,
+                    ),
                     abs_grad,
                     expected_dtype,
                 ),
@@ -262,11 +269,14 @@ def _routed_among_ties(
     op: OpSpec, case: GradientCase, name: str, g: np.ndarray, r: np.ndarray, allowed: np.ndarray
 ) -> np.ndarray:
     """The gradient as judged: for the `exact` family (a selection), the reference's value at elements whose
-    group of tied inputs received the right total (oracle/ties.py), the op's own value everywhere else."""
+    group of tied inputs received the right total (oracle/ties.py; within a pooling's `kernel_size`), the op's
+    own value everywhere else."""
     x = case.inputs.get(name)
     if op.error_model.family is not Family.EXACT or x is None:
         return g
-    excused = ties.excused_at_ties(x, g, r, allowed, axis_of(case.kwargs))
+    window = case.kwargs.get("kernel_size")  # a pooling's window: how far apart two tied choices may lie
+    reach = window if isinstance(window, int) and not isinstance(window, bool) else None
+    excused = ties.excused_at_ties(x, g, r, allowed, axis_of(case.kwargs), reach)
     return np.where(excused, r, np.asarray(g, dtype=np.float64)) if excused.any() else g
 
 

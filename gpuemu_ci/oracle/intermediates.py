@@ -18,6 +18,10 @@ rot·sin cancel; target·log(target) and target·logp cancel). So for 16-bit cas
   off, which would hide bugs.
 - `softmax` rows in the log domain (every reference element <= 0: a log-softmax): x - lse formed from
   operands rounded to 16 bits errs by u (|x| + |lse|) in absolute terms, lse = x - r.
+- a `reduction` that picks one element per row by a class-target index (an index input whose `high` is the
+  reduced dim: a cross-entropy, an NLL loss): PyTorch's cross-entropy rounds log_softmax(x) to 16 bits and
+  picks the target's, so the loss errs by u (|x_t| + |lse|) <= u (|r| + 2 max|x|) (lse = r + x_t, the row's
+  largest |x| as the magnitude of the inputs that feed each loss).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from gpuemu_ci import dtypes
-from gpuemu_ci.config.model import Family, OpSpec
+from gpuemu_ci.config.model import Family, OpSpec, ValueKind
 from gpuemu_ci.oracle.precision import input_magnitude
 
 # A function value (a cos, a log), a product and a sum, each rounded once at the terms' scale.
@@ -100,6 +104,30 @@ def log_domain_term(
     return np.where(log_rows, LOG_DOMAIN_ROUNDINGS * dtypes.info(case_dtype).unit_roundoff * operands, 0.0)
 
 
+def picks_by_index(op: OpSpec) -> bool:
+    """Whether an index input selects along a dim the output lacks (a class target: one logit per row)."""
+    output = {d for d in (op.shapes.output_dims or ()) if isinstance(d, str)}
+    return op.shapes.output_dims is not None and any(
+        spec.kind is ValueKind.INDEX and isinstance(spec.high, str) and spec.high not in output
+        for spec in op.shapes.inputs
+    )
+
+
+def picked_term(
+    op: OpSpec, case_dtype: str, reference: np.ndarray, inputs: Mapping[str, np.ndarray]
+) -> np.ndarray | float:
+    """LOG_DOMAIN_ROUNDINGS u (|r| + 2 max|x|) for a reduction that picks by a class target (module docstring)."""
+    if op.error_model.family is not Family.REDUCTION or not rounds_in_case_dtype(op, case_dtype):
+        return 0.0
+    if not picks_by_index(op):
+        return 0.0
+    r = np.abs(np.where(np.isfinite(reference), reference, 0.0))
+    magnitude = input_magnitude(op, inputs, r.shape)
+    if magnitude is None:
+        return 0.0
+    return LOG_DOMAIN_ROUNDINGS * dtypes.info(case_dtype).unit_roundoff * (r + 2.0 * magnitude)
+
+
 def note(op: OpSpec, case_dtype: str) -> str:
     """What the allowance includes, for a failure message."""
     if not rounds_in_case_dtype(op, case_dtype):
@@ -114,5 +142,10 @@ def note(op: OpSpec, case_dtype: str) -> str:
         return (
             f"; on log-domain rows the bound counts {LOG_DOMAIN_ROUNDINGS:g} {case_dtype} roundings of x - lse "
             "(no accumulator declared) at |x| + |lse|"
+        )
+    if op.error_model.family is Family.REDUCTION and picks_by_index(op):
+        return (
+            f"; the bound counts {LOG_DOMAIN_ROUNDINGS:g} {case_dtype} roundings of the picked log-probability "
+            "(no accumulator declared) at |r| + 2 max|x|"
         )
     return ""

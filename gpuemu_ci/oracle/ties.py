@@ -16,11 +16,18 @@ import numpy as np
 
 
 def excused_at_ties(
-    x: np.ndarray, g: np.ndarray, r: np.ndarray, allowed: np.ndarray, axis: int = -1
+    x: np.ndarray,
+    g: np.ndarray,
+    r: np.ndarray,
+    allowed: np.ndarray,
+    axis: int = -1,
+    reach: int | None = None,
 ) -> np.ndarray:
     """Which elements of the gradient `g` (reference `r`, allowance `allowed`) of the selected input `x` are
     judged by their tie group instead: members of a group of two or more equal values of `x` in one line
-    along `axis` whose group sum of `g` is within the summed allowance of the reference's."""
+    along `axis` whose group sum of `g` is within the summed allowance of the reference's. With `reach` (a
+    pooling's window length) equal values further apart than a window spans (no window holds both, nor a
+    chain of overlapping windows) are separate groups; without it a group spans the line (a row's max)."""
     x = np.asarray(x, dtype=np.float64)
     r = np.asarray(r, dtype=np.float64)
     if x.shape != r.shape or x.ndim == 0 or x.size == 0:
@@ -35,10 +42,13 @@ def excused_at_ties(
 
     values = lines(x).ravel()
     rows = np.repeat(np.arange(values.size // length), length)
-    order = np.lexsort((values, rows))
-    sorted_values, sorted_rows = values[order], rows[order]
+    positions = np.tile(np.arange(length), values.size // length)
+    order = np.lexsort((positions, values, rows))
+    sorted_values, sorted_rows, sorted_positions = values[order], rows[order], positions[order]
     starts = np.ones(values.size, dtype=bool)  # NaN != NaN: a NaN is a group of its own
     starts[1:] = (sorted_values[1:] != sorted_values[:-1]) | (sorted_rows[1:] != sorted_rows[:-1])
+    if reach is not None and reach > 0:
+        starts[1:] |= np.diff(sorted_positions) >= reach
     ids = np.empty(values.size, dtype=np.int64)
     ids[order] = np.cumsum(starts) - 1
     gl, rl, al = lines(g).ravel(), lines(r).ravel(), lines(allowed).ravel()
