@@ -88,3 +88,23 @@ def scatter_floor(
     scale = np.abs(np.where(np.isfinite(abs_grad), abs_grad, 0.0))
     u = scatter_roundoff(op, case_dtype, grad_dtype)
     return op.error_model.bound_c * np.sqrt(np.maximum(n, 1.0)) * u * scale
+
+
+def note(op: OpSpec, case_dtype: str, dims: Mapping[str, int], name: str, grad_dtype: str) -> str:
+    """What the allowance of a scatter-added gradient includes, for its failure message."""
+    if not scatters(op, dims, name):
+        return ""
+    sixteen = grad_dtype in ("float16", "bfloat16") and not op.error_model.accumulator
+    where = f"{grad_dtype} (no accumulator declared)" if sixteen else "the accumulator's precision"
+    counted = (
+        "the terms routed to each element" if op.error_model.family is Family.EXACT else "the index elements"
+    )
+    ties = (
+        "; tied inputs of the selection are judged by their group's sum"
+        if op.error_model.family is Family.EXACT
+        else ""
+    )
+    return (
+        f"; the allowance includes {op.error_model.bound_c:g} × √n × u × the sum of |terms|, a scatter-add "
+        f"accumulated in {where}, n {counted}{ties}"
+    )

@@ -138,6 +138,8 @@ def judge_gradients(
             one, found = compare(judged, r, allowed, rule, expected_dtype, check_nan=validation.check_nan,
                                  check_inf=validation.check_inf)  # fmt: skip
         said = _measured_words(op, case.dtype) if low_cache and low_cache[0] is not None else ""
+        if rule is not Comparator.BOUND:
+            said += gathers.note(op, case.dtype, case.dims, name, expected_dtype)
         findings.extend(
             Finding(f.kind, label + f.message + (said if f.kind is FailureKind.MISMATCH else ""))
             for f in found
