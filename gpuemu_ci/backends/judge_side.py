@@ -123,15 +123,22 @@ def reference_run(
     kwargs: Mapping[str, Any],
     outputs: tuple[np.ndarray, ...],
     abs_inputs: tuple[str, ...] = (),
+    probed: tuple[str, ...] = (),
 ) -> CaseRun:
     """What the oracle judges for outputs computed elsewhere (a shadowed call in production): the reference,
-    run here on fp64 copies of the inputs (and on |abs_inputs|), and the given outputs as the op's."""
+    run here on fp64 copies of the inputs (and on |abs_inputs|, and on each of `probed` doubled: the inputs it
+    is linear in, oracle/intermediates.py), and the given outputs as the op's."""
     result, _ = reference_call(reference, inputs, kwargs, contain=Exception)
     absolute = (
         reference_call(reference, inputs, kwargs, abs_inputs, contain=Exception)[0] if abs_inputs else None
     )
+    linear: tuple[str, ...] = ()
+    for name in probed if result.status is CallStatus.OK else ():
+        doubled, _ = reference_call(reference, inputs, kwargs, contain=Exception, doubled=(name,))
+        if doubled.status is CallStatus.OK and intermediates.linear_in(result.outputs, doubled.outputs):
+            linear += (name,)
     op = CallResult(CallStatus.OK, tuple(np.ascontiguousarray(o) for o in outputs))
-    return CaseRun(reference=result, op=op, reference_abs=absolute)
+    return CaseRun(reference=result, op=op, reference_abs=absolute, linear_inputs=linear)
 
 
 class _Unloadable(Exception):
