@@ -21,14 +21,15 @@ Two rules, and the results say which judged each gradient:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import prod, sqrt
 
 import numpy as np
 
 from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Family, OpSpec, Validation
-from gpuemu_ci.oracle import bounds, precision
+from gpuemu_ci.oracle import bounds, gathers, precision, ties
+from gpuemu_ci.oracle.argmax import axis_of
 from gpuemu_ci.oracle.compare import compare
 from gpuemu_ci.oracle.invariants import bias_z
 from gpuemu_ci.oracle.model import Comparator, ErrorStats, FailureKind, Finding
@@ -55,6 +56,9 @@ class GradientCase:
     low: Callable[[], tuple[np.ndarray, ...] | None]  # the reference's gradients in the working precision
     bias_test: bool = False
     correlated: bool = False
+    inputs: Mapping[str, np.ndarray] = field(default_factory=dict)  # the case's inputs (ties of a selection)
+    kwargs: Mapping[str, object] = field(default_factory=dict)
+    counted: tuple[np.ndarray, ...] | None = None  # terms routed to each element (oracle/gathers.py)
 
 
 @dataclass(frozen=True)
@@ -111,15 +115,31 @@ def judge_gradients(
                     one, found = compare(g, r, allowed, rule, expected_dtype, check_nan=validation.check_nan,
                                          check_inf=validation.check_inf)  # fmt: skip
         else:
-            allowed = _rounding_floor(op, case.dtype, r, expected_dtype) + _sum_floor(
-                op, case, name, abs_grad
+            allowed = _rounding_floor(op, case.dtype, r, expected_dtype) + np.maximum(
+                _sum_floor(op, case, name, abs_grad),
+                gathers.scatter_floor(
+                    op,
+                    case.dtype,
+                    gathers.scattered_terms(
+                        op,
+                        case.dims,
+                        name,
+                        summed_length(op, case, name),
+                        case.counted[position] if case.counted is not None else None,
+                    ),
+                    abs_grad,
+                    expected_dtype,
+                ),
             )
             measured = low(position)
             if measured is not None:
                 allowed = allowed + _empirical(op, case.dtype, r, measured, abs_grad)
-            one, found = compare(g, r, allowed, rule, expected_dtype, check_nan=validation.check_nan,
+            judged = _routed_among_ties(op, case, name, g, r, allowed)
+            one, found = compare(judged, r, allowed, rule, expected_dtype, check_nan=validation.check_nan,
                                  check_inf=validation.check_inf)  # fmt: skip
         said = _measured_words(op, case.dtype) if low_cache and low_cache[0] is not None else ""
+        if rule is not Comparator.BOUND:
+            said += gathers.note(op, case.dtype, case.dims, name, expected_dtype)
         findings.extend(
             Finding(f.kind, label + f.message + (said if f.kind is FailureKind.MISMATCH else ""))
             for f in found
@@ -245,6 +265,21 @@ def _sum_floor(op: OpSpec, case: GradientCase, name: str, abs_grad: np.ndarray |
     scale = np.abs(np.where(np.isfinite(abs_grad), abs_grad, 0.0))
     u_acc = bounds.accumulator_roundoff(op, case.dtype)
     return op.error_model.bound_c * sqrt(summed_length(op, case, name)) * u_acc * scale
+
+
+def _routed_among_ties(
+    op: OpSpec, case: GradientCase, name: str, g: np.ndarray, r: np.ndarray, allowed: np.ndarray
+) -> np.ndarray:
+    """The gradient as judged: for the `exact` family (a selection), the reference's value at elements whose
+    group of tied inputs received the right total (oracle/ties.py; within a pooling's `kernel_size`), the op's
+    own value everywhere else."""
+    x = case.inputs.get(name)
+    if op.error_model.family is not Family.EXACT or x is None:
+        return g
+    window = case.kwargs.get("kernel_size")  # a pooling's window: how far apart two tied choices may lie
+    reach = window if isinstance(window, int) and not isinstance(window, bool) else None
+    excused = ties.excused_at_ties(x, g, r, allowed, axis_of(case.kwargs), reach)
+    return np.where(excused, r, np.asarray(g, dtype=np.float64)) if excused.any() else g
 
 
 def _rounding_floor(op: OpSpec, case_dtype: str, r: np.ndarray, grad_dtype: str) -> np.ndarray:
