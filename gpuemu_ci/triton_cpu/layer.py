@@ -79,6 +79,9 @@ class _Call:
     unsupported: str = ""  # why this Triton's interpreter could not be patched
     gaps: set[str] = field(default_factory=set)  # constructs the interpreter cannot run (inline asm, extern)
     vectorised: int = 0  # launches run with every program at once
+    grouped: dict[int, int] = field(
+        default_factory=dict
+    )  # of those, run in k > 1 groups (divergence): k -> n
     per_program: dict[str, int] = field(default_factory=dict)  # launches run one program at a time, by reason
 
     def looked_up(self) -> bool:
@@ -97,6 +100,7 @@ class _Call:
             tuple(sorted(self.gaps)),
             self.vectorised,
             tuple(sorted(self.per_program.items())),
+            tuple(sorted(self.grouped.items())),
         )
 
 
@@ -105,6 +109,22 @@ _state: dict[str, Any] = {"call": None, "restore": [], "vectorise": True}
 # their later launches go straight to one program at a time. Keyed by the kernel's function and constexprs.
 _STATIC_REASONS = ("`", "a reduction with a custom", "a scan with a custom", "tuple or descriptor")
 _per_program_kernels: dict[Any, str] = {}
+
+
+@dataclass
+class _Backoff:
+    """A kernel (at one launch signature) whose last vectorised try fell back for a reason of its data."""
+
+    why: str
+    skip: int  # launches left to run per program directly before the next try
+    wait: int  # the skip set at the last fallback (doubles with each fallback)
+
+
+# Launches of such kernels between two tries at most: the per-program run is the reference, so either way the
+# outputs and findings are the same; the try costs at most one stopped pass in MAX_BACKOFF + 1 launches.
+MAX_BACKOFF = 64
+REMEMBERED = "an earlier launch of the kernel could not run vectorised"
+_fell_back: dict[Any, _Backoff] = {}
 
 
 def set_vectorise(enabled: bool) -> None:
@@ -449,17 +469,11 @@ def _run_grid(original: Any) -> Any:
                 if vectorise is None:
                     vectorise = bool(_state["vectorise"])
                 if vectorise and order.size > 1:
-                    kernel = (self.fn, tuple(repr(call_args.get(n)) for n in self.constexprs))
-                    why = _per_program_kernels.get(kernel) or vectorised.run(
-                        self, module, args, launch.grid, launch.memory, order
-                    )
+                    why = _vectorised(self, module, args, call, call_args, launch, order)
                     if why is None:
-                        call.vectorised += 1
                         order = order[:0]
                     else:
                         call.per_program[why] = call.per_program.get(why, 0) + 1
-                        if why.startswith(_STATIC_REASONS):
-                            _per_program_kernels[kernel] = why
                 for pid in order.tolist():
                     program = (pid // (gy * gz), (pid // gz) % gy, pid % gz)
                     module.interpreter_builder.set_grid_idx(*program)
@@ -479,6 +493,43 @@ def _run_grid(original: Any) -> Any:
         self._restore_args_dev(args_dev, args_hst, kwargs, kwargs_hst)
 
     return run
+
+
+def _vectorised(
+    executor: Any,
+    module: Any,
+    args: dict[str, Any],
+    call: _Call,
+    call_args: dict[str, Any],
+    launch: _Launch,
+    order: np.ndarray,
+) -> str | None:
+    """Run the launch with every program at once where it can (None), else say why it must run one program
+    at a time. A kernel that fell back for a reason of its code is not tried again; one that fell back for a
+    reason of its data (an access out of bounds, programs touching each other's data, branches in too many
+    groups) is tried again only after a number of launches that doubles each time it falls back again, so
+    that the stopped passes cost little next to the launches run per program directly."""
+    kernel = (executor.fn, tuple(repr(call_args.get(n)) for n in executor.constexprs))
+    static = _per_program_kernels.get(kernel)
+    if static is not None:
+        return static
+    signature = (kernel, tuple(str(getattr(v, "type", "")) for v in args.values()))
+    backoff = _fell_back.get(signature)
+    if backoff is not None and backoff.skip > 0:
+        backoff.skip -= 1
+        return f"{REMEMBERED} ({backoff.why})"
+    outcome = vectorised.run(executor, module, args, launch.grid, launch.memory, order)
+    if outcome.why is None:
+        _fell_back.pop(signature, None)
+        call.vectorised += 1
+        if outcome.groups > 1:
+            call.grouped[outcome.groups] = call.grouped.get(outcome.groups, 0) + 1
+    elif outcome.why.startswith(_STATIC_REASONS):
+        _per_program_kernels[kernel] = outcome.why
+    else:
+        wait = 1 if backoff is None else min(2 * backoff.wait, MAX_BACKOFF)
+        _fell_back[signature] = _Backoff(outcome.why, wait, wait)
+    return outcome.why
 
 
 def _boolop_note() -> None:
