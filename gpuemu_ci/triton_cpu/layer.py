@@ -442,7 +442,9 @@ def _run_grid(original: Any) -> Any:
         args_hst, kwargs_hst = self._init_args_hst(args_dev, kwargs)
         for hook in self.pre_run_hooks:
             hook(*args_hst, **kwargs_hst)
-        patch_scope = module._patch_lang(self.fn)
+        patch_lang = module.__dict__["_patch_lang"]
+        setattr(module, "_patch_lang", _patched_once(patch_lang))  # noqa: B010  # the interpreter's global
+        patch_scope = module.__dict__["_patch_lang"](self.fn)
         try:
             call_args = inspect.getcallargs(self.fn, *args_hst, **kwargs_hst)
             memory = Memory(_allocations(call_args, self.constexprs))
@@ -490,6 +492,7 @@ def _run_grid(original: Any) -> Any:
                 call.launch = None
         finally:
             patch_scope.restore()
+            setattr(module, "_patch_lang", patch_lang)  # noqa: B010
         self._restore_args_dev(args_dev, args_hst, kwargs, kwargs_hst)
 
     return run
@@ -530,6 +533,65 @@ def _vectorised(
         wait = 1 if backoff is None else min(2 * backoff.wait, MAX_BACKOFF)
         _fell_back[signature] = _Backoff(outcome.why, wait, wait)
     return outcome.why
+
+
+class _NothingToRestore:
+    def restore(self) -> None:
+        pass
+
+
+def _patched_once(patch_lang: Any) -> Any:
+    """The interpreter's `_patch_lang` for the duration of one launch, doing its work once per set of language
+    modules. The interpreter patches the language again at every call of a jit helper (`tl.max`, `tl.sum`, the
+    kernel's own), in every program, and never restores those patches: each is a scan of every member of
+    `triton.language` (most of a small program's time) that finds them patched already. Patching the same
+    modules again within the launch sets the same wrappers, so skipping it changes nothing but the time."""
+    done: set[tuple[int, ...]] = set()
+
+    def once(fn: Any) -> Any:
+        langs = _lang_key(fn)
+        if langs in done:
+            return _NothingToRestore()
+        done.add(langs)
+        return patch_lang(fn)
+
+    return once
+
+
+# What the interpreter's `_patch_lang` sets, per set of language modules it patches: (owner, name, value).
+_lang_patches: dict[tuple[int, ...], list[tuple[Any, str, Any]]] = {}
+
+
+def _lang_key(fn: Any) -> tuple[int, ...]:
+    """Which language modules `_patch_lang(fn)` patches: those of `tl` and `tl.core` in the function's globals."""
+    import triton.language as tl
+
+    return tuple(sorted({id(v) for v in fn.__globals__.values() if v is tl or v is tl.core}))
+
+
+def _replayed_patch_lang(original: Any) -> Any:
+    """The interpreter's `_patch_lang(fn)` without its scan of every member of `triton.language` (via
+    `inspect.getmembers`, most of a small launch's own time): the first call for a set of language modules
+    runs it and records what it set; later calls set the same values through a scope of the interpreter's
+    own kind, so that restoring it puts back what was there. The values are the interpreter's stateless
+    wrappers (builtins bound to its semantic, `range`, `to_ir`, reductions), the same whenever made."""
+    module = sys.modules[MODULE]
+
+    def patch_lang(fn: Any) -> Any:
+        key = _lang_key(fn)
+        recorded = _lang_patches.get(key)
+        if recorded is None:
+            scope = original(fn)
+            changes = getattr(scope, "_changes", None)
+            if isinstance(changes, list):
+                _lang_patches[key] = [(obj, name, obj.__dict__[name]) for obj, name, _ in changes]
+            return scope
+        scope = module._LangPatchScope()
+        for obj, name, value in recorded:
+            scope.set_attr(obj, name, value)
+        return scope
+
+    return patch_lang
 
 
 def _boolop_note() -> None:
@@ -583,6 +645,8 @@ def _patch(module: Any) -> None:
         (builder, "create_dot", _dot),
     ]
     replaced.extend((builder, name, derived) for name in PROVENANCE if name in builder.__dict__)
+    if "_patch_lang" in module.__dict__ and "_LangPatchScope" in module.__dict__:
+        replaced.append((module, "_patch_lang", _replayed_patch_lang))
     if "create_inline_asm" in builder.__dict__:
         replaced.append((builder, "create_inline_asm", _inline_asm_gap))
     if "create_extern_elementwise" in builder.__dict__:
