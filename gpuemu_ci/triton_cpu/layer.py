@@ -23,6 +23,7 @@ once when the interpreter module is imported (backends/triton_probe.py).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import sys
@@ -120,8 +121,10 @@ class _Backoff:
     wait: int  # the skip set at the last fallback (doubles with each fallback)
 
 
-# Launches of such kernels between two tries at most: the per-program run is the reference, so either way the
-# outputs and findings are the same; the try costs at most one stopped pass in MAX_BACKOFF + 1 launches.
+# Launches of such a kernel run per program directly after its first fallback (doubling after each further one,
+# up to MAX_BACKOFF): the per-program run is the reference, so either way the outputs and findings are the same,
+# and a kernel that keeps falling back pays a stopped pass on 1 launch in 5, then in 9, 17 ... 65.
+FIRST_BACKOFF = 4
 MAX_BACKOFF = 64
 REMEMBERED = "an earlier launch of the kernel could not run vectorised"
 _fell_back: dict[Any, _Backoff] = {}
@@ -429,6 +432,11 @@ def _allocations(call_args: dict[str, Any], constexprs: list[str]) -> list[Alloc
     return found
 
 
+# A kernel's signature, read once (inspect's readings are a noticeable part of a small vectorised launch).
+_argspec = functools.lru_cache(maxsize=1024)(inspect.getfullargspec)
+_signature = functools.lru_cache(maxsize=1024)(inspect.signature)
+
+
 def _run_grid(original: Any) -> Any:
     def run(self: Any, *args_dev: Any, **kwargs: Any) -> Any:
         call: _Call | None = _state["call"]
@@ -437,7 +445,7 @@ def _run_grid(original: Any) -> Any:
         module = sys.modules[MODULE]
         import triton
 
-        argspec = inspect.getfullargspec(self.fn)
+        argspec = _argspec(self.fn)
         kwargs = {k: v for k, v in kwargs.items() if k in argspec.args or k in argspec.kwonlyargs}
         args_hst, kwargs_hst = self._init_args_hst(args_dev, kwargs)
         for hook in self.pre_run_hooks:
@@ -446,7 +454,9 @@ def _run_grid(original: Any) -> Any:
         setattr(module, "_patch_lang", _patched_once(patch_lang))  # noqa: B010  # the interpreter's global
         patch_scope = module.__dict__["_patch_lang"](self.fn)
         try:
-            call_args = inspect.getcallargs(self.fn, *args_hst, **kwargs_hst)
+            bound = _signature(self.fn).bind(*args_hst, **kwargs_hst)
+            bound.apply_defaults()
+            call_args = dict(bound.arguments)
             memory = Memory(_allocations(call_args, self.constexprs))
             args = {
                 name: arg if name in self.constexprs else module._implicit_cvt(arg)
@@ -510,7 +520,7 @@ def _vectorised(
     """Run the launch with every program at once where it can (None), else say why it must run one program
     at a time. A kernel that fell back for a reason of its code is not tried again; one that fell back for a
     reason of its data (an access out of bounds, programs touching each other's data, branches in too many
-    groups) is tried again only after a number of launches that doubles each time it falls back again, so
+    groups) is tried again only after 4 launches, a number that doubles each time it falls back again, so
     that the stopped passes cost little next to the launches run per program directly."""
     kernel = (executor.fn, tuple(repr(call_args.get(n)) for n in executor.constexprs))
     static = _per_program_kernels.get(kernel)
@@ -530,7 +540,7 @@ def _vectorised(
     elif outcome.why.startswith(_STATIC_REASONS):
         _per_program_kernels[kernel] = outcome.why
     else:
-        wait = 1 if backoff is None else min(2 * backoff.wait, MAX_BACKOFF)
+        wait = FIRST_BACKOFF if backoff is None else min(2 * backoff.wait, MAX_BACKOFF)
         _fell_back[signature] = _Backoff(outcome.why, wait, wait)
     return outcome.why
 

@@ -179,7 +179,7 @@ SCRIPT = textwrap.dedent('''
         x = torch.randn(100, generator=g.manual_seed(10))
         ys = []
         with intercepted(CallSettings(12, vectorise=vectorise)) as call:
-            for shift in (1, 0, 0, 0):
+            for shift in (1, 0, 0, 0, 0, 0, 0):
                 ys.append(torch.zeros(100))
                 shifted[(4,)](x, ys[-1], 100, shift, BLOCK=32)
                 report = call.report()
@@ -241,16 +241,19 @@ def test_a_kernel_that_fell_back_on_its_data_runs_per_program_directly_then_is_t
     seen: dict,
 ) -> None:
     steps = seen["backoff"]
-    plain, plain_bytes, fast, fast_bytes = steps[0:4], steps[4], steps[5:9], steps[9]
+    plain, plain_bytes, fast, fast_bytes = steps[0:7], steps[7], steps[8:15], steps[15]
     assert fast_bytes == plain_bytes  # every launch's outputs, whichever way it ran
     assert all(step[1:] == [0, []] for step in plain)
     race = "programs write what other programs of the launch read or wrote"
     remembered = f"an earlier launch of the kernel could not run vectorised ({race})"
     assert [step[1:] for step in fast] == [  # counts so far in the call, after each launch
         [0, [[race, 1]]],  # shift 1: program p reads what program p+1 overwrites
-        [0, [[remembered, 1], [race, 1]]],  # shift 0, not tried
-        [1, [[remembered, 1], [race, 1]]],  # tried again: vectorised
-        [2, [[remembered, 1], [race, 1]]],
+        [0, [[remembered, 1], [race, 1]]],  # shift 0, not tried for 4 launches
+        [0, [[remembered, 2], [race, 1]]],
+        [0, [[remembered, 3], [race, 1]]],
+        [0, [[remembered, 4], [race, 1]]],
+        [1, [[remembered, 4], [race, 1]]],  # tried again: vectorised
+        [2, [[remembered, 4], [race, 1]]],
     ]
 
 
