@@ -51,6 +51,7 @@ def corpus_calls() -> dict[str, Call]:
 
     return {
         "row_max 16x1000": lambda: k.row_max(randn(16, 1000)),
+        "row_max 64x1000": lambda: k.row_max(randn(64, 1000)),  # 64 programs: the fixed cost spread wider
         "scale 4000": lambda: k.scale(randn(4000)),
         "col_sum 64x128": lambda: k.col_sum(randn(64, 128)),
         # programs race on the output: falls back for a reason of its data, every launch

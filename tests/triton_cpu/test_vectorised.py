@@ -299,3 +299,23 @@ def test_every_triton_op_of_the_corpus_gives_bitwise_the_same_outputs_on_every_c
     assert all(f["mismatches"] == [] and f["cases"] > 0 for f in figures.values())
     assert sum(f["vectorised_launches"] for f in figures.values()) > 0
     assert any(f["per_program_launches"] for f in figures.values())
+
+
+@pytest.mark.slow
+def test_liger_cross_entropy_with_ignored_tokens_vectorises_in_groups_with_bitwise_the_same_outputs(
+    tmp_path: Path,
+) -> None:
+    """Liger-Kernel's cross-entropy (bench/field) returns early from a per-row `if` on ignored tokens: every case
+    of the quick suite of seed 1, per program and vectorised."""
+    pytest.importorskip("liger_kernel")
+    report = tmp_path / "grid.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [
+        sys.executable, str(ROOT / "bench" / "bench_triton_grid.py"), "--config", str(ROOT / "bench" / "field" /
+        "gpuemu.toml"), "--only", "liger_cross_entropy.control", "--seeds", "1", "--json", str(report),
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=3600, check=False)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
+    (figures,) = json.loads(report.read_text()).values()
+    assert figures["mismatches"] == [] and figures["cases"] > 0
+    assert figures["grouped_launches"] > 0 and figures["per_program_launches"] == {}
