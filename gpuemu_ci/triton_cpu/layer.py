@@ -80,9 +80,8 @@ class _Call:
     unsupported: str = ""  # why this Triton's interpreter could not be patched
     gaps: set[str] = field(default_factory=set)  # constructs the interpreter cannot run (inline asm, extern)
     vectorised: int = 0  # launches run with every program at once
-    grouped: dict[int, int] = field(
-        default_factory=dict
-    )  # of those, run in k > 1 groups (divergence): k -> n
+    # Of those, the launches whose programs diverged and ran in k > 1 groups that agree: k -> how many.
+    grouped: dict[int, int] = field(default_factory=dict)
     per_program: dict[str, int] = field(default_factory=dict)  # launches run one program at a time, by reason
 
     def looked_up(self) -> bool:
@@ -572,6 +571,9 @@ def _patched_once(patch_lang: Any) -> Any:
 _lang_patches: dict[tuple[int, ...], list[tuple[Any, str, Any]]] = {}
 
 
+_ABSENT = object()
+
+
 def _lang_key(fn: Any) -> tuple[int, ...]:
     """Which language modules `_patch_lang(fn)` patches: those of `tl` and `tl.core` in the function's globals."""
     import triton.language as tl
@@ -594,7 +596,11 @@ def _replayed_patch_lang(original: Any) -> Any:
             scope = original(fn)
             changes = getattr(scope, "_changes", None)
             if isinstance(changes, list):
-                _lang_patches[key] = [(obj, name, obj.__dict__[name]) for obj, name, _ in changes]
+                made = [(obj, name, vars(obj).get(name, _ABSENT)) for obj, name, _ in changes]
+                if all(
+                    value is not _ABSENT for _, _, value in made
+                ):  # else: the interpreter's way, every time
+                    _lang_patches[key] = made
             return scope
         scope = module._LangPatchScope()
         for obj, name, value in recorded:
