@@ -257,8 +257,11 @@ def run_judge_side(
 
 
 def triton_launches(seen: TritonReport) -> tuple[tuple[str, int], ...]:
-    """How the case's Triton launches ran: ("vectorised", n) and ("one program at a time: <why>", n)."""
-    ran = [("vectorised", seen.vectorised)] if seen.vectorised else []
+    """How the case's Triton launches ran: ("vectorised", n), ("vectorised in k groups", n) for launches whose
+    programs diverged, and ("one program at a time: <why>", n)."""
+    whole = seen.vectorised - sum(n for _, n in seen.grouped)
+    ran = [("vectorised", whole)] if whole else []
+    ran += [(f"vectorised in {k} groups", n) for k, n in seen.grouped]
     return (*ran, *((f"one program at a time: {why}", n) for why, n in seen.per_program))
 
 
