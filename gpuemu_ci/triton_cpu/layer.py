@@ -120,9 +120,9 @@ class _Backoff:
     wait: int  # the skip set at the last fallback (doubles with each fallback)
 
 
-# Launches of such a kernel run per program directly after its first fallback (doubling after each further one,
-# up to MAX_BACKOFF): the per-program run is the reference, so either way the outputs and findings are the same,
-# and a kernel that keeps falling back pays a stopped pass on 1 launch in 5, then in 9, 17 ... 65.
+# Within one op call, launches of such a kernel run per program directly after its first fallback (doubling
+# after each further one, up to MAX_BACKOFF): the per-program run is the reference, so either way the outputs and
+# findings are the same, and a kernel that keeps falling back pays a stopped pass on 1 launch in 5, then 9 ... 65.
 FIRST_BACKOFF = 4
 MAX_BACKOFF = 64
 REMEMBERED = "an earlier launch of the kernel could not run vectorised"
@@ -696,6 +696,9 @@ def intercepted(settings: CallSettings) -> Iterator[_Call]:
         yield call
         return
     _state["call"] = call
+    # The data-dependent fallback memory is per call: a case's launch counts (in the results) must follow from
+    # the case alone, not from which cases this worker ran before.
+    _fell_back.clear()
     module = sys.modules.get(MODULE)
     if module is not None:
         on_import(module)
