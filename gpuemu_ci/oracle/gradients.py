@@ -21,14 +21,14 @@ Two rules, and the results say which judged each gradient:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import prod, sqrt
 
 import numpy as np
 
 from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Family, OpSpec, Validation
-from gpuemu_ci.oracle import bounds, precision
+from gpuemu_ci.oracle import attention_grads, bounds, precision
 from gpuemu_ci.oracle.compare import compare
 from gpuemu_ci.oracle.invariants import bias_z
 from gpuemu_ci.oracle.model import Comparator, ErrorStats, FailureKind, Finding
@@ -55,6 +55,12 @@ class GradientCase:
     low: Callable[[], tuple[np.ndarray, ...] | None]  # the reference's gradients in the working precision
     bias_test: bool = False
     correlated: bool = False
+    # The forward's float inputs (float64), the reference's outputs and the upstream gradients: what a
+    # structured bound of the backward needs (oracle/attention_grads.py).
+    inputs: Mapping[str, np.ndarray] = field(default_factory=dict)
+    forward: tuple[np.ndarray, ...] = ()
+    upstream: tuple[np.ndarray | None, ...] = ()
+    kwargs: Mapping[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,12 @@ def judge_gradients(
     findings: list[Finding] = []
     stats: list[tuple[str, ErrorStats]] = []
     low_cache: list[tuple[np.ndarray, ...] | None] = []
+    attention_cache: list[attention_grads.AttentionGradientBound | None] = []
+
+    def attention() -> attention_grads.AttentionGradientBound | None:
+        if not attention_cache:
+            attention_cache.append(_attention_bound(op, case))
+        return attention_cache[0]
 
     def low(position: int) -> np.ndarray | None:
         if not low_cache:
@@ -119,7 +131,20 @@ def judge_gradients(
                 allowed = allowed + _empirical(op, case.dtype, r, measured, abs_grad)
             one, found = compare(g, r, allowed, rule, expected_dtype, check_nan=validation.check_nan,
                                  check_inf=validation.check_inf)  # fmt: skip
+            if op.error_model.family is Family.ATTENTION and any(f.kind is FailureKind.MISMATCH for f in found):
+                model = attention()
+                structured = model.allowances.get(name) if model is not None else None
+                if structured is not None and structured.shape == r.shape:
+                    floor = _rounding_floor(op, case.dtype, r, expected_dtype)
+                    allowed = np.maximum(allowed, floor + structured)
+                    one, found = compare(g, r, allowed, rule, expected_dtype, check_nan=validation.check_nan,
+                                         check_inf=validation.check_inf)  # fmt: skip
         said = _measured_words(op, case.dtype) if low_cache and low_cache[0] is not None else ""
+        model = attention_cache[0] if attention_cache else None
+        if model is not None and name in model.allowances:
+            said += model.words()
+        elif attention_cache:
+            said += attention_grads.UNIDENTIFIED
         findings.extend(
             Finding(f.kind, label + f.message + (said if f.kind is FailureKind.MISMATCH else ""))
             for f in found
@@ -153,6 +178,20 @@ def judge_gradients(
                 )
                 break
     return GradientVerdict(tuple(findings), tuple(stats))
+
+
+def _attention_bound(op: OpSpec, case: GradientCase) -> attention_grads.AttentionGradientBound | None:
+    """The attention family's backward model (oracle/attention_grads.py); None for other families, and where
+    the structure cannot be identified (hook-built inputs without declared dims, masks it cannot reproduce):
+    then the baseline-relative rule alone judges."""
+    if op.error_model.family is not Family.ATTENTION or not case.forward or not case.upstream:
+        return None
+    upstream = case.upstream[0]
+    if upstream is None:
+        return None
+    return attention_grads.gradient_bound(
+        op, case.dtype, case.inputs, case.forward[0], upstream, case.kwargs, case.correlated
+    )
 
 
 def summed_length(op: OpSpec, case: GradientCase, name: str) -> int:
