@@ -71,6 +71,7 @@ BUG_CLASSES: dict[str, str] = {
     "grad_acc_assign": "backward: dweight row blocks summed with = (M > block)",
     "grad_missing_chain_term": "backward: a chain-rule term dropped",
     "grad_reduce_wrong_axis": "backward: a row statistic reduced over the rows",
+    "grad_gqa_one_head": "backward: a GQA key/value gradient from one query head, not the group (G > 1)",
     "grad_truncating_bf16_store": "backward: dx stored through bf16 by truncation",
     # Bugs only a GPU shows, in Triton (issue #28: the interpreter under gpuemu_ci/triton_cpu)
     "tail_other_missing": "Triton: masked tail loaded without other=-inf before a max",
