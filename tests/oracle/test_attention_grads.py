@@ -6,13 +6,14 @@ structure the model cannot identify keeps the baseline-relative rule and says so
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from gpuemu_ci.config.model import Family, InputSpec, Validation
-from gpuemu_ci.oracle import attention_layout, gradients, precision
 from gpuemu_ci.fuzz.values import generate
+from gpuemu_ci.oracle import attention_layout, gradients, precision
 from gpuemu_ci.oracle.model import FailureKind
 from gpuemu_ci.plan.model import ValueMode
 from gpuemu_ci.rng.xorshift import SeededRng
@@ -33,7 +34,7 @@ GQA_BTHD = (
 )
 
 
-def _reference(q, k, v, causal=False, kv_layout_bthd=False):
+def _reference(q, k, v, *, causal=False, kv_layout_bthd=False):
     """The math: an explicit softmax, K/V heads repeated to the query heads (as the controls' reference)."""
     if kv_layout_bthd:
         k, v = k.transpose(1, 2), v.transpose(1, 2)
@@ -56,8 +57,8 @@ def _case(arrays, upstream, causal, bthd, structured=True):
     """The judge's view of a case: float64 reference gradients, the reference's on |inputs|, and the working
     precision (float32) measurement, as backends/judge_side.py builds them."""
 
-    def ref(*t):
-        return _reference(*t, causal=causal, kv_layout_bthd=bthd)
+    def ref(q, k, v):
+        return _reference(q, k, v, causal=causal, kv_layout_bthd=bthd)
 
     forward, exact = _grads(ref, arrays, upstream, torch.float64)
     _, absolute = _grads(ref, [np.abs(a) for a in arrays], np.abs(upstream), torch.float64)
@@ -66,18 +67,13 @@ def _case(arrays, upstream, causal, bthd, structured=True):
         inputs, grad = arrays, upstream
         if measurement.perturb:
             moved = precision.perturbed(dict(zip("qkv", arrays, strict=True)), 1, measurement.perturb)
-            inputs, grad = tuple(moved[n] for n in "qkv"), precision.perturbed({"g": upstream}, 2, 2.0**-24)["g"]
+            inputs, grad = (
+                tuple(moved[n] for n in "qkv"),
+                precision.perturbed({"g": upstream}, 2, 2.0**-24)["g"],
+            )
         runs.append(_grads(ref, inputs, grad, getattr(torch, measurement.dtype))[1])
     low = tuple(precision.farthest(r, [run[i] for run in runs]) for i, r in enumerate(exact))
-    extra = {}
-    if structured:
-        extra = dict(
-            inputs=dict(zip("qkv", arrays, strict=True)),
-            forward=(forward,),
-            upstream=(upstream,),
-            kwargs={"is_causal": causal},
-        )
-    return gradients.GradientCase(
+    case = gradients.GradientCase(
         dtype="float32",
         dims={},
         names=("q", "k", "v"),
@@ -85,7 +81,15 @@ def _case(arrays, upstream, causal, bthd, structured=True):
         reference=exact,
         reference_abs=absolute,
         low=lambda: low,
-        **extra,
+    )
+    if not structured:
+        return case
+    return replace(
+        case,
+        inputs=dict(zip("qkv", arrays, strict=True)),
+        forward=(forward,),
+        upstream=(upstream,),
+        kwargs={"is_causal": causal},
     )
 
 
@@ -141,9 +145,9 @@ def test_torch_flash_backward_passes_the_attention_model_that_the_baseline_rule_
     assert all(s.headroom is not None and s.headroom < 1 for _, s in new.stats)
 
 
-def _flash_backward_with(bug, q, k, v, d_out, group=1):
+def _flash_backward_with(bug, arrays, d_out, group):
     """A flash backward in float32 (P from the saved logsumexp, D from the saved output), with one bug."""
-    q, k, v, d_out = (torch.from_numpy(a).float() for a in (q, k, v, d_out))
+    q, k, v, d_out = (torch.from_numpy(a).float() for a in (*arrays, d_out))
     k_all, v_all = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
     scale = 1.0 / math.sqrt(q.shape[-1])
     s = scale * q @ k_all.transpose(-2, -1)
@@ -176,9 +180,9 @@ def test_backward_bugs_still_fail_under_the_attention_model(bug, mode):
     )
     op = make_op(Family.ATTENTION, specs, ("B", "H", "S", "D"))
     case = _case(arrays, upstream, False, False)
-    correct = _judge(op, case, _flash_backward_with(None, *arrays, upstream, group=2))
+    correct = _judge(op, case, _flash_backward_with(None, arrays, upstream, 2))
     assert not correct.findings, correct.findings[0].message
-    wrong = _judge(op, case, _flash_backward_with(bug, *arrays, upstream, group=2))
+    wrong = _judge(op, case, _flash_backward_with(bug, arrays, upstream, 2))
     mismatches = [f for f in wrong.findings if f.kind is FailureKind.MISMATCH]
     assert mismatches
     assert "the allowance is the attention backward's rounding model" in mismatches[0].message
@@ -189,8 +193,8 @@ def test_the_layout_is_identified_from_dim_names_and_checked_against_the_referen
     q = rng.standard_normal((2, 4, 3, 8))
     k = rng.standard_normal((2, 10, 2, 8))  # [B, T, KVH, D]
     v = rng.standard_normal((2, 10, 2, 8))
-    t = (torch.from_numpy(a) for a in (q, k, v))
-    out = _reference(*t, causal=True, kv_layout_bthd=True).numpy()
+    tq, tk, tv = (torch.from_numpy(a) for a in (q, k, v))
+    out = _reference(tq, tk, tv, causal=True, kv_layout_bthd=True).numpy()
     op = make_op(Family.ATTENTION, GQA_BTHD, ("B", "H", "S", "D"))
     layout = attention_layout.identify(op, {"q": q, "k": k, "v": v}, out, {"is_causal": True})
     assert layout is not None
