@@ -36,6 +36,7 @@ from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import OpSpec
 from gpuemu_ci.oracle import attention_layout, bounds
 from gpuemu_ci.oracle.attention_layout import AttentionLayout
+from gpuemu_ci.oracle.invariants import MIN_ROWS
 
 UNIDENTIFIED = (
     "; the attention backward's rounding model was not used: no layout of the inputs (declared dims, or "
@@ -50,6 +51,23 @@ class AttentionGradientBound:
     layout: AttentionLayout
     working: str  # the working precision's dtype
     rounded_to: str | None  # the 16-bit dtype P, dS and O are rounded to
+
+    def bias_samples(self, name: str, g: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """The gradient and its reference as rows of independent samples for the bias test
+        (oracle/invariants.bias_z), or None where there are too few of them to test.
+
+        The rounding of a row's logsumexp (and of the forward's P, summed into it, in 16 bits) shifts every P of
+        that query row by one relative amount: the rows of dQ, and for dK and dV every key of a (batch, key/value
+        head), which sums those P, lean the same way. A truncating store leans toward zero in every one."""
+        mapped = self.layout.maps.get(name)
+        if mapped is None or tuple(g.shape) != tuple(r.shape):
+            return None
+        g_c, r_c = mapped.to_canonical(np.asarray(g)), mapped.to_canonical(np.asarray(r))
+        b, h, t, d = g_c.shape
+        rows = (b * h * t, d) if name == self.layout.q else (b * h, t * d)
+        if rows[0] < MIN_ROWS:
+            return None
+        return g_c.reshape(rows), r_c.reshape(rows)
 
     def words(self) -> str:
         rounded = f"; P, dS and the saved O rounded to {self.rounded_to}" if self.rounded_to else ""

@@ -131,7 +131,9 @@ def judge_gradients(
                 allowed = allowed + _empirical(op, case.dtype, r, measured, abs_grad)
             one, found = compare(g, r, allowed, rule, expected_dtype, check_nan=validation.check_nan,
                                  check_inf=validation.check_inf)  # fmt: skip
-            if op.error_model.family is Family.ATTENTION and any(f.kind is FailureKind.MISMATCH for f in found):
+            if op.error_model.family is Family.ATTENTION and any(
+                f.kind is FailureKind.MISMATCH for f in found
+            ):
                 model = attention()
                 structured = model.allowances.get(name) if model is not None else None
                 if structured is not None and structured.shape == r.shape:
@@ -150,7 +152,10 @@ def judge_gradients(
             for f in found
         )
         if case.bias_test:
-            z = bias_z(g, r, expected_dtype)
+            samples: tuple[np.ndarray, np.ndarray] | None = (g, r)
+            if op.error_model.family is Family.ATTENTION and (model := attention()) is not None:
+                samples = model.bias_samples(name, g, r)
+            z = bias_z(*samples, expected_dtype) if samples is not None else None
             if (
                 z is not None
                 and abs(z) > validation.bias_z_threshold

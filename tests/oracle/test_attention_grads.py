@@ -8,12 +8,15 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+import ml_dtypes
 import numpy as np
 import pytest
 
+from gpuemu_ci.backends import backward
 from gpuemu_ci.config.model import Family, InputSpec, Validation
 from gpuemu_ci.fuzz.values import generate
-from gpuemu_ci.oracle import attention_layout, gradients, precision
+from gpuemu_ci.oracle import attention_grads, attention_layout, gradients, precision
+from gpuemu_ci.oracle.invariants import bias_z
 from gpuemu_ci.oracle.model import FailureKind
 from gpuemu_ci.plan.model import ValueMode
 from gpuemu_ci.rng.xorshift import SeededRng
@@ -26,6 +29,11 @@ BHSD = (
     InputSpec("q", ("B", "H", "S", "D")),
     InputSpec("k", ("B", "H", "T", "D")),
     InputSpec("v", ("B", "H", "T", "D")),
+)
+GQA = (
+    InputSpec("q", ("B", "H", "S", "D")),
+    InputSpec("k", ("B", "KVH", "T", "D")),
+    InputSpec("v", ("B", "KVH", "T", "D")),
 )
 GQA_BTHD = (
     InputSpec("q", ("B", "H", "S", "D")),
@@ -93,16 +101,27 @@ def _case(arrays, upstream, causal, bthd, structured=True):
     )
 
 
-def _fuzzed(mode, q_shape, kv_shape, seed):
-    """Inputs as the fuzzer draws them in `mode` (adversarial:offset: mean >> std, where dQ = s dS K cancels),
-    and the upstream gradient as the judge draws it (tame)."""
-    rng = SeededRng(seed)
+def _fuzzed(mode, q_shape, kv_shape, seed, dims=None):
+    """A case's inputs as the fuzzer draws them (fuzz/case.py: attention's tame, from the case seed) and its
+    upstream gradient as the judge does."""
+    data = SeededRng(seed).derive("data")
+    dims = dims or {}
     arrays = tuple(
-        generate(InputSpec(n, shape), shape, "float32", mode, rng.derive(n), {})
-        for n, shape in zip("qkv", (q_shape, kv_shape, kv_shape), strict=True)
+        generate(
+            InputSpec(n, shape),
+            shape,
+            "float32",
+            mode,
+            data.derive(f"input_{i}"),
+            dims,
+            tame=True,
+            shared=data.derive("shared"),
+            primary=i == 0,
+        )
+        for i, (n, shape) in enumerate(zip("qkv", (q_shape, kv_shape, kv_shape), strict=True))
     )
     out_shape = (*q_shape[:3], kv_shape[-1])
-    upstream = generate(InputSpec("g", out_shape), out_shape, "float32", mode, rng.derive("g"), {}, tame=True)
+    upstream = backward.upstream_gradient(seed, 0, out_shape, "float32", mode, dims)
     return arrays, upstream
 
 
@@ -122,18 +141,18 @@ def _torch_sdpa(causal=False, bthd=False):
 
 
 @pytest.mark.parametrize(
-    ("mode", "specs", "q_shape", "kv_shape", "causal", "bthd"),
-    [
-        (ValueMode.OFFSET, BHSD, (1, 5, 33, 127), (1, 5, 17, 127), False, False),
-        (ValueMode.ALL_NEGATIVE, BHSD, (2, 2, 24, 16), (2, 2, 24, 16), True, False),
-        (ValueMode.ASCENDING, BHSD, (2, 2, 24, 16), (2, 2, 24, 16), True, False),
-        (ValueMode.OFFSET, GQA_BTHD, (2, 4, 1, 64), (2, 40, 2, 64), False, True),
+    ("mode", "specs", "q_shape", "kv_shape", "seed", "causal", "bthd"),
+    [  # cases of the torch controls that the baseline-relative rule alone flagged (bench/torch_controls)
+        (ValueMode.OFFSET, BHSD, (1, 5, 33, 127), (1, 5, 17, 127), 3629045223981286664, True, False),
+        (ValueMode.OFFSET, GQA, (1, 4, 17, 17), (1, 1, 33, 17), 3629045223981286664, True, False),
+        (ValueMode.ASCENDING, GQA, (2, 1, 1, 63), (2, 1, 2, 63), 2627519577387259216, False, False),
+        (ValueMode.ASCENDING, GQA_BTHD, (2, 1, 1, 63), (2, 2, 1, 63), 2627519577387259216, False, True),
     ],
 )
 def test_torch_flash_backward_passes_the_attention_model_that_the_baseline_rule_alone_failed(
-    mode, specs, q_shape, kv_shape, causal, bthd
+    mode, specs, q_shape, kv_shape, seed, causal, bthd
 ):
-    arrays, upstream = _fuzzed(mode, q_shape, kv_shape, seed=1)
+    arrays, upstream = _fuzzed(mode, q_shape, kv_shape, seed)
     op = make_op(Family.ATTENTION, specs, ("B", "H", "S", "D"))
     _, torch_grads = _grads(_torch_sdpa(causal, bthd), arrays, upstream, torch.float32)
     torch_grads = tuple(g.astype(np.float32) for g in torch_grads)
@@ -173,12 +192,7 @@ def _flash_backward_with(bug, arrays, d_out, group):
 @pytest.mark.parametrize("bug", ["no_d", "dk_unscaled", "gqa_one_head"])
 def test_backward_bugs_still_fail_under_the_attention_model(bug, mode):
     arrays, upstream = _fuzzed(mode, (2, 4, 16, 32), (2, 2, 48, 32), seed=3)
-    specs = (
-        InputSpec("q", ("B", "H", "S", "D")),
-        InputSpec("k", ("B", "KVH", "T", "D")),
-        InputSpec("v", ("B", "KVH", "T", "D")),
-    )
-    op = make_op(Family.ATTENTION, specs, ("B", "H", "S", "D"))
+    op = make_op(Family.ATTENTION, GQA, ("B", "H", "S", "D"))
     case = _case(arrays, upstream, False, False)
     correct = _judge(op, case, _flash_backward_with(None, arrays, upstream, 2))
     assert not correct.findings, correct.findings[0].message
@@ -222,3 +236,51 @@ def test_without_declared_dims_the_common_layout_is_tried_and_anything_else_keep
     wrong = tuple(g + 1.0 for g in case.reference)
     verdict = _judge(undeclared, case, tuple(g.astype(np.float32) for g in wrong))
     assert any("rounding model was not used" in f.message for f in verdict.findings)
+
+
+def test_the_bias_test_takes_heads_as_samples_for_key_and_value_gradients():
+    """torch's bf16 decode attention: the rounding of each head's logsumexp shifts every key's dV of that head the
+    same way (z = -6.3 with key rows as samples, a false alarm of issue #32); with (batch, head) as the samples it
+    is no bias, while a truncating store of the same gradient is."""
+    seed, dims = 17590670071722349008, {"B": 4, "KVH": 4, "G": 1, "H": 4, "S": 1, "T": 1024, "D": 128}
+    data = SeededRng(seed).derive("data")
+    shapes = {"q": (4, 4, 1, 128), "k": (4, 4, 1024, 128), "v": (4, 4, 1024, 128)}
+    arrays = tuple(
+        generate(
+            InputSpec(n, shape),
+            shape,
+            "bfloat16",
+            ValueMode.REGULAR,
+            data.derive(f"input_{i}"),
+            dims,
+            tame=True,
+            shared=data.derive("shared"),
+            primary=i == 0,
+        )
+        for i, (n, shape) in enumerate(shapes.items())
+    )
+    upstream = backward.upstream_gradient(seed, 0, (4, 4, 1, 128), "bfloat16", ValueMode.REGULAR, dims)
+    as64 = [a.astype(np.float64) for a in arrays]
+    out, exact = _grads(_reference, as64, upstream.astype(np.float64), torch.float64)
+    _, got = _grads(_torch_sdpa(), as64, upstream.astype(np.float64), torch.bfloat16)
+    dv = got[2].astype(ml_dtypes.bfloat16)
+    assert bias_z(dv, exact[2], "bfloat16") < -6  # key rows as samples
+    op = make_op(Family.ATTENTION, BHSD, ("B", "H", "S", "D"))
+    model = attention_grads.gradient_bound(
+        op, "bfloat16", dict(zip("qkv", as64, strict=True)), out, upstream, {}
+    )
+    assert model is not None
+    z = bias_z(*model.bias_samples("v", dv, exact[2]), "bfloat16")
+    assert z is not None and abs(z) < 6
+    truncated = _truncate_bf16(exact[2])
+    z = bias_z(*model.bias_samples("v", truncated, exact[2]), "bfloat16")
+    assert z is not None and z < -6
+    # Fewer (batch, head) pairs than the test needs: no verdict rather than the elementwise one.
+    small = {n: a[:1, :4] for n, a in zip("qkv", as64, strict=True)}
+    few = attention_grads.gradient_bound(op, "bfloat16", small, out[:1, :4], upstream[:1, :4], {})
+    assert few is not None and few.bias_samples("v", dv[:1, :4], exact[2][:1, :4]) is None
+
+
+def _truncate_bf16(x):
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32) & np.uint32(0xFFFF0000)
+    return bits.view(np.float32).astype(ml_dtypes.bfloat16)
