@@ -264,16 +264,20 @@ def test_the_bias_test_takes_heads_as_samples_for_key_and_value_gradients():
     out, exact = _grads(_reference, as64, upstream.astype(np.float64), torch.float64)
     _, got = _grads(_torch_sdpa(), as64, upstream.astype(np.float64), torch.bfloat16)
     dv = got[2].astype(ml_dtypes.bfloat16)
-    assert bias_z(dv, exact[2], "bfloat16") < -6  # key rows as samples
+    rows = bias_z(dv, exact[2], "bfloat16")
+    assert rows is not None and rows < -6  # key rows as samples
     op = make_op(Family.ATTENTION, BHSD, ("B", "H", "S", "D"))
     model = attention_grads.gradient_bound(
         op, "bfloat16", dict(zip("qkv", as64, strict=True)), out, upstream, {}
     )
     assert model is not None
-    z = bias_z(*model.bias_samples("v", dv, exact[2]), "bfloat16")
+    heads = model.bias_samples("v", dv, exact[2])
+    assert heads is not None
+    z = bias_z(heads[0], heads[1], "bfloat16")
     assert z is not None and abs(z) < 6
-    truncated = _truncate_bf16(exact[2])
-    z = bias_z(*model.bias_samples("v", truncated, exact[2]), "bfloat16")
+    truncated = model.bias_samples("v", _truncate_bf16(exact[2]), exact[2])
+    assert truncated is not None
+    z = bias_z(truncated[0], truncated[1], "bfloat16")
     assert z is not None and z < -6
     # Fewer (batch, head) pairs than the test needs: no verdict rather than the elementwise one.
     small = {n: a[:1, :4] for n, a in zip("qkv", as64, strict=True)}
