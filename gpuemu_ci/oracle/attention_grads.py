@@ -51,6 +51,7 @@ class AttentionGradientBound:
     layout: AttentionLayout
     working: str  # the working precision's dtype
     rounded_to: str | None  # the 16-bit dtype P, dS and O are rounded to
+    c: float = 4.0  # the bound's c
 
     def bias_samples(self, name: str, g: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
         """The gradient and its reference as rows of independent samples for the bias test
@@ -72,10 +73,11 @@ class AttentionGradientBound:
     def words(self) -> str:
         rounded = f"; P, dS and the saved O rounded to {self.rounded_to}" if self.rounded_to else ""
         return (
-            "; the allowance is the attention backward's rounding model: P recomputed as exp(S - L) from "
-            "scores and the saved logsumexp, D = rowsum(dO * O) from the saved output, dS = P (dP - D) and its "
-            f"products with K, Q and dO summed in {self.working}{rounded} ({self.layout.words()}), or the "
-            "baseline-relative allowance where that is larger"
+            f"; where larger, the allowance is the attention backward's rounding model ({self.c:g} × its "
+            "roundings): P recomputed as "
+            "exp(S - L) from scores and the saved logsumexp, D = rowsum(dO * O) from the saved output, "
+            f"dS = P (dP - D) and its products with K, Q and dO summed in {self.working}{rounded} "
+            f"({self.layout.words()})"
         )
 
 
@@ -168,7 +170,7 @@ def gradient_bound(
         ),
     }
     working = op.error_model.accumulator or ("float32" if sixteen else case_dtype)
-    return AttentionGradientBound(allowances, layout, working, case_dtype if sixteen else None)
+    return AttentionGradientBound(allowances, layout, working, case_dtype if sixteen else None, c)
 
 
 def _sum_groups(x: np.ndarray, kv_heads: int, blocked: bool) -> np.ndarray:
