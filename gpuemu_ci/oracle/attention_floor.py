@@ -11,12 +11,17 @@ from __future__ import annotations
 import numpy as np
 
 from gpuemu_ci import dtypes
+from gpuemu_ci.config.model import OpSpec
 
 
-def underflow_term(working: str, v: np.ndarray, shape: tuple[int, ...], n: int) -> np.ndarray | float:
-    """min_normal(working) sum_j |v_jd| + n min_subnormal(working) / 2, broadcast to the output's `shape` where
-    v's keys run along its axis -2 (a scalar bound from the largest sum otherwise)."""
-    info = dtypes.info(working)
+def underflow_term(
+    op: OpSpec, case_dtype: str, v: np.ndarray, shape: tuple[int, ...], n: int
+) -> np.ndarray | float:
+    """min_normal(w) sum_j |v_jd| + n min_subnormal(w) / 2, w the working precision (the declared accumulator,
+    else float32 for 16-bit cases, else the case dtype), broadcast to the output's `shape` where v's keys run
+    along its axis -2 (a scalar bound from the largest sum otherwise)."""
+    sixteen = case_dtype in ("float16", "bfloat16")
+    info = dtypes.info(op.error_model.accumulator or ("float32" if sixteen else case_dtype))
     products = n * info.min_subnormal / 2.0
     if v.ndim < 2:
         return products

@@ -196,8 +196,7 @@ def allowed_error(op: OpSpec, case: BoundInputs) -> np.ndarray:
                 term = term + eta_p * np.broadcast_to(v_sum, r.shape)
             except ValueError:
                 term = term + eta_p * float(v_sum.max(initial=0.0))
-        working = op.error_model.accumulator or ("float32" if case.case_dtype in ("float16", "bfloat16") else "")
-        term = term + underflow_term(working or case.case_dtype, v, r.shape, n)
+        term = term + underflow_term(op, case.case_dtype, v, r.shape, n)
     else:  # CUSTOM goes through error_scale hooks (oracle/judge.py); EXACT never gets here
         term = (1.0 + k_f) * u_acc * r
     if family is not Family.ELEMENTWISE:

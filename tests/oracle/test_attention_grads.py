@@ -15,7 +15,7 @@ import pytest
 from gpuemu_ci.backends import backward
 from gpuemu_ci.config.model import Family, InputSpec, Validation
 from gpuemu_ci.fuzz.values import generate
-from gpuemu_ci.oracle import attention_grads, attention_layout, gradients, precision
+from gpuemu_ci.oracle import attention_grads, attention_layout, bounds, gradients, precision
 from gpuemu_ci.oracle.invariants import bias_z
 from gpuemu_ci.oracle.model import FailureKind
 from gpuemu_ci.plan.model import ValueMode
@@ -288,3 +288,40 @@ def test_the_bias_test_takes_heads_as_samples_for_key_and_value_gradients():
 def _truncate_bf16(x):
     bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32) & np.uint32(0xFFFF0000)
     return bits.view(np.float32).astype(ml_dtypes.bfloat16)
+
+
+def _attention_forward_allowance(q, k, v, dtype):
+    p = np.exp(q @ k.T - (q @ k.T).max(axis=-1, keepdims=True))
+    p = p / p.sum(axis=-1, keepdims=True)
+    r = p @ v
+    specs = (InputSpec("q", ("S", "D")), InputSpec("k", ("T", "D")), InputSpec("v", ("T", "D")))
+    op = make_op(Family.ATTENTION, specs, ("S", "D"))
+    dims = {"S": q.shape[0], "T": k.shape[0], "D": q.shape[1]}
+    inputs = {"q": q, "k": k, "v": v}
+    return r, bounds.allowed_error(op, bounds.BoundInputs(r, inputs, p @ np.abs(v), dims, {}, dtype, dtype))
+
+
+def test_the_attention_forward_allows_underflowing_products_in_float64():
+    """17 keys of equal weight and values of 4 subnormals: each P v rounds to 0 in the explicit reference, a flash
+    kernel that divides last returns 4 subnormals. n x subnormal / 2 allows it (subnormal / 2 rounded to 0)."""
+    q, k = np.zeros((1, 2)), np.zeros((17, 2))
+    v = np.full((17, 2), 4 * 5e-324)
+    r, allowed = _attention_forward_allowance(q, k, v, "float64")
+    assert r.max() == 0.0 and allowed.min() >= 4 * 5e-324
+    # A real error on normal values is still far outside the allowance.
+    r, allowed = _attention_forward_allowance(q, k, np.ones((17, 2)), "float64")
+    assert allowed.max() < 1e-13
+
+
+def test_the_attention_forward_allows_exp_results_flushed_to_zero():
+    """Keys whose P is subnormal in float32 (e^-90) with values of 1e3, the dominant key's value 0: a kernel whose
+    exp flushes them to 0 returns 0, off by sum P v, far above u x P|V| but below the smallest normal x sum |v|."""
+    q = np.array([[1.0, 0.0]])
+    k = np.array([[0.0, 0.0]] + [[-90.0, 0.0]] * 7)
+    v = np.array([[0.0, 0.0]] + [[1e3, 1e3]] * 7)
+    r, allowed = _attention_forward_allowance(q, k, v, "float32")
+    assert np.all(r > 0) and np.all(r <= allowed)  # the flushed kernel's 0 passes
+    assert np.all(r > 4 * 200 * 2.0**-24 * r)  # what the relative terms alone allow
+    v[0] = 1.0  # the same keys with a normal-sized answer: an error of 1e-3 relative still fails
+    r, allowed = _attention_forward_allowance(q, k, v, "float32")
+    assert np.all(1e-3 * r > allowed)
