@@ -521,11 +521,7 @@ def _reference_gradients(
         low=low,
         bias_test=rules.bias_test,
         correlated=rules.correlated,
-        inputs={
-            n: np.asarray(a, dtype=np.float64)
-            for n, a in case.logical.items()
-            if dtypes.is_float_dtype(np.asarray(a).dtype)
-        },
+        inputs={n: a for n, a in case.logical.items() if dtypes.is_float_dtype(np.asarray(a).dtype)},
         forward=tuple(np.asarray(o) for o in reference.outputs),
         upstream=upstream,
         kwargs=case.kwargs,

@@ -55,7 +55,7 @@ class GradientCase:
     low: Callable[[], tuple[np.ndarray, ...] | None]  # the reference's gradients in the working precision
     bias_test: bool = False
     correlated: bool = False
-    # The forward's float inputs (float64), the reference's outputs and the upstream gradients: what a
+    # The forward's float inputs (in their dtypes), the reference's outputs and the upstream gradients: what a
     # structured bound of the backward needs (oracle/attention_grads.py).
     inputs: Mapping[str, np.ndarray] = field(default_factory=dict)
     forward: tuple[np.ndarray, ...] = ()
