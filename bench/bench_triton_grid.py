@@ -49,6 +49,7 @@ class OpFigures:
     per_program_s: float = 0.0
     vectorised_s: float = 0.0
     vectorised_launches: int = 0
+    grouped_launches: int = 0  # of those, run in groups of programs that agree on a divergent branch
     per_program_launches: dict[str, int] = field(default_factory=dict)
     mismatches: list[str] = field(default_factory=list)
 
@@ -109,6 +110,7 @@ def compare(config_path: Path, seeds: Sequence[int], only: Sequence[str] = ()) -
                 got.vectorised_s += fast_s
                 if fast.triton is not None:
                     got.vectorised_launches += fast.triton.vectorised
+                    got.grouped_launches += sum(n for _, n in fast.triton.grouped)
                     for why, count in fast.triton.per_program:
                         got.per_program_launches[why] = got.per_program_launches.get(why, 0) + count
                 if _digest(plain) != _digest(fast):
@@ -129,7 +131,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, f in figures.items():
         ratio = f.per_program_s / f.vectorised_s if f.vectorised_s else float("nan")
         fallen = ", ".join(f"{n} {why}" for why, n in sorted(f.per_program_launches.items()))
-        launches = f"{f.vectorised_launches} vectorised" + (f"; per program: {fallen}" if fallen else "")
+        grouped = f" ({f.grouped_launches} in groups)" if f.grouped_launches else ""
+        launches = f"{f.vectorised_launches} vectorised{grouped}" + (
+            f"; per program: {fallen}" if fallen else ""
+        )
         print(
             f"{name:<44} {f.cases:>5} {f.per_program_s:>13.2f} {f.vectorised_s:>12.2f} {ratio:>7.1f}x  {launches}"
         )

@@ -51,8 +51,11 @@ def corpus_calls() -> dict[str, Call]:
 
     return {
         "row_max 16x1000": lambda: k.row_max(randn(16, 1000)),
+        "row_max 64x1000": lambda: k.row_max(randn(64, 1000)),  # 64 programs: the fixed cost spread wider
         "scale 4000": lambda: k.scale(randn(4000)),
         "col_sum 64x128": lambda: k.col_sum(randn(64, 128)),
+        # programs race on the output: falls back for a reason of its data, every launch
+        "col_sum no atomic 64x128": lambda: k.col_sum_no_atomic(randn(64, 128)),
         "row_cumsum 16x500": lambda: k.row_cumsum(randn(16, 500)),
         "matmul 64x64x128": lambda: k.matmul(randn(64, 128), randn(128, 64)),
         "tile_add 100x100": lambda: k.tile_add(randn(100, 100)),
@@ -67,7 +70,11 @@ def liger_calls() -> dict[str, Call]:
         return {}
     g = torch.Generator().manual_seed(1)
     x, w = torch.randn(32, 512, generator=g), torch.randn(512, generator=g)
+    logits = torch.randn(16, 4096, generator=g)
+    target = torch.randint(0, 4096, (16,), generator=g)
+    target[::4] = -100  # ignored tokens: a per-row `if` that returns early (vectorised in 2 groups)
     return {
+        "liger cross_entropy 16x4096": lambda: liger_ops.cross_entropy(logits, target),
         "liger rms_norm 32x512": lambda: liger_ops.rms_norm(x, w),
         "liger softmax 32x512": lambda: liger_ops.softmax(x),
         "liger swiglu 32x512": lambda: liger_ops.swiglu(x, x),

@@ -56,6 +56,7 @@ class CaseRun:
     op: CallResult
     rerun: CallResult | None = None
     reference_abs: CallResult | None = None  # the reference on |abs_reference_inputs| (fp64), when asked
+    linear_inputs: tuple[str, ...] = ()  # inputs the reference is linear in (oracle/intermediates.py)
     inputs_modified: tuple[str, ...] = ()  # names of inputs whose bytes changed during the op call
     interpreter: str | None = None  # e.g. "triton-interpreter" when TRITON_INTERPRET was used
 

@@ -38,12 +38,12 @@ from gpuemu_ci.backends.interface import (
 from gpuemu_ci.backends.loading import Loaded, LoadError, describe_exception, load_callable, load_target
 from gpuemu_ci.backends.protocol import Stage
 from gpuemu_ci.backends.transport import is_float_like
-from gpuemu_ci.config.model import Framework, OpSpec
+from gpuemu_ci.config.model import Family, Framework, OpSpec
 from gpuemu_ci.fuzz import layouts as layout_mod
 from gpuemu_ci.fuzz.case import CaseInputs, CaseSkipped
 from gpuemu_ci.fuzz.inputs import inputs_digest
 from gpuemu_ci.fuzz.snapshot import snapshot_meta
-from gpuemu_ci.oracle import bounds, gradients, precision, row_statistics
+from gpuemu_ci.oracle import bounds, gradients, intermediates, precision
 from gpuemu_ci.oracle.case_report import (
     describe_case,
     errored_report,
@@ -96,15 +96,19 @@ def reference_call(
     absolute: tuple[str, ...] = (),
     framework: Framework = Framework.NUMPY,
     contain: type[BaseException] = BaseException,
+    doubled: tuple[str, ...] = (),
 ) -> tuple[CallResult, bool]:
     """The reference on fp64 copies of `arrays` (those named in `absolute` replaced by their absolute
-    values): (result, retire)."""
+    values, those in `doubled` by twice their values): (result, retire)."""
     bridge = get_bridge(framework)
     try:
         copies = {n: _reference_copy(v) for n, v in arrays.items()}
         for name in absolute:
             if name in copies:
                 np.abs(copies[name], out=copies[name])
+        for name in doubled:
+            if name in copies:
+                copies[name] *= 2.0
         ref_in = {n: bridge.to_native(c).value for n, c in copies.items()}
     except Exception as exc:
         return CallResult(CallStatus.RAISED, message=f"handing inputs to the reference: {exc}"), False
@@ -119,15 +123,22 @@ def reference_run(
     kwargs: Mapping[str, Any],
     outputs: tuple[np.ndarray, ...],
     abs_inputs: tuple[str, ...] = (),
+    probed: tuple[str, ...] = (),
 ) -> CaseRun:
     """What the oracle judges for outputs computed elsewhere (a shadowed call in production): the reference,
-    run here on fp64 copies of the inputs (and on |abs_inputs|), and the given outputs as the op's."""
+    run here on fp64 copies of the inputs (and on |abs_inputs|, and on each of `probed` doubled: the inputs it
+    is linear in, oracle/intermediates.py), and the given outputs as the op's."""
     result, _ = reference_call(reference, inputs, kwargs, contain=Exception)
     absolute = (
         reference_call(reference, inputs, kwargs, abs_inputs, contain=Exception)[0] if abs_inputs else None
     )
+    linear: tuple[str, ...] = ()
+    for name in probed if result.status is CallStatus.OK else ():
+        doubled, _ = reference_call(reference, inputs, kwargs, contain=Exception, doubled=(name,))
+        if doubled.status is CallStatus.OK and intermediates.linear_in(result.outputs, doubled.outputs):
+            linear += (name,)
     op = CallResult(CallStatus.OK, tuple(np.ascontiguousarray(o) for o in outputs))
-    return CaseRun(reference=result, op=op, reference_abs=absolute)
+    return CaseRun(reference=result, op=op, reference_abs=absolute, linear_inputs=linear)
 
 
 class _Unloadable(Exception):
@@ -166,9 +177,17 @@ class _Judging:
             raise _Unloadable(who, str(exc)) from None
         return hook
 
-    def reference(self, loaded: Loaded, case: CaseInputs, absolute: tuple[str, ...]) -> CallResult:
+    def reference(
+        self, loaded: Loaded, case: CaseInputs, absolute: tuple[str, ...], doubled: tuple[str, ...] = ()
+    ) -> CallResult:
         result, retire = reference_call(
-            loaded.invoke, case.arrays, case.kwargs, absolute, self.task.reference.framework, self.contain
+            loaded.invoke,
+            case.arrays,
+            case.kwargs,
+            absolute,
+            self.task.reference.framework,
+            self.contain,
+            doubled,
         )
         self.retire = self.retire or retire
         self.call_s += result.duration_s
@@ -238,8 +257,11 @@ def run_judge_side(
 
 
 def triton_launches(seen: TritonReport) -> tuple[tuple[str, int], ...]:
-    """How the case's Triton launches ran: ("vectorised", n) and ("one program at a time: <why>", n)."""
-    ran = [("vectorised", seen.vectorised)] if seen.vectorised else []
+    """How the case's Triton launches ran: ("vectorised", n), ("vectorised in k groups", n) for launches whose
+    programs diverged, and ("one program at a time: <why>", n)."""
+    whole = seen.vectorised - sum(n for _, n in seen.grouped)
+    ran = [("vectorised", whole)] if whole else []
+    ran += [(f"vectorised in {k} groups", n) for k, n in seen.grouped]
     return (*ran, *((f"one program at a time: {why}", n) for why, n in seen.per_program))
 
 
@@ -300,13 +322,21 @@ def _judge_case(judging: _Judging, op_view: OpView) -> CaseReport:
             call_s=judging.call_s,
         )
     bound = comparator_for(op, case.dtype) in (Comparator.BOUND, Comparator.ARGMAX)
-    abs_inputs = bounds.abs_linear_inputs(op) if bound else ()
+    probed = intermediates.probed_inputs(op, case.dtype) if bound else ()
+    abs_inputs = (bounds.abs_linear_inputs(op) or probed) if bound else ()
     stage(Stage.REFERENCE)
     reference = judging.reference(reference_target, case, ())
     reference_abs = None
+    linear: tuple[str, ...] = ()
     if abs_inputs and reference.status is CallStatus.OK:
         stage(Stage.REFERENCE_ABS)
         reference_abs = judging.reference(reference_target, case, abs_inputs)
+        for name in probed:  # oracle/intermediates.py: the inputs the reference is linear in
+            doubled = judging.reference(reference_target, case, (), (name,))
+            if doubled.status is CallStatus.OK and intermediates.linear_in(
+                reference.outputs, doubled.outputs
+            ):
+                linear += (name,)
     if reference.status is not CallStatus.OK:
         return _errored(judging, case, reference, "reference")
     naive_output = None
@@ -326,14 +356,14 @@ def _judge_case(judging: _Judging, op_view: OpView) -> CaseReport:
         made = _reference_gradients(judging, reference_target, case, reference)
         if isinstance(made, CallResult):
             return _errored(judging, case, made, "reference's backward")
-        gradient_case = made
-        if made.forward is not None:  # what the op's backward computed from: its own forward outputs
-            gradient_case = replace(made, forward=replace(made.forward, saved=op_call.outputs))
+        # What the op's backward computed from: its own forward outputs (oracle/row_statistics.py).
+        gradient_case = replace(made, saved=tuple(op_call.outputs))
     run = CaseRun(
         reference=reference,
         op=op_call,
         rerun=rerun_call,
         reference_abs=reference_abs,
+        linear_inputs=linear,
         inputs_modified=op_view.inputs_modified,
         interpreter=op_view.interpreter,
     )
@@ -484,14 +514,24 @@ def _reference_gradients(
     absolute = None
     if gradients.rule_for(op) in (Comparator.BOUND, Comparator.BASELINE_RELATIVE):
         try:
+            # A selection (the exact family: a max-pool) must select the same elements: its inputs stay signed.
+            signed = op.error_model.family is Family.EXACT
             magnitudes = {
-                n: np.abs(a) if dtypes.is_float_dtype(a.dtype) else a for n, a in case.logical.items()
+                n: np.abs(a) if dtypes.is_float_dtype(a.dtype) and not signed else a
+                for n, a in case.logical.items()
             }
             absolute = vjp(
                 magnitudes, tuple(None if g is None else np.abs(g) for g in upstream), np.dtype(np.float64)
             )
         except Exception:
             absolute = None  # a reference that needs signed inputs: the bound uses |g_ref| alone
+    counted = None
+    if op.error_model.family is Family.EXACT:  # oracle/gathers.py: how many terms each element sums
+        try:
+            ones = tuple(None if g is None else np.ones(np.shape(g), dtype=np.float64) for g in upstream)
+            counted = tuple(vjp(case.logical, ones, np.dtype(np.float64)))
+        except Exception:
+            counted = None  # the structural count stands
 
     def low() -> tuple[np.ndarray, ...] | None:
         runs = []
@@ -523,7 +563,11 @@ def _reference_gradients(
         low=low,
         bias_test=rules.bias_test,
         correlated=rules.correlated,
-        forward=row_statistics.Forward(case.logical, tuple(reference.outputs), None, upstream, case.kwargs),
+        inputs=case.logical,
+        forward=tuple(np.asarray(o) for o in reference.outputs),
+        upstream=upstream,
+        kwargs=case.kwargs,
+        counted=counted,
     )
 
 

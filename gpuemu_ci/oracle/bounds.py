@@ -16,6 +16,8 @@ import numpy as np
 
 from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Family, OpSpec
+from gpuemu_ci.oracle import intermediates
+from gpuemu_ci.oracle.attention_floor import underflow_term
 from gpuemu_ci.oracle.precision import input_magnitude
 
 
@@ -37,6 +39,8 @@ class BoundInputs:
     # TF32, its GPU default: 2^-11). Only the matmul and attention families allow for it: there TF32 is the
     # contract; a scan or a reduction computed with a TF32 dot has lost the accuracy the op promises.
     dot_input_roundoff: float = 0.0
+    # Inputs the reference is linear in (probed by the judge, oracle/intermediates.py): elementwise 16-bit cases.
+    linear_inputs: tuple[str, ...] = ()
 
 
 def accumulator_roundoff(op: OpSpec, case_dtype: str) -> float:
@@ -137,6 +141,9 @@ def allowed_error(op: OpSpec, case: BoundInputs) -> np.ndarray:
         magnitude = input_magnitude(op, case.inputs, r.shape)
         scale = r if magnitude is None else np.maximum(r, magnitude)
         term = (1.0 + k_f) * u_acc * scale
+        term = term + intermediates.elementwise_term(
+            op, case.case_dtype, case.reference, case.reference_abs, case.inputs, case.linear_inputs
+        )
     elif family in (Family.MATMUL, Family.REDUCTION, Family.SCAN, Family.ARGMAX):
         scale = np.abs(case.reference_abs) if case.reference_abs is not None else r * n
         if family is Family.REDUCTION:
@@ -147,6 +154,7 @@ def allowed_error(op: OpSpec, case: BoundInputs) -> np.ndarray:
             if mean is not None:
                 scale = np.maximum(scale, mean)
         term = g * u_acc * scale + k_f * u_acc * r
+        term = term + intermediates.picked_term(op, case.case_dtype, case.reference, case.inputs)
         if family is Family.MATMUL and case.dot_input_roundoff:
             term = term + _rounded_dot_inputs(case, scale, n)
     elif family is Family.SOFTMAX:
@@ -157,6 +165,10 @@ def allowed_error(op: OpSpec, case: BoundInputs) -> np.ndarray:
             finite = np.where(np.isfinite(x), x, 0.0)
             spread = np.abs(finite - finite.max(axis=axis, keepdims=True))
         term = (k_f + 2.0 + sqrt(n)) * u_acc * r + u_acc * r * spread
+        if x.shape == r.shape and x.size:
+            term = term + intermediates.log_domain_term(
+                op, case.case_dtype, x, case.reference, _row_axis(case.kwargs)
+            )
     elif family is Family.NORM:
         x = next(iter(case.inputs.values()))
         # Outputs shaped unlike the normalised input (concat(q', k')): the magnitude of each output row.
@@ -195,6 +207,7 @@ def allowed_error(op: OpSpec, case: BoundInputs) -> np.ndarray:
                 term = term + eta_p * np.broadcast_to(v_sum, r.shape)
             except ValueError:
                 term = term + eta_p * float(v_sum.max(initial=0.0))
+        term = term + underflow_term(op, case.case_dtype, v, r.shape, n)
     else:  # CUSTOM goes through error_scale hooks (oracle/judge.py); EXACT never gets here
         term = (1.0 + k_f) * u_acc * r
     if family is not Family.ELEMENTWISE:

@@ -21,14 +21,15 @@ Two rules, and the results say which judged each gradient:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import prod, sqrt
 
 import numpy as np
 
 from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Family, OpSpec, Validation
-from gpuemu_ci.oracle import bounds, precision, row_statistics
+from gpuemu_ci.oracle import attention_grads, bounds, gathers, precision, row_statistics, ties
+from gpuemu_ci.oracle.argmax import axis_of
 from gpuemu_ci.oracle.compare import compare
 from gpuemu_ci.oracle.invariants import bias_z
 from gpuemu_ci.oracle.model import Comparator, ErrorStats, FailureKind, Finding
@@ -55,7 +56,14 @@ class GradientCase:
     low: Callable[[], tuple[np.ndarray, ...] | None]  # the reference's gradients in the working precision
     bias_test: bool = False
     correlated: bool = False
-    forward: row_statistics.Forward | None = None  # what the op's backward computed from (row statistics)
+    # The forward's inputs (in their dtypes), the reference's outputs and the upstream gradients: what a
+    # structured bound of the backward needs (oracle/attention_grads.py; ties of a selection, oracle/ties.py).
+    inputs: Mapping[str, np.ndarray] = field(default_factory=dict)
+    forward: tuple[np.ndarray, ...] = ()
+    upstream: tuple[np.ndarray | None, ...] = ()
+    kwargs: Mapping[str, object] = field(default_factory=dict)
+    counted: tuple[np.ndarray, ...] | None = None  # terms routed to each element (oracle/gathers.py)
+    saved: tuple[np.ndarray, ...] | None = None  # the op's own forward outputs (oracle/row_statistics.py)
 
 
 @dataclass(frozen=True)
@@ -74,6 +82,12 @@ def judge_gradients(
     findings: list[Finding] = []
     stats: list[tuple[str, ErrorStats]] = []
     low_cache: list[tuple[np.ndarray, ...] | None] = []
+    attention_cache: list[attention_grads.AttentionGradientBound | None] = []
+
+    def attention() -> attention_grads.AttentionGradientBound | None:
+        if not attention_cache:
+            attention_cache.append(_attention_bound(op, case))
+        return attention_cache[0]
 
     def low(position: int) -> np.ndarray | None:
         if not low_cache:
@@ -114,25 +128,55 @@ def judge_gradients(
                                          check_inf=validation.check_inf)  # fmt: skip
         else:
             saved = row_statistics.saved_statistics(
-                op, case.dtype, case.forward, name, r, expected_dtype, case.correlated
+                op, case.dtype, _forward(case), name, r, expected_dtype, case.correlated
             )
-            allowed = _rounding_floor(op, case.dtype, r, expected_dtype) + _sum_floor(
-                op, case, name, abs_grad
+            allowed = _rounding_floor(op, case.dtype, r, expected_dtype) + np.maximum(
+                _sum_floor(op, case, name, abs_grad),
+                gathers.scatter_floor(
+                    op,
+                    case.dtype,
+                    gathers.scattered_terms(
+                        op,
+                        case.dims,
+                        name,
+                        summed_length(op, case, name),
+                        case.counted[position] if case.counted is not None else None,
+                    ),
+                    abs_grad,
+                    expected_dtype,
+                ),
             )
             allowed = allowed + op.error_model.bound_c * saved.term
             measured = low(position)
             if measured is not None:
                 allowed = allowed + _empirical(op, case.dtype, r, measured, abs_grad)
-            one, found = compare(g, r, allowed, rule, expected_dtype, check_nan=validation.check_nan,
+            if op.error_model.family is Family.ATTENTION:
+                model = attention()
+                structured = model.allowances.get(name) if model is not None else None
+                if structured is not None and structured.shape == r.shape:
+                    floor = _rounding_floor(op, case.dtype, r, expected_dtype)
+                    allowed = np.maximum(allowed, floor + structured)
+            judged = _routed_among_ties(op, case, name, g, r, allowed)
+            one, found = compare(judged, r, allowed, rule, expected_dtype, check_nan=validation.check_nan,
                                  check_inf=validation.check_inf)  # fmt: skip
         said = _measured_words(op, case.dtype) if low_cache and low_cache[0] is not None else ""
         said += saved.words
+        if rule is not Comparator.BOUND:
+            said += gathers.note(op, case.dtype, case.dims, name, expected_dtype)
+        model = attention_cache[0] if attention_cache else None
+        if model is not None and name in model.allowances:
+            said += model.words()
+        elif attention_cache:
+            said += attention_grads.UNIDENTIFIED
         findings.extend(
             Finding(f.kind, label + f.message + (said if f.kind is FailureKind.MISMATCH else ""))
             for f in found
         )
         if case.bias_test:
-            z = bias_z(g, r, expected_dtype)
+            samples: tuple[np.ndarray, np.ndarray] | None = (g, r)
+            if op.error_model.family is Family.ATTENTION and (model := attention()) is not None:
+                samples = model.bias_samples(name, g, r)
+            z = bias_z(*samples, expected_dtype) if samples is not None else None
             if (
                 z is not None
                 and abs(z) > validation.bias_z_threshold
@@ -160,6 +204,28 @@ def judge_gradients(
                 )
                 break
     return GradientVerdict(tuple(findings), tuple(stats))
+
+
+def _attention_bound(op: OpSpec, case: GradientCase) -> attention_grads.AttentionGradientBound | None:
+    """The attention family's backward model (oracle/attention_grads.py); None for other families, and where
+    the structure cannot be identified (hook-built inputs without declared dims, masks it cannot reproduce):
+    then the baseline-relative rule alone judges."""
+    if op.error_model.family is not Family.ATTENTION or not case.forward or not case.upstream:
+        return None
+    upstream = case.upstream[0]
+    if upstream is None:
+        return None
+    floats = {n: a for n, a in case.inputs.items() if dtypes.is_float_dtype(np.asarray(a).dtype)}
+    return attention_grads.gradient_bound(
+        op, case.dtype, floats, case.forward[0], upstream, case.kwargs, case.correlated
+    )
+
+
+def _forward(case: GradientCase) -> row_statistics.Forward | None:
+    """What the op's backward computed from, for oracle/row_statistics.py; None where the case carries none."""
+    if not case.inputs and not case.forward:
+        return None
+    return row_statistics.Forward(case.inputs, case.forward, case.saved, case.upstream, case.kwargs)
 
 
 def summed_length(op: OpSpec, case: GradientCase, name: str) -> int:
@@ -197,10 +263,10 @@ def structure_bound(
     n = summed_length(op, case, name)
     if op.error_model.family in ROW_WISE and r.ndim and r.size:
         scale = np.maximum(scale, magnitude.max(axis=-1, keepdims=True))
-    terms = row_statistics.softmax_terms(op, case.forward, name, r)
+    terms = row_statistics.softmax_terms(op, _forward(case), name, r)
     if terms is not None:
         scale = np.maximum(scale, terms)
-    norm = row_statistics.layer_norm_terms(op, case.dtype, case.forward, name, r)
+    norm = row_statistics.layer_norm_terms(op, case.dtype, _forward(case), name, r)
     if norm is not None:
         scale = np.maximum(scale, norm.scale)
     if op.error_model.family is Family.ELEMENTWISE:
@@ -260,6 +326,21 @@ def _sum_floor(op: OpSpec, case: GradientCase, name: str, abs_grad: np.ndarray |
     scale = np.abs(np.where(np.isfinite(abs_grad), abs_grad, 0.0))
     u_acc = bounds.accumulator_roundoff(op, case.dtype)
     return op.error_model.bound_c * sqrt(summed_length(op, case, name)) * u_acc * scale
+
+
+def _routed_among_ties(
+    op: OpSpec, case: GradientCase, name: str, g: np.ndarray, r: np.ndarray, allowed: np.ndarray
+) -> np.ndarray:
+    """The gradient as judged: for the `exact` family (a selection), the reference's value at elements whose
+    group of tied inputs received the right total (oracle/ties.py; within a pooling's `kernel_size`), the op's
+    own value everywhere else."""
+    x = case.inputs.get(name)
+    if op.error_model.family is not Family.EXACT or x is None:
+        return g
+    window = case.kwargs.get("kernel_size")  # a pooling's window: how far apart two tied choices may lie
+    reach = window if isinstance(window, int) and not isinstance(window, bool) else None
+    excused = ties.excused_at_ties(x, g, r, allowed, axis_of(case.kwargs), reach)
+    return np.where(excused, r, np.asarray(g, dtype=np.float64)) if excused.any() else g
 
 
 def _rounding_floor(op: OpSpec, case_dtype: str, r: np.ndarray, grad_dtype: str) -> np.ndarray:

@@ -26,7 +26,7 @@ from gpuemu_ci.backends.judge_side import reference_run
 from gpuemu_ci.backends.loading import load_target
 from gpuemu_ci.config.model import Config, OpSpec
 from gpuemu_ci.errors import UsageError
-from gpuemu_ci.oracle import bounds
+from gpuemu_ci.oracle import bounds, intermediates
 from gpuemu_ci.oracle.judge import CaseContext, comparator_for, judge
 from gpuemu_ci.oracle.model import CaseVerdict, Comparator
 from gpuemu_ci.pipeline.targets import reference_target
@@ -293,8 +293,9 @@ class Shadow:
             return None
         dtype = _case_dtype(self.op, inputs, outputs)
         bound = comparator_for(self.op, dtype) is Comparator.BOUND
-        abs_inputs = bounds.abs_linear_inputs(self.op) if bound else ()
-        run = reference_run(self._reference_invoke(), dict(inputs), dict(kwargs), outputs, abs_inputs)
+        probed = intermediates.probed_inputs(self.op, dtype) if bound else ()
+        abs_inputs = (bounds.abs_linear_inputs(self.op) or probed) if bound else ()
+        run = reference_run(self._reference_invoke(), dict(inputs), dict(kwargs), outputs, abs_inputs, probed)
         # Real data: no rounding-bias test (one call's values are not independent draws), and addends treated
         # as correlated (the bound's conservative g(n) = n), so a correct op is never flagged by its data.
         context = CaseContext(dtype, dims, kwargs, dict(inputs), bias_test=False, correlated=True)

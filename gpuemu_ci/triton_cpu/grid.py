@@ -33,6 +33,15 @@ class NotVectorisable(Exception):
     """Why this launch runs one program at a time."""
 
 
+class Divergent(NotVectorisable):
+    """A Python `if`/`while`/`range` on a value that differs between the programs of the pass: `keys` holds
+    each program's value (in the batch's order), so that the programs can be re-run in groups that agree."""
+
+    def __init__(self, what: str, keys: np.ndarray) -> None:
+        super().__init__(what)
+        self.keys = keys
+
+
 @dataclass
 class Batch:
     """The chunk of programs being run together, in the launch's order."""
@@ -334,7 +343,11 @@ def scan(input: Any, axis: int, combine_fn: Any, reverse: bool = False, **kwargs
 def _uniform_scalar(self: Any, what: str) -> Any:
     data = self.handle.data
     if data.size > 1 and not np.all(data == data.flat[0]):
-        raise NotVectorisable(f"{what} on a value that differs between programs")
+        batch = _state["batch"]
+        why = f"{what} on a value that differs between programs"
+        if batch is not None and data.shape[0] == batch.size and data.size == batch.size:
+            raise Divergent(why, data.reshape(batch.size))
+        raise NotVectorisable(why)
     return data.flat[0]
 
 

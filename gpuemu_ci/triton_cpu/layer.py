@@ -23,6 +23,7 @@ once when the interpreter module is imported (backends/triton_probe.py).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import sys
@@ -79,6 +80,8 @@ class _Call:
     unsupported: str = ""  # why this Triton's interpreter could not be patched
     gaps: set[str] = field(default_factory=set)  # constructs the interpreter cannot run (inline asm, extern)
     vectorised: int = 0  # launches run with every program at once
+    # Of those, the launches whose programs diverged and ran in k > 1 groups that agree: k -> how many.
+    grouped: dict[int, int] = field(default_factory=dict)
     per_program: dict[str, int] = field(default_factory=dict)  # launches run one program at a time, by reason
 
     def looked_up(self) -> bool:
@@ -97,6 +100,7 @@ class _Call:
             tuple(sorted(self.gaps)),
             self.vectorised,
             tuple(sorted(self.per_program.items())),
+            tuple(sorted(self.grouped.items())),
         )
 
 
@@ -105,6 +109,24 @@ _state: dict[str, Any] = {"call": None, "restore": [], "vectorise": True}
 # their later launches go straight to one program at a time. Keyed by the kernel's function and constexprs.
 _STATIC_REASONS = ("`", "a reduction with a custom", "a scan with a custom", "tuple or descriptor")
 _per_program_kernels: dict[Any, str] = {}
+
+
+@dataclass
+class _Backoff:
+    """A kernel (at one launch signature) whose last vectorised try fell back for a reason of its data."""
+
+    why: str
+    skip: int  # launches left to run per program directly before the next try
+    wait: int  # the skip set at the last fallback (doubles with each fallback)
+
+
+# Within one op call, launches of such a kernel run per program directly after its first fallback (doubling
+# after each further one, up to MAX_BACKOFF): the per-program run is the reference, so either way the outputs and
+# findings are the same, and a kernel that keeps falling back pays a stopped pass on 1 launch in 5, then 9 ... 65.
+FIRST_BACKOFF = 4
+MAX_BACKOFF = 64
+REMEMBERED = "an earlier launch of the kernel could not run vectorised"
+_fell_back: dict[Any, _Backoff] = {}
 
 
 def set_vectorise(enabled: bool) -> None:
@@ -409,6 +431,11 @@ def _allocations(call_args: dict[str, Any], constexprs: list[str]) -> list[Alloc
     return found
 
 
+# A kernel's signature, read once (inspect's readings are a noticeable part of a small vectorised launch).
+_argspec = functools.lru_cache(maxsize=1024)(inspect.getfullargspec)
+_signature = functools.lru_cache(maxsize=1024)(inspect.signature)
+
+
 def _run_grid(original: Any) -> Any:
     def run(self: Any, *args_dev: Any, **kwargs: Any) -> Any:
         call: _Call | None = _state["call"]
@@ -417,14 +444,18 @@ def _run_grid(original: Any) -> Any:
         module = sys.modules[MODULE]
         import triton
 
-        argspec = inspect.getfullargspec(self.fn)
+        argspec = _argspec(self.fn)
         kwargs = {k: v for k, v in kwargs.items() if k in argspec.args or k in argspec.kwonlyargs}
         args_hst, kwargs_hst = self._init_args_hst(args_dev, kwargs)
         for hook in self.pre_run_hooks:
             hook(*args_hst, **kwargs_hst)
-        patch_scope = module._patch_lang(self.fn)
+        patch_lang = module.__dict__["_patch_lang"]
+        setattr(module, "_patch_lang", _patched_once(patch_lang))  # noqa: B010  # the interpreter's global
+        patch_scope = module.__dict__["_patch_lang"](self.fn)
         try:
-            call_args = inspect.getcallargs(self.fn, *args_hst, **kwargs_hst)
+            bound = _signature(self.fn).bind(*args_hst, **kwargs_hst)
+            bound.apply_defaults()
+            call_args = dict(bound.arguments)
             memory = Memory(_allocations(call_args, self.constexprs))
             args = {
                 name: arg if name in self.constexprs else module._implicit_cvt(arg)
@@ -449,17 +480,11 @@ def _run_grid(original: Any) -> Any:
                 if vectorise is None:
                     vectorise = bool(_state["vectorise"])
                 if vectorise and order.size > 1:
-                    kernel = (self.fn, tuple(repr(call_args.get(n)) for n in self.constexprs))
-                    why = _per_program_kernels.get(kernel) or vectorised.run(
-                        self, module, args, launch.grid, launch.memory, order
-                    )
+                    why = _vectorised(self, module, args, call, call_args, launch, order)
                     if why is None:
-                        call.vectorised += 1
                         order = order[:0]
                     else:
                         call.per_program[why] = call.per_program.get(why, 0) + 1
-                        if why.startswith(_STATIC_REASONS):
-                            _per_program_kernels[kernel] = why
                 for pid in order.tolist():
                     program = (pid // (gy * gz), (pid // gz) % gy, pid % gz)
                     module.interpreter_builder.set_grid_idx(*program)
@@ -476,9 +501,113 @@ def _run_grid(original: Any) -> Any:
                 call.launch = None
         finally:
             patch_scope.restore()
+            setattr(module, "_patch_lang", patch_lang)  # noqa: B010
         self._restore_args_dev(args_dev, args_hst, kwargs, kwargs_hst)
 
     return run
+
+
+def _vectorised(
+    executor: Any,
+    module: Any,
+    args: dict[str, Any],
+    call: _Call,
+    call_args: dict[str, Any],
+    launch: _Launch,
+    order: np.ndarray,
+) -> str | None:
+    """Run the launch with every program at once where it can (None), else say why it must run one program
+    at a time. A kernel that fell back for a reason of its code is not tried again; one that fell back for a
+    reason of its data (an access out of bounds, programs touching each other's data, branches in too many
+    groups) is tried again only after 4 launches, a number that doubles each time it falls back again, so
+    that the stopped passes cost little next to the launches run per program directly."""
+    kernel = (executor.fn, tuple(repr(call_args.get(n)) for n in executor.constexprs))
+    static = _per_program_kernels.get(kernel)
+    if static is not None:
+        return static
+    signature = (kernel, tuple(str(getattr(v, "type", "")) for v in args.values()))
+    backoff = _fell_back.get(signature)
+    if backoff is not None and backoff.skip > 0:
+        backoff.skip -= 1
+        return f"{REMEMBERED} ({backoff.why})"
+    outcome = vectorised.run(executor, module, args, launch.grid, launch.memory, order)
+    if outcome.why is None:
+        _fell_back.pop(signature, None)
+        call.vectorised += 1
+        if outcome.groups > 1:
+            call.grouped[outcome.groups] = call.grouped.get(outcome.groups, 0) + 1
+    elif outcome.why.startswith(_STATIC_REASONS):
+        _per_program_kernels[kernel] = outcome.why
+    else:
+        wait = FIRST_BACKOFF if backoff is None else min(2 * backoff.wait, MAX_BACKOFF)
+        _fell_back[signature] = _Backoff(outcome.why, wait, wait)
+    return outcome.why
+
+
+class _NothingToRestore:
+    def restore(self) -> None:
+        pass
+
+
+def _patched_once(patch_lang: Any) -> Any:
+    """The interpreter's `_patch_lang` for the duration of one launch, doing its work once per set of language
+    modules. The interpreter patches the language again at every call of a jit helper (`tl.max`, `tl.sum`, the
+    kernel's own), in every program, and never restores those patches: each is a scan of every member of
+    `triton.language` (most of a small program's time) that finds them patched already. Patching the same
+    modules again within the launch sets the same wrappers, so skipping it changes nothing but the time."""
+    done: set[tuple[int, ...]] = set()
+
+    def once(fn: Any) -> Any:
+        langs = _lang_key(fn)
+        if langs in done:
+            return _NothingToRestore()
+        done.add(langs)
+        return patch_lang(fn)
+
+    return once
+
+
+# What the interpreter's `_patch_lang` sets, per set of language modules it patches: (owner, name, value).
+_lang_patches: dict[tuple[int, ...], list[tuple[Any, str, Any]]] = {}
+
+
+_ABSENT = object()
+
+
+def _lang_key(fn: Any) -> tuple[int, ...]:
+    """Which language modules `_patch_lang(fn)` patches: those of `tl` and `tl.core` in the function's globals."""
+    import triton.language as tl
+
+    return tuple(sorted({id(v) for v in fn.__globals__.values() if v is tl or v is tl.core}))
+
+
+def _replayed_patch_lang(original: Any) -> Any:
+    """The interpreter's `_patch_lang(fn)` without its scan of every member of `triton.language` (via
+    `inspect.getmembers`, most of a small launch's own time): the first call for a set of language modules
+    runs it and records what it set; later calls set the same values through a scope of the interpreter's
+    own kind, so that restoring it puts back what was there. The values are the interpreter's stateless
+    wrappers (builtins bound to its semantic, `range`, `to_ir`, reductions), the same whenever made."""
+    module = sys.modules[MODULE]
+
+    def patch_lang(fn: Any) -> Any:
+        key = _lang_key(fn)
+        recorded = _lang_patches.get(key)
+        if recorded is None:
+            scope = original(fn)
+            changes = getattr(scope, "_changes", None)
+            if isinstance(changes, list):
+                made = [(obj, name, vars(obj).get(name, _ABSENT)) for obj, name, _ in changes]
+                if all(
+                    value is not _ABSENT for _, _, value in made
+                ):  # else: the interpreter's way, every time
+                    _lang_patches[key] = made
+            return scope
+        scope = module._LangPatchScope()
+        for obj, name, value in recorded:
+            scope.set_attr(obj, name, value)
+        return scope
+
+    return patch_lang
 
 
 def _boolop_note() -> None:
@@ -532,6 +661,8 @@ def _patch(module: Any) -> None:
         (builder, "create_dot", _dot),
     ]
     replaced.extend((builder, name, derived) for name in PROVENANCE if name in builder.__dict__)
+    if "_patch_lang" in module.__dict__ and "_LangPatchScope" in module.__dict__:
+        replaced.append((module, "_patch_lang", _replayed_patch_lang))
     if "create_inline_asm" in builder.__dict__:
         replaced.append((builder, "create_inline_asm", _inline_asm_gap))
     if "create_extern_elementwise" in builder.__dict__:
@@ -565,6 +696,9 @@ def intercepted(settings: CallSettings) -> Iterator[_Call]:
         yield call
         return
     _state["call"] = call
+    # The data-dependent fallback memory is per call: a case's launch counts (in the results) must follow from
+    # the case alone, not from which cases this worker ran before.
+    _fell_back.clear()
     module = sys.modules.get(MODULE)
     if module is not None:
         on_import(module)

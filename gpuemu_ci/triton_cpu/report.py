@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import msgspec
+
+K = TypeVar("K", str, int)
 
 OUT_OF_BOUNDS = "out_of_bounds"
 RACE = "race"
@@ -29,6 +33,8 @@ class TritonReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     interpreter_gaps: tuple[str, ...] = ()  # constructs the interpreter cannot run (inline asm): not judged
     vectorised: int = 0  # launches that ran every program at once (triton_cpu/grid.py)
     per_program: tuple[tuple[str, int], ...] = ()  # launches run one program at a time: (why, how many)
+    # Of the vectorised launches, those whose programs diverged and ran in k groups that agree: (k, how many).
+    grouped: tuple[tuple[int, int], ...] = ()
 
     def dot_input_roundoff(self) -> float:
         """The largest input roundoff among the dots the kernels ran (0.0: none, or all ieee)."""
@@ -52,13 +58,12 @@ class TritonReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             union(self.interpreter_gaps, other.interpreter_gaps),
             self.vectorised + other.vectorised,
             _add_counts(self.per_program, other.per_program),
+            _add_counts(self.grouped, other.grouped),
         )
 
 
-def _add_counts(
-    a: tuple[tuple[str, int], ...], b: tuple[tuple[str, int], ...]
-) -> tuple[tuple[str, int], ...]:
-    total: dict[str, int] = dict(a)
+def _add_counts(a: tuple[tuple[K, int], ...], b: tuple[tuple[K, int], ...]) -> tuple[tuple[K, int], ...]:
+    total: dict[K, int] = dict(a)
     for reason, count in b:
         total[reason] = total.get(reason, 0) + count
     return tuple(sorted(total.items()))

@@ -7,12 +7,25 @@ that stops restores the arguments' memory so that the per-program run starts fro
 from __future__ import annotations
 
 import ctypes
+from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from gpuemu_ci.triton_cpu import grid, provenance
 from gpuemu_ci.triton_cpu.memory import Memory
+
+# A launch whose programs disagree on branches is run in at most this many groups of programs that agree;
+# past it, one program at a time (groups of a program or two gain nothing over the per-program run).
+MAX_GROUPS = 32
+Shadows = dict[int, tuple[np.ndarray, np.ndarray]]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    why: str | None  # None: every program ran vectorised; else why the launch must run one program at a time
+    groups: int = 1  # the programs ran in this many groups that agree on every divergent branch
 
 
 def run(
@@ -22,9 +35,13 @@ def run(
     dims: tuple[int, int, int],
     memory: Memory,
     order: np.ndarray,
-) -> str | None:
-    """Run the launch with every program at once (grid.py), in chunks; None when done, else why it must run
-    one program at a time (its arguments' memory is then as it was before)."""
+) -> Outcome:
+    """Run the launch with every program at once (grid.py), in chunks, and where the programs diverge (a Python
+    `if`/`while`/`range` on a value that differs between them) in groups of programs that agree: the diverging
+    batch's memory is put back as it was before it and its programs re-run group by group, each group in the
+    launch's order. Programs that do not touch each other's data (watched across the whole launch, every group
+    included: else the launch falls back) give the same bytes in any grouping. When the launch must run one
+    program at a time, its arguments' memory is as it was before it."""
     import triton.language as tl
 
     batched: dict[str, Any] = {}
@@ -33,10 +50,91 @@ def run(
             handle = module.TensorHandle(value.handle.data[None], value.handle.dtype, dict(value.handle.attr))
             batched[name] = tl.tensor(handle, value.type)
         elif isinstance(value, (tuple, list)) or type(value).__name__ == "tensor_descriptor":
-            return "tuple or descriptor arguments"
+            return Outcome("tuple or descriptor arguments")
         else:
             batched[name] = value
     saved = _snapshot(memory)
+    restore = _install(module)
+    readers: Shadows = {}
+    writers: Shadows = {}
+    _, gy, gz = dims
+    why: str | None = None
+    groups = 1
+    pending = deque(
+        order[start : start + grid.CHUNK_PROGRAMS] for start in range(0, order.size, grid.CHUNK_PROGRAMS)
+    )
+    checkpoint: tuple[list[tuple[np.ndarray, np.ndarray]], Shadows, Shadows] = (saved, {}, {})
+    fresh = True  # memory and shadows are as the checkpoint holds them
+    try:
+        while pending:
+            pids = pending.popleft().astype(np.int64)
+            if not fresh:
+                checkpoint = (_snapshot(memory), _copied(readers), _copied(writers))
+            coords = np.stack([pids // (gy * gz), (pids // gz) % gy, pids % gz], axis=1).astype(np.int32)
+            grid._state["batch"] = grid.Batch(coords, pids, readers, writers)
+            try:
+                executor.fn(**batched)
+                fresh = False
+            except Exception as exc:
+                split = _groups(find_cause(exc, grid.Divergent), pids)
+                if split is None:
+                    raise
+                if groups + len(split) - 1 > MAX_GROUPS:
+                    why = f"{find_cause(exc, grid.Divergent)} in more than {MAX_GROUPS} groups of programs"
+                    break
+                _put_back(checkpoint, readers, writers)
+                fresh = True
+                groups += len(split) - 1
+                pending.extendleft(reversed(split))
+    except Exception as exc:
+        stop = find_cause(exc, grid.NotVectorisable)
+        why = str(stop) if stop is not None else f"the vectorised pass raised {type(exc).__name__}"
+    finally:
+        grid._state["batch"] = None
+        for owner, name, value in reversed(restore):
+            if value is _ABSENT:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, value)
+    if why is not None:
+        for view, copy in saved:
+            view[...] = copy
+        return Outcome(why)
+    return Outcome(None, groups)
+
+
+def _groups(divergence: BaseException | None, pids: np.ndarray) -> list[np.ndarray] | None:
+    """The batch's programs in groups that agree on the divergent value (each in the batch's order, groups in
+    the order of their first program); None when there is nothing to split on."""
+    if not isinstance(divergence, grid.Divergent) or divergence.keys.size != pids.size:
+        return None
+    _, first, inverse = np.unique(divergence.keys, return_index=True, return_inverse=True)
+    if first.size < 2:
+        return None
+    return [pids[inverse.ravel() == g] for g in np.argsort(first, kind="stable")]
+
+
+def _copied(shadows: Shadows) -> Shadows:
+    return {key: (low.copy(), high.copy()) for key, (low, high) in shadows.items()}
+
+
+def _put_back(
+    checkpoint: tuple[list[tuple[np.ndarray, np.ndarray]], Shadows, Shadows],
+    readers: Shadows,
+    writers: Shadows,
+) -> None:
+    """Memory and the who-touched-what shadows as they were before the diverging batch."""
+    saved, readers_then, writers_then = checkpoint
+    for view, copy in saved:
+        view[...] = copy
+    readers.clear()
+    readers.update(_copied(readers_then))
+    writers.clear()
+    writers.update(_copied(writers_then))
+
+
+def _install(module: Any) -> list[tuple[Any, str, Any]]:
+    """The batched builder and language for the pass; returns what to put back."""
     builder = module.InterpreterBuilder
     restore: list[tuple[Any, str, Any]] = []
     patch_lang = module._patch_lang
@@ -58,30 +156,7 @@ def run(
     ]:
         restore.append((owner, name, owner.__dict__.get(name, _ABSENT)))
         setattr(owner, name, value)
-    readers: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    writers: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    _, gy, gz = dims
-    why: str | None = None
-    try:
-        for start in range(0, order.size, grid.CHUNK_PROGRAMS):
-            pids = order[start : start + grid.CHUNK_PROGRAMS].astype(np.int64)
-            coords = np.stack([pids // (gy * gz), (pids // gz) % gy, pids % gz], axis=1).astype(np.int32)
-            grid._state["batch"] = grid.Batch(coords, pids, readers, writers)
-            executor.fn(**batched)
-    except Exception as exc:
-        stop = find_cause(exc, grid.NotVectorisable)
-        why = str(stop) if stop is not None else f"the vectorised pass raised {type(exc).__name__}"
-    finally:
-        grid._state["batch"] = None
-        for owner, name, value in reversed(restore):
-            if value is _ABSENT:
-                delattr(owner, name)
-            else:
-                setattr(owner, name, value)
-    if why is not None:
-        for view, copy in saved:
-            view[...] = copy
-    return why
+    return restore
 
 
 _ABSENT = object()

@@ -39,6 +39,18 @@ BUGS = {
 # Backward entries (torch ops: `backward = true`), run where torch is installed.
 BACKWARD_CONTROLS = ("swiglu_bwd.control",)
 BACKWARD_BUGS = {"softmax_xent.bug.grad_missing_chain_term": "mismatch"}
+# Scatter-add backward passes (issue #32): PyTorch's own 16-bit accumulation and the other tie routing pass.
+SCATTER_CONTROLS = (
+    "embedding_bwd.control",
+    "embedding_bwd.hn.torch_autograd",
+    "max_pool_bwd.control",
+    "max_pool_bwd.hn.last_of_ties",
+    "max_pool_bwd.hn.torch_autograd",
+)
+SCATTER_BUGS = {
+    "embedding_bwd.bug.grad_scatter_assign": "mismatch",
+    "max_pool_bwd.bug.grad_index_without_stride": "mismatch",
+}
 
 
 def _load_module(path: Path, name: str) -> ModuleType:
@@ -87,6 +99,12 @@ def test_quick_suite_passes_controls_and_catches_bugs(tmp_path: Path) -> None:
 def test_quick_suite_passes_backward_controls_and_catches_backward_bugs(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     check_quick_suite(tmp_path, BACKWARD_CONTROLS, BACKWARD_BUGS)
+
+
+@pytest.mark.slow
+def test_quick_suite_passes_scatter_add_backward_controls_and_catches_their_bugs(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    check_quick_suite(tmp_path, SCATTER_CONTROLS, SCATTER_BUGS)
 
 
 def check_quick_suite(tmp_path: Path, controls: tuple[str, ...], bugs: dict[str, str]) -> None:

@@ -20,6 +20,19 @@ torch = pytest.importorskip("torch")
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "float64": torch.float64}
 
 
+def _context(wanted: bool, inputs, outputs, saved, upstream, kwargs=None) -> dict:
+    """GradientCase's forward context as the judge side fills it (none: as the judge carried before)."""
+    if not wanted:
+        return {}
+    return {
+        "inputs": inputs,
+        "forward": outputs,
+        "saved": saved,
+        "upstream": upstream,
+        "kwargs": kwargs or {},
+    }
+
+
 def _reduction_op():
     return make_op(Family.REDUCTION, (InputSpec("x", ("M", "N"), "float32"),), output=("M",))
 
@@ -59,9 +72,7 @@ def _judge(op, fn, torch_fn, x, g, dtype: str, forward: bool, grad: np.ndarray |
         reference=(exact,),
         reference_abs=None,
         low=lambda: (precision.farthest(exact, measured),),
-        forward=row_statistics.Forward({"x": x}, (y_ref,), (saved.astype(x.dtype),), (g,))
-        if forward
-        else None,
+        **_context(forward, {"x": x}, (y_ref,), (saved.astype(x.dtype),), (g,)),
     )
     result = got if grad is None else grad
     return gradients.judge_gradients(op, case, (result.astype(x.dtype),), None, Validation())
@@ -161,7 +172,7 @@ def _softmax_case(x: np.ndarray, g: np.ndarray, forward: bool) -> tuple[gradient
         reference=(exact,),
         reference_abs=None,
         low=lambda: (precision.farthest(exact, [measured]),),
-        forward=row_statistics.Forward({"x": x}, (y_ref,), None, (g,)) if forward else None,
+        **_context(forward, {"x": x}, (y_ref,), None, (g,)),
     )
     return case, got
 
@@ -238,9 +249,7 @@ def _layer_norm_verdict(x, w, b, g, dtype: str, forward: bool, wrong: np.ndarray
         reference=tuple(exact),
         reference_abs=None,
         low=lambda: tuple(precision.farthest(e, [m[i] for m in measured]) for i, e in enumerate(exact)),
-        forward=row_statistics.Forward({"x": x, "weight": w, "bias": b}, (), None, (g,), {"eps": eps})
-        if forward
-        else None,
+        **_context(forward, {"x": x, "weight": w, "bias": b}, (), None, (g,), {"eps": eps}),
     )
     grads = (got[0] if wrong is None else wrong, got[1])
     return gradients.judge_gradients(op, case, tuple(a.astype(x.dtype) for a in grads), None, Validation())
@@ -319,11 +328,9 @@ def test_group_norm_statistics_run_over_groups_of_channels_and_a_dropped_term_st
             reference=(exact,),
             reference_abs=None,
             low=lambda: (precision.farthest(exact, measured),),
-            forward=row_statistics.Forward(
-                {"x": x, "weight": w, "bias": b}, (), None, (g,), {"num_groups": groups, "eps": eps}
-            )
-            if forward
-            else None,
+            **_context(
+                forward, {"x": x, "weight": w, "bias": b}, (), None, (g,), {"num_groups": groups, "eps": eps}
+            ),
         )
         return gradients.judge_gradients(op, case, (grad.astype(np.float16),), None, Validation())
 

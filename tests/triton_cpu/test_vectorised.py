@@ -88,6 +88,40 @@ SCRIPT = textwrap.dedent('''
         pid = tl.program_id(0)
         tl.store(y_ptr + pid, tl.load(x_ptr + pid) * 3 + pid)
 
+    @triton.jit
+    def skip_ignored(x_ptr, y_ptr, t_ptr, n, BLOCK: tl.constexpr):
+        # Liger cross-entropy's shape: a per-row `if` on the target that returns early
+        row = tl.program_id(0)
+        t = tl.load(t_ptr + row)
+        cols = tl.arange(0, BLOCK)
+        if t == -100:
+            tl.store(y_ptr + row * n + cols, 0.0, mask=cols < n)
+            return
+        x = tl.load(x_ptr + row * n + cols, mask=cols < n, other=-float("inf"))
+        m = tl.max(x, axis=0)
+        if m > 1.0:  # a second branch, taken by some of the first one's group
+            x = x - m
+        tl.store(y_ptr + row * n + cols, x + tl.load(x_ptr + row * n + t), mask=cols < n)
+
+    @triton.jit
+    def halving(x_ptr, y_ptr, BLOCK: tl.constexpr):
+        # a `while` whose trip count differs between programs
+        pid = tl.program_id(0)
+        offs = pid * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs)
+        steps = tl.load(x_ptr + pid * BLOCK).to(tl.int32)
+        while steps > 0:
+            x = x * 0.5 + 1.0
+            steps -= 1
+        tl.store(y_ptr + offs, x)
+
+    @triton.jit
+    def shifted(x_ptr, y_ptr, n, shift, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        v = tl.load(x_ptr + offs + shift, mask=offs + shift < n, other=0.0)
+        tl.store(y_ptr + offs, v + 1.0, mask=offs < n)
+        tl.store(x_ptr + offs, v, mask=offs < n)
+
     def both(launch, make):
         """(per program, vectorised): outputs as bytes, findings, how the launches ran."""
         seen = []
@@ -102,7 +136,8 @@ SCRIPT = textwrap.dedent('''
             report = call.report()
             seen.append({"bytes": [a.numpy().tobytes().hex() for a in args], "error": error,
                          "findings": [list(f) for f in report.findings], "vectorised": report.vectorised,
-                         "per_program": [list(p) for p in report.per_program]})
+                         "per_program": [list(p) for p in report.per_program],
+                         "grouped": [list(g) for g in report.grouped]})
         return seen
 
     g = torch.Generator().manual_seed(0)
@@ -125,6 +160,32 @@ SCRIPT = textwrap.dedent('''
     n = grid.CHUNK_PROGRAMS * 2 + 5
     out["chunks"] = both(lambda x, y: tiny[(n,)](x, y),
                          lambda: (torch.randn(n, generator=g.manual_seed(6)), torch.zeros(n)))
+    targets = torch.tensor([3, -100, 7, 0, -100, 29, 12, 5, -100, 1])
+    scales = torch.tensor([0.1, 2, 3, 0.1, 2, 0.1, 3, 0.1, 2, 3])  # row maxima below 1 and above
+    out["skip_ignored"] = both(lambda x, y, t: skip_ignored[(10,)](x, y, t, 30, BLOCK=32),
+                               lambda: (torch.randn(10, 30, generator=g.manual_seed(7)) * scales[:, None],
+                                        torch.zeros(10, 30), targets.clone()))
+    steps = torch.tensor([3, 0, 3, 1, 2, 1, 0, 3], dtype=torch.float32).repeat_interleave(16)
+    out["halving"] = both(lambda x, y: halving[(8,)](x, y, BLOCK=16),
+                          lambda: (steps + torch.rand(128, generator=g.manual_seed(8)) * 0.5, torch.zeros(128)))
+    many = torch.arange(40, dtype=torch.float32).repeat_interleave(16)
+    out["too_many_groups"] = both(lambda x, y: halving[(40,)](x, y, BLOCK=16),
+                                  lambda: (many + torch.rand(640, generator=g.manual_seed(9)) * 0.5, torch.zeros(640)))
+    # A kernel whose data makes it fall back (a program reads its neighbour's element, which that neighbour
+    # overwrites), then launches whose data does not: the first of those runs per program without a try, the
+    # next one is tried again and vectorises.
+    seen = []
+    for vectorise in (False, True):
+        x = torch.randn(100, generator=g.manual_seed(10))
+        ys = []
+        with intercepted(CallSettings(12, vectorise=vectorise)) as call:
+            for shift in (1, 0, 0, 0, 0, 0, 0):
+                ys.append(torch.zeros(100))
+                shifted[(4,)](x, ys[-1], 100, shift, BLOCK=32)
+                report = call.report()
+                seen.append([vectorise, report.vectorised, [list(p) for p in report.per_program]])
+        seen.append([x.numpy().tobytes().hex()] + [y.numpy().tobytes().hex() for y in ys])
+    out["backoff"] = seen
     print(json.dumps(out))
 ''')
 
@@ -153,10 +214,52 @@ def test_a_kernel_without_divergence_runs_vectorised_with_bitwise_the_same_outpu
 
 
 @pytest.mark.parametrize(
+    ("kernel", "groups"),
+    [
+        ("first_only", 2),  # `if pid == 0`
+        ("ragged", 4),  # `range(tl.load(lengths + row))`: four lengths
+        ("skip_ignored", 3),  # ignored rows return early; of the others, rows with a max above 1 shift
+        ("halving", 4),  # `while steps > 0` with 0 to 3 steps
+    ],
+)
+def test_programs_that_diverge_run_vectorised_in_groups_that_agree(
+    seen: dict, kernel: str, groups: int
+) -> None:
+    plain, fast = seen[kernel]
+    assert fast["grouped"] == [[groups, 1]] and fast["per_program"] == []
+    assert fast["bytes"] == plain["bytes"] and fast["findings"] == plain["findings"] == []
+
+
+def test_divergence_into_too_many_groups_runs_one_program_at_a_time(seen: dict) -> None:
+    plain, fast = seen["too_many_groups"]
+    why = "a Python `if`/`while` on a value that differs between programs in more than 32 groups of programs"
+    assert fast["vectorised"] == 0 and fast["per_program"] == [[why, 1]]
+    assert fast["bytes"] == plain["bytes"]
+
+
+def test_a_kernel_that_fell_back_on_its_data_runs_per_program_directly_then_is_tried_again(
+    seen: dict,
+) -> None:
+    steps = seen["backoff"]
+    plain, plain_bytes, fast, fast_bytes = steps[0:7], steps[7], steps[8:15], steps[15]
+    assert fast_bytes == plain_bytes  # every launch's outputs, whichever way it ran
+    assert all(step[1:] == [0, []] for step in plain)
+    race = "programs write what other programs of the launch read or wrote"
+    remembered = f"an earlier launch of the kernel could not run vectorised ({race})"
+    assert [step[1:] for step in fast] == [  # counts so far in the call, after each launch
+        [0, [[race, 1]]],  # shift 1: program p reads what program p+1 overwrites
+        [0, [[remembered, 1], [race, 1]]],  # shift 0, not tried for 4 launches
+        [0, [[remembered, 2], [race, 1]]],
+        [0, [[remembered, 3], [race, 1]]],
+        [0, [[remembered, 4], [race, 1]]],
+        [1, [[remembered, 4], [race, 1]]],  # tried again: vectorised
+        [2, [[remembered, 4], [race, 1]]],
+    ]
+
+
+@pytest.mark.parametrize(
     ("kernel", "why"),
     [
-        ("first_only", "a Python `if`/`while` on a value that differs between programs"),
-        ("ragged", "a loop bound or index on a value that differs between programs"),
         ("neighbour", "programs write what other programs of the launch read or wrote"),
         ("past_end", "an access out of bounds"),
     ],
@@ -196,3 +299,23 @@ def test_every_triton_op_of_the_corpus_gives_bitwise_the_same_outputs_on_every_c
     assert all(f["mismatches"] == [] and f["cases"] > 0 for f in figures.values())
     assert sum(f["vectorised_launches"] for f in figures.values()) > 0
     assert any(f["per_program_launches"] for f in figures.values())
+
+
+@pytest.mark.slow
+def test_liger_cross_entropy_with_ignored_tokens_vectorises_in_groups_with_bitwise_the_same_outputs(
+    tmp_path: Path,
+) -> None:
+    """Liger-Kernel's cross-entropy (bench/field) returns early from a per-row `if` on ignored tokens: every case
+    of the quick suite of seed 1, per program and vectorised."""
+    pytest.importorskip("liger_kernel")
+    report = tmp_path / "grid.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [
+        sys.executable, str(ROOT / "bench" / "bench_triton_grid.py"), "--config", str(ROOT / "bench" / "field" /
+        "gpuemu.toml"), "--only", "liger_cross_entropy.control", "--seeds", "1", "--json", str(report),
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=3600, check=False)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
+    (figures,) = json.loads(report.read_text()).values()
+    assert figures["mismatches"] == [] and figures["cases"] > 0
+    assert figures["grouped_launches"] > 0 and figures["per_program_launches"] == {}
