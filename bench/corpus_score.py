@@ -71,6 +71,7 @@ BUG_CLASSES: dict[str, str] = {
     "grad_acc_assign": "backward: dweight row blocks summed with = (M > block)",
     "grad_missing_chain_term": "backward: a chain-rule term dropped",
     "grad_reduce_wrong_axis": "backward: a row statistic reduced over the rows",
+    "grad_gqa_one_head": "backward: a GQA key/value gradient from one query head, not the group (G > 1)",
     "grad_truncating_bf16_store": "backward: dx stored through bf16 by truncation",
     "grad_scatter_assign": "backward: repeated ids' rows assigned, not added (an id occurs twice)",
     "grad_index_without_stride": "backward: a window's max at o + k, not o * stride + k (stride > 1)",

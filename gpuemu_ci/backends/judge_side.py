@@ -563,6 +563,8 @@ def _reference_gradients(
         bias_test=rules.bias_test,
         correlated=rules.correlated,
         inputs=case.logical,
+        forward=tuple(np.asarray(o) for o in reference.outputs),
+        upstream=upstream,
         kwargs=case.kwargs,
         counted=counted,
     )

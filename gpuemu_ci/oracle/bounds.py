@@ -17,6 +17,7 @@ import numpy as np
 from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Family, OpSpec
 from gpuemu_ci.oracle import intermediates
+from gpuemu_ci.oracle.attention_floor import underflow_term
 from gpuemu_ci.oracle.precision import input_magnitude
 
 
@@ -206,6 +207,7 @@ def allowed_error(op: OpSpec, case: BoundInputs) -> np.ndarray:
                 term = term + eta_p * np.broadcast_to(v_sum, r.shape)
             except ValueError:
                 term = term + eta_p * float(v_sum.max(initial=0.0))
+        term = term + underflow_term(op, case.case_dtype, v, r.shape, n)
     else:  # CUSTOM goes through error_scale hooks (oracle/judge.py); EXACT never gets here
         term = (1.0 + k_f) * u_acc * r
     if family is not Family.ELEMENTWISE:

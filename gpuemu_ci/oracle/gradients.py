@@ -28,7 +28,7 @@ import numpy as np
 
 from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Family, OpSpec, Validation
-from gpuemu_ci.oracle import bounds, gathers, precision, ties
+from gpuemu_ci.oracle import attention_grads, bounds, gathers, precision, ties
 from gpuemu_ci.oracle.argmax import axis_of
 from gpuemu_ci.oracle.compare import compare
 from gpuemu_ci.oracle.invariants import bias_z
@@ -56,7 +56,11 @@ class GradientCase:
     low: Callable[[], tuple[np.ndarray, ...] | None]  # the reference's gradients in the working precision
     bias_test: bool = False
     correlated: bool = False
-    inputs: Mapping[str, np.ndarray] = field(default_factory=dict)  # the case's inputs (ties of a selection)
+    # The forward's inputs (in their dtypes), the reference's outputs and the upstream gradients: what a
+    # structured bound of the backward needs (oracle/attention_grads.py; ties of a selection, oracle/ties.py).
+    inputs: Mapping[str, np.ndarray] = field(default_factory=dict)
+    forward: tuple[np.ndarray, ...] = ()
+    upstream: tuple[np.ndarray | None, ...] = ()
     kwargs: Mapping[str, object] = field(default_factory=dict)
     counted: tuple[np.ndarray, ...] | None = None  # terms routed to each element (oracle/gathers.py)
 
@@ -77,6 +81,12 @@ def judge_gradients(
     findings: list[Finding] = []
     stats: list[tuple[str, ErrorStats]] = []
     low_cache: list[tuple[np.ndarray, ...] | None] = []
+    attention_cache: list[attention_grads.AttentionGradientBound | None] = []
+
+    def attention() -> attention_grads.AttentionGradientBound | None:
+        if not attention_cache:
+            attention_cache.append(_attention_bound(op, case))
+        return attention_cache[0]
 
     def low(position: int) -> np.ndarray | None:
         if not low_cache:
@@ -134,18 +144,32 @@ def judge_gradients(
             measured = low(position)
             if measured is not None:
                 allowed = allowed + _empirical(op, case.dtype, r, measured, abs_grad)
+            if op.error_model.family is Family.ATTENTION:
+                model = attention()
+                structured = model.allowances.get(name) if model is not None else None
+                if structured is not None and structured.shape == r.shape:
+                    floor = _rounding_floor(op, case.dtype, r, expected_dtype)
+                    allowed = np.maximum(allowed, floor + structured)
             judged = _routed_among_ties(op, case, name, g, r, allowed)
             one, found = compare(judged, r, allowed, rule, expected_dtype, check_nan=validation.check_nan,
                                  check_inf=validation.check_inf)  # fmt: skip
         said = _measured_words(op, case.dtype) if low_cache and low_cache[0] is not None else ""
         if rule is not Comparator.BOUND:
             said += gathers.note(op, case.dtype, case.dims, name, expected_dtype)
+        model = attention_cache[0] if attention_cache else None
+        if model is not None and name in model.allowances:
+            said += model.words()
+        elif attention_cache:
+            said += attention_grads.UNIDENTIFIED
         findings.extend(
             Finding(f.kind, label + f.message + (said if f.kind is FailureKind.MISMATCH else ""))
             for f in found
         )
         if case.bias_test:
-            z = bias_z(g, r, expected_dtype)
+            samples: tuple[np.ndarray, np.ndarray] | None = (g, r)
+            if op.error_model.family is Family.ATTENTION and (model := attention()) is not None:
+                samples = model.bias_samples(name, g, r)
+            z = bias_z(*samples, expected_dtype) if samples is not None else None
             if (
                 z is not None
                 and abs(z) > validation.bias_z_threshold
@@ -173,6 +197,21 @@ def judge_gradients(
                 )
                 break
     return GradientVerdict(tuple(findings), tuple(stats))
+
+
+def _attention_bound(op: OpSpec, case: GradientCase) -> attention_grads.AttentionGradientBound | None:
+    """The attention family's backward model (oracle/attention_grads.py); None for other families, and where
+    the structure cannot be identified (hook-built inputs without declared dims, masks it cannot reproduce):
+    then the baseline-relative rule alone judges."""
+    if op.error_model.family is not Family.ATTENTION or not case.forward or not case.upstream:
+        return None
+    upstream = case.upstream[0]
+    if upstream is None:
+        return None
+    floats = {n: a for n, a in case.inputs.items() if dtypes.is_float_dtype(np.asarray(a).dtype)}
+    return attention_grads.gradient_bound(
+        op, case.dtype, floats, case.forward[0], upstream, case.kwargs, case.correlated
+    )
 
 
 def summed_length(op: OpSpec, case: GradientCase, name: str) -> int:
