@@ -91,7 +91,13 @@ def _shadows(
     return found
 
 
-def _others(shadow: tuple[np.ndarray, np.ndarray], index: np.ndarray, pids: np.ndarray) -> bool:
+def _others(
+    table: dict[int, tuple[np.ndarray, np.ndarray]], key: int, index: np.ndarray, pids: np.ndarray
+) -> bool:
+    """Whether another program than each lane's own touched the lane's element (no table yet: none did)."""
+    shadow = table.get(key)
+    if shadow is None:
+        return False
     low, high = shadow[0][index], shadow[1][index]
     return bool(np.any((high >= 0) & ((low != pids) | (high != pids))))
 
@@ -103,24 +109,25 @@ def _mark(shadow: tuple[np.ndarray, np.ndarray], index: np.ndarray, pids: np.nda
 
 def watch(groups: list[tuple[Any, np.ndarray, np.ndarray]], pids: np.ndarray, write: bool) -> None:
     """Record an access's lanes (grouped by buffer: allocation, lanes, element index) with their program ids;
-    raises NotVectorisable where a program meets another program's access in this launch."""
+    raises NotVectorisable where a program meets another program's access in this launch. A buffer's shadow
+    is made at its first access of that kind: until then no program can have touched it that way, so the
+    check against it is skipped (most launches read some buffers and write others)."""
     batch = _state["batch"]
     assert batch is not None
     for allocation, lanes, index in groups:
         size = (allocation.buffer_end - allocation.buffer_start) // allocation.itemsize + 1
+        key = allocation.buffer_start
         mine = pids[lanes]
-        writers = _shadows(batch.writers, allocation.buffer_start, size)
         if write:
-            readers = _shadows(batch.readers, allocation.buffer_start, size)
-            if _others(writers, index, mine) or _others(readers, index, mine):
+            if _others(batch.writers, key, index, mine) or _others(batch.readers, key, index, mine):
                 raise NotVectorisable("programs write what other programs of the launch read or wrote")
-            _mark(writers, index, mine)
-            if _others(writers, index, mine):  # two programs in this very store
+            _mark(_shadows(batch.writers, key, size), index, mine)
+            if _others(batch.writers, key, index, mine):  # two programs in this very store
                 raise NotVectorisable("programs write what other programs of the launch read or wrote")
         else:
-            if _others(writers, index, mine):
+            if _others(batch.writers, key, index, mine):
                 raise NotVectorisable("programs read what other programs of the launch wrote")
-            _mark(_shadows(batch.readers, allocation.buffer_start, size), index, mine)
+            _mark(_shadows(batch.readers, key, size), index, mine)
 
 
 # ---- the builder, batched ----------------------------------------------------------------------------------

@@ -181,19 +181,20 @@ def _out_of_bounds(call: _Call, launch: _Launch, access: str, violation: Violati
 
 def _checked(
     access: str, pointers: np.ndarray, mask: np.ndarray | None, base: str | None = None
-) -> np.ndarray | None:
+) -> tuple[np.ndarray, np.ndarray | None] | None:
     """Bounds-check an access's active lanes (against `base`, the argument the pointers come from, when
-    known); returns their addresses (None when no launch is watched)."""
+    known); returns their addresses and the flat mask as `_active_lanes` does (None when no launch is
+    watched), so that the race checks need not flatten the mask again."""
     call, launch = _active_launch()
     if call is None or launch is None:
         return None
-    addresses, _ = _active_lanes(pointers, mask)
+    addresses, flat_mask = _active_lanes(pointers, mask)
     violation = launch.memory.check(addresses, base)
     if violation is not None:
         if grid.active() is not None:  # reported by the per-program run, in its order
             raise grid.NotVectorisable("an access out of bounds")
         _out_of_bounds(call, launch, access, violation, int(addresses.size))
-    return addresses
+    return addresses, flat_mask
 
 
 def _race(call: _Call, launch: _Launch, allocation: Allocation, other: int, element: int, what: str) -> None:
@@ -287,14 +288,16 @@ def _batched_load_operands(ptrs: Any, mask: Any, other: Any) -> tuple[Any, Any, 
     return ptrs, mask, other
 
 
-def _watch_batched(pointers: np.ndarray, mask: np.ndarray, addresses: np.ndarray, write: bool) -> None:
-    """A vectorised access: which program each lane belongs to, for grid.watch."""
+def _watch_batched(
+    pointers: np.ndarray, flat_mask: np.ndarray | None, addresses: np.ndarray, write: bool
+) -> None:
+    """A vectorised access: which program each lane belongs to, for grid.watch (`flat_mask`: the active
+    lanes as `_active_lanes` gives them, None when all are)."""
     _, launch = _active_launch()
     assert launch is not None
     pids = grid.lane_programs(np.shape(pointers))
-    flat = np.ravel(mask)
-    if not flat.all():
-        pids = pids[flat]
+    if flat_mask is not None:
+        pids = pids[flat_mask]
     groups, _ = launch.memory.locate(addresses)
     grid.watch(groups, pids, write)
 
@@ -305,10 +308,11 @@ def _masked_load(original: Any) -> Any:
         batched = grid.active() is not None
         if batched:
             ptrs, mask, other = _batched_load_operands(ptrs, mask, other)
-        addresses = _checked("load", ptrs.data, mask.data, base_of(ptrs))
-        if addresses is not None:
+        checked = _checked("load", ptrs.data, mask.data, base_of(ptrs))
+        if checked is not None:
+            addresses, flat_mask = checked
             if batched:
-                _watch_batched(ptrs.data, mask.data, addresses, write=False)
+                _watch_batched(ptrs.data, flat_mask, addresses, write=False)
             else:
                 _watch_read(addresses)
             if other is None and not np.all(mask.data):
@@ -338,12 +342,12 @@ def _masked_store(original: Any) -> Any:
             p, v, m = grid.broadcast(ptrs.data, value.data, mask.data)
             ptrs, value = module.TensorHandle(p, ptrs.dtype), module.TensorHandle(v, value.dtype)
             mask = module.TensorHandle(m, mask.dtype)
-        addresses = _checked("store", ptrs.data, mask.data, base)
-        if addresses is not None:
+        checked = _checked("store", ptrs.data, mask.data, base)
+        if checked is not None:
+            addresses, flat_mask = checked
             if batched:
-                _watch_batched(ptrs.data, mask.data, addresses, write=True)
+                _watch_batched(ptrs.data, flat_mask, addresses, write=True)
             else:
-                _, flat_mask = _active_lanes(ptrs.data, mask.data)
                 _watch_write(addresses, ptrs.data, value.data, flat_mask)
         return original(self, ptrs, value, mask, cache_policy)
 
@@ -603,8 +607,18 @@ def _replayed_patch_lang(original: Any) -> Any:
                     _lang_patches[key] = made
             return scope
         scope = module._LangPatchScope()
+        missing = module.__dict__.get("_MISSING", _ABSENT)
+        if missing is _ABSENT:
+            for obj, name, value in recorded:
+                scope.set_attr(obj, name, value)
+            return scope
+        # What `set_attr` does, inline (a method call per attribute was most of the replay's time); the
+        # scope's own `restore` puts them back.
+        changes = []
         for obj, name, value in recorded:
-            scope.set_attr(obj, name, value)
+            changes.append((obj, name, getattr(obj, name, missing)))
+            setattr(obj, name, value)
+        scope._changes = changes
         return scope
 
     return patch_lang

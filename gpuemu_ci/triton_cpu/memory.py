@@ -170,6 +170,16 @@ class Memory:
     def locate(self, addresses: np.ndarray) -> tuple[list[tuple[Allocation, np.ndarray, np.ndarray]], bool]:
         """The addresses (all in bounds) grouped by the buffer they fall in: (allocation, which lanes, element
         index in that buffer's shadow); the flag says whether every lane was placed in a watched buffer."""
+        if addresses.size:  # the common case: the first buffer the lanes reach holds them all
+            low, high = int(addresses.min()), int(addresses.max())
+            for a in self.allocations:
+                if a.buffer_start <= high and low < a.buffer_end:
+                    if not (a.buffer_start <= low and high < a.buffer_end):
+                        break  # lanes in several buffers: placed one buffer at a time below
+                    if (a.buffer_end - a.buffer_start) // a.itemsize > MAX_SHADOW_ELEMENTS:
+                        return [], True
+                    index = (addresses - np.uint64(a.buffer_start)) // np.uint64(a.itemsize)
+                    return [(a, np.ones(addresses.shape, dtype=bool), index.astype(np.intp))], True
         groups = []
         placed = np.zeros(addresses.shape, dtype=bool)
         seen: set[int] = set()

@@ -50,12 +50,13 @@ def private_copy(t: Tensor) -> Tensor:
 
     Liger's cross-entropy zeroes, in place, the logits rows whose target is ignore_index (the storage it
     reuses for gradients), even when no gradient is wanted; a caller that still needs its logits hands it a
-    copy. Keeping the strides keeps what the kernel sees (a padded row stride) unchanged."""
+    copy. Keeping the strides keeps what the kernel sees (a padded row stride) unchanged. Only a tensor with
+    gaps is filled first: a contiguous one's copy overwrites its whole span (the fill cost as much as the copy)."""
     if any(s == 0 and n > 1 for s, n in zip(t.stride(), t.shape, strict=True)):
         return t.clone()  # an expanded tensor: its rows alias, and no copy can keep that
     span = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True)) if t.numel() else 0
     out = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype)
-    if t.dtype.is_floating_point and span:
+    if t.dtype.is_floating_point and span and not t.is_contiguous():  # contiguous: the copy writes every byte
         out.as_strided((span,), (1,)).fill_(float("nan"))
     return out.copy_(t)
 
