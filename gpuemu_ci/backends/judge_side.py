@@ -356,7 +356,8 @@ def _judge_case(judging: _Judging, op_view: OpView) -> CaseReport:
         made = _reference_gradients(judging, reference_target, case, reference)
         if isinstance(made, CallResult):
             return _errored(judging, case, made, "reference's backward")
-        gradient_case = made
+        # What the op's backward computed from: its own forward outputs (oracle/row_statistics.py).
+        gradient_case = replace(made, saved=tuple(op_call.outputs))
     run = CaseRun(
         reference=reference,
         op=op_call,

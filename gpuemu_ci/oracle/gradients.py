@@ -28,7 +28,7 @@ import numpy as np
 
 from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Family, OpSpec, Validation
-from gpuemu_ci.oracle import attention_grads, bounds, gathers, precision, ties
+from gpuemu_ci.oracle import attention_grads, bounds, gathers, precision, row_statistics, ties
 from gpuemu_ci.oracle.argmax import axis_of
 from gpuemu_ci.oracle.compare import compare
 from gpuemu_ci.oracle.invariants import bias_z
@@ -63,6 +63,7 @@ class GradientCase:
     upstream: tuple[np.ndarray | None, ...] = ()
     kwargs: Mapping[str, object] = field(default_factory=dict)
     counted: tuple[np.ndarray, ...] | None = None  # terms routed to each element (oracle/gathers.py)
+    saved: tuple[np.ndarray, ...] | None = None  # the op's own forward outputs (oracle/row_statistics.py)
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,7 @@ def judge_gradients(
         r = np.asarray(r, dtype=np.float64)
         rule = rule_for(op)
         abs_grad = case.reference_abs[position] if case.reference_abs is not None else None
+        saved = row_statistics.NONE
         if rule is Comparator.BOUND:
             allowed = structure_bound(op, case, name, r, abs_grad, expected_dtype)
             one, found = compare(g, r, allowed, rule, expected_dtype, check_nan=validation.check_nan,
@@ -125,6 +127,9 @@ def judge_gradients(
                     one, found = compare(g, r, allowed, rule, expected_dtype, check_nan=validation.check_nan,
                                          check_inf=validation.check_inf)  # fmt: skip
         else:
+            saved = row_statistics.saved_statistics(
+                op, case.dtype, _forward(case), name, r, expected_dtype, case.correlated
+            )
             allowed = _rounding_floor(op, case.dtype, r, expected_dtype) + np.maximum(
                 _sum_floor(op, case, name, abs_grad),
                 gathers.scatter_floor(
@@ -141,6 +146,7 @@ def judge_gradients(
                     expected_dtype,
                 ),
             )
+            allowed = allowed + op.error_model.bound_c * saved.term
             measured = low(position)
             if measured is not None:
                 allowed = allowed + _empirical(op, case.dtype, r, measured, abs_grad)
@@ -154,6 +160,7 @@ def judge_gradients(
             one, found = compare(judged, r, allowed, rule, expected_dtype, check_nan=validation.check_nan,
                                  check_inf=validation.check_inf)  # fmt: skip
         said = _measured_words(op, case.dtype) if low_cache and low_cache[0] is not None else ""
+        said += saved.words
         if rule is not Comparator.BOUND:
             said += gathers.note(op, case.dtype, case.dims, name, expected_dtype)
         model = attention_cache[0] if attention_cache else None
@@ -214,6 +221,13 @@ def _attention_bound(op: OpSpec, case: GradientCase) -> attention_grads.Attentio
     )
 
 
+def _forward(case: GradientCase) -> row_statistics.Forward | None:
+    """What the op's backward computed from, for oracle/row_statistics.py; None where the case carries none."""
+    if not case.inputs and not case.forward:
+        return None
+    return row_statistics.Forward(case.inputs, case.forward, case.saved, case.upstream, case.kwargs)
+
+
 def summed_length(op: OpSpec, case: GradientCase, name: str) -> int:
     """n: how many terms each element of the gradient of `name` sums: the output's dims the input lacks (a
     matmul's N for grad A, M for grad B; the rows for a norm's weight), or the row for a row-wise family's
@@ -249,6 +263,12 @@ def structure_bound(
     n = summed_length(op, case, name)
     if op.error_model.family in ROW_WISE and r.ndim and r.size:
         scale = np.maximum(scale, magnitude.max(axis=-1, keepdims=True))
+    terms = row_statistics.softmax_terms(op, _forward(case), name, r)
+    if terms is not None:
+        scale = np.maximum(scale, terms)
+    norm = row_statistics.layer_norm_terms(op, case.dtype, _forward(case), name, r)
+    if norm is not None:
+        scale = np.maximum(scale, norm.scale)
     if op.error_model.family is Family.ELEMENTWISE:
         n = 1
     u_g = dtypes.info(grad_dtype).unit_roundoff
@@ -262,8 +282,10 @@ def structure_bound(
         term = (g + 2.0 + k_f) * u_acc * scale
     elif op.error_model.family is Family.ELEMENTWISE:
         term = (1.0 + k_f) * u_acc * scale  # as the forward's elementwise bound, at the terms' scale
-    eta = bounds.floor_term(op, grad_dtype) + n * dtypes.info("float32").min_subnormal / 2.0
-    return op.error_model.bound_c * (u_g * magnitude + term + eta)
+    eta = row_statistics.gradient_floor(op, case.dtype, grad_dtype)
+    eta += n * dtypes.info("float32").min_subnormal / 2.0
+    saved_mean = norm.saved_mean if norm is not None else 0.0
+    return op.error_model.bound_c * (u_g * magnitude + term + eta + saved_mean)
 
 
 def _measured_words(op: OpSpec, case_dtype: str) -> str:
@@ -327,7 +349,8 @@ def _rounding_floor(op: OpSpec, case_dtype: str, r: np.ndarray, grad_dtype: str)
     magnitude = np.abs(np.where(np.isfinite(r), r, 0.0))
     u_g = dtypes.info(grad_dtype).unit_roundoff
     u_acc = bounds.accumulator_roundoff(op, case_dtype)
-    return op.error_model.bound_c * (u_g * magnitude + u_acc * magnitude + bounds.floor_term(op, grad_dtype))
+    floor = row_statistics.gradient_floor(op, case_dtype, grad_dtype)
+    return op.error_model.bound_c * (u_g * magnitude + u_acc * magnitude + floor)
 
 
 def _empirical(

@@ -1,0 +1,397 @@
+"""What a correct backward of a row statistic inherits from the forward it saved (issue #32).
+
+A reduction over the last dim (a log-sum-exp, a variance, a standard deviation) has a backward that a correct
+kernel computes from quantities the forward saved in the tensors' dtype, not from the exact ones the reference's
+autograd differentiates through:
+
+- a log-sum-exp's gradient is `g exp(x - y)` with y the forward's OUTPUT as stored. y errs by delta (its rounding
+  to the dtype, a few units at |y| ~ 1e10 in float32), and exp turns that absolute error into a relative one:
+  the gradient is `g exp(x - lse) exp(lse - y_saved)`. The allowance is that factor's distance from 1, with
+  y_saved the op's own forward output (what its backward saved; the rounded exact value where the op's is not
+  finite). Recognised by its form: the reference's gradient equals `g exp(x - lse)`.
+- a dispersion statistic (a variance, a std: shift-invariant, so its gradient sums to 0 along the row, and
+  positively homogeneous of degree 1 or 2) has a gradient linear in `x - mean`, computed with the mean rounded
+  to the dtype and accumulated over the row: delta_mean = u_dtype |mean| + g(n) u_acc mean|x|, times the
+  gradient's slope in the centred values (the row's sum |g_ref| over its sum |x - mean|). On offset rows
+  (mean >> std) in 16 bits that is most of the gradient: torch's own `x - x.mean()` does the same.
+- a statistic homogeneous of degree 1 (a std; a p-norm, whose gradient is g sign(x) (|x| / y)^(p-1)) is
+  differentiated by dividing by the saved output to a power k (1; p - 1): the gradient inherits k times the
+  saved output's relative error, |g_ref| |(y_ref / y_saved)^k - 1| (a float32 norm of 1024 equal values errs
+  14 u in the forward, and its gradient by exactly as much).
+
+And for every gradient, `gradient_floor`: an element whose exact value is below the smallest normal number of
+the precision its intermediates live in (float32 for 16-bit and float32 cases, float64 for float64) may come out
+flushed to zero or computed through flushed intermediates (GPUs run float32 with -ftz; a float64 product of
+subnormals loses its bits), so an absolute floor of that smallest normal is allowed (times the bound's c).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from math import sqrt
+
+import numpy as np
+
+from gpuemu_ci import dtypes
+from gpuemu_ci.config.model import Family, OpSpec
+from gpuemu_ci.oracle import bounds
+
+# How closely the reference's float64 gradient must follow a form for the form's model to apply: far looser
+# than float64's rounding, far tighter than any other mathematics would match by chance.
+FORM_TOLERANCE = 1e-6
+
+
+@dataclass(frozen=True)
+class Forward:
+    """The forward pass a gradient's backward computed from."""
+
+    inputs: Mapping[str, np.ndarray]  # the case's logical inputs
+    reference: tuple[np.ndarray, ...]  # the reference's forward outputs
+    saved: tuple[np.ndarray, ...] | None  # the op's own forward outputs: what its backward saved
+    upstream: tuple[np.ndarray | None, ...]  # the upstream gradient of each output
+    kwargs: Mapping[str, object] = field(default_factory=dict)  # the case's kwargs (a norm's `eps`)
+
+
+def gradient_floor(op: OpSpec, case_dtype: str, grad_dtype: str) -> float:
+    """The absolute floor of a gradient's allowance (before c): the gradient dtype's own (half its smallest
+    subnormal, its smallest normal under flush-to-zero), and at least the smallest normal number of the precision
+    the intermediates live in (module docstring)."""
+    working = op.error_model.accumulator or ("float64" if case_dtype == "float64" else "float32")
+    info = dtypes.info(working)
+    return max(bounds.floor_term(op, grad_dtype), info.min_normal if info.is_float else 0.0)
+
+
+@dataclass(frozen=True)
+class Allowance:
+    term: np.ndarray | float  # before the bound's c
+    words: str  # what it includes, for the failure message
+
+
+NONE = Allowance(0.0, "")
+
+
+def saved_statistics(
+    op: OpSpec,
+    case_dtype: str,
+    forward: Forward | None,
+    name: str,
+    r: np.ndarray,
+    grad_dtype: str,
+    correlated: bool = False,
+) -> Allowance:
+    """The rounding of what the forward saved, as the gradient of `name` inherits it (module docstring); NONE
+    where the op is no row statistic or its gradient has neither form."""
+    row = _row(op, forward, name, r)
+    if row is None:
+        return NONE
+    x, y, g, saved = row
+    with np.errstate(all="ignore"):
+        if _is_log_sum_exp(x, g, r):
+            return _saved_output(x, saved, r, grad_dtype)
+        degree = _euler_degree(x, y, g, r)
+        found = NONE
+        if degree is not None and _is_shift_invariant(x, y, r):
+            found = _rounded_mean(op, case_dtype, x, g, r, correlated)
+            power = 1.0 if degree == 1.0 else 0.0  # a std's (x - mean) / y; a variance's divides by nothing
+        else:
+            power = _norm_power(x, y, g, r) if degree == 1.0 else 0.0
+        if power:
+            divided = _divided_by_saved(y, saved, r, power, grad_dtype)
+            found = Allowance(found.term + divided.term, found.words + divided.words)
+    return found
+
+
+def _row(
+    op: OpSpec, forward: Forward | None, name: str, r: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None] | None:
+    """(x, y_ref, upstream, y_saved) with a trailing axis of 1 on the row's values, for a reduction whose first
+    output is one value per row of the input `name`; None otherwise."""
+    if op.error_model.family is not Family.REDUCTION or forward is None or not forward.reference:
+        return None
+    if name not in forward.inputs or not forward.upstream or forward.upstream[0] is None:
+        return None
+    x = np.asarray(forward.inputs[name]).astype(np.float64)
+    if x.ndim < 1 or x.shape != r.shape or x.shape[-1] < 1:
+        return None
+    rows = x.shape[:-1]
+    y = np.asarray(forward.reference[0], dtype=np.float64)
+    g = np.asarray(forward.upstream[0]).astype(np.float64)
+    if y.size != int(np.prod(rows)) or g.shape != y.shape:
+        return None
+    saved = None
+    if forward.saved and np.shape(forward.saved[0]) == y.shape:
+        saved = np.asarray(forward.saved[0]).astype(np.float64).reshape(*rows, 1)
+    return x, y.reshape(*rows, 1), g.reshape(*rows, 1), saved
+
+
+def _log_sum_exp(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(m, s) with the row's exact log-sum-exp m + s, kept apart: m + s rounded to float64 loses s at huge m
+    (m = 1e77 with three equal maxima: the reference's own output is m, its gradient one third)."""
+    finite = np.where(np.isfinite(x), x, -np.inf)
+    m = finite.max(axis=-1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    return m, np.log(np.exp(finite - m).sum(axis=-1, keepdims=True))
+
+
+def _is_log_sum_exp(x: np.ndarray, g: np.ndarray, r: np.ndarray) -> bool:
+    """The reference's gradient is g exp(x - lse) wherever it is finite."""
+    m, s = _log_sum_exp(x)
+    predicted = g * np.exp((x - m) - s)
+    usable = np.isfinite(predicted) & np.isfinite(r)
+    if not np.any(usable & (predicted != 0)):
+        return False
+    tiny = dtypes.info("float64").min_normal
+    return bool(np.all(np.abs(r - predicted)[usable] <= (FORM_TOLERANCE * np.abs(predicted) + tiny)[usable]))
+
+
+def _saved_output(x: np.ndarray, saved: np.ndarray | None, r: np.ndarray, grad_dtype: str) -> Allowance:
+    """|g_ref| |exp(lse - y_saved) - 1|, and the gradient's rounding at the value that moved."""
+    m, s = _log_sum_exp(x)
+    rounded = (m + s).astype(dtypes.info(grad_dtype).numpy).astype(np.float64)
+    if saved is None:
+        saved = rounded
+    saved = np.where(np.isfinite(saved), saved, rounded)
+    moved = np.where(np.isfinite(saved), (m - saved) + s, 0.0)  # m - saved is exact where they are close
+    magnitude = np.abs(np.where(np.isfinite(r), r, 0.0))
+    u_g = dtypes.info(grad_dtype).unit_roundoff
+    term = magnitude * np.abs(np.expm1(moved)) + u_g * magnitude * np.exp(moved)
+    largest = float(np.max(np.abs(moved), initial=0.0))
+    words = (
+        "; it includes the rounding of the saved log-sum-exp output the backward computes exp(x - y) from "
+        f"(|g_ref| × |exp(lse - y_saved) - 1|, |lse - y_saved| up to {largest:.3g}, y_saved the op's own "
+        "forward output)"
+    )
+    return Allowance(term, words)
+
+
+def _is_shift_invariant(x: np.ndarray, y: np.ndarray, r: np.ndarray) -> bool:
+    """The reference's gradient sums to 0 along every row: the statistic ignores a shift of the row."""
+    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(r)) and np.all(np.isfinite(y))):
+        return False
+    size = np.abs(r).sum(axis=-1, keepdims=True)
+    return bool(np.any(size > 0)) and not np.any(
+        np.abs(r.sum(axis=-1, keepdims=True)) > FORM_TOLERANCE * size
+    )
+
+
+def _euler_degree(x: np.ndarray, y: np.ndarray, g: np.ndarray, r: np.ndarray) -> float | None:
+    """k where sum x g_ref = k g y in every row (Euler's theorem for a statistic positively homogeneous of degree
+    k: a norm or a std 1, a variance 2), for k 1 or 2; None otherwise."""
+    finite = np.isfinite(x) & np.isfinite(r)
+    euler = np.where(finite, x * r, 0.0).sum(axis=-1, keepdims=True)
+    gy = g * y
+    live = np.isfinite(gy) & (gy != 0) & np.all(finite, axis=-1, keepdims=True)
+    if not np.any(live):
+        return None
+    degree = euler[live] / gy[live]
+    for k in (1.0, 2.0):
+        if np.all(np.abs(degree - k) <= FORM_TOLERANCE * k):
+            return k
+    return None
+
+
+def _norm_power(x: np.ndarray, y: np.ndarray, g: np.ndarray, r: np.ndarray) -> float:
+    """k where the gradient is g sign(x) (|x| / y)^k (a p-norm's, k = p - 1: the backward divides by the saved
+    norm to that power); 0 where it is not of that form."""
+    ratio = np.abs(x) / y
+    live = np.isfinite(ratio) & (ratio > 0) & (ratio < 0.999) & (r != 0) & (g != 0) & np.isfinite(r)
+    if not np.any(live):
+        return 0.0
+    live_g = np.broadcast_to(g, r.shape)[live]
+    powers = np.log(np.abs(r[live] / live_g)) / np.log(ratio[live])
+    k = float(np.median(powers))
+    if k < 0.5 or np.any(np.abs(powers - k) > FORM_TOLERANCE * max(k, 1.0) * 100):
+        return 0.0
+    if np.any(np.sign(r[live]) != np.sign(live_g * x[live])):
+        return 0.0
+    return k
+
+
+def _divided_by_saved(
+    y: np.ndarray, saved: np.ndarray | None, r: np.ndarray, power: float, grad_dtype: str
+) -> Allowance:
+    """|g_ref| |(y / y_saved)^k - 1|: the backward divides by the saved output (a norm, a std) to the power k, and
+    inherits its relative error k times."""
+    rounded = y.astype(dtypes.info(grad_dtype).numpy).astype(np.float64)
+    if saved is None:
+        saved = rounded
+    saved = np.where(np.isfinite(saved) & (saved != 0), saved, rounded)
+    ratio = np.where((saved != 0) & np.isfinite(saved), y / np.where(saved != 0, saved, 1.0), 1.0)
+    magnitude = np.abs(np.where(np.isfinite(r), r, 0.0))
+    term = magnitude * np.abs(np.expm1(power * np.log(np.where(ratio > 0, ratio, 1.0))))
+    words = (
+        f"; it includes the relative error of the saved output the backward divides by (to the power {power:.3g}: "
+        "|g_ref| × |(y_ref / y_saved)^k - 1|, y_saved the op's own forward output)"
+    )
+    return Allowance(term, words)
+
+
+def _rounded_mean(
+    op: OpSpec, case_dtype: str, x: np.ndarray, g: np.ndarray, r: np.ndarray, correlated: bool
+) -> Allowance:
+    """slope x delta_mean per row (module docstring)."""
+    n = x.shape[-1]
+    mean = x.mean(axis=-1, keepdims=True)
+    spread = np.abs(x - mean).sum(axis=-1, keepdims=True)
+    size = np.abs(r).sum(axis=-1, keepdims=True)
+    live = (spread > 0) & (size > 0)
+    slope = np.where(live, size / np.where(live, spread, 1.0), 0.0)
+    # A constant row's exact gradient is 0, but x - mean with the mean rounded is not: its slope per unit of
+    # upstream gradient is taken from the other rows (2/(n - c) in every row of a variance), the largest.
+    per_unit = slope / np.where(g != 0, np.abs(g), np.inf)
+    widest = float(np.max(per_unit[live & (g != 0)], initial=0.0))
+    slope = np.where(live, slope, widest * np.abs(g))
+    u_case = dtypes.info(case_dtype).unit_roundoff
+    u_acc = bounds.accumulator_roundoff(op, case_dtype)
+    g_n = float(n) if correlated else sqrt(n)
+    delta = u_case * np.abs(mean) + g_n * u_acc * np.abs(x).mean(axis=-1, keepdims=True)
+    term = np.broadcast_to(slope * delta, r.shape)
+    words = (
+        "; it includes the mean the backward centres x with, rounded to "
+        f"{case_dtype} and accumulated over the row (the gradient's slope in x - mean × (u |mean| + "
+        f"{'n' if correlated else 'sqrt(n)'} u_acc mean|x|))"
+    )
+    return Allowance(term, words)
+
+
+def softmax_terms(op: OpSpec, forward: Forward | None, name: str, r: np.ndarray) -> np.ndarray | None:
+    """The magnitude of the terms a softmax-family gradient cancels, where the reference's gradient has one of
+    the two forms autograd computes from the saved output y:
+
+    - softmax, `y (g - sum g y)`: y (|g| + sum |g| y). Next to a dominant element (y = 1, a value at 87 among
+      small ones) its gradient is the tiny sum of the others' g y while g and sum g y are O(1): a correct kernel
+      returns 0 there, the rounding of sum g y, far above the row's largest |g_ref| (the scale otherwise);
+    - log-softmax, `g - exp(y) sum g`: |g| + exp(y) sum |g|.
+
+    None for other ops and shapes."""
+    if op.error_model.family is not Family.SOFTMAX or forward is None or not forward.reference:
+        return None
+    if name not in forward.inputs or not forward.upstream or forward.upstream[0] is None:
+        return None
+    y = np.asarray(forward.reference[0], dtype=np.float64)
+    g = np.asarray(forward.upstream[0]).astype(np.float64)
+    if y.shape != r.shape or g.shape != r.shape or not r.ndim:
+        return None
+    with np.errstate(all="ignore"):
+        tiny = dtypes.info("float64").min_normal
+        softmax_scale = np.abs(y) * (np.abs(g) + (np.abs(g) * np.abs(y)).sum(axis=-1, keepdims=True))
+        softmax = y * (g - (g * y).sum(axis=-1, keepdims=True))
+        if _matches(r, softmax, softmax_scale + tiny):
+            return np.asarray(softmax_scale)
+        p = np.exp(y)
+        log_scale = np.abs(g) + p * np.abs(g).sum(axis=-1, keepdims=True)
+        log_softmax = g - p * g.sum(axis=-1, keepdims=True)
+        if _matches(r, log_softmax, log_scale + tiny):
+            return np.asarray(log_scale)
+    return None
+
+
+def _matches(r: np.ndarray, predicted: np.ndarray, scale: np.ndarray) -> bool:
+    usable = np.isfinite(r) & np.isfinite(predicted) & np.isfinite(scale)
+    return bool(np.any(usable)) and bool(
+        np.all(np.abs(r - predicted)[usable] <= FORM_TOLERANCE * scale[usable])
+    )
+
+
+_SHIFT_NAMES = ("bias", "beta", "shift", "b")
+
+
+@dataclass(frozen=True)
+class NormTerms:
+    scale: np.ndarray  # the terms the gradient cancels (zeros where they are the gradient's own scale)
+    saved_mean: np.ndarray  # what x_hat computed from a rounded mean moves the gradient by
+
+
+def layer_norm_terms(
+    op: OpSpec, case_dtype: str, forward: Forward | None, name: str, r: np.ndarray
+) -> NormTerms | None:
+    """For a norm over the last axis (or, with a `num_groups` kwarg, over groups of channels, axis 1) whose
+    reference gradients have layer norm's form (x's
+    `rstd (g w - mean(g w) - x_hat mean(g w x_hat))`, the weight's `sum g x_hat` over the rows; w the per-column
+    weight, 1 without one; eps from the kwargs):
+
+    - the scale of the terms x's gradient cancels, rstd (|g w| + mean|g w| + |x_hat| mean|g w x_hat|): where the
+      row is constant (one column, a broadcast row) the exact gradient is 0 while the terms are rstd =
+      1/sqrt(eps) times |g w|, and a correct float32 kernel returns their rounding;
+    - x_hat computed from a mean that errs: rounded to the case's dtype where the backward saved it there
+      (PyTorch's 16-bit layer norm does), accumulated over the row, and subtracted from x (or its product with
+      rstd from x rstd) in the working precision, delta = |mean - fl(mean)| + sqrt(n) u_acc mean|x| +
+      u_acc (|x| + |mean|), as the forward's norm bound allows for. x_hat moves by delta rstd: x's gradient by
+      delta rstd^2 (|mean(g w x_hat)| + |x_hat| |mean(g w)|), the weight's by sum |g| delta rstd. On ascending
+      16-bit rows (|mean| / sigma = 110) that is an error of 10 on a gradient of 0.08.
+
+    None for other ops, inputs and shapes."""
+    if op.error_model.family is not Family.NORM or forward is None or not forward.upstream:
+        return None
+    first = next(iter(forward.inputs), None)
+    g = forward.upstream[0]
+    if first is None or g is None:
+        return None
+    x = np.asarray(forward.inputs[first]).astype(np.float64)
+    g = np.asarray(g).astype(np.float64)
+    if x.ndim < 1 or g.shape != x.shape or not x.size:
+        return None
+    # A group norm's statistics run over each group of channels (axis 1) and everything after it; a layer
+    # norm's over the last axis. `rows` puts each statistic's elements on one row.
+    groups = forward.kwargs.get("num_groups")
+    grouped = isinstance(groups, int) and groups >= 1 and x.ndim >= 2 and x.shape[1] % groups == 0
+    channels = x.shape[1] if grouped else x.shape[-1]
+    param_axis = 1 if grouped else x.ndim - 1
+
+    def rows(a: np.ndarray) -> np.ndarray:
+        return a.reshape(x.shape[0], int(groups), -1) if grouped else a  # type: ignore[call-overload]
+
+    weight, w = None, np.ones(channels)
+    for other, value in forward.inputs.items():
+        if other != first and other.lower() not in _SHIFT_NAMES and np.shape(value) == (channels,):
+            weight, w = other, np.asarray(value).astype(np.float64)
+            break
+    if not (name == first and r.shape == x.shape) and not (name == weight and r.shape == (channels,)):
+        return None
+    shape = [1] * x.ndim
+    shape[param_axis] = channels
+    w = np.broadcast_to(w.reshape(shape), x.shape)
+    eps = forward.kwargs.get("eps", 0.0)
+    eps = float(eps) if isinstance(eps, int | float) else 0.0
+    tiny = dtypes.info("float64").min_normal
+    with np.errstate(all="ignore"):
+        if not (np.all(np.isfinite(x)) and np.all(np.isfinite(g)) and np.all(np.isfinite(r))):
+            return None
+        xr = rows(x)
+        n = xr.shape[-1]
+        mean = xr.mean(axis=-1, keepdims=True)
+        centred = xr - mean
+        rstd = 1.0 / np.sqrt((centred * centred).mean(axis=-1, keepdims=True) + eps)
+        if not np.all(np.isfinite(rstd)):
+            return None
+        x_hat = centred * rstd
+        rounded = mean.astype(dtypes.info(case_dtype).numpy).astype(np.float64)
+        u_acc = bounds.accumulator_roundoff(op, case_dtype)
+        delta = (
+            np.abs(rounded - mean)
+            + sqrt(n) * u_acc * np.abs(xr).mean(axis=-1, keepdims=True)
+            + u_acc * (np.abs(xr) + np.abs(mean))
+        )
+        if name == weight:
+            others = tuple(i for i in range(x.ndim) if i != param_axis)
+            x_hat_full = x_hat.reshape(x.shape)
+            moved = (delta * rstd).reshape(x.shape) if grouped else delta * rstd
+            if not _matches(
+                r, (g * x_hat_full).sum(axis=others), np.abs(g * x_hat_full).sum(axis=others) + tiny
+            ):
+                return None
+            return NormTerms(np.zeros_like(r), np.asarray((np.abs(g) * moved).sum(axis=others)))
+        gw = rows(g * w)
+        mean_gw = gw.mean(axis=-1, keepdims=True)
+        mean_gwx = (gw * x_hat).mean(axis=-1, keepdims=True)
+        scale = rstd * (
+            np.abs(gw)
+            + np.abs(gw).mean(axis=-1, keepdims=True)
+            + np.abs(x_hat) * np.abs(gw * x_hat).mean(axis=-1, keepdims=True)
+        )
+        if not _matches(rows(r), rstd * (gw - mean_gw - x_hat * mean_gwx), scale + tiny):
+            return None
+        saved_mean = delta * rstd * rstd * (np.abs(mean_gwx) + np.abs(x_hat) * np.abs(mean_gw))
+        scale, saved_mean = scale.reshape(x.shape), saved_mean.reshape(x.shape)
+    return NormTerms(np.asarray(scale), np.asarray(saved_mean))

@@ -1,0 +1,339 @@
+"""Gradients of row statistics computed from what the forward saved (oracle/row_statistics.py, issue #32):
+PyTorch's own backward of logsumexp (from its rounded output) and of var/std (from a mean rounded to the dtype)
+pass, the same gradients with a realistic bug do not, and gradients below the smallest normal number may be
+flushed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from gpuemu_ci.config.model import Family, InputSpec, Validation
+from gpuemu_ci.oracle import gradients, precision, row_statistics
+from gpuemu_ci.oracle.model import FailureKind
+from tests.oracle.test_working_precision import make_op
+
+torch = pytest.importorskip("torch")
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "float64": torch.float64}
+
+
+def _context(wanted: bool, inputs, outputs, saved, upstream, kwargs=None) -> dict:
+    """GradientCase's forward context as the judge side fills it (none: as the judge carried before)."""
+    if not wanted:
+        return {}
+    return {
+        "inputs": inputs,
+        "forward": outputs,
+        "saved": saved,
+        "upstream": upstream,
+        "kwargs": kwargs or {},
+    }
+
+
+def _reduction_op():
+    return make_op(Family.REDUCTION, (InputSpec("x", ("M", "N"), "float32"),), output=("M",))
+
+
+def _reference_lse(x):
+    m = x.max(dim=-1).values
+    return m + torch.log(torch.exp(x - m[:, None]).sum(dim=-1))
+
+
+def _reference_var(x):
+    mean = x.mean(dim=-1, keepdim=True)
+    return ((x - mean) ** 2).sum(dim=-1) / (x.shape[-1] - 1)
+
+
+def _vjp(fn: Callable, x: np.ndarray, g: np.ndarray, dtype) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, gradient) of fn at x for the upstream g, computed by torch in `dtype`, as float64."""
+    xt = torch.from_numpy(x).to(dtype).requires_grad_(True)
+    y = fn(xt)
+    (grad,) = torch.autograd.grad(y, [xt], torch.from_numpy(g).to(dtype))
+    return y.detach().double().numpy(), grad.double().numpy()
+
+
+def _judge(op, fn, torch_fn, x, g, dtype: str, forward: bool, grad: np.ndarray | None = None):
+    """judge_gradients on torch's own backward (or `grad`, with torch's forward saved), as the judge side
+    builds the case: the float64 reference, its measurements in float32 (and the 16-bit dtype), and, when
+    `forward`, the forward context."""
+    y_ref, exact = _vjp(fn, x, g, torch.float64)
+    saved, got = _vjp(torch_fn, x, g, DTYPES[dtype])
+    measured = [_vjp(fn, x, g, torch.float32)[1]]
+    if dtype == "float16":
+        measured.append(_vjp(fn, x, g, torch.float16)[1])
+    case = gradients.GradientCase(
+        dtype=dtype,
+        dims={"M": x.shape[0], "N": x.shape[1]},
+        names=("x",),
+        input_dtypes={"x": dtype},
+        reference=(exact,),
+        reference_abs=None,
+        low=lambda: (precision.farthest(exact, measured),),
+        **_context(forward, {"x": x}, (y_ref,), (saved.astype(x.dtype),), (g,)),
+    )
+    result = got if grad is None else grad
+    return gradients.judge_gradients(op, case, (result.astype(x.dtype),), None, Validation())
+
+
+def _huge_rows(dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Rows with 4 equal maxima at 2^34: the log-sum-exp 2^34 + log 4 rounds to 2^34 in float32, and the
+    backward exp(x - y) from that saved output is 4 times the exact gradient at the maxima."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((6, 64)).astype(dtype)
+    x[:3, :4] = 2.0**34
+    g = rng.standard_normal(6).astype(dtype)
+    return x, g
+
+
+def test_logsumexp_backward_from_its_rounded_output_passes_and_a_dropped_upstream_gradient_fails():
+    op = _reduction_op()
+    x, g = _huge_rows(np.float32)
+    old = _judge(op, _reference_lse, lambda t: torch.logsumexp(t, dim=-1), x, g, "float32", forward=False)
+    assert old.findings and old.findings[0].kind is FailureKind.MISMATCH  # the false alarm of issue #32
+    new = _judge(op, _reference_lse, lambda t: torch.logsumexp(t, dim=-1), x, g, "float32", forward=True)
+    assert not new.findings
+    # A backward that forgets the upstream gradient: exp(x - y) instead of g exp(x - y).
+    y = torch.logsumexp(torch.from_numpy(x), dim=-1).double().numpy()
+    forgot = np.exp(x.astype(np.float64) - y[:, None])
+    lse = lambda t: torch.logsumexp(t, dim=-1)  # noqa: E731
+    bug = _judge(op, _reference_lse, lse, x, g, "float32", forward=True, grad=forgot)
+    assert bug.findings and bug.findings[0].kind is FailureKind.MISMATCH
+    assert "saved log-sum-exp output" in bug.findings[0].message
+
+
+def test_var_backward_from_a_mean_rounded_to_float16_passes_and_a_missing_factor_two_fails():
+    op = _reduction_op()
+    rng = np.random.default_rng(3)
+    x = (256.0 + rng.standard_normal((8, 1024))).astype(np.float16)  # offset rows: mean >> std
+    g = rng.standard_normal(8).astype(np.float16)
+    torch_var = lambda t: torch.var(t, dim=-1)  # noqa: E731
+    old = _judge(op, _reference_var, torch_var, x, g, "float16", forward=False)
+    assert old.findings and old.findings[0].kind is FailureKind.MISMATCH
+    assert not _judge(op, _reference_var, torch_var, x, g, "float16", forward=True).findings
+    _, exact = _vjp(_reference_var, x, g, torch.float64)
+    bug = _judge(op, _reference_var, torch_var, x, g, "float16", forward=True, grad=exact / 2)
+    assert bug.findings and bug.findings[0].kind is FailureKind.MISMATCH
+    assert "the mean the backward centres x with" in bug.findings[0].message
+
+
+def test_neither_form_leaves_a_reduction_gradient_without_a_saved_statistics_term():
+    op = _reduction_op()
+    x = np.random.default_rng(1).standard_normal((4, 32))
+    g = np.ones(4)
+    forward = row_statistics.Forward({"x": x}, (x.sum(-1),), None, (g,))
+    # The gradient of a sum is g everywhere: neither a log-sum-exp's nor a dispersion's form.
+    assert (
+        row_statistics.saved_statistics(op, "float32", forward, "x", np.ones_like(x), "float32").term == 0.0
+    )
+
+
+@pytest.mark.parametrize(
+    ("dtype", "got", "exact"),
+    [("float64", -7.036e-309, -0.0), ("float32", -1.5e-38, -2.1e-38)],
+)
+def test_a_gradient_below_the_smallest_normal_may_be_flushed_but_a_real_error_there_fails(dtype, got, exact):
+    op = _reduction_op()
+    r = np.full((2, 8), exact)
+    case = gradients.GradientCase(
+        dtype=dtype,
+        dims={"M": 2, "N": 8},
+        names=("x",),
+        input_dtypes={"x": dtype},
+        reference=(r,),
+        reference_abs=None,
+        low=lambda: None,
+    )
+    numpy_dtype = np.dtype(dtype)
+    passed = gradients.judge_gradients(op, case, (np.full((2, 8), got, numpy_dtype),), None, Validation())
+    assert not passed.findings
+    wrong = gradients.judge_gradients(op, case, (np.full((2, 8), 1e-30, numpy_dtype),), None, Validation())
+    assert wrong.findings and wrong.findings[0].kind is FailureKind.MISMATCH
+
+
+def _reference_softmax(x):
+    e = torch.exp(x - x.max(dim=-1, keepdim=True).values)
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+def _softmax_case(x: np.ndarray, g: np.ndarray, forward: bool) -> tuple[gradients.GradientCase, np.ndarray]:
+    """The case of torch.softmax's float32 backward (the reference written from the math, differentiated in
+    float64 and measured in float32, as the judge side does), and what torch returned."""
+    y_ref, exact = _vjp(_reference_softmax, x.astype(np.float64), g.astype(np.float64), torch.float64)
+    _, got = _vjp(lambda t: torch.softmax(t, dim=-1), x, g, torch.float32)
+    measured = _vjp(_reference_softmax, x, g, torch.float32)[1]
+    case = gradients.GradientCase(
+        dtype="float32",
+        dims={"M": x.shape[0], "N": x.shape[1]},
+        names=("x",),
+        input_dtypes={"x": "float32"},
+        reference=(exact,),
+        reference_abs=None,
+        low=lambda: (precision.farthest(exact, [measured]),),
+        **_context(forward, {"x": x}, (y_ref,), None, (g,)),
+    )
+    return case, got
+
+
+def test_softmax_backward_next_to_a_dominant_element_is_judged_at_the_scale_of_the_terms_it_cancels():
+    op = make_op(Family.SOFTMAX, (InputSpec("x", ("M", "N"), "float32"),))
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((4, 15)) + 5.0).astype(np.float32)
+    x[:, 5] = 87.0  # y = 1 there, the others ~1e-36: g_5 - sum g y cancels to the others' tiny sum
+    g = rng.standard_normal((4, 15)).astype(np.float32)
+    old_case, got = _softmax_case(x, g, forward=False)
+    assert gradients.judge_gradients(op, old_case, (got.astype(np.float32),), None, Validation()).findings
+    case, got = _softmax_case(x, g, forward=True)
+    assert not gradients.judge_gradients(op, case, (got.astype(np.float32),), None, Validation()).findings
+    # The chain term dropped (y g instead of y (g - sum g y)): O(1) wrong at the dominant element.
+    y = torch.softmax(torch.from_numpy(x), dim=-1).numpy()
+    bug = gradients.judge_gradients(op, case, ((y * g).astype(np.float32),), None, Validation())
+    assert bug.findings and bug.findings[0].kind is FailureKind.MISMATCH
+
+
+def _reference_norm(x):
+    return ((x.abs() ** 2).sum(dim=-1)) ** 0.5
+
+
+def test_a_norm_backward_dividing_by_its_saved_output_passes_and_a_missing_upstream_factor_fails():
+    """torch's float32 2-norm of 1024 equal values accumulates 14 u of error in the forward; its backward
+    x g / y divides by that saved output and errs by exactly as much, past 8 x the float32 reference's error."""
+    op = _reduction_op()
+    rng = np.random.default_rng(2)
+    x = np.repeat(rng.uniform(-1100.0, -1000.0, (8, 1)), 1024, axis=1).astype(np.float32)
+    g = rng.standard_normal(8).astype(np.float32)
+    norm = lambda t: torch.linalg.vector_norm(t, dim=-1)  # noqa: E731
+    assert _judge(op, _reference_norm, norm, x, g, "float32", forward=False).findings
+    assert not _judge(op, _reference_norm, norm, x, g, "float32", forward=True).findings
+    _, exact = _vjp(_reference_norm, x, g, torch.float64)
+    bug = _judge(op, _reference_norm, norm, x, g, "float32", forward=True, grad=exact / g[:, None])
+    assert bug.findings and "saved output the backward divides by" in bug.findings[0].message
+
+
+def _reference_layer_norm(x, w, b, eps):
+    mean = x.mean(dim=-1, keepdim=True)
+    centred = x - mean
+    return centred / torch.sqrt((centred * centred).mean(dim=-1, keepdim=True) + eps) * w + b
+
+
+def _layer_norm_verdict(x, w, b, g, dtype: str, forward: bool, wrong: np.ndarray | None = None):
+    """judge_gradients on torch's own layer_norm backward (x and weight), or `wrong` for x's gradient."""
+    eps = 1e-5
+    op = make_op(
+        Family.NORM,
+        (
+            InputSpec("x", ("M", "N"), dtype),
+            InputSpec("weight", ("N",), dtype),
+            InputSpec("bias", ("N",), dtype),
+        ),
+    )
+
+    def run(fn, torch_dtype):
+        leaves = [torch.from_numpy(a).to(torch_dtype).requires_grad_(True) for a in (x, w, b)]
+        out = fn(*leaves, eps)
+        grads = torch.autograd.grad(out, leaves[:2], torch.from_numpy(g).to(torch_dtype))
+        return [t.double().numpy() for t in grads]
+
+    exact = run(_reference_layer_norm, torch.float64)
+    got = run(lambda a, c, d, e: torch.nn.functional.layer_norm(a, (a.shape[-1],), c, d, e), DTYPES[dtype])
+    measured = [run(_reference_layer_norm, torch.float32)] + (
+        [run(_reference_layer_norm, DTYPES[dtype])] if dtype == "float16" else []
+    )
+    case = gradients.GradientCase(
+        dtype=dtype,
+        dims={"M": x.shape[0], "N": x.shape[1]},
+        names=("x", "weight"),
+        input_dtypes={"x": dtype, "weight": dtype},
+        reference=tuple(exact),
+        reference_abs=None,
+        low=lambda: tuple(precision.farthest(e, [m[i] for m in measured]) for i, e in enumerate(exact)),
+        **_context(forward, {"x": x, "weight": w, "bias": b}, (), None, (g,), {"eps": eps}),
+    )
+    grads = (got[0] if wrong is None else wrong, got[1])
+    return gradients.judge_gradients(op, case, tuple(a.astype(x.dtype) for a in grads), None, Validation())
+
+
+def test_layer_norm_backward_from_a_mean_saved_in_float16_passes_and_a_dropped_term_fails():
+    """Ascending float16 rows (|mean| / sigma ~ 100): PyTorch saves the mean in float16, x_hat moves by its
+    rounding times rstd in every element, and x's gradient errs by ~10 where it is ~0.1."""
+    rng = np.random.default_rng(4)
+    x = np.sort(1.5 * rng.random((64, 2049)), axis=None).reshape(64, 2049).astype(np.float16)
+    w, b = np.full(2049, 1.061, np.float16), np.full(2049, 0.001328, np.float16)
+    g = (
+        np.sort(2.0 * rng.random((64, 2049)), axis=None).reshape(64, 2049).astype(np.float16)
+    )  # ascending, as the case draws it
+    assert _layer_norm_verdict(x, w, b, g, "float16", forward=False).findings
+    assert not _layer_norm_verdict(x, w, b, g, "float16", forward=True).findings
+    # The chain term through the mean dropped: rstd (g w - x_hat mean(g w x_hat)).
+    xd, gw = x.astype(np.float64), g.astype(np.float64) * w.astype(np.float64)
+    centred = xd - xd.mean(-1, keepdims=True)
+    rstd = 1.0 / np.sqrt((centred**2).mean(-1, keepdims=True) + 1e-5)
+    x_hat = centred * rstd
+    wrong = rstd * (gw - x_hat * (gw * x_hat).mean(-1, keepdims=True))
+    bug = _layer_norm_verdict(x, w, b, g, "float16", forward=True, wrong=wrong)
+    assert bug.findings and bug.findings[0].message.startswith("grad of x:")
+
+
+def test_layer_norm_of_one_column_rows_allows_the_rounding_of_terms_rstd_times_larger():
+    """One column: x_hat and both exact gradients are 0, rstd = 1/sqrt(eps) = 316; PyTorch's float32 backward
+    returns the rounding of its terms (1e-4 on x's gradient and the weight's)."""
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal((15, 1)) * 100 - 300).astype(np.float32)
+    w, b = np.ones(1, np.float32), np.zeros(1, np.float32)
+    g = rng.standard_normal((15, 1)).astype(np.float32)
+    assert _layer_norm_verdict(x, w, b, g, "float32", forward=False).findings
+    assert not _layer_norm_verdict(x, w, b, g, "float32", forward=True).findings
+    bug = _layer_norm_verdict(x, w, b, g, "float32", forward=True, wrong=g.astype(np.float64) * 0.01)
+    assert bug.findings and bug.findings[0].message.startswith("grad of x:")
+
+
+def _reference_group_norm(x, w, b, groups, eps):
+    rows = x.reshape(x.shape[0], groups, -1)
+    centred = rows - rows.mean(dim=-1, keepdim=True)
+    normed = (centred / torch.sqrt((centred * centred).mean(dim=-1, keepdim=True) + eps)).reshape(x.shape)
+    return normed * w[None, :, None] + b[None, :, None]
+
+
+def test_group_norm_statistics_run_over_groups_of_channels_and_a_dropped_term_still_fails():
+    rng = np.random.default_rng(6)
+    groups, eps = 7, 1e-6
+    x = np.sort(1.5 * rng.random((3, 63, 257)), axis=None).reshape(3, 63, 257).astype(np.float16)
+    w, b = np.full(63, 1.061, np.float16), np.full(63, 0.001328, np.float16)
+    g = np.sort(2.0 * rng.random((3, 63, 257)), axis=None).reshape(3, 63, 257).astype(np.float16)
+    op = make_op(
+        Family.NORM,
+        (InputSpec("x", ("B", "C", "L"), "float16"), InputSpec("weight", ("C",)), InputSpec("bias", ("C",))),
+    )
+
+    def run(fn, torch_dtype):
+        leaves = [torch.from_numpy(a).to(torch_dtype).requires_grad_(True) for a in (x, w, b)]
+        (grad,) = torch.autograd.grad(fn(*leaves), leaves[:1], torch.from_numpy(g).to(torch_dtype))
+        return grad.double().numpy()
+
+    def reference(a, c, d):
+        return _reference_group_norm(a, c, d, groups, eps)
+
+    exact = run(reference, torch.float64)
+    measured = [run(reference, d) for d in (torch.float32, torch.float16)]
+    got = run(lambda a, c, d: torch.nn.functional.group_norm(a, groups, c, d, eps), torch.float16)
+
+    def verdict(forward: bool, grad: np.ndarray) -> gradients.GradientVerdict:
+        case = gradients.GradientCase(
+            dtype="float16",
+            dims={"B": 3, "C": 63, "L": 257},
+            names=("x",),
+            input_dtypes={"x": "float16"},
+            reference=(exact,),
+            reference_abs=None,
+            low=lambda: (precision.farthest(exact, measured),),
+            **_context(
+                forward, {"x": x, "weight": w, "bias": b}, (), None, (g,), {"num_groups": groups, "eps": eps}
+            ),
+        )
+        return gradients.judge_gradients(op, case, (grad.astype(np.float16),), None, Validation())
+
+    assert verdict(False, got).findings
+    assert not verdict(True, got).findings
+    assert verdict(True, exact * 1.25).findings  # a gradient 25% too large
