@@ -55,7 +55,13 @@ def accumulator_roundoff(op: OpSpec, case_dtype: str) -> float:
 
 def floor_term(op: OpSpec, output_dtype: str) -> float:
     info = dtypes.info(output_dtype)
-    return info.min_normal if op.error_model.flush_to_zero else info.min_subnormal / 2.0
+    return info.min_normal if op.error_model.flush_to_zero else _half_subnormal(info.min_subnormal)
+
+
+def _half_subnormal(min_subnormal: float) -> float:
+    """Half the smallest subnormal, the largest rounding error at zero; float64's own half rounds to 0 (a tie to
+    even), which would leave no allowance at all there, so it is one whole subnormal instead."""
+    return min_subnormal / 2.0 or min_subnormal
 
 
 def abs_linear_inputs(op: OpSpec) -> tuple[str, ...]:
@@ -251,7 +257,7 @@ def _affine(inputs: Mapping[str, np.ndarray], x: np.ndarray, axis: int) -> tuple
 def _accumulator_floor(op: OpSpec, case_dtype: str) -> float:
     name = op.error_model.accumulator or ("float32" if case_dtype in ("float16", "bfloat16") else case_dtype)
     info = dtypes.info(name)
-    return info.min_subnormal / 2.0 if info.is_float else 0.0
+    return _half_subnormal(info.min_subnormal) if info.is_float else 0.0
 
 
 def _max_row_norm(x: np.ndarray) -> float:

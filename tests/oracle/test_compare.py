@@ -222,3 +222,16 @@ def test_judging_extreme_values_fails_the_case_without_a_numpy_warning() -> None
         verdict = judge(op, context, run, Validation(dtypes=("float64",)))
     assert not verdict.passed and verdict.primary is not None
     assert verdict.primary.kind is FailureKind.MISMATCH
+
+
+def test_a_float64_reduction_whose_reference_underflowed_allows_a_few_subnormals() -> None:
+    # torch's float64 vector norm of a boundary row gave 4 subnormals (2e-323) where the reference's squares
+    # underflowed to 0: half a float64 subnormal rounds to 0, which used to leave no allowance at all.
+    op = make_op(Family.REDUCTION, (InputSpec("x", ("M", "N")),), output=("M",))
+    x = np.full((2, 7), 1e-170)
+    r = np.zeros(2)
+    assert bounds.floor_term(op, "float64") > 0
+    _, found = judge_bound(op, np.array([2e-323, 0.0]), r, {"x": x}, {"M": 2, "N": 7}, "float64")
+    assert found == []
+    _, found = judge_bound(op, np.array([1e-160, 0.0]), r, {"x": x}, {"M": 2, "N": 7}, "float64")
+    assert found  # an error above the terms' own scale still fails
