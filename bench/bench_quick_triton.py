@@ -16,13 +16,9 @@ Exit status: 0 when the median ratio is at most --target, 1 otherwise, 2 when a 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -31,6 +27,9 @@ CORPUS = HERE / "corpus" / "gpuemu.toml"
 sys.path.insert(0, str(REPO))
 
 from gpuemu_ci.config.load import load_config  # noqa: E402
+
+sys.path.insert(0, str(HERE))
+from bench_quick_wall import quick_suite  # noqa: E402  (a sibling script, not a package)
 
 TRITON_MODULES = ("triton", "liger")  # op targets whose module names say they launch Triton kernels
 
@@ -46,19 +45,7 @@ def split_ops(config: Path) -> tuple[list[str], list[str]]:
 
 def run_quick(ops: list[str] | None, seed: int, jobs: int | None, out: Path) -> tuple[float, dict]:
     """One quick-suite run of the corpus (only `ops` when given): (wall seconds, results.json)."""
-    env = dict(os.environ, PYTHONPATH=str(REPO), GPUEMU_USER_CONFIG="none")
-    only = [arg for name in ops or () for arg in ("--op", name)]
-    command = [
-        sys.executable, "-m", "gpuemu_ci", "run", "--config", str(CORPUS), "--suite", "quick",
-        "--seed", str(seed), "--out", str(out), "--no-lint", *only, *(["--jobs", str(jobs)] if jobs else []),
-    ]  # fmt: skip
-    started = time.monotonic()
-    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, check=False)
-    wall = time.monotonic() - started
-    results = out / "results.json"
-    if done.returncode not in (0, 1) or not results.is_file():
-        raise RuntimeError(f"gpuemu-ci exited {done.returncode}:\n{done.stderr[-2000:]}")
-    return wall, json.loads(results.read_text())
+    return quick_suite(REPO, CORPUS, seed, jobs, out, tuple(ops or ()))
 
 
 def main(argv: list[str] | None = None) -> int:

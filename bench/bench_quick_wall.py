@@ -46,10 +46,20 @@ def extract(revision: str, into: Path) -> None:
 
 def run_quick(code: Path, corpus: Path, seed: int, jobs: int | None, out: Path) -> tuple[float, int]:
     """One quick-suite run of `corpus`'s bug corpus with `code`'s gpuemu_ci: (wall seconds, cases)."""
+    config = corpus / "bench" / "corpus" / "gpuemu.toml"
+    wall, results = quick_suite(code, config, seed, jobs, out)
+    return wall, int(results["summary"]["cases_total"])
+
+
+def quick_suite(
+    code: Path, config: Path, seed: int, jobs: int | None, out: Path, ops: tuple[str, ...] = ()
+) -> tuple[float, dict]:
+    """One quick-suite run of `config` (only `ops` when given) with `code`'s gpuemu_ci, lint off:
+    (wall seconds, results.json). Shared with bench_quick_triton.py."""
     env = dict(os.environ, PYTHONPATH=str(code), GPUEMU_USER_CONFIG="none")
     command = [
-        sys.executable, "-m", "gpuemu_ci", "run", "--config", str(corpus / "bench" / "corpus" / "gpuemu.toml"),
-        "--suite", "quick", "--seed", str(seed), "--out", str(out), "--no-lint",
+        sys.executable, "-m", "gpuemu_ci", "run", "--config", str(config), "--suite", "quick",
+        "--seed", str(seed), "--out", str(out), "--no-lint", *[a for name in ops for a in ("--op", name)],
         *(["--jobs", str(jobs)] if jobs else []),
     ]  # fmt: skip
     started = time.monotonic()
@@ -58,8 +68,8 @@ def run_quick(code: Path, corpus: Path, seed: int, jobs: int | None, out: Path) 
     wall = time.monotonic() - started
     results = out / "results.json"
     if done.returncode not in (0, 1) or not results.is_file():
-        raise RuntimeError(f"{code} on {corpus}: gpuemu-ci exited {done.returncode}:\n{done.stderr[-2000:]}")
-    return wall, int(json.loads(results.read_text())["summary"]["cases_total"])
+        raise RuntimeError(f"{code} on {config}: gpuemu-ci exited {done.returncode}:\n{done.stderr[-2000:]}")
+    return wall, json.loads(results.read_text())
 
 
 def main(argv: list[str] | None = None) -> int:
