@@ -72,16 +72,17 @@ IMPORTS = (
 # "From source": a pycache prefix where no byte code is (PYTHONPYCACHEPREFIX; the image's PYTHONDONTWRITEBYTECODE
 # keeps it empty), so every module is compiled on import, as in an image built without byte code.
 BYTE_CODE_PROBE = """
-import json, os, pathlib, statistics, subprocess, sys, sysconfig, time
+import json, os, pathlib, statistics, subprocess, sys, sysconfig, tempfile, time
 rounds, imports = int(sys.argv[1]), sys.argv[2]
+scratch = tempfile.gettempdir()
 def timed(**env):
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", imports], check=True, cwd="/tmp", env={**os.environ, **env})
+    subprocess.run([sys.executable, "-c", imports], check=True, cwd=scratch, env={**os.environ, **env})
     return time.perf_counter() - start
 compiled, source = [], []
 for _ in range(rounds):
     compiled.append(timed())
-    source.append(timed(PYTHONPYCACHEPREFIX="/tmp/no-byte-code"))
+    source.append(timed(PYTHONPYCACHEPREFIX=os.path.join(scratch, "no-byte-code")))
 pyc = sum(1 for _ in pathlib.Path(sysconfig.get_path("stdlib")).rglob("*.pyc"))
 print(json.dumps({"compiled": statistics.median(compiled), "source": statistics.median(source), "pyc": pyc}))
 """
