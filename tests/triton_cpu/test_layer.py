@@ -4,19 +4,14 @@ under `intercepted` and prints what happened; the tests read it."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.triton_cpu.support_interpreter import run_interpreted
 
 SCRIPT = textwrap.dedent("""
     import json, sys
@@ -162,15 +157,7 @@ SCRIPT = textwrap.dedent("""
 
 @pytest.fixture(scope="module")
 def seen(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    script = tmp_path_factory.mktemp("layer") / "kernels.py"
-    script.write_text(SCRIPT)
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
-    done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600, check=False
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    result: dict = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    return run_interpreted(SCRIPT, tmp_path_factory.mktemp("layer"))
 
 
 def test_a_store_past_a_views_end_stops_before_writing_and_names_program_tensor_and_distance(

@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.triton_cpu.support_interpreter import ROOT, run_interpreted
 
 SCRIPT = textwrap.dedent('''
     import json
@@ -192,15 +192,7 @@ SCRIPT = textwrap.dedent('''
 
 @pytest.fixture(scope="module")
 def seen(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    script = tmp_path_factory.mktemp("grid") / "kernels.py"
-    script.write_text(SCRIPT)
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
-    done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600, check=False
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    result: dict = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    return run_interpreted(SCRIPT, tmp_path_factory.mktemp("grid"))
 
 
 @pytest.mark.parametrize("kernel", ["mixed", "tiles", "chunks"])

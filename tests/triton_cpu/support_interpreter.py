@@ -1,0 +1,26 @@
+"""Running a test's Triton kernels in Triton's real interpreter: TRITON_INTERPRET=1 must be set before Triton is
+imported, so each test module's script runs in a subprocess and prints one JSON line of what it saw."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_interpreted(script: str, directory: Path) -> dict:
+    """Runs `script` (written to `directory`) in a fresh interpreter with TRITON_INTERPRET=1 and this checkout on
+    PYTHONPATH; its last stdout line, parsed as JSON."""
+    path = directory / "kernels.py"
+    path.write_text(script)
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, str(path)], capture_output=True, text=True, env=env, timeout=600, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result: dict = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
