@@ -132,13 +132,30 @@ def reference_run(
     absolute = (
         reference_call(reference, inputs, kwargs, abs_inputs, contain=Exception)[0] if abs_inputs else None
     )
-    linear: tuple[str, ...] = ()
-    for name in probed if result.status is CallStatus.OK else ():
-        doubled, _ = reference_call(reference, inputs, kwargs, contain=Exception, doubled=(name,))
-        if doubled.status is CallStatus.OK and intermediates.linear_in(result.outputs, doubled.outputs):
-            linear += (name,)
+    linear = (
+        linear_inputs(
+            probed,
+            result,
+            lambda name: reference_call(reference, inputs, kwargs, contain=Exception, doubled=(name,))[0],
+        )
+        if result.status is CallStatus.OK
+        else ()
+    )
     op = CallResult(CallStatus.OK, tuple(np.ascontiguousarray(o) for o in outputs))
     return CaseRun(reference=result, op=op, reference_abs=absolute, linear_inputs=linear)
+
+
+def linear_inputs(
+    probed: tuple[str, ...], reference: CallResult, call_doubled: Callable[[str], CallResult]
+) -> tuple[str, ...]:
+    """The probed inputs the reference is linear in (oracle/intermediates.py): doubling the input doubles every
+    output exactly. `call_doubled(name)` runs the reference with that input doubled."""
+    found: list[str] = []
+    for name in probed:
+        doubled = call_doubled(name)
+        if doubled.status is CallStatus.OK and intermediates.linear_in(reference.outputs, doubled.outputs):
+            found.append(name)
+    return tuple(found)
 
 
 class _Unloadable(Exception):
@@ -331,12 +348,9 @@ def _judge_case(judging: _Judging, op_view: OpView) -> CaseReport:
     if abs_inputs and reference.status is CallStatus.OK:
         stage(Stage.REFERENCE_ABS)
         reference_abs = judging.reference(reference_target, case, abs_inputs)
-        for name in probed:  # oracle/intermediates.py: the inputs the reference is linear in
-            doubled = judging.reference(reference_target, case, (), (name,))
-            if doubled.status is CallStatus.OK and intermediates.linear_in(
-                reference.outputs, doubled.outputs
-            ):
-                linear += (name,)
+        linear = linear_inputs(
+            probed, reference, lambda name: judging.reference(reference_target, case, (), (name,))
+        )
     if reference.status is not CallStatus.OK:
         return _errored(judging, case, reference, "reference")
     naive_output = None
