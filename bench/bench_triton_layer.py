@@ -1,7 +1,9 @@
 """What the GPU-faithful layer over Triton's interpreter (gpuemu_ci/triton_cpu) costs per op call: each Triton
 kernel of the corpus (and Liger-Kernel's, when installed) called on the same inputs with the plain interpreter,
-under the layer one program at a time (the checks' cost; target <= 1.3x) and under the layer vectorised (the
-default), in turn, in one process; prints the three times and the ratios to the plain interpreter.
+under the layer one program at a time (the checks' cost; target <= 1.3x), under the layer vectorised with
+every launch running the kernel's Python (no replay), and under the layer as it runs by default (vectorised,
+later launches replayed from the tape of the first: replay.py), in turn, in one process; prints the four times
+and the ratios to the plain interpreter.
 
     TRITON_INTERPRET=1 is set here, before Triton is imported.
     python bench/bench_triton_layer.py [--repeats 5] [--only row_max]
@@ -86,7 +88,8 @@ def timed(call: Call, mode: str) -> float:
     if mode == "plain":
         call()
     else:
-        with intercepted(CallSettings(seed=1, vectorise=mode == "vectorised")):
+        settings = CallSettings(seed=1, vectorise=mode != "checked", replay=mode == "replay")
+        with intercepted(settings):
             call()
     return time.perf_counter() - started
 
@@ -99,11 +102,12 @@ def main(argv: list[str] | None = None) -> int:
     calls = {**corpus_calls(), **liger_calls()}
     if args.only:
         calls = {n: c for n, c in calls.items() if any(o in n for o in args.only)}
-    modes = ("plain", "checked", "vectorised")
+    modes = ("plain", "checked", "vectorised", "replay")
     print(
         f"{'op call':<28} {'plain ms':>10} {'checked ms':>11} {'ratio':>6} {'vectorised ms':>14} {'speedup':>8}"
+        f" {'replay ms':>10} {'speedup':>8}"
     )
-    costs, speedups = [], []
+    costs, speedups, replays = [], [], []
     for name, call in calls.items():
         for mode in modes:
             timed(call, mode)  # warm-up: rewriting, imports
@@ -111,14 +115,19 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.repeats):
             for mode in modes:
                 times[mode].append(timed(call, mode))
-        p, c, v = (statistics.median(times[mode]) for mode in modes)
+        p, c, v, r = (statistics.median(times[mode]) for mode in modes)
         costs.append(c / p)
         speedups.append(p / v)
-        print(f"{name:<28} {p * 1e3:>10.1f} {c * 1e3:>11.1f} {c / p:>5.2f}x {v * 1e3:>14.1f} {p / v:>7.1f}x")
+        replays.append(p / r)
+        print(
+            f"{name:<28} {p * 1e3:>10.1f} {c * 1e3:>11.1f} {c / p:>5.2f}x {v * 1e3:>14.1f} {p / v:>7.1f}x"
+            f" {r * 1e3:>10.1f} {p / r:>7.1f}x"
+        )
     print(
         f"checks one program at a time: geometric mean {statistics.geometric_mean(costs):.2f}x, worst "
         f"{max(costs):.2f}x; vectorised: geometric mean {statistics.geometric_mean(speedups):.1f}x faster, "
-        f"least {min(speedups):.1f}x"
+        f"least {min(speedups):.1f}x; replayed: geometric mean {statistics.geometric_mean(replays):.1f}x "
+        f"faster, least {min(replays):.1f}x"
     )
     return 0
 

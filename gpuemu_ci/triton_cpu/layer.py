@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuemu_ci.triton_cpu import boolops, grid, numerics, vectorised
+from gpuemu_ci.triton_cpu import boolops, grid, numerics, replay, vectorised
 from gpuemu_ci.triton_cpu.memory import Allocation, Memory, Violation
 from gpuemu_ci.triton_cpu.provenance import BASE, PROVENANCE, base_of, derived, is_pointer
 from gpuemu_ci.triton_cpu.report import OUT_OF_BOUNDS, RACE, TritonReport
@@ -54,6 +54,7 @@ class CallSettings:
     call: int = 0  # 0: the op's call, 1: the determinism re-run (another program order)
     sanitize: bool = True  # `[ops.triton] sanitize = false` turns the whole layer off
     vectorise: bool | None = None  # every program at once where it can (grid.py); None: `set_vectorise`'s
+    replay: bool = True  # a vectorised launch replays the tape of an earlier one where it can (replay.py)
 
 
 @dataclass
@@ -83,6 +84,9 @@ class _Call:
     # Of those, the launches whose programs diverged and ran in k > 1 groups that agree: k -> how many.
     grouped: dict[int, int] = field(default_factory=dict)
     per_program: dict[str, int] = field(default_factory=dict)  # launches run one program at a time, by reason
+    # Of the vectorised launches, those replayed from a tape: not in the report (it depends on what the
+    # process ran before), for benchmarks and tests.
+    replayed: int = 0
 
     def looked_up(self) -> bool:
         """Whether there is room for one more source-line lookup in this call (they walk the stack)."""
@@ -141,7 +145,11 @@ def _triton_dir() -> str:
 
 
 def _site() -> str:
-    """`kernel.py:42 (in _fwd)`: the innermost frame of user code (the kernel or a jit helper it called)."""
+    """`kernel.py:42 (in _fwd)`: the innermost frame of user code (the kernel or a jit helper it called); during
+    a replay, the line the traced pass was at."""
+    replayed = replay.current_site()
+    if replayed is not None:
+        return replayed
     skip = (_triton_dir(), _HERE, os.path.dirname(np.__file__))
     frame = sys._getframe(1)
     while frame is not None:
@@ -534,7 +542,22 @@ def _vectorised(
     if backoff is not None and backoff.skip > 0:
         backoff.skip -= 1
         return f"{REMEMBERED} ({backoff.why})"
-    outcome = vectorised.run(executor, module, args, launch.grid, launch.memory, order)
+    tracer = None
+    if call.settings.replay:
+        if _replayed(executor, module, args, call, launch, order, signature):
+            _fell_back.pop(signature, None)
+            call.vectorised += 1
+            call.replayed += 1
+            return None
+        if _tape_key(signature, args) not in replay.untraceable:
+            tracer = replay.Tracer(_site)
+    replay._state["tracer"] = tracer
+    try:
+        outcome = vectorised.run(executor, module, args, launch.grid, launch.memory, order, tracer)
+    finally:
+        replay._state["tracer"] = None
+    if tracer is not None:
+        _keep_tape(_tape_key(signature, args), tracer, outcome.why is None)
     if outcome.why is None:
         _fell_back.pop(signature, None)
         call.vectorised += 1
@@ -546,6 +569,45 @@ def _vectorised(
         wait = FIRST_BACKOFF if backoff is None else min(2 * backoff.wait, MAX_BACKOFF)
         _fell_back[signature] = _Backoff(outcome.why, wait, wait)
     return outcome.why
+
+
+def _tape_key(signature: Any, args: dict[str, Any]) -> Any:
+    """What a tape is valid for: the kernel, its constexprs and argument types (`signature`), and the values of
+    the arguments the interpreter passes as Python values (floats, None), which the tape holds as constants."""
+    plain = tuple(repr(v) for v in args.values() if not hasattr(v, "handle"))
+    return (signature, plain)
+
+
+def _replayed(
+    executor: Any, module: Any, args: dict[str, Any], call: _Call, launch: _Launch, order: np.ndarray,
+    signature: Any,
+) -> bool:  # fmt: skip
+    """Whether the launch ran by replaying a tape of the kernel; when it did not, memory and what the call
+    has noted are as before it."""
+    key = _tape_key(signature, args)
+    tape = replay.tapes.get(key)
+    if tape is None:
+        return False
+    noted = (call.site_lookups, dict(call.poisoned), set(call.dot_precisions), dict(call.notes))
+    why = vectorised.replayed(tape, module, args, launch.grid, launch.memory, order)
+    if why is None:
+        return True
+    call.site_lookups, call.poisoned, call.dot_precisions, call.notes = noted
+    return False
+
+
+def _keep_tape(key: Any, tracer: replay.Tracer, vectorised_ok: bool) -> None:
+    """The traced pass's tape, kept for later launches; or why the kernel cannot be traced."""
+    if not vectorised_ok:
+        return  # the launch fell back (the pass stopped): nothing to learn about the kernel's code
+    tape = tracer.tape()
+    if tape is None:
+        replay.untraceable[key] = tracer.broken
+        replay.tapes.pop(key, None)
+        return
+    if len(replay.tapes) >= replay.MAX_TAPES and key not in replay.tapes:
+        replay.tapes.pop(next(iter(replay.tapes)))
+    replay.tapes[key] = tape
 
 
 class _NothingToRestore:
@@ -625,6 +687,9 @@ def _replayed_patch_lang(original: Any) -> Any:
 
 
 def _boolop_note() -> None:
+    tracer = replay._state["tracer"]
+    if tracer is not None:  # the note is made by the kernel's Python, which a replay does not run
+        tracer.stop("Python `and`/`or` on a block")
     call = _state["call"]
     if call is not None and len(call.notes) < MAX_POISON_SITES and call.looked_up():
         call.notes.setdefault(

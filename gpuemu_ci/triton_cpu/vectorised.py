@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuemu_ci.triton_cpu import grid, provenance
+from gpuemu_ci.triton_cpu import grid, provenance, replay
 from gpuemu_ci.triton_cpu.memory import Memory
 
 # A launch whose programs disagree on branches is run in at most this many groups of programs that agree;
@@ -35,26 +35,24 @@ def run(
     dims: tuple[int, int, int],
     memory: Memory,
     order: np.ndarray,
+    tracer: replay.Tracer | None = None,
 ) -> Outcome:
     """Run the launch with every program at once (grid.py), in chunks, and where the programs diverge (a Python
     `if`/`while`/`range` on a value that differs between them) in groups of programs that agree: the diverging
     batch's memory is put back as it was before it and its programs re-run group by group, each group in the
     launch's order. Programs that do not touch each other's data (watched across the whole launch, every group
     included: else the launch falls back) give the same bytes in any grouping. When the launch must run one
-    program at a time, its arguments' memory is as it was before it."""
-    import triton.language as tl
-
-    batched: dict[str, Any] = {}
-    for name, value in args.items():
-        if isinstance(value, tl.tensor):
-            handle = module.TensorHandle(value.handle.data[None], value.handle.dtype, dict(value.handle.attr))
-            batched[name] = tl.tensor(handle, value.type)
-        elif isinstance(value, (tuple, list)) or type(value).__name__ == "tensor_descriptor":
-            return Outcome("tuple or descriptor arguments")
-        else:
-            batched[name] = value
+    program at a time, its arguments' memory is as it was before it. With a `tracer`, the first chunk's pass is
+    recorded (replay.py)."""
+    batched = lifted(module, args)
+    if batched is None:
+        return Outcome("tuple or descriptor arguments")
     saved = _snapshot(memory)
-    restore = _install(module)
+    if tracer is not None:
+        for name, value in batched.items():
+            if hasattr(value, "handle"):
+                tracer.add_input(name, value.handle)
+    restore = _install(module, tracer)
     readers: Shadows = {}
     writers: Shadows = {}
     _, gy, gz = dims
@@ -75,6 +73,8 @@ def run(
             try:
                 executor.fn(**batched)
                 fresh = False
+                if tracer is not None:
+                    tracer.depth = 1  # the first chunk is the tape; the others run untraced
             except Exception as exc:
                 split = _groups(find_cause(exc, grid.Divergent), pids)
                 if split is None:
@@ -84,6 +84,8 @@ def run(
                     break
                 _put_back(checkpoint, readers, writers)
                 fresh = True
+                if tracer is not None:
+                    tracer.stop("programs that diverge, run in groups")
                 groups += len(split) - 1
                 pending.extendleft(reversed(split))
     except Exception as exc:
@@ -91,16 +93,66 @@ def run(
         why = str(stop) if stop is not None else f"the vectorised pass raised {type(exc).__name__}"
     finally:
         grid._state["batch"] = None
-        for owner, name, value in reversed(restore):
-            if value is _ABSENT:
-                delattr(owner, name)
-            else:
-                setattr(owner, name, value)
+        _uninstall(restore)
     if why is not None:
         for view, copy in saved:
             view[...] = copy
         return Outcome(why)
     return Outcome(None, groups)
+
+
+def lifted(module: Any, args: dict[str, Any]) -> dict[str, Any] | None:
+    """The kernel's arguments with a program axis of 1 (None: tuple or descriptor arguments, not lifted)."""
+    import triton.language as tl
+
+    batched: dict[str, Any] = {}
+    for name, value in args.items():
+        if isinstance(value, tl.tensor):
+            handle = module.TensorHandle(value.handle.data[None], value.handle.dtype, dict(value.handle.attr))
+            batched[name] = tl.tensor(handle, value.type)
+        elif isinstance(value, (tuple, list)) or type(value).__name__ == "tensor_descriptor":
+            return None
+        else:
+            batched[name] = value
+    return batched
+
+
+def replayed(
+    tape: replay.Tape, module: Any, args: dict[str, Any], dims: tuple[int, int, int], memory: Memory,
+    order: np.ndarray,
+) -> str | None:  # fmt: skip
+    """Run the launch by replaying `tape` (replay.py) on its arguments, chunk by chunk in the launch's order,
+    under the same batched builder and the same checks as the pass; None when it ran, else why it was
+    abandoned, with memory as it was before the launch."""
+    batched = lifted(module, args)
+    if batched is None:
+        return "tuple or descriptor arguments"
+    inputs = {name: value.handle for name, value in batched.items() if hasattr(value, "handle")}
+    saved: list[list[tuple[np.ndarray, np.ndarray]]] = []
+
+    def before_store() -> None:
+        if not saved:
+            saved.append(_snapshot(memory))
+
+    restore = _install(module, None, language=False)
+    readers: Shadows = {}
+    writers: Shadows = {}
+    _, gy, gz = dims
+    builder = module.interpreter_builder
+    try:
+        for start in range(0, order.size, grid.CHUNK_PROGRAMS):
+            pids = order[start : start + grid.CHUNK_PROGRAMS].astype(np.int64)
+            coords = np.stack([pids // (gy * gz), (pids // gz) % gy, pids % gz], axis=1).astype(np.int32)
+            grid._state["batch"] = grid.Batch(coords, pids, readers, writers)
+            replay.replay_steps(tape, builder, inputs, before_store)
+    except Exception as exc:
+        for view, copy in saved[0] if saved else ():
+            view[...] = copy
+        return str(exc) or type(exc).__name__
+    finally:
+        grid._state["batch"] = None
+        _uninstall(restore)
+    return None
 
 
 def _groups(divergence: BaseException | None, pids: np.ndarray) -> list[np.ndarray] | None:
@@ -133,30 +185,47 @@ def _put_back(
     writers.update(_copied(writers_then))
 
 
-def _install(module: Any) -> list[tuple[Any, str, Any]]:
-    """The batched builder and language for the pass; returns what to put back."""
+def _install(module: Any, tracer: replay.Tracer | None, language: bool = True) -> list[tuple[Any, str, Any]]:
+    """The batched builder (and, for a pass, language) for the launch; with a tracer, recorded; returns what to
+    put back."""
     builder = module.InterpreterBuilder
     restore: list[tuple[Any, str, Any]] = []
+
+    def install(owner: Any, name: str, value: Any) -> None:
+        restore.append((owner, name, owner.__dict__.get(name, _ABSENT)))
+        setattr(owner, name, value)
+
+    for n, f in grid.builder_methods(module).items():
+        install(builder, n, provenance.derived(f) if n in provenance.PROVENANCE else f)
+    if not language:
+        return restore
+    patches = grid.language_patches()
+    if tracer is not None:
+        for owner, name, value in tracer.builder_methods(builder):
+            install(owner, name, value)
+        for owner, name, value in tracer.watch_handles(module):
+            install(owner, name, value)
+        patches = tracer.language(patches)
     patch_lang = module._patch_lang
 
     def repatched(fn: Any) -> Any:
         # A jit helper's call (tl.max, tl.sum, the kernel's own) re-patches the language: put ours back on top.
         scope = patch_lang(fn)
-        for owner, name, value in grid.language_patches():
+        for owner, name, value in patches:
             setattr(owner, name, value)
         return scope
 
-    for owner, name, value in [
-        *(
-            (builder, n, provenance.derived(f) if n in provenance.PROVENANCE else f)
-            for n, f in grid.builder_methods(module).items()
-        ),
-        *grid.language_patches(),
-        (module, "_patch_lang", repatched),
-    ]:
-        restore.append((owner, name, owner.__dict__.get(name, _ABSENT)))
-        setattr(owner, name, value)
+    for owner, name, value in [*patches, (module, "_patch_lang", repatched)]:
+        install(owner, name, value)
     return restore
+
+
+def _uninstall(restore: list[tuple[Any, str, Any]]) -> None:
+    for owner, name, value in reversed(restore):
+        if value is _ABSENT:
+            delattr(owner, name)
+        else:
+            setattr(owner, name, value)
 
 
 _ABSENT = object()

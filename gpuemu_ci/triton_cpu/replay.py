@@ -1,0 +1,390 @@
+"""Trace a vectorised launch once, replay it as NumPy (issue #29): a launch cheaper than one interpreted program.
+
+A vectorised pass (grid.py) runs the kernel's Python once: the kernel body, Triton's `triton.language` semantic
+layer (type checks, broadcasting, the integer-overflow checks) and the interpreter's builder, whose methods do
+the NumPy work. All but the last are the same at every launch of a kernel with the same constexprs and argument
+types, and cost most of a small launch. During a vectorised pass the `Tracer` records the *tape* of the
+outermost builder calls the kernel made (after the layer's own wrappers, so the bounds, race and poison checks
+and the TF32 rounding run again at replay on the launch's own data), each operand a reference to an earlier
+result or to a lifted argument, or a Python constant; and the reductions, scans and transposes the grid runs
+over the program axis.
+
+Every Python decision the kernel body made on a value (a Python `if`/`while` on a tensor, a `range` bound, an
+index) is a *guard*: the tape keeps its outcome (the branch taken, the loop bound), not the value, so launches
+with other sizes share a tape when only masks see them (a row kernel with `n_cols` in its mask: one tape for
+every `n_cols` up to its block). A later launch with the same key replays the tape on its own arguments,
+evaluating each guard where it came; a guard with another outcome (or a value that differs between programs,
+or any exception) abandons the replay: memory is put back as it was before the launch's first store, and the
+launch runs the vectorised pass, which records a new tape.
+
+What the tracer cannot see safely makes the kernel untraceable (it runs as before): a read of a value's data
+outside a builder call that is not one of the guards above, an operand the tape did not make, a builder result
+that is not a value or a type, Python `and`/`or` on blocks (a note per site), a pass that diverged into groups.
+Replays are not counted in the results: whether a launch replays depends on what the worker ran before, and a
+replayed launch is counted as vectorised, which the pass it stands for would have been.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+MODULE = "triton.runtime.interpreter"
+# Builder methods whose accesses the layer may describe by source line (poisoned lanes): their line is recorded.
+_SITED = ("create_masked_load", "create_load", "create_masked_store", "create_store")
+_STORES = ("store", "atomic")  # a step that writes memory: the replay saves memory before the first
+_CALL, _GUARD, _LANG = 0, 1, 2
+MAX_TAPES = 512
+
+
+class Abandon(Exception):
+    """A guard of the tape has another outcome at this launch."""
+
+
+class _Ref(int):
+    """An operand: the tape slot of an earlier result or a lifted argument."""
+
+
+@dataclass(frozen=True)
+class _TensorRef:
+    """A `tl.tensor` operand of a language-level step: its handle's slot and its (static) type."""
+
+    slot: int
+    type: Any
+
+
+@dataclass
+class Tape:
+    """One kernel's recorded launch: its steps, the slots of its arguments, and where its first store is."""
+
+    steps: list[tuple[Any, ...]]
+    inputs: list[tuple[str, int]]
+    slots: int
+    first_store: int  # index of the first step that writes memory (len(steps) when none does)
+    sites: dict[int, str] = field(default_factory=dict)  # step index -> the kernel's source line
+
+
+_state: dict[str, Any] = {"tracer": None, "site": None}
+tapes: dict[Any, Tape] = {}
+untraceable: dict[Any, str] = {}
+
+
+def current_site() -> str | None:
+    """The source line of the step being replayed (the layer names poisoned loads by it), else None."""
+    site: str | None = _state["site"]
+    return site
+
+
+class Tracer:
+    """Records one vectorised pass as a tape (see the module's docstring); `broken` says why it could not."""
+
+    def __init__(self, site: Callable[[], str]) -> None:
+        self.site = site
+        self.depth = 0  # > 0 inside a recorded call: what it does itself is not recorded
+        self.broken = ""
+        self.steps: list[tuple[Any, ...]] = []
+        self.sites: dict[int, str] = {}
+        self.slot_of: dict[int, int] = {}
+        self.keep: list[Any] = []  # every recorded handle, alive until the pass ends (ids are its keys)
+        self.inputs: list[tuple[str, int]] = []
+
+    # ---- recording ---------------------------------------------------------------------------------------
+
+    def stop(self, why: str) -> None:
+        if not self.broken:
+            self.broken = why
+
+    def _new_slot(self, handle: Any) -> int:
+        slot = len(self.keep)
+        self.keep.append(handle)
+        self.slot_of[id(handle)] = slot
+        return slot
+
+    def add_input(self, name: str, handle: Any) -> None:
+        self.inputs.append((name, self._new_slot(handle)))
+
+    def _operand(self, value: Any, handle_type: type) -> Any:
+        if isinstance(value, handle_type):
+            slot = self.slot_of.get(id(value))
+            if slot is None:
+                raise _Untraceable("an operand the tape did not make")
+            return _Ref(slot)
+        if value is None or isinstance(value, (bool, int, float, str, np.generic)):
+            return value
+        if isinstance(value, (tuple, list)):
+            items = [self._operand(v, handle_type) for v in value]
+            if any(isinstance(i, (_Ref, _TensorRef, _Nested)) for i in items):
+                return _Nested(type(value), tuple(items))
+            return type(value)(items)
+        import triton.language as tl
+
+        if isinstance(value, (tl.dtype, tl.constexpr)) or _is_enum(value):
+            return value  # types and enums are constants of the kernel
+        if isinstance(value, tl.tuple):  # a shape
+            items = [self._operand(v, handle_type) for v in value]
+            if any(isinstance(i, (_Ref, _TensorRef, _Nested)) for i in items):
+                raise _Untraceable("a Triton tuple of values")
+            return value
+        if isinstance(value, tl.tensor):
+            handle = value.handle
+            slot = self.slot_of.get(id(handle))
+            if slot is None:
+                raise _Untraceable("an operand the tape did not make")
+            return _TensorRef(slot, value.type)
+        if callable(value):
+            return value  # a combine function: a constant of the kernel
+        raise _Untraceable(f"an operand of type {type(value).__module__}.{type(value).__name__}")
+
+    def _result(self, made: Any, handle_type: type) -> Any:
+        import triton.language as tl
+
+        if isinstance(made, handle_type):
+            return self._new_slot(made)
+        if isinstance(made, tl.tensor):
+            return self._new_slot(made.handle)
+        if isinstance(made, tuple) and all(isinstance(m, (handle_type, tl.tensor)) for m in made):
+            return tuple(self._result(m, handle_type) for m in made)
+        if made is None or isinstance(made, tl.dtype):
+            return None
+        raise _Untraceable(f"a result of type {type(made).__name__}")
+
+    def record(self, kind: int, what: Any, args: tuple[Any, ...], kwargs: dict[str, Any], made: Any) -> None:
+        """One outermost step with its operands (as the kernel passed them) and its result."""
+        if self.broken:
+            return
+        handle_type = sys.modules[MODULE].TensorHandle
+        try:
+            spec = tuple(self._operand(a, handle_type) for a in args)
+            kw = {k: self._operand(v, handle_type) for k, v in kwargs.items()} or None
+            out = self._result(made, handle_type)
+        except _Untraceable as exc:
+            self.stop(f"{exc} (in `{getattr(what, '__name__', what)}`)")
+            return
+        self.steps.append((kind, what, spec, kw, out))
+
+    def guard(self, tensor: Any, kind: str, outcome: Any) -> None:
+        if self.broken:
+            return
+        slot = self.slot_of.get(id(tensor.handle))
+        if slot is None:
+            self.stop("a branch on a value the tape did not make")
+            return
+        self.steps.append((_GUARD, kind, slot, outcome, None))
+
+    def tape(self) -> Tape | None:
+        if self.broken:
+            return None
+        first_store = next(
+            (
+                i
+                for i, step in enumerate(self.steps)
+                if step[0] == _CALL and any(s in step[1] for s in _STORES)
+            ),
+            len(self.steps),
+        )
+        steps = [_compiled(step) for step in self.steps]
+        return Tape(steps, list(self.inputs), len(self.keep), first_store, dict(self.sites))
+
+    # ---- what the pass runs while it is traced ------------------------------------------------------------
+
+    def builder_methods(self, builder: Any) -> list[tuple[Any, str, Any]]:
+        """(owner, name, value): every builder method, as installed for the pass, wrapped to be recorded."""
+        wrapped = []
+        for name in dir(builder):
+            if not name.startswith(("create_", "get_")):
+                continue
+            inner = getattr(builder, name)
+            if callable(inner):
+                wrapped.append((builder, name, self._recorded(name, inner)))
+        return wrapped
+
+    def _recorded(self, name: str, inner: Callable[..., Any]) -> Callable[..., Any]:
+        sited = name in _SITED
+
+        def method(builder: Any, *args: Any, **kwargs: Any) -> Any:
+            if self.depth:
+                return inner(builder, *args, **kwargs)
+            self.depth += 1
+            try:
+                if sited and not self.broken:
+                    self.sites[len(self.steps)] = self.site()
+                made = inner(builder, *args, **kwargs)
+            finally:
+                self.depth -= 1
+            self.record(_CALL, name, args, kwargs, made)
+            return made
+
+        return method
+
+    def language(self, patches: list[tuple[Any, str, Any]]) -> list[tuple[Any, str, Any]]:
+        """The grid's language patches (reductions, scans, `bool`, `index`, `.T`) with recording around them."""
+        traced = []
+        for owner, name, value in patches:
+            if name in ("reduce", "associative_scan"):
+                value = self._recorded_function(value)
+            elif name == "__bool__":
+                value = self._guarded(value, "bool")
+            elif name == "__index__":
+                value = self._guarded(value, "index")
+            elif name == "T":
+                value = property(self._recorded_function(value.fget))
+            traced.append((owner, name, value))
+        return traced
+
+    def _recorded_function(self, inner: Callable[..., Any]) -> Callable[..., Any]:
+        def function(*args: Any, **kwargs: Any) -> Any:
+            if self.depth:
+                return inner(*args, **kwargs)
+            self.depth += 1
+            try:
+                made = inner(*args, **kwargs)
+            finally:
+                self.depth -= 1
+            self.record(_LANG, inner, args, kwargs, made)
+            return made
+
+        return function
+
+    def _guarded(self, inner: Callable[..., Any], kind: str) -> Callable[..., Any]:
+        def guarded(tensor: Any) -> Any:
+            if self.depth:
+                return inner(tensor)
+            self.depth += 1
+            try:
+                outcome = inner(tensor)
+            finally:
+                self.depth -= 1
+            if not (kind == "bool" and _always_true(tensor)):
+                self.guard(tensor, kind, outcome)
+            return outcome
+
+        return guarded
+
+    def watch_handles(self, module: Any) -> list[tuple[Any, str, Any]]:
+        """A view of every value's data that stops the trace when read or written outside a recorded step."""
+        tracer = self
+
+        class WatchedData:
+            def __get__(self, handle: Any, owner: Any = None) -> Any:
+                if handle is None:
+                    return self
+                if tracer.depth == 0:
+                    tracer.stop("a read of a value's data outside a builder call")
+                return handle.__dict__["data"]
+
+            def __set__(self, handle: Any, value: Any) -> None:
+                if tracer.depth == 0:
+                    tracer.stop("a write of a value's data outside a builder call")
+                handle.__dict__["data"] = value
+
+        def truth(handle: Any) -> bool:
+            tracer.stop("a Python truth test of a value's handle")
+            return bool(handle.__dict__["data"].all())
+
+        return [(module.TensorHandle, "data", WatchedData()), (module.TensorHandle, "__bool__", truth)]
+
+
+class _Untraceable(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class _Nested:
+    """A list or tuple operand holding references."""
+
+    kind: type
+    items: tuple[Any, ...]
+
+
+def _is_enum(value: Any) -> bool:
+    return type(value).__module__.startswith("triton") and hasattr(value, "name") and hasattr(value, "value")
+
+
+def _always_true(tensor: Any) -> bool:
+    """The interpreter's `bool` of a block of more than one element: true whatever its data (no guard)."""
+    return bool(tensor.type.is_block() and int(np.prod(tensor.type.shape)) != 1)
+
+
+# ---- replay ----------------------------------------------------------------------------------------------
+
+
+def _resolve(spec: Any, values: list[Any]) -> Any:
+    if type(spec) is _Ref:
+        return values[spec]
+    if isinstance(spec, _TensorRef):
+        import triton.language as tl
+
+        return tl.tensor(values[spec.slot], spec.type)
+    if isinstance(spec, _Nested):
+        return spec.kind(_resolve(s, values) for s in spec.items)
+    return spec
+
+
+def _store(out: Any, made: Any, values: list[Any]) -> None:
+    if out is None:
+        return
+    if isinstance(out, tuple):
+        for slot, m in zip(out, made, strict=True):
+            _store(slot, m, values)
+        return
+    values[out] = getattr(made, "handle", made)
+
+
+def _compiled(step: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A recorded call as the replay runs it: (kind, what, constant operands with the references' places to
+    fill, [(place, slot)], whether an operand needs more than a slot, keyword operands, result slots)."""
+    kind, what, spec, kw, out = step
+    if kind == _GUARD:
+        return (kind, what, spec, kw, (), False, None)
+    template = [None if isinstance(v, (_Ref, _TensorRef, _Nested)) else v for v in spec]
+    refs = tuple((i, int(v)) for i, v in enumerate(spec) if type(v) is _Ref)
+    slow = any(isinstance(v, (_TensorRef, _Nested)) for v in spec)
+    return (kind, what, spec if slow else template, kw, refs, slow, out)
+
+
+def _uniform(data: np.ndarray) -> Any:
+    if data.size > 1 and not np.all(data == data.flat[0]):
+        raise Abandon("a branch on a value that differs between programs")
+    return data.flat[0]
+
+
+def replay_steps(tape: Tape, builder: Any, inputs: dict[str, Any], before_store: Callable[[], None]) -> None:
+    """Run the tape's steps on one chunk's lifted arguments (`inputs`: name -> handle), calling `before_store`
+    before the first step that writes memory. Raises `Abandon` when a guard's outcome differs."""
+    values: list[Any] = [None] * tape.slots
+    for name, slot in tape.inputs:
+        values[slot] = inputs[name]
+    methods: dict[str, Any] = {}
+    sites = tape.sites
+    try:
+        for index, (kind, what, spec, kw, refs, slow, out) in enumerate(tape.steps):
+            if kind == _GUARD:
+                value = _uniform(values[spec].data)
+                seen = bool(value) if what == "bool" else int(value)
+                if seen != kw:
+                    raise Abandon(f"a guard's outcome differs ({what}: {kw} then, {seen} now)")
+                continue
+            if index == tape.first_store:
+                before_store()
+            if slow:
+                args = [_resolve(v, values) for v in spec]
+            else:
+                args = list(spec)
+                for place, slot in refs:
+                    args[place] = values[slot]
+            kwargs = {k: _resolve(v, values) for k, v in kw.items()} if kw else {}
+            if kind == _CALL:
+                method = methods.get(what)
+                if method is None:
+                    method = methods[what] = getattr(builder, what)
+                _state["site"] = sites.get(index)
+                made = method(*args, **kwargs)
+            else:
+                made = what(*args, **kwargs)
+            _store(out, made, values)
+    finally:
+        _state["site"] = None
