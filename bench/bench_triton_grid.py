@@ -1,8 +1,10 @@
 """The vectorised grid (gpuemu_ci/triton_cpu/grid.py) against the per-program interpreter, side by side in one
 process: every Triton op of a gpuemu.toml, every case of the quick suite of each master seed, the op called
 once per-program and once vectorised (both under the GPU-faithful layer, on the same inputs from the case
-seed). Prints per op the time of each mode, their ratio, and how the launches ran (vectorised, or one program
-at a time and why); exits 1 when any case's outputs differ in a single bit, or its findings differ.
+seed); the cases of an op run one after another in this process, so that later cases replay the tapes traced
+by earlier ones (replay.py), as in a worker. Prints per op the time of each mode, their ratio, and how the
+launches ran (vectorised, replayed, or one program at a time and why); exits 1 when any case's outputs differ
+in a single bit, or its findings differ.
 
     TRITON_INTERPRET=1 is set here, before Triton is imported.
     python bench/bench_triton_grid.py                                  # the corpus's Triton ops, seeds 1-3
@@ -37,7 +39,7 @@ from gpuemu_ci.config.load import load_config  # noqa: E402
 from gpuemu_ci.config.model import Config, OpSpec  # noqa: E402
 from gpuemu_ci.pipeline.targets import naive_target, op_target, reference_target  # noqa: E402
 from gpuemu_ci.plan.expand import plan_op  # noqa: E402
-from gpuemu_ci.triton_cpu import layer  # noqa: E402
+from gpuemu_ci.triton_cpu import layer, replay  # noqa: E402
 
 DEFAULT_CONFIG = HERE / "corpus" / "gpuemu.toml"
 TRITON_MODULES = ("triton", "liger")  # op targets whose module names say they launch Triton kernels
@@ -50,6 +52,8 @@ class OpFigures:
     vectorised_s: float = 0.0
     vectorised_launches: int = 0
     grouped_launches: int = 0  # of those, run in groups of programs that agree on a divergent branch
+    replayed_launches: int = 0  # of those, replayed from the tape of an earlier launch (replay.py)
+    abandoned_replays: int = 0  # replays whose guards did not hold (the launch ran the vectorised pass)
     per_program_launches: dict[str, int] = field(default_factory=dict)
     mismatches: list[str] = field(default_factory=list)
 
@@ -104,7 +108,10 @@ def compare(config_path: Path, seeds: Sequence[int], only: Sequence[str] = ()) -
             for ref in plan_op(op, seed, op.dtypes, config.ci.quick_iterations, extra_iterations=extra):
                 spec = CaseSpec(ref.seed, ref.index, snapshot_wanted=False)
                 plain, plain_s = _run(task, spec, False)
+                before = dict(replay.counts)
                 fast, fast_s = _run(task, spec, True)
+                got.replayed_launches += replay.counts["replayed"] - before["replayed"]
+                got.abandoned_replays += replay.counts["abandoned"] - before["abandoned"]
                 got.cases += 1
                 got.per_program_s += plain_s
                 got.vectorised_s += fast_s
@@ -132,7 +139,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ratio = f.per_program_s / f.vectorised_s if f.vectorised_s else float("nan")
         fallen = ", ".join(f"{n} {why}" for why, n in sorted(f.per_program_launches.items()))
         grouped = f" ({f.grouped_launches} in groups)" if f.grouped_launches else ""
-        launches = f"{f.vectorised_launches} vectorised{grouped}" + (
+        replayed = f", {f.replayed_launches} of them replayed ({f.abandoned_replays} replays abandoned)"
+        launches = f"{f.vectorised_launches} vectorised{grouped}{replayed}" + (
             f"; per program: {fallen}" if fallen else ""
         )
         print(

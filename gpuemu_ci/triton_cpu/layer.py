@@ -463,7 +463,7 @@ def _run_grid(original: Any) -> Any:
             hook(*args_hst, **kwargs_hst)
         patch_lang = module.__dict__["_patch_lang"]
         setattr(module, "_patch_lang", _patched_once(patch_lang))  # noqa: B010  # the interpreter's global
-        patch_scope = module.__dict__["_patch_lang"](self.fn)
+        patch_scope = _LazyPatch(module, self.fn)  # a replayed launch runs no kernel Python: no patching
         try:
             bound = _signature(self.fn).bind(*args_hst, **kwargs_hst)
             bound.apply_defaults()
@@ -492,11 +492,13 @@ def _run_grid(original: Any) -> Any:
                 if vectorise is None:
                     vectorise = bool(_state["vectorise"])
                 if vectorise and order.size > 1:
-                    why = _vectorised(self, module, args, call, call_args, launch, order)
+                    why = _vectorised(self, module, args, call, call_args, launch, order, patch_scope.apply)
                     if why is None:
                         order = order[:0]
                     else:
                         call.per_program[why] = call.per_program.get(why, 0) + 1
+                if order.size:
+                    patch_scope.apply()
                 for pid in order.tolist():
                     program = (pid // (gy * gz), (pid // gz) % gy, pid % gz)
                     module.interpreter_builder.set_grid_idx(*program)
@@ -527,12 +529,15 @@ def _vectorised(
     call_args: dict[str, Any],
     launch: _Launch,
     order: np.ndarray,
+    patch_language: Any,
 ) -> str | None:
     """Run the launch with every program at once where it can (None), else say why it must run one program
-    at a time. A kernel that fell back for a reason of its code is not tried again; one that fell back for a
-    reason of its data (an access out of bounds, programs touching each other's data, branches in too many
-    groups) is tried again only after 4 launches, a number that doubles each time it falls back again, so
-    that the stopped passes cost little next to the launches run per program directly."""
+    at a time. A launch of a kernel with a tape replays it (replay.py); else the pass runs the kernel's
+    Python (`patch_language()` first) and is traced. A kernel that fell back for a reason of its code is not
+    tried again; one that fell back for a reason of its data (an access out of bounds, programs touching each
+    other's data, branches in too many groups) is tried again only after 4 launches, a number that doubles
+    each time it falls back again, so that the stopped passes cost little next to the launches run per
+    program directly."""
     kernel = (executor.fn, tuple(repr(call_args.get(n)) for n in executor.constexprs))
     static = _per_program_kernels.get(kernel)
     if static is not None:
@@ -551,6 +556,7 @@ def _vectorised(
             return None
         if _tape_key(signature, args) not in replay.untraceable:
             tracer = replay.Tracer(_site)
+    patch_language()
     replay._state["tracer"] = tracer
     try:
         outcome = vectorised.run(executor, module, args, launch.grid, launch.memory, order, tracer)
@@ -591,7 +597,9 @@ def _replayed(
     noted = (call.site_lookups, dict(call.poisoned), set(call.dot_precisions), dict(call.notes))
     why = vectorised.replayed(tape, module, args, launch.grid, launch.memory, order)
     if why is None:
+        replay.counts["replayed"] += 1
         return True
+    replay.counts["abandoned"] += 1
     call.site_lookups, call.poisoned, call.dot_precisions, call.notes = noted
     return False
 
@@ -605,9 +613,25 @@ def _keep_tape(key: Any, tracer: replay.Tracer, vectorised_ok: bool) -> None:
         replay.untraceable[key] = tracer.broken
         replay.tapes.pop(key, None)
         return
+    replay.counts["traced"] += 1
     if len(replay.tapes) >= replay.MAX_TAPES and key not in replay.tapes:
         replay.tapes.pop(next(iter(replay.tapes)))
     replay.tapes[key] = tape
+
+
+class _LazyPatch:
+    """The interpreter's language patches for one launch, made when the kernel's Python is first to run."""
+
+    def __init__(self, module: Any, fn: Any) -> None:
+        self.module, self.fn, self.scope = module, fn, None
+
+    def apply(self) -> None:
+        if self.scope is None:
+            self.scope = self.module.__dict__["_patch_lang"](self.fn)
+
+    def restore(self) -> None:
+        if self.scope is not None:
+            self.scope.restore()
 
 
 class _NothingToRestore:

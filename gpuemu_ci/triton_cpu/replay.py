@@ -38,6 +38,9 @@ MODULE = "triton.runtime.interpreter"
 _SITED = ("create_masked_load", "create_load", "create_masked_store", "create_store")
 _STORES = ("store", "atomic")  # a step that writes memory: the replay saves memory before the first
 _CALL, _GUARD, _LANG = 0, 1, 2
+# Builder methods whose result depends on more than their operands (the launch's programs and grid, memory) or
+# that act (stores, asserts, prints): never folded into a constant of the tape.
+_IMPURE = ("program_id", "num_programs", "load", "store", "atomic", "assert", "print", "histogram", "poll")
 MAX_TAPES = 512
 
 
@@ -66,11 +69,16 @@ class Tape:
     slots: int
     first_store: int  # index of the first step that writes memory (len(steps) when none does)
     sites: dict[int, str] = field(default_factory=dict)  # step index -> the kernel's source line
+    # Results computed from constants alone (the kernel's constants splatted, their overflow checks...): made
+    # once by the traced pass, uniform over the programs (a program axis of 1), never written in place.
+    constants: dict[int, Any] = field(default_factory=dict)
 
 
 _state: dict[str, Any] = {"tracer": None, "site": None}
 tapes: dict[Any, Tape] = {}
 untraceable: dict[Any, str] = {}
+# Launches of this process, for benchmarks (not in results: they depend on what the process ran before).
+counts: dict[str, int] = {"replayed": 0, "abandoned": 0, "traced": 0}
 
 
 def current_site() -> str | None:
@@ -178,16 +186,35 @@ class Tracer:
     def tape(self) -> Tape | None:
         if self.broken:
             return None
+        steps, constants, sites = self._folded()
         first_store = next(
-            (
-                i
-                for i, step in enumerate(self.steps)
-                if step[0] == _CALL and any(s in step[1] for s in _STORES)
-            ),
-            len(self.steps),
+            (i for i, step in enumerate(steps) if step[0] == _CALL and any(s in step[1] for s in _STORES)),
+            len(steps),
         )
-        steps = [_compiled(step) for step in self.steps]
-        return Tape(steps, list(self.inputs), len(self.keep), first_store, dict(self.sites))
+        return Tape([_compiled(step) for step in steps], list(self.inputs), len(self.keep), first_store, sites,
+                    constants)  # fmt: skip
+
+    def _folded(self) -> tuple[list[tuple[Any, ...]], dict[int, Any], dict[int, str]]:
+        """The steps without those computed from constants alone (their results become constants of the tape)
+        and without guards on such constants (they hold at every launch)."""
+        constants: dict[int, Any] = {}
+        steps: list[tuple[Any, ...]] = []
+        sites: dict[int, str] = {}
+        for index, step in enumerate(self.steps):
+            kind, what, spec, kw, out = step
+            if kind == _GUARD:
+                if spec not in constants:
+                    steps.append(step)
+                continue
+            operands = [*spec, *(kw or {}).values()]
+            pure = kind == _CALL and not any(word in what for word in _IMPURE)
+            if pure and isinstance(out, int) and all(_constant(v, constants) for v in operands):
+                constants[out] = self.keep[out]
+                continue
+            if index in self.sites:
+                sites[len(steps)] = self.sites[index]
+            steps.append(step)
+        return steps, constants, sites
 
     # ---- what the pass runs while it is traced ------------------------------------------------------------
 
@@ -197,6 +224,8 @@ class Tracer:
         for name in dir(builder):
             if not name.startswith(("create_", "get_")):
                 continue
+            if name.startswith("get_") and name.endswith("_ty"):
+                continue  # a type from types: nothing to replay (the tape holds the types it needs)
             inner = getattr(builder, name)
             if callable(inner):
                 wrapped.append((builder, name, self._recorded(name, inner)))
@@ -300,6 +329,16 @@ class _Nested:
     items: tuple[Any, ...]
 
 
+def _constant(spec: Any, constants: dict[int, Any]) -> bool:
+    if type(spec) is _Ref:
+        return int(spec) in constants
+    if isinstance(spec, _TensorRef):
+        return spec.slot in constants
+    if isinstance(spec, _Nested):
+        return all(_constant(s, constants) for s in spec.items)
+    return True
+
+
 def _is_enum(value: Any) -> bool:
     return type(value).__module__.startswith("triton") and hasattr(value, "name") and hasattr(value, "value")
 
@@ -356,6 +395,8 @@ def replay_steps(tape: Tape, builder: Any, inputs: dict[str, Any], before_store:
     """Run the tape's steps on one chunk's lifted arguments (`inputs`: name -> handle), calling `before_store`
     before the first step that writes memory. Raises `Abandon` when a guard's outcome differs."""
     values: list[Any] = [None] * tape.slots
+    for slot, value in tape.constants.items():
+        values[slot] = value
     for name, slot in tape.inputs:
         values[slot] = inputs[name]
     methods: dict[str, Any] = {}
