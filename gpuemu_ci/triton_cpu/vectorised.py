@@ -195,8 +195,8 @@ def _install(module: Any, tracer: replay.Tracer | None, language: bool = True) -
         restore.append((owner, name, owner.__dict__.get(name, _ABSENT)))
         setattr(owner, name, value)
 
-    for n, f in grid.builder_methods(module).items():
-        install(builder, n, provenance.derived(f) if n in provenance.PROVENANCE else f)
+    for n, f in _batched_builder(module).items():
+        install(builder, n, f)
     if not language:
         return restore
     patches = grid.language_patches()
@@ -218,6 +218,21 @@ def _install(module: Any, tracer: replay.Tracer | None, language: bool = True) -
     for owner, name, value in [*patches, (module, "_patch_lang", repatched)]:
         install(owner, name, value)
     return restore
+
+
+_batched_builders: dict[int, dict[str, Any]] = {}
+
+
+def _batched_builder(module: Any) -> dict[str, Any]:
+    """The grid's builder methods, those that make pointers keeping their argument (made once per builder)."""
+    key = id(module.InterpreterBuilder)
+    found = _batched_builders.get(key)
+    if found is None:
+        found = _batched_builders[key] = {
+            n: provenance.derived(f) if n in provenance.PROVENANCE else f
+            for n, f in grid.builder_methods(module).items()
+        }
+    return found
 
 
 def _uninstall(restore: list[tuple[Any, str, Any]]) -> None:
