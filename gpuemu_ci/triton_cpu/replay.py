@@ -26,6 +26,7 @@ replayed launch is counted as vectorised, which the pass it stands for would hav
 
 from __future__ import annotations
 
+import operator
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -99,6 +100,7 @@ class Tracer:
         self.slot_of: dict[int, int] = {}
         self.keep: list[Any] = []  # every recorded handle, alive until the pass ends (ids are its keys)
         self.inputs: list[tuple[str, int]] = []
+        self.injected: list[dict[str, Any]] = []  # module namespaces given `traced_range` for the pass
 
     # ---- recording ---------------------------------------------------------------------------------------
 
@@ -203,7 +205,10 @@ class Tracer:
         for index, step in enumerate(self.steps):
             kind, what, spec, kw, out = step
             if kind == _GUARD:
-                if spec not in constants:
+                held = (
+                    spec in constants if isinstance(spec, int) else all(_constant(b, constants) for b in spec)
+                )
+                if not held:
                     steps.append(step)
                 continue
             operands = [*spec, *(kw or {}).values()]
@@ -262,6 +267,12 @@ class Tracer:
             elif name == "T":
                 value = property(self._recorded_function(value.fget))
             traced.append((owner, name, value))
+        import triton.language as tl
+
+        for lang in (tl, tl.core):
+            for name in ("range", "static_range"):
+                if hasattr(lang, name):
+                    traced.append((lang, name, self.language_range()))
         return traced
 
     def _recorded_function(self, inner: Callable[..., Any]) -> Callable[..., Any]:
@@ -292,6 +303,56 @@ class Tracer:
             return outcome
 
         return guarded
+
+    def traced_range(self, *bounds: Any) -> range:
+        """Python's `range`, which a kernel calls on values (`range(0, n, BLOCK)`): its guard is the loop the
+        kernel sees, (start, step, trip count), not the bounds, so that launches whose bounds differ but
+        whose loops do not (n = 90 and 96 at a step of 32) share the tape."""
+        import triton.language as tl
+
+        if self.depth or not any(isinstance(b, tl.tensor) for b in bounds):
+            return range(*bounds)
+        self.depth += 1
+        try:
+            made = range(*(operator.index(b) for b in bounds))
+        finally:
+            self.depth -= 1
+        if not self.broken:
+            start, end, step = (0, bounds[0], 1) if len(bounds) == 1 else (*bounds, 1)[:3]
+            spec: list[Any] = []
+            for bound in (start, end, step):
+                if isinstance(bound, tl.tensor):
+                    slot = self.slot_of.get(id(bound.handle))
+                    if slot is None:
+                        self.stop("a loop bound the tape did not make")
+                        return made
+                    spec.append(_Ref(slot))
+                else:
+                    spec.append(operator.index(bound))
+            self.steps.append((_GUARD, "range", tuple(spec), (made.start, made.step, len(made)), None))
+        return made
+
+    def language_range(self) -> Callable[..., range]:
+        """`tl.range` / `tl.static_range` as the interpreter runs them, through `traced_range`."""
+
+        def ranged(arg1: Any, arg2: Any = None, step: Any = None, **kwargs: Any) -> range:
+            start, end = (0, arg1) if arg2 is None else (arg1, arg2)
+            return self.traced_range(start, end, 1 if step is None else step)
+
+        return ranged
+
+    def patched(self, fn: Any) -> None:
+        """A kernel or jit helper is about to run: its module's `range` is `traced_range` for the pass."""
+        namespace = getattr(fn, "__globals__", None)
+        if isinstance(namespace, dict) and "range" not in namespace:
+            namespace["range"] = self.traced_range
+            self.injected.append(namespace)
+
+    def unpatch(self) -> None:
+        for namespace in self.injected:
+            if namespace.get("range") == self.traced_range:
+                del namespace["range"]
+        self.injected.clear()
 
     def watch_handles(self, module: Any) -> list[tuple[Any, str, Any]]:
         """A view of every value's data that stops the trace when read or written outside a recorded step."""
@@ -404,8 +465,12 @@ def replay_steps(tape: Tape, builder: Any, inputs: dict[str, Any], before_store:
     try:
         for index, (kind, what, spec, kw, refs, slow, out) in enumerate(tape.steps):
             if kind == _GUARD:
-                value = _uniform(values[spec].data)
-                seen = bool(value) if what == "bool" else int(value)
+                if what == "range":
+                    loop = range(*(int(_uniform(values[b].data)) if type(b) is _Ref else b for b in spec))
+                    seen: Any = (loop.start, loop.step, len(loop))
+                else:
+                    value = _uniform(values[spec].data)
+                    seen = bool(value) if what == "bool" else int(value)
                 if seen != kw:
                     raise Abandon(f"a guard's outcome differs ({what}: {kw} then, {seen} now)")
                 continue

@@ -53,6 +53,8 @@ def run(
             if hasattr(value, "handle"):
                 tracer.add_input(name, value.handle)
     restore = _install(module, tracer)
+    if tracer is not None:
+        tracer.patched(executor.fn)
     readers: Shadows = {}
     writers: Shadows = {}
     _, gy, gz = dims
@@ -94,6 +96,8 @@ def run(
     finally:
         grid._state["batch"] = None
         _uninstall(restore)
+        if tracer is not None:
+            tracer.unpatch()
     if why is not None:
         for view, copy in saved:
             view[...] = copy
@@ -213,6 +217,8 @@ def _install(module: Any, tracer: replay.Tracer | None, language: bool = True) -
         scope = patch_lang(fn)
         for owner, name, value in patches:
             setattr(owner, name, value)
+        if tracer is not None:
+            tracer.patched(fn)
         return scope
 
     for owner, name, value in [*patches, (module, "_patch_lang", repatched)]:

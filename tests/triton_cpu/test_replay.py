@@ -47,6 +47,14 @@ SCRIPT = textwrap.dedent('''
         tl.store(y_ptr + pid * BLOCK + tl.arange(0, BLOCK), acc)
 
     @triton.jit
+    def strided_tl_range(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        pid = tl.program_id(0)
+        acc = tl.zeros((BLOCK,), dtype=tl.float32)
+        for k in tl.range(0, n, BLOCK):
+            acc += tl.load(x_ptr + pid * n + k + tl.arange(0, BLOCK), mask=k + tl.arange(0, BLOCK) < n, other=0.0)
+        tl.store(y_ptr + pid * BLOCK + tl.arange(0, BLOCK), acc)
+
+    @triton.jit
     def scaled(x_ptr, y_ptr, n, alpha, BLOCK: tl.constexpr):
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n, other=0.0) * alpha, mask=offs < n)
@@ -75,6 +83,9 @@ SCRIPT = textwrap.dedent('''
             ("loop n=96", loop(96, 15), lambda x, y: strided_loop[(4,)](x, y, 96, BLOCK=32)),
             ("loop n=90", loop(90, 16), lambda x, y: strided_loop[(4,)](x, y, 90, BLOCK=32)),
             ("loop n=90 again", loop(90, 17), lambda x, y: strided_loop[(4,)](x, y, 90, BLOCK=32)),
+            ("tl.range n=64", loop(64, 18), lambda x, y: strided_tl_range[(4,)](x, y, 64, BLOCK=32)),
+            ("tl.range n=60", loop(60, 19), lambda x, y: strided_tl_range[(4,)](x, y, 60, BLOCK=32)),
+            ("tl.range n=70", loop(70, 20), lambda x, y: strided_tl_range[(4,)](x, y, 70, BLOCK=32)),
             ("alpha 2", pair(100, 17), lambda x, y: scaled[(4,)](x, y, 100, 2.0, BLOCK=32)),
             ("alpha 3", pair(100, 17), lambda x, y: scaled[(4,)](x, y, 100, 3.0, BLOCK=32)),
         ]
@@ -127,8 +138,11 @@ def test_every_launch_gives_bitwise_the_outputs_and_findings_of_the_per_program_
         ("branch n=20", 0),
         ("loop n=64", 0),
         ("loop n=96", 0),  # another trip count
-        ("loop n=90", 0),  # a loop bound's guard is its value (the loop variable's values follow from it)
+        ("loop n=90", 1),  # a `range`'s guard is the loop it makes: 3 steps from 0 by 32, as for 96
         ("loop n=90 again", 1),
+        ("tl.range n=64", 0),
+        ("tl.range n=60", 1),  # `tl.range` likewise
+        ("tl.range n=70", 0),
         ("alpha 2", 0),
         ("alpha 3", 0),  # a float argument is a constant of the tape: another tape
     ],
