@@ -591,21 +591,26 @@ def _replayed(
     """Whether the launch ran by replaying a tape of the kernel; when it did not, memory and what the call
     has noted are as before it."""
     key = _tape_key(signature, args)
-    tape = replay.tapes.get(key)
-    if tape is None:
+    kept = replay.tapes.get(key)
+    if not kept:
         return False
     noted = (call.site_lookups, dict(call.poisoned), set(call.dot_precisions), dict(call.notes))
-    why = vectorised.replayed(tape, module, args, launch.grid, launch.memory, order)
-    if why is None:
-        replay.counts["replayed"] += 1
-        return True
-    replay.counts["abandoned"] += 1
-    call.site_lookups, call.poisoned, call.dot_precisions, call.notes = noted
+    for tape in list(kept):  # the most recently replayed first
+        why = vectorised.replayed(tape, module, args, launch.grid, launch.memory, order)
+        if why is None:
+            replay.counts["replayed"] += 1
+            kept.remove(tape)
+            kept.insert(0, tape)
+            return True
+        replay.counts["abandoned"] += 1
+        call.site_lookups, call.poisoned, call.dot_precisions, call.notes = noted
+        noted = (call.site_lookups, dict(call.poisoned), set(call.dot_precisions), dict(call.notes))
     return False
 
 
 def _keep_tape(key: Any, tracer: replay.Tracer, vectorised_ok: bool) -> None:
-    """The traced pass's tape, kept for later launches; or why the kernel cannot be traced."""
+    """The traced pass's tape, kept for later launches (up to `replay.TAPES_PER_KEY` per key, for the loops'
+    trip counts and branches seen); or why the kernel cannot be traced."""
     if not vectorised_ok:
         return  # the launch fell back (the pass stopped): nothing to learn about the kernel's code
     tape = tracer.tape()
@@ -616,7 +621,9 @@ def _keep_tape(key: Any, tracer: replay.Tracer, vectorised_ok: bool) -> None:
     replay.counts["traced"] += 1
     if len(replay.tapes) >= replay.MAX_TAPES and key not in replay.tapes:
         replay.tapes.pop(next(iter(replay.tapes)))
-    replay.tapes[key] = tape
+    kept = replay.tapes.setdefault(key, [])
+    kept.insert(0, tape)
+    del kept[replay.TAPES_PER_KEY :]
 
 
 class _LazyPatch:

@@ -9,13 +9,16 @@ and the TF32 rounding run again at replay on the launch's own data), each operan
 result or to a lifted argument, or a Python constant; and the reductions, scans and transposes the grid runs
 over the program axis.
 
-Every Python decision the kernel body made on a value (a Python `if`/`while` on a tensor, a `range` bound, an
-index) is a *guard*: the tape keeps its outcome (the branch taken, the loop bound), not the value, so launches
-with other sizes share a tape when only masks see them (a row kernel with `n_cols` in its mask: one tape for
-every `n_cols` up to its block). A later launch with the same key replays the tape on its own arguments,
-evaluating each guard where it came; a guard with another outcome (or a value that differs between programs,
-or any exception) abandons the replay: memory is put back as it was before the launch's first store, and the
-launch runs the vectorised pass, which records a new tape.
+Every Python decision the kernel body made on a value is a *guard*, kept with its outcome, not the value: a
+Python `if`/`while` on a tensor (the branch taken), a `range`/`tl.range` over values (the loop it made: start,
+step and trip count), any other index (its value). Launches with other sizes share a tape when only masks see
+them (a row kernel with `n_cols` in its mask: one tape for every `n_cols` up to its block). Steps computed from
+constants alone (the kernel's constants splatted, their overflow checks) are folded into constants of the tape.
+A later launch with the same key (the kernel, its constexprs, argument types and Python-valued arguments)
+replays a tape on its own arguments, evaluating each guard where it came; a guard with another outcome (or a
+value that differs between programs, or any exception) abandons the replay: memory is put back as it was
+before the launch's first store, and the next tape kept for the key is tried (up to `TAPES_PER_KEY`, most
+recently replayed first), then the vectorised pass, which records a new tape.
 
 What the tracer cannot see safely makes the kernel untraceable (it runs as before): a read of a value's data
 outside a builder call that is not one of the guards above, an operand the tape did not make, a builder result
@@ -40,9 +43,21 @@ _SITED = ("create_masked_load", "create_load", "create_masked_store", "create_st
 _STORES = ("store", "atomic")  # a step that writes memory: the replay saves memory before the first
 _CALL, _GUARD, _LANG = 0, 1, 2
 # Builder methods whose result depends on more than their operands (the launch's programs and grid, memory) or
-# that act (stores, asserts, prints): never folded into a constant of the tape.
-_IMPURE = ("program_id", "num_programs", "load", "store", "atomic", "assert", "print", "histogram", "poll")
-MAX_TAPES = 512
+# that act (stores, asserts, prints, dots: the call records their precision): never folded into constants.
+_IMPURE = (
+    "program_id",
+    "num_programs",
+    "load",
+    "store",
+    "atomic",
+    "assert",
+    "print",
+    "histogram",
+    "poll",
+    "dot",
+)
+MAX_TAPES = 512  # kernels (by key) with tapes kept in a process
+TAPES_PER_KEY = 4  # tapes kept per key (other loop trip counts, other branches), tried most recent first
 
 
 class Abandon(Exception):
@@ -76,7 +91,7 @@ class Tape:
 
 
 _state: dict[str, Any] = {"tracer": None, "site": None}
-tapes: dict[Any, Tape] = {}
+tapes: dict[Any, list[Tape]] = {}
 untraceable: dict[Any, str] = {}
 # Launches of this process, for benchmarks (not in results: they depend on what the process ran before).
 counts: dict[str, int] = {"replayed": 0, "abandoned": 0, "traced": 0}

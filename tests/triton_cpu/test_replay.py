@@ -135,7 +135,7 @@ def test_every_launch_gives_bitwise_the_outputs_and_findings_of_the_per_program_
         ("branch n=30", 0),  # traced: the branch not taken
         ("branch n=50", 0),  # the guard's outcome differs after a store: abandoned, traced again
         ("branch n=60", 1),
-        ("branch n=20", 0),
+        ("branch n=20", 1),  # the first tape (branch not taken) is still kept: tried after the newer one
         ("loop n=64", 0),
         ("loop n=96", 0),  # another trip count
         ("loop n=90", 1),  # a `range`'s guard is the loop it makes: 3 steps from 0 by 32, as for 96
