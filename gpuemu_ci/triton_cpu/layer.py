@@ -549,12 +549,18 @@ def _vectorised(
         return f"{REMEMBERED} ({backoff.why})"
     tracer = None
     if call.settings.replay:
-        if _replayed(executor, module, args, call, launch, order, signature):
+        groups = _replayed(module, args, call, launch, order, signature)
+        if groups is not None:
             _fell_back.pop(signature, None)
             call.vectorised += 1
             call.replayed += 1
+            if groups > 1:
+                call.grouped[groups] = call.grouped.get(groups, 0) + 1
             return None
-        if _tape_key(signature, args) not in replay.untraceable:
+        key = _tape_key(signature, args)
+        # A kernel whose traced pass fell back runs its next pass untraced (a fallback pays no tracing), and
+        # is traced again after a pass that did not fall back.
+        if key not in replay.untraceable and key not in replay.fell_back:
             tracer = replay.Tracer(_site)
     patch_language()
     replay._state["tracer"] = tracer
@@ -562,8 +568,13 @@ def _vectorised(
         outcome = vectorised.run(executor, module, args, launch.grid, launch.memory, order, tracer)
     finally:
         replay._state["tracer"] = None
-    if tracer is not None:
-        _keep_tape(_tape_key(signature, args), tracer, outcome.why is None)
+    if call.settings.replay:
+        if tracer is not None:
+            _keep_tape(key, tracer, outcome.why is None)
+        if outcome.why is None:
+            replay.fell_back.discard(key)
+        elif tracer is not None:
+            replay.fell_back.add(key)
     if outcome.why is None:
         _fell_back.pop(signature, None)
         call.vectorised += 1
@@ -585,27 +596,30 @@ def _tape_key(signature: Any, args: dict[str, Any]) -> Any:
 
 
 def _replayed(
-    executor: Any, module: Any, args: dict[str, Any], call: _Call, launch: _Launch, order: np.ndarray,
-    signature: Any,
-) -> bool:  # fmt: skip
-    """Whether the launch ran by replaying a tape of the kernel; when it did not, memory and what the call
-    has noted are as before it."""
-    key = _tape_key(signature, args)
-    kept = replay.tapes.get(key)
+    module: Any, args: dict[str, Any], call: _Call, launch: _Launch, order: np.ndarray, signature: Any
+) -> int | None:
+    """The number of groups the launch ran in by replaying tapes of the kernel, or None when it did not (then
+    memory and what the call has noted are as before it)."""
+    kept = replay.tapes.get(_tape_key(signature, args))
     if not kept:
-        return False
-    noted = (call.site_lookups, dict(call.poisoned), set(call.dot_precisions), dict(call.notes))
-    for tape in list(kept):  # the most recently replayed first
-        why = vectorised.replayed(tape, module, args, launch.grid, launch.memory, order)
-        if why is None:
-            replay.counts["replayed"] += 1
-            kept.remove(tape)
-            kept.insert(0, tape)
-            return True
-        replay.counts["abandoned"] += 1
-        call.site_lookups, call.poisoned, call.dot_precisions, call.notes = noted
-        noted = (call.site_lookups, dict(call.poisoned), set(call.dot_precisions), dict(call.notes))
-    return False
+        return None
+
+    def noted() -> Any:
+        then = (call.site_lookups, dict(call.poisoned), set(call.dot_precisions), dict(call.notes))
+
+        def put_back() -> None:
+            call.site_lookups, call.poisoned, call.dot_precisions, call.notes = then
+
+        return put_back
+
+    put_back = noted()
+    why, groups = vectorised.replayed(kept, module, args, launch.grid, launch.memory, order, noted)
+    if why is None:
+        replay.counts["replayed"] += 1
+        return groups
+    replay.counts["abandoned"] += 1
+    put_back()
+    return None
 
 
 def _keep_tape(key: Any, tracer: replay.Tracer, vectorised_ok: bool) -> None:
@@ -613,8 +627,7 @@ def _keep_tape(key: Any, tracer: replay.Tracer, vectorised_ok: bool) -> None:
     trip counts and branches seen); or why the kernel cannot be traced."""
     if not vectorised_ok:
         return  # the launch fell back (the pass stopped): nothing to learn about the kernel's code
-    tape = tracer.tape()
-    if tape is None:
+    if tracer.broken:
         replay.untraceable[key] = tracer.broken
         replay.tapes.pop(key, None)
         return
@@ -622,7 +635,8 @@ def _keep_tape(key: Any, tracer: replay.Tracer, vectorised_ok: bool) -> None:
     if len(replay.tapes) >= replay.MAX_TAPES and key not in replay.tapes:
         replay.tapes.pop(next(iter(replay.tapes)))
     kept = replay.tapes.setdefault(key, [])
-    kept.insert(0, tape)
+    for tape in tracer.harvested:
+        kept.insert(0, tape)
     del kept[replay.TAPES_PER_KEY :]
 
 

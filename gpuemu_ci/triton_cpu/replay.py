@@ -64,6 +64,15 @@ class Abandon(Exception):
     """A guard of the tape has another outcome at this launch."""
 
 
+class Diverged(Abandon):
+    """A guard on a value that differs between the programs of the batch: `keys` holds each program's value
+    (in the batch's order), to split the batch into groups as the vectorised pass does (grid.Divergent)."""
+
+    def __init__(self, keys: np.ndarray) -> None:
+        super().__init__("a branch on a value that differs between programs")
+        self.keys = keys
+
+
 class _Ref(int):
     """An operand: the tape slot of an earlier result or a lifted argument."""
 
@@ -93,6 +102,7 @@ class Tape:
 _state: dict[str, Any] = {"tracer": None, "site": None}
 tapes: dict[Any, list[Tape]] = {}
 untraceable: dict[Any, str] = {}
+fell_back: set[Any] = set()  # keys whose last traced pass fell back: their next pass runs untraced
 # Launches of this process, for benchmarks (not in results: they depend on what the process ran before).
 counts: dict[str, int] = {"replayed": 0, "abandoned": 0, "traced": 0}
 
@@ -116,6 +126,8 @@ class Tracer:
         self.keep: list[Any] = []  # every recorded handle, alive until the pass ends (ids are its keys)
         self.inputs: list[tuple[str, int]] = []
         self.injected: list[dict[str, Any]] = []  # module namespaces given `traced_range` for the pass
+        self.harvested: list[Tape] = []  # one tape per run of the kernel that completed (a group, a chunk)
+        self._arguments: list[tuple[str, Any]] = []
 
     # ---- recording ---------------------------------------------------------------------------------------
 
@@ -130,7 +142,24 @@ class Tracer:
         return slot
 
     def add_input(self, name: str, handle: Any) -> None:
+        self._arguments.append((name, handle))
         self.inputs.append((name, self._new_slot(handle)))
+
+    def reset(self) -> None:
+        """Start a new tape: the kernel runs again (on another group of programs, or another chunk)."""
+        self.steps, self.sites, self.slot_of, self.keep, self.inputs = [], {}, {}, [], []
+        for name, handle in self._arguments:
+            self.inputs.append((name, self._new_slot(handle)))
+
+    def harvest(self) -> None:
+        """The kernel's run completed: keep its tape (unless one with the same guard outcomes is kept), and
+        stop tracing once there are enough."""
+        tape = self.tape()
+        if tape is not None and all(_outcomes(t) != _outcomes(tape) for t in self.harvested):
+            self.harvested.append(tape)
+        self.reset()
+        if self.broken or len(self.harvested) >= TAPES_PER_KEY:
+            self.depth = 1  # the other runs are not traced
 
     def _operand(self, value: Any, handle_type: type) -> Any:
         if isinstance(value, handle_type):
@@ -147,8 +176,8 @@ class Tracer:
             return type(value)(items)
         import triton.language as tl
 
-        if isinstance(value, (tl.dtype, tl.constexpr)) or _is_enum(value):
-            return value  # types and enums are constants of the kernel
+        if isinstance(value, (tl.dtype, tl.constexpr)) or _is_enum(value) or _is_semantic(value):
+            return value  # types, enums and the interpreter's semantic (`_semantic=`) are constants
         if isinstance(value, tl.tuple):  # a shape
             items = [self._operand(v, handle_type) for v in value]
             if any(isinstance(i, (_Ref, _TensorRef, _Nested)) for i in items):
@@ -405,6 +434,10 @@ class _Nested:
     items: tuple[Any, ...]
 
 
+def _outcomes(tape: Tape) -> tuple[Any, ...]:
+    return tuple(step[3] for step in tape.steps if step[0] == _GUARD)
+
+
 def _constant(spec: Any, constants: dict[int, Any]) -> bool:
     if type(spec) is _Ref:
         return int(spec) in constants
@@ -413,6 +446,10 @@ def _constant(spec: Any, constants: dict[int, Any]) -> bool:
     if isinstance(spec, _Nested):
         return all(_constant(s, constants) for s in spec.items)
     return True
+
+
+def _is_semantic(value: Any) -> bool:
+    return type(value).__module__.startswith("triton") and type(value).__name__.endswith("Semantic")
 
 
 def _is_enum(value: Any) -> bool:
@@ -462,7 +499,13 @@ def _compiled(step: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 def _uniform(data: np.ndarray) -> Any:
+    """The value of every program, as grid's `bool`/`index` read it; Diverged where programs differ."""
     if data.size > 1 and not np.all(data == data.flat[0]):
+        from gpuemu_ci.triton_cpu import grid
+
+        batch = grid.active()
+        if batch is not None and data.shape[0] == batch.size and data.size == batch.size:
+            raise Diverged(data.reshape(batch.size))
         raise Abandon("a branch on a value that differs between programs")
     return data.flat[0]
 

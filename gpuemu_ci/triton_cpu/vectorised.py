@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,7 +77,7 @@ def run(
                 executor.fn(**batched)
                 fresh = False
                 if tracer is not None:
-                    tracer.depth = 1  # the first chunk is the tape; the others run untraced
+                    tracer.harvest()
             except Exception as exc:
                 split = _groups(find_cause(exc, grid.Divergent), pids)
                 if split is None:
@@ -87,7 +88,7 @@ def run(
                 _put_back(checkpoint, readers, writers)
                 fresh = True
                 if tracer is not None:
-                    tracer.stop("programs that diverge, run in groups")
+                    tracer.reset()  # each group's run is a tape of its own
                 groups += len(split) - 1
                 pending.extendleft(reversed(split))
     except Exception as exc:
@@ -122,17 +123,20 @@ def lifted(module: Any, args: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def replayed(
-    tape: replay.Tape, module: Any, args: dict[str, Any], dims: tuple[int, int, int], memory: Memory,
-    order: np.ndarray,
-) -> str | None:  # fmt: skip
-    """Run the launch by replaying `tape` (replay.py) on its arguments, chunk by chunk in the launch's order,
-    under the same batched builder and the same checks as the pass; None when it ran, else why it was
-    abandoned, with memory as it was before the launch."""
+    tapes: list[replay.Tape], module: Any, args: dict[str, Any], dims: tuple[int, int, int], memory: Memory,
+    order: np.ndarray, noted: Callable[[], Callable[[], None]],
+) -> tuple[str | None, int]:  # fmt: skip
+    """Run the launch by replaying the kernel's tapes (replay.py) on its arguments, under the same batched
+    builder and checks as the pass: chunk by chunk in the launch's order, each batch with the first tape
+    whose guards hold (`tapes` is reordered, the one replayed first), and where a guard's value differs
+    between the programs, in the groups the pass would make, as it makes them. (None, groups) when it ran;
+    else (why it was abandoned, _) with memory as it was before the launch. `noted()` saves what the call has
+    noted and returns what puts it back, after a tape that was abandoned."""
     batched = lifted(module, args)
     if batched is None:
-        return "tuple or descriptor arguments"
+        return "tuple or descriptor arguments", 1
     inputs = {name: value.handle for name, value in batched.items() if hasattr(value, "handle")}
-    saved: list[list[tuple[np.ndarray, np.ndarray]]] = []
+    saved: list[list[tuple[np.ndarray, np.ndarray]]] = []  # the launch's memory, before its first store
 
     def before_store() -> None:
         if not saved:
@@ -143,28 +147,72 @@ def replayed(
     writers: Shadows = {}
     _, gy, gz = dims
     builder = module.interpreter_builder
+    groups = 1
+    pending = deque(
+        order[start : start + grid.CHUNK_PROGRAMS] for start in range(0, order.size, grid.CHUNK_PROGRAMS)
+    )
+    fresh = True  # no batch has completed: a batch starts from the launch's own start
     try:
-        for start in range(0, order.size, grid.CHUNK_PROGRAMS):
-            pids = order[start : start + grid.CHUNK_PROGRAMS].astype(np.int64)
+        while pending:
+            pids = pending.popleft().astype(np.int64)
+            checkpoint = None if fresh else (_snapshot(memory), _copied(readers), _copied(writers))
             coords = np.stack([pids // (gy * gz), (pids // gz) % gy, pids % gz], axis=1).astype(np.int32)
             grid._state["batch"] = grid.Batch(coords, pids, readers, writers)
-            replay.replay_steps(tape, builder, inputs, before_store)
+            for tape in list(tapes):
+                put_back_noted = noted()
+                try:
+                    replay.replay_steps(tape, builder, inputs, before_store)
+                except replay.Diverged as exc:
+                    split = _groups(exc, pids)
+                    if split is None or groups + len(split) - 1 > MAX_GROUPS:
+                        raise
+                    _rewind(checkpoint, saved, readers, writers)
+                    groups += len(split) - 1
+                    pending.extendleft(reversed(split))
+                    break
+                except replay.Abandon:
+                    put_back_noted()
+                    _rewind(checkpoint, saved, readers, writers)
+                    continue
+                fresh = False
+                tapes.remove(tape)
+                tapes.insert(0, tape)
+                break
+            else:
+                raise replay.Abandon("no tape's guards hold")
     except Exception as exc:
         for view, copy in saved[0] if saved else ():
             view[...] = copy
-        return str(exc) or type(exc).__name__
+        return str(exc) or type(exc).__name__, groups
     finally:
         grid._state["batch"] = None
         _uninstall(restore)
-    return None
+    return None, groups
+
+
+def _rewind(
+    checkpoint: tuple[list[tuple[np.ndarray, np.ndarray]], Shadows, Shadows] | None,
+    saved: list[list[tuple[np.ndarray, np.ndarray]]],
+    readers: Shadows,
+    writers: Shadows,
+) -> None:
+    """Memory and shadows as they were before the batch (None: the batch started the launch)."""
+    if checkpoint is not None:
+        _put_back(checkpoint, readers, writers)
+        return
+    for view, copy in saved[0] if saved else ():
+        view[...] = copy
+    readers.clear()
+    writers.clear()
 
 
 def _groups(divergence: BaseException | None, pids: np.ndarray) -> list[np.ndarray] | None:
     """The batch's programs in groups that agree on the divergent value (each in the batch's order, groups in
     the order of their first program); None when there is nothing to split on."""
-    if not isinstance(divergence, grid.Divergent) or divergence.keys.size != pids.size:
+    keys = getattr(divergence, "keys", None)  # grid.Divergent, or replay.Diverged
+    if not isinstance(keys, np.ndarray) or keys.size != pids.size:
         return None
-    _, first, inverse = np.unique(divergence.keys, return_index=True, return_inverse=True)
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
     if first.size < 2:
         return None
     return [pids[inverse.ravel() == g] for g in np.argsort(first, kind="stable")]

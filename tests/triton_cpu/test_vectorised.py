@@ -123,9 +123,10 @@ SCRIPT = textwrap.dedent('''
         tl.store(x_ptr + offs, v, mask=offs < n)
 
     def both(launch, make):
-        """(per program, vectorised): outputs as bytes, findings, how the launches ran."""
+        """(per program, vectorised, vectorised again: a replay of the first's tapes where they hold): outputs as
+        bytes, findings, how the launches ran."""
         seen = []
-        for vectorise in (False, True):
+        for vectorise in (False, True, True):
             args = make()
             with intercepted(CallSettings(11, vectorise=vectorise)) as call:
                 try:
@@ -137,7 +138,8 @@ SCRIPT = textwrap.dedent('''
             seen.append({"bytes": [a.numpy().tobytes().hex() for a in args], "error": error,
                          "findings": [list(f) for f in report.findings], "vectorised": report.vectorised,
                          "per_program": [list(p) for p in report.per_program],
-                         "grouped": [list(g) for g in report.grouped]})
+                         "grouped": [list(g) for g in report.grouped], "replayed": call.replayed,
+                         "poisoned": list(report.poisoned), "precisions": list(report.dot_precisions)})
         return seen
 
     g = torch.Generator().manual_seed(0)
@@ -199,10 +201,21 @@ def seen(tmp_path_factory: pytest.TempPathFactory) -> dict:
 def test_a_kernel_without_divergence_runs_vectorised_with_bitwise_the_same_outputs(
     seen: dict, kernel: str
 ) -> None:
-    plain, fast = seen[kernel]
+    plain, fast, again = seen[kernel]
     assert fast["vectorised"] == 1 and fast["per_program"] == [] and plain["vectorised"] == 0
     assert fast["bytes"] == plain["bytes"]
     assert fast["findings"] == plain["findings"] == []
+    assert_replayed_as_traced(plain, fast, again)
+
+
+def assert_replayed_as_traced(plain: dict, fast: dict, again: dict) -> None:
+    """The second vectorised launch replayed the first's tapes, with the outputs, findings, notes and counts of
+    the per-program run and of the traced one."""
+    assert fast["replayed"] == 0 and again["replayed"] == 1
+    for what in ("bytes", "error", "findings", "poisoned", "precisions"):
+        assert again[what] == fast[what] == plain[what], what
+    for what in ("vectorised", "per_program", "grouped"):
+        assert again[what] == fast[what], what
 
 
 @pytest.mark.parametrize(
@@ -217,16 +230,18 @@ def test_a_kernel_without_divergence_runs_vectorised_with_bitwise_the_same_outpu
 def test_programs_that_diverge_run_vectorised_in_groups_that_agree(
     seen: dict, kernel: str, groups: int
 ) -> None:
-    plain, fast = seen[kernel]
+    plain, fast, again = seen[kernel]
     assert fast["grouped"] == [[groups, 1]] and fast["per_program"] == []
     assert fast["bytes"] == plain["bytes"] and fast["findings"] == plain["findings"] == []
+    assert_replayed_as_traced(plain, fast, again)  # in the same groups
 
 
 def test_divergence_into_too_many_groups_runs_one_program_at_a_time(seen: dict) -> None:
-    plain, fast = seen["too_many_groups"]
+    plain, fast, again = seen["too_many_groups"]
     why = "a Python `if`/`while` on a value that differs between programs in more than 32 groups of programs"
     assert fast["vectorised"] == 0 and fast["per_program"] == [[why, 1]]
     assert fast["bytes"] == plain["bytes"]
+    assert again["bytes"] == plain["bytes"] and again["per_program"] == [[why, 1]] and again["replayed"] == 0
 
 
 def test_a_kernel_that_fell_back_on_its_data_runs_per_program_directly_then_is_tried_again(
@@ -259,10 +274,12 @@ def test_a_kernel_that_fell_back_on_its_data_runs_per_program_directly_then_is_t
 def test_what_does_not_vectorise_runs_per_program_says_why_and_finds_the_same(
     seen: dict, kernel: str, why: str
 ) -> None:
-    plain, fast = seen[kernel]
+    plain, fast, again = seen[kernel]
     assert fast["vectorised"] == 0 and fast["per_program"] == [[why, 1]]
     assert fast["bytes"] == plain["bytes"] and fast["error"] == plain["error"]
     assert fast["findings"] == plain["findings"]
+    assert again["replayed"] == 0 and again["per_program"] == fast["per_program"]
+    assert again["bytes"] == plain["bytes"] and again["findings"] == plain["findings"]
 
 
 def test_the_findings_of_a_fallen_back_launch_are_real(seen: dict) -> None:
