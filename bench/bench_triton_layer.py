@@ -6,7 +6,7 @@ later launches replayed from the tape of the first: replay.py), in turn, in one 
 and the ratios to the plain interpreter.
 
     TRITON_INTERPRET=1 is set here, before Triton is imported.
-    python bench/bench_triton_layer.py [--repeats 5] [--only row_max]
+    python bench/bench_triton_layer.py [--repeats 5] [--only row_max] [--cpu]
 """
 
 from __future__ import annotations
@@ -83,22 +83,33 @@ def liger_calls() -> dict[str, Call]:
     }
 
 
+CLOCK = {"clock": time.perf_counter}
+
+
 def timed(call: Call, mode: str) -> float:
-    started = time.perf_counter()
+    clock = CLOCK["clock"]
+    started = clock()
     if mode == "plain":
         call()
     else:
         settings = CallSettings(seed=1, vectorise=mode != "checked", replay=mode == "replay")
         with intercepted(settings):
             call()
-    return time.perf_counter() - started
+    return clock() - started
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--only", action="append", default=[])
+    parser.add_argument(
+        "--cpu",
+        action="store_true",
+        help="time the calls in CPU time (time.thread_time): steadier on a loaded machine",
+    )
     args = parser.parse_args(argv)
+    if args.cpu:
+        CLOCK["clock"] = time.thread_time
     calls = {**corpus_calls(), **liger_calls()}
     if args.only:
         calls = {n: c for n, c in calls.items() if any(o in n for o in args.only)}

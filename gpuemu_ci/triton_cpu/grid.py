@@ -168,9 +168,9 @@ def _splat(self: Any, ret_ty: Any, arg: Any) -> Any:
     module = sys.modules[MODULE]
     shape = tuple(ret_ty.shape)
     data = arg.data.reshape(arg.data.shape[0], -1)[:, :1]
-    target = (data.shape[0], *shape)
-    out = np.array(np.broadcast_to(data.reshape((data.shape[0],) + (1,) * len(shape)), target))
-    return _handle(out.astype(module._get_np_dtype(arg.dtype), copy=False), arg.dtype.scalar)
+    out = np.empty((data.shape[0], *shape), dtype=module._get_np_dtype(arg.dtype))
+    out[...] = data.reshape((data.shape[0],) + (1,) * len(shape))  # each program's scalar, cast as astype does
+    return _handle(out, arg.dtype.scalar)
 
 
 def _unsplat(self: Any, arg: Any) -> Any:
