@@ -169,7 +169,9 @@ def _splat(self: Any, ret_ty: Any, arg: Any) -> Any:
     shape = tuple(ret_ty.shape)
     data = arg.data.reshape(arg.data.shape[0], -1)[:, :1]
     out = np.empty((data.shape[0], *shape), dtype=module._get_np_dtype(arg.dtype))
-    out[...] = data.reshape((data.shape[0],) + (1,) * len(shape))  # each program's scalar, cast as astype does
+    out[...] = data.reshape(
+        (data.shape[0],) + (1,) * len(shape)
+    )  # each program's scalar, cast as astype does
     return _handle(out, arg.dtype.scalar)
 
 

@@ -510,9 +510,12 @@ def _uniform(data: np.ndarray) -> Any:
     return data.flat[0]
 
 
-def replay_steps(tape: Tape, builder: Any, inputs: dict[str, Any], before_store: Callable[[], None]) -> None:
+def replay_steps(
+    tape: Tape, builder: Any, inputs: dict[str, Any], before_store: Callable[[bool], None]
+) -> None:
     """Run the tape's steps on one chunk's lifted arguments (`inputs`: name -> handle), calling `before_store`
-    before the first step that writes memory. Raises `Abandon` when a guard's outcome differs."""
+    before the first step that writes memory (with whether it is the tape's last step). Raises `Abandon` when a
+    guard's outcome differs, `Diverged` when its value differs between the programs."""
     values: list[Any] = [None] * tape.slots
     for slot, value in tape.constants.items():
         values[slot] = value
@@ -533,7 +536,7 @@ def replay_steps(tape: Tape, builder: Any, inputs: dict[str, Any], before_store:
                     raise Abandon(f"a guard's outcome differs ({what}: {kw} then, {seen} now)")
                 continue
             if index == tape.first_store:
-                before_store()
+                before_store(index == len(tape.steps) - 1)
             if slow:
                 args = [_resolve(v, values) for v in spec]
             else:

@@ -138,8 +138,10 @@ def replayed(
     inputs = {name: value.handle for name, value in batched.items() if hasattr(value, "handle")}
     saved: list[list[tuple[np.ndarray, np.ndarray]]] = []  # the launch's memory, before its first store
 
-    def before_store() -> None:
-        if not saved:
+    def before_store(last: bool) -> None:
+        # A launch of one batch whose only store is its tape's last step cannot be abandoned after it: nothing
+        # to save (the store's own checks run before it writes).
+        if not saved and not (last and single):
             saved.append(_snapshot(memory))
 
     restore = _install(module, None, language=False)
@@ -152,6 +154,7 @@ def replayed(
         order[start : start + grid.CHUNK_PROGRAMS] for start in range(0, order.size, grid.CHUNK_PROGRAMS)
     )
     fresh = True  # no batch has completed: a batch starts from the launch's own start
+    single = len(pending) == 1  # one batch so far (a chunk, no groups)
     try:
         while pending:
             pids = pending.popleft().astype(np.int64)
@@ -169,6 +172,7 @@ def replayed(
                     _rewind(checkpoint, saved, readers, writers)
                     groups += len(split) - 1
                     pending.extendleft(reversed(split))
+                    single = False
                     break
                 except replay.Abandon:
                     put_back_noted()
@@ -247,8 +251,10 @@ def _install(module: Any, tracer: replay.Tracer | None, language: bool = True) -
         restore.append((owner, name, owner.__dict__.get(name, _ABSENT)))
         setattr(owner, name, value)
 
-    for n, f in _batched_builder(module).items():
-        install(builder, n, f)
+    owned = builder.__dict__
+    for n, f in _batched_builder(module).items():  # inline: a replayed launch's largest fixed cost of its own
+        restore.append((builder, n, owned.get(n, _ABSENT)))
+        setattr(builder, n, f)
     if not language:
         return restore
     patches = grid.language_patches()
