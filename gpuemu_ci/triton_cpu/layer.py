@@ -731,6 +731,23 @@ def _replayed_patch_lang(original: Any) -> Any:
     return patch_lang
 
 
+def _cached_np_dtype(original: Any) -> Any:
+    """The interpreter's `_get_np_dtype`, which builds a table of every type at each call (a few per
+    operation), answered from a table of the types seen (keyed by the type: its hash and equality)."""
+    seen: dict[Any, Any] = {}
+
+    def np_dtype(tt_dtype: Any) -> Any:
+        try:
+            return seen[tt_dtype]
+        except KeyError:
+            found = seen[tt_dtype] = original(tt_dtype)
+            return found
+        except TypeError:  # an unhashable type: the interpreter's way
+            return original(tt_dtype)
+
+    return np_dtype
+
+
 def _boolop_note() -> None:
     tracer = replay._state["tracer"]
     if tracer is not None:  # the note is made by the kernel's Python, which a replay does not run
@@ -787,6 +804,7 @@ def _patch(module: Any) -> None:
     replaced.extend((builder, name, derived) for name in PROVENANCE if name in builder.__dict__)
     if "_patch_lang" in module.__dict__ and "_LangPatchScope" in module.__dict__:
         replaced.append((module, "_patch_lang", _replayed_patch_lang))
+    replaced.append((module, "_get_np_dtype", _cached_np_dtype))
     if "create_inline_asm" in builder.__dict__:
         replaced.append((builder, "create_inline_asm", _inline_asm_gap))
     if "create_extern_elementwise" in builder.__dict__:
