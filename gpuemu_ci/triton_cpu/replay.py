@@ -256,7 +256,7 @@ class Tracer:
                     steps.append(step)
                 continue
             operands = [*spec, *(kw or {}).values()]
-            pure = kind == _CALL and not any(word in what for word in _IMPURE)
+            pure = kind == _CALL and _is_pure(what)
             if pure and isinstance(out, int) and all(_constant(v, constants) for v in operands):
                 constants[out] = self.keep[out]
                 continue
@@ -268,35 +268,21 @@ class Tracer:
     # ---- what the pass runs while it is traced ------------------------------------------------------------
 
     def builder_methods(self, builder: Any) -> list[tuple[Any, str, Any]]:
-        """(owner, name, value): every builder method, as installed for the pass, wrapped to be recorded."""
+        """(owner, name, value): every builder method, as installed for the pass, wrapped to be recorded (by
+        the tracer of `_state`, the one running)."""
+        names = _method_names.get(id(builder))
+        if names is None:
+            names = _method_names[id(builder)] = [
+                name
+                for name in dir(builder)
+                if name.startswith("create_") or (name.startswith("get_") and not name.endswith("_ty"))
+            ]  # a `get_*_ty` makes a type from types: nothing to replay (the tape holds the types it needs)
         wrapped = []
-        for name in dir(builder):
-            if not name.startswith(("create_", "get_")):
-                continue
-            if name.startswith("get_") and name.endswith("_ty"):
-                continue  # a type from types: nothing to replay (the tape holds the types it needs)
+        for name in names:
             inner = getattr(builder, name)
             if callable(inner):
-                wrapped.append((builder, name, self._recorded(name, inner)))
+                wrapped.append((builder, name, _recording(name, inner)))
         return wrapped
-
-    def _recorded(self, name: str, inner: Callable[..., Any]) -> Callable[..., Any]:
-        sited = any(word in name for word in _SITED)
-
-        def method(builder: Any, *args: Any, **kwargs: Any) -> Any:
-            if self.depth:
-                return inner(builder, *args, **kwargs)
-            self.depth += 1
-            try:
-                if sited and not self.broken:
-                    self.sites[len(self.steps)] = self.site()
-                made = inner(builder, *args, **kwargs)
-            finally:
-                self.depth -= 1
-            self.record(_CALL, name, args, kwargs, made)
-            return made
-
-        return method
 
     def language(self, patches: list[tuple[Any, str, Any]]) -> list[tuple[Any, str, Any]]:
         """The grid's language patches (reductions, scans, `bool`, `index`, `.T`) with recording around them."""
@@ -424,6 +410,46 @@ class Tracer:
 
 class _Untraceable(Exception):
     pass
+
+
+_method_names: dict[int, list[str]] = {}  # a builder class's methods that a tape records
+_wrappers: dict[tuple[str, Any], Callable[..., Any]] = {}  # (name, method as installed) -> its recording
+
+
+def _recording(name: str, inner: Callable[..., Any]) -> Callable[..., Any]:
+    """A builder method that the running tracer records when the kernel calls it (not when another recorded
+    method does); made once per method as installed."""
+    found = _wrappers.get((name, inner))
+    if found is not None:
+        return found
+    sited = any(word in name for word in _SITED)
+
+    def method(builder: Any, *args: Any, **kwargs: Any) -> Any:
+        tracer: Tracer | None = _state["tracer"]
+        if tracer is None or tracer.depth:
+            return inner(builder, *args, **kwargs)
+        tracer.depth += 1
+        try:
+            if sited and not tracer.broken:
+                tracer.sites[len(tracer.steps)] = tracer.site()
+            made = inner(builder, *args, **kwargs)
+        finally:
+            tracer.depth -= 1
+        tracer.record(_CALL, name, args, kwargs, made)
+        return made
+
+    _wrappers[(name, inner)] = method
+    return method
+
+
+_pure: dict[str, bool] = {}
+
+
+def _is_pure(name: str) -> bool:
+    found = _pure.get(name)
+    if found is None:
+        found = _pure[name] = not any(word in name for word in _IMPURE)
+    return found
 
 
 @dataclass(frozen=True)
