@@ -116,7 +116,7 @@ def bias_z(output: np.ndarray, reference: np.ndarray, output_dtype: str) -> floa
     std = float(signed.std())
     z = float(mean / (std / sqrt(signed.size))) if std > 0.0 else float(np.copysign(np.inf, mean))
     beyond = _beyond_shared_factor(signed, np.abs(r) / spacing / 2.0**mantissa_bits)
-    return z if beyond is None else beyond
+    return z if beyond is None or abs(beyond) > abs(z) else beyond
 
 
 BEYOND_ROUNDING_ULP = 1.5  # an output this far from RNE(r) was not rounded from an accurate value
@@ -182,7 +182,7 @@ def _row_bias_z(output: np.ndarray, reference: np.ndarray, output_dtype: str) ->
     z = float(mean / (std / sqrt(means.size))) if std > 0.0 else float(np.copysign(np.inf, mean))
     pooled = full[:, None] & usable
     beyond = _beyond_shared_factor(signed[pooled], (np.abs(r) / spacing)[pooled] / 2.0**mantissa_bits)
-    return z if beyond is None else beyond
+    return z if beyond is None or abs(beyond) > abs(z) else beyond
 
 
 # What a shared factor (a constant such as 2/(n-1), 1/N or a scale rounded once to the 16-bit dtype, a
@@ -194,15 +194,17 @@ SMALL_LEAN_ULP = 0.1  # a lean this small cannot be told apart by its slope; it 
 
 
 def _beyond_shared_factor(signed: np.ndarray, significand: np.ndarray) -> float | None:
-    """The z of the part of the lean that a shared factor cannot explain, or None where a factor does not fit.
+    """The z of the part of the lean that a shared factor cannot explain, or None where a factor does not fit
+    (the caller keeps the smaller of it and the lean's own z: a model fit to pooled elements must not make a
+    verdict taken over rows harsher).
 
-    Multiplying every element by a factor rounded once (1 + e, |e| <= u) moves a value with significand f in
-    [0.5, 1) by e*f*2^p ulps: a lean that grows with f inside each binade. A truncating store moves every value
-    the same half ulp whatever its f. So the signed excess (clipped to one ulp, as the store's part is) is fit
-    as a + b*f: where it grows with f (|z_b| >= 3) or is too small to tell (under 0.1 ulp), the constant part a
-    is what a store did, and its z is returned. A truncating store keeps a near -0.5 ulp and its slope near
-    0, so it is still reported (PyTorch's own var backward in float16, a factor 2/(n-1) rounded to float16,
-    leans -0.37 ulp on average with z = -47 and a = -0.05)."""
+        Multiplying every element by a factor rounded once (1 + e, |e| <= u) moves a value with significand f in
+        [0.5, 1) by e*f*2^p ulps: a lean that grows with f inside each binade. A truncating store moves every value
+        the same half ulp whatever its f. So the signed excess (clipped to one ulp, as the store's part is) is fit
+        as a + b*f: where it grows with f (|z_b| >= 3) or is too small to tell (under 0.1 ulp), the constant part a
+        is what a store did, and its z is returned. A truncating store keeps a near -0.5 ulp and its slope near
+        0, so it is still reported (PyTorch's own var backward in float16, a factor 2/(n-1) rounded to float16,
+        leans -0.37 ulp on average with z = -47 and a = -0.05)."""
     if signed.size < 16:
         return None
     excess = np.clip(signed, -1.0, 1.0)
