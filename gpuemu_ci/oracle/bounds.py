@@ -16,7 +16,7 @@ import numpy as np
 
 from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Family, OpSpec
-from gpuemu_ci.oracle import intermediates
+from gpuemu_ci.oracle import intermediates, log_sum_exp
 from gpuemu_ci.oracle.attention_floor import underflow_term
 from gpuemu_ci.oracle.precision import input_magnitude
 
@@ -161,6 +161,7 @@ def allowed_error(op: OpSpec, case: BoundInputs) -> np.ndarray:
                 scale = np.maximum(scale, mean)
         term = g * u_acc * scale + k_f * u_acc * r
         term = term + intermediates.picked_term(op, case.case_dtype, case.reference, case.inputs)
+        term = term + log_sum_exp.term(op, case.case_dtype, case.reference, case.inputs)
         if family is Family.MATMUL and case.dot_input_roundoff:
             term = term + _rounded_dot_inputs(case, scale, n)
     elif family is Family.SOFTMAX:

@@ -10,7 +10,7 @@ import numpy as np
 from gpuemu_ci import dtypes
 from gpuemu_ci.calls import CallResult, CallStatus, CaseRun
 from gpuemu_ci.config.model import Family, OpSpec, Validation
-from gpuemu_ci.oracle import bounds, intermediates, precision
+from gpuemu_ci.oracle import bounds, intermediates, log_sum_exp, precision
 from gpuemu_ci.oracle.argmax import axis_of as argmax_axis
 from gpuemu_ci.oracle.argmax import compare_argmax
 from gpuemu_ci.oracle.compare import DEFAULT_TOLERANCES, allclose_allowance, compare, compare_exact
@@ -217,6 +217,8 @@ def _compare_one(
             for f in findings
         ]
     said = intermediates.note(op, case.dtype) if comparator is Comparator.BOUND else ""
+    if comparator is Comparator.BOUND:
+        said += log_sum_exp.note(op, case.dtype, r, _float_inputs(case))
     if said:
         findings = [
             Finding(f.kind, f.message + said) if f.kind is FailureKind.MISMATCH else f for f in findings
