@@ -54,6 +54,16 @@ SCRIPT = textwrap.dedent('''
             acc += tl.load(x_ptr + pid * n + k + tl.arange(0, BLOCK), mask=k + tl.arange(0, BLOCK) < n, other=0.0)
         tl.store(y_ptr + pid * BLOCK + tl.arange(0, BLOCK), acc)
 
+    def _host_sqrt(t):
+        # not a jit function: Python reading a value's data, as a shim computing in NumPy does
+        from triton.runtime.interpreter import TensorHandle
+        return tl.tensor(TensorHandle(t.handle.data ** 0.5, t.handle.dtype), t.type)
+
+    @triton.jit
+    def host_sqrt(x_ptr, y_ptr, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y_ptr + offs, _host_sqrt(tl.load(x_ptr + offs)))
+
     @triton.jit
     def scaled(x_ptr, y_ptr, n, alpha, BLOCK: tl.constexpr):
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -86,6 +96,10 @@ SCRIPT = textwrap.dedent('''
             ("tl.range n=64", loop(64, 18), lambda x, y: strided_tl_range[(4,)](x, y, 64, BLOCK=32)),
             ("tl.range n=60", loop(60, 19), lambda x, y: strided_tl_range[(4,)](x, y, 60, BLOCK=32)),
             ("tl.range n=70", loop(70, 20), lambda x, y: strided_tl_range[(4,)](x, y, 70, BLOCK=32)),
+            ("host sqrt 1", lambda: (torch.rand(128, generator=g.manual_seed(21)), torch.zeros(128)),
+             lambda x, y: host_sqrt[(4,)](x, y, BLOCK=32)),
+            ("host sqrt 2", lambda: (torch.rand(128, generator=g.manual_seed(22)), torch.zeros(128)),
+             lambda x, y: host_sqrt[(4,)](x, y, BLOCK=32)),
             ("alpha 2", pair(100, 17), lambda x, y: scaled[(4,)](x, y, 100, 2.0, BLOCK=32)),
             ("alpha 3", pair(100, 17), lambda x, y: scaled[(4,)](x, y, 100, 3.0, BLOCK=32)),
         ]
@@ -143,6 +157,8 @@ def test_every_launch_gives_bitwise_the_outputs_and_findings_of_the_per_program_
         ("tl.range n=64", 0),
         ("tl.range n=60", 1),  # `tl.range` likewise
         ("tl.range n=70", 0),
+        ("host sqrt 1", 0),
+        ("host sqrt 2", 0),  # its Python reads a value's data: not traced, vectorised at every launch
         ("alpha 2", 0),
         ("alpha 3", 0),  # a float argument is a constant of the tape: another tape
     ],
