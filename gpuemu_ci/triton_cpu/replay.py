@@ -413,15 +413,16 @@ class _Untraceable(Exception):
 
 
 _method_names: dict[int, list[str]] = {}  # a builder class's methods that a tape records
-_wrappers: dict[tuple[str, Any], Callable[..., Any]] = {}  # (name, method as installed) -> its recording
+# name -> (the method as installed, its recording): one per name (the layer's wrappers are made anew per call)
+_wrappers: dict[str, tuple[Any, Callable[..., Any]]] = {}
 
 
 def _recording(name: str, inner: Callable[..., Any]) -> Callable[..., Any]:
     """A builder method that the running tracer records when the kernel calls it (not when another recorded
     method does); made once per method as installed."""
-    found = _wrappers.get((name, inner))
-    if found is not None:
-        return found
+    found = _wrappers.get(name)
+    if found is not None and found[0] is inner:
+        return found[1]
     sited = any(word in name for word in _SITED)
 
     def method(builder: Any, *args: Any, **kwargs: Any) -> Any:
@@ -438,7 +439,7 @@ def _recording(name: str, inner: Callable[..., Any]) -> Callable[..., Any]:
         tracer.record(_CALL, name, args, kwargs, made)
         return made
 
-    _wrappers[(name, inner)] = method
+    _wrappers[name] = (inner, method)
     return method
 
 
