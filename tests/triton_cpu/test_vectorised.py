@@ -329,3 +329,4 @@ def test_liger_cross_entropy_with_ignored_tokens_vectorises_in_groups_with_bitwi
     (figures,) = json.loads(report.read_text()).values()
     assert figures["mismatches"] == [] and figures["cases"] > 0
     assert figures["grouped_launches"] > 0 and figures["per_program_launches"] == {}
+    assert figures["replayed_launches"] > 0  # a later case replays, in its groups, the tapes of earlier ones
