@@ -28,7 +28,7 @@ import numpy as np
 
 from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Family, OpSpec, Validation
-from gpuemu_ci.oracle import attention_grads, bounds, gathers, precision, row_statistics, ties
+from gpuemu_ci.oracle import attention_grads, bounds, constant_rows, gathers, precision, row_statistics, ties
 from gpuemu_ci.oracle.argmax import axis_of
 from gpuemu_ci.oracle.compare import compare
 from gpuemu_ci.oracle.invariants import bias_z
@@ -64,6 +64,7 @@ class GradientCase:
     kwargs: Mapping[str, object] = field(default_factory=dict)
     counted: tuple[np.ndarray, ...] | None = None  # terms routed to each element (oracle/gathers.py)
     saved: tuple[np.ndarray, ...] | None = None  # the op's own forward outputs (oracle/row_statistics.py)
+    probe: constant_rows.Probe | None = None  # the reference's gradients elsewhere (oracle/constant_rows.py)
 
 
 @dataclass(frozen=True)
@@ -225,7 +226,9 @@ def _forward(case: GradientCase) -> row_statistics.Forward | None:
     """What the op's backward computed from, for oracle/row_statistics.py; None where the case carries none."""
     if not case.inputs and not case.forward:
         return None
-    return row_statistics.Forward(case.inputs, case.forward, case.saved, case.upstream, case.kwargs)
+    return row_statistics.Forward(
+        case.inputs, case.forward, case.saved, case.upstream, case.kwargs, case.probe
+    )
 
 
 def summed_length(op: OpSpec, case: GradientCase, name: str) -> int:

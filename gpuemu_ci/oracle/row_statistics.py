@@ -35,7 +35,7 @@ import numpy as np
 
 from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Family, OpSpec
-from gpuemu_ci.oracle import bounds
+from gpuemu_ci.oracle import bounds, constant_rows
 
 # How closely the reference's float64 gradient must follow a form for the form's model to apply: far looser
 # than float64's rounding, far tighter than any other mathematics would match by chance.
@@ -51,6 +51,7 @@ class Forward:
     saved: tuple[np.ndarray, ...] | None  # the op's own forward outputs: what its backward saved
     upstream: tuple[np.ndarray | None, ...]  # the upstream gradient of each output
     kwargs: Mapping[str, object] = field(default_factory=dict)  # the case's kwargs (a norm's `eps`)
+    probe: constant_rows.Probe | None = None  # the reference's gradients elsewhere (constant_rows.py)
 
 
 def gradient_floor(op: OpSpec, case_dtype: str, grad_dtype: str) -> float:
@@ -99,7 +100,47 @@ def saved_statistics(
         if power:
             divided = _divided_by_saved(y, saved, r, power, grad_dtype)
             found = Allowance(found.term + divided.term, found.words + divided.words)
+        constant = _constant_rows(op, case_dtype, forward, name, x, r, correlated)
+        if constant is not None:
+            found = Allowance(np.maximum(found.term, constant.term), found.words + constant.words)
     return found
+
+
+def _constant_rows(
+    op: OpSpec,
+    case_dtype: str,
+    forward: Forward | None,
+    name: str,
+    x: np.ndarray,
+    r: np.ndarray,
+    correlated: bool,
+) -> Allowance | None:
+    """A variance's gradient on rows of equal values: the probed slope in x - mean times the mean's error
+    (oracle/constant_rows.py); None where no row is constant or the probe shows no such slope."""
+    if forward is None:
+        return None
+    slope = constant_rows.probed_slope(forward.probe, forward.inputs, name, x, FORM_TOLERANCE)
+    if slope is None or not np.any(slope > 0):
+        return None
+    term = np.broadcast_to(slope * _mean_error(op, case_dtype, x, correlated), r.shape)
+    words = (
+        "; on rows of equal values (exact gradient 0) it includes the mean the backward centres x with, rounded "
+        "to the dtype and accumulated (the slope in x - mean, probed by the reference's backward on a ramp "
+        "added to the row, × the mean's error)"
+    )
+    return Allowance(term, words)
+
+
+def _mean_error(op: OpSpec, case_dtype: str, x: np.ndarray, correlated: bool) -> np.ndarray:
+    """u |mean| + g(n) u_acc mean|x|: the error of a mean rounded to the case's dtype and accumulated over the
+    row (a trailing axis of 1)."""
+    n = x.shape[-1]
+    u_case = dtypes.info(case_dtype).unit_roundoff
+    u_acc = bounds.accumulator_roundoff(op, case_dtype)
+    g_n = float(n) if correlated else sqrt(n)
+    return np.asarray(
+        u_case * np.abs(x.mean(axis=-1, keepdims=True)) + g_n * u_acc * np.abs(x).mean(axis=-1, keepdims=True)
+    )
 
 
 def _row(
@@ -231,7 +272,6 @@ def _rounded_mean(
     op: OpSpec, case_dtype: str, x: np.ndarray, g: np.ndarray, r: np.ndarray, correlated: bool
 ) -> Allowance:
     """slope x delta_mean per row (module docstring)."""
-    n = x.shape[-1]
     mean = x.mean(axis=-1, keepdims=True)
     spread = np.abs(x - mean).sum(axis=-1, keepdims=True)
     size = np.abs(r).sum(axis=-1, keepdims=True)
@@ -242,11 +282,7 @@ def _rounded_mean(
     per_unit = slope / np.where(g != 0, np.abs(g), np.inf)
     widest = float(np.max(per_unit[live & (g != 0)], initial=0.0))
     slope = np.where(live, slope, widest * np.abs(g))
-    u_case = dtypes.info(case_dtype).unit_roundoff
-    u_acc = bounds.accumulator_roundoff(op, case_dtype)
-    g_n = float(n) if correlated else sqrt(n)
-    delta = u_case * np.abs(mean) + g_n * u_acc * np.abs(x).mean(axis=-1, keepdims=True)
-    term = np.broadcast_to(slope * delta, r.shape)
+    term = np.broadcast_to(slope * _mean_error(op, case_dtype, x, correlated), r.shape)
     words = (
         "; it includes the mean the backward centres x with, rounded to "
         f"{case_dtype} and accumulated over the row (the gradient's slope in x - mean × (u |mean| + "
