@@ -10,7 +10,7 @@ import numpy as np
 from gpuemu_ci import dtypes
 from gpuemu_ci.calls import CallResult, CallStatus, CaseRun
 from gpuemu_ci.config.model import Family, OpSpec, Validation
-from gpuemu_ci.oracle import bounds, intermediates, precision
+from gpuemu_ci.oracle import bounds, flushed, intermediates, precision
 from gpuemu_ci.oracle.argmax import axis_of as argmax_axis
 from gpuemu_ci.oracle.argmax import compare_argmax
 from gpuemu_ci.oracle.compare import DEFAULT_TOLERANCES, allclose_allowance, compare, compare_exact
@@ -216,7 +216,11 @@ def _compare_one(
             Finding(f.kind, f.message + explain(stats.worst_index)) if f.kind is FailureKind.MISMATCH else f
             for f in findings
         ]
-    said = intermediates.note(op, case.dtype) if comparator is Comparator.BOUND else ""
+    said = (
+        intermediates.note(op, case.dtype) + flushed.note(op, case.dtype)
+        if comparator is Comparator.BOUND
+        else ""
+    )
     if said:
         findings = [
             Finding(f.kind, f.message + said) if f.kind is FailureKind.MISMATCH else f for f in findings
