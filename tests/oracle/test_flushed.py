@@ -41,7 +41,7 @@ def _inputs(dtype: str, huge: bool = True) -> tuple[np.ndarray, np.ndarray]:
 
 def _torch(a: np.ndarray, b: np.ndarray, dtype: str) -> np.ndarray:
     product = torch.from_numpy(a).to(TORCH[dtype]) @ torch.from_numpy(b).to(TORCH[dtype])
-    return product.double().numpy()
+    return np.asarray(product.double().numpy())
 
 
 def _exceeds(op, got: np.ndarray, a: np.ndarray, b: np.ndarray, dtype: str) -> bool:
