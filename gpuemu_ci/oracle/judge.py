@@ -10,7 +10,7 @@ import numpy as np
 from gpuemu_ci import dtypes
 from gpuemu_ci.calls import CallResult, CallStatus, CaseRun
 from gpuemu_ci.config.model import Family, OpSpec, Validation
-from gpuemu_ci.oracle import bounds, flushed, intermediates, precision
+from gpuemu_ci.oracle import bounds, flushed, intermediates, power_sums, precision
 from gpuemu_ci.oracle.argmax import axis_of as argmax_axis
 from gpuemu_ci.oracle.argmax import compare_argmax
 from gpuemu_ci.oracle.compare import DEFAULT_TOLERANCES, allclose_allowance, compare, compare_exact
@@ -217,8 +217,10 @@ def _compare_one(
             for f in findings
         ]
     said = (
-        intermediates.note(op, case.dtype) + flushed.note(op, case.dtype)
-        if comparator is Comparator.BOUND
+        intermediates.note(op, case.dtype)
+        + flushed.note(op, case.dtype)
+        + power_sums.note(op, case.dtype, r, _float_inputs(case))
+        if comparator is Comparator.BOUND and any(f.kind is FailureKind.MISMATCH for f in findings)
         else ""
     )
     if said:
