@@ -28,7 +28,16 @@ import numpy as np
 
 from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Family, OpSpec, Validation
-from gpuemu_ci.oracle import attention_grads, bounds, constant_rows, gathers, precision, row_statistics, ties
+from gpuemu_ci.oracle import (
+    attention_grads,
+    bounds,
+    constant_rows,
+    gathers,
+    overflow,
+    precision,
+    row_statistics,
+    ties,
+)
 from gpuemu_ci.oracle.argmax import axis_of
 from gpuemu_ci.oracle.compare import compare
 from gpuemu_ci.oracle.invariants import bias_z
@@ -65,6 +74,9 @@ class GradientCase:
     counted: tuple[np.ndarray, ...] | None = None  # terms routed to each element (oracle/gathers.py)
     saved: tuple[np.ndarray, ...] | None = None  # the op's own forward outputs (oracle/row_statistics.py)
     probe: constant_rows.Probe | None = None  # the reference's gradients elsewhere (oracle/constant_rows.py)
+    # The reference's gradients in the working precision alone (`low` takes the farthest of several runs and
+    # skips their non-finite values): where they overflow too (oracle/overflow.py).
+    working: Callable[[], tuple[np.ndarray, ...] | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -171,6 +183,15 @@ def judge_gradients(
             said += model.words()
         elif attention_cache:
             said += attention_grads.UNIDENTIFIED
+        if case.working is not None and any(f.kind is FailureKind.NONFINITE for f in found):
+            runs = case.working()
+            why = overflow.note(
+                g, r, runs[position] if runs is not None and len(runs) > position else None,
+                precision.working_precision(op, case.dtype) or "float32", case.dtype,
+            )  # fmt: skip
+            found = [
+                Finding(f.kind, f.message + why) if f.kind is FailureKind.NONFINITE else f for f in found
+            ]
         findings.extend(
             Finding(f.kind, label + f.message + (said if f.kind is FailureKind.MISMATCH else ""))
             for f in found
