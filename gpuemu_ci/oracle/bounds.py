@@ -165,7 +165,7 @@ def allowed_error(op: OpSpec, case: BoundInputs) -> np.ndarray:
             term = term + power_sums.underflow_term(op, case.case_dtype, case.reference, case.inputs)
         if family is Family.MATMUL and case.dot_input_roundoff:
             term = term + _rounded_dot_inputs(case, scale, n)
-        term = term + flushed.dot_term(op, case.case_dtype, case.inputs, n)  # bf16 dot products: DAZ/FTZ
+        term = term + flushed.dot_term(op, case.case_dtype, case.inputs, n, r.shape)  # bf16: DAZ/FTZ
     elif family is Family.SOFTMAX:
         x = next(iter(case.inputs.values()))
         spread = np.zeros_like(r)

@@ -9,8 +9,8 @@ product of rows of ~1e10 with a column of bf16 subnormals (3.7e-40) returns 0 wh
 So for bfloat16 cases of the `matmul` family (and any dtype when the op declares `flush_to_zero = true`):
 
 - an input below its dtype's smallest normal may count as 0: each of the n products it feeds loses up to
-  `min_normal × |other factor|`, bounded by `n × min_normal × max|other operand|` (only in cases that hold such an
-  input: the largest magnitudes of all inputs stand for the other operand, as for TF32's rounded inputs);
+  `min_normal × |other factor|`, bounded by `n × min_normal × max|operand|` per output element, the largest operand
+  that feeds that element (only in cases that hold such an input);
 - a product or partial sum below the accumulator's smallest normal may be flushed: `n × min_normal(accumulator)`
   instead of the half subnormals the bound allows under gradual underflow.
 """
@@ -23,6 +23,7 @@ import numpy as np
 
 from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Family, OpSpec
+from gpuemu_ci.oracle.precision import input_magnitude
 
 
 def flushes(op: OpSpec, case_dtype: str) -> bool:
@@ -33,7 +34,9 @@ def flushes(op: OpSpec, case_dtype: str) -> bool:
     return case_dtype == "bfloat16" or op.error_model.flush_to_zero
 
 
-def dot_term(op: OpSpec, case_dtype: str, inputs: Mapping[str, np.ndarray], n: int) -> float:
+def dot_term(
+    op: OpSpec, case_dtype: str, inputs: Mapping[str, np.ndarray], n: int, out_shape: tuple[int, ...]
+) -> np.ndarray | float:
     """The absolute allowance (before c) for flushed subnormal inputs and products (module docstring); 0 where the
     op does not flush."""
     if not flushes(op, case_dtype):
@@ -41,12 +44,16 @@ def dot_term(op: OpSpec, case_dtype: str, inputs: Mapping[str, np.ndarray], n: i
     accumulator = op.error_model.accumulator or (
         "float32" if case_dtype in ("float16", "bfloat16") else case_dtype
     )
-    term = n * dtypes.info(accumulator).min_normal
+    term: np.ndarray | float = n * dtypes.info(accumulator).min_normal
     smallest = dtypes.info(case_dtype).min_normal
     finite = [np.abs(np.where(np.isfinite(x), x, 0.0)) for x in inputs.values() if x.size]
     if any(np.any((a > 0) & (a < smallest)) for a in finite):
-        largest = sum(float(a.max(initial=0.0)) for a in finite)
-        term += n * smallest * largest
+        # The other factor of a flushed product: per output element, the largest operand that feeds it (aligned
+        # by dim names), so a row of 1e38 elsewhere in the case does not widen this element's allowance.
+        largest = input_magnitude(op, inputs, out_shape)
+        if largest is None:
+            largest = np.asarray(max(float(a.max(initial=0.0)) for a in finite))
+        term = term + n * smallest * largest
     return term
 
 
