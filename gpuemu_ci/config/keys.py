@@ -503,6 +503,14 @@ KEYS: tuple[KeyDoc, ...] = (
         '["x", "w"]',
     ),
     KeyDoc(
+        _OPS,
+        "grad_accumulators",
+        'table: input name -> dtype or "input"',
+        'The dtype a gradient\'s sums are accumulated in, where it is below the working precision (`"input"`: '
+        "the input's own dtype). Not set: float32 for 16-bit cases.",
+        '{ bias = "input" }',
+    ),
+    KeyDoc(
         "ops.triton",
         "sanitize",
         "boolean",

@@ -260,6 +260,16 @@ class Backward:
     grad_inputs: tuple[str, ...]  # the inputs that require a gradient (default: every float input)
     vjp: str | None = None
     vjp_reference: str | None = None
+    # `grad_accumulators`: input name -> the dtype its gradient's sums are accumulated in, as the op declares it
+    # (INPUT_DTYPE: the input's own dtype, 16-bit in 16-bit cases); oracle/gradient_accumulators.py.
+    accumulators: tuple[tuple[str, str], ...] = ()
+
+    def accumulator_of(self, name: str) -> str | None:
+        return dict(self.accumulators).get(name)
+
+
+# `grad_accumulators = { bias = "input" }`: the gradient is summed in its input's own dtype, whatever the case's.
+INPUT_DTYPE = "input"
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from pathlib import Path
 from gpuemu_ci.config.dimgraph import Schema
 from gpuemu_ci.config.expressions import parse_expression
 from gpuemu_ci.config.model import (
+    INPUT_DTYPE,
     INVARIANT_NAMES,
     Backward,
     CiSettings,
@@ -159,6 +160,7 @@ OP_KEYS = (
     "vjp",
     "vjp_reference",
     "grad_inputs",
+    "grad_accumulators",
     "triton",
 )
 TRITON_KEYS = ("sanitize",)
@@ -306,8 +308,14 @@ def _backward(
     vjp = table.string("vjp")
     vjp_reference = table.string("vjp_reference")
     grad_inputs = table.string_list("grad_inputs")
+    accumulators = table.raw("grad_accumulators")
     if not enabled:
-        for key, value in (("vjp", vjp), ("vjp_reference", vjp_reference), ("grad_inputs", grad_inputs)):
+        for key, value in (
+            ("vjp", vjp),
+            ("vjp_reference", vjp_reference),
+            ("grad_inputs", grad_inputs),
+            ("grad_accumulators", accumulators),
+        ):
             if value is not None:
                 raise table.error(key, "only used with `backward = true`")
         return None
@@ -345,7 +353,34 @@ def _backward(
         raise table.error("backward", "the op has no float input to differentiate (`grad_inputs`)")
     if table.has("out_arg"):
         raise table.error("backward", "not supported with `out_arg` (autograd needs the returned output)")
-    return Backward(tuple(grad_inputs), vjp, vjp_reference)
+    declared = _grad_accumulators(table, accumulators, tuple(grad_inputs))
+    return Backward(tuple(grad_inputs), vjp, vjp_reference, declared)
+
+
+def _grad_accumulators(
+    table: TableReader, value: object, grad_inputs: tuple[str, ...]
+) -> tuple[tuple[str, str], ...]:
+    """`grad_accumulators = { bias = "input", w = "float16" }`: per checked gradient, the dtype its sums are
+    accumulated in (`"input"`: the input's own dtype), as canonical dtype names."""
+    if value is None:
+        return ()
+    key = "grad_accumulators"
+    if not isinstance(value, dict):
+        raise table.error(key, 'expected a table of input name -> dtype, e.g. { bias = "input" }')
+    declared = []
+    for input_name, dtype in value.items():
+        if input_name not in grad_inputs:
+            raise table.error(
+                key,
+                f"{input_name!r} is not an input whose gradient is checked; those are: {', '.join(grad_inputs)}",
+            )
+        if not isinstance(dtype, str):
+            raise table.error(key, f'{input_name}: expected a dtype name or "{INPUT_DTYPE}"')
+        if dtype != INPUT_DTYPE:
+            check_dtype(dtype, f"{table.where}.{key}.{input_name}", table.source, table.line_of(key))
+            dtype = canonical_dtype(dtype)
+        declared.append((str(input_name), dtype))
+    return tuple(declared)
 
 
 def _shapes(table: TableReader, op_name: str, ci: CiSettings) -> tuple[OpShapes, str | None]:

@@ -33,9 +33,11 @@ from gpuemu_ci.oracle import (
     bounds,
     constant_rows,
     gathers,
+    gradient_accumulators,
     overflow,
     precision,
     row_statistics,
+    saved_softmax,
     ties,
 )
 from gpuemu_ci.oracle.argmax import axis_of
@@ -129,8 +131,12 @@ def judge_gradients(
         rule = rule_for(op)
         abs_grad = case.reference_abs[position] if case.reference_abs is not None else None
         saved = row_statistics.NONE
+        declared = gradient_accumulators.term(
+            op, case.dims, name, r, abs_grad, expected_dtype, case.correlated
+        )
         if rule is Comparator.BOUND:
             allowed = structure_bound(op, case, name, r, abs_grad, expected_dtype)
+            allowed = allowed if declared is None else allowed + declared
             one, found = compare(g, r, allowed, rule, expected_dtype, check_nan=validation.check_nan,
                                  check_inf=validation.check_inf)  # fmt: skip
             if any(f.kind is FailureKind.MISMATCH for f in found):
@@ -160,6 +166,7 @@ def judge_gradients(
                 ),
             )
             allowed = allowed + op.error_model.bound_c * saved.term
+            allowed = allowed if declared is None else allowed + declared
             measured = low(position)
             if measured is not None:
                 allowed = allowed + _empirical(op, case.dtype, r, measured, abs_grad)
@@ -176,6 +183,9 @@ def judge_gradients(
                                  check_inf=validation.check_inf)  # fmt: skip
         said = _measured_words(op, case.dtype) if low_cache and low_cache[0] is not None else ""
         said += saved.words
+        mismatched = any(f.kind is FailureKind.MISMATCH for f in found)
+        said += saved_softmax.words(op, op.output_dtype or case.dtype, _forward(case), name, r, mismatched)
+        said += gradient_accumulators.note(op, case.dims, name, expected_dtype, case.correlated)
         if rule is not Comparator.BOUND:
             said += gathers.note(op, case.dtype, case.dims, name, expected_dtype)
         model = attention_cache[0] if attention_cache else None
@@ -311,6 +321,9 @@ def structure_bound(
     eta = row_statistics.gradient_floor(op, case.dtype, grad_dtype)
     eta += n * dtypes.info("float32").min_subnormal / 2.0
     saved_mean = norm.saved_mean if norm is not None else 0.0
+    saved_output = saved_softmax.term(op, op.output_dtype or case.dtype, _forward(case), name, r)
+    if saved_output is not None:
+        term = term + saved_output
     return op.error_model.bound_c * (u_g * magnitude + term + eta + saved_mean)
 
 

@@ -114,7 +114,9 @@ def bias_z(output: np.ndarray, reference: np.ndarray, output_dtype: str) -> floa
     if abs(mean) < MIN_BIAS_ULP:
         return 0.0  # includes the usual case: y == RNE(r) everywhere
     std = float(signed.std())
-    return float(mean / (std / sqrt(signed.size))) if std > 0.0 else float(np.copysign(np.inf, mean))
+    z = float(mean / (std / sqrt(signed.size))) if std > 0.0 else float(np.copysign(np.inf, mean))
+    beyond = _beyond_shared_factor(signed, np.abs(r) / spacing / 2.0**mantissa_bits)
+    return z if beyond is None or abs(beyond) > abs(z) else beyond
 
 
 BEYOND_ROUNDING_ULP = 1.5  # an output this far from RNE(r) was not rounded from an accurate value
@@ -177,4 +179,50 @@ def _row_bias_z(output: np.ndarray, reference: np.ndarray, output_dtype: str) ->
     if abs(mean) < MIN_BIAS_ULP:
         return 0.0
     std = float(means.std(ddof=1))
-    return float(mean / (std / sqrt(means.size))) if std > 0.0 else float(np.copysign(np.inf, mean))
+    z = float(mean / (std / sqrt(means.size))) if std > 0.0 else float(np.copysign(np.inf, mean))
+    pooled = full[:, None] & usable
+    beyond = _beyond_shared_factor(signed[pooled], (np.abs(r) / spacing)[pooled] / 2.0**mantissa_bits)
+    return z if beyond is None or abs(beyond) > abs(z) else beyond
+
+
+# What a shared factor (a constant such as 2/(n-1), 1/N or a scale rounded once to the 16-bit dtype, a
+# statistic every element is multiplied by) can move a value by, at most, in ulps: half an ulp at the top of
+# a binade. A store's lean larger than this is not explained by one.
+SHARED_FACTOR_MAX_ULP = 0.25
+SLOPE_Z = 3.0  # the lean grows with the significand at least this significantly: a factor's signature
+SMALL_LEAN_ULP = 0.1  # a lean this small cannot be told apart by its slope; it is judged by its constant part
+
+
+def _beyond_shared_factor(signed: np.ndarray, significand: np.ndarray) -> float | None:
+    """The z of the part of the lean that a shared factor cannot explain, or None where a factor does not fit
+    (the caller keeps the smaller of it and the lean's own z: a model fit to pooled elements must not make a
+    verdict taken over rows harsher).
+
+        Multiplying every element by a factor rounded once (1 + e, |e| <= u) moves a value with significand f in
+        [0.5, 1) by e*f*2^p ulps: a lean that grows with f inside each binade. A truncating store moves every value
+        the same half ulp whatever its f. So the signed excess (clipped to one ulp, as the store's part is) is fit
+        as a + b*f: where it grows with f (|z_b| >= 3) or is too small to tell (under 0.1 ulp), the constant part a
+        is what a store did, and its z is returned. A truncating store keeps a near -0.5 ulp and its slope near
+        0, so it is still reported (PyTorch's own var backward in float16, a factor 2/(n-1) rounded to float16,
+        leans -0.37 ulp on average with z = -47 and a = -0.05)."""
+    if signed.size < 16:
+        return None
+    excess = np.clip(signed, -1.0, 1.0)
+    centred = significand - significand.mean()
+    spread = float((centred**2).sum())
+    if spread <= 0.0:
+        return None
+    slope = float((centred * excess).sum() / spread)
+    at_mean = float(excess.mean())
+    intercept = at_mean - slope * float(significand.mean())
+    residual = excess - at_mean - slope * centred
+    dof = max(excess.size - 2, 1)
+    variance = float((residual**2).sum()) / dof
+    if variance <= 0.0:
+        return None
+    se_slope = sqrt(variance / spread)
+    se_intercept = sqrt(variance * (1.0 / excess.size + float(significand.mean()) ** 2 / spread))
+    grows = abs(slope) / se_slope >= SLOPE_Z
+    if not (grows or abs(at_mean) < SMALL_LEAN_ULP) or abs(intercept) >= SHARED_FACTOR_MAX_ULP:
+        return None
+    return intercept / se_intercept

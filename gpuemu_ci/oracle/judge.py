@@ -10,7 +10,7 @@ import numpy as np
 from gpuemu_ci import dtypes
 from gpuemu_ci.calls import CallResult, CallStatus, CaseRun
 from gpuemu_ci.config.model import Family, OpSpec, Validation
-from gpuemu_ci.oracle import bounds, flushed, intermediates, overflow, power_sums, precision
+from gpuemu_ci.oracle import bounds, flushed, intermediates, log_sum_exp, overflow, power_sums, precision
 from gpuemu_ci.oracle.argmax import axis_of as argmax_axis
 from gpuemu_ci.oracle.argmax import compare_argmax
 from gpuemu_ci.oracle.compare import DEFAULT_TOLERANCES, allclose_allowance, compare, compare_exact
@@ -227,6 +227,7 @@ def _compare_one(
         intermediates.note(op, case.dtype)
         + flushed.note(op, case.dtype)
         + power_sums.note(op, case.dtype, r, _float_inputs(case))
+        + log_sum_exp.note(op, case.dtype, r, _float_inputs(case))
         if comparator is Comparator.BOUND and any(f.kind is FailureKind.MISMATCH for f in findings)
         else ""
     )

@@ -60,6 +60,13 @@ def test_grad_inputs_vjp_and_vjp_reference_are_kept(make_project):
     assert (backward.grad_inputs, backward.vjp, backward.vjp_reference) == (("x",), "m.ops:vjp", "m.ops:vjp")
 
 
+def test_grad_accumulators_are_kept_per_gradient_as_canonical_dtypes(make_project):
+    extra = 'backward = true\ngrad_accumulators = { w = "input", x = "fp16" }'
+    backward = load(make_project, "torch", extra).ops[0].backward  # type: ignore[attr-defined]
+    assert backward.accumulators == (("w", "input"), ("x", "float16"))
+    assert backward.accumulator_of("w") == "input" and backward.accumulator_of("target") is None
+
+
 def test_an_op_without_backward_has_none(make_project):
     assert load(make_project, "torch", "").ops[0].backward is None  # type: ignore[attr-defined]
 
@@ -79,6 +86,11 @@ def test_numpy_op_with_backward_and_no_vjp_is_a_config_error(make_project):
         ('backward = true\nout_arg = "out"', "not supported with `out_arg`"),
         ('backward = true\nvjp_reference = "m/ops.py"', 'expected "pkg.mod:function"'),
         ("backward = 1", "expected"),
+        ('grad_accumulators = { w = "input" }', "only used with `backward = true`"),
+        ('backward = true\ngrad_accumulators = "float16"', "expected a table of input name -> dtype"),
+        ('backward = true\ngrad_accumulators = { target = "input" }', "'target' is not an input whose gradient"),
+        ('backward = true\ngrad_accumulators = { w = "flaot16" }', "unknown dtype 'flaot16'"),
+        ('backward = true\ngrad_accumulators = { w = 16 }', 'expected a dtype name or "input"'),
     ],
 )
 def test_bad_backward_keys_are_config_errors(make_project, extra, words):
