@@ -11,7 +11,7 @@ So for a `reduction` whose reference is a p-norm of the rows of its input (recog
 row's `r^p = sum |x|^p` for one p, checked in float64 to 1e-9 on scaled values, so that no other statistic
 matches by chance), the bound adds, per row,
 
-    r (1 - (1 - rho)^(1/p)),   rho = sum_i min(|x_i|^p, k eta_w) / sum_i |x_i|^p,   k = max(1, ceil(p) - 1)
+    r (1 - (1 - rho)^(1/p)),   rho = sum_i min(|x_i|^p, k eta_w) / sum_i |x_i|^p,   k = ceil(p) - 1 (none for p <= 1)
 
 the norm's change when every term loses its underflow error (rho = 1: the whole norm may come out 0). `eta_w` is
 that of the working precision: the declared accumulator, float32 for float32 and 16-bit cases, float64 for
@@ -109,7 +109,9 @@ def underflow_term(
     eta = (
         info.min_normal if op.error_model.flush_to_zero else (info.min_subnormal / 2.0 or info.min_subnormal)
     )
-    products = max(1, ceil(p) - 1)
+    products = ceil(p) - 1
+    if products < 1:  # p <= 1: |x|^p is not formed by products (p = 1: |x| itself, exact)
+        return 0.0
     r = np.abs(np.asarray(reference, dtype=np.float64)).reshape(x.shape[0])
     with np.errstate(all="ignore"):
         # In logs: the terms of a float64 row of 1e-308 are 1e-616, below anything float64 holds.
