@@ -1,5 +1,6 @@
-"""Scores gpuemu-ci's false alarms on PyTorch's own CPU kernels (bench/torch_controls/gpuemu.toml), which are
-correct by definition: every flagged case is a false alarm.
+"""Scores gpuemu-ci's false alarms on PyTorch's own CPU kernels (bench/torch_controls/gpuemu.toml), taken as
+correct: every flagged case is a false alarm, except those matching a defect of torch's kernel listed with its
+evidence in bench/torch_controls/known_defects.toml (counted and printed apart, never silently).
 
 For every master seed it runs `python3 -m gpuemu_ci run --suite quick --seed S` over the controls as a real
 subprocess (PYTHONPATH = the root of this checkout) and prints:
@@ -14,7 +15,7 @@ subprocess (PYTHONPATH = the root of this checkout) and prints:
     nice python bench/torch_controls_score.py --seeds 1 --only softmax --only rms_norm
     python bench/torch_controls_score.py --results DIR         # re-score saved runs (DIR/seed-S/results.json)
 
-Exit status: 0 when no control was flagged on any seed; 1 otherwise; 2 for a bad argument or config; 3 when
+Exit status: 0 when no control was falsely flagged on any seed; 1 otherwise; 2 for a bad argument or config; 3 when
 gpuemu-ci could not run.
 """
 
@@ -33,9 +34,47 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python < 3.11
+    import tomli as tomllib
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 DEFAULT_CONFIG = HERE / "torch_controls" / "gpuemu.toml"
+KNOWN_DEFECTS = HERE / "torch_controls" / "known_defects.toml"
+
+
+@dataclass(frozen=True, eq=False)  # compared by identity: one entry of the file each
+class Defect:
+    """A flag on torch's kernel that is a defect of the kernel (known_defects.toml), with what shows it."""
+
+    op: str
+    dtype: str
+    kind: str
+    what: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    layout: dict[str, str] = field(default_factory=dict)
+    message: str = ""
+
+    def matches(self, op: str, failure: dict[str, Any]) -> bool:
+        layouts = failure.get("layouts") or {}
+        kwargs = failure.get("kwargs") or {}
+        return (
+            op == self.op
+            and failure.get("dtype") == self.dtype
+            and failure.get("kind") == self.kind
+            and all(kwargs.get(k) == v for k, v in self.kwargs.items())
+            and all(layouts.get(k) == v for k, v in self.layout.items())
+            and self.message in failure.get("message", "").splitlines()[0]
+        )
+
+
+def load_defects(path: Path) -> list[Defect]:
+    if not path.is_file():
+        return []
+    entries = tomllib.loads(path.read_text()).get("defect", [])
+    return [Defect(**{k: v.strip() if isinstance(v, str) else v for k, v in e.items()}) for e in entries]
 
 
 @dataclass
@@ -43,6 +82,7 @@ class Cell:
     """One op x dtype over every seed."""
 
     flagged: int = 0
+    defects: int = 0  # of the flagged: cases matching a known defect of torch's kernel
     total: int = 0
     headroom: float = 0.0
     grads: dict[str, float] = field(default_factory=dict)  # "grad of x (bound)" -> worst headroom
@@ -68,9 +108,15 @@ def run_gpuemu(config: Path, seed: int, suite: str, out_dir: Path, names: Sequen
 
 
 def collect(
-    document: dict[str, Any], cells: dict[tuple[str, str], Cell], families: dict[str, str]
+    document: dict[str, Any],
+    cells: dict[tuple[str, str], Cell],
+    families: dict[str, str],
+    defects: Sequence[Defect] = (),
+    seen: dict[Defect, int] | None = None,
 ) -> list[str]:
-    """Adds one seed's results to the cells; returns the ops that did not run (errors, skips)."""
+    """Adds one seed's results to the cells; returns the ops that did not run (errors, skips). A failure that
+    matches a known defect is counted in its cell's `defects` (and in `seen`); failures left out of results.json
+    (`failures_omitted`) cannot be matched and stay false alarms."""
     problems = []
     for op in document["ops"]:
         families[op["name"]] = op.get("family") or "-"
@@ -86,6 +132,12 @@ def collect(
                 cell.grads[key] = max(cell.grads.get(key, 0.0), g.get("worst_headroom") or 0.0)
         for failure in op.get("failures", []):
             cell = cells.setdefault((op["name"], failure["dtype"]), Cell())
+            defect = next((d for d in defects if d.matches(op["name"], failure)), None)
+            if defect is not None:
+                cell.defects += 1
+                if seen is not None:
+                    seen[defect] = seen.get(defect, 0) + 1
+                continue
             if not cell.first_failure:
                 message = failure["message"].splitlines()[0][:220]
                 cell.first_failure = (
@@ -151,7 +203,12 @@ def _sort_key(dtype: str) -> int:
 
 
 def report(
-    cells: dict[tuple[str, str], Cell], families: dict[str, str], seeds: Sequence[int], with_baseline: bool
+    cells: dict[tuple[str, str], Cell],
+    families: dict[str, str],
+    seeds: Sequence[int],
+    with_baseline: bool,
+    seen: dict[Defect, int] | None = None,
+    defects: Sequence[Defect] = (),
 ) -> bool:
     print(
         f"\nPyTorch CPU kernels as controls: {len(families)} ops, master seeds {', '.join(map(str, seeds))}\n"
@@ -161,19 +218,23 @@ def report(
         header += f" {'one-shape':>9}"
     print(header)
     print("-" * len(header))
-    flagged = total = b_flagged = b_total = 0
+    flagged = total = b_flagged = b_total = real = 0
     for (name, dtype), cell in sorted(cells.items(), key=lambda kv: (kv[0][0], _sort_key(kv[0][1]))):
         grads = ", ".join(f"{_short(k)} {v:.3g}" for k, v in sorted(cell.grads.items()))
-        line = f"{name:<18} {dtype:<9} {f'{cell.flagged}/{cell.total}':>9} {cell.headroom:>9.3g}  {grads:<44}"
+        counted = f"{cell.flagged}/{cell.total}" + (f" ({cell.defects} defect)" if cell.defects else "")
+        line = f"{name:<18} {dtype:<9} {counted:>9} {cell.headroom:>9.3g}  {grads:<44}"
         if with_baseline:
             line += f" {f'{cell.baseline_flagged}/{cell.baseline_total}':>9}"
         print(line)
         flagged += cell.flagged
+        real += cell.defects
         total += cell.total
         b_flagged += cell.baseline_flagged
         b_total += cell.baseline_total
     print("-" * len(header))
-    print(f"{'cases flagged (false alarms)':<29} {f'{flagged}/{total}':>9}")
+    print(f"{'cases flagged':<29} {f'{flagged}/{total}':>9}")
+    print(f"{'  defects of torch kernels':<29} {real:>9}  (bench/torch_controls/known_defects.toml)")
+    print(f"{'  false alarms':<29} {f'{flagged - real}/{total}':>9}")
     if with_baseline:
         print(f"{'one-shape allclose: (op, dtype, seed) flagged':<46} {b_flagged}/{b_total}")
 
@@ -188,13 +249,20 @@ def report(
         grad_text = f"{grad[2]:.3g} ({grad[0][0]} {grad[0][1]})" if grad else "-"
         print(f"{family:<12} {fwd_text:<34} {grad_text:<34}")
 
-    failing = [(k, c) for k, c in sorted(cells.items()) if c.flagged]
+    failing = [(k, c) for k, c in sorted(cells.items()) if c.flagged > c.defects]
     if failing:
         print("\nfalse alarms (first per op and dtype):")
         for (name, dtype), cell in failing:
-            print(f"  {name} [{dtype}] {cell.flagged}/{cell.total}: {cell.first_failure}")
-    met = flagged == 0
-    print(f"\ntarget (no PyTorch kernel flagged on any seed): {'MET' if met else 'NOT MET'}")
+            print(f"  {name} [{dtype}] {cell.flagged - cell.defects}/{cell.total}: {cell.first_failure}")
+    if defects:
+        print("\ndefects of torch's kernels (known_defects.toml), cases matched over these seeds:")
+        for defect in defects:
+            count = (seen or {}).get(defect, 0)
+            where = f"{defect.op} [{defect.dtype}] {defect.kind}"
+            print(f"  {where}: {count}" + ("" if count else " (matched nothing: fixed, or not reached)"))
+            print("    " + " ".join(defect.what.split()))
+    met = flagged == real
+    print(f"\ntarget (no PyTorch kernel falsely flagged on any seed): {'MET' if met else 'NOT MET'}")
     return met
 
 
@@ -221,6 +289,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     cells: dict[tuple[str, str], Cell] = {}
     families: dict[str, str] = {}
     problems: list[str] = []
+    defects = load_defects(KNOWN_DEFECTS) if config == DEFAULT_CONFIG.resolve() else []
+    seen: dict[Defect, int] = {}
     with tempfile.TemporaryDirectory(prefix="torch-controls-") as scratch:
         out_root = args.out.resolve() if args.out else Path(scratch)
         for seed in seeds:
@@ -238,10 +308,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     print(f"torch_controls_score: {exc}", file=sys.stderr)
                     return 3
                 print(f"seed {seed}: {time.monotonic() - started:.0f} s", file=sys.stderr)
-            problems += [f"seed {seed}: {p}" for p in collect(document, cells, families)]
+            problems += [f"seed {seed}: {p}" for p in collect(document, cells, families, defects, seen)]
         if not args.no_baseline:
             baseline(config, cells, seeds, args.only)
-        met = report(cells, families, seeds, not args.no_baseline)
+        met = report(cells, families, seeds, not args.no_baseline, seen, defects)
         for problem in problems:
             print(f"  NOT RUN {problem}")
         if args.corpora:

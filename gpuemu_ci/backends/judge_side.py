@@ -567,6 +567,23 @@ def _reference_gradients(
             return None
         return tuple(precision.farthest(r, [run[i] for run in runs]) for i, r in enumerate(exact))
 
+    def working() -> tuple[np.ndarray, ...] | None:
+        """The reference's gradients in the working precision alone (oracle/overflow.py)."""
+        precision_name = precision.working_precision(op, case.dtype)
+        if precision_name is None:
+            return None
+        try:
+            return tuple(vjp(case.logical, upstream, dtypes.info(precision_name).numpy))
+        except Exception:
+            return None
+
+    def probe(inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray] | None:
+        """The reference's float64 gradients at other inputs, for the same upstream (oracle/constant_rows.py)."""
+        try:
+            return dict(zip(names, vjp(inputs, upstream, np.dtype(np.float64)), strict=True))
+        except Exception:
+            return None
+
     return gradients.GradientCase(
         dtype=case.dtype,
         dims=case.dims,
@@ -582,6 +599,8 @@ def _reference_gradients(
         upstream=upstream,
         kwargs=case.kwargs,
         counted=counted,
+        probe=probe,
+        working=working,
     )
 
 

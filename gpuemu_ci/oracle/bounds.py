@@ -16,7 +16,7 @@ import numpy as np
 
 from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Family, OpSpec
-from gpuemu_ci.oracle import intermediates, log_sum_exp
+from gpuemu_ci.oracle import flushed, intermediates, log_sum_exp, power_sums
 from gpuemu_ci.oracle.attention_floor import underflow_term
 from gpuemu_ci.oracle.precision import input_magnitude
 
@@ -161,9 +161,12 @@ def allowed_error(op: OpSpec, case: BoundInputs) -> np.ndarray:
                 scale = np.maximum(scale, mean)
         term = g * u_acc * scale + k_f * u_acc * r
         term = term + intermediates.picked_term(op, case.case_dtype, case.reference, case.inputs)
+        if family is Family.REDUCTION:  # a p-norm's terms |x|^p underflowing in the working precision
+            term = term + power_sums.underflow_term(op, case.case_dtype, case.reference, case.inputs)
         term = term + log_sum_exp.term(op, case.case_dtype, case.reference, case.inputs)
         if family is Family.MATMUL and case.dot_input_roundoff:
             term = term + _rounded_dot_inputs(case, scale, n)
+        term = term + flushed.dot_term(op, case.case_dtype, case.inputs, n, r.shape)  # bf16: DAZ/FTZ
     elif family is Family.SOFTMAX:
         x = next(iter(case.inputs.values()))
         spread = np.zeros_like(r)

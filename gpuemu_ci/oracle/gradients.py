@@ -31,8 +31,10 @@ from gpuemu_ci.config.model import Family, OpSpec, Validation
 from gpuemu_ci.oracle import (
     attention_grads,
     bounds,
+    constant_rows,
     gathers,
     gradient_accumulators,
+    overflow,
     precision,
     row_statistics,
     saved_softmax,
@@ -73,6 +75,10 @@ class GradientCase:
     kwargs: Mapping[str, object] = field(default_factory=dict)
     counted: tuple[np.ndarray, ...] | None = None  # terms routed to each element (oracle/gathers.py)
     saved: tuple[np.ndarray, ...] | None = None  # the op's own forward outputs (oracle/row_statistics.py)
+    probe: constant_rows.Probe | None = None  # the reference's gradients elsewhere (oracle/constant_rows.py)
+    # The reference's gradients in the working precision alone (`low` takes the farthest of several runs and
+    # skips their non-finite values): where they overflow too (oracle/overflow.py).
+    working: Callable[[], tuple[np.ndarray, ...] | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -171,6 +177,8 @@ def judge_gradients(
                     floor = _rounding_floor(op, case.dtype, r, expected_dtype)
                     allowed = np.maximum(allowed, floor + structured)
             judged = _routed_among_ties(op, case, name, g, r, allowed)
+            if saved.zero_excused is not None:  # a subgradient 0 where the saved output underflowed to 0
+                judged = np.where(saved.zero_excused & (judged == 0), r, judged)
             one, found = compare(judged, r, allowed, rule, expected_dtype, check_nan=validation.check_nan,
                                  check_inf=validation.check_inf)  # fmt: skip
         said = _measured_words(op, case.dtype) if low_cache and low_cache[0] is not None else ""
@@ -185,6 +193,15 @@ def judge_gradients(
             said += model.words()
         elif attention_cache:
             said += attention_grads.UNIDENTIFIED
+        if case.working is not None and any(f.kind is FailureKind.NONFINITE for f in found):
+            runs = case.working()
+            why = overflow.note(
+                g, r, runs[position] if runs is not None and len(runs) > position else None,
+                precision.working_precision(op, case.dtype) or "float32", case.dtype,
+            )  # fmt: skip
+            found = [
+                Finding(f.kind, f.message + why) if f.kind is FailureKind.NONFINITE else f for f in found
+            ]
         findings.extend(
             Finding(f.kind, label + f.message + (said if f.kind is FailureKind.MISMATCH else ""))
             for f in found
@@ -242,7 +259,9 @@ def _forward(case: GradientCase) -> row_statistics.Forward | None:
     """What the op's backward computed from, for oracle/row_statistics.py; None where the case carries none."""
     if not case.inputs and not case.forward:
         return None
-    return row_statistics.Forward(case.inputs, case.forward, case.saved, case.upstream, case.kwargs)
+    return row_statistics.Forward(
+        case.inputs, case.forward, case.saved, case.upstream, case.kwargs, case.probe
+    )
 
 
 def summed_length(op: OpSpec, case: GradientCase, name: str) -> int:

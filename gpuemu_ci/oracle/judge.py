@@ -10,7 +10,7 @@ import numpy as np
 from gpuemu_ci import dtypes
 from gpuemu_ci.calls import CallResult, CallStatus, CaseRun
 from gpuemu_ci.config.model import Family, OpSpec, Validation
-from gpuemu_ci.oracle import bounds, intermediates, log_sum_exp, precision
+from gpuemu_ci.oracle import bounds, flushed, intermediates, log_sum_exp, overflow, power_sums, precision
 from gpuemu_ci.oracle.argmax import axis_of as argmax_axis
 from gpuemu_ci.oracle.argmax import compare_argmax
 from gpuemu_ci.oracle.compare import DEFAULT_TOLERANCES, allclose_allowance, compare, compare_exact
@@ -211,14 +211,26 @@ def _compare_one(
         check_nan=validation.check_nan,
         check_inf=validation.check_inf,
     )
+    low = case.low_outputs
+    if low is not None and len(low) > position and any(f.kind is FailureKind.NONFINITE for f in findings):
+        working = precision.working_precision(op, case.dtype) or "float32"
+        why = overflow.note(y, r, np.asarray(low[position]), working, case.dtype)
+        findings = [
+            Finding(f.kind, f.message + why) if f.kind is FailureKind.NONFINITE else f for f in findings
+        ]
     if explain is not None and stats.worst_index is not None:
         findings = [
             Finding(f.kind, f.message + explain(stats.worst_index)) if f.kind is FailureKind.MISMATCH else f
             for f in findings
         ]
-    said = intermediates.note(op, case.dtype) if comparator is Comparator.BOUND else ""
-    if comparator is Comparator.BOUND:
-        said += log_sum_exp.note(op, case.dtype, r, _float_inputs(case))
+    said = (
+        intermediates.note(op, case.dtype)
+        + flushed.note(op, case.dtype)
+        + power_sums.note(op, case.dtype, r, _float_inputs(case))
+        + log_sum_exp.note(op, case.dtype, r, _float_inputs(case))
+        if comparator is Comparator.BOUND and any(f.kind is FailureKind.MISMATCH for f in findings)
+        else ""
+    )
     if said:
         findings = [
             Finding(f.kind, f.message + said) if f.kind is FailureKind.MISMATCH else f for f in findings

@@ -129,11 +129,13 @@ def farthest(exact: np.ndarray, measured: list[np.ndarray]) -> np.ndarray:
 
 
 def worth_measuring(op: OpSpec, case_dtype: str, verdict: CaseVerdict) -> bool:
-    """Whether a case needs the working-precision reference: it fails the family bound (a mismatch), and there is
-    a working precision below float64 to measure. A case within the family bound passes either way."""
+    """Whether a case needs the working-precision reference: it fails the family bound (a mismatch), or has
+    non-finite outputs where the reference is finite (the run says whether the formula overflows there too,
+    oracle/overflow.py), and there is a working precision below float64 to measure. A case within the family bound
+    passes either way."""
     return (
         not verdict.passed
-        and any(f.kind is FailureKind.MISMATCH for f in verdict.findings)
+        and any(f.kind in (FailureKind.MISMATCH, FailureKind.NONFINITE) for f in verdict.findings)
         and working_precision(op, case_dtype) is not None
     )
 

@@ -35,7 +35,7 @@ import numpy as np
 
 from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Family, OpSpec
-from gpuemu_ci.oracle import bounds
+from gpuemu_ci.oracle import bounds, constant_rows
 
 # How closely the reference's float64 gradient must follow a form for the form's model to apply: far looser
 # than float64's rounding, far tighter than any other mathematics would match by chance.
@@ -51,6 +51,7 @@ class Forward:
     saved: tuple[np.ndarray, ...] | None  # the op's own forward outputs: what its backward saved
     upstream: tuple[np.ndarray | None, ...]  # the upstream gradient of each output
     kwargs: Mapping[str, object] = field(default_factory=dict)  # the case's kwargs (a norm's `eps`)
+    probe: constant_rows.Probe | None = None  # the reference's gradients elsewhere (constant_rows.py)
 
 
 def gradient_floor(op: OpSpec, case_dtype: str, grad_dtype: str) -> float:
@@ -66,6 +67,7 @@ def gradient_floor(op: OpSpec, case_dtype: str, grad_dtype: str) -> float:
 class Allowance:
     term: np.ndarray | float  # before the bound's c
     words: str  # what it includes, for the failure message
+    zero_excused: np.ndarray | None = None  # where a gradient of exactly 0 is the backward's subgradient
 
 
 NONE = Allowance(0.0, "")
@@ -98,8 +100,50 @@ def saved_statistics(
             power = _norm_power(x, y, g, r) if degree == 1.0 else 0.0
         if power:
             divided = _divided_by_saved(y, saved, r, power, grad_dtype)
-            found = Allowance(found.term + divided.term, found.words + divided.words)
+            found = Allowance(found.term + divided.term, found.words + divided.words, divided.zero_excused)
+        constant = _constant_rows(op, case_dtype, forward, name, x, r, correlated)
+        if constant is not None:
+            found = Allowance(
+                np.maximum(found.term, constant.term), found.words + constant.words, found.zero_excused
+            )
     return found
+
+
+def _constant_rows(
+    op: OpSpec,
+    case_dtype: str,
+    forward: Forward | None,
+    name: str,
+    x: np.ndarray,
+    r: np.ndarray,
+    correlated: bool,
+) -> Allowance | None:
+    """A variance's gradient on rows of equal values: the probed slope in x - mean times the mean's error
+    (oracle/constant_rows.py); None where no row is constant or the probe shows no such slope."""
+    if forward is None:
+        return None
+    slope = constant_rows.probed_slope(forward.probe, forward.inputs, name, x, FORM_TOLERANCE)
+    if slope is None or not np.any(slope > 0):
+        return None
+    term = np.broadcast_to(slope * _mean_error(op, case_dtype, x, correlated), r.shape)
+    words = (
+        "; on rows of equal values (exact gradient 0) it includes the mean the backward centres x with, rounded "
+        "to the dtype and accumulated (the slope in x - mean, probed by the reference's backward on a ramp "
+        "added to the row, × the mean's error)"
+    )
+    return Allowance(term, words)
+
+
+def _mean_error(op: OpSpec, case_dtype: str, x: np.ndarray, correlated: bool) -> np.ndarray:
+    """u |mean| + g(n) u_acc mean|x|: the error of a mean rounded to the case's dtype and accumulated over the
+    row (a trailing axis of 1)."""
+    n = x.shape[-1]
+    u_case = dtypes.info(case_dtype).unit_roundoff
+    u_acc = bounds.accumulator_roundoff(op, case_dtype)
+    g_n = float(n) if correlated else sqrt(n)
+    return np.asarray(
+        u_case * np.abs(x.mean(axis=-1, keepdims=True)) + g_n * u_acc * np.abs(x).mean(axis=-1, keepdims=True)
+    )
 
 
 def _row(
@@ -181,7 +225,9 @@ def _euler_degree(x: np.ndarray, y: np.ndarray, g: np.ndarray, r: np.ndarray) ->
     finite = np.isfinite(x) & np.isfinite(r)
     euler = np.where(finite, x * r, 0.0).sum(axis=-1, keepdims=True)
     gy = g * y
-    live = np.isfinite(gy) & (gy != 0) & np.all(finite, axis=-1, keepdims=True)
+    # Rows whose products lie below float64's normal range have lost the digits the form is checked to.
+    resolved = np.abs(gy) > dtypes.info("float64").min_normal / FORM_TOLERANCE
+    live = np.isfinite(gy) & resolved & np.all(finite, axis=-1, keepdims=True)
     if not np.any(live):
         return None
     degree = euler[live] / gy[live]
@@ -195,7 +241,9 @@ def _norm_power(x: np.ndarray, y: np.ndarray, g: np.ndarray, r: np.ndarray) -> f
     """k where the gradient is g sign(x) (|x| / y)^k (a p-norm's, k = p - 1: the backward divides by the saved
     norm to that power); 0 where it is not of that form."""
     ratio = np.abs(x) / y
-    live = np.isfinite(ratio) & (ratio > 0) & (ratio < 0.999) & (r != 0) & (g != 0) & np.isfinite(r)
+    resolved = dtypes.info("float64").min_normal / FORM_TOLERANCE  # as in _euler_degree
+    live = np.isfinite(ratio) & (ratio > 0) & (ratio < 0.999) & np.isfinite(r)
+    live &= (np.abs(r) > resolved) & (np.abs(g) > resolved)
     if not np.any(live):
         return 0.0
     live_g = np.broadcast_to(g, r.shape)[live]
@@ -216,22 +264,30 @@ def _divided_by_saved(
     rounded = y.astype(dtypes.info(grad_dtype).numpy).astype(np.float64)
     if saved is None:
         saved = rounded
+    # A saved output of 0 where the exact one is not: it underflowed (a norm of tiny values, oracle/power_sums.py),
+    # and the backward returns its subgradient 0 there (PyTorch's does): exactly 0 is excused there (gradients.py).
+    underflowed = (saved == 0) & (y != 0) & np.isfinite(y)
     saved = np.where(np.isfinite(saved) & (saved != 0), saved, rounded)
     ratio = np.where((saved != 0) & np.isfinite(saved), y / np.where(saved != 0, saved, 1.0), 1.0)
     magnitude = np.abs(np.where(np.isfinite(r), r, 0.0))
     term = magnitude * np.abs(np.expm1(power * np.log(np.where(ratio > 0, ratio, 1.0))))
     words = (
         f"; it includes the relative error of the saved output the backward divides by (to the power {power:.3g}: "
-        "|g_ref| × |(y_ref / y_saved)^k - 1|, y_saved the op's own forward output)"
+        "|g_ref| × |(y_ref / y_saved)^k - 1|, y_saved the op's own forward output"
+        + (
+            "; on rows whose saved output underflowed to 0, a gradient of exactly 0"
+            if np.any(underflowed)
+            else ""
+        )
+        + ")"
     )
-    return Allowance(term, words)
+    return Allowance(term, words, np.broadcast_to(underflowed, r.shape) if np.any(underflowed) else None)
 
 
 def _rounded_mean(
     op: OpSpec, case_dtype: str, x: np.ndarray, g: np.ndarray, r: np.ndarray, correlated: bool
 ) -> Allowance:
     """slope x delta_mean per row (module docstring)."""
-    n = x.shape[-1]
     mean = x.mean(axis=-1, keepdims=True)
     spread = np.abs(x - mean).sum(axis=-1, keepdims=True)
     size = np.abs(r).sum(axis=-1, keepdims=True)
@@ -242,11 +298,7 @@ def _rounded_mean(
     per_unit = slope / np.where(g != 0, np.abs(g), np.inf)
     widest = float(np.max(per_unit[live & (g != 0)], initial=0.0))
     slope = np.where(live, slope, widest * np.abs(g))
-    u_case = dtypes.info(case_dtype).unit_roundoff
-    u_acc = bounds.accumulator_roundoff(op, case_dtype)
-    g_n = float(n) if correlated else sqrt(n)
-    delta = u_case * np.abs(mean) + g_n * u_acc * np.abs(x).mean(axis=-1, keepdims=True)
-    term = np.broadcast_to(slope * delta, r.shape)
+    term = np.broadcast_to(slope * _mean_error(op, case_dtype, x, correlated), r.shape)
     words = (
         "; it includes the mean the backward centres x with, rounded to "
         f"{case_dtype} and accumulated over the row (the gradient's slope in x - mean × (u |mean| + "

@@ -187,8 +187,35 @@ def _root(s: torch.Tensor, power: float) -> torch.Tensor:
     return torch.where(positive, torch.where(positive, s, torch.ones_like(s)) ** power, torch.zeros_like(s))
 
 
+class _ScaledNorm(torch.autograd.Function):
+    """The exact p-norm of each row in float64: max|x| (sum (|x| / max|x|)^p)^(1/p). Its terms |x|^p cannot
+    underflow (a row [-2e-323] has norm 2e-323 and gradient -1, where (x^2)^(1/2) gives 0 and subgradient 0),
+    and its backward, sign(x) (|x| / y)^(p-1) from the scaled values, never multiplies by the tiny scale (autograd
+    would: the upstream gradient times a subnormal loses its bits)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, p: float) -> torch.Tensor:
+        scale = x.abs().amax(dim=-1, keepdim=True)
+        scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+        u = x / scale
+        norm = (u.abs() ** p).sum(dim=-1, keepdim=True) ** (1.0 / p)
+        ctx.save_for_backward(u, norm)
+        ctx.p = p
+        return (norm * scale)[..., 0]
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor, None]:
+        u, norm = ctx.saved_tensors
+        ratio = u.abs() / torch.where(norm > 0, norm, torch.ones_like(norm))
+        return g[..., None] * torch.sign(u) * ratio ** (ctx.p - 1.0), None  # 0 on a zero row (torch's too)
+
+
 def vector_norm(x: Any, ord: float = 2.0) -> torch.Tensor:
+    """In float64 exactly (`_ScaledNorm`); in lower precisions (the working-precision runs) the formula as
+    written, as a kernel computes it: there its squares underflow as a correct float32 kernel's do."""
     x = _t(x)
+    if x.dtype == torch.float64 and x.shape[-1]:
+        return _ScaledNorm.apply(x, float(ord))
     return _root((x.abs() ** ord).sum(dim=-1), 1.0 / ord)
 
 

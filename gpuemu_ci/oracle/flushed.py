@@ -1,0 +1,68 @@
+"""Subnormal inputs and products of a matrix product that the hardware treats as zero (issue #32).
+
+bfloat16 dot-product instructions flush by definition: Intel's AVX512-BF16 `vdpbf16ps` and AMX `tdpbf16ps` (and
+Arm's `bfdot` without FEAT_EBF16) treat subnormal inputs as zero and flush subnormal results, whatever the
+floating-point control register says. PyTorch's CPU bf16 GEMM runs on them above a few elements: its 13x33 @ 33x15
+product of rows of ~1e10 with a column of bf16 subnormals (3.7e-40) returns 0 where the exact answer is 1.1e-29
+(its 2x2 product, computed without them, returns 1.1e-29).
+
+So for bfloat16 cases of the `matmul` family (and any dtype when the op declares `flush_to_zero = true`):
+
+- an input below its dtype's smallest normal may count as 0: each of the n products it feeds loses up to
+  `min_normal × |other factor|`, bounded by `n × min_normal × max|operand|` per output element, the largest operand
+  that feeds that element (only in cases that hold such an input);
+- a product or partial sum below the accumulator's smallest normal may be flushed: `n × min_normal(accumulator)`
+  instead of the half subnormals the bound allows under gradual underflow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from gpuemu_ci import dtypes
+from gpuemu_ci.config.model import Family, OpSpec
+from gpuemu_ci.oracle.precision import input_magnitude
+
+
+def flushes(op: OpSpec, case_dtype: str) -> bool:
+    """Whether the op's products may treat subnormals as zero: bfloat16 matrix products, or a declared
+    `flush_to_zero`."""
+    if op.error_model.family is not Family.MATMUL:
+        return False
+    return case_dtype == "bfloat16" or op.error_model.flush_to_zero
+
+
+def dot_term(
+    op: OpSpec, case_dtype: str, inputs: Mapping[str, np.ndarray], n: int, out_shape: tuple[int, ...]
+) -> np.ndarray | float:
+    """The absolute allowance (before c) for flushed subnormal inputs and products (module docstring); 0 where the
+    op does not flush."""
+    if not flushes(op, case_dtype):
+        return 0.0
+    accumulator = op.error_model.accumulator or (
+        "float32" if case_dtype in ("float16", "bfloat16") else case_dtype
+    )
+    term: np.ndarray | float = n * dtypes.info(accumulator).min_normal
+    smallest = dtypes.info(case_dtype).min_normal
+    finite = [np.abs(np.where(np.isfinite(x), x, 0.0)) for x in inputs.values() if x.size]
+    if any(np.any((a > 0) & (a < smallest)) for a in finite):
+        # The other factor of a flushed product: per output element, the largest operand that feeds it (aligned
+        # by dim names), so a row of 1e38 elsewhere in the case does not widen this element's allowance.
+        largest = input_magnitude(op, inputs, out_shape)
+        if largest is None:
+            largest = np.asarray(max(float(a.max(initial=0.0)) for a in finite))
+        term = term + n * smallest * largest
+    return term
+
+
+def note(op: OpSpec, case_dtype: str) -> str:
+    """What the allowance includes, for a failure message."""
+    if not flushes(op, case_dtype):
+        return ""
+    why = "bfloat16 dot products flush them" if case_dtype == "bfloat16" else "the op declares flush_to_zero"
+    return (
+        f"; it allows subnormal inputs treated as zero and products flushed below the accumulator's smallest normal "
+        f"({why}: n × min_normal × the largest operands)"
+    )

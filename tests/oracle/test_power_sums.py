@@ -1,0 +1,110 @@
+"""A p-norm's terms underflowing in the working precision (oracle/power_sums.py, issue #32 class 3): PyTorch's
+float32 and float64 `torch.linalg.vector_norm` of tiny rows returns 0 or a few bits where the exact norm is a
+normal number; the family bound alone (no working-precision run) now allows it, while a norm that drops a term
+or misses its root still fails, and a gradient computed from a norm that underflowed to 0 may be its subgradient
+0 but not anything else."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpuemu_ci.config.model import Family, InputSpec, Validation
+from gpuemu_ci.oracle import gradients, power_sums
+from gpuemu_ci.oracle.model import FailureKind
+from tests.oracle.test_working_precision import allowance, make_op
+
+torch = pytest.importorskip("torch")
+
+
+def _op(dtype: str):
+    return make_op(Family.REDUCTION, (InputSpec("x", ("M", "N"), dtype),), output=("M",))
+
+
+def _exact_norm(x: np.ndarray, p: float) -> np.ndarray:
+    """In float64, scaled by the row's max so that no term underflows."""
+    scale = np.abs(x).max(axis=-1, keepdims=True)
+    scale = np.where(scale > 0, scale, 1.0)
+    return np.asarray(scale[:, 0] * ((np.abs(x) / scale) ** p).sum(axis=-1) ** (1.0 / p))
+
+
+def _exceeds(got: np.ndarray, x: np.ndarray, p: float, dtype: str) -> bool:
+    exact = _exact_norm(x, p)
+    allowed = allowance(_op(dtype), exact, {"x": x}, {"M": x.shape[0], "N": x.shape[1]}, exact, dtype=dtype)
+    return bool(np.any(np.abs(got - exact) > allowed))
+
+
+def _rows(scale: float, dtype: str, n: int = 64) -> np.ndarray:
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((6, n)) * scale
+    x[0] = scale  # a constant row
+    return x.astype(np.dtype(dtype)).astype(np.float64)
+
+
+def _torch_norm(x: np.ndarray, p: float, dtype: str) -> np.ndarray:
+    t = torch.from_numpy(x).to(getattr(torch, dtype))
+    return np.asarray(torch.linalg.vector_norm(t, ord=p, dim=-1).double().numpy())
+
+
+@pytest.mark.parametrize(("dtype", "scale", "p"), [("float32", 2.0**-80, 2.0), ("float32", 1e-30, 3.0),
+                                                   ("float64", 1e-170, 2.0)])  # fmt: skip
+def test_torch_vector_norm_of_tiny_rows_passes_and_a_norm_missing_a_term_or_its_root_fails(dtype, scale, p):
+    x = _rows(scale, dtype)
+    got = _torch_norm(x, p, dtype)
+    exact = _exact_norm(x, p)
+    assert np.all(exact > 0) and np.any(np.abs(got - exact) > 0.5 * exact)  # torch's terms underflowed
+    assert not _exceeds(got, x, p, dtype)
+    # On rows of regular values the allowance vanishes: a dropped term or a missing root fails.
+    regular = _rows(1.0, dtype)
+    assert not _exceeds(_torch_norm(regular, p, dtype), regular, p, dtype)
+    assert _exceeds(_torch_norm(regular[:, :-1], p, dtype), regular, p, dtype)
+    assert _exceeds((np.abs(regular) ** p).sum(axis=-1), regular, p, dtype)
+
+
+def test_squares_that_are_subnormal_but_not_lost_still_catch_a_dropped_term():
+    x = _rows(1e-20, "float32")  # squares ~1e-40: subnormal in float32, a few digits each
+    got = _torch_norm(x, 2.0, "float32")
+    assert not _exceeds(got, x, 2.0, "float32")
+    assert _exceeds(_torch_norm(x[:, :-1], 2.0, "float32"), x, 2.0, "float32")
+
+
+def test_only_a_p_norm_is_recognised():
+    x = _rows(1.0, "float32")
+    for p in (2.0, 3.0):
+        found = power_sums.norm_power(_op("float32"), _exact_norm(x, p), {"x": x})
+        assert found is not None and found[1] == p
+    assert power_sums.norm_power(_op("float32"), np.abs(x).sum(axis=-1) * 1.01, {"x": x}) is None
+    assert power_sums.norm_power(_op("float32"), x.var(axis=-1), {"x": x}) is None
+    assert power_sums.note(_op("float32"), "float32", x.sum(axis=-1), {"x": x}) == ""
+
+
+def test_a_gradient_from_a_norm_that_underflowed_to_zero_may_be_zero_but_not_of_the_wrong_sign():
+    x = _rows(1e-170, "float64", n=7)
+    g = np.asarray(np.random.default_rng(8).standard_normal(x.shape[0]), dtype=np.float64)
+    y = _exact_norm(x, 2.0)
+    exact = g[:, None] * x / y[:, None]
+    xt = torch.from_numpy(x).requires_grad_(True)
+    saved = torch.linalg.vector_norm(xt, dim=-1)
+    (got,) = torch.autograd.grad(saved, [xt], torch.from_numpy(g))
+    assert np.all(saved.detach().numpy() == 0) and np.all(got.numpy() == 0)  # torch's squares underflowed
+
+    def verdict(result: np.ndarray) -> gradients.GradientVerdict:
+        case = gradients.GradientCase(
+            dtype="float64",
+            dims={"M": x.shape[0], "N": x.shape[1]},
+            names=("x",),
+            input_dtypes={"x": "float64"},
+            reference=(exact,),
+            reference_abs=None,
+            low=lambda: None,
+            inputs={"x": x},
+            forward=(y,),
+            upstream=(g,),
+            saved=(saved.detach().numpy(),),
+        )
+        return gradients.judge_gradients(_op("float64"), case, (result,), None, Validation())
+
+    assert not verdict(got.numpy()).findings
+    wrong = verdict(-exact)
+    assert wrong.findings and wrong.findings[0].kind is FailureKind.MISMATCH
+    assert "underflowed to 0" in wrong.findings[0].message
