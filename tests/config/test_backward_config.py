@@ -88,9 +88,12 @@ def test_numpy_op_with_backward_and_no_vjp_is_a_config_error(make_project):
         ("backward = 1", "expected"),
         ('grad_accumulators = { w = "input" }', "only used with `backward = true`"),
         ('backward = true\ngrad_accumulators = "float16"', "expected a table of input name -> dtype"),
-        ('backward = true\ngrad_accumulators = { target = "input" }', "'target' is not an input whose gradient"),
+        (
+            'backward = true\ngrad_accumulators = { target = "input" }',
+            "'target' is not an input whose gradient",
+        ),
         ('backward = true\ngrad_accumulators = { w = "flaot16" }', "unknown dtype 'flaot16'"),
-        ('backward = true\ngrad_accumulators = { w = 16 }', 'expected a dtype name or "input"'),
+        ("backward = true\ngrad_accumulators = { w = 16 }", 'expected a dtype name or "input"'),
     ],
 )
 def test_bad_backward_keys_are_config_errors(make_project, extra, words):
