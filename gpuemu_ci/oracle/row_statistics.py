@@ -307,16 +307,27 @@ def _rounded_mean(
     return Allowance(term, words)
 
 
-def softmax_terms(op: OpSpec, forward: Forward | None, name: str, r: np.ndarray) -> np.ndarray | None:
-    """The magnitude of the terms a softmax-family gradient cancels, where the reference's gradient has one of
-    the two forms autograd computes from the saved output y:
+@dataclass(frozen=True)
+class SoftmaxForm:
+    """Which form autograd's softmax-family gradient has (from the saved output y and the upstream g), with the
+    magnitude of the terms it cancels."""
 
-    - softmax, `y (g - sum g y)`: y (|g| + sum |g| y). Next to a dominant element (y = 1, a value at 87 among
-      small ones) its gradient is the tiny sum of the others' g y while g and sum g y are O(1): a correct kernel
-      returns 0 there, the rounding of sum g y, far above the row's largest |g_ref| (the scale otherwise);
-    - log-softmax, `g - exp(y) sum g`: |g| + exp(y) sum |g|.
+    log: bool  # log-softmax, `g - exp(y) sum g`; else softmax, `y (g - sum g y)`
+    y: np.ndarray
+    g: np.ndarray
+    scale: np.ndarray
 
-    None for other ops and shapes."""
+
+def softmax_form(op: OpSpec, forward: Forward | None, name: str, r: np.ndarray) -> SoftmaxForm | None:
+    """The form the reference's gradient `r` of `name` has, of the two autograd computes from the saved output:
+
+    - softmax, `y (g - sum g y)`, its terms at y (|g| + sum |g| y). Next to a dominant element (y = 1, a value at
+      87 among small ones) its gradient is the tiny sum of the others' g y while g and sum g y are O(1): a
+      correct kernel returns 0 there, the rounding of sum g y, far above the row's largest |g_ref| (the scale
+      otherwise);
+    - log-softmax, `g - exp(y) sum g`, its terms at |g| + exp(y) sum |g|.
+
+    None for other ops and shapes, and where `r` has neither form."""
     if op.error_model.family is not Family.SOFTMAX or forward is None or not forward.reference:
         return None
     if name not in forward.inputs or not forward.upstream or forward.upstream[0] is None:
@@ -330,13 +341,20 @@ def softmax_terms(op: OpSpec, forward: Forward | None, name: str, r: np.ndarray)
         softmax_scale = np.abs(y) * (np.abs(g) + (np.abs(g) * np.abs(y)).sum(axis=-1, keepdims=True))
         softmax = y * (g - (g * y).sum(axis=-1, keepdims=True))
         if _matches(r, softmax, softmax_scale + tiny):
-            return np.asarray(softmax_scale)
+            return SoftmaxForm(False, y, g, np.asarray(softmax_scale))
         p = np.exp(y)
         log_scale = np.abs(g) + p * np.abs(g).sum(axis=-1, keepdims=True)
         log_softmax = g - p * g.sum(axis=-1, keepdims=True)
         if _matches(r, log_softmax, log_scale + tiny):
-            return np.asarray(log_scale)
+            return SoftmaxForm(True, y, g, np.asarray(log_scale))
     return None
+
+
+def softmax_terms(op: OpSpec, forward: Forward | None, name: str, r: np.ndarray) -> np.ndarray | None:
+    """The magnitude of the terms a softmax-family gradient cancels (softmax_form), None where it has neither
+    form."""
+    form = softmax_form(op, forward, name, r)
+    return None if form is None else form.scale
 
 
 def _matches(r: np.ndarray, predicted: np.ndarray, scale: np.ndarray) -> bool:

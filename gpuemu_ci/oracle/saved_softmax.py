@@ -10,8 +10,9 @@ Autograd saves softmax's output y, rounded to its dtype, and computes the gradie
   to 1e-6).
 - log-softmax, `g - exp(y) sum_j g_j`: y errs by u_y |y|, exp(y) relatively as much: u_y |y| exp(y) |sum g|.
 
-oracle/row_statistics.softmax_terms gives the scale of the terms a float32 backward rounds; this is the rounding
-of the saved output itself, which is the output dtype's, not the accumulator's (2^-8 for bfloat16, not 2^-24).
+oracle/row_statistics.softmax_form tells the two forms apart and gives the scale of the terms a float32
+backward rounds; this is the rounding of the saved output itself, which is the output dtype's, not the
+accumulator's (2^-8 for bfloat16, not 2^-24).
 """
 
 from __future__ import annotations
@@ -19,15 +20,9 @@ from __future__ import annotations
 import numpy as np
 
 from gpuemu_ci import dtypes
-from gpuemu_ci.config.model import Family, OpSpec
-from gpuemu_ci.oracle.row_statistics import FORM_TOLERANCE, Forward
-
-
-def _matches(r: np.ndarray, predicted: np.ndarray, scale: np.ndarray) -> bool:
-    usable = np.isfinite(r) & np.isfinite(predicted) & np.isfinite(scale)
-    return bool(np.any(usable)) and bool(
-        np.all(np.abs(r - predicted)[usable] <= FORM_TOLERANCE * scale[usable])
-    )
+from gpuemu_ci.config.model import OpSpec
+from gpuemu_ci.oracle import row_statistics
+from gpuemu_ci.oracle.row_statistics import Forward
 
 
 def term(
@@ -35,29 +30,18 @@ def term(
 ) -> np.ndarray | None:
     """The saved output's rounding as the gradient of `name` inherits it (module docstring), before the bound's c;
     None for other ops, inputs and shapes, and where the reference's gradient has neither form."""
-    if op.error_model.family is not Family.SOFTMAX or forward is None or not forward.reference:
-        return None
-    if name not in forward.inputs or not forward.upstream or forward.upstream[0] is None:
-        return None
-    y = np.asarray(forward.reference[0], dtype=np.float64)
-    g = np.asarray(forward.upstream[0]).astype(np.float64)
-    if y.shape != r.shape or g.shape != r.shape or not r.ndim or not dtypes.info(output_dtype).is_float:
+    form = row_statistics.softmax_form(op, forward, name, r)
+    if form is None or not dtypes.info(output_dtype).is_float:
         return None
     u_y = dtypes.info(output_dtype).unit_roundoff
-    tiny = dtypes.info("float64").min_normal
+    y, g = form.y, form.g
     with np.errstate(all="ignore"):
-        magnitude = np.abs(np.where(np.isfinite(r), r, 0.0))
-        weighted = (np.abs(g) * np.abs(y)).sum(axis=-1, keepdims=True)
-        scale = np.abs(y) * (np.abs(g) + weighted)
-        if _matches(r, y * (g - (g * y).sum(axis=-1, keepdims=True)), scale + tiny):
+        if not form.log:
+            magnitude = np.abs(np.where(np.isfinite(r), r, 0.0))
+            weighted = (np.abs(g) * np.abs(y)).sum(axis=-1, keepdims=True)
             return np.asarray(u_y * (magnitude + np.abs(y) * weighted))
-        p = np.exp(y)
-        total = g.sum(axis=-1, keepdims=True)
-        scale = np.abs(g) + p * np.abs(g).sum(axis=-1, keepdims=True)
-        if _matches(r, g - p * total, scale + tiny):
-            found = u_y * np.abs(y) * p * np.abs(total)
-            return np.asarray(np.where(np.isfinite(found), found, 0.0))
-    return None
+        found = u_y * np.abs(y) * np.exp(y) * np.abs(g.sum(axis=-1, keepdims=True))
+        return np.asarray(np.where(np.isfinite(found), found, 0.0))
 
 
 def words(
