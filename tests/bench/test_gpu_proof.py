@@ -4,7 +4,6 @@ schema) run here for real; the GPU steps themselves only run on a device (issue 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -17,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from tests.bench.support import load_script
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "bench" / "gpu_proof.py"
 SHELL = REPO / "bench" / "gpu_proof.sh"
@@ -24,15 +25,7 @@ SHELL = REPO / "bench" / "gpu_proof.sh"
 
 @pytest.fixture(scope="module")
 def proof() -> ModuleType:
-    sys.path.insert(
-        0, str(SCRIPT.parent)
-    )  # as `python bench/gpu_proof.py` has it (gpu_proof_timing, bench_harness)
-    spec = importlib.util.spec_from_file_location("gpu_proof_under_test", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up while they are built
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT, "gpu_proof_under_test")
 
 
 def tools_without_nvidia_smi(tmp_path: Path) -> str:

@@ -4,7 +4,6 @@ alarm, and the score exits 1 on any."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -14,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from tests.bench.support import load_script
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "bench" / "torch_controls_score.py"
 CONTROLS = REPO / "bench" / "torch_controls" / "gpuemu.toml"
@@ -21,12 +22,7 @@ CONTROLS = REPO / "bench" / "torch_controls" / "gpuemu.toml"
 
 @pytest.fixture(scope="module")
 def score() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("torch_controls_score_under_test", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up while they are built
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT, "torch_controls_score_under_test")
 
 
 def _failure(**changes: Any) -> dict[str, Any]:
