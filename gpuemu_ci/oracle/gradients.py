@@ -34,6 +34,7 @@ from gpuemu_ci.oracle import (
     constant_rows,
     gathers,
     gradient_accumulators,
+    norm_rows,
     overflow,
     precision,
     row_statistics,
@@ -186,6 +187,7 @@ def judge_gradients(
         mismatched = any(f.kind is FailureKind.MISMATCH for f in found)
         said += saved_softmax.words(op, op.output_dtype or case.dtype, _forward(case), name, r, mismatched)
         said += gradient_accumulators.note(op, case.dims, name, expected_dtype, case.correlated)
+        said += norm_rows.words(op, case.dtype, _forward(case), name, r, mismatched)
         if rule is not Comparator.BOUND:
             said += gathers.note(op, case.dtype, case.dims, name, expected_dtype)
         model = attention_cache[0] if attention_cache else None
@@ -305,6 +307,9 @@ def structure_bound(
     norm = row_statistics.layer_norm_terms(op, case.dtype, _forward(case), name, r)
     if norm is not None:
         scale = np.maximum(scale, norm.scale)
+    rstd = norm_rows.terms(op, case.dtype, _forward(case), name, r)  # an RMS norm's terms, the saved rstd
+    if rstd is not None:
+        scale = np.maximum(scale, rstd.scale)
     if op.error_model.family is Family.ELEMENTWISE:
         n = 1
     u_g = dtypes.info(grad_dtype).unit_roundoff
@@ -321,6 +326,7 @@ def structure_bound(
     eta = row_statistics.gradient_floor(op, case.dtype, grad_dtype)
     eta += n * dtypes.info("float32").min_subnormal / 2.0
     saved_mean = norm.saved_mean if norm is not None else 0.0
+    saved_mean = saved_mean + (rstd.saved if rstd is not None else 0.0)
     saved_output = saved_softmax.term(op, op.output_dtype or case.dtype, _forward(case), name, r)
     if saved_output is not None:
         term = term + saved_output

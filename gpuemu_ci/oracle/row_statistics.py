@@ -364,7 +364,7 @@ def _matches(r: np.ndarray, predicted: np.ndarray, scale: np.ndarray) -> bool:
     )
 
 
-_SHIFT_NAMES = ("bias", "beta", "shift", "b")
+SHIFT_NAMES = ("bias", "beta", "shift", "b")  # a norm's per-column shift, never its weight
 
 
 @dataclass(frozen=True)
@@ -414,7 +414,7 @@ def layer_norm_terms(
 
     weight, w = None, np.ones(channels)
     for other, value in forward.inputs.items():
-        if other != first and other.lower() not in _SHIFT_NAMES and np.shape(value) == (channels,):
+        if other != first and other.lower() not in SHIFT_NAMES and np.shape(value) == (channels,):
             weight, w = other, np.asarray(value).astype(np.float64)
             break
     if not (name == first and r.shape == x.shape) and not (name == weight and r.shape == (channels,)):
@@ -447,8 +447,11 @@ def layer_norm_terms(
             others = tuple(i for i in range(x.ndim) if i != param_axis)
             x_hat_full = x_hat.reshape(x.shape)
             moved = (delta * rstd).reshape(x.shape) if grouped else delta * rstd
+            noise = (np.abs(g) * centring_noise(xr, mean, rstd).reshape(x.shape)).sum(axis=others)
             if not _matches(
-                r, (g * x_hat_full).sum(axis=others), np.abs(g * x_hat_full).sum(axis=others) + tiny
+                r,
+                (g * x_hat_full).sum(axis=others),
+                np.abs(g * x_hat_full).sum(axis=others) + tiny + noise / FORM_TOLERANCE,
             ):
                 return None
             return NormTerms(np.zeros_like(r), np.asarray((np.abs(g) * moved).sum(axis=others)))
@@ -465,3 +468,15 @@ def layer_norm_terms(
         saved_mean = delta * rstd * rstd * (np.abs(mean_gwx) + np.abs(x_hat) * np.abs(mean_gw))
         scale, saved_mean = scale.reshape(x.shape), saved_mean.reshape(x.shape)
     return NormTerms(np.asarray(scale), np.asarray(saved_mean))
+
+
+def centring_noise(x: np.ndarray, mean: np.ndarray, rstd: np.ndarray) -> np.ndarray:
+    """How far two float64 evaluations of x_hat = (x - mean) rstd over rows (a trailing axis) may lie apart: each
+    rounds the mean (n u mean|x|, summed in any order), x - mean and rstd. On a row of equal float64 values x_hat
+    is 0 exactly, and the reference's own x_hat is that rounding alone (1e-13 at |x| = 700, rstd = 316), so a form
+    checked on such rows is checked to within it."""
+    u = dtypes.info("float64").unit_roundoff
+    n = x.shape[-1]
+    x_hat = np.abs(x - mean) * rstd
+    spread = rstd * u * (n * np.abs(x).mean(axis=-1, keepdims=True) + np.abs(x) + np.abs(mean))
+    return np.asarray(2.0 * (spread + (n + 3) * u * x_hat))

@@ -1,0 +1,184 @@
+"""A norm's gradients beyond row_statistics.layer_norm_terms: an RMS norm's cancelling terms, and the rstd a
+backward reads back in the input's dtype (issue #32).
+
+Both forms normalise each row (each group of channels, with a `num_groups` kwarg) by rstd = 1/sqrt(m + eps),
+x_hat = (x - mean) rstd for a layer norm (m the variance), x_hat = x rstd for an RMS norm (m the mean square), and
+their gradients are, with w the per-column weight (1 without one),
+
+    x:      rstd (g w - mean(g w) - x_hat mean(g w x_hat))     (RMS norm: without mean(g w))
+    weight: sum over the rows of g x_hat.
+
+- **An RMS norm's cancelling terms.** Where one value dominates its row (8.6e9 next to 0.66) x_hat of the large
+  value is sqrt(n) and `g w - x_hat mean(g w x_hat)` cancels to 1e-25 while each term is rstd |g w| = 3e-9: a
+  correct float32 kernel returns their rounding (2.2e-16, PyTorch's CPU `rms_norm`), 1e7 times the bound at the
+  scale of |g_ref|. The bound counts its roundings at rstd (|g w| + |x_hat| mean|g w x_hat|), as layer_norm_terms
+  does for a layer norm.
+- **The saved rstd.** PyTorch's CPU layer norm returns its mean and rstd in the input's dtype (bfloat16 rstd
+  1.4921875 where it is 1.48837) and its float32 backward reads them back: x_hat carries rstd's relative
+  rounding delta <= u (the case dtype's unit roundoff). In x's gradient the product x_hat mean(g w x_hat) carries
+  it twice, so the gradient moves by 2 delta rstd |x_hat| |mean(g w x_hat)| (the outer rstd moves it by
+  delta |g_ref|, its own rounding); in the weight's, by delta sum |g x_hat|. On rows of two values (x_hat = +-1)
+  the exact gradient is rstd (a - b)/2 eps/(var + eps), 5e-7, and that rounding leaves 1e-3 (torch's backward
+  emulated in float32 from the bfloat16 statistics reproduces it bit for bit). The layer norm's rounded mean is
+  row_statistics' (`saved_mean`).
+
+Recognised by form: the reference's gradient must equal the form's, to row_statistics.FORM_TOLERANCE of the
+terms' scale and the reference's own float64 rounding of x_hat (centring_noise).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuemu_ci import dtypes
+from gpuemu_ci.config.model import Family, OpSpec
+from gpuemu_ci.oracle.row_statistics import FORM_TOLERANCE, SHIFT_NAMES, Forward, centring_noise
+
+
+@dataclass(frozen=True)
+class NormRows:
+    """A norm's case with each statistic's elements on one row (a trailing axis)."""
+
+    x: np.ndarray  # rows
+    g: np.ndarray  # the upstream gradient, rows
+    w: np.ndarray  # the weight broadcast to x, rows (ones without a weight)
+    eps: float
+    shape: tuple[int, ...]  # the input's own shape
+    param_axis: int  # the input's axis the weight runs along
+    weight: str | None  # the weight's input name
+
+
+@dataclass(frozen=True)
+class Terms:
+    scale: np.ndarray  # the terms the gradient cancels (zeros where none is modelled here)
+    saved: np.ndarray  # what the rstd rounded to the case's dtype moves the gradient by
+    words: str
+
+
+def rows(op: OpSpec, forward: Forward | None, name: str, r: np.ndarray) -> NormRows | None:
+    """The case as rows, for the norm family's first input (x) or its weight; None otherwise."""
+    if op.error_model.family is not Family.NORM or forward is None or not forward.upstream:
+        return None
+    first = next(iter(forward.inputs), None)
+    upstream = forward.upstream[0]
+    if first is None or upstream is None:
+        return None
+    x = np.asarray(forward.inputs[first]).astype(np.float64)
+    g = np.asarray(upstream).astype(np.float64)
+    if x.ndim < 1 or g.shape != x.shape or not x.size:
+        return None
+    groups = forward.kwargs.get("num_groups")
+    grouped = isinstance(groups, int) and groups >= 1 and x.ndim >= 2 and x.shape[1] % groups == 0
+    param_axis = 1 if grouped else x.ndim - 1
+    channels = x.shape[param_axis]
+    weight, w = None, np.ones(channels)
+    for other, value in forward.inputs.items():
+        if other != first and other.lower() not in SHIFT_NAMES and np.shape(value) == (channels,):
+            weight, w = other, np.asarray(value).astype(np.float64)
+            break
+    if not (name == first and r.shape == x.shape) and not (name == weight and r.shape == (channels,)):
+        return None
+    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(g)) and np.all(np.isfinite(w))):
+        return None
+    shape = [1] * x.ndim
+    shape[param_axis] = channels
+    w_full = np.broadcast_to(w.reshape(shape), x.shape)
+    eps = forward.kwargs.get("eps", 0.0)
+    eps = float(eps) if isinstance(eps, int | float) else 0.0
+
+    def as_rows(a: np.ndarray) -> np.ndarray:
+        return a.reshape(x.shape[0], int(groups), -1) if grouped else a  # type: ignore[call-overload]
+
+    return NormRows(as_rows(x), as_rows(g), as_rows(w_full), eps, x.shape, param_axis, weight)
+
+
+def terms(op: OpSpec, case_dtype: str, forward: Forward | None, name: str, r: np.ndarray) -> Terms | None:
+    """The cancelling terms of an RMS norm's x gradient and the saved rstd's rounding (module docstring); None
+    for other ops and inputs, and where the reference's gradient has neither form."""
+    found = rows(op, forward, name, r)
+    if found is None or not np.all(np.isfinite(r)):
+        return None
+    with np.errstate(all="ignore"):
+        for centred in (True, False):
+            matched = _form(found, name, r, centred, case_dtype)
+            if matched is not None:
+                return matched
+    return None
+
+
+def _form(norm: NormRows, name: str, r: np.ndarray, centred: bool, case_dtype: str) -> Terms | None:
+    x, g, w = norm.x, norm.g, norm.w
+    n = x.shape[-1]
+    mean = x.mean(axis=-1, keepdims=True) if centred else np.zeros((*x.shape[:-1], 1))
+    shifted = x - mean
+    rstd = 1.0 / np.sqrt((shifted * shifted).mean(axis=-1, keepdims=True) + norm.eps)
+    if not np.all(np.isfinite(rstd)):
+        return None
+    x_hat = shifted * rstd
+    noise = centring_noise(x, mean, rstd) if centred else 4.0 * n * _U64 * np.abs(x_hat)
+    tiny = dtypes.info("float64").min_normal
+    delta = dtypes.info(case_dtype).unit_roundoff  # the saved rstd's relative rounding
+    gw = g * w
+    mean_gwx = (gw * x_hat).mean(axis=-1, keepdims=True)
+    if name == norm.weight:
+        others = tuple(i for i in range(len(norm.shape)) if i != norm.param_axis)
+        summed = (g * x_hat).reshape(norm.shape).sum(axis=others)
+        size = np.abs(g * x_hat).reshape(norm.shape).sum(axis=others)
+        blur = (np.abs(g) * noise).reshape(norm.shape).sum(axis=others)
+        if not _close(r, summed, size + tiny, blur):
+            return None
+        return Terms(np.zeros_like(r), np.asarray(delta * size), _words(centred, case_dtype, weight=True))
+    mean_gw = gw.mean(axis=-1, keepdims=True) if centred else np.zeros_like(mean_gwx)
+    scale = rstd * (
+        np.abs(gw)
+        + (np.abs(gw).mean(axis=-1, keepdims=True) if centred else 0.0)
+        + np.abs(x_hat) * np.abs(gw * x_hat).mean(axis=-1, keepdims=True)
+    )
+    blur = rstd * (
+        noise * np.abs(mean_gwx) + np.abs(x_hat) * (np.abs(gw) * noise).mean(axis=-1, keepdims=True)
+    )
+    if not _close(r.reshape(x.shape), rstd * (gw - mean_gw - x_hat * mean_gwx), scale + tiny, blur):
+        return None
+    saved = 2.0 * delta * rstd * np.abs(x_hat) * np.abs(mean_gwx)
+    # A layer norm's cancelling terms are row_statistics' (layer_norm_terms); an RMS norm's are counted here.
+    scale = np.zeros(x.shape) if centred else scale
+    return Terms(
+        scale.reshape(norm.shape), saved.reshape(norm.shape), _words(centred, case_dtype, weight=False)
+    )
+
+
+_U64 = dtypes.info("float64").unit_roundoff
+
+
+def _close(r: np.ndarray, predicted: np.ndarray, scale: np.ndarray, blur: np.ndarray) -> bool:
+    """r equals the form's value to FORM_TOLERANCE of its terms' scale, plus what the reference's own float64
+    rounding of x_hat moves it by (`blur`)."""
+    usable = np.isfinite(predicted) & np.isfinite(scale) & np.isfinite(blur)
+    gap = np.abs(r - predicted)
+    return bool(np.any(usable)) and bool(np.all((gap <= FORM_TOLERANCE * scale + blur)[usable]))
+
+
+def _words(centred: bool, case_dtype: str, weight: bool) -> str:
+    form = "layer norm" if centred else "RMS norm"
+    carried = "delta sum |g x_hat|" if weight else "2 delta rstd |x_hat| |mean(g w x_hat)|"
+    cancelled = (
+        ""
+        if centred or weight
+        else ", and the roundings of the terms it cancels, rstd (|g w| + |x_hat| mean|g w x_hat|)"
+    )
+    return (
+        f"; it includes the {form}'s rstd saved in {case_dtype} and read back by the backward ({carried}, "
+        f"delta = u of {case_dtype}){cancelled}"
+    )
+
+
+def words(
+    op: OpSpec, case_dtype: str, forward: Forward | None, name: str, r: np.ndarray, mismatched: bool
+) -> str:
+    """What the allowance includes, for a mismatch's message; empty where `terms` does not apply."""
+    if not mismatched:
+        return ""
+    found = terms(op, case_dtype, forward, name, r)
+    return "" if found is None else found.words
