@@ -124,7 +124,14 @@ def _constant_rows(
         return None
     slope = constant_rows.probed_slope(forward.probe, forward.inputs, name, x, FORM_TOLERANCE)
     if slope is None or not np.any(slope > 0):
-        return None
+        norm = constant_rows.probed_norm(forward.probe, forward.inputs, name, x, FORM_TOLERANCE)
+        if norm is None or not np.any(norm > 0):
+            return None
+        words = (
+            "; on rows of equal values, where the statistic is not differentiable, any gradient of the norm its "
+            "gradient has elsewhere (probed by the reference's backward on a ramp added to the row)"
+        )
+        return Allowance(np.broadcast_to(norm, r.shape), words)
     term = np.broadcast_to(slope * _mean_error(op, case_dtype, x, correlated), r.shape)
     words = (
         "; on rows of equal values (exact gradient 0) it includes the mean the backward centres x with, rounded "
@@ -244,6 +251,9 @@ def _norm_power(x: np.ndarray, y: np.ndarray, g: np.ndarray, r: np.ndarray) -> f
     resolved = dtypes.info("float64").min_normal / FORM_TOLERANCE  # as in _euler_degree
     live = np.isfinite(ratio) & (ratio > 0) & (ratio < 0.999) & np.isfinite(r)
     live &= (np.abs(r) > resolved) & (np.abs(g) > resolved)
+    # A float64 norm below float64's normal range is rounded to a multiple of its smallest subnormal (sqrt(15)
+    # times 2e-323 comes out 15 of them, not 15.49): its rows say nothing about the form.
+    live &= np.broadcast_to(np.abs(y), ratio.shape) >= dtypes.info("float64").min_normal
     if not np.any(live):
         return 0.0
     live_g = np.broadcast_to(g, r.shape)[live]
