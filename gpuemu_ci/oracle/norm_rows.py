@@ -36,6 +36,8 @@ from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Family, OpSpec
 from gpuemu_ci.oracle.row_statistics import FORM_TOLERANCE, SHIFT_NAMES, Forward, centring_noise
 
+_U64 = dtypes.info("float64").unit_roundoff
+
 
 @dataclass(frozen=True)
 class NormRows:
@@ -147,9 +149,6 @@ def _form(norm: NormRows, name: str, r: np.ndarray, centred: bool, case_dtype: s
     return Terms(
         scale.reshape(norm.shape), saved.reshape(norm.shape), _words(centred, case_dtype, weight=False)
     )
-
-
-_U64 = dtypes.info("float64").unit_roundoff
 
 
 def _close(r: np.ndarray, predicted: np.ndarray, scale: np.ndarray, blur: np.ndarray) -> bool:
