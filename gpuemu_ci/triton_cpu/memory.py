@@ -12,6 +12,7 @@ argument it is nearest to: past its end, before its start, or inside its buffer 
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,7 +73,7 @@ class Allocation:
         inside = (addresses >= np.uint64(self.start)) & (addresses < np.uint64(self.end))
         if self.start == self.end or not inside.any():
             return inside
-        offset = addresses.astype(np.int64) - np.int64(self.base)
+        offset = _signed(addresses) - np.int64(self.base)
         inside &= offset % self.itemsize == 0
         if self.dense or not self.exact:
             return inside  # a layout with overlapping strides: its extent is all that is checked
@@ -87,6 +88,31 @@ class Allocation:
 
     def describe(self) -> str:
         return f"`{self.name}` (shape {list(self.shape)}, strides {list(self.strides)})"
+
+
+def element_index(addresses: np.ndarray, start: int, itemsize: int) -> np.ndarray:
+    """(address - start) // itemsize as intp, for addresses at or after `start` in one buffer: computed in int64
+    (every address of a process's memory is below 2**63), since NumPy's uint64 division and its cast to intp
+    are several times slower than the subtraction itself."""
+    offsets = np.subtract(_signed(addresses), np.int64(start))
+    if itemsize & (itemsize - 1) == 0:
+        return np.right_shift(offsets, itemsize.bit_length() - 1, out=offsets)
+    return np.floor_divide(offsets, itemsize, out=offsets)
+
+
+def _signed(addresses: np.ndarray) -> np.ndarray:
+    """Addresses as int64 (a view of uint64 ones: the same values, as every address is below 2**63)."""
+    return addresses.view(np.int64) if addresses.dtype == np.uint64 else addresses.astype(np.int64)
+
+
+def aligned(addresses: np.ndarray, base: int, itemsize: int) -> bool:
+    """Whether every address is a whole number of items from `base` (uint64 arithmetic, wrapping)."""
+    if itemsize == 1:
+        return True
+    offsets = addresses - np.uint64(base)
+    if itemsize & (itemsize - 1) == 0:  # a power of two divides 2**64: the low bits decide, whatever wraps
+        return not int(np.bitwise_or.reduce(offsets)) & (itemsize - 1)
+    return not (offsets % np.uint64(itemsize)).any()
 
 
 @dataclass(frozen=True)
@@ -109,6 +135,7 @@ class Memory:
 
     allocations: list[Allocation]
     shadows: dict[int, np.ndarray] = field(default_factory=dict)  # buffer_start -> writer program per element
+    _items: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)
 
     def check(self, addresses: np.ndarray, of: str | None = None) -> Violation | None:
         """None when every address (a flat uint64 array of active lanes) is an element of the argument the
@@ -120,8 +147,7 @@ class Memory:
         low, high = int(addresses.min()), int(addresses.max())
         for a in allocations:  # the common case: one dense argument holds them all
             if a.dense and a.start <= low and high < a.end:
-                offsets = addresses - np.uint64(a.base)
-                if a.itemsize == 1 or not (offsets % np.uint64(a.itemsize)).any():
+                if aligned(addresses, a.base, a.itemsize):
                     return None
                 break
         covered = np.zeros(addresses.shape, dtype=bool)
@@ -178,8 +204,8 @@ class Memory:
                         break  # lanes in several buffers: placed one buffer at a time below
                     if (a.buffer_end - a.buffer_start) // a.itemsize > MAX_SHADOW_ELEMENTS:
                         return [], True
-                    index = (addresses - np.uint64(a.buffer_start)) // np.uint64(a.itemsize)
-                    return [(a, np.ones(addresses.shape, dtype=bool), index.astype(np.intp))], True
+                    index = element_index(addresses, a.buffer_start, a.itemsize)
+                    return [(a, np.ones(addresses.shape, dtype=bool), index)], True
         groups = []
         placed = np.zeros(addresses.shape, dtype=bool)
         seen: set[int] = set()
@@ -193,9 +219,21 @@ class Memory:
             placed |= lanes
             if (a.buffer_end - a.buffer_start) // a.itemsize > MAX_SHADOW_ELEMENTS:
                 continue
-            index = (addresses[lanes] - np.uint64(a.buffer_start)) // np.uint64(a.itemsize)
-            groups.append((a, lanes, index.astype(np.intp)))
+            groups.append((a, lanes, element_index(addresses[lanes], a.buffer_start, a.itemsize)))
         return groups, bool(placed.all())
+
+    def items(self, a: Allocation) -> np.ndarray | None:
+        """The buffer that holds `a` as unsigned integers of its item size (its items' bits, to gather and
+        scatter lanes by element index), from its start; None for an item size NumPy has no such type for."""
+        key = (a.buffer_start, a.itemsize)
+        found = self._items.get(key)
+        if found is None:
+            if a.itemsize not in (1, 2, 4, 8):
+                return None
+            count = (a.buffer_end - a.buffer_start) // a.itemsize
+            raw = (ctypes.c_uint8 * (count * a.itemsize)).from_address(a.buffer_start)
+            found = self._items[key] = np.frombuffer(raw, dtype=f"u{a.itemsize}")
+        return found
 
     def shadow(self, a: Allocation) -> np.ndarray:
         found = self.shadows.get(a.buffer_start)

@@ -16,11 +16,12 @@ import numpy as np
 
 from gpuemu_ci.triton_cpu import grid, provenance, replay
 from gpuemu_ci.triton_cpu.memory import Memory
+from gpuemu_ci.triton_cpu.touches import Touches
 
 # A launch whose programs disagree on branches is run in at most this many groups of programs that agree;
 # past it, one program at a time (groups of a program or two gain nothing over the per-program run).
 MAX_GROUPS = 32
-Shadows = dict[int, tuple[np.ndarray, np.ndarray]]
+Shadows = dict[int, Touches]
 
 
 @dataclass(frozen=True)
@@ -223,7 +224,7 @@ def _groups(divergence: BaseException | None, pids: np.ndarray) -> list[np.ndarr
 
 
 def _copied(shadows: Shadows) -> Shadows:
-    return {key: (low.copy(), high.copy()) for key, (low, high) in shadows.items()}
+    return {key: touches.copy() for key, touches in shadows.items()}
 
 
 def _put_back(
