@@ -94,10 +94,12 @@ def element_index(addresses: np.ndarray, start: int, itemsize: int) -> np.ndarra
     """(address - start) // itemsize as intp, for addresses at or after `start` in one buffer: computed in int64
     (every address of a process's memory is below 2**63), since NumPy's uint64 division and its cast to intp
     are several times slower than the subtraction itself."""
-    offsets = np.subtract(_signed(addresses), np.int64(start))
+    offsets: np.ndarray = np.subtract(_signed(addresses), np.int64(start))
     if itemsize & (itemsize - 1) == 0:
-        return np.right_shift(offsets, itemsize.bit_length() - 1, out=offsets)
-    return np.floor_divide(offsets, itemsize, out=offsets)
+        np.right_shift(offsets, itemsize.bit_length() - 1, out=offsets)
+    else:
+        np.floor_divide(offsets, itemsize, out=offsets)
+    return offsets
 
 
 def _signed(addresses: np.ndarray) -> np.ndarray:
@@ -232,7 +234,7 @@ class Memory:
                 return None
             count = (a.buffer_end - a.buffer_start) // a.itemsize
             raw = (ctypes.c_uint8 * (count * a.itemsize)).from_address(a.buffer_start)
-            found = self._items[key] = np.frombuffer(raw, dtype=f"u{a.itemsize}")
+            found = self._items[key] = np.ctypeslib.as_array(raw).view(f"u{a.itemsize}")
         return found
 
     def shadow(self, a: Allocation) -> np.ndarray:
