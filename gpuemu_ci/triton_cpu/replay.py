@@ -71,6 +71,16 @@ class Diverged(Abandon):
     def __init__(self, keys: np.ndarray) -> None:
         super().__init__("a branch on a value that differs between programs")
         self.keys = keys
+        self.guard: tuple[int, str] | None = None  # (step, "bool" or "index") of the guard, where one
+
+
+def agrees(tape: Tape, hint: tuple[int, str, Any] | None) -> bool:
+    """Whether the tape's step `hint[0]` is a guard of kind `hint[1]` with the outcome `hint[2]`: the tape of
+    a group of programs split at that guard (tried first for the group; the guards decide, not this)."""
+    if hint is None or hint[0] >= len(tape.steps):
+        return False
+    step = tape.steps[hint[0]]
+    return bool(step[0] == _GUARD and step[1] == hint[1] and step[3] == hint[2])
 
 
 class _Ref(int):
@@ -690,7 +700,11 @@ def replay_steps(
                     loop = range(*(int(_uniform(values[b].data)) if type(b) is _Ref else b for b in spec))
                     seen: Any = (loop.start, loop.step, len(loop))
                 else:
-                    value = _uniform(values[spec].data)
+                    try:
+                        value = _uniform(values[spec].data)
+                    except Diverged as exc:
+                        exc.guard = (index, what)
+                        raise
                     seen = bool(value) if what == "bool" else int(value)
                 if seen != kw:
                     raise Abandon(f"a guard's outcome differs ({what}: {kw} then, {seen} now)")
