@@ -75,9 +75,15 @@ def lane_programs(shape: tuple[int, ...]) -> np.ndarray:
 
 
 def broadcast(*arrays: np.ndarray) -> list[np.ndarray]:
-    """The arrays at their common (B, *block) shape, contiguous (the interpreter's C++ loads want that)."""
-    shape = np.broadcast_shapes(*(a.shape for a in arrays))
-    return [np.ascontiguousarray(np.broadcast_to(a, shape)) for a in arrays]
+    """The arrays at their common (B, *block) shape, contiguous (the interpreter's C++ loads want that); an
+    array already so is itself (NumPy's broadcasting helpers cost microseconds of Python each)."""
+    shape = arrays[0].shape
+    if any(a.shape != shape for a in arrays):
+        shape = np.broadcast_shapes(*(a.shape for a in arrays))
+    return [
+        a if a.shape == shape and a.flags.c_contiguous else np.ascontiguousarray(np.broadcast_to(a, shape))
+        for a in arrays
+    ]
 
 
 # ---- who touched what: a program that depends on another runs per program -----------------------------------

@@ -173,7 +173,7 @@ def _active_lanes(pointers: np.ndarray, mask: np.ndarray | None) -> tuple[np.nda
     flat = np.ravel(pointers)
     if mask is None:
         return flat, None
-    m = np.ravel(np.broadcast_to(mask, np.shape(pointers)))
+    m = np.ravel(mask if np.shape(mask) == np.shape(pointers) else np.broadcast_to(mask, np.shape(pointers)))
     if m.all():
         return flat, None
     return flat[m], m
