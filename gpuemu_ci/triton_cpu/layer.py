@@ -404,7 +404,7 @@ def _masked_load(original: Any) -> Any:
                 located = _watch_batched(ptrs.data, flat_mask, addresses, write=False)
             else:
                 _watch_read(addresses.addresses)
-            if other is None and not np.all(mask.data):
+            if other is None and flat_mask is not None:  # some lane masked off (`_active_lanes`)
                 module = sys.modules[MODULE]
                 element = ptrs.get_element_ty()
                 dtype = np.dtype(module._get_np_dtype(element))
