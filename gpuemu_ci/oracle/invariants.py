@@ -93,30 +93,54 @@ def bias_z(output: np.ndarray, reference: np.ndarray, output_dtype: str) -> floa
         return by_rows
     y = np.asarray(output).astype(np.float64).ravel()
     r = np.asarray(reference, dtype=np.float64).ravel()
-    info = dtypes.info(output_dtype)
-    usable = np.isfinite(y) & np.isfinite(r) & (np.abs(r) >= info.min_normal) & (np.abs(r) <= info.max_finite)
+    signed, significand, usable = _signed_excess(y, r, output_dtype)
     if usable.sum() < 256:
         return None
     # Each distinct reference value counts once: broadcast inputs repeat values, and repeated errors are not
     # independent samples.
-    r, first = np.unique(r[usable], return_index=True)
-    y = y[usable][first]
-    if r.size < 256:
+    _, first = np.unique(r[usable], return_index=True)
+    signed, significand = signed[usable][first], significand[usable][first]
+    if signed.size < 256:
         return None
-    _, exponent = np.frexp(r)
-    mantissa_bits = 11 if output_dtype == "float16" else 8
-    spacing = np.ldexp(1.0, exponent - mantissa_bits)
-    # Against RNE(r), not r: the rounding errors of r itself are not independent when inputs are quantised and
-    # rows share an offset (log-softmax, x - m - log s, gave z = 6.6 for a correct kernel).
-    nearest = r.astype(info.numpy).astype(np.float64)
-    signed = np.sign(r) * (y - nearest) / spacing  # toward zero is negative
     mean = float(signed.mean())
     if abs(mean) < MIN_BIAS_ULP:
         return 0.0  # includes the usual case: y == RNE(r) everywhere
     std = float(signed.std())
     z = float(mean / (std / sqrt(signed.size))) if std > 0.0 else float(np.copysign(np.inf, mean))
-    beyond = _beyond_shared_factor(signed, np.abs(r) / spacing / 2.0**mantissa_bits)
+    beyond = _beyond_shared_factor(signed, significand)
     return z if beyond is None or abs(beyond) > abs(z) else beyond
+
+
+def lean_ulp(output: np.ndarray, reference: np.ndarray, output_dtype: str) -> float | None:
+    """The mean signed excess of the output over RNE(r), each element's clipped to one ulp (as a store's part
+    is), in ulps (negative: toward zero); None where no element is usable or the dtype is not 16-bit. Clipping
+    keeps the mean of an evaluation with a few large errors (a 16-bit backward's cancellations) about its lean."""
+    if output_dtype not in ("float16", "bfloat16") or np.shape(output) != np.shape(reference):
+        return None
+    signed, _, usable = _signed_excess(
+        np.asarray(output).astype(np.float64).ravel(),
+        np.asarray(reference, dtype=np.float64).ravel(),
+        output_dtype,
+    )
+    return float(np.clip(signed[usable], -1.0, 1.0).mean()) if usable.any() else None
+
+
+def _signed_excess(
+    y: np.ndarray, r: np.ndarray, output_dtype: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per element, in the shape given: the signed excess of y over RNE(r) in units of the output's spacing at
+    r (toward zero is negative; 0 where unusable), r's significand in [0.5, 1), and which elements are usable
+    (finite, normal and in range)."""
+    info = dtypes.info(output_dtype)
+    usable = np.isfinite(y) & np.isfinite(r) & (np.abs(r) >= info.min_normal) & (np.abs(r) <= info.max_finite)
+    safe_r = np.where(usable, r, 1.0)
+    significand, exponent = np.frexp(np.abs(safe_r))
+    spacing = np.ldexp(1.0, exponent - (11 if output_dtype == "float16" else 8))
+    # Against RNE(r), not r: the rounding errors of r itself are not independent when inputs are quantised and
+    # rows share an offset (log-softmax, x - m - log s, gave z = 6.6 for a correct kernel).
+    nearest = safe_r.astype(info.numpy).astype(np.float64)
+    signed = np.where(usable, np.sign(safe_r) * (np.where(usable, y, 0.0) - nearest) / spacing, 0.0)
+    return signed, significand, usable
 
 
 BEYOND_ROUNDING_ULP = 1.5  # an output this far from RNE(r) was not rounded from an accurate value
@@ -131,17 +155,10 @@ def _rounded_from_accurate(output: np.ndarray, reference: np.ndarray, output_dty
     nothing about the store; the error allowance judges them instead."""
     if output.shape != reference.shape:
         return False
-    info = dtypes.info(output_dtype)
-    y = output.astype(np.float64)
-    usable = np.isfinite(y) & np.isfinite(reference) & (np.abs(reference) >= info.min_normal)
-    usable &= np.abs(reference) <= info.max_finite
+    signed, _, usable = _signed_excess(output.astype(np.float64), reference, output_dtype)
     if not usable.any():
         return True
-    r = reference[usable]
-    _, exponent = np.frexp(r)
-    spacing = np.ldexp(1.0, exponent - (11 if output_dtype == "float16" else 8))
-    off = np.abs(y[usable] - r.astype(info.numpy).astype(np.float64)) / spacing
-    return float((off > BEYOND_ROUNDING_ULP).mean()) <= BEYOND_ROUNDING_SHARE
+    return float((np.abs(signed[usable]) > BEYOND_ROUNDING_ULP).mean()) <= BEYOND_ROUNDING_SHARE
 
 
 MIN_ROWS = (
@@ -160,15 +177,9 @@ def _row_bias_z(output: np.ndarray, reference: np.ndarray, output_dtype: str) ->
     signed excess of each row is one sample, and z is their t statistic. None where rows are too few."""
     if output.ndim < 2 or output.shape != reference.shape or output.shape[-1] < MIN_ROW_ELEMENTS:
         return None
-    info = dtypes.info(output_dtype)
     y = output.astype(np.float64).reshape(-1, output.shape[-1])
     r = reference.reshape(-1, reference.shape[-1])
-    usable = np.isfinite(y) & np.isfinite(r) & (np.abs(r) >= info.min_normal) & (np.abs(r) <= info.max_finite)
-    _, exponent = np.frexp(np.where(usable, r, 1.0))
-    mantissa_bits = 11 if output_dtype == "float16" else 8
-    spacing = np.ldexp(1.0, exponent - mantissa_bits)
-    nearest = np.where(usable, r, 0.0).astype(info.numpy).astype(np.float64)
-    signed = np.where(usable, np.sign(r) * (np.where(usable, y, 0.0) - nearest) / spacing, 0.0)
+    signed, significand, usable = _signed_excess(y, r, output_dtype)
     counts = usable.sum(axis=-1)
     full = counts >= MIN_ROW_ELEMENTS
     # Rows repeated by a broadcast input are one sample, not many.
@@ -181,7 +192,7 @@ def _row_bias_z(output: np.ndarray, reference: np.ndarray, output_dtype: str) ->
     std = float(means.std(ddof=1))
     z = float(mean / (std / sqrt(means.size))) if std > 0.0 else float(np.copysign(np.inf, mean))
     pooled = full[:, None] & usable
-    beyond = _beyond_shared_factor(signed[pooled], (np.abs(r) / spacing)[pooled] / 2.0**mantissa_bits)
+    beyond = _beyond_shared_factor(signed[pooled], significand[pooled])
     return z if beyond is None or abs(beyond) > abs(z) else beyond
 
 

@@ -244,6 +244,9 @@ def _norm_power(x: np.ndarray, y: np.ndarray, g: np.ndarray, r: np.ndarray) -> f
     resolved = dtypes.info("float64").min_normal / FORM_TOLERANCE  # as in _euler_degree
     live = np.isfinite(ratio) & (ratio > 0) & (ratio < 0.999) & np.isfinite(r)
     live &= (np.abs(r) > resolved) & (np.abs(g) > resolved)
+    # A float64 norm below float64's normal range is rounded to a multiple of its smallest subnormal (sqrt(15)
+    # times 2e-323 comes out 15 of them, not 15.49): its rows say nothing about the form.
+    live &= np.broadcast_to(np.abs(y), ratio.shape) >= dtypes.info("float64").min_normal
     if not np.any(live):
         return 0.0
     live_g = np.broadcast_to(g, r.shape)[live]

@@ -13,7 +13,8 @@ a time after restoring its arguments' memory (layer.py): a Python `if`/`while`/`
 between programs, atomics, a read of what another program wrote (or a write of what another program read or
 wrote) in the same launch, an access out of bounds (so that its finding names the program the per-program
 order reaches first), prints, histograms, gathers of descriptors and scaled dots, and any construct the pass does
-not know. Grids are run in chunks of at most `CHUNK_PROGRAMS` programs.
+not know. Grids are run in chunks of at most `CHUNK_PROGRAMS` programs, and of fewer where a block of the kernel's
+times the chunk's programs would pass `VALUE_BUDGET_BYTES` (`TooLarge`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ from gpuemu_ci.triton_cpu.touches import Access, Touches, apart, apart_between_p
 
 MODULE = "triton.runtime.interpreter"
 CHUNK_PROGRAMS = 1024
+# The most one batched value may take (its block times the chunk's programs, at 8 bytes an element): a kernel
+# holds a handful of blocks live, and a gate runs one worker per core.
+VALUE_BUDGET_BYTES = 64 << 20
 
 
 class NotVectorisable(Exception):
@@ -42,6 +46,26 @@ class Divergent(NotVectorisable):
     def __init__(self, what: str, keys: np.ndarray) -> None:
         super().__init__(what)
         self.keys = keys
+
+
+class TooLarge(Divergent):
+    """A block of `elements` per program would take more than VALUE_BUDGET_BYTES for the chunk's programs: the
+    chunk is run again in pieces of `fits` consecutive programs (`keys` numbers the pieces)."""
+
+    def __init__(self, elements: int, programs: int) -> None:
+        self.fits = max(1, VALUE_BUDGET_BYTES // (8 * elements))
+        super().__init__(
+            f"a block of {elements} elements for {programs} programs", np.arange(programs) // self.fits
+        )
+
+
+def _within_budget(shape: tuple[int, ...]) -> None:
+    batch = _state["batch"]
+    if batch is None or batch.size <= 1:
+        return
+    elements = int(np.prod(shape, dtype=np.int64))
+    if 8 * elements * batch.size > VALUE_BUDGET_BYTES:
+        raise TooLarge(elements, batch.size)
 
 
 @dataclass
@@ -207,6 +231,7 @@ def _program_id(self: Any, axis: int) -> Any:
 def _splat(self: Any, ret_ty: Any, arg: Any) -> Any:
     module = sys.modules[MODULE]
     shape = tuple(ret_ty.shape)
+    _within_budget(shape)
     data = arg.data.reshape(arg.data.shape[0], -1)[:, :1]
     out = np.empty((data.shape[0], *shape), dtype=module._get_np_dtype(arg.dtype))
     out[...] = data.reshape(
@@ -233,6 +258,7 @@ def _expand_dims(self: Any, arg: Any, axis: int) -> Any:
 
 
 def _broadcast_to(self: Any, arg: Any, shape: Any) -> Any:
+    _within_budget(tuple(shape))
     return _handle(np.broadcast_to(arg.data, (arg.data.shape[0], *tuple(shape))), arg.dtype.scalar)
 
 

@@ -80,6 +80,14 @@ def run(
                 if tracer is not None:
                     tracer.harvest()
             except Exception as exc:
+                too_large = find_cause(exc, grid.TooLarge)
+                if isinstance(too_large, grid.TooLarge) and too_large.fits < pids.size:
+                    _put_back(checkpoint, readers, writers)
+                    fresh = True
+                    if tracer is not None:
+                        tracer.reset()
+                    pending = _pieces([pids, *pending], too_large.fits)
+                    continue
                 split = _groups(find_cause(exc, grid.Divergent), pids)
                 if split is None:
                     raise
@@ -170,6 +178,17 @@ def replayed(
                 put_back_noted = noted()
                 try:
                     replay.replay_steps(tape, builder, inputs, before_store)
+                except grid.TooLarge as exc:
+                    if exc.fits >= pids.size:
+                        raise
+                    _rewind(checkpoint, saved, readers, writers)
+                    pending = deque(
+                        (piece, batch_hint)
+                        for batch, batch_hint in [(pids, hint), *pending]
+                        for piece in _pieces([batch], exc.fits)
+                    )
+                    single = False
+                    break
                 except replay.Diverged as exc:
                     split = _groups(exc, pids)
                     if split is None or groups + len(split) - 1 > MAX_GROUPS:
@@ -222,6 +241,11 @@ def _rewind(
         view[...] = copy
     readers.clear()
     writers.clear()
+
+
+def _pieces(batches: list[np.ndarray], fits: int) -> deque[np.ndarray]:
+    """The batches still to run, each cut into pieces of at most `fits` programs, in order."""
+    return deque(batch[start : start + fits] for batch in batches for start in range(0, batch.size, fits))
 
 
 def _groups(divergence: BaseException | None, pids: np.ndarray) -> list[np.ndarray] | None:

@@ -108,3 +108,51 @@ def test_a_gradient_from_a_norm_that_underflowed_to_zero_may_be_zero_but_not_of_
     wrong = verdict(-exact)
     assert wrong.findings and wrong.findings[0].kind is FailureKind.MISMATCH
     assert "underflowed to 0" in wrong.findings[0].message
+
+
+def _edge_rows() -> np.ndarray:
+    """float64 rows at the bottom of the range: constant rows of the smallest normal and of four smallest
+    subnormals (their exact norms are themselves subnormal, rounded to a multiple of 2^-1074), then regular rows."""
+    tiny = np.finfo(np.float64)
+    x = np.random.default_rng(6).standard_normal((5, 15))
+    x[0] = tiny.tiny
+    x[1] = -4 * tiny.smallest_subnormal
+    return x
+
+
+def test_a_float64_norm_whose_reference_is_subnormal_is_still_recognised_as_a_norm():
+    """A row whose exact norm is subnormal in float64 (sqrt(15) * 2e-323 rounds to 15, not 15.49, of 2^-1074)
+    made the reference fail the p-norm form check, which turned the underflow allowance off for the whole case:
+    PyTorch's float64 vector_norm (0 on the row of smallest normals) failed 6.7e7 times over, and its gradient
+    (0 where the norm underflowed) too."""
+    x = _edge_rows()
+    found = power_sums.norm_power(_op("float64"), _exact_norm(x, 2.0), {"x": x})
+    assert found is not None and found[1] == 2.0
+    got = _torch_norm(x, 2.0, "float64")
+    assert got[0] == 0.0  # torch's squares underflowed
+    assert not _exceeds(got, x, 2.0, "float64")
+    assert _exceeds(_torch_norm(x[:, :-1], 2.0, "float64"), x, 2.0, "float64")  # a dropped term still fails
+
+    g = np.asarray(np.random.default_rng(9).standard_normal(x.shape[0]), dtype=np.float64)
+    y = _exact_norm(x, 2.0)
+    exact = g[:, None] * x / y[:, None]
+    xt = torch.from_numpy(x).requires_grad_(True)
+    saved = torch.linalg.vector_norm(xt, dim=-1)
+    (grad,) = torch.autograd.grad(saved, [xt], torch.from_numpy(g))
+    case = gradients.GradientCase(
+        dtype="float64",
+        dims={"M": x.shape[0], "N": x.shape[1]},
+        names=("x",),
+        input_dtypes={"x": "float64"},
+        reference=(exact,),
+        reference_abs=None,
+        low=lambda: None,
+        inputs={"x": x},
+        forward=(y,),
+        upstream=(g,),
+        saved=(saved.detach().numpy(),),
+    )
+    assert not gradients.judge_gradients(_op("float64"), case, (grad.numpy(),), None, Validation()).findings
+    wrong = grad.numpy().copy()
+    wrong[2:] *= 1.001  # regular rows 0.1% off
+    assert gradients.judge_gradients(_op("float64"), case, (wrong,), None, Validation()).findings

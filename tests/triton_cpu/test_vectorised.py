@@ -148,6 +148,14 @@ SCRIPT = textwrap.dedent('''
         offs = tl.program_id(0) + G * tl.arange(0, BLOCK)  # every program spans the whole tensor
         tl.store(y_ptr + offs, tl.load(x_ptr + offs) + offs.to(tl.float32))
 
+    @triton.jit
+    def wide(x_ptr, y_ptr, BLOCK: tl.constexpr):
+        # every program reads the same block and writes one value: its blocks, not its memory, are large
+        pid = tl.program_id(0)
+        x = tl.load(x_ptr + tl.arange(0, BLOCK))
+        v = tl.exp(x * (pid + 1).to(tl.float32) * 0.001)
+        tl.store(y_ptr + pid, tl.sum(v * x, axis=0))
+
     def both(launch, make):
         """(per program, vectorised, vectorised again: a replay of the first's tapes where they hold): outputs as
         bytes, findings, how the launches ran."""
@@ -198,6 +206,23 @@ SCRIPT = textwrap.dedent('''
                            lambda: (torch.randn(128, generator=g.manual_seed(24)), torch.zeros(64)))
     out["interleaved"] = both(lambda x, y: interleaved[(4,)](x, y, G=4, BLOCK=32),
                               lambda: (torch.randn(128, generator=g.manual_seed(25)), torch.zeros(128)))
+    # 256 programs of a 4,096-element block: 4 MiB a float32 value for the whole grid, 256 KiB within the budget
+    import tracemalloc
+    default_budget = grid.VALUE_BUDGET_BYTES
+    grid.VALUE_BUDGET_BYTES = 256 << 10
+    out["budget"] = both(lambda x, y: wide[(256,)](x, y, BLOCK=4096),
+                         lambda: (torch.randn(4096, generator=g.manual_seed(11)), torch.zeros(256)))
+    peaks = []
+    for budget in (default_budget, 256 << 10):
+        grid.VALUE_BUDGET_BYTES = budget
+        x, y = torch.randn(4096, generator=g.manual_seed(12)), torch.zeros(256)
+        with intercepted(CallSettings(11, vectorise=True)):
+            tracemalloc.start()
+            wide[(256,)](x, y, BLOCK=4096)
+            peaks.append(tracemalloc.get_traced_memory()[1])
+            tracemalloc.stop()
+    grid.VALUE_BUDGET_BYTES = default_budget
+    out["peaks"] = peaks
     targets = torch.tensor([3, -100, 7, 0, -100, 29, 12, 5, -100, 1])
     scales = torch.tensor([0.1, 2, 3, 0.1, 2, 0.1, 3, 0.1, 2, 3])  # row maxima below 1 and above
     out["skip_ignored"] = both(lambda x, y, t: skip_ignored[(10,)](x, y, t, 30, BLOCK=32),
@@ -243,6 +268,7 @@ def seen(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "as_int64",  # 8-byte loads and stores in a 4-byte tensor: by the interpreter
         "repeated",  # a program storing two values to one element: by the interpreter, the last one wins
         "interleaved",  # programs interleaved over one tensor: told apart element by element
+        "budget",
     ],
 )
 def test_a_kernel_without_divergence_runs_vectorised_with_bitwise_the_same_outputs(
@@ -253,6 +279,14 @@ def test_a_kernel_without_divergence_runs_vectorised_with_bitwise_the_same_outpu
     assert fast["bytes"] == plain["bytes"]
     assert fast["findings"] == plain["findings"] == []
     assert_replayed_as_traced(plain, fast, again)
+
+
+def test_a_grid_whose_blocks_would_pass_the_memory_budget_runs_in_smaller_chunks(seen: dict) -> None:
+    """256 programs of a 4,096-element block under a 256 KiB budget run in pieces of 8 programs (bitwise the
+    per-program outputs, and replayed: the test above), and the launch's peak memory falls with the budget."""
+    unbudgeted, budgeted = seen["peaks"]
+    assert unbudgeted > 2 * (4 << 20)  # several 4 MiB values live at once over the whole grid
+    assert budgeted < unbudgeted / 8
 
 
 def assert_replayed_as_traced(plain: dict, fast: dict, again: dict) -> None:
