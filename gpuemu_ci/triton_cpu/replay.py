@@ -598,12 +598,18 @@ def _operand_key(spec: Any) -> Any:
         return (type(spec), tuple(sorted((k, _operand_key(v)) for k, v in vars(spec).items())))
     if isinstance(spec, tl.constexpr):
         return (type(spec), _operand_key(spec.value))
+    if isinstance(spec, (float, np.generic)):  # by its bits: 0.0 == -0.0, and NaN payloads
+        return (type(spec), np.asarray(spec).tobytes())
     return (type(spec), spec)
 
 
 def _step_key(what: Any, spec: tuple[Any, ...], kw: dict[str, Any] | None) -> Any:
     try:
-        key = (what, tuple(_operand_key(v) for v in spec), tuple(sorted((kw or {}).items())))
+        key = (
+            what,
+            tuple(_operand_key(v) for v in spec),
+            tuple(sorted((k, _operand_key(v)) for k, v in (kw or {}).items())),
+        )
         hash(key)
     except TypeError:  # an unhashable operand: the step is kept as it is
         return None
