@@ -218,6 +218,7 @@ def allowed_error(op: OpSpec, case: BoundInputs) -> np.ndarray:
             except ValueError:
                 term = term + eta_p * float(v_sum.max(initial=0.0))
         term = term + underflow_term(op, case.case_dtype, v, r.shape, n)
+        term = term + flushed.attention_term(op, case.case_dtype, n)  # bf16: DAZ/FTZ
     else:  # CUSTOM goes through error_scale hooks (oracle/judge.py); EXACT never gets here
         term = (1.0 + k_f) * u_acc * r
     if family is not Family.ELEMENTWISE:

@@ -27,9 +27,9 @@ from gpuemu_ci.oracle.precision import input_magnitude
 
 
 def flushes(op: OpSpec, case_dtype: str) -> bool:
-    """Whether the op's products may treat subnormals as zero: bfloat16 matrix products, or a declared
-    `flush_to_zero`."""
-    if op.error_model.family is not Family.MATMUL:
+    """Whether the op's products may treat subnormals as zero: bfloat16 matrix products (attention's two among
+    them), or a declared `flush_to_zero`."""
+    if op.error_model.family not in (Family.MATMUL, Family.ATTENTION):
         return False
     return case_dtype == "bfloat16" or op.error_model.flush_to_zero
 
@@ -55,6 +55,20 @@ def dot_term(
             largest = np.asarray(max(float(a.max(initial=0.0)) for a in finite))
         term = term + n * smallest * largest
     return term
+
+
+def attention_term(op: OpSpec, case_dtype: str, n: int) -> float:
+    """The absolute allowance (before c) for attention's P @ V on flushing dot instructions; 0 where the op does not
+    flush. Per output element: V elements below the smallest normal counted as 0 lose sum_j P_ij |v_jd| <
+    min_normal (the weights sum to 1), and n products or partial sums flushed below the accumulator's smallest
+    normal lose up to n of those (weights below it are attention_floor's). PyTorch's bfloat16 attention of rows
+    of V at -3.7e-40 (bfloat16 subnormals) returns 0."""
+    if not flushes(op, case_dtype):
+        return 0.0
+    accumulator = op.error_model.accumulator or (
+        "float32" if case_dtype in ("float16", "bfloat16") else case_dtype
+    )
+    return dtypes.info(case_dtype).min_normal + n * dtypes.info(accumulator).min_normal
 
 
 def note(op: OpSpec, case_dtype: str) -> str:

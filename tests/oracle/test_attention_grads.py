@@ -265,7 +265,9 @@ def test_the_bias_test_takes_heads_as_samples_for_key_and_value_gradients():
     _, got = _grads(_torch_sdpa(), as64, upstream.astype(np.float64), torch.bfloat16)
     dv = got[2].astype(ml_dtypes.bfloat16)
     rows = bias_z(dv, exact[2], "bfloat16")
-    assert rows is not None and rows < -6  # key rows as samples
+    # Key rows as samples gave z = -6.3; each key row of a decode dV is dO times that key's weight, the head's
+    # rounded logsumexp a factor shared by the row, so the shared-factor groups of the bias test drop most rows.
+    assert rows is not None and abs(rows) < 6
     op = make_op(Family.ATTENTION, BHSD, ("B", "H", "S", "D"))
     model = attention_grads.gradient_bound(
         op, "bfloat16", dict(zip("qkv", as64, strict=True)), out, upstream, {}

@@ -76,3 +76,46 @@ def test_a_float16_product_that_flushes_fails_unless_the_op_declares_flush_to_ze
     assert _exceeds(_op("float16"), flushing, a, b, "float16")
     assert not _exceeds(_op("float16", flush_to_zero=True), flushing, a, b, "float16")
     assert flushed.note(_op("float16"), "float16") == ""
+
+
+def _attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+    s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    return np.asarray((p / p.sum(axis=-1, keepdims=True)) @ v)
+
+
+def test_torch_bf16_attention_flushing_subnormal_values_passes_and_a_wrong_output_fails():
+    """PyTorch's CPU bfloat16 attention returns 0 where every value of a column of V is a bfloat16 subnormal
+    (-3.7e-40): its P @ V runs on flushing bf16 dot instructions. The bound allows the smallest normal for the
+    flushed values and n flushed products; attention with unscaled scores still fails."""
+    from gpuemu_ci.oracle import bounds
+
+    rng = np.random.default_rng(5)
+    S, T, D = 4, 63, 13
+    cast = ml_dtypes.bfloat16
+    q = rng.standard_normal((S, D)).astype(cast).astype(np.float64)
+    k = rng.standard_normal((T, D)).astype(cast).astype(np.float64)
+    v = rng.standard_normal((T, D)).astype(cast).astype(np.float64)
+    v[:, 2] = np.float64(np.asarray(-3.67e-40, dtype=np.float32).astype(cast))  # a column of bf16 subnormals
+    got = (
+        torch.nn.functional.scaled_dot_product_attention(
+            *(torch.from_numpy(a).to(torch.bfloat16)[None, None] for a in (q, k, v))
+        )[0, 0]
+        .double()
+        .numpy()
+    )
+    exact = _attention(q, k, v)
+    assert np.all(got[:, 2] == 0) and np.all(exact[:, 2] < -1e-40)  # torch flushed them
+    specs = (InputSpec("q", ("S", "D")), InputSpec("k", ("T", "D")), InputSpec("v", ("T", "D")))
+
+    def exceeds(output: np.ndarray, dtype: str) -> bool:
+        op = make_op(Family.ATTENTION, specs, ("S", "D"))
+        dims = {"S": S, "T": T, "D": D}
+        p_abs = np.abs(_attention(q, k, np.abs(v)))
+        inputs = bounds.BoundInputs(exact, {"q": q, "k": k, "v": v}, p_abs, dims, {}, dtype, dtype)
+        return bool(np.any(np.abs(output - exact) > bounds.allowed_error(op, inputs)))
+
+    assert not exceeds(got, "bfloat16")
+    unscaled = _attention(q * np.sqrt(D), k, v)  # scores not divided by sqrt(D)
+    assert exceeds(unscaled.astype(cast).astype(np.float64), "bfloat16")
+    assert "bfloat16 dot products flush them" in flushed.note(make_op(Family.ATTENTION, specs), "bfloat16")
