@@ -6,7 +6,11 @@ later launches replayed from the tape of the first: replay.py), in turn, in one 
 and the ratios to the plain interpreter.
 
     TRITON_INTERPRET=1 is set here, before Triton is imported.
-    python bench/bench_triton_layer.py [--repeats 5] [--only row_max] [--cpu]
+    python bench/bench_triton_layer.py [--repeats 5] [--only row_max] [--cpu] [--threads 1]
+
+Torch runs on one thread (`--threads`), as in a worker of `--jobs 2` on a 2-core runner (the pool divides the
+cores between its workers): the interpreter copies each tensor argument's storage at every launch, and on a
+loaded machine torch's second thread waiting for a core showed up as milliseconds of the caller's CPU time.
 """
 
 from __future__ import annotations
@@ -103,11 +107,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--only", action="append", default=[])
     parser.add_argument(
+        "--threads", type=int, default=1, help="torch's intra-op threads (default 1, as a worker)"
+    )
+    parser.add_argument(
         "--cpu",
         action="store_true",
         help="time the calls in CPU time (time.thread_time): steadier on a loaded machine",
     )
     args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
     if args.cpu:
         CLOCK["clock"] = time.thread_time
     calls = {**corpus_calls(), **liger_calls()}

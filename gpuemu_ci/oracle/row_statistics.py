@@ -124,7 +124,14 @@ def _constant_rows(
         return None
     slope = constant_rows.probed_slope(forward.probe, forward.inputs, name, x, FORM_TOLERANCE)
     if slope is None or not np.any(slope > 0):
-        return None
+        norm = constant_rows.probed_norm(forward.probe, forward.inputs, name, x, FORM_TOLERANCE)
+        if norm is None or not np.any(norm > 0):
+            return None
+        words = (
+            "; on rows of equal values, where the statistic is not differentiable, any gradient of the norm its "
+            "gradient has elsewhere (probed by the reference's backward on a ramp added to the row)"
+        )
+        return Allowance(np.broadcast_to(norm, r.shape), words)
     term = np.broadcast_to(slope * _mean_error(op, case_dtype, x, correlated), r.shape)
     words = (
         "; on rows of equal values (exact gradient 0) it includes the mean the backward centres x with, rounded "

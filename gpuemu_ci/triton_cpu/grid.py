@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from gpuemu_ci.triton_cpu.touches import Access, Touches, apart, apart_between_programs
+
 MODULE = "triton.runtime.interpreter"
 CHUNK_PROGRAMS = 1024
 # The most one batched value may take (its block times the chunk's programs, at 8 bytes an element): a kernel
@@ -72,9 +74,9 @@ class Batch:
 
     coords: np.ndarray  # (B, 3) int32 program coordinates
     pids: np.ndarray  # (B,) linear program ids
-    # Which programs read and wrote each element so far in the launch (min and max program id; -1: none).
-    readers: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
-    writers: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    # Which programs read and wrote each buffer's elements so far in the launch (touches.py), by buffer start.
+    readers: dict[int, Touches] = field(default_factory=dict)
+    writers: dict[int, Touches] = field(default_factory=dict)
 
     @property
     def size(self) -> int:
@@ -97,61 +99,99 @@ def lane_programs(shape: tuple[int, ...]) -> np.ndarray:
 
 
 def broadcast(*arrays: np.ndarray) -> list[np.ndarray]:
-    """The arrays at their common (B, *block) shape, contiguous (the interpreter's C++ loads want that)."""
-    shape = np.broadcast_shapes(*(a.shape for a in arrays))
-    return [np.ascontiguousarray(np.broadcast_to(a, shape)) for a in arrays]
+    """The arrays at their common (B, *block) shape, contiguous (the interpreter's C++ loads want that); an
+    array already so is itself (NumPy's broadcasting helpers cost microseconds of Python each)."""
+    shape = arrays[0].shape
+    if any(a.shape != shape for a in arrays):
+        shape = np.broadcast_shapes(*(a.shape for a in arrays))
+    return [
+        a if a.shape == shape and a.flags.c_contiguous else np.ascontiguousarray(np.broadcast_to(a, shape))
+        for a in arrays
+    ]
 
 
 # ---- who touched what: a program that depends on another runs per program -----------------------------------
 
 
-def _shadows(
-    table: dict[int, tuple[np.ndarray, np.ndarray]], key: int, size: int
-) -> tuple[np.ndarray, np.ndarray]:
+def _touches(table: dict[int, Touches], key: int, size: int) -> Touches:
     found = table.get(key)
     if found is None:
-        found = (np.full(size, np.iinfo(np.int64).max, dtype=np.int64), np.full(size, -1, dtype=np.int64))
-        table[key] = found
+        found = table[key] = Touches(size)
     return found
 
 
-def _others(
-    table: dict[int, tuple[np.ndarray, np.ndarray]], key: int, index: np.ndarray, pids: np.ndarray
-) -> bool:
-    """Whether another program than each lane's own touched the lane's element (no table yet: none did)."""
-    shadow = table.get(key)
-    if shadow is None:
-        return False
-    low, high = shadow[0][index], shadow[1][index]
-    return bool(np.any((high >= 0) & ((low != pids) | (high != pids))))
-
-
-def _mark(shadow: tuple[np.ndarray, np.ndarray], index: np.ndarray, pids: np.ndarray) -> None:
-    np.minimum.at(shadow[0], index, pids)
-    np.maximum.at(shadow[1], index, pids)
+_WRITE_CLASH = "programs write what other programs of the launch read or wrote"
+_READ_CLASH = "programs read what other programs of the launch wrote"
 
 
 def watch(groups: list[tuple[Any, np.ndarray, np.ndarray]], pids: np.ndarray, write: bool) -> None:
     """Record an access's lanes (grouped by buffer: allocation, lanes, element index) with their program ids;
-    raises NotVectorisable where a program meets another program's access in this launch. A buffer's shadow
+    raises NotVectorisable where a program meets another program's access in this launch. A buffer's record
     is made at its first access of that kind: until then no program can have touched it that way, so the
-    check against it is skipped (most launches read some buffers and write others)."""
+    check against it is skipped (most launches read some buffers and write others). Exact, per element (an
+    access spread over several buffers); `watch_rows` answers the same for an access in one buffer."""
     batch = _state["batch"]
     assert batch is not None
     for allocation, lanes, index in groups:
         size = (allocation.buffer_end - allocation.buffer_start) // allocation.itemsize + 1
         key = allocation.buffer_start
-        mine = pids[lanes]
-        if write:
-            if _others(batch.writers, key, index, mine) or _others(batch.readers, key, index, mine):
-                raise NotVectorisable("programs write what other programs of the launch read or wrote")
-            _mark(_shadows(batch.writers, key, size), index, mine)
-            if _others(batch.writers, key, index, mine):  # two programs in this very store
-                raise NotVectorisable("programs write what other programs of the launch read or wrote")
-        else:
-            if _others(batch.writers, key, index, mine):
-                raise NotVectorisable("programs read what other programs of the launch wrote")
-            _mark(_shadows(batch.readers, key, size), index, mine)
+        _exactly(batch, key, size, index, pids[lanes], write)
+
+
+def _exactly(
+    batch: Batch,
+    key: int,
+    size: int,
+    index: np.ndarray,
+    mine: np.ndarray,
+    write: bool,
+    access: Access | None = None,
+) -> None:
+    """The per-element check and record of one buffer's lanes (their element index, their programs; a read
+    given as an `access` too is logged rather than marked: only what it is checked against must be exact)."""
+    written, read = batch.writers.get(key), batch.readers.get(key)
+    if write:
+        for touched in (written, read):
+            if touched is not None:
+                touched.make_exact()
+                if touched.others(index, mine):
+                    raise NotVectorisable(_WRITE_CLASH)
+        written = _touches(batch.writers, key, size)
+        written.make_exact()
+        written.mark(index, mine)
+        if written.others(index, mine):  # two programs in this very store
+            raise NotVectorisable(_WRITE_CLASH)
+    else:
+        if written is not None:
+            written.make_exact()
+            if written.others(index, mine):
+                raise NotVectorisable(_READ_CLASH)
+        read = _touches(batch.readers, key, size)
+        if access is not None:
+            read.add(access)
+            return
+        read.make_exact()
+        read.mark(index, mine)
+
+
+def watch_rows(allocation: Any, access: Access, write: bool) -> None:
+    """`watch` for an access whose active lanes all lie in one buffer (`allocation`'s), given by rows: first
+    by the programs' envelopes, which prove most accesses apart from every other program's; where they
+    cannot, per element, as `watch` does (the same answer either way: see touches.py)."""
+    batch = _state["batch"]
+    assert batch is not None
+    size = (allocation.buffer_end - allocation.buffer_start) // allocation.itemsize + 1
+    key = allocation.buffer_start
+    written, read = batch.writers.get(key), batch.readers.get(key)
+    theirs = [t for t in ((written, read) if write else (written,)) if t is not None]
+    if not any(t.exact for t in theirs):
+        mine = access.envelopes() if theirs or write else None
+        if mine is None or (
+            all(apart(t.envelopes(), mine) for t in theirs) and (not write or apart_between_programs(mine))
+        ):
+            _touches(batch.writers if write else batch.readers, key, size).add(access)
+            return
+    _exactly(batch, key, size, access.index, access.lane_pids(), write, access)
 
 
 # ---- the builder, batched ----------------------------------------------------------------------------------

@@ -35,9 +35,10 @@ from typing import Any
 import numpy as np
 
 from gpuemu_ci.triton_cpu import boolops, grid, numerics, replay, vectorised
-from gpuemu_ci.triton_cpu.memory import Allocation, Memory, Violation
+from gpuemu_ci.triton_cpu.memory import Allocation, Lanes, Memory, Violation
 from gpuemu_ci.triton_cpu.provenance import BASE, PROVENANCE, base_of, derived, is_pointer
 from gpuemu_ci.triton_cpu.report import OUT_OF_BOUNDS, RACE, TritonReport
+from gpuemu_ci.triton_cpu.touches import Access
 
 MODULE = "triton.runtime.interpreter"
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -172,7 +173,7 @@ def _active_lanes(pointers: np.ndarray, mask: np.ndarray | None) -> tuple[np.nda
     flat = np.ravel(pointers)
     if mask is None:
         return flat, None
-    m = np.ravel(np.broadcast_to(mask, np.shape(pointers)))
+    m = np.ravel(mask if np.shape(mask) == np.shape(pointers) else np.broadcast_to(mask, np.shape(pointers)))
     if m.all():
         return flat, None
     return flat[m], m
@@ -189,19 +190,20 @@ def _out_of_bounds(call: _Call, launch: _Launch, access: str, violation: Violati
 
 def _checked(
     access: str, pointers: np.ndarray, mask: np.ndarray | None, base: str | None = None
-) -> tuple[np.ndarray, np.ndarray | None] | None:
+) -> tuple[Lanes, np.ndarray | None] | None:
     """Bounds-check an access's active lanes (against `base`, the argument the pointers come from, when
     known); returns their addresses and the flat mask as `_active_lanes` does (None when no launch is
     watched), so that the race checks need not flatten the mask again."""
     call, launch = _active_launch()
     if call is None or launch is None:
         return None
-    addresses, flat_mask = _active_lanes(pointers, mask)
+    flat, flat_mask = _active_lanes(pointers, mask)
+    addresses = Lanes(flat)
     violation = launch.memory.check(addresses, base)
     if violation is not None:
         if grid.active() is not None:  # reported by the per-program run, in its order
             raise grid.NotVectorisable("an access out of bounds")
-        _out_of_bounds(call, launch, access, violation, int(addresses.size))
+        _out_of_bounds(call, launch, access, violation, addresses.size)
     return addresses, flat_mask
 
 
@@ -297,17 +299,95 @@ def _batched_load_operands(ptrs: Any, mask: Any, other: Any) -> tuple[Any, Any, 
 
 
 def _watch_batched(
-    pointers: np.ndarray, flat_mask: np.ndarray | None, addresses: np.ndarray, write: bool
-) -> None:
+    pointers: np.ndarray, flat_mask: np.ndarray | None, addresses: Lanes, write: bool
+) -> tuple[Allocation, Access] | None:
     """A vectorised access: which program each lane belongs to, for grid.watch (`flat_mask`: the active
-    lanes as `_active_lanes` gives them, None when all are)."""
+    lanes as `_active_lanes` gives them, None when all are). Returns the allocation and the access by rows
+    (each active lane's element index in the buffer) when every active lane lies in that one watched buffer."""
     _, launch = _active_launch()
     assert launch is not None
+    groups, _ = launch.memory.locate(addresses)
+    if len(groups) == 1 and groups[0][2].size == addresses.size:  # every lane in one buffer: by rows
+        allocation, _, index = groups[0]
+        batch = grid.active()
+        assert batch is not None
+        rows = np.shape(pointers)[0]
+        row_pids = batch.pids if rows == batch.size else batch.pids[:1]
+        counts = None if flat_mask is None else flat_mask.reshape(rows, -1).sum(axis=1)
+        access = Access(index, row_pids, counts)
+        grid.watch_rows(allocation, access, write)
+        return allocation, access
     pids = grid.lane_programs(np.shape(pointers))
     if flat_mask is not None:
         pids = pids[flat_mask]
-    groups, _ = launch.memory.locate(addresses)
     grid.watch(groups, pids, write)
+    return None
+
+
+def _gathered(
+    memory: Memory,
+    located: tuple[Allocation, Access],
+    addresses: Lanes,
+    ptrs: Any,
+    flat_mask: np.ndarray | None,
+    other: Any,
+) -> Any:
+    """A vectorised load's result gathered by NumPy from the located element indices (the interpreter's C++
+    load copies lane by lane, about 20x slower), or None where the lanes do not fit that (another item size
+    than the buffer's, misaligned lanes, an `other` of another type). The same bytes either way: each active
+    lane's item copied from its address as bits, the others from `other`."""
+    module = sys.modules[MODULE]
+    element = ptrs.get_element_ty()
+    dtype = np.dtype(module._get_np_dtype(element))
+    allocation, access = located
+    if dtype.itemsize != allocation.itemsize or (flat_mask is not None and other.data.dtype != dtype):
+        return None
+    items = memory.items(allocation)
+    if items is None or not addresses.aligned(allocation.buffer_start, allocation.itemsize):
+        return None
+    bits = items[access.index]
+    if flat_mask is None:
+        data = bits.view(dtype).reshape(np.shape(ptrs.data))
+    else:
+        data = np.array(np.broadcast_to(other.data, np.shape(ptrs.data)), dtype=dtype, order="C")
+        data.reshape(-1).view(items.dtype)[flat_mask] = bits
+    return module.TensorHandle(data, element)
+
+
+def _scattered(
+    memory: Memory, located: tuple[Allocation, Access], addresses: Lanes, value: np.ndarray,
+    flat_mask: np.ndarray | None,
+) -> bool:  # fmt: skip
+    """A vectorised store written by NumPy at the located element indices (the interpreter's C++ store copies
+    lane by lane, about 20x slower); False, with nothing written, where the lanes do not fit that. The
+    interpreter writes the lanes in order, so a later lane to the same address wins: NumPy's scatter is the
+    same only without repeated addresses, which the race watch has ruled out between programs (or the
+    launch stopped) and the lanes of each program rising ruled out within one."""
+    allocation, access = located
+    if value.dtype.itemsize != allocation.itemsize or not _rising_by_rows(access):
+        return False
+    items = memory.items(allocation)
+    if items is None or not addresses.aligned(allocation.buffer_start, allocation.itemsize):
+        return False
+    bits = value.reshape(-1).view(items.dtype)
+    items[access.index] = bits if flat_mask is None else bits[flat_mask]
+    return True
+
+
+def _rising_by_rows(access: Access) -> bool:
+    """Whether each row's active lanes address strictly rising elements (so no element twice in a row)."""
+    index = access.index
+    if index.size < 2:
+        return True
+    rising = index[1:] > index[:-1]
+    rows = access.row_pids.size
+    if access.counts is None:
+        starts = np.arange(1, rows) * (index.size // rows)
+    else:
+        starts = np.cumsum(access.counts)[:-1]
+        starts = starts[(starts > 0) & (starts < index.size)]
+    rising[starts - 1] = True  # a row's first lane after the previous row's last: not compared
+    return bool(rising.all())
 
 
 def _masked_load(original: Any) -> Any:
@@ -317,13 +397,14 @@ def _masked_load(original: Any) -> Any:
         if batched:
             ptrs, mask, other = _batched_load_operands(ptrs, mask, other)
         checked = _checked("load", ptrs.data, mask.data, base_of(ptrs))
+        located = None
         if checked is not None:
             addresses, flat_mask = checked
             if batched:
-                _watch_batched(ptrs.data, flat_mask, addresses, write=False)
+                located = _watch_batched(ptrs.data, flat_mask, addresses, write=False)
             else:
-                _watch_read(addresses)
-            if other is None and not np.all(mask.data):
+                _watch_read(addresses.addresses)
+            if other is None and flat_mask is not None:  # some lane masked off (`_active_lanes`)
                 module = sys.modules[MODULE]
                 element = ptrs.get_element_ty()
                 dtype = np.dtype(module._get_np_dtype(element))
@@ -336,6 +417,10 @@ def _masked_load(original: Any) -> Any:
                 other = module.TensorHandle(block, element)
                 if len(call.poisoned) < MAX_POISON_SITES and call.looked_up():
                     call.poisoned.setdefault(f"`{call.launch.kernel}` at {_site()}")
+            if located is not None and np.ndim(ptrs.data) > 0:
+                gathered = _gathered(call.launch.memory, located, addresses, ptrs, flat_mask, other)
+                if gathered is not None:
+                    return gathered
         return original(self, ptrs, mask, other, cache_policy, is_volatile)
 
     return load
@@ -354,9 +439,13 @@ def _masked_store(original: Any) -> Any:
         if checked is not None:
             addresses, flat_mask = checked
             if batched:
-                _watch_batched(ptrs.data, flat_mask, addresses, write=True)
+                located = _watch_batched(ptrs.data, flat_mask, addresses, write=True)
+                if located is not None and _scattered(
+                    _state["call"].launch.memory, located, addresses, value.data, flat_mask
+                ):
+                    return None
             else:
-                _watch_write(addresses, ptrs.data, value.data, flat_mask)
+                _watch_write(addresses.addresses, ptrs.data, value.data, flat_mask)
         return original(self, ptrs, value, mask, cache_policy)
 
     return store

@@ -12,6 +12,7 @@ argument it is nearest to: past its end, before its start, or inside its buffer 
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,7 +73,7 @@ class Allocation:
         inside = (addresses >= np.uint64(self.start)) & (addresses < np.uint64(self.end))
         if self.start == self.end or not inside.any():
             return inside
-        offset = addresses.astype(np.int64) - np.int64(self.base)
+        offset = _signed(addresses) - np.int64(self.base)
         inside &= offset % self.itemsize == 0
         if self.dense or not self.exact:
             return inside  # a layout with overlapping strides: its extent is all that is checked
@@ -87,6 +88,66 @@ class Allocation:
 
     def describe(self) -> str:
         return f"`{self.name}` (shape {list(self.shape)}, strides {list(self.strides)})"
+
+
+def element_index(addresses: np.ndarray, start: int, itemsize: int) -> np.ndarray:
+    """(address - start) // itemsize as intp, for addresses at or after `start` in one buffer: computed in int64
+    (every address of a process's memory is below 2**63), since NumPy's uint64 division and its cast to intp
+    are several times slower than the subtraction itself."""
+    offsets: np.ndarray = np.subtract(_signed(addresses), np.int64(start))
+    if itemsize & (itemsize - 1) == 0:
+        np.right_shift(offsets, itemsize.bit_length() - 1, out=offsets)
+    else:
+        np.floor_divide(offsets, itemsize, out=offsets)
+    return offsets
+
+
+def _signed(addresses: np.ndarray) -> np.ndarray:
+    """Addresses as int64 (a view of uint64 ones: the same values, as every address is below 2**63)."""
+    return addresses.view(np.int64) if addresses.dtype == np.uint64 else addresses.astype(np.int64)
+
+
+def aligned(addresses: np.ndarray, base: int, itemsize: int) -> bool:
+    """Whether every address is a whole number of items from `base` (uint64 arithmetic, wrapping)."""
+    if itemsize == 1:
+        return True
+    offsets = addresses - np.uint64(base)
+    if itemsize & (itemsize - 1) == 0:  # a power of two divides 2**64: the low bits decide, whatever wraps
+        return not int(np.bitwise_or.reduce(offsets)) & (itemsize - 1)
+    return not (offsets % np.uint64(itemsize)).any()
+
+
+class Lanes:
+    """An access's active addresses (flat uint64), with what the bounds check, the placing in buffers and the
+    gather ask of them computed once: their lowest and highest address and the bits set in any of them."""
+
+    __slots__ = ("_any_bits", "_bounds", "addresses")
+
+    def __init__(self, addresses: np.ndarray) -> None:
+        self.addresses = addresses
+        self._bounds: tuple[int, int] | None = None
+        self._any_bits: int | None = None
+
+    @property
+    def size(self) -> int:
+        return int(self.addresses.size)
+
+    def bounds(self) -> tuple[int, int]:
+        if self._bounds is None:
+            self._bounds = (int(self.addresses.min()), int(self.addresses.max()))
+        return self._bounds
+
+    def aligned(self, base: int, itemsize: int) -> bool:
+        """Whether every address is a whole number of items from `base`."""
+        if itemsize & (itemsize - 1) == 0 and base % itemsize == 0:  # then the addresses' low bits decide
+            if self._any_bits is None:
+                self._any_bits = int(np.bitwise_or.reduce(self.addresses))
+            return not self._any_bits & (itemsize - 1)
+        return aligned(self.addresses, base, itemsize)
+
+
+def _lanes(addresses: np.ndarray | Lanes) -> Lanes:
+    return addresses if isinstance(addresses, Lanes) else Lanes(addresses)
 
 
 @dataclass(frozen=True)
@@ -109,19 +170,21 @@ class Memory:
 
     allocations: list[Allocation]
     shadows: dict[int, np.ndarray] = field(default_factory=dict)  # buffer_start -> writer program per element
+    _items: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)
 
-    def check(self, addresses: np.ndarray, of: str | None = None) -> Violation | None:
+    def check(self, active: np.ndarray | Lanes, of: str | None = None) -> Violation | None:
         """None when every address (a flat uint64 array of active lanes) is an element of the argument the
         pointers were made from (`of`, its name), or of any argument when that is not known."""
-        if addresses.size == 0:
+        lanes = _lanes(active)
+        if lanes.size == 0:
             return None
+        addresses = lanes.addresses
         own = [a for a in self.allocations if a.name == of]
         allocations = own or self.allocations
-        low, high = int(addresses.min()), int(addresses.max())
+        low, high = lanes.bounds()
         for a in allocations:  # the common case: one dense argument holds them all
             if a.dense and a.start <= low and high < a.end:
-                offsets = addresses - np.uint64(a.base)
-                if a.itemsize == 1 or not (offsets % np.uint64(a.itemsize)).any():
+                if lanes.aligned(a.base, a.itemsize):
                     return None
                 break
         covered = np.zeros(addresses.shape, dtype=bool)
@@ -167,19 +230,23 @@ class Memory:
             f"element offset {element} of {nearest.describe()}: {_plural(before, 'element')} before its start"
         )
 
-    def locate(self, addresses: np.ndarray) -> tuple[list[tuple[Allocation, np.ndarray, np.ndarray]], bool]:
+    def locate(
+        self, active: np.ndarray | Lanes
+    ) -> tuple[list[tuple[Allocation, np.ndarray, np.ndarray]], bool]:
         """The addresses (all in bounds) grouped by the buffer they fall in: (allocation, which lanes, element
         index in that buffer's shadow); the flag says whether every lane was placed in a watched buffer."""
+        given = _lanes(active)
+        addresses = given.addresses
         if addresses.size:  # the common case: the first buffer the lanes reach holds them all
-            low, high = int(addresses.min()), int(addresses.max())
+            low, high = given.bounds()
             for a in self.allocations:
                 if a.buffer_start <= high and low < a.buffer_end:
                     if not (a.buffer_start <= low and high < a.buffer_end):
                         break  # lanes in several buffers: placed one buffer at a time below
                     if (a.buffer_end - a.buffer_start) // a.itemsize > MAX_SHADOW_ELEMENTS:
                         return [], True
-                    index = (addresses - np.uint64(a.buffer_start)) // np.uint64(a.itemsize)
-                    return [(a, np.ones(addresses.shape, dtype=bool), index.astype(np.intp))], True
+                    index = element_index(addresses, a.buffer_start, a.itemsize)
+                    return [(a, np.ones(addresses.shape, dtype=bool), index)], True
         groups = []
         placed = np.zeros(addresses.shape, dtype=bool)
         seen: set[int] = set()
@@ -193,9 +260,23 @@ class Memory:
             placed |= lanes
             if (a.buffer_end - a.buffer_start) // a.itemsize > MAX_SHADOW_ELEMENTS:
                 continue
-            index = (addresses[lanes] - np.uint64(a.buffer_start)) // np.uint64(a.itemsize)
-            groups.append((a, lanes, index.astype(np.intp)))
+            groups.append((a, lanes, element_index(addresses[lanes], a.buffer_start, a.itemsize)))
         return groups, bool(placed.all())
+
+    def items(self, a: Allocation) -> np.ndarray | None:
+        """The buffer that holds `a` as unsigned integers of its item size (its items' bits, to gather and
+        scatter lanes by element index), from its start; None for an item size NumPy has no such type for, or a
+        buffer that is not a whole number of items (every aligned address in it is then an item of the view)."""
+        key = (a.buffer_start, a.itemsize)
+        found = self._items.get(key)
+        if found is None:
+            size = a.buffer_end - a.buffer_start
+            if a.itemsize not in (1, 2, 4, 8) or size % a.itemsize:
+                return None
+            count = size // a.itemsize
+            raw = (ctypes.c_uint8 * (count * a.itemsize)).from_address(a.buffer_start)
+            found = self._items[key] = np.ctypeslib.as_array(raw).view(f"u{a.itemsize}")
+        return found
 
     def shadow(self, a: Allocation) -> np.ndarray:
         found = self.shadows.get(a.buffer_start)

@@ -71,6 +71,16 @@ class Diverged(Abandon):
     def __init__(self, keys: np.ndarray) -> None:
         super().__init__("a branch on a value that differs between programs")
         self.keys = keys
+        self.guard: tuple[int, str] | None = None  # (step, "bool" or "index") of the guard, where one
+
+
+def agrees(tape: Tape, hint: tuple[int, str, Any] | None) -> bool:
+    """Whether the tape's step `hint[0]` is a guard of kind `hint[1]` with the outcome `hint[2]`: the tape of
+    a group of programs split at that guard (tried first for the group; the guards decide, not this)."""
+    if hint is None or hint[0] >= len(tape.steps):
+        return False
+    step = tape.steps[hint[0]]
+    return bool(step[0] == _GUARD and step[1] == hint[1] and step[3] == hint[2])
 
 
 class _Ref(int):
@@ -233,6 +243,7 @@ class Tracer:
         if self.broken:
             return None
         steps, constants, sites = self._folded()
+        steps, sites = _simplified(steps, constants, sites)
         first_store = next(
             (i for i, step in enumerate(steps) if step[0] == _CALL and any(s in step[1] for s in _STORES)),
             len(steps),
@@ -488,6 +499,144 @@ def _always_true(tensor: Any) -> bool:
     return bool(tensor.type.is_block() and int(np.prod(tensor.type.shape)) != 1)
 
 
+# ---- the tape made smaller: the same values, fewer steps -------------------------------------------------
+
+# Builder methods that cannot raise or warn whatever their operands' data (integer arithmetic on arrays wraps,
+# comparisons and casts between integers do not warn): a result of one that nothing uses can be dropped, as
+# no launch could tell. The interpreter's integer-overflow checks are such steps: without `debug`, their
+# verdict goes to a `device_assert` that does nothing.
+_SILENT = frozenset(
+    ("create_icmpEQ", "create_icmpNE", "create_icmpSLT", "create_icmpSLE", "create_icmpSGT", "create_icmpSGE",
+     "create_icmpULT", "create_icmpULE", "create_icmpUGT", "create_icmpUGE", "create_and", "create_or",
+     "create_xor", "create_add", "create_sub", "create_mul", "create_int_cast", "create_splat",
+     "create_broadcast", "create_expand_dims", "create_reshape", "create_trans", "create_make_range",
+     "get_cache_policy")
+)  # fmt: skip
+
+
+def _simplified(
+    steps: list[tuple[Any, ...]], constants: dict[int, Any], sites: dict[int, str]
+) -> tuple[list[tuple[Any, ...]], dict[int, str]]:
+    """The steps with equal constants made one, a pure step that repeats an earlier one (the same method on
+    the same operands: a loop body recomputing its invariants) replaced by the earlier result, and the
+    results of `_SILENT` steps that nothing uses dropped. Each remaining step computes what it computed in
+    the traced pass, from the same values."""
+    alias: dict[int, int] = {}
+    by_value: dict[Any, int] = {}
+    for slot, value in constants.items():
+        key = _constant_key(value)
+        if key is not None:
+            alias[slot] = by_value.setdefault(key, slot)
+    kept: list[tuple[int, tuple[Any, ...]]] = []
+    seen: dict[Any, int] = {}
+    for index, step in enumerate(steps):
+        kind, what, spec, kw, out = step
+        if kind == _GUARD:
+            spec = alias.get(spec, spec) if type(spec) is int else tuple(_aliased(b, alias) for b in spec)
+            kept.append((index, (kind, what, spec, kw, out)))
+            continue
+        spec = tuple(_aliased(v, alias) for v in spec)
+        kw = {k: _aliased(v, alias) for k, v in kw.items()} if kw else kw
+        if kind == _CALL and isinstance(out, int) and _is_pure(what):
+            key = _step_key(what, spec, kw)
+            if key is not None:
+                earlier = seen.get(key)
+                if earlier is not None:
+                    alias[out] = earlier
+                    continue
+                seen[key] = out
+        kept.append((index, (kind, what, spec, kw, out)))
+    used: set[int] = set()
+    live: list[tuple[int, tuple[Any, ...]]] = []
+    for index, step in reversed(kept):
+        kind, what, spec, kw, out = step
+        if kind == _CALL and what in _SILENT and (out is None or (isinstance(out, int) and out not in used)):
+            continue
+        if kind == _GUARD:
+            used.update([spec] if type(spec) is int else (int(b) for b in spec if type(b) is _Ref))
+        else:
+            for operand in (*spec, *(kw or {}).values()):
+                used.update(_slots(operand))
+        live.append((index, step))
+    live.reverse()
+    return [step for _, step in live], {i: sites[old] for i, (old, _) in enumerate(live) if old in sites}
+
+
+def _aliased(spec: Any, alias: dict[int, int]) -> Any:
+    if type(spec) is _Ref:
+        return _Ref(alias.get(spec, spec))
+    if isinstance(spec, _TensorRef):
+        return _TensorRef(alias.get(spec.slot, spec.slot), spec.type)
+    if isinstance(spec, _Nested):
+        return _Nested(spec.kind, tuple(_aliased(s, alias) for s in spec.items))
+    return spec
+
+
+def _slots(spec: Any) -> list[int]:
+    if type(spec) is _Ref:
+        return [int(spec)]
+    if isinstance(spec, _TensorRef):
+        return [spec.slot]
+    if isinstance(spec, _Nested):
+        return [slot for s in spec.items for slot in _slots(s)]
+    return []
+
+
+def _operand_key(spec: Any) -> Any:
+    """A hashable key that tells operands apart as the method would (a slot from the constant 3, 1 from 1.0)."""
+    if type(spec) is _Ref:
+        return ("slot", int(spec))
+    if isinstance(spec, _TensorRef):
+        return ("tensor", spec.slot, spec.type)
+    if isinstance(spec, _Nested):
+        return ("nested", spec.kind, tuple(_operand_key(s) for s in spec.items))
+    if isinstance(spec, (list, tuple)):
+        return (type(spec), tuple(_operand_key(s) for s in spec))
+    import triton.language as tl
+
+    if isinstance(spec, tl.dtype):  # a block type compares as a constexpr and has no hash: by its fields
+        return (type(spec), tuple(sorted((k, _operand_key(v)) for k, v in vars(spec).items())))
+    if isinstance(spec, tl.constexpr):
+        return (type(spec), _operand_key(spec.value))
+    if isinstance(spec, (float, np.generic)):  # by its bits: 0.0 == -0.0, and NaN payloads
+        return (type(spec), np.asarray(spec).tobytes())
+    return (type(spec), spec)
+
+
+def _step_key(what: Any, spec: tuple[Any, ...], kw: dict[str, Any] | None) -> Any:
+    try:
+        key = (
+            what,
+            tuple(_operand_key(v) for v in spec),
+            tuple(sorted((k, _operand_key(v)) for k, v in (kw or {}).items())),
+        )
+        hash(key)
+    except TypeError:  # an unhashable operand: the step is kept as it is
+        return None
+    return key
+
+
+def _constant_key(value: Any) -> Any:
+    """What makes two folded constants (interpreter values) the same value, None for anything else. (Read
+    past the tracer's watch on values' data: the tape is made while it is installed.)"""
+    data = getattr(value, "__dict__", {}).get("data")
+    if not isinstance(data, np.ndarray) or not isinstance(getattr(value, "attr", None), dict):
+        return None
+    try:
+        key = (
+            type(value),
+            value.dtype,
+            data.dtype.str,
+            data.shape,
+            data.tobytes(),
+            tuple(sorted(value.attr.items())),
+        )
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
 # ---- replay ----------------------------------------------------------------------------------------------
 
 
@@ -557,7 +706,11 @@ def replay_steps(
                     loop = range(*(int(_uniform(values[b].data)) if type(b) is _Ref else b for b in spec))
                     seen: Any = (loop.start, loop.step, len(loop))
                 else:
-                    value = _uniform(values[spec].data)
+                    try:
+                        value = _uniform(values[spec].data)
+                    except Diverged as exc:
+                        exc.guard = (index, what)
+                        raise
                     seen = bool(value) if what == "bool" else int(value)
                 if seen != kw:
                     raise Abandon(f"a guard's outcome differs ({what}: {kw} then, {seen} now)")

@@ -16,11 +16,12 @@ import numpy as np
 
 from gpuemu_ci.triton_cpu import grid, provenance, replay
 from gpuemu_ci.triton_cpu.memory import Memory
+from gpuemu_ci.triton_cpu.touches import Touches
 
 # A launch whose programs disagree on branches is run in at most this many groups of programs that agree;
 # past it, one program at a time (groups of a program or two gain nothing over the per-program run).
 MAX_GROUPS = 32
-Shadows = dict[int, tuple[np.ndarray, np.ndarray]]
+Shadows = dict[int, Touches]
 
 
 @dataclass(frozen=True)
@@ -158,18 +159,22 @@ def replayed(
     _, gy, gz = dims
     builder = module.interpreter_builder
     groups = 1
-    pending = deque(
-        order[start : start + grid.CHUNK_PROGRAMS] for start in range(0, order.size, grid.CHUNK_PROGRAMS)
+    # Batches to run, each with what its programs were split on (a guard and their outcome there), if any.
+    pending: deque[tuple[np.ndarray, tuple[int, str, Any] | None]] = deque(
+        (order[start : start + grid.CHUNK_PROGRAMS], None)
+        for start in range(0, order.size, grid.CHUNK_PROGRAMS)
     )
     fresh = True  # no batch has completed: a batch starts from the launch's own start
     single = len(pending) == 1  # one batch so far (a chunk, no groups)
     try:
         while pending:
-            pids = pending.popleft().astype(np.int64)
+            batch_pids, hint = pending.popleft()
+            pids = batch_pids.astype(np.int64)
             checkpoint = None if fresh else (_snapshot(memory), _copied(readers), _copied(writers))
             coords = np.stack([pids // (gy * gz), (pids // gz) % gy, pids % gz], axis=1).astype(np.int32)
             grid._state["batch"] = grid.Batch(coords, pids, readers, writers)
-            for tape in list(tapes):
+            # A group split at a guard tries first the tapes that took its way there (then the others).
+            for tape in sorted(tapes, key=lambda t: not replay.agrees(t, hint)) if hint else list(tapes):
                 put_back_noted = noted()
                 try:
                     replay.replay_steps(tape, builder, inputs, before_store)
@@ -177,7 +182,11 @@ def replayed(
                     if exc.fits >= pids.size:
                         raise
                     _rewind(checkpoint, saved, readers, writers)
-                    pending = _pieces([pids, *pending], exc.fits)
+                    pending = deque(
+                        (piece, batch_hint)
+                        for batch, batch_hint in [(pids, hint), *pending]
+                        for piece in _pieces([batch], exc.fits)
+                    )
                     single = False
                     break
                 except replay.Diverged as exc:
@@ -186,7 +195,7 @@ def replayed(
                         raise
                     _rewind(checkpoint, saved, readers, writers)
                     groups += len(split) - 1
-                    pending.extendleft(reversed(split))
+                    pending.extendleft(reversed([(group, _hint(exc, pids, group)) for group in split]))
                     single = False
                     break
                 except replay.Abandon:
@@ -207,6 +216,15 @@ def replayed(
         grid._state["batch"] = None
         _uninstall(restore)
     return None, groups
+
+
+def _hint(divergence: replay.Diverged, pids: np.ndarray, group: np.ndarray) -> tuple[int, str, Any] | None:
+    """(step, kind, outcome) of the guard the batch split at, as the group's programs see it."""
+    if divergence.guard is None:
+        return None
+    step, kind = divergence.guard
+    value = divergence.keys[int(np.flatnonzero(pids == group[0])[0])]
+    return step, kind, bool(value) if kind == "bool" else int(value)
 
 
 def _rewind(
@@ -243,7 +261,7 @@ def _groups(divergence: BaseException | None, pids: np.ndarray) -> list[np.ndarr
 
 
 def _copied(shadows: Shadows) -> Shadows:
-    return {key: (low.copy(), high.copy()) for key, (low, high) in shadows.items()}
+    return {key: touches.copy() for key, touches in shadows.items()}
 
 
 def _put_back(

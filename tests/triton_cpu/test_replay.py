@@ -69,6 +69,17 @@ SCRIPT = textwrap.dedent('''
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n, other=0.0) * alpha, mask=offs < n)
 
+    @triton.jit
+    def repeats(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        # a loop recomputing its invariants (one step each in the tape), integer-overflow checks nothing uses
+        # (dropped), and two products that differ only in the sign of a zero (never made one)
+        pid = tl.program_id(0)
+        for k in range(0, 2):
+            offs = pid * BLOCK + tl.arange(0, BLOCK)
+            x = tl.load(x_ptr + offs, mask=offs < n, other=1.0)
+            y = x * 0.0 if k == 0 else x * -0.0
+            tl.store(y_ptr + (2 * pid + k) * BLOCK + tl.arange(0, BLOCK), y)
+
     def launches():
         """(name, make inputs, launch): the sequence each mode runs, one op call per launch."""
         g = torch.Generator()
@@ -100,6 +111,10 @@ SCRIPT = textwrap.dedent('''
              lambda x, y: host_sqrt[(4,)](x, y, BLOCK=32)),
             ("host sqrt 2", lambda: (torch.rand(128, generator=g.manual_seed(22)), torch.zeros(128)),
              lambda x, y: host_sqrt[(4,)](x, y, BLOCK=32)),
+            ("repeats 1", lambda: (torch.randn(100, generator=g.manual_seed(31)), torch.ones(256)),
+             lambda x, y: repeats[(4,)](x, y, 100, BLOCK=32)),
+            ("repeats 2", lambda: (torch.randn(100, generator=g.manual_seed(32)), torch.ones(256)),
+             lambda x, y: repeats[(4,)](x, y, 100, BLOCK=32)),
             ("alpha 2", pair(100, 17), lambda x, y: scaled[(4,)](x, y, 100, 2.0, BLOCK=32)),
             ("alpha 3", pair(100, 17), lambda x, y: scaled[(4,)](x, y, 100, 3.0, BLOCK=32)),
         ]
@@ -159,6 +174,8 @@ def test_every_launch_gives_bitwise_the_outputs_and_findings_of_the_per_program_
         ("tl.range n=70", 0),
         ("host sqrt 1", 0),
         ("host sqrt 2", 0),  # its Python reads a value's data: not traced, vectorised at every launch
+        ("repeats 1", 0),
+        ("repeats 2", 1),  # bitwise as per program (the first test): the signed zeros kept apart
         ("alpha 2", 0),
         ("alpha 3", 0),  # a float argument is a constant of the tape: another tape
     ],

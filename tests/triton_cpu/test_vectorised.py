@@ -122,6 +122,32 @@ SCRIPT = textwrap.dedent('''
         tl.store(y_ptr + offs, v + 1.0, mask=offs < n)
         tl.store(x_ptr + offs, v, mask=offs < n)
 
+    # Accesses the layer's NumPy gather and scatter must leave to the interpreter, and ones whose programs'
+    # element ranges overlap without touching the same element (the race watch's per-element path).
+    @triton.jit
+    def select_two(x_ptr, y_ptr, out_ptr, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        p = tl.where(offs % 3 == 0, x_ptr + offs, y_ptr + offs)  # lanes in two arguments' buffers
+        tl.store(out_ptr + offs, tl.load(p) * 2.0)
+
+    @triton.jit
+    def as_int64(x_ptr, y_ptr, z_ptr, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        pairs = tl.load(x_ptr.to(tl.pointer_type(tl.int64)) + offs)  # 8-byte items of a float32 tensor
+        tl.store(y_ptr + offs, pairs ^ 1)
+        tl.store(z_ptr.to(tl.pointer_type(tl.int64)) + offs, pairs + 3)  # and into one
+
+    @triton.jit
+    def repeated(x_ptr, y_ptr, BLOCK: tl.constexpr):
+        pid = tl.program_id(0)
+        x = tl.load(x_ptr + pid * BLOCK + tl.arange(0, BLOCK))
+        tl.store(y_ptr + pid * (BLOCK // 2) + tl.arange(0, BLOCK) // 2, x)  # two lanes an element: last wins
+
+    @triton.jit
+    def interleaved(x_ptr, y_ptr, G: tl.constexpr, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) + G * tl.arange(0, BLOCK)  # every program spans the whole tensor
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs) + offs.to(tl.float32))
+
     @triton.jit
     def wide(x_ptr, y_ptr, BLOCK: tl.constexpr):
         # every program reads the same block and writes one value: its blocks, not its memory, are large
@@ -170,6 +196,16 @@ SCRIPT = textwrap.dedent('''
     n = grid.CHUNK_PROGRAMS * 2 + 5
     out["chunks"] = both(lambda x, y: tiny[(n,)](x, y),
                          lambda: (torch.randn(n, generator=g.manual_seed(6)), torch.zeros(n)))
+    out["select_two"] = both(lambda x, y, o: select_two[(4,)](x, y, o, BLOCK=32),
+                             lambda: (torch.randn(128, generator=g.manual_seed(21)),
+                                      torch.randn(128, generator=g.manual_seed(22)), torch.zeros(128)))
+    out["as_int64"] = both(lambda x, y, z: as_int64[(4,)](x, y, z, BLOCK=16),
+                           lambda: (torch.randn(128, generator=g.manual_seed(23)),
+                                    torch.zeros(64, dtype=torch.int64), torch.zeros(128)))
+    out["repeated"] = both(lambda x, y: repeated[(4,)](x, y, BLOCK=32),
+                           lambda: (torch.randn(128, generator=g.manual_seed(24)), torch.zeros(64)))
+    out["interleaved"] = both(lambda x, y: interleaved[(4,)](x, y, G=4, BLOCK=32),
+                              lambda: (torch.randn(128, generator=g.manual_seed(25)), torch.zeros(128)))
     # 256 programs of a 4,096-element block: 4 MiB a float32 value for the whole grid, 256 KiB within the budget
     import tracemalloc
     default_budget = grid.VALUE_BUDGET_BYTES
@@ -222,7 +258,19 @@ def seen(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return run_interpreted(SCRIPT, tmp_path_factory.mktemp("grid"))
 
 
-@pytest.mark.parametrize("kernel", ["mixed", "tiles", "chunks", "budget"])
+@pytest.mark.parametrize(
+    "kernel",
+    [
+        "mixed",
+        "tiles",  # 2-D tiles: the programs' element ranges overlap, their elements do not
+        "chunks",
+        "select_two",  # a pointer into two arguments: placed lane by lane, loaded by the interpreter
+        "as_int64",  # 8-byte loads and stores in a 4-byte tensor: by the interpreter
+        "repeated",  # a program storing two values to one element: by the interpreter, the last one wins
+        "interleaved",  # programs interleaved over one tensor: told apart element by element
+        "budget",
+    ],
+)
 def test_a_kernel_without_divergence_runs_vectorised_with_bitwise_the_same_outputs(
     seen: dict, kernel: str
 ) -> None:
