@@ -17,7 +17,9 @@ rot·sin cancel; target·log(target) and target·logp cancel). So for 16-bit cas
   The reference itself is never evaluated in 16 bits: positions rounded to fp16 give rotary angles 0.25 rad
   off, which would hide bugs.
 - `softmax` rows in the log domain (every reference element <= 0: a log-softmax): x - lse formed from
-  operands rounded to 16 bits errs by u (|x| + |lse|) in absolute terms, lse = x - r.
+  operands rounded to 16 bits errs by u (|x| + |lse|) in absolute terms, lse = x - r; and the row's sum of
+  exponentials and its log stored in 16 bits, as PyTorch's kernel does, by u (1 + log s)
+  (oracle/stored_log_sum.py).
 - a `reduction` that picks one element per row by a class-target index (an index input whose `high` is the
   reduced dim: a cross-entropy, an NLL loss): PyTorch's cross-entropy rounds log_softmax(x) to 16 bits and
   picks the target's, so the loss errs by one rounding at |x_t| + |lse| <= |r| + 2 max|x| (lse = r + x_t, the
@@ -32,6 +34,7 @@ import numpy as np
 
 from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Family, OpSpec, ValueKind
+from gpuemu_ci.oracle import stored_log_sum
 from gpuemu_ci.oracle.precision import input_magnitude
 
 # A function value (a cos, a log), a product and a sum, each rounded once at the terms' scale.
@@ -103,7 +106,9 @@ def log_domain_term(
     x0, r0 = np.where(usable, x, 0.0), np.where(usable, r, 0.0)
     log_rows = np.all(r0 <= 0.0, axis=axis, keepdims=True)
     operands = np.abs(x0) + np.abs(x0 - r0)
-    return np.where(log_rows, LOG_DOMAIN_ROUNDINGS * dtypes.info(case_dtype).unit_roundoff * operands, 0.0)
+    rounded = np.where(log_rows, LOG_DOMAIN_ROUNDINGS * dtypes.info(case_dtype).unit_roundoff * operands, 0.0)
+    stored = stored_log_sum.term(case_dtype, r, log_rows, axis)  # the row statistic kept in 16 bits
+    return np.asarray(rounded + stored)
 
 
 def picks_by_index(op: OpSpec) -> bool:
@@ -143,7 +148,7 @@ def note(op: OpSpec, case_dtype: str) -> str:
     if op.error_model.family is Family.SOFTMAX:
         return (
             f"; on log-domain rows the bound counts {LOG_DOMAIN_ROUNDINGS:g} {case_dtype} roundings of x - lse "
-            "(no accumulator declared) at |x| + |lse|"
+            "(no accumulator declared) at |x| + |lse| " + stored_log_sum.WORDS.format(dtype=case_dtype)
         )
     if op.error_model.family is Family.REDUCTION and picks_by_index(op):
         return (

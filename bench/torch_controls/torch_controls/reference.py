@@ -22,7 +22,7 @@ def _t(x: Any) -> torch.Tensor:
 
 def softmax(x: Any) -> torch.Tensor:
     x = _t(x)
-    e = torch.exp(x - x.max(dim=-1, keepdim=True).values)
+    e = torch.exp(x - _row_max(x, keepdim=True))
     return e / e.sum(dim=-1, keepdim=True)
 
 
