@@ -59,7 +59,11 @@ def norm_power(
         scale = np.abs(x).max(axis=-1)
         u = np.abs(x) / np.where(scale > 0, scale, 1.0)[:, None]  # in [0, 1], the max exactly 1
         ratio = r / np.where(scale > 0, scale, 1.0)  # the norm of u: >= 1
-        p = _solve_power(u[usable], ratio[usable])
+        # p from rows whose norm is a normal float64 where there are any: a subnormal one is rounded to a
+        # multiple of the smallest subnormal, too coarse to solve for p (11 of them for sqrt(127)).
+        resolved = usable & (r >= dtypes.info("float64").min_normal)
+        solving = resolved if np.any(resolved) else usable
+        p = _solve_power(u[solving], ratio[solving])
         if p is None:
             return None
         predicted = (u**p).sum(axis=-1) ** (1.0 / p)

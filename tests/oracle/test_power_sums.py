@@ -156,3 +156,18 @@ def test_a_float64_norm_whose_reference_is_subnormal_is_still_recognised_as_a_no
     wrong = grad.numpy().copy()
     wrong[2:] *= 1.001  # regular rows 0.1% off
     assert gradients.judge_gradients(_op("float64"), case, (wrong,), None, Validation()).findings
+
+
+def test_the_power_is_solved_from_rows_whose_norm_is_a_normal_number():
+    """Constant rows of 127 values: a row of two smallest subnormals has an exact norm of 22.5 of them, rounded
+    to 23, a ratio to its max above sqrt(127); solving p from it gave p != 2 and no norm at all (the thorough
+    suite's vector_norm float64 case, 6.7e7x)."""
+    tiny = np.finfo(np.float64)
+    x = np.ones((4, 127))
+    x[0] = 2 * tiny.smallest_subnormal
+    x[1] = tiny.tiny
+    x[2] = 3.5
+    reference = _exact_norm(x, 2.0)
+    assert reference[0] / x[0, 0] > np.sqrt(127)  # the subnormal row's rounding
+    found = power_sums.norm_power(_op("float64"), reference, {"x": x})
+    assert found is not None and found[1] == 2.0
