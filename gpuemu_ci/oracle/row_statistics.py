@@ -232,8 +232,10 @@ def _euler_degree(x: np.ndarray, y: np.ndarray, g: np.ndarray, r: np.ndarray) ->
     finite = np.isfinite(x) & np.isfinite(r)
     euler = np.where(finite, x * r, 0.0).sum(axis=-1, keepdims=True)
     gy = g * y
-    # Rows whose products lie below float64's normal range have lost the digits the form is checked to.
-    resolved = np.abs(gy) > dtypes.info("float64").min_normal / FORM_TOLERANCE
+    # Rows whose products lie below float64's normal range have lost the digits the form is checked to: g y, and
+    # the gradient itself (g times |x| / y, about g: an upstream of 1e-323 leaves a gradient of 0 however large y).
+    floor = dtypes.info("float64").min_normal / FORM_TOLERANCE
+    resolved = (np.abs(gy) > floor) & (np.abs(g) > floor)
     live = np.isfinite(gy) & resolved & np.all(finite, axis=-1, keepdims=True)
     if not np.any(live):
         return None

@@ -171,3 +171,36 @@ def test_the_power_is_solved_from_rows_whose_norm_is_a_normal_number():
     assert reference[0] / x[0, 0] > np.sqrt(127)  # the subnormal row's rounding
     found = power_sums.norm_power(_op("float64"), reference, {"x": x})
     assert found is not None and found[1] == 2.0
+
+
+def test_a_row_whose_upstream_gradient_is_subnormal_does_not_hide_the_norm_form_of_the_gradient():
+    """An upstream gradient of 1e-323 on a row of 4.6e77 leaves a reference gradient of 0 (g |x| / y underflows),
+    so sum x g_ref = 0 where g y = 5e-245 looked resolved: the degree check failed and with it the underflowed
+    norm's subgradient 0 on a row of smallest normals (the thorough suite's float64 vector_norm, 6.7e7x)."""
+    x = _edge_rows()[[0, 2, 3, 4]]
+    x[1] = 4.631683569492648e77
+    g = np.asarray(np.random.default_rng(3).standard_normal(x.shape[0]), dtype=np.float64)
+    g[1] = 1e-323
+    y = _exact_norm(x, 2.0)
+    exact = g[:, None] * x / y[:, None]
+    xt = torch.from_numpy(x).requires_grad_(True)
+    saved = torch.linalg.vector_norm(xt, dim=-1)
+    (grad,) = torch.autograd.grad(saved, [xt], torch.from_numpy(g))
+    assert saved[0].item() == 0.0 and np.all(grad.numpy()[0] == 0)  # the smallest normals' norm underflowed
+    case = gradients.GradientCase(
+        dtype="float64",
+        dims={"M": x.shape[0], "N": x.shape[1]},
+        names=("x",),
+        input_dtypes={"x": "float64"},
+        reference=(exact,),
+        reference_abs=None,
+        low=lambda: None,
+        inputs={"x": x},
+        forward=(y,),
+        upstream=(g,),
+        saved=(saved.detach().numpy(),),
+    )
+    assert not gradients.judge_gradients(_op("float64"), case, (grad.numpy(),), None, Validation()).findings
+    wrong = grad.numpy().copy()
+    wrong[2:] *= 1.001
+    assert gradients.judge_gradients(_op("float64"), case, (wrong,), None, Validation()).findings
