@@ -78,34 +78,47 @@ def test_only_a_p_norm_is_recognised():
     assert power_sums.note(_op("float32"), "float32", x.sum(axis=-1), {"x": x}) == ""
 
 
-def test_a_gradient_from_a_norm_that_underflowed_to_zero_may_be_zero_but_not_of_the_wrong_sign():
-    x = _rows(1e-170, "float64", n=7)
-    g = np.asarray(np.random.default_rng(8).standard_normal(x.shape[0]), dtype=np.float64)
-    y = _exact_norm(x, 2.0)
-    exact = g[:, None] * x / y[:, None]
-    xt = torch.from_numpy(x).requires_grad_(True)
-    saved = torch.linalg.vector_norm(xt, dim=-1)
-    (got,) = torch.autograd.grad(saved, [xt], torch.from_numpy(g))
-    assert np.all(saved.detach().numpy() == 0) and np.all(got.numpy() == 0)  # torch's squares underflowed
+class _NormGradient:
+    """torch's float64 vector_norm of x (its forward saved, as autograd keeps it) and its gradient for the upstream
+    g, the exact gradient, and the gate's verdict on any gradient of that case."""
 
-    def verdict(result: np.ndarray) -> gradients.GradientVerdict:
-        case = gradients.GradientCase(
+    def __init__(self, x: np.ndarray, g: np.ndarray) -> None:
+        y = _exact_norm(x, 2.0)
+        self.exact = g[:, None] * x / y[:, None]
+        xt = torch.from_numpy(x).requires_grad_(True)
+        saved = torch.linalg.vector_norm(xt, dim=-1)
+        (grad,) = torch.autograd.grad(saved, [xt], torch.from_numpy(g))
+        self.saved, self.torch = saved.detach().numpy(), grad.numpy()
+        self.case = gradients.GradientCase(
             dtype="float64",
             dims={"M": x.shape[0], "N": x.shape[1]},
             names=("x",),
             input_dtypes={"x": "float64"},
-            reference=(exact,),
+            reference=(self.exact,),
             reference_abs=None,
             low=lambda: None,
             inputs={"x": x},
             forward=(y,),
             upstream=(g,),
-            saved=(saved.detach().numpy(),),
+            saved=(self.saved,),
         )
-        return gradients.judge_gradients(_op("float64"), case, (result,), None, Validation())
 
-    assert not verdict(got.numpy()).findings
-    wrong = verdict(-exact)
+    def verdict(self, result: np.ndarray) -> gradients.GradientVerdict:
+        return gradients.judge_gradients(_op("float64"), self.case, (result,), None, Validation())
+
+    def off_on_regular_rows(self) -> np.ndarray:
+        """torch's gradient 0.1% off on the rows from the third on (the regular ones)."""
+        wrong: np.ndarray = self.torch.copy()
+        wrong[2:] *= 1.001
+        return wrong
+
+
+def test_a_gradient_from_a_norm_that_underflowed_to_zero_may_be_zero_but_not_of_the_wrong_sign():
+    x = _rows(1e-170, "float64", n=7)
+    norm = _NormGradient(x, np.random.default_rng(8).standard_normal((x.shape[0],)))
+    assert np.all(norm.saved == 0) and np.all(norm.torch == 0)  # torch's squares underflowed
+    assert not norm.verdict(norm.torch).findings
+    wrong = norm.verdict(-norm.exact)
     assert wrong.findings and wrong.findings[0].kind is FailureKind.MISMATCH
     assert "underflowed to 0" in wrong.findings[0].message
 
@@ -133,29 +146,9 @@ def test_a_float64_norm_whose_reference_is_subnormal_is_still_recognised_as_a_no
     assert not _exceeds(got, x, 2.0, "float64")
     assert _exceeds(_torch_norm(x[:, :-1], 2.0, "float64"), x, 2.0, "float64")  # a dropped term still fails
 
-    g = np.asarray(np.random.default_rng(9).standard_normal(x.shape[0]), dtype=np.float64)
-    y = _exact_norm(x, 2.0)
-    exact = g[:, None] * x / y[:, None]
-    xt = torch.from_numpy(x).requires_grad_(True)
-    saved = torch.linalg.vector_norm(xt, dim=-1)
-    (grad,) = torch.autograd.grad(saved, [xt], torch.from_numpy(g))
-    case = gradients.GradientCase(
-        dtype="float64",
-        dims={"M": x.shape[0], "N": x.shape[1]},
-        names=("x",),
-        input_dtypes={"x": "float64"},
-        reference=(exact,),
-        reference_abs=None,
-        low=lambda: None,
-        inputs={"x": x},
-        forward=(y,),
-        upstream=(g,),
-        saved=(saved.detach().numpy(),),
-    )
-    assert not gradients.judge_gradients(_op("float64"), case, (grad.numpy(),), None, Validation()).findings
-    wrong = grad.numpy().copy()
-    wrong[2:] *= 1.001  # regular rows 0.1% off
-    assert gradients.judge_gradients(_op("float64"), case, (wrong,), None, Validation()).findings
+    norm = _NormGradient(x, np.random.default_rng(9).standard_normal((x.shape[0],)))
+    assert not norm.verdict(norm.torch).findings
+    assert norm.verdict(norm.off_on_regular_rows()).findings
 
 
 def test_the_power_is_solved_from_rows_whose_norm_is_a_normal_number():
@@ -181,26 +174,7 @@ def test_a_row_whose_upstream_gradient_is_subnormal_does_not_hide_the_norm_form_
     x[1] = 4.631683569492648e77
     g = np.asarray(np.random.default_rng(3).standard_normal(x.shape[0]), dtype=np.float64)
     g[1] = 1e-323
-    y = _exact_norm(x, 2.0)
-    exact = g[:, None] * x / y[:, None]
-    xt = torch.from_numpy(x).requires_grad_(True)
-    saved = torch.linalg.vector_norm(xt, dim=-1)
-    (grad,) = torch.autograd.grad(saved, [xt], torch.from_numpy(g))
-    assert saved[0].item() == 0.0 and np.all(grad.numpy()[0] == 0)  # the smallest normals' norm underflowed
-    case = gradients.GradientCase(
-        dtype="float64",
-        dims={"M": x.shape[0], "N": x.shape[1]},
-        names=("x",),
-        input_dtypes={"x": "float64"},
-        reference=(exact,),
-        reference_abs=None,
-        low=lambda: None,
-        inputs={"x": x},
-        forward=(y,),
-        upstream=(g,),
-        saved=(saved.detach().numpy(),),
-    )
-    assert not gradients.judge_gradients(_op("float64"), case, (grad.numpy(),), None, Validation()).findings
-    wrong = grad.numpy().copy()
-    wrong[2:] *= 1.001
-    assert gradients.judge_gradients(_op("float64"), case, (wrong,), None, Validation()).findings
+    norm = _NormGradient(x, g)
+    assert norm.saved[0] == 0.0 and np.all(norm.torch[0] == 0)  # the smallest normals' norm underflowed
+    assert not norm.verdict(norm.torch).findings
+    assert norm.verdict(norm.off_on_regular_rows()).findings
