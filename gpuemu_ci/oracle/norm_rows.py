@@ -33,23 +33,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuemu_ci import dtypes
-from gpuemu_ci.config.model import Family, OpSpec
-from gpuemu_ci.oracle.row_statistics import FORM_TOLERANCE, SHIFT_NAMES, Forward, centring_noise
+from gpuemu_ci.config.model import OpSpec
+from gpuemu_ci.oracle.row_statistics import FORM_TOLERANCE, Forward, NormRows, centring_noise, norm_rows
 
 _U64 = dtypes.info("float64").unit_roundoff
-
-
-@dataclass(frozen=True)
-class NormRows:
-    """A norm's case with each statistic's elements on one row (a trailing axis)."""
-
-    x: np.ndarray  # rows
-    g: np.ndarray  # the upstream gradient, rows
-    w: np.ndarray  # the weight broadcast to x, rows (ones without a weight)
-    eps: float
-    shape: tuple[int, ...]  # the input's own shape
-    param_axis: int  # the input's axis the weight runs along
-    weight: str | None  # the weight's input name
 
 
 @dataclass(frozen=True)
@@ -59,48 +46,11 @@ class Terms:
     words: str
 
 
-def rows(op: OpSpec, forward: Forward | None, name: str, r: np.ndarray) -> NormRows | None:
-    """The case as rows, for the norm family's first input (x) or its weight; None otherwise."""
-    if op.error_model.family is not Family.NORM or forward is None or not forward.upstream:
-        return None
-    first = next(iter(forward.inputs), None)
-    upstream = forward.upstream[0]
-    if first is None or upstream is None:
-        return None
-    x = np.asarray(forward.inputs[first]).astype(np.float64)
-    g = np.asarray(upstream).astype(np.float64)
-    if x.ndim < 1 or g.shape != x.shape or not x.size:
-        return None
-    groups = forward.kwargs.get("num_groups")
-    grouped = isinstance(groups, int) and groups >= 1 and x.ndim >= 2 and x.shape[1] % groups == 0
-    param_axis = 1 if grouped else x.ndim - 1
-    channels = x.shape[param_axis]
-    weight, w = None, np.ones(channels)
-    for other, value in forward.inputs.items():
-        if other != first and other.lower() not in SHIFT_NAMES and np.shape(value) == (channels,):
-            weight, w = other, np.asarray(value).astype(np.float64)
-            break
-    if not (name == first and r.shape == x.shape) and not (name == weight and r.shape == (channels,)):
-        return None
-    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(g)) and np.all(np.isfinite(w))):
-        return None
-    shape = [1] * x.ndim
-    shape[param_axis] = channels
-    w_full = np.broadcast_to(w.reshape(shape), x.shape)
-    eps = forward.kwargs.get("eps", 0.0)
-    eps = float(eps) if isinstance(eps, int | float) else 0.0
-
-    def as_rows(a: np.ndarray) -> np.ndarray:
-        return a.reshape(x.shape[0], int(groups), -1) if grouped else a  # type: ignore[call-overload]
-
-    return NormRows(as_rows(x), as_rows(g), as_rows(w_full), eps, x.shape, param_axis, weight)
-
-
 def terms(op: OpSpec, case_dtype: str, forward: Forward | None, name: str, r: np.ndarray) -> Terms | None:
     """The cancelling terms of an RMS norm's x gradient and the saved rstd's rounding (module docstring); None
     for other ops and inputs, and where the reference's gradient has neither form."""
-    found = rows(op, forward, name, r)
-    if found is None or not np.all(np.isfinite(r)):
+    found = norm_rows(op, forward, name, r)
+    if found is None or not np.all(np.isfinite(r)) or not np.all(np.isfinite(found.w)):
         return None
     with np.errstate(all="ignore"):
         for centred in (True, False):

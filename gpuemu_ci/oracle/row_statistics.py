@@ -385,6 +385,58 @@ class NormTerms:
     saved_mean: np.ndarray  # what x_hat computed from a rounded mean moves the gradient by
 
 
+@dataclass(frozen=True)
+class NormRows:
+    """A norm's case with each statistic's elements on one row (a trailing axis)."""
+
+    x: np.ndarray  # rows
+    g: np.ndarray  # the upstream gradient, rows
+    w: np.ndarray  # the weight broadcast to x, rows (ones without a weight)
+    eps: float
+    shape: tuple[int, ...]  # the input's own shape
+    param_axis: int  # the input's axis the weight runs along
+    weight: str | None  # the weight's input name
+
+
+def norm_rows(op: OpSpec, forward: Forward | None, name: str, r: np.ndarray) -> NormRows | None:
+    """The case as rows, for the norm family's first input (x) or its weight: a group norm's statistics run over
+    each group of channels (axis 1) and everything after it, a layer norm's over the last axis, and each
+    statistic's elements go on one row. None for other ops, inputs and shapes, and where x or g is not finite."""
+    if op.error_model.family is not Family.NORM or forward is None or not forward.upstream:
+        return None
+    first = next(iter(forward.inputs), None)
+    upstream = forward.upstream[0]
+    if first is None or upstream is None:
+        return None
+    x = np.asarray(forward.inputs[first]).astype(np.float64)
+    g = np.asarray(upstream).astype(np.float64)
+    if x.ndim < 1 or g.shape != x.shape or not x.size:
+        return None
+    groups = forward.kwargs.get("num_groups")
+    grouped = isinstance(groups, int) and groups >= 1 and x.ndim >= 2 and x.shape[1] % groups == 0
+    param_axis = 1 if grouped else x.ndim - 1
+    channels = x.shape[param_axis]
+    weight, w = None, np.ones(channels)
+    for other, value in forward.inputs.items():
+        if other != first and other.lower() not in SHIFT_NAMES and np.shape(value) == (channels,):
+            weight, w = other, np.asarray(value).astype(np.float64)
+            break
+    if not (name == first and r.shape == x.shape) and not (name == weight and r.shape == (channels,)):
+        return None
+    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(g))):
+        return None
+    shape = [1] * x.ndim
+    shape[param_axis] = channels
+    w_full = np.broadcast_to(w.reshape(shape), x.shape)
+    eps = forward.kwargs.get("eps", 0.0)
+    eps = float(eps) if isinstance(eps, int | float) else 0.0
+
+    def as_rows(a: np.ndarray) -> np.ndarray:
+        return a.reshape(x.shape[0], int(groups), -1) if grouped else a  # type: ignore[call-overload]
+
+    return NormRows(as_rows(x), as_rows(g), as_rows(w_full), eps, x.shape, param_axis, weight)
+
+
 def layer_norm_terms(
     op: OpSpec, case_dtype: str, forward: Forward | None, name: str, r: np.ndarray
 ) -> NormTerms | None:
@@ -404,43 +456,13 @@ def layer_norm_terms(
       16-bit rows (|mean| / sigma = 110) that is an error of 10 on a gradient of 0.08.
 
     None for other ops, inputs and shapes."""
-    if op.error_model.family is not Family.NORM or forward is None or not forward.upstream:
+    found = norm_rows(op, forward, name, r)
+    if found is None or not np.all(np.isfinite(r)):
         return None
-    first = next(iter(forward.inputs), None)
-    g = forward.upstream[0]
-    if first is None or g is None:
-        return None
-    x = np.asarray(forward.inputs[first]).astype(np.float64)
-    g = np.asarray(g).astype(np.float64)
-    if x.ndim < 1 or g.shape != x.shape or not x.size:
-        return None
-    # A group norm's statistics run over each group of channels (axis 1) and everything after it; a layer
-    # norm's over the last axis. `rows` puts each statistic's elements on one row.
-    groups = forward.kwargs.get("num_groups")
-    grouped = isinstance(groups, int) and groups >= 1 and x.ndim >= 2 and x.shape[1] % groups == 0
-    channels = x.shape[1] if grouped else x.shape[-1]
-    param_axis = 1 if grouped else x.ndim - 1
-
-    def rows(a: np.ndarray) -> np.ndarray:
-        return a.reshape(x.shape[0], int(groups), -1) if grouped else a  # type: ignore[call-overload]
-
-    weight, w = None, np.ones(channels)
-    for other, value in forward.inputs.items():
-        if other != first and other.lower() not in SHIFT_NAMES and np.shape(value) == (channels,):
-            weight, w = other, np.asarray(value).astype(np.float64)
-            break
-    if not (name == first and r.shape == x.shape) and not (name == weight and r.shape == (channels,)):
-        return None
-    shape = [1] * x.ndim
-    shape[param_axis] = channels
-    w = np.broadcast_to(w.reshape(shape), x.shape)
-    eps = forward.kwargs.get("eps", 0.0)
-    eps = float(eps) if isinstance(eps, int | float) else 0.0
+    xr, shape, eps = found.x, found.shape, found.eps
+    g = found.g.reshape(shape)
     tiny = dtypes.info("float64").min_normal
     with np.errstate(all="ignore"):
-        if not (np.all(np.isfinite(x)) and np.all(np.isfinite(g)) and np.all(np.isfinite(r))):
-            return None
-        xr = rows(x)
         n = xr.shape[-1]
         mean = xr.mean(axis=-1, keepdims=True)
         centred = xr - mean
@@ -455,11 +477,11 @@ def layer_norm_terms(
             + sqrt(n) * u_acc * np.abs(xr).mean(axis=-1, keepdims=True)
             + u_acc * (np.abs(xr) + np.abs(mean))
         )
-        if name == weight:
-            others = tuple(i for i in range(x.ndim) if i != param_axis)
-            x_hat_full = x_hat.reshape(x.shape)
-            moved = (delta * rstd).reshape(x.shape) if grouped else delta * rstd
-            noise = (np.abs(g) * centring_noise(xr, mean, rstd).reshape(x.shape)).sum(axis=others)
+        if name == found.weight:
+            others = tuple(i for i in range(len(shape)) if i != found.param_axis)
+            x_hat_full = x_hat.reshape(shape)
+            moved = (delta * rstd).reshape(shape)
+            noise = (np.abs(g) * centring_noise(xr, mean, rstd).reshape(shape)).sum(axis=others)
             if not _matches(
                 r,
                 (g * x_hat_full).sum(axis=others),
@@ -467,7 +489,7 @@ def layer_norm_terms(
             ):
                 return None
             return NormTerms(np.zeros_like(r), np.asarray((np.abs(g) * moved).sum(axis=others)))
-        gw = rows(g * w)
+        gw = found.g * found.w
         mean_gw = gw.mean(axis=-1, keepdims=True)
         mean_gwx = (gw * x_hat).mean(axis=-1, keepdims=True)
         scale = rstd * (
@@ -475,10 +497,10 @@ def layer_norm_terms(
             + np.abs(gw).mean(axis=-1, keepdims=True)
             + np.abs(x_hat) * np.abs(gw * x_hat).mean(axis=-1, keepdims=True)
         )
-        if not _matches(rows(r), rstd * (gw - mean_gw - x_hat * mean_gwx), scale + tiny):
+        if not _matches(r.reshape(xr.shape), rstd * (gw - mean_gw - x_hat * mean_gwx), scale + tiny):
             return None
         saved_mean = delta * rstd * rstd * (np.abs(mean_gwx) + np.abs(x_hat) * np.abs(mean_gw))
-        scale, saved_mean = scale.reshape(x.shape), saved_mean.reshape(x.shape)
+        scale, saved_mean = scale.reshape(shape), saved_mean.reshape(shape)
     return NormTerms(np.asarray(scale), np.asarray(saved_mean))
 
 
