@@ -116,9 +116,15 @@ def _bias_z_of(y: np.ndarray, r: np.ndarray, output_dtype: str) -> float | None:
     signed, significand = signed[usable][first], significand[usable][first]
     if signed.size < 256:
         return None
+    return _elements_z(signed, significand)
+
+
+def _elements_z(signed: np.ndarray, significand: np.ndarray) -> float:
+    """The z of the mean signed excess with the elements as samples, less what a shared factor explains; 0 where
+    the mean is under MIN_BIAS_ULP (the usual case: y == RNE(r) everywhere)."""
     mean = float(signed.mean())
     if abs(mean) < MIN_BIAS_ULP:
-        return 0.0  # includes the usual case: y == RNE(r) everywhere
+        return 0.0
     std = float(signed.std())
     z = float(mean / (std / sqrt(signed.size))) if std > 0.0 else float(np.copysign(np.inf, mean))
     beyond = _beyond_shared_factor(signed, significand)
@@ -254,17 +260,10 @@ def _few_rows_bias_z(y: np.ndarray, r: np.ndarray, output_dtype: str) -> float |
     full = counts >= MIN_ROW_ELEMENTS
     if not 2 <= int(full.sum()) < MIN_ROWS:
         return None
-    verdicts = []
-    for row in np.flatnonzero(full):
-        excess, f = signed[row][usable[row]], significand[row][usable[row]]
-        mean = float(excess.mean())
-        if abs(mean) < MIN_BIAS_ULP:
-            return 0.0
-        std = float(excess.std())
-        z = float(mean / (std / sqrt(excess.size))) if std > 0.0 else float(np.copysign(np.inf, mean))
-        beyond = _beyond_shared_factor(excess, f)
-        verdicts.append(z if beyond is None or abs(beyond) > abs(z) else beyond)
-    if not (all(v > 0 for v in verdicts) or all(v < 0 for v in verdicts)):
+    verdicts = [
+        _elements_z(signed[row][usable[row]], significand[row][usable[row]]) for row in np.flatnonzero(full)
+    ]
+    if not (all(v > 0 for v in verdicts) or all(v < 0 for v in verdicts)):  # a row without a lean: 0
         return 0.0
     return min(verdicts, key=abs)
 
