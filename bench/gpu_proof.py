@@ -57,7 +57,13 @@ LINT_CONFIGS = ("examples/cuda/gpuemu.toml",)
 LINT_FIGURES = ("registers", "stack_frame", "spill_stores", "spill_loads", "shared_memory", "local_memory")
 
 # Why a CPU (interpreter) verdict and a GPU verdict of the same case may differ.
-REASONS = ("TF32", "masked lanes", "fp16 arithmetic", "program order", "interpreter skip", "unexplained")
+REASONS = (
+    "TF32", "masked lanes", "fp16 arithmetic", "program order", "interpreter skip", "raised on one side",
+    "unexplained",
+)  # fmt: skip
+# Differences that say the CPU verdict cannot be trusted (the step fails on them): the op raised on one side only
+# (a harness or interpreter fault, not a numerical difference), or nothing explains it.
+UNTRUSTED = frozenset({"raised on one side", "unexplained"})
 
 
 class ProofError(Exception):
@@ -443,6 +449,8 @@ def reason_for(dtype: str, cpu: CaseVerdict, gpu: CaseVerdict, *, uses_dot: bool
     text = f"{cpu.kind} {cpu.message} {gpu.kind} {gpu.message}".lower()
     if "skipped" in (cpu.verdict, gpu.verdict):
         return "interpreter skip"
+    if _raised(cpu) != _raised(gpu):
+        return "raised on one side"
     if any(w in text for w in ("nondetermin", "program order", "atomic", "race")):
         return "program order"
     if any(
@@ -454,6 +462,11 @@ def reason_for(dtype: str, cpu: CaseVerdict, gpu: CaseVerdict, *, uses_dot: bool
     if dtype in ("float16", "bfloat16"):
         return "fp16 arithmetic"
     return "unexplained"
+
+
+def _raised(verdict: CaseVerdict) -> bool:
+    """The op raised instead of returning (the gate's message for it), or the case errored."""
+    return verdict.verdict == "errored" or verdict.message.startswith("the op raised")
 
 
 def compare_verdicts(
@@ -573,6 +586,12 @@ def step_verdicts(out: Path, timeout: float) -> dict[str, Any]:
     if any("error" in t for t in tables):
         return {"status": "error", "tables": tables}
     problems = [p for t in tables for p in t["problems"]]
+    problems += [
+        f"{t['config']}: {count} case(s) differ for a reason that is no numerical difference ({reason})"
+        for t in tables
+        for reason, count in t["reasons"].items()
+        if reason in UNTRUSTED and count
+    ]
     return {"status": "failed" if problems else "passed", "why": "; ".join(problems), "tables": tables}
 
 

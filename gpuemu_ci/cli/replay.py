@@ -84,7 +84,8 @@ def replay_command(
     out_dir: Path,
 ) -> int:
     """Re-run failing cases and print their verdict. Exit 1 when a case still fails, 0 when none does, 3 when a
-    replay built other inputs than the recorded case's."""
+    replay built other inputs than the recorded case's or could not run (the op would not load, or it needs a
+    GPU this machine lacks)."""
     config = load_config(config_path)
     with Session(config, RunOptions(out_dir=out_dir, jobs=1)) as session:
         if results is not None:
@@ -101,8 +102,10 @@ def replay_command(
                 target_text,
                 inputs_digest,
             )
-    if tally.other_inputs:
-        return int(ExitCode.INFRASTRUCTURE)  # the replay could not rebuild the case: no verdict either way
+    if tally.other_inputs or tally.not_run:
+        return int(
+            ExitCode.INFRASTRUCTURE
+        )  # the replay could not rebuild or run the case: no verdict either way
     return int(ExitCode.GATE_FAILED if tally.still_failing else ExitCode.PASSED)
 
 
@@ -110,10 +113,12 @@ def replay_command(
 class _Tally:
     still_failing: int = 0
     other_inputs: int = 0
+    not_run: int = 0
 
     def add(self, label: str, outcome: ReplayOutcome, recorded_kind: str | None) -> None:
         self.still_failing += _report(label, outcome, recorded_kind)
         self.other_inputs += outcome.other_inputs
+        self.not_run += outcome.not_run
 
 
 def _chosen_failures(
@@ -207,6 +212,8 @@ def _report(label: str, outcome: ReplayOutcome, recorded_kind: str | None) -> in
     message = outcome.message
     if outcome.other_inputs:
         click.echo(f"BUILT OTHER INPUTS {label}", err=True)
+    elif outcome.not_run:
+        click.echo(f"COULD NOT RUN {label}", err=True)
     elif outcome.failed:
         status = "REPRODUCED" if recorded_kind is None or recorded_kind in message else "FAILS (differently)"
         click.echo(f"{status} {label}", err=True)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuemu_ci.config import ops as ops_parser
+from gpuemu_ci.config.kernel_layouts import fit_layouts
 from gpuemu_ci.config.model import (
     ArtifactChecks,
     CiSettings,
@@ -400,6 +401,13 @@ def _kernel(
             )
         if launch.output_dtype:  # the oracle judges the output in the dtype the kernel writes
             op = dataclasses.replace(op, output_dtype=launch.output_dtype)
+        # A bare pointer carries no strides: each input is drawn only in layouts its launch args can describe.
+        op, problems = fit_layouts(op, launch.args, op_layouts_explicit=table.has("layouts"))
+        if problems:
+            raise table.error("layouts" if table.has("layouts") else "inputs", problems[0])
+        op = dataclasses.replace(
+            op, execution=dataclasses.replace(op.execution, require_gpu=True)
+        )  # CuPy launch
     elif any(table.has(k) for k in KERNEL_VALIDATION_KEYS if k != "reference"):
         key = next(k for k in KERNEL_VALIDATION_KEYS if k != "reference" and table.has(k))
         raise table.error(

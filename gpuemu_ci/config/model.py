@@ -411,3 +411,8 @@ class Config:
             if op.name == name:
                 return op
         raise KeyError(name)
+
+    @property
+    def kernel_ops(self) -> tuple[OpSpec, ...]:
+        """The launchable [[kernels]] (those with a launch table), each validated like an op on a GPU."""
+        return tuple(k.op for k in self.kernels if k.launch is not None and k.op is not None)

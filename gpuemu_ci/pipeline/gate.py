@@ -7,13 +7,13 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
 
 from gpuemu_ci import __version__, corpus
-from gpuemu_ci.backends.interface import CallTarget, Pool
+from gpuemu_ci.backends.interface import Pool
 from gpuemu_ci.clock import utc_now
 from gpuemu_ci.config.model import Config, OpSpec
 from gpuemu_ci.diff.baseline import BaselineSource, diff_against
@@ -223,15 +223,10 @@ def _run_ops(
     a signal cut the run short, and (with `shard`) what this shard holds."""
     config, settings = session.config, session.settings
     deadline = started + settings.timeout_s
-    targets: dict[str, CallTarget] = {}
-    if include_kernels:  # launchable [[kernels]] run like ops, on a GPU only
-        for kernel in config.kernels:
-            if kernel.launch is not None and kernel.op is not None:
-                from gpuemu_ci.backends.cuda import kernel_target
-
-                gpu_only = replace(kernel.op, execution=replace(kernel.op.execution, require_gpu=True))
-                ops = (*ops, gpu_only)
-                targets[kernel.op.name] = kernel_target(kernel, config.root)
+    if (
+        include_kernels
+    ):  # launchable [[kernels]] run like ops, on a GPU only (the session knows their targets)
+        ops = (*ops, *config.kernel_ops)
     results: dict[str, OpResult] = {}
     runnable: list[OpSpec] = []
     for op in ops:
@@ -260,7 +255,7 @@ def _run_ops(
     cut_short = False
     if plans:
         ran, cut_short = session.run_ops(
-            [(op, cases, targets.get(op.name)) for op, cases in plans], deadline=deadline, stop=stop
+            [(op, cases, None) for op, cases in plans], deadline=deadline, stop=stop
         )
         results.update(ran)
     final = tuple(_with_dtypes_not_run(results[op.name], settings.dtypes_for(config, op), op) for op in ops)

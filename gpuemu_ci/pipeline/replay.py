@@ -11,12 +11,12 @@ from pathlib import Path
 
 from gpuemu_ci.backends.interface import CallTarget, CaseReport, CaseSpec
 from gpuemu_ci.config.model import OpSpec
-from gpuemu_ci.errors import REPORT_BUG, InputsDiffer, UsageError
+from gpuemu_ci.errors import REPORT_BUG, InfraError, InputsDiffer, UsageError
 from gpuemu_ci.fuzz import layouts as layout_mod
 from gpuemu_ci.fuzz.case import CaseInputs
 from gpuemu_ci.fuzz.snapshot import case_from_snapshot, classify_layout, snapshot_meta, with_strides
 from gpuemu_ci.fuzz.values import GENERATOR_VERSION
-from gpuemu_ci.pipeline.session import Session
+from gpuemu_ci.pipeline.session import Session, needs_gpu
 from gpuemu_ci.results.model import FailureKind
 from gpuemu_ci.results.snapshots import write_snapshot
 
@@ -35,7 +35,12 @@ class ReplayOutcome:
     @property
     def failed(self) -> bool:
         """The case did not pass (a wrong answer, or it could not be judged)."""
-        return self.report.outcome != "passed"
+        return self.report.outcome != "passed" and not self.not_run
+
+    @property
+    def not_run(self) -> bool:
+        """The op or its reference could not even be loaded: the replay says nothing about the case."""
+        return self.report.outcome == "unloadable"
 
     @property
     def kind(self) -> FailureKind | None:
@@ -71,6 +76,11 @@ def replay(
     """Re-runs one case in the session's workers (with `target` instead of the op's own, when given).
     `inputs_digest`: the digest of the inputs the recorded case was judged on; a replay that builds other
     inputs says so (`other_inputs`) instead of a verdict about them."""
+    if needs_gpu(op) and session.gpu is None:
+        raise InfraError(
+            f"{op.name} runs on a GPU (a [[kernels]] launch, a cupy op or require_gpu) and this machine has none: "
+            "replay it on a machine with an NVIDIA GPU, where the gate ran it"
+        )
     if snapshot is not None:
         seed = case_from_snapshot(op, snapshot).seed  # a bad snapshot is refused here, before any worker runs
         case = CaseSpec(seed, snapshot=snapshot.resolve())

@@ -122,7 +122,7 @@ class Session:
                 op=op,
                 validation=self.config.validation,
                 root=root,
-                op_target=target or op_target(op, root),
+                op_target=target or self._kernel_target(op) or op_target(op, root),
                 reference=reference_target(op, root),
                 naive=naive_target(op, root),
                 timeout_s=op.execution.timeout_s or self.config.ci.case_timeout,
@@ -130,6 +130,17 @@ class Session:
                 out_dir=out_dir or self.out_dir,
             )
         return task
+
+    def _kernel_target(self, op: OpSpec) -> CallTarget | None:
+        """A launchable [[kernels]] entry's CuPy launch, when `op` is one (their names differ from every op's)."""
+        for kernel in self.config.kernels:
+            if kernel.op is not None and kernel.launch is not None and kernel.op.name == op.name:
+                from gpuemu_ci.backends.cuda import (
+                    kernel_target,  # the launch planner, only when a kernel runs
+                )
+
+                return kernel_target(kernel, self.config.root)
+        return None
 
     def run_ops(
         self,

@@ -118,10 +118,11 @@ def master_seed(config: Config, seed: int | None, suite: Suite) -> int:
 
 
 def select_ops(config: Config, names: Sequence[str]) -> tuple[OpSpec, ...]:
-    """The ops named (each once, in the order given), or every op; a ConfigError for an unknown name."""
+    """The ops named (each once, in the order given), or every op; a ConfigError for an unknown name. A
+    launchable [[kernels]] entry can be named like an op (replay, minimize and `run --op` of a kernel's case)."""
     if not names:
         return config.ops
-    known = {op.name: op for op in config.ops}
+    known = {op.name: op for op in (*config.ops, *config.kernel_ops)}
     missing = [n for n in names if n not in known]
     if missing:
         hint = difflib.get_close_matches(missing[0], list(known), n=1)

@@ -71,6 +71,13 @@ def transformer_class(base: type) -> type:
             call = ast.Call(func=ast.Name(id=name, ctx=ast.Load()), args=thunks, keywords=[])
             return ast.copy_location(call, node)
 
+        def visit_Assign(self, node: ast.Assign) -> ast.AST:
+            # Triton 3.6's transformer wraps an assignment's value without visiting it: rewrite it first (a
+            # later one visits it too, and finds no `and`/`or` left).
+            node.value = self.visit(node.value)
+            parent = getattr(super(), "visit_Assign", None)
+            return parent(node) if parent is not None else node
+
     return BoolOpTransformer
 
 

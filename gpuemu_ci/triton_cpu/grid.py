@@ -19,6 +19,7 @@ times the chunk's programs would pass `VALUE_BUDGET_BYTES` (`TooLarge`).
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -426,8 +427,14 @@ def _uniform_scalar(self: Any, what: str) -> Any:
     return data.flat[0]
 
 
+def block_elements(block_type: Any) -> int:
+    """Elements of a block type. Its shape is a Python list, or (Triton 3.6) a Triton tuple that NumPy cannot
+    reduce: counted over its items."""
+    return math.prod(int(d) for d in block_type.shape)
+
+
 def _bool(self: Any) -> bool:
-    if self.type.is_block() and int(np.prod(self.type.shape)) != 1:
+    if self.type.is_block() and block_elements(self.type) != 1:
         return True  # the interpreter's view of a block
     return bool(_uniform_scalar(self, "a Python `if`/`while`"))
 

@@ -391,7 +391,9 @@ def _rising_by_rows(access: Access) -> bool:
 
 
 def _masked_load(original: Any) -> Any:
-    def load(self: Any, ptrs: Any, mask: Any, other: Any, cache_policy: Any, is_volatile: Any) -> Any:
+    # The hints after `other` (Triton 3.6: cache_modifier, eviction_policy, is_volatile; later: cache_policy,
+    # is_volatile) pass through untouched, whatever this Triton's interpreter names them.
+    def load(self: Any, ptrs: Any, mask: Any, other: Any, *hints: Any, **named: Any) -> Any:
         call = _state["call"]
         batched = grid.active() is not None
         if batched:
@@ -421,13 +423,13 @@ def _masked_load(original: Any) -> Any:
                 gathered = _gathered(call.launch.memory, located, addresses, ptrs, flat_mask, other)
                 if gathered is not None:
                     return gathered
-        return original(self, ptrs, mask, other, cache_policy, is_volatile)
+        return original(self, ptrs, mask, other, *hints, **named)
 
     return load
 
 
 def _masked_store(original: Any) -> Any:
-    def store(self: Any, ptrs: Any, value: Any, mask: Any, cache_policy: Any) -> Any:
+    def store(self: Any, ptrs: Any, value: Any, mask: Any, *hints: Any, **named: Any) -> Any:
         batched = grid.active() is not None
         base = base_of(ptrs)
         if batched:
@@ -446,7 +448,7 @@ def _masked_store(original: Any) -> Any:
                     return None
             else:
                 _watch_write(addresses.addresses, ptrs.data, value.data, flat_mask)
-        return original(self, ptrs, value, mask, cache_policy)
+        return original(self, ptrs, value, mask, *hints, **named)
 
     return store
 
@@ -762,9 +764,21 @@ def _patched_once(patch_lang: Any) -> Any:
         if langs in done:
             return _NothingToRestore()
         done.add(langs)
-        return patch_lang(fn)
+        scope = patch_lang(fn)
+        if callable(getattr(scope, "set_attr", None)):
+            import triton.language as tl
+
+            scope.set_attr(tl.tensor, "__index__", _scalar_index)  # undone with the interpreter's patches
+        return scope
 
     return once
+
+
+def _scalar_index(self: Any) -> int:
+    """A scalar tensor as a loop bound or index, as Triton 3.7 and later read it. Triton 3.6's interpreter
+    calls `int()` on the one-element array that holds a scalar argument, which NumPy 2.5 refuses, so every
+    `range(0, K, BK)` over a runtime K raised there; the compiled kernel loops."""
+    return int(np.asarray(self.handle.data).squeeze())
 
 
 # What the interpreter's `_patch_lang` sets, per set of language modules it patches: (owner, name, value).

@@ -37,6 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from gpuemu_ci.triton_cpu.grid import block_elements
+
 MODULE = "triton.runtime.interpreter"
 # Builder methods whose accesses the layer may describe by source line (poisoned lanes): their line is recorded.
 _SITED = ("load", "store", "atomic")
@@ -496,7 +498,7 @@ def _is_enum(value: Any) -> bool:
 
 def _always_true(tensor: Any) -> bool:
     """The interpreter's `bool` of a block of more than one element: true whatever its data (no guard)."""
-    return bool(tensor.type.is_block() and int(np.prod(tensor.type.shape)) != 1)
+    return bool(tensor.type.is_block() and block_elements(tensor.type) != 1)
 
 
 # ---- the tape made smaller: the same values, fewer steps -------------------------------------------------

@@ -27,6 +27,7 @@ from gpuemu_ci.config.expressions import ArrayInfo, LaunchError, evaluate, evalu
 from gpuemu_ci.config.model import (
     ErrorModel,
     Family,
+    Framework,
     InputSpec,
     KernelLaunch,
     KernelSpec,
@@ -192,7 +193,8 @@ def test_kernel_target_round_trips_through_its_spec(tmp_path: Path) -> None:
 
 def _kernel_task(root: Path, program: KernelProgram, reference: str, schema: str, dtypes: str) -> OpTask:
     task = op_task(root, reference, reference, schema=schema, extra='family = "elementwise"', dtypes=dtypes)
-    return replace(task, op_target=CallTarget(TargetKind.CUDA_KERNEL, program.encode(), root))
+    # As kernel_target makes it: a launch is handed CuPy arrays (a bare NumPy array cannot be a kernel pointer).
+    return replace(task, op_target=CallTarget(TargetKind.CUDA_KERNEL, program.encode(), root, Framework.CUPY))
 
 
 XY = (

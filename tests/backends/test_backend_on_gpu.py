@@ -31,8 +31,8 @@ def torch_add(a, b, expect=None):
         assert list(a.stride()) + list(b.stride()) == expect, (a.stride(), b.stride(), expect)
     return a + b
 
-def torch_scale_inplace(a, b):
-    a.mul_(2)
+def torch_negate_inplace(a, b):
+    a.neg_()  # flips every element's sign bit, zeros and NaN included: the bytes always change
     return a + b
 
 def cupy_add(a, b, expect=None):
@@ -104,7 +104,7 @@ def test_torch_on_a_gpu_gets_device_tensors_with_the_fuzzed_strides(
 
 def test_a_device_side_write_into_an_input_is_detected(gpu_pool: WorkerPool, gpu_root: Path) -> None:
     pytest.importorskip("torch")
-    task = op_task(gpu_root, "gpu_ops:torch_scale_inplace", "gpu_ops:ref_add",
+    task = op_task(gpu_root, "gpu_ops:torch_negate_inplace", "gpu_ops:ref_add",
                    extra='family = "elementwise"\nframework = "torch"')  # fmt: skip
     report = gpu_pool.run(task, first_case(task))
     assert report.kind == "inputs_modified" and "wrote into its input(s) a" in report.message

@@ -207,6 +207,16 @@ def test_each_difference_gets_its_reason(proof: ModuleType) -> None:
     assert {d["reason"] for d in plain["differences"] if d["case"] == "k/2"} == {"unexplained"}
 
 
+def test_an_op_that_raises_on_one_side_only_is_no_numerical_difference(proof: ModuleType) -> None:
+    """As Triton 3.6's interpreter did under an older layer: every CPU case raised a TypeError inside
+    `_masked_load` while the device passed; the word `masked` must not file that under masked lanes."""
+    raised = "the op raised: InterpreterError: TypeError('_masked_load.<locals>.load() takes 6 positional arguments')"
+    cpu = results(7, {"float16": (8, 0)}, [failure("k/1", "float16", raised, kind="raised")])
+    table = proof.compare_verdicts(cpu, results(7, {"float16": (8, 0)}, []))
+    assert [d["reason"] for d in table["differences"]] == ["raised on one side"]
+    assert "raised on one side" in proof.UNTRUSTED and "masked lanes" not in proof.UNTRUSTED
+
+
 def test_runs_of_different_plans_are_not_compared(proof: ModuleType) -> None:
     with pytest.raises(proof.ProofError, match="seed"):
         proof.compare_verdicts(results(1, {"float32": (8, 0)}, []), results(2, {"float32": (8, 0)}, []))

@@ -450,3 +450,36 @@ def test_a_bad_kernel_arch_is_found_before_any_op_runs(tmp_path, simple_project,
     assert code == 2 and message in err
     assert "cases" not in err  # no op started
     assert not (tmp_path / "out" / "results.json").exists()
+
+
+def test_a_launchable_kernel_is_named_like_an_op_and_its_replay_without_a_gpu_says_it_cannot_run(
+    tmp_path, monkeypatch
+):
+    """A [[kernels]] entry with a launch table is validated like an op: `run --op` and the replay command of its
+    failures name it. On a machine without a GPU its replay is refused (exit 3), never judged or `REPRODUCED`."""
+    monkeypatch.setenv("GPUEMU_NO_GPU", "1")
+    config = str(EXAMPLES / "cuda" / "gpuemu-buggy.toml")
+    code, _, err = run(["--config", config, "--out", str(tmp_path), "--op", "gelu", "--no-lint"])
+    assert code == 3, (
+        err
+    )  # selected (not "is not an op"), skipped visibly, and a run where nothing ran is no pass
+    (op,) = json.loads((tmp_path / "results.json").read_text())["ops"]
+    assert op["name"] == "gelu" and op["status"] == "skipped" and "no GPU" in (op["skip_reason"] or "")
+    replayed = run_cli(
+        ["replay", "--config", config, "--op", "gelu", "--seed", "7", "--out", str(tmp_path / "r")]
+    )
+    assert replayed.code == 3 and "REPRODUCED" not in replayed.stderr
+    assert "runs on a GPU" in replayed.stderr and "has none" in replayed.stderr
+
+
+def test_the_replay_of_an_op_that_no_longer_loads_says_it_could_not_run(make_project, tmp_path):
+    config = make_project(
+        '[[ops]]\nname = "scale"\nop = "ops_mod:missing"\nreference = "ops_mod:ref"\nfamily = "elementwise"\n'
+        'inputs = ["x"]\n',
+        {"ops_mod.py": "def ref(x):\n    return x\n"},
+    )
+    replayed = run_cli(
+        ["replay", "--config", str(config), "--op", "scale", "--seed", "7", "--out", str(tmp_path / "r")]
+    )
+    assert replayed.code == 3, replayed.stderr
+    assert "COULD NOT RUN scale" in replayed.stderr and "REPRODUCED" not in replayed.stderr

@@ -274,3 +274,52 @@ def test_a_launch_output_dtype_is_checked_and_becomes_the_kernel_ops_output_dtyp
         files,
     )
     assert "'float16'" in error.message and "'float32'" in error.message and "once" in error.message
+
+
+KERNEL_2D = """
+[[kernels]]
+name = "add"
+source = "add.cu"
+reference = "m.ops:f"
+family = "elementwise"
+[kernels.dims]
+M = [4]
+N = [8]
+[kernels.inputs]
+x = {x}
+y = ["M", "N"]
+[kernels.launch]
+kernel = "add"
+grid = [1]
+block = [32]
+args = {args}
+output = ["M", "N"]
+"""
+
+
+def test_a_kernel_input_is_drawn_only_in_layouts_whose_strides_its_launch_passes(make_project):
+    files = {**OPS_FILE, "add.cu": 'extern "C" __global__ void add(const float* x, float* y, int n) {}\n'}
+
+    def layouts(args: str, x: str = '["M", "N"]') -> dict[str, set[str]]:
+        (kernel,) = load_text(make_project, BASE + KERNEL_2D.format(x=x, args=args), files).kernels
+        assert kernel.op is not None
+        return {i.name: {lay.value for lay in i.layouts or ()} for i in kernel.op.shapes.inputs}
+
+    # A bare pointer: only layouts addressed like C order (odd_size1 changes only size-1 dims' strides).
+    bare = layouts('["x", "y", "out", "M", "N"]')
+    assert bare == {"x": {"contiguous", "odd_size1"}, "y": {"contiguous", "odd_size1"}}
+    # The row stride of x: its row-padded slices too; y is still handed C order only.
+    rows = layouts('["x", "y", "out", "M", "N", "stride(x, 0)"]')
+    assert rows["x"] == {"contiguous", "odd_size1", "row_padded"} and rows["y"] == bare["y"]
+    # Both strides (a negative dim counts from the end): every layout.
+    every = layouts('["x", "y", "out", "M", "N", "stride(x, 0)", "stride(x, -1)"]')
+    assert every["x"] == {lay.value for lay in Layout}
+
+    # Asked for by name, a layout the kernel cannot address is a config error that says what to pass.
+    error = error_of(
+        make_project,
+        BASE + KERNEL_2D.format(x='{ dims = ["M", "N"], layouts = ["strided"] }', args='["x", "y", "out"]'),
+        files,
+    )
+    assert "'strided'" in error.message and "stride(x, 0), stride(x, 1)" in error.message
+    assert "[kernels.launch]" in error.message

@@ -4,7 +4,6 @@ worker processes run them in Triton's interpreter), then `gpuemu-ci replay` of a
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -12,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.triton_cpu.support_interpreter import checkout_env
+
 pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-ROOT = Path(__file__).resolve().parents[2]
 
 KERNELS = textwrap.dedent("""
     import torch
@@ -115,7 +115,7 @@ def _project(tmp_path: Path) -> Path:
 
 
 def _gpuemu(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = checkout_env()
     return subprocess.run(
         [sys.executable, "-m", "gpuemu_ci", *args], cwd=cwd, env=env, capture_output=True, text=True,
         timeout=600, check=False,
@@ -146,6 +146,12 @@ def test_a_store_past_the_end_fails_the_gate_as_out_of_bounds_with_where(run: tu
 def test_an_out_of_bounds_store_fails_even_where_the_interpreter_mishandles_the_dtype(run: tuple) -> None:
     """bfloat16 cases are not judged (the interpreter computes them on bit patterns), but a store past the end
     is the kernel's fault whatever the numbers."""
+    from triton.runtime import interpreter
+
+    if not hasattr(interpreter.InterpreterBuilder, "get_bf16"):
+        pytest.skip(
+            "this Triton's interpreter cannot make a bfloat16 constant: the kernel stops before its store"
+        )
     _, results, _ = run
     op = next(op for op in results["ops"] if op["name"] == "scale_unmasked_bf16")
     assert op["status"] == "failed" and {f["kind"] for f in op["failures"]} == {"out_of_bounds"}

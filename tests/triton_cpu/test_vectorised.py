@@ -5,7 +5,6 @@ and says why. Real kernels in Triton's interpreter, in a subprocess (TRITON_INTE
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -16,7 +15,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from tests.triton_cpu.support_interpreter import ROOT, run_interpreted
+from tests.triton_cpu.support_interpreter import ROOT, checkout_env, run_interpreted
 
 SCRIPT = textwrap.dedent('''
     import json
@@ -375,7 +374,7 @@ def test_every_triton_op_of_the_corpus_gives_bitwise_the_same_outputs_on_every_c
     """bench/bench_triton_grid.py over the corpus's Triton ops (the sanitizer's kernels and the fused RMSNorm
     forward and backward): every case of the quick suite of master seeds 1-3, per program and vectorised."""
     report = tmp_path / "grid.json"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = checkout_env()
     done = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "bench_triton_grid.py"), "--seeds", "3", "--json", str(report)],
         capture_output=True, text=True, env=env, timeout=3600, check=False,
@@ -400,7 +399,7 @@ def test_liger_cross_entropy_with_ignored_tokens_vectorises_in_groups_with_bitwi
     of the quick suite of seed 1, per program and vectorised."""
     pytest.importorskip("liger_kernel")
     report = tmp_path / "grid.json"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = checkout_env()
     command = [
         sys.executable, str(ROOT / "bench" / "bench_triton_grid.py"), "--config", str(ROOT / "bench" / "field" /
         "gpuemu.toml"), "--only", "liger_cross_entropy.control", "--seeds", "1", "--json", str(report),
