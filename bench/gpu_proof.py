@@ -622,8 +622,10 @@ def lint_figures(report: Mapping[str, Any]) -> dict[str, dict[str, int]]:
     return figures
 
 
-def compare_lint(nvcc: Mapping[str, Any], nvrtc: Mapping[str, Any]) -> dict[str, Any]:
-    a, b = lint_figures(nvcc), lint_figures(nvrtc)
+def compare_lint(nvcc: Mapping[str, Any], other: Mapping[str, Any]) -> dict[str, Any]:
+    """The device nvcc's figures against another compile of the same sources: the device's NVRTC, or a
+    report made on another machine (the CPU runner's nvcc or NVRTC route)."""
+    a, b = lint_figures(nvcc), lint_figures(other)
     differences = [
         {"entry": key, "figure": f, "nvcc": a[key][f], "nvrtc": b[key][f]}
         for key in sorted(set(a) & set(b))
@@ -637,17 +639,17 @@ def compare_lint(nvcc: Mapping[str, Any], nvrtc: Mapping[str, Any]) -> dict[str,
         "only_one_side": missing,
         "toolchains": {
             "nvcc": nvcc.get("lint", {}).get("toolchain"),
-            "nvrtc": nvrtc.get("lint", {}).get("toolchain"),
+            "other": other.get("lint", {}).get("toolchain"),
         },
         "equal": not differences and not missing,
-        "same_release": _release(nvcc, "nvcc") is not None
-        and _release(nvcc, "nvcc") == _release(nvrtc, "nvrtc"),
+        "same_release": _release(nvcc) is not None and _release(nvcc) == _release(other),
     }
 
 
-def _release(report: Mapping[str, Any], tool: str) -> str | None:
-    """major.minor of the compiler a lint report names (toolchain.nvcc or toolchain.nvrtc)."""
-    version = str((report.get("lint", {}).get("toolchain") or {}).get(tool) or "")
+def _release(report: Mapping[str, Any]) -> str | None:
+    """major.minor of the compiler a lint report names (toolchain.nvcc, else toolchain.nvrtc)."""
+    toolchain = report.get("lint", {}).get("toolchain") or {}
+    version = str(toolchain.get("nvcc") or toolchain.get("nvrtc") or "")
     found = re.match(r"(\d+\.\d+)", version)
     return found.group(1) if found else None
 
@@ -656,15 +658,29 @@ def lint_status(configs: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
     """Equal figures pass; unequal figures from the same CUDA release fail; from different releases they are
     recorded without a verdict (NVRTC 12.x/13.0 and nvcc differ by design: see the config reference)."""
     if all(c["equal"] for c in configs):
-        return "passed", "nvcc and NVRTC report the same figures for every kernel and arch"
+        return (
+            "passed",
+            "the device's nvcc and every other compile report the same figures for every kernel and arch",
+        )
     if any(not c["equal"] and c["same_release"] for c in configs):
-        return "failed", "nvcc and NVRTC of the same CUDA release report different figures"
-    return "not_run", "the figures differ, but nvcc and NVRTC are different CUDA releases: no conclusion"
+        return "failed", "compilers of the same CUDA release report different figures"
+    return "not_run", "the figures differ, but between different CUDA releases: no conclusion"
+
+
+# Lint reports made on another machine (`GPUEMU_LINT_FRONTEND=nvcc|nvrtc gpuemu-ci lint --config C --json >
+# DIR/lint-local-<frontend>.json` on the CPU runner), carried to the device: its nvcc is compared with them.
+LINT_REFERENCES = "GPU_PROOF_LINT_REFERENCES"
 
 
 def step_lint(out: Path, timeout: float) -> dict[str, Any]:
     results = []
     deadline = Deadline(timeout)
+    skipped = []
+    references = (
+        sorted(Path(os.environ[LINT_REFERENCES]).glob("lint-*.json"))
+        if os.environ.get(LINT_REFERENCES)
+        else []
+    )
     for config in LINT_CONFIGS:
         reports = {}
         for frontend in ("nvcc", "nvrtc"):
@@ -673,20 +689,24 @@ def step_lint(out: Path, timeout: float) -> dict[str, Any]:
             try:
                 reports[frontend] = json.loads(done.stdout)
             except ValueError:
-                return {
-                    "status": "not_run",
-                    "why": f"{frontend} lint of {config} gave no report (exit "
-                    f"{done.returncode}): {done.stderr.strip()[-300:]}",
-                }
-        frontends = {f: (reports[f].get("lint", {}).get("toolchain") or {}) for f in reports}
-        if frontends["nvcc"].get("nvrtc") or not frontends["nvcc"].get("nvcc"):
-            return {
-                "status": "not_run",
-                "why": f"no nvcc on this machine: both runs used NVRTC ({frontends['nvcc']})",
-            }
-        results.append({"config": config, **compare_lint(reports["nvcc"], reports["nvrtc"])})
+                skipped.append(
+                    f"device {frontend}: no report (exit {done.returncode}): {done.stderr.strip()[-200:]}"
+                )
+        device = reports.get("nvcc")
+        toolchain = (device or {}).get("lint", {}).get("toolchain") or {}
+        if device is None or toolchain.get("nvrtc") or not toolchain.get("nvcc"):
+            return {"status": "not_run", "why": f"no nvcc on this machine ({toolchain or skipped})"}
+        others = [("device NVRTC", reports["nvrtc"])] if "nvrtc" in reports else []
+        others += [(f"{path.name}, made on another machine", _load(path) or {}) for path in references]
+        for label, other in others:
+            results.append({"config": config, "against": label, **compare_lint(device, other)})
+    if not results:
+        return {
+            "status": "not_run",
+            "why": "nothing to compare the device's nvcc with: " + "; ".join(skipped),
+        }
     status, why = lint_status(results)
-    return {"status": status, "why": why, "configs": results}
+    return {"status": status, "why": why, "configs": results, "not_compared": skipped}
 
 
 # ---- step 5: benchmark -----------------------------------------------------------------------------------------

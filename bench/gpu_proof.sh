@@ -12,7 +12,8 @@
 #   2. examples on the device        examples/cuda through CuPy, examples/triton compiled, examples/torch on
 #                                    CUDA tensors (backward = true); each seeded bug caught and replayed
 #   3. CPU verdict vs GPU verdict    the Triton example configs under the interpreter (GPU hidden) and compiled
-#   4. lint                          the device's nvcc/ptxas against the NVRTC route
+#   4. lint                          the device's nvcc/ptxas against the NVRTC route there, and against the
+#                                    reports in $GPU_PROOF_LINT_REFERENCES made elsewhere (lint-<frontend>.json)
 #   5. benchmark                     gate wall time vs time in op calls vs reference calls (CPU and device)
 # A step that fails is recorded and the next one still runs; the exit status is 0 only when every step passed.
 #

@@ -289,6 +289,11 @@ def test_unequal_figures_fail_only_between_compilers_of_one_release(proof: Modul
     assert proof.lint_status([other])[0] == "not_run"
     equal = proof.compare_lint(lint_report(29, toolchain=nvcc), lint_report(29, toolchain=nvrtc_12_9))
     assert proof.lint_status([equal])[0] == "passed"
+    # a report made with nvcc on another machine (the CPU runner's) is of the same release when its nvcc is
+    runner = proof.compare_lint(
+        lint_report(29, toolchain=nvcc), lint_report(30, toolchain={"nvcc": "13.5.40"})
+    )
+    assert runner["same_release"] and proof.lint_status([runner])[0] == "failed"
 
 
 def test_the_locked_wheels_come_with_their_hashes(proof: ModuleType) -> None:
