@@ -718,16 +718,30 @@ def step_bench(out: Path, timeout: float) -> dict[str, Any]:
 
     deadline = Deadline(timeout)
     rows = []
+    # The examples step's passing runs of the same configs give the gate's wall time (with Triton's compiles
+    # cached on disk for the timing below); without them the gate runs here.
+    examples = {
+        row["example"]: row for row in (_load(out / "steps" / "examples.json") or {}).get("examples", [])
+    }
     for name, config in (("torch", "examples/torch/gpuemu.toml"), ("triton", "examples/triton/gpuemu.toml")):
-        where = out / "bench" / name
-        started = time.perf_counter()
-        done = gpuemu_ci(
-            ["run", "--config", config, "--require-gpu", "--out", str(where)], deadline.left(), device_env()
-        )
-        wall = time.perf_counter() - started
-        if done.returncode != 0:
-            return {"status": "failed", "why": f"the gate on {config} exited {done.returncode}", "rows": rows}
-        rows.append({"example": name, **bench_row(time_example(REPO / config), wall)})
+        earlier = examples.get(name, {})
+        wall = earlier.get("good_wall_s") if earlier.get("good_exit") == 0 else None
+        if wall is None:
+            started = time.perf_counter()
+            where = out / "bench" / name
+            done = gpuemu_ci(
+                ["run", "--config", config, "--require-gpu", "--out", str(where)],
+                deadline.left(),
+                device_env(),
+            )
+            wall = time.perf_counter() - started
+            if done.returncode != 0:
+                return {
+                    "status": "failed",
+                    "why": f"the gate on {config} exited {done.returncode}",
+                    "rows": rows,
+                }
+        rows.append({"example": name, **bench_row(time_example(REPO / config), float(wall))})
     return {"status": "passed", "rows": rows}
 
 

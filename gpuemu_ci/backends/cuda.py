@@ -260,6 +260,23 @@ def poisoned_output(shape: tuple[int, ...], dtype_name: str | None) -> np.ndarra
     return bf16_as_bits(filled)
 
 
+def compiled_entry(code: str, program: KernelProgram) -> Any:
+    """The kernel's entry compiled by NVRTC with the user's flags and nothing else. `cupy.RawModule(code=...)`
+    appends `-ftz=true` to every compile (cupy/cupy#9576), which flushes subnormals where the user's nvcc build
+    (default -ftz=false) keeps them: a correct kernel failed every case whose output is subnormal on an H100.
+    CuPy's NVRTC front end (which adds only the device's arch) compiles it here, and the binary is loaded as is."""
+    from cupy.cuda import compiler, function
+
+    options = tuple(program.options)
+    try:
+        binary, mapping = compiler.compile_using_nvrtc(code, options, name_expressions=(program.entry,))
+    except Exception:  # an extern "C" entry needs no name lowering (and a template needs it)
+        binary, mapping = compiler.compile_using_nvrtc(code, options)
+    module = function.Module()
+    module.load(binary)
+    return module.get_function((mapping or {}).get(program.entry, program.entry))
+
+
 def load_kernel(target: CallTarget) -> Any:
     """Compile the kernel (once per worker) and return a Loaded whose invoke launches it."""
     from gpuemu_ci.backends.loading import Loaded, LoadError
@@ -275,13 +292,7 @@ def load_kernel(target: CallTarget) -> Any:
     except OSError as exc:
         raise LoadError(f"cannot read kernel source {path}: {exc}") from None
     try:
-        module = cupy.RawModule(code=code, options=program.options, name_expressions=(program.entry,))
-        module.compile()
-        try:
-            function = module.get_function(program.entry)
-        except Exception:  # an extern "C" entry can be found without name lowering
-            module = cupy.RawModule(code=code, options=program.options)
-            function = module.get_function(program.entry)
+        function = compiled_entry(code, program)
     except Exception as exc:
         raise LoadError(f"compiling {path} (entry {program.entry}) failed: {exc}") from None
 

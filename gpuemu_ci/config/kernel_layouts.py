@@ -1,4 +1,4 @@
-"""The memory layouts a [[kernels]] launch can be handed.
+"""What a [[kernels]] launch implies for its op: the memory layouts it can be handed, and flushed subnormals.
 
 A CUDA kernel receives a bare pointer: it knows an input's strides only through the arguments its launch passes
 (`stride(x, 0)`). Handing it a layout whose strides it is never told would make every correct kernel fail, so an
@@ -78,3 +78,16 @@ def _why(name: str, layout: Layout, missing: list[int]) -> str:
         f"input {name!r} in layout {layout.value!r} needs the kernel to know {strides}, which [kernels.launch] "
         f"args do not pass: add them to args (and use them in the kernel), or drop {layout.value!r}"
     )
+
+
+def flushes_subnormals(flags: Iterable[str]) -> bool:
+    """Whether nvcc/NVRTC flags build the kernel with subnormals flushed to zero: `-ftz=true`, or
+    `--use_fast_math` (which implies it) unless a later `-ftz=false` turns it off."""
+    flush = False
+    for flag in flags:
+        name, _, value = flag.lstrip("-").partition("=")
+        if name == "use_fast_math":
+            flush = True
+        elif name == "ftz":
+            flush = value.strip().lower() in ("true", "1", "")
+    return flush

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuemu_ci.config import ops as ops_parser
-from gpuemu_ci.config.kernel_layouts import fit_layouts
+from gpuemu_ci.config.kernel_layouts import fit_layouts, flushes_subnormals
 from gpuemu_ci.config.model import (
     ArtifactChecks,
     CiSettings,
@@ -405,9 +405,10 @@ def _kernel(
         op, problems = fit_layouts(op, launch.args, op_layouts_explicit=table.has("layouts"))
         if problems:
             raise table.error("layouts" if table.has("layouts") else "inputs", problems[0])
-        op = dataclasses.replace(
-            op, execution=dataclasses.replace(op.execution, require_gpu=True)
-        )  # CuPy launch
+        execution = dataclasses.replace(op.execution, require_gpu=True)  # a CuPy launch
+        op = dataclasses.replace(op, execution=execution)
+        if flushes_subnormals(table.string_list("flags", ()) or ()):  # the launch is built with these flags
+            op = dataclasses.replace(op, error_model=dataclasses.replace(op.error_model, flush_to_zero=True))
     elif any(table.has(k) for k in KERNEL_VALIDATION_KEYS if k != "reference"):
         key = next(k for k in KERNEL_VALIDATION_KEYS if k != "reference" and table.has(k))
         raise table.error(

@@ -15,6 +15,7 @@ from gpuemu_ci.backends import WorkerPool
 from gpuemu_ci.backends.cuda import (
     ArgKind,
     KernelProgram,
+    compiled_entry,
     kernel_target,
     nvrtc_options,
     plan_launch,
@@ -281,6 +282,31 @@ extern "C" __global__ void scale2(const __nv_bfloat16* x, __nv_bfloat16* out, in
     if (i < n) out[i] = __float2bfloat16(2.0f * __bfloat162float(x[i]));
 }
 """
+
+
+HALVE_KERNEL = r"""
+extern "C" __global__ void halve(const float* x, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = x[i] * 0.5f;
+}
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("flags", "flushed"), [((), False), (("-ftz=true",), True)])
+def test_a_launch_is_built_with_the_users_flags_alone(flags: tuple[str, ...], flushed: bool) -> None:
+    """CuPy's RawModule adds -ftz=true to every compile; the user's nvcc build keeps subnormals unless asked.
+    Half the smallest normal float32 is a subnormal: kept by default, flushed to 0 only with -ftz=true."""
+    if detect_gpu() is None:
+        pytest.skip("no GPU on this machine")
+    cupy = pytest.importorskip("cupy")
+    program = _program(source="halve.cu", entry="halve", options=flags)
+    function = compiled_entry(HALVE_KERNEL, program)
+    x = cupy.full(4, np.finfo(np.float32).tiny, dtype=cupy.float32)
+    out = cupy.full(4, np.nan, dtype=cupy.float32)
+    function((1,), (32,), (x, out, np.int32(4)))
+    got = cupy.asnumpy(out)
+    assert (got == 0).all() if flushed else (got == np.float32(np.finfo(np.float32).tiny / 2)).all(), got
 
 
 @pytest.mark.gpu

@@ -323,3 +323,20 @@ def test_a_kernel_input_is_drawn_only_in_layouts_whose_strides_its_launch_passes
     )
     assert "'strided'" in error.message and "stride(x, 0), stride(x, 1)" in error.message
     assert "[kernels.launch]" in error.message
+
+
+def test_a_kernel_built_with_flushed_subnormals_is_judged_as_such(make_project):
+    """The launch is compiled with the kernel's own flags: `--use_fast_math` or `-ftz=true` flush subnormals
+    there, so its op allows a flushed subnormal; a later `-ftz=false`, or no such flag, does not."""
+    files = {**OPS_FILE, "scale.cu": 'extern "C" __global__ void scale(const float* x, float* y, int n) {}\n'}
+
+    def flushes(flags: str) -> bool:
+        config = load_text(
+            make_project, BASE + KERNEL.format(kernel_extra=f"flags = {flags}", launch_extra=""), files
+        )
+        op = config.kernels[0].op
+        assert op is not None
+        return op.error_model.flush_to_zero
+
+    assert flushes('["--use_fast_math"]') and flushes('["-ftz=true"]')
+    assert not flushes("[]") and not flushes('["-O3"]') and not flushes('["--use_fast_math", "-ftz=false"]')
