@@ -264,10 +264,17 @@ def compiled_entry(code: str, program: KernelProgram) -> Any:
     """The kernel's entry compiled by NVRTC with the user's flags and nothing else. `cupy.RawModule(code=...)`
     appends `-ftz=true` to every compile (cupy/cupy#9576), which flushes subnormals where the user's nvcc build
     (default -ftz=false) keeps them: a correct kernel failed every case whose output is subnormal on an H100.
-    CuPy's NVRTC front end (which adds only the device's arch) compiles it here, and the binary is loaded as is."""
+    CuPy's NVRTC front end (which adds the device's arch) compiles it here with the include paths RawModule
+    would add, and the binary is loaded as is."""
     from cupy.cuda import compiler, function
 
     options = tuple(program.options)
+    try:  # the include paths RawModule gives NVRTC (CUDA's headers: cuda_bf16.h), and its default -std
+        from cupy._core.core import assemble_cupy_compiler_options
+
+        options = assemble_cupy_compiler_options(options)
+    except ImportError:
+        pass
     try:
         binary, mapping = compiler.compile_using_nvrtc(code, options, name_expressions=(program.entry,))
     except Exception:  # an extern "C" entry needs no name lowering (and a template needs it)
