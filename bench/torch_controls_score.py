@@ -56,17 +56,20 @@ class Defect:
     kwargs: dict[str, Any] = field(default_factory=dict)
     layout: dict[str, str] = field(default_factory=dict)
     message: str = ""
+    pattern: str = ""  # a regular expression the first message line must match (what the kernel got)
 
     def matches(self, op: str, failure: dict[str, Any]) -> bool:
         layouts = failure.get("layouts") or {}
         kwargs = failure.get("kwargs") or {}
+        first_line = (failure.get("message", "").splitlines() or [""])[0]
         return (
             op == self.op
             and failure.get("dtype") == self.dtype
             and failure.get("kind") == self.kind
             and all(kwargs.get(k) == v for k, v in self.kwargs.items())
             and all(layouts.get(k) == v for k, v in self.layout.items())
-            and self.message in failure.get("message", "").splitlines()[0]
+            and self.message in first_line
+            and (not self.pattern or re.search(self.pattern, first_line) is not None)
         )
 
 
