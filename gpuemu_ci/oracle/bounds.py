@@ -123,6 +123,16 @@ def contracted_length(op: OpSpec, dims: Mapping[str, int], reference: np.ndarray
     return max(1, max(sizes, default=1) // max(reference.size, 1))
 
 
+def _group_rows(x: np.ndarray, kwargs: Mapping[str, object]) -> np.ndarray | None:
+    """x as (samples, groups, the group's values) where a `num_groups` kwarg says a norm's statistics run over
+    groups of channels (axis 1), as torch's group_norm; None otherwise."""
+    groups = kwargs.get("num_groups")
+    grouped = isinstance(groups, int) and not isinstance(groups, bool) and groups >= 1 and x.ndim >= 2
+    if grouped and x.shape[1] % groups == 0:  # type: ignore[operator]
+        return x.reshape(x.shape[0], groups, -1)  # type: ignore[call-overload]
+    return None
+
+
 def _row_axis(kwargs: Mapping[str, object]) -> int:
     for key in ("axis", "dim"):
         value = kwargs.get(key)
@@ -186,13 +196,15 @@ def allowed_error(op: OpSpec, case: BoundInputs) -> np.ndarray:
         if x.shape == r.shape and x.size:
             axis = _row_axis(case.kwargs)
             eps = float(case.kwargs.get("eps", 0.0) or 0.0)  # type: ignore[arg-type]
-            mean = x.mean(axis=axis, keepdims=True)
-            sigma = np.sqrt(((x - mean) ** 2).mean(axis=axis, keepdims=True) + eps)
+            grouped = _group_rows(x, case.kwargs)  # group_norm: statistics over groups of channels
+            rows, stat_axis = (grouped, -1) if grouped is not None else (x, axis)
+            mean = rows.mean(axis=stat_axis, keepdims=True)
+            sigma = np.sqrt(((rows - mean) ** 2).mean(axis=stat_axis, keepdims=True) + eps)
             sigma = np.where(sigma > 0, sigma, 1.0)
             # The computed mean errs in proportion to the row's mean |x|, not |mean| (rows can cancel).
-            mean_abs = np.abs(x).mean(axis=axis, keepdims=True)
-            gamma, shift = _affine(case.inputs, x, axis)
-            scale = (mean_abs + np.abs(x)) / sigma * gamma + shift
+            mean_abs = np.abs(rows).mean(axis=stat_axis, keepdims=True)
+            gamma, shift = _affine(case.inputs, x, 1 if grouped is not None else axis)
+            scale = ((mean_abs + np.abs(rows)) / sigma).reshape(x.shape) * gamma + shift
         term = (g + 2.0 + k_f) * u_acc * np.maximum(scale, r)
     elif family is Family.ATTENTION:
         tensors = list(case.inputs.values())

@@ -114,6 +114,37 @@ def test_one_pass_variance_is_caught_by_the_norm_bound():
     )[1]
 
 
+def test_group_norm_statistics_are_judged_over_the_group_not_each_channel():
+    """Tied values, constant along L (a broadcast input): a channel of zeros in a group of {-2 .. 2} has x_hat 0
+    exactly, but the group's float32 mean errs, so PyTorch's group_norm returns -1.6e-8 there (thorough suite,
+    8.9e34 times a bound built from that channel's own row). Statistics of each channel alone (instance norm
+    where group norm was asked for) still fail."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    values = rng.choice(np.array([-2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0]), size=(2, 169, 1))
+    x = np.broadcast_to(values, (2, 169, 65)).astype(np.float32)
+    w = rng.uniform(0.5, 1.5, 169).astype(np.float32)
+    b = np.zeros(169, np.float32)
+    x64 = x.astype(np.float64).reshape(2, 13, -1)
+    normed = ((x64 - x64.mean(-1, keepdims=True)) / np.sqrt(x64.var(-1, keepdims=True) + 1e-5)).reshape(
+        x.shape
+    )
+    reference = normed * w[None, :, None].astype(np.float64)
+    op = make_op(
+        Family.NORM, (InputSpec("x", ("B", "C", "L")), InputSpec("weight", ("C",)), InputSpec("bias", ("C",)))
+    )
+    inputs = {"x": x.astype(np.float64), "weight": w.astype(np.float64), "bias": b.astype(np.float64)}
+    dims, kwargs = {"B": 2, "C": 169, "L": 65}, {"eps": 1e-5, "num_groups": 13}
+    got = torch.nn.functional.group_norm(
+        torch.from_numpy(x.copy()), 13, torch.from_numpy(w), torch.from_numpy(b), 1e-5
+    )
+    assert judge_bound(op, got.numpy(), reference, inputs, dims, "float32", kwargs=kwargs)[1] == []
+    per_channel = torch.nn.functional.group_norm(
+        torch.from_numpy(x.copy()), 169, torch.from_numpy(w), torch.from_numpy(b), 1e-5
+    )
+    assert judge_bound(op, per_channel.numpy(), reference, inputs, dims, "float32", kwargs=kwargs)[1]
+
+
 def test_elementwise_spec_mismatch_tanh_vs_erf_gelu():
     from math import erf
 
