@@ -127,10 +127,11 @@ def _group_rows(x: np.ndarray, kwargs: Mapping[str, object]) -> np.ndarray | Non
     """x as (samples, groups, the group's values) where a `num_groups` kwarg says a norm's statistics run over
     groups of channels (axis 1), as torch's group_norm; None otherwise."""
     groups = kwargs.get("num_groups")
-    grouped = isinstance(groups, int) and not isinstance(groups, bool) and groups >= 1 and x.ndim >= 2
-    if grouped and x.shape[1] % groups == 0:  # type: ignore[operator]
-        return x.reshape(x.shape[0], groups, -1)  # type: ignore[call-overload]
-    return None
+    if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1 or x.ndim < 2:
+        return None
+    if x.shape[1] % groups:
+        return None
+    return np.asarray(x.reshape(x.shape[0], groups, -1))
 
 
 def _row_axis(kwargs: Mapping[str, object]) -> int:
