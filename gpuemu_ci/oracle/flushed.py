@@ -57,6 +57,26 @@ def dot_term(
     return term
 
 
+def gradient_term(op: OpSpec, case_dtype: str, operands: list[np.ndarray], n: int) -> float:
+    """The absolute allowance (before c) of a flushing product's gradient (a matmul's `g @ b^T`, a convolution's
+    weight gradient): the forward's operands and the upstream gradient, any of them below its dtype's smallest
+    normal, may count as 0 in each of the n products that form an element, against the largest other operand, and
+    n products or partial sums may be flushed below the accumulator's smallest normal. PyTorch's bfloat16 conv1d
+    weight gradient is 0 where an upstream bf16 subnormal (-1.8e-40) times 8.6e9 gives -1.6e-30. 0 where the op
+    does not flush."""
+    if not flushes(op, case_dtype):
+        return 0.0
+    accumulator = op.error_model.accumulator or (
+        "float32" if case_dtype in ("float16", "bfloat16") else case_dtype
+    )
+    term = n * dtypes.info(accumulator).min_normal
+    smallest = dtypes.info(case_dtype).min_normal
+    finite = [np.abs(np.where(np.isfinite(a), a, 0.0)) for a in operands if a.size]
+    if any(np.any((a > 0) & (a < smallest)) for a in finite):
+        term += n * smallest * max(float(a.max(initial=0.0)) for a in finite)
+    return term
+
+
 def attention_term(op: OpSpec, case_dtype: str, n: int) -> float:
     """The absolute allowance (before c) for attention's P @ V on flushing dot instructions; 0 where the op does not
     flush. Per output element: V elements below the smallest normal counted as 0 lose sum_j P_ij |v_jd| <

@@ -32,6 +32,7 @@ from gpuemu_ci.oracle import (
     attention_grads,
     bounds,
     constant_rows,
+    flushed,
     gathers,
     gradient_accumulators,
     norm_rows,
@@ -188,6 +189,8 @@ def judge_gradients(
         said += saved_softmax.words(op, op.output_dtype or case.dtype, _forward(case), name, r, mismatched)
         said += gradient_accumulators.note(op, case.dims, name, expected_dtype, case.correlated)
         said += norm_rows.words(op, case.dtype, _forward(case), name, r, mismatched)
+        if rule is Comparator.BOUND and mismatched:
+            said += flushed.note(op, case.dtype)
         if rule is not Comparator.BOUND:
             said += gathers.note(op, case.dtype, case.dims, name, expected_dtype)
         model = attention_cache[0] if attention_cache else None
@@ -330,6 +333,10 @@ def structure_bound(
     saved_output = saved_softmax.term(op, op.output_dtype or case.dtype, _forward(case), name, r)
     if saved_output is not None:
         term = term + saved_output
+    operands = [
+        np.asarray(a, dtype=np.float64) for a in (*case.inputs.values(), *case.upstream) if a is not None
+    ]
+    term = term + flushed.gradient_term(op, case.dtype, operands, n)  # bf16 products: DAZ/FTZ
     return op.error_model.bound_c * (u_g * magnitude + term + eta + saved_mean)
 
 

@@ -119,3 +119,53 @@ def test_torch_bf16_attention_flushing_subnormal_values_passes_and_a_wrong_outpu
     unscaled = _attention(q * np.sqrt(D), k, v)  # scores not divided by sqrt(D)
     assert exceeds(unscaled.astype(cast).astype(np.float64), "bfloat16")
     assert "bfloat16 dot products flush them" in flushed.note(make_op(Family.ATTENTION, specs), "bfloat16")
+
+
+def _matmul_grad_verdict(a: np.ndarray, b: np.ndarray, g: np.ndarray, got: np.ndarray):
+    """judge_gradients of a's gradient (g @ b^T) of a bfloat16 matmul, as the judge side fills the case."""
+    from gpuemu_ci.config.model import Validation
+    from gpuemu_ci.oracle import gradients, precision
+
+    op = _op("bfloat16")
+    exact = g @ b.T
+    low = (
+        (torch.from_numpy(g).float() @ torch.from_numpy(b).float().T).double().numpy()
+    )  # the reference's backward in float32
+    case = gradients.GradientCase(
+        dtype="bfloat16",
+        dims={"M": a.shape[0], "K": a.shape[1], "N": b.shape[1]},
+        names=("a",),
+        input_dtypes={"a": "bfloat16"},
+        reference=(exact,),
+        reference_abs=None,
+        low=lambda: (precision.farthest(exact, [low]),),
+        inputs={"a": a, "b": b},
+        forward=(a @ b,),
+        upstream=(g,),
+    )
+    return gradients.judge_gradients(op, case, (got.astype(ml_dtypes.bfloat16),), None, Validation())
+
+
+def test_torch_bf16_matmul_backward_flushing_a_subnormal_upstream_passes_and_a_dropped_term_fails():
+    """An upstream gradient holding bfloat16 subnormals: PyTorch's bf16 `g @ b^T` treats them as zero (its conv1d
+    weight gradient was 0 where -1.8e-40 times 8.6e9 gives -1.6e-30, thorough suite), as the forward's products
+    do. Dropping a column of the upstream gradient that is not subnormal still fails."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((M, K)).astype(ml_dtypes.bfloat16).astype(np.float64)
+    b = rng.standard_normal((K, N))
+    b[:, 0] = 8.6e9
+    b = b.astype(ml_dtypes.bfloat16).astype(np.float64)
+    g = rng.standard_normal((M, N))
+    g[:, 0] = -dtypes.info("bfloat16").min_normal / 64  # bfloat16 subnormals
+    g[0, 1:] = 0.0  # row 0 of a's gradient is the subnormal's products alone: 1.6e-31 times b's 8.6e9 column
+    g = g.astype(ml_dtypes.bfloat16).astype(np.float64)
+    tb = lambda x: torch.from_numpy(x).to(torch.bfloat16)  # noqa: E731
+    got = (tb(g) @ tb(b).T).double().numpy()
+    exact_flushed = np.where(np.abs(g) < dtypes.info("bfloat16").min_normal, 0.0, g) @ b.T
+    assert np.allclose(got, exact_flushed, rtol=0.02, atol=0.05)  # torch treated them as zero
+    assert np.all(got[0] == 0) and np.all(np.abs((g @ b.T)[0]) > 1e-31)
+    assert not _matmul_grad_verdict(a, b, g, got).findings
+    dropped = (tb(g[:, :-1]) @ tb(b[:, :-1]).T).double().numpy()
+    found = _matmul_grad_verdict(a, b, g, dropped).findings
+    assert found and found[0].message.startswith("grad of a:")
+    assert "bfloat16 dot products flush them" in found[0].message
