@@ -52,22 +52,18 @@ def fit_layouts(op: OpSpec, args: Iterable[str], op_layouts_explicit: bool) -> t
     usable_somewhere: set[Layout] = set()
     for spec in op.shapes.inputs:
         wanted = spec.layouts if spec.layouts is not None else op.shapes.layouts
-        ndim = len(spec.dims)
-        fits = tuple(lay for lay in wanted if not missing_strides(lay, ndim, passed.get(spec.name, set())))
+        missing = {lay: missing_strides(lay, len(spec.dims), passed.get(spec.name, set())) for lay in wanted}
+        fits = tuple(lay for lay in wanted if not missing[lay])
         usable_somewhere.update(fits)
-        if spec.layouts is not None:
-            for lay in wanted:
-                if lay not in fits:
-                    problems.append(
-                        _why(spec.name, lay, missing_strides(lay, ndim, passed.get(spec.name, set())))
-                    )
+        if spec.layouts is not None:  # named for this input: each one it cannot take is the user's mistake
+            problems.extend(_why(spec.name, lay, missing[lay]) for lay in wanted if missing[lay])
         inputs.append(dataclasses.replace(spec, layouts=fits or (Layout.CONTIGUOUS,)))
     if op_layouts_explicit and op.shapes.inputs:
         for lay in op.shapes.layouts:
             if lay not in usable_somewhere:
                 first = op.shapes.inputs[0]
-                missing = missing_strides(lay, len(first.dims), passed.get(first.name, set()))
-                problems.append(_why(first.name, lay, missing) + " (and no other input can take it either)")
+                needed = missing_strides(lay, len(first.dims), passed.get(first.name, set()))
+                problems.append(_why(first.name, lay, needed) + " (and no other input can take it either)")
     shapes = dataclasses.replace(op.shapes, inputs=tuple(inputs))
     return dataclasses.replace(op, shapes=shapes), problems
 

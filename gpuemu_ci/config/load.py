@@ -388,6 +388,7 @@ def _kernel(
             },
         )
     )
+    flags = table.string_list("flags", ()) or ()
     launch_table = table.table("launch")
     launch = _launch(launch_table) if launch_table is not None else None
     op = None
@@ -407,7 +408,7 @@ def _kernel(
             raise table.error("layouts" if table.has("layouts") else "inputs", problems[0])
         execution = dataclasses.replace(op.execution, require_gpu=True)  # a CuPy launch
         op = dataclasses.replace(op, execution=execution)
-        if flushes_subnormals(table.string_list("flags", ()) or ()):  # the launch is built with these flags
+        if flushes_subnormals(flags):  # the launch is built with these flags
             op = dataclasses.replace(op, error_model=dataclasses.replace(op.error_model, flush_to_zero=True))
     elif any(table.has(k) for k in KERNEL_VALIDATION_KEYS if k != "reference"):
         key = next(k for k in KERNEL_VALIDATION_KEYS if k != "reference" and table.has(k))
@@ -422,7 +423,7 @@ def _kernel(
         name=name,
         source=source,
         archs=archs,
-        flags=table.string_list("flags", ()) or (),
+        flags=flags,
         include_dirs=include_dirs,
         defines=table.string_list("defines", ()) or (),
         entries=table.string_list("entries", ()) or (),

@@ -123,7 +123,7 @@ def contracted_length(op: OpSpec, dims: Mapping[str, int], reference: np.ndarray
     return max(1, max(sizes, default=1) // max(reference.size, 1))
 
 
-def _group_rows(x: np.ndarray, kwargs: Mapping[str, object]) -> np.ndarray | None:
+def group_rows(x: np.ndarray, kwargs: Mapping[str, object]) -> np.ndarray | None:
     """x as (samples, groups, the group's values) where a `num_groups` kwarg says a norm's statistics run over
     groups of channels (axis 1), as torch's group_norm; None otherwise."""
     groups = kwargs.get("num_groups")
@@ -197,7 +197,7 @@ def allowed_error(op: OpSpec, case: BoundInputs) -> np.ndarray:
         if x.shape == r.shape and x.size:
             axis = _row_axis(case.kwargs)
             eps = float(case.kwargs.get("eps", 0.0) or 0.0)  # type: ignore[arg-type]
-            grouped = _group_rows(x, case.kwargs)  # group_norm: statistics over groups of channels
+            grouped = group_rows(x, case.kwargs)  # group_norm: statistics over groups of channels
             rows, stat_axis = (grouped, -1) if grouped is not None else (x, axis)
             mean = rows.mean(axis=stat_axis, keepdims=True)
             sigma = np.sqrt(((rows - mean) ** 2).mean(axis=stat_axis, keepdims=True) + eps)

@@ -17,7 +17,7 @@ So for bfloat16 cases of the `matmul` family (and any dtype when the op declares
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
@@ -34,6 +34,22 @@ def flushes(op: OpSpec, case_dtype: str) -> bool:
     return case_dtype == "bfloat16" or op.error_model.flush_to_zero
 
 
+def _accumulator_min_normal(op: OpSpec, case_dtype: str) -> float:
+    """The smallest normal of the accumulator the products are summed in (float32 for 16-bit cases)."""
+    name = op.error_model.accumulator or ("float32" if case_dtype in ("float16", "bfloat16") else case_dtype)
+    return float(dtypes.info(name).min_normal)
+
+
+def _magnitudes_if_subnormal(
+    operands: Iterable[np.ndarray | None], case_dtype: str
+) -> list[np.ndarray] | None:
+    """The operands' finite magnitudes when one of them holds a value below the dtype's smallest normal."""
+    smallest = dtypes.info(case_dtype).min_normal
+    arrays = [np.asarray(a, dtype=np.float64) for a in operands if a is not None and np.size(a)]
+    finite = [np.abs(np.where(np.isfinite(a), a, 0.0)) for a in arrays]
+    return finite if any(np.any((a > 0) & (a < smallest)) for a in finite) else None
+
+
 def dot_term(
     op: OpSpec, case_dtype: str, inputs: Mapping[str, np.ndarray], n: int, out_shape: tuple[int, ...]
 ) -> np.ndarray | float:
@@ -41,23 +57,21 @@ def dot_term(
     op does not flush."""
     if not flushes(op, case_dtype):
         return 0.0
-    accumulator = op.error_model.accumulator or (
-        "float32" if case_dtype in ("float16", "bfloat16") else case_dtype
-    )
-    term: np.ndarray | float = n * dtypes.info(accumulator).min_normal
-    smallest = dtypes.info(case_dtype).min_normal
-    finite = [np.abs(np.where(np.isfinite(x), x, 0.0)) for x in inputs.values() if x.size]
-    if any(np.any((a > 0) & (a < smallest)) for a in finite):
+    term: np.ndarray | float = n * _accumulator_min_normal(op, case_dtype)
+    finite = _magnitudes_if_subnormal(inputs.values(), case_dtype)
+    if finite is not None:
         # The other factor of a flushed product: per output element, the largest operand that feeds it (aligned
         # by dim names), so a row of 1e38 elsewhere in the case does not widen this element's allowance.
         largest = input_magnitude(op, inputs, out_shape)
         if largest is None:
             largest = np.asarray(max(float(a.max(initial=0.0)) for a in finite))
-        term = term + n * smallest * largest
+        term = term + n * dtypes.info(case_dtype).min_normal * largest
     return term
 
 
-def gradient_term(op: OpSpec, case_dtype: str, operands: list[np.ndarray], n: int) -> float:
+def gradient_term(
+    op: OpSpec, case_dtype: str, inputs: Iterable[np.ndarray], upstream: Iterable[np.ndarray | None], n: int
+) -> float:
     """The absolute allowance (before c) of a flushing product's gradient (a matmul's `g @ b^T`, a convolution's
     weight gradient): the forward's operands and the upstream gradient, any of them below its dtype's smallest
     normal, may count as 0 in each of the n products that form an element, against the largest other operand, and
@@ -66,14 +80,10 @@ def gradient_term(op: OpSpec, case_dtype: str, operands: list[np.ndarray], n: in
     does not flush."""
     if not flushes(op, case_dtype):
         return 0.0
-    accumulator = op.error_model.accumulator or (
-        "float32" if case_dtype in ("float16", "bfloat16") else case_dtype
-    )
-    term = n * dtypes.info(accumulator).min_normal
-    smallest = dtypes.info(case_dtype).min_normal
-    finite = [np.abs(np.where(np.isfinite(a), a, 0.0)) for a in operands if a.size]
-    if any(np.any((a > 0) & (a < smallest)) for a in finite):
-        term += n * smallest * max(float(a.max(initial=0.0)) for a in finite)
+    term = n * _accumulator_min_normal(op, case_dtype)
+    finite = _magnitudes_if_subnormal((*inputs, *upstream), case_dtype)
+    if finite is not None:
+        term += n * dtypes.info(case_dtype).min_normal * max(float(a.max(initial=0.0)) for a in finite)
     return term
 
 
@@ -85,10 +95,7 @@ def attention_term(op: OpSpec, case_dtype: str, n: int) -> float:
     of V at -3.7e-40 (bfloat16 subnormals) returns 0."""
     if not flushes(op, case_dtype):
         return 0.0
-    accumulator = op.error_model.accumulator or (
-        "float32" if case_dtype in ("float16", "bfloat16") else case_dtype
-    )
-    return dtypes.info(case_dtype).min_normal + n * dtypes.info(accumulator).min_normal
+    return dtypes.info(case_dtype).min_normal + n * _accumulator_min_normal(op, case_dtype)
 
 
 def note(op: OpSpec, case_dtype: str) -> str:

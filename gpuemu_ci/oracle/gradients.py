@@ -333,10 +333,9 @@ def structure_bound(
     saved_output = saved_softmax.term(op, op.output_dtype or case.dtype, _forward(case), name, r)
     if saved_output is not None:
         term = term + saved_output
-    operands = [
-        np.asarray(a, dtype=np.float64) for a in (*case.inputs.values(), *case.upstream) if a is not None
-    ]
-    term = term + flushed.gradient_term(op, case.dtype, operands, n)  # bf16 products: DAZ/FTZ
+    term = term + flushed.gradient_term(
+        op, case.dtype, case.inputs.values(), case.upstream, n
+    )  # bf16: DAZ/FTZ
     return op.error_model.bound_c * (u_g * magnitude + term + eta + saved_mean)
 
 

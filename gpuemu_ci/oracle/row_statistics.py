@@ -412,8 +412,8 @@ def norm_rows(op: OpSpec, forward: Forward | None, name: str, r: np.ndarray) -> 
     g = np.asarray(upstream).astype(np.float64)
     if x.ndim < 1 or g.shape != x.shape or not x.size:
         return None
-    groups = forward.kwargs.get("num_groups")
-    grouped = isinstance(groups, int) and groups >= 1 and x.ndim >= 2 and x.shape[1] % groups == 0
+    rows = bounds.group_rows(x, forward.kwargs)  # group_norm's groups of channels, else None
+    grouped = rows is not None
     param_axis = 1 if grouped else x.ndim - 1
     channels = x.shape[param_axis]
     weight, w = None, np.ones(channels)
@@ -432,7 +432,7 @@ def norm_rows(op: OpSpec, forward: Forward | None, name: str, r: np.ndarray) -> 
     eps = float(eps) if isinstance(eps, int | float) else 0.0
 
     def as_rows(a: np.ndarray) -> np.ndarray:
-        return a.reshape(x.shape[0], int(groups), -1) if grouped else a  # type: ignore[call-overload]
+        return a.reshape(rows.shape) if rows is not None else a
 
     return NormRows(as_rows(x), as_rows(g), as_rows(w_full), eps, x.shape, param_axis, weight)
 
