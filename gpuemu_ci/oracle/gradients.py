@@ -212,7 +212,7 @@ def judge_gradients(
             for f in found
         )
         if case.bias_test:
-            samples: tuple[np.ndarray, np.ndarray] | None = (g, r)
+            samples: tuple[np.ndarray, np.ndarray] | None = bounds.statistic_rows(op, case.kwargs, g, r)
             if op.error_model.family is Family.ATTENTION and (model := attention()) is not None:
                 samples = model.bias_samples(name, g, r)
             z = bias_z(*samples, expected_dtype) if samples is not None else None

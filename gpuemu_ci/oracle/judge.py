@@ -118,7 +118,7 @@ def _judge(op: OpSpec, case: CaseContext, run: CaseRun, validation: Validation) 
             check_invariants(op.error_model.invariants, y, first_shape, output_dtype, op.error_model.bound_c)
         )
         if case.bias_test and out_stats.comparator is not Comparator.EXACT:
-            z = bias_z(y, np.asarray(r), output_dtype)
+            z = bias_z(*bounds.statistic_rows(op, case.kwargs, y, np.asarray(r)), output_dtype)
             if z is not None:
                 stats = _with_bias(stats, z)
                 if abs(z) > validation.bias_z_threshold:
