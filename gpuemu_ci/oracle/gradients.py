@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from math import prod, sqrt
 
 import numpy as np
@@ -212,22 +213,11 @@ def judge_gradients(
             for f in found
         )
         if case.bias_test:
-            samples: tuple[np.ndarray, np.ndarray] | None = bounds.statistic_rows(op, case.kwargs, g, r)
-            if op.error_model.family is Family.ATTENTION and (model := attention()) is not None:
-                samples = model.bias_samples(name, g, r)
-            z = bias_z(*samples, expected_dtype) if samples is not None else None
-            if (
-                z is not None
-                and abs(z) > validation.bias_z_threshold
-                and not _bias_explained(z, low(position), g, r, expected_dtype, validation.bias_z_threshold)
-            ):
-                findings.append(
-                    Finding(
-                        FailureKind.BIAS,
-                        f"{label}rounding bias z = {z:.1f} (|z| > {validation.bias_z_threshold:g}): the "
-                        f"gradient is rounded {'toward zero' if z < 0 else 'away from zero'} systematically",
-                    )
-                )
+            model = attention() if op.error_model.family is Family.ATTENTION else None
+            bias = _bias_finding(
+                op, case, name, g, r, expected_dtype, validation, model, partial(low, position)
+            )
+            findings.extend(Finding(f.kind, label + f.message) for f in bias)
         stats.append((name, one))
     if rerun is not None:
         for name, first, second in zip(case.names, grads, rerun, strict=False):
@@ -358,23 +348,84 @@ def _measured_words(op: OpSpec, case_dtype: str) -> str:
 LEAN_MATCH_ULP = 0.1
 
 
+def _bias_finding(
+    op: OpSpec,
+    case: GradientCase,
+    name: str,
+    g: np.ndarray,
+    r: np.ndarray,
+    grad_dtype: str,
+    validation: Validation,
+    model: attention_grads.AttentionGradientBound | None,
+    measured: Callable[[], np.ndarray | None],
+) -> list[Finding]:
+    """The rounding-bias test of one gradient (oracle/invariants.bias_z) over its rows of independent samples
+    (attention's (batch, head) rows, a norm's groups), unless an evaluation a correct backward may follow leans
+    the same way (_bias_explained)."""
+
+    def as_samples(values: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        if model is not None:
+            return model.bias_samples(name, values, r)
+        return bounds.statistic_rows(op, case.kwargs, values, r)
+
+    samples = as_samples(g)
+    z = bias_z(*samples, grad_dtype) if samples is not None else None
+    if z is None or abs(z) <= validation.bias_z_threshold:
+        return []
+    sources = _lean_sources(op, case, name, r, measured())
+    if _bias_explained(z, sources, as_samples, g, r, grad_dtype, validation.bias_z_threshold):
+        return []
+    way = "toward zero" if z < 0 else "away from zero"
+    return [
+        Finding(
+            FailureKind.BIAS,
+            f"rounding bias z = {z:.1f} (|z| > {validation.bias_z_threshold:g}): the gradient is rounded {way} "
+            "systematically",
+        )
+    ]
+
+
+def _lean_sources(
+    op: OpSpec, case: GradientCase, name: str, r: np.ndarray, measured: np.ndarray | None
+) -> list[np.ndarray]:
+    """Evaluations whose lean a correct gradient may share: the reference's own backward measured in the
+    gradient's 16-bit dtype, and a norm's gradient evaluated exactly from its statistics rounded to the case's
+    dtype (oracle/norm_rows.py: PyTorch's CPU norms save their mean and rstd so, and one rounded rstd moves a
+    whole group of a bfloat16 group norm's gradient by up to 0.43 ulp, the same way)."""
+    sources = [] if measured is None else [np.asarray(measured, dtype=np.float64)]
+    norm = norm_rows.terms(op, case.dtype, _forward(case), name, r)
+    if norm is not None:
+        sources.append(norm.from_saved)
+    return sources
+
+
 def _bias_explained(
-    z: float, measured: np.ndarray | None, g: np.ndarray, r: np.ndarray, grad_dtype: str, threshold: float
+    z: float,
+    sources: list[np.ndarray],
+    as_samples: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray] | None],
+    g: np.ndarray,
+    r: np.ndarray,
+    grad_dtype: str,
+    threshold: float,
 ) -> bool:
-    """Whether the reference's own backward, measured in the gradient's 16-bit dtype, shows the same bias: a
-    backward computed from outputs saved in 16 bits (softmax's, a norm's statistics) or multiplied by a constant
-    rounded to 16 bits (var's 2/(n-1)) leans one way because the mathematics does in that dtype, not because a
-    store truncates. Explained where the two z agree within the threshold, or where the two leans (each element
-    clipped to one ulp) agree within LEAN_MATCH_ULP: a truncating store on top of such a lean adds half an ulp,
-    and one that truncates a fifth of the values, a tenth."""
-    if measured is None:
-        return False
-    low = np.asarray(measured, dtype=np.float64).astype(dtypes.info(grad_dtype).numpy)
-    z_reference = bias_z(low, r, grad_dtype)
-    if z_reference is not None and abs(z - z_reference) <= threshold:
-        return True
-    lean, lean_reference = lean_ulp(g, r, grad_dtype), lean_ulp(low, r, grad_dtype)
-    return lean is not None and lean_reference is not None and abs(lean - lean_reference) <= LEAN_MATCH_ULP
+    """Whether an evaluation a correct backward may follow (_lean_sources), rounded to the gradient's 16-bit
+    dtype, shows the same bias: a backward computed from outputs saved in 16 bits (softmax's, a norm's
+    statistics) or multiplied by a constant rounded to 16 bits (var's 2/(n-1)) leans one way because the
+    mathematics does in that dtype, not because a store truncates. Explained where the two z (over the same
+    samples) agree within the threshold, or where the two leans (each element clipped to one ulp) agree within
+    LEAN_MATCH_ULP: a truncating store on top of such a lean adds half an ulp, and one that truncates a fifth of
+    the values, a tenth."""
+    lean = lean_ulp(g, r, grad_dtype)
+    for source in sources:
+        low = source.astype(dtypes.info(grad_dtype).numpy)
+        samples = as_samples(low)
+        z_reference = bias_z(*samples, grad_dtype) if samples is not None else None
+        if z_reference is not None and abs(z - z_reference) <= threshold:
+            return True
+        lean_reference = lean_ulp(low, r, grad_dtype)
+        if lean is not None and lean_reference is not None and abs(lean - lean_reference) <= LEAN_MATCH_ULP:
+            return True
+    return False
 
 
 def _sum_floor(op: OpSpec, case: GradientCase, name: str, abs_grad: np.ndarray | None) -> np.ndarray | float:

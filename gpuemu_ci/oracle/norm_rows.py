@@ -44,6 +44,10 @@ class Terms:
     scale: np.ndarray  # the terms the gradient cancels (zeros where none is modelled here)
     saved: np.ndarray  # what the rstd rounded to the case's dtype moves the gradient by
     words: str
+    # The gradient evaluated exactly from the mean and rstd rounded to the case's dtype, in r's shape: what a
+    # backward that reads back statistics saved in that dtype returns before its own store (PyTorch's CPU
+    # bfloat16 group norm bit for bit, five cases of 256 values), for the bias test.
+    from_saved: np.ndarray
 
 
 def terms(op: OpSpec, case_dtype: str, forward: Forward | None, name: str, r: np.ndarray) -> Terms | None:
@@ -74,6 +78,9 @@ def _form(norm: NormRows, name: str, r: np.ndarray, centred: bool, case_dtype: s
     delta = dtypes.info(case_dtype).unit_roundoff  # the saved rstd's relative rounding
     gw = g * w
     mean_gwx = (gw * x_hat).mean(axis=-1, keepdims=True)
+    saved_dtype = dtypes.info(case_dtype).numpy
+    rstd_saved = rstd.astype(saved_dtype).astype(np.float64)
+    x_hat_saved = (x - mean.astype(saved_dtype).astype(np.float64)) * rstd_saved
     if name == norm.weight:
         others = tuple(i for i in range(len(norm.shape)) if i != norm.param_axis)
         summed = (g * x_hat).reshape(norm.shape).sum(axis=others)
@@ -81,7 +88,10 @@ def _form(norm: NormRows, name: str, r: np.ndarray, centred: bool, case_dtype: s
         blur = (np.abs(g) * noise).reshape(norm.shape).sum(axis=others)
         if not _close(r, summed, size + tiny, blur):
             return None
-        return Terms(np.zeros_like(r), np.asarray(delta * size), _words(centred, case_dtype, weight=True))
+        from_saved = (g * x_hat_saved).reshape(norm.shape).sum(axis=others)
+        return Terms(
+            np.zeros_like(r), np.asarray(delta * size), _words(centred, case_dtype, weight=True), from_saved
+        )
     mean_gw = gw.mean(axis=-1, keepdims=True) if centred else np.zeros_like(mean_gwx)
     scale = rstd * (
         np.abs(gw)
@@ -94,10 +104,14 @@ def _form(norm: NormRows, name: str, r: np.ndarray, centred: bool, case_dtype: s
     if not _close(r.reshape(x.shape), rstd * (gw - mean_gw - x_hat * mean_gwx), scale + tiny, blur):
         return None
     saved = 2.0 * delta * rstd * np.abs(x_hat) * np.abs(mean_gwx)
+    from_saved = rstd_saved * (gw - mean_gw - x_hat_saved * (gw * x_hat_saved).mean(axis=-1, keepdims=True))
     # A layer norm's cancelling terms are row_statistics' (layer_norm_terms); an RMS norm's are counted here.
     scale = np.zeros(x.shape) if centred else scale
     return Terms(
-        scale.reshape(norm.shape), saved.reshape(norm.shape), _words(centred, case_dtype, weight=False)
+        scale.reshape(norm.shape),
+        saved.reshape(norm.shape),
+        _words(centred, case_dtype, weight=False),
+        from_saved.reshape(norm.shape),
     )
 
 
