@@ -109,6 +109,42 @@ def saved_statistics(
     return found
 
 
+def dispersion_in_dtype(
+    op: OpSpec, case_dtype: str, forward: Forward | None, name: str, r: np.ndarray
+) -> np.ndarray | None:
+    """A variance's or a std's gradient as autograd's formula evaluates it in the case's dtype, each product
+    rounded: `(2 / (n - c)) g (x - mean)` for a variance and, for a std, g first divided by twice the saved
+    output; the mean and x - mean rounded too. PyTorch's CPU bfloat16 std backward is this, bit for bit: with
+    n - c = 1022 the factor 2/1022 lies 0.2% above 2^-9, and times a bfloat16 value it rounds back to 2^-9 times
+    that value in every row, so the whole gradient leans toward zero (-0.28 ulp, z = -6.7 over 64 rows). For the
+    bias test (oracle/gradients.py), not the allowance; None where the gradient has no dispersion form."""
+    row = _row(op, forward, name, r)
+    if row is None or dtypes.info(case_dtype).bits > 32:
+        return None
+    x, y, g, saved = row
+    cast = dtypes.info(case_dtype).numpy
+
+    def rounded(a: np.ndarray) -> np.ndarray:
+        return np.asarray(a).astype(cast).astype(np.float64)
+
+    with np.errstate(all="ignore"):
+        degree = _euler_degree(x, y, g, r)
+        if degree is None or not _is_shift_invariant(x, y, r):
+            return None
+        mean = x.mean(axis=-1, keepdims=True)
+        variance = y if degree == 2.0 else y * y
+        divisor = ((x - mean) ** 2).sum(axis=-1, keepdims=True) / variance  # n - correction
+        divisor = np.where(
+            np.abs(divisor - np.round(divisor)) <= 1e-6 * np.abs(divisor), np.round(divisor), divisor
+        )
+        upstream = rounded(g)
+        if degree == 1.0:
+            output = saved if saved is not None else rounded(y)
+            upstream = rounded(upstream / rounded(2.0 * output))
+        gradient = rounded(2.0 / divisor * upstream) * rounded(x - rounded(mean))
+    return np.where(np.isfinite(gradient), gradient, np.nan)
+
+
 def _constant_rows(
     op: OpSpec,
     case_dtype: str,

@@ -445,3 +445,56 @@ def test_the_channels_of_one_group_are_one_sample_for_the_bias_test_and_a_trunca
         )
         flagged, _ = _group_norm_bias_verdict(x, w, b, g, groups, grad=truncated)
         assert flagged and "toward zero" in flagged[0].message, (shape, groups)
+
+
+def _reference_std(x, correction: int):
+    mean = x.mean(dim=-1, keepdim=True)
+    return (((x - mean) ** 2).sum(dim=-1) / (x.shape[-1] - correction)).sqrt()
+
+
+def _std_bias_findings(x: np.ndarray, g: np.ndarray, correction: int, grad: np.ndarray | None = None):
+    """The bias test's findings on torch's bfloat16 std backward (or on `grad`), and the exact gradient."""
+
+    def vjp(fn, dtype):
+        leaf = torch.from_numpy(x).to(dtype).requires_grad_(True)
+        y = fn(leaf)
+        (out,) = torch.autograd.grad(y, [leaf], torch.from_numpy(g).to(dtype))
+        return y.detach().double().numpy(), out.double().numpy()
+
+    def reference(t):
+        return _reference_std(t, correction)
+
+    y_ref, exact = vjp(reference, torch.float64)
+    saved, got = vjp(lambda t: torch.std(t, dim=-1, correction=correction), torch.bfloat16)
+    measured = [vjp(reference, dtype)[1] for dtype in (torch.float32, torch.bfloat16)]
+    case = gradients.GradientCase(
+        dtype="bfloat16",
+        dims={"M": x.shape[0], "N": x.shape[1]},
+        names=("x",),
+        input_dtypes={"x": "bfloat16"},
+        reference=(exact,),
+        reference_abs=None,
+        low=lambda: (precision.farthest(exact, measured),),
+        bias_test=True,
+        **_context(True, {"x": x}, (y_ref,), (saved,), (g,)),
+    )
+    result = (got if grad is None else grad).astype(ml_dtypes.bfloat16)
+    verdict = gradients.judge_gradients(_reduction_op(), case, (result,), None, Validation())
+    return [f for f in verdict.findings if f.kind is FailureKind.BIAS], exact
+
+
+def test_a_std_backward_evaluated_in_bfloat16_as_autograd_writes_it_passes_and_a_truncating_store_fails():
+    """torch's bfloat16 std backward is (2/(n - c)) (g / (2 std)) (x - mean), each product rounded: with n - c =
+    1022, 2/1022 lies 0.2% above 2^-9 and times a bfloat16 value rounds back to 2^-9 times it, in every row, so
+    the gradient leans toward zero (thorough suite seed 1, z = -6.7; 10 of 20 inputs like these were flagged).
+    The formula evaluated so in bfloat16 leans the same. A store that truncates leans further than that."""
+    for seed in (15, 16):
+        rng = np.random.default_rng(seed)
+        x, g = _bf16(rng.standard_normal((64, 1023))), _bf16(rng.standard_normal(64))
+        flagged, exact = _std_bias_findings(x, g, correction=1)
+        assert not flagged, (seed, flagged)
+        truncated = (
+            (exact.astype(np.float32).view(np.uint32) & 0xFFFF0000).view(np.float32).astype(np.float64)
+        )
+        flagged, _ = _std_bias_findings(x, g, correction=1, grad=truncated)
+        assert flagged and "toward zero" in flagged[0].message
