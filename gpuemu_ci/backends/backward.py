@@ -51,12 +51,22 @@ def upstream_gradient(
     seed: int, position: int, shape: tuple[int, ...], dtype: str, mode: ValueMode, dims: Mapping[str, int]
 ) -> np.ndarray:
     """The upstream gradient of the op's output `position`: from the case seed, in the case's value
-    distribution, O(1) in magnitude (as attention inputs are: a loss's gradient is not 1e30)."""
+    distribution, O(1) in magnitude (as attention inputs are: a loss's gradient is not 1e30).
+
+    In a float64 case its subnormal values become the smallest normal of their sign: the float64 reference
+    differentiates in the same dtype, with no wider range, so through an upstream of 5e-324 it computes
+    g / 3 = 0 and then 0 times 4.6e77 where the exact gradient, which torch's var backward returns, is 7.6e-247.
+    A 16-bit or float32 case keeps its subnormal upstream values: float64 resolves them."""
     spec = InputSpec(f"grad_output_{position}", tuple(shape), dtype)
     rng = SeededRng(seed).derive(f"grad_output_{position}")
     if mode is ValueMode.CAPTURED:
         mode = ValueMode.REGULAR  # captured inputs have no distribution to follow
-    return generate(spec, tuple(shape), dtype, mode, rng, dims, tame=True)
+    values = generate(spec, tuple(shape), dtype, mode, rng, dims, tame=True)
+    if dtype == "float64":
+        smallest = dtypes.info(dtype).min_normal
+        subnormal = (values != 0) & (np.abs(values) < smallest)
+        values = np.where(subnormal, np.copysign(smallest, values), values)
+    return values
 
 
 def upstream_gradients(

@@ -41,3 +41,17 @@ def test_vjp_answers_in_either_form_and_refuses_gradients_nobody_asked_for():
         ordered_gradients({"x": a}, ("x", "y"), ("x", "y"))
     with pytest.raises(BadOutput, match="returned 1 gradients for 2"):
         ordered_gradients(a, ("x", "y"), ("x", "y"))
+
+
+def test_a_float64_upstream_gradient_holds_no_subnormal_and_narrower_dtypes_keep_theirs():
+    """The float64 reference cannot differentiate through a subnormal upstream gradient (no wider range): torch's
+    float64 var backward of a row holding -2.3e77 with g = -5e-324 is 7.6e-247 where the reference computed 0."""
+    shape = (64, 64)
+    for dtype, keeps in (("float64", False), ("float32", True), ("float16", True)):
+        found = False
+        for seed in range(8):
+            (g,) = upstream_gradients(seed, (np.zeros(shape, dtype),), dtype, ValueMode.BOUNDARY, {})
+            assert g is not None and g.dtype == np.dtype(dtype)
+            values = np.abs(g.astype(np.float64))
+            found |= bool(np.any((values > 0) & (values < np.finfo(dtype).tiny)))
+        assert found == keeps, dtype
