@@ -320,6 +320,23 @@ def test_layer_norm_on_offset_rows_allows_the_uncentred_backward_and_a_dropped_t
     assert bug.findings and bug.findings[0].message.startswith("grad of x:")
 
 
+def test_layer_norm_of_constant_float64_rows_far_from_zero_allows_the_means_rounding_and_a_dropped_term_fails():
+    """Rows of one float64 value, 2.1e12 (a broadcast input, thorough suite seed 7): x_hat is 0 exactly, but
+    each float64 evaluation rounds the mean, and the reference's own x_hat came out -0.295: its gradient was not
+    recognised as layer norm's form, and torch's (-6364 where the reference said -6080) failed by 3.1e6x. The
+    form is now checked to within what two float64 evaluations of x_hat may differ by."""
+    x = np.repeat(np.array([[0.5], [-3.0], [2141826433485.7793]]), 1024, axis=1)
+    w, b = np.full(1024, 1.002305132261463), np.zeros(1024)
+    g = 20.0 * np.random.default_rng(4).standard_normal(x.shape)
+    assert not _layer_norm_verdict(x, w, b, g, "float64", forward=True).findings
+    xd, gw = x, g * w
+    centred = xd - xd.mean(-1, keepdims=True)
+    rstd = 1.0 / np.sqrt((centred**2).mean(-1, keepdims=True) + 1e-5)
+    wrong = rstd * gw  # - mean(g w) dropped: the rows of moderate values show it
+    bug = _layer_norm_verdict(x, w, b, g, "float64", forward=True, wrong=wrong)
+    assert bug.findings and bug.findings[0].message.startswith("grad of x:")
+
+
 def _reference_group_norm(x, w, b, groups, eps):
     rows = x.reshape(x.shape[0], groups, -1)
     centred = rows - rows.mean(dim=-1, keepdim=True)
