@@ -394,10 +394,11 @@ def _lean_sources(
     group of a bfloat16 group norm's gradient by up to 0.43 ulp, the same way); a variance's or std's gradient
     as autograd's formula evaluates it in that dtype (row_statistics.dispersion_in_dtype)."""
     sources = [] if measured is None else [np.asarray(measured, dtype=np.float64)]
-    norm = norm_rows.terms(op, case.dtype, _forward(case), name, r)
+    forward = _forward(case)
+    norm = norm_rows.terms(op, case.dtype, forward, name, r)
     if norm is not None:
         sources.append(norm.from_saved)
-    dispersion = row_statistics.dispersion_in_dtype(op, case.dtype, _forward(case), name, r)
+    dispersion = row_statistics.dispersion_in_dtype(op, case.dtype, forward, name, r)
     if dispersion is not None:
         sources.append(dispersion)
     return sources

@@ -34,7 +34,14 @@ import numpy as np
 
 from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import OpSpec
-from gpuemu_ci.oracle.row_statistics import FORM_TOLERANCE, Forward, NormRows, centring_noise, norm_rows
+from gpuemu_ci.oracle.row_statistics import (
+    FORM_TOLERANCE,
+    Forward,
+    NormRows,
+    centring_noise,
+    norm_rows,
+    x_gradient_blur,
+)
 
 _U64 = dtypes.info("float64").unit_roundoff
 
@@ -98,9 +105,7 @@ def _form(norm: NormRows, name: str, r: np.ndarray, centred: bool, case_dtype: s
         + (np.abs(gw).mean(axis=-1, keepdims=True) if centred else 0.0)
         + np.abs(x_hat) * np.abs(gw * x_hat).mean(axis=-1, keepdims=True)
     )
-    blur = rstd * (
-        noise * np.abs(mean_gwx) + np.abs(x_hat) * (np.abs(gw) * noise).mean(axis=-1, keepdims=True)
-    )
+    blur = x_gradient_blur(rstd, x_hat, gw, mean_gwx, noise)
     if not _close(r.reshape(x.shape), rstd * (gw - mean_gw - x_hat * mean_gwx), scale + tiny, blur):
         return None
     saved = 2.0 * delta * rstd * np.abs(x_hat) * np.abs(mean_gwx)

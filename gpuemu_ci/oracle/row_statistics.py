@@ -539,10 +539,7 @@ def layer_norm_terms(
         )
         # The reference's own x_hat is as uncertain as two float64 evaluations of it may differ (centring_noise):
         # on a constant row of 2.1e12 its mean's rounding alone leaves x_hat = -0.295 where it is 0.
-        noise = centring_noise(xr, mean, rstd)
-        blur = rstd * (
-            noise * np.abs(mean_gwx) + np.abs(x_hat) * (np.abs(gw) * noise).mean(axis=-1, keepdims=True)
-        )
+        blur = x_gradient_blur(rstd, x_hat, gw, mean_gwx, centring_noise(xr, mean, rstd))
         predicted = rstd * (gw - mean_gw - x_hat * mean_gwx)
         if not _matches(r.reshape(xr.shape), predicted, scale + tiny + blur / FORM_TOLERANCE):
             return None
@@ -555,6 +552,16 @@ def layer_norm_terms(
         saved_mean = saved_mean + rstd * rstd * sums * (np.abs(x_hat) + rstd * u_acc * np.abs(xr))
         scale, saved_mean = scale.reshape(shape), saved_mean.reshape(shape)
     return NormTerms(np.asarray(scale), np.asarray(saved_mean))
+
+
+def x_gradient_blur(
+    rstd: np.ndarray, x_hat: np.ndarray, gw: np.ndarray, mean_gwx: np.ndarray, noise: np.ndarray
+) -> np.ndarray:
+    """How far x's gradient `rstd (g w - mean(g w) - x_hat mean(g w x_hat))` moves when x_hat moves by `noise`
+    (to first order): the form checks of layer and RMS norms accept the reference's gradient within it."""
+    return np.asarray(
+        rstd * (noise * np.abs(mean_gwx) + np.abs(x_hat) * (np.abs(gw) * noise).mean(axis=-1, keepdims=True))
+    )
 
 
 def centring_noise(x: np.ndarray, mean: np.ndarray, rstd: np.ndarray) -> np.ndarray:

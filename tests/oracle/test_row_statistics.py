@@ -344,57 +344,21 @@ def _reference_group_norm(x, w, b, groups, eps):
     return normed * w[None, :, None] + b[None, :, None]
 
 
-def test_group_norm_statistics_run_over_groups_of_channels_and_a_dropped_term_still_fails():
-    rng = np.random.default_rng(6)
-    groups, eps = 7, 1e-6
-    x = np.sort(1.5 * rng.random((3, 63, 257)), axis=None).reshape(3, 63, 257).astype(np.float16)
-    w, b = np.full(63, 1.061, np.float16), np.full(63, 0.001328, np.float16)
-    g = np.sort(2.0 * rng.random((3, 63, 257)), axis=None).reshape(3, 63, 257).astype(np.float16)
+NUMPY_DTYPES = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
+
+
+def _group_norm_verdict(
+    x, w, b, g, groups: int, dtype: str, forward: bool = True, grad=None, bias_test: bool = False, scale=1.0
+):
+    """judge_gradients on torch's group norm backward of x in `dtype` (or on `grad`, or on the exact gradient
+    times `scale` where `scale` is not 1), the float64 reference measured in float32 and `dtype`, and the
+    exact gradient."""
+    eps = 1e-6
     op = make_op(
         Family.NORM,
-        (InputSpec("x", ("B", "C", "L"), "float16"), InputSpec("weight", ("C",)), InputSpec("bias", ("C",))),
+        (InputSpec("x", ("B", "C", "L"), dtype), InputSpec("weight", ("C",)), InputSpec("bias", ("C",))),
     )
-
-    def run(fn, torch_dtype):
-        leaves = [torch.from_numpy(a).to(torch_dtype).requires_grad_(True) for a in (x, w, b)]
-        (grad,) = torch.autograd.grad(fn(*leaves), leaves[:1], torch.from_numpy(g).to(torch_dtype))
-        return grad.double().numpy()
-
-    def reference(a, c, d):
-        return _reference_group_norm(a, c, d, groups, eps)
-
-    exact = run(reference, torch.float64)
-    measured = [run(reference, d) for d in (torch.float32, torch.float16)]
-    got = run(lambda a, c, d: torch.nn.functional.group_norm(a, groups, c, d, eps), torch.float16)
-
-    def verdict(forward: bool, grad: np.ndarray) -> gradients.GradientVerdict:
-        case = gradients.GradientCase(
-            dtype="float16",
-            dims={"B": 3, "C": 63, "L": 257},
-            names=("x",),
-            input_dtypes={"x": "float16"},
-            reference=(exact,),
-            reference_abs=None,
-            low=lambda: (precision.farthest(exact, measured),),
-            **_context(
-                forward, {"x": x, "weight": w, "bias": b}, (), None, (g,), {"num_groups": groups, "eps": eps}
-            ),
-        )
-        return gradients.judge_gradients(op, case, (grad.astype(np.float16),), None, Validation())
-
-    assert verdict(False, got).findings
-    assert not verdict(True, got).findings
-    assert verdict(True, exact * 1.25).findings  # a gradient 25% too large
-
-
-def _group_norm_bias_verdict(x, w, b, g, groups: int, grad: np.ndarray | None = None):
-    """The bias test's verdict on torch's bfloat16 group norm backward (or on `grad`), the case judged as the
-    gate judges a regular-valued one."""
-    eps, dims = 1e-6, {"B": x.shape[0], "C": x.shape[1], "L": x.shape[2]}
-    op = make_op(
-        Family.NORM,
-        (InputSpec("x", ("B", "C", "L"), "bfloat16"), InputSpec("weight", ("C",)), InputSpec("bias", ("C",))),
-    )
+    low_dtype = getattr(torch, dtype)
 
     def run(fn, torch_dtype):
         leaves = [torch.from_numpy(a).to(torch_dtype).requires_grad_(True) for a in (x, w, b)]
@@ -405,28 +369,61 @@ def _group_norm_bias_verdict(x, w, b, g, groups: int, grad: np.ndarray | None = 
         return _reference_group_norm(a, c, d, groups, eps)
 
     exact = run(reference, torch.float64)
-    measured = [run(reference, d) for d in (torch.float32, torch.bfloat16)]
-    if grad is None:
-        grad = run(lambda a, c, d: torch.nn.functional.group_norm(a, groups, c, d, eps), torch.bfloat16)
+    measured = [run(reference, d) for d in (torch.float32, low_dtype)]
+    if scale != 1.0:
+        grad = exact * scale
+    elif grad is None:
+        grad = run(lambda a, c, d: torch.nn.functional.group_norm(a, groups, c, d, eps), low_dtype)
     case = gradients.GradientCase(
-        dtype="bfloat16",
-        dims=dims,
+        dtype=dtype,
+        dims={"B": x.shape[0], "C": x.shape[1], "L": x.shape[2]},
         names=("x",),
-        input_dtypes={"x": "bfloat16"},
+        input_dtypes={"x": dtype},
         reference=(exact,),
         reference_abs=None,
         low=lambda: (precision.farthest(exact, measured),),
-        bias_test=True,
+        bias_test=bias_test,
         **_context(
-            True, {"x": x, "weight": w, "bias": b}, (), None, (g,), {"num_groups": groups, "eps": eps}
+            forward, {"x": x, "weight": w, "bias": b}, (), None, (g,), {"num_groups": groups, "eps": eps}
         ),
     )
-    verdict = gradients.judge_gradients(op, case, (grad.astype(ml_dtypes.bfloat16),), None, Validation())
+    result = (grad.astype(NUMPY_DTYPES[dtype]),)
+    return gradients.judge_gradients(op, case, result, None, Validation()), exact
+
+
+def test_group_norm_statistics_run_over_groups_of_channels_and_a_dropped_term_still_fails():
+    rng = np.random.default_rng(6)
+    x = np.sort(1.5 * rng.random((3, 63, 257)), axis=None).reshape(3, 63, 257).astype(np.float16)
+    w, b = np.full(63, 1.061, np.float16), np.full(63, 0.001328, np.float16)
+    g = np.sort(2.0 * rng.random((3, 63, 257)), axis=None).reshape(3, 63, 257).astype(np.float16)
+    assert _group_norm_verdict(x, w, b, g, 7, "float16", forward=False)[0].findings
+    assert not _group_norm_verdict(x, w, b, g, 7, "float16")[0].findings
+    assert _group_norm_verdict(x, w, b, g, 7, "float16", scale=1.25)[0].findings  # a gradient 25% too large
+
+
+def _group_norm_bias_findings(x, w, b, g, groups: int, grad: np.ndarray | None = None):
+    """The bias test's findings on torch's bfloat16 group norm backward (or on `grad`), the case judged as the
+    gate judges a regular-valued one, and the exact gradient."""
+    verdict, exact = _group_norm_verdict(x, w, b, g, groups, "bfloat16", grad=grad, bias_test=True)
     return [f for f in verdict.findings if f.kind is FailureKind.BIAS], exact
 
 
 def _bf16(a: np.ndarray) -> np.ndarray:
     return a.astype(ml_dtypes.bfloat16).astype(np.float64)
+
+
+def _truncated_to_bf16(exact: np.ndarray) -> np.ndarray:
+    """An fp32 -> bf16 store that drops the low 16 bits (truncates toward zero)."""
+    return (exact.astype(np.float32).view(np.uint32) & 0xFFFF0000).view(np.float32).astype(np.float64)
+
+
+def _group_norm_inputs(
+    seed_or_rng: int | np.random.Generator, shape: tuple[int, int, int]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """x, weight, bias and the upstream gradient of a group norm case, bfloat16 values as float64."""
+    rng = np.random.default_rng(seed_or_rng) if isinstance(seed_or_rng, int) else seed_or_rng
+    x, w = _bf16(rng.standard_normal(shape)), _bf16(rng.uniform(0.9, 1.1, shape[1]))
+    return x, w, _bf16(rng.uniform(0, 1, shape[1])), _bf16(rng.standard_normal(shape))
 
 
 def test_the_channels_of_one_group_are_one_sample_for_the_bias_test_and_a_truncating_store_still_fails():
@@ -437,30 +434,19 @@ def test_the_channels_of_one_group_are_one_sample_for_the_bias_test_and_a_trunca
     evaluated from the rounded statistics leans as they do. A store that truncates leans toward zero in every
     group, and further than that evaluation."""
     for seed in (30, 103):
-        rng = np.random.default_rng(seed)
-        x, w = _bf16(rng.standard_normal((1, 3, 33))), _bf16(rng.uniform(0.9, 1.1, 3))
-        b, g = _bf16(rng.uniform(0, 1, 3)), _bf16(rng.standard_normal((1, 3, 33)))
-        flagged, _ = _group_norm_bias_verdict(x, w, b, g, groups=1)
+        flagged, _ = _group_norm_bias_findings(*_group_norm_inputs(seed, (1, 3, 33)), groups=1)
         assert not flagged, (seed, flagged)
     # Two groups of 256 that lean the same way (z = -7.6 and +7.0, the weaker group's; 25 of 300 such inputs
     # did): torch's gradient is, bit for bit, the exact one evaluated from the bfloat16 mean and rstd.
     for seed in (19, 28):
-        rng = np.random.default_rng(seed)
-        x, w = _bf16(rng.standard_normal((2, 4, 64))), _bf16(rng.uniform(0.9, 1.1, 4))
-        b, g = _bf16(rng.uniform(0, 1, 4)), _bf16(rng.standard_normal((2, 4, 64)))
-        flagged, _ = _group_norm_bias_verdict(x, w, b, g, groups=1)
+        flagged, _ = _group_norm_bias_findings(*_group_norm_inputs(seed, (2, 4, 64)), groups=1)
         assert not flagged, (seed, flagged)
     rng = np.random.default_rng(5)
     for shape, groups in (((2, 4, 64), 2), ((2, 8, 40), 8)):  # 4 groups (tested one by one), 16 (as rows)
-        x, w = _bf16(rng.standard_normal(shape)), _bf16(rng.uniform(0.9, 1.1, shape[1]))
-        b, g = _bf16(rng.uniform(0, 1, shape[1])), _bf16(rng.standard_normal(shape))
-        assert not _group_norm_bias_verdict(x, w, b, g, groups)[0]
-        _, exact = _group_norm_bias_verdict(x, w, b, g, groups)
-        # An fp32 -> bf16 store that drops the low 16 bits (truncates toward zero).
-        truncated = (
-            (exact.astype(np.float32).view(np.uint32) & 0xFFFF0000).view(np.float32).astype(np.float64)
-        )
-        flagged, _ = _group_norm_bias_verdict(x, w, b, g, groups, grad=truncated)
+        inputs = _group_norm_inputs(rng, shape)
+        flagged, exact = _group_norm_bias_findings(*inputs, groups)
+        assert not flagged
+        flagged, _ = _group_norm_bias_findings(*inputs, groups, grad=_truncated_to_bf16(exact))
         assert flagged and "toward zero" in flagged[0].message, (shape, groups)
 
 
@@ -510,8 +496,5 @@ def test_a_std_backward_evaluated_in_bfloat16_as_autograd_writes_it_passes_and_a
         x, g = _bf16(rng.standard_normal((64, 1023))), _bf16(rng.standard_normal(64))
         flagged, exact = _std_bias_findings(x, g, correction=1)
         assert not flagged, (seed, flagged)
-        truncated = (
-            (exact.astype(np.float32).view(np.uint32) & 0xFFFF0000).view(np.float32).astype(np.float64)
-        )
-        flagged, _ = _std_bias_findings(x, g, correction=1, grad=truncated)
+        flagged, _ = _std_bias_findings(x, g, correction=1, grad=_truncated_to_bf16(exact))
         assert flagged and "toward zero" in flagged[0].message
