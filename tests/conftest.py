@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, settings
 
 from tests.github.support_fake_api import FakeGitHub
 from tests.support_cli import CliResult, run_cli
+from tests.support_skips import MAY_SKIP_VARIABLE, TEST_COMMAND, SkipSummary, reason_of
 
 # Fixtures for signed reports (a results document, keys, envelopes), shared by tests/attest and tests/cli.
 pytest_plugins = ["tests.support_reports", "pytester"]
@@ -132,3 +133,42 @@ def simple_project(make_project: Callable[..., Path]) -> Callable[..., Path]:
         )
 
     return write
+
+
+# --- What a green run did not test: the last lines name each group of skipped tests and why (tests/support_skips).
+_skip_reasons: list[str] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.skipped and not hasattr(report, "wasxfail"):
+        _skip_reasons.append(reason_of(report.longrepr))
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    # A module skipped whole at import (pytest.importorskip at module level) is one skip per module.
+    if report.skipped:
+        _skip_reasons.append(reason_of(report.longrepr))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    broken = SkipSummary.of(_skip_reasons).broken_setup()
+    if broken and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> Iterator[None]:
+    # A wrapper, so these lines come after pytest's own short summary: the last lines before the totals.
+    yield
+    summary = SkipSummary.of(_skip_reasons)
+    terminalreporter.write_sep("-", "what this run did not test")
+    terminalreporter.write_line(summary.line())
+    broken = summary.broken_setup()
+    if broken:
+        names = ", ".join(group.name for group in broken)
+        terminalreporter.write_line(
+            f"FAILED: tests of {names} were skipped, but the README's test command installs {names}: run "
+            f"`{TEST_COMMAND}` (or set {MAY_SKIP_VARIABLE}={','.join(g.name.lower() for g in broken)} "
+            "for a deliberately partial environment)",
+            red=True,
+        )

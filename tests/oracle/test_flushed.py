@@ -105,7 +105,11 @@ def test_torch_bf16_attention_flushing_subnormal_values_passes_and_a_wrong_outpu
         .numpy()
     )
     exact = _attention(q, k, v)
-    assert np.all(got[:, 2] == 0) and np.all(exact[:, 2] < -1e-40)  # torch flushed them
+    assert np.all(exact[:, 2] < -1e-40)
+    # Whether torch flushes depends on the CPU's bf16 dot instructions (it does where oneDNN uses them); the
+    # bound must accept torch's output here and the flushed one (the subnormal column read as 0) alike.
+    flushed_output = got.copy()
+    flushed_output[:, 2] = 0.0
     specs = (InputSpec("q", ("S", "D")), InputSpec("k", ("T", "D")), InputSpec("v", ("T", "D")))
 
     def exceeds(output: np.ndarray, dtype: str) -> bool:
@@ -116,6 +120,7 @@ def test_torch_bf16_attention_flushing_subnormal_values_passes_and_a_wrong_outpu
         return bool(np.any(np.abs(output - exact) > bounds.allowed_error(op, inputs)))
 
     assert not exceeds(got, "bfloat16")
+    assert not exceeds(flushed_output, "bfloat16")
     unscaled = _attention(q * np.sqrt(D), k, v)  # scores not divided by sqrt(D)
     assert exceeds(unscaled.astype(cast).astype(np.float64), "bfloat16")
     assert "bfloat16 dot products flush them" in flushed.note(make_op(Family.ATTENTION, specs), "bfloat16")
