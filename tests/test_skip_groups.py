@@ -77,7 +77,7 @@ def test_a_partial_environment_may_allow_the_skip_by_name(
         ("could not import 'triton': No module named 'triton'", "Triton", True),
         ("could not import 'jax': No module named 'jax'", "JAX", True),
         ("could not import 'cupy': No module named 'cupy'", "GPU", False),
-        ("no Chromium here (.ci/run installs Debian's chromium)", "Chromium", False),
+        ("no Chromium here: to run these, install it (Debian: apt-get install chromium)", "Chromium", False),
         ("nvcc is not on PATH", "CUDA toolkit", False),
         ("mkdocs-material is not installed (it is in the test extra)", "the test extra", True),
         ("chown needs root", "other", False),
