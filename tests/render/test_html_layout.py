@@ -22,7 +22,7 @@ from tests.support_real_runs import real_run
 
 CHROMIUM = next((found for name in ("chromium", "chromium-browser") if (found := shutil.which(name))), None)
 pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="no Chromium here: to run these, install it (Debian: apt-get install chromium), as .ci/run does"
+    CHROMIUM is None, reason="no Chromium here: to run these, apt-get install chromium (.ci/run does)"
 )
 
 # Runs in the page after layout; leaves its measurements in an attribute that --dump-dom prints.

@@ -35,7 +35,7 @@ from tests.support_real_runs import real_run
 
 CHROMIUM = next((found for name in ("chromium", "chromium-browser") if (found := shutil.which(name))), None)
 pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="no Chromium here: to run these, install it (Debian: apt-get install chromium), as .ci/run does"
+    CHROMIUM is None, reason="no Chromium here: to run these, apt-get install chromium (.ci/run does)"
 )
 
 DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
