@@ -28,25 +28,26 @@ def _default(text: str) -> str:
 
 
 def config_reference(repo: Path) -> str:
-    """One table per TOML table, in the order config/keys.py lists them."""
-    out: list[str] = []
-    current = None
+    """One table per TOML table, tables in the order config/keys.py first names them, keys in its order."""
+    tables: dict[str, list[str]] = {}
     for key in KEYS:
-        if key.table != current:
-            current = key.table
-            header = f"[{key.table[1:-1]}]]" if key.table.startswith("[") else key.table
-            out += [
-                "",
-                f"### `[{header}]`",
-                "",
-                "| key | type | default | example | description |",
-                "|---|---|---|---|---|",
-            ]
         name = f"`{key.key}`" + "".join(f" (alias `{a}`)" for a in key.aliases)
-        out.append(
+        tables.setdefault(key.table, []).append(
             f"| {name} | {_cell(key.type)} | {_default(key.default_text())} | `{_cell(key.example)}` "
             f"| {_cell(key.description)} |"
         )
+    out: list[str] = []
+    for table, rows in tables.items():
+        # An array of tables is listed as "[ops]" and written [[ops]] in TOML.
+        header = f"[{table}]"
+        out += [
+            "",
+            f"### `{header}`",
+            "",
+            "| key | type | default | example | description |",
+            "|---|---|---|---|---|",
+        ]
+        out += rows
     return "\n".join(out).strip() + "\n"
 
 

@@ -64,3 +64,17 @@ def test_outside_a_checkout_it_says_so(tmp_path: Path) -> None:
     done = _docgen("--check", "--repo", str(tmp_path), cwd=REPO)
     assert done.returncode == 2
     assert "not a gpuemu-ci checkout" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_config_reference_heads_each_table_once_as_toml_writes_it() -> None:
+    """One section per TOML table, its heading as a user types the header: `[[ops]]` for an array of tables,
+    `[ops.dims]` for a sub-table (it once read `[[ops]]]`, twice)."""
+    from gpuemu_ci.config.keys import KEYS
+    from gpuemu_ci.docgen.pages import config_reference
+
+    headings = [line[5:-1] for line in config_reference(REPO).splitlines() if line.startswith("### `")]
+    assert len(headings) == len(set(headings)), headings
+    expected = {f"[{key.table}]" for key in KEYS}
+    assert set(headings) == expected
+    assert "[[ops]]" in headings and "[[kernels]]" in headings and "[ops.dims]" in headings
+    assert not [h for h in headings if h.count("[") != h.count("]")]
