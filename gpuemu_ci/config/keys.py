@@ -529,8 +529,9 @@ KEYS: tuple[KeyDoc, ...] = (
     KeyDoc(
         "ops.dims",
         "<dim>",
-        "sizes, { min, max, typical }, { expr, min, max } or an expression",
-        "Symbolic dims shared by inputs and output.",
+        "a size, sizes, { min, max, typical }, { expr, min, max } or an expression",
+        "Symbolic dims shared by inputs and output. A bare size pins the dim (`D = 64`: only 64 is drawn); a "
+        "list gives typical sizes, with boundary sizes from 1 to the largest drawn as well (`D = [64]`).",
         "{ min = 1, max = 4096, typical = [256, 1024] }",
     ),
     KeyDoc(

@@ -95,7 +95,11 @@ def _dim(table: TableReader, name: str) -> DimSpec:
         expr = _expression(table, name, value, "a derived dim is an expression over dims and kwargs")
         return DimSpec(name, (), low=0, high=0, derived=expr, line=line)
     if _size(value):
-        value = [value]
+        # A bare size pins the dim (`D = 64`: a head dim, a fixed channel count): only that size is drawn.
+        # A list of one size (`D = [64]`) is a typical size, with the sizes below it explored.
+        if value < 0:
+            raise table.error(name, "expected a size >= 0")
+        return DimSpec(name, (value,), low=value, high=value, line=line)
     if isinstance(value, list):
         if not value or not all(_size(v) and v >= 0 for v in value):
             raise table.error(name, "expected a non-empty list of sizes >= 0")

@@ -318,3 +318,37 @@ def test_a_1d_input_does_not_make_its_dim_a_row(make_project):
     drawn = draw(op, SeededRng(4), first_tile)
     assert drawn.dims["V"] == 65536 and drawn.dims["BT"] * 65536 <= op.shapes.max_elements
     assert [c.dim for c in drawn.capped] in ([], ["BT"])
+
+
+PINNED = """
+[validation]
+dtypes = ["float32"]
+
+[[ops]]
+name = "heads"
+op = "m.ops:f"
+reference = "m.ops:f"
+family = "elementwise"
+[ops.dims]
+T = [16, 100]
+D = {d}
+[ops.inputs]
+x = ["T", "D"]
+"""
+
+
+@pytest.mark.parametrize(("declared", "pinned"), [("64", True), ("[64]", False)])
+def test_a_bare_size_pins_its_dim_and_a_list_explores_below_it(tmp_path, declared: str, pinned: bool):
+    """`D = 64` is a fixed head dim: no other D is ever drawn, in any suite (it drew 1, 13, 31 ... before);
+    `D = [64]` is a typical size with the sizes below it explored."""
+    (tmp_path / "m").mkdir()
+    for name, text in FILES.items():
+        (tmp_path / name).write_text(text)
+    (tmp_path / "gpuemu.toml").write_text(PINNED.format(d=declared))
+    config = load_config(tmp_path / "gpuemu.toml")
+    seen: set[int] = set()
+    for suite in (Suite.QUICK, Suite.THOROUGH):
+        _, built = cases(config, "heads", suite, 24)
+        seen |= {int(dict(c.dims)["D"]) for c in built}
+    assert (seen == {64}) is pinned, sorted(seen)
+    assert 64 in seen
