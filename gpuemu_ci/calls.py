@@ -74,6 +74,9 @@ class GradientFigure(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     rule: str  # "bound" (the family's structure bound) or "baseline_relative"
     headroom: float | None = None  # worst |g - g_ref| / allowed; > 1 fails
     max_abs_error: float | None = None
+    worst_index: tuple[int, ...] | None = None
+    exceeded: int | None = None  # elements over the allowance
+    total: int | None = None
 
 
 class CaseReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -91,6 +91,9 @@ def gradient_figures(gradient_stats: tuple[tuple[str, ErrorStats], ...]) -> tupl
             rule=stats.comparator.value,
             headroom=json_float(stats.headroom) if stats.headroom is not None else None,
             max_abs_error=json_float(stats.max_abs_error) if stats.max_abs_error is not None else None,
+            worst_index=tuple(int(i) for i in stats.worst_index) if stats.worst_index is not None else None,
+            exceeded=stats.exceeded,
+            total=stats.total,
         )
         for name, stats in gradient_stats
     )

@@ -20,6 +20,10 @@ def failure_record(config: Config, ref: CaseRef, report: CaseReport) -> Failure:
     """The results entry of a failing (or unjudgeable) case."""
     kinds = {k.value for k in FailureKind}
     kind = FailureKind(report.kind) if report.kind in kinds else FailureKind.RAISED
+    # A failing gradient's figures are the gradient's own: the forward's (which may have passed) would say
+    # 0.04 beside a message that says 92x.
+    gradient = next((g for g in report.gradients if report.output == f"grad of {g.of}"), None)
+    figures = report if gradient is None else gradient
     return Failure(
         case_id=ref.case_id,
         case_index=ref.index,
@@ -33,11 +37,11 @@ def failure_record(config: Config, ref: CaseRef, report: CaseReport) -> Failure:
         kind=kind,
         message=report.message,
         comparator=report.comparator,
-        headroom=report.headroom,
-        max_abs_error=report.max_abs_error,
-        worst_index=report.worst_index,
-        exceeded=report.exceeded,
-        total=report.total,
+        headroom=figures.headroom,
+        max_abs_error=figures.max_abs_error,
+        worst_index=figures.worst_index,
+        exceeded=figures.exceeded,
+        total=figures.total,
         snapshot=report.snapshot,
         replay=replay_command(config, ref.op, ref.seed, ref.snapshot),
         origin=ref.origin,

@@ -200,6 +200,9 @@ def test_a_missing_chain_rule_term_fails_naming_the_gradient_and_replays(run_op,
     assert "grad of x" in result.stderr
     # the forward is right: its own headroom stays within the bound
     assert all(row["worst_headroom"] <= 1 for row in op["dtypes"])
+    # ... and the failure's figures are the gradient's, which the message quotes (not the forward's)
+    assert failure["headroom"] > 1 and f"{failure['headroom']:.3g}" in failure["message"]
+    assert failure["exceeded"] >= 1 and failure["worst_index"] is not None
     replay = cli(
         "replay", "--config", tmp_path / "gpuemu.toml", "--op", "op", "--seed", str(failure["case_seed"]),
         cwd=tmp_path,
