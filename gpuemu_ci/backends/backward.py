@@ -70,11 +70,19 @@ def upstream_gradient(
 
 
 def upstream_gradients(
-    seed: int, outputs: tuple[np.ndarray, ...], dtype: str, mode: ValueMode, dims: Mapping[str, int]
+    seed: int,
+    outputs: tuple[np.ndarray, ...],
+    dtype: str,
+    mode: ValueMode,
+    dims: Mapping[str, int],
+    per_output: tuple[str, ...] = (),
 ) -> tuple[np.ndarray | None, ...]:
-    """One upstream gradient per float output (None for integer outputs), in `dtype` (the op's)."""
+    """One upstream gradient per float output (None for integer outputs), in the output's dtype: `per_output`
+    (the op's `output_dtype` list) where it names one, else `dtype`."""
     return tuple(
-        upstream_gradient(seed, i, tuple(np.shape(o)), dtype, mode, dims)
+        upstream_gradient(
+            seed, i, tuple(np.shape(o)), per_output[i] if i < len(per_output) else dtype, mode, dims
+        )
         if dtypes.is_float_dtype(np.asarray(o).dtype)
         else None
         for i, o in enumerate(outputs)

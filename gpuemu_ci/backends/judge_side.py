@@ -508,7 +508,7 @@ def _reference_gradients(
     out_dtype = op.output_dtype or case.dtype
     rules = statistics_rules(op, case)
     upstream = backward.upstream_gradients(
-        case.seed, reference.outputs, out_dtype, case.stratum.mode, case.dims
+        case.seed, reference.outputs, out_dtype, case.stratum.mode, case.dims, op.output_dtypes
     )
     started = time.perf_counter()
 

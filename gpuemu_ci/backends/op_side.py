@@ -188,7 +188,9 @@ def _forward_and_backward(task: OpTask, case: CaseInputs, invoke: Invoke, bridge
     out_dtype = op.output_dtype or case.dtype
 
     def upstream(forward: tuple[np.ndarray, ...]) -> tuple[np.ndarray | None, ...]:
-        return backward.upstream_gradients(case.seed, forward, out_dtype, case.stratum.mode, case.dims)
+        return backward.upstream_gradients(
+            case.seed, forward, out_dtype, case.stratum.mode, case.dims, op.output_dtypes
+        )
 
     return backward.with_backward(
         invoke,

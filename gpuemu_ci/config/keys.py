@@ -312,7 +312,13 @@ KEYS: tuple[KeyDoc, ...] = (
         default="validation.dtypes",
     ),
     KeyDoc(
-        _OPS, "output_dtype", "dtype", "Not set: the case dtype.", '"float16"', model="OpSpec.output_dtype"
+        _OPS,
+        "output_dtype",
+        "dtype or list of dtypes",
+        "Not set: the case dtype. A list gives one dtype per output, in the order the op returns them "
+        '(`["float16", "float32"]`: an output and its float32 log-sum-exp).',
+        '"float16"',
+        model="OpSpec.output_dtype",
     ),
     KeyDoc(
         _OPS,

@@ -282,9 +282,18 @@ class OpSpec:
     shapes: OpShapes
     error_model: ErrorModel = field(default_factory=ErrorModel)
     execution: Execution = field(default_factory=Execution)
-    output_dtype: str | None = None  # None: the case dtype
+    output_dtype: str | None = None  # None: the case dtype (the first output's, when given per output)
     line: int | None = None  # line of this [[ops]] table in gpuemu.toml
     backward: Backward | None = None  # `backward = true`: the gradients are checked too
+    # `output_dtype = ["float16", "float32"]`: one per output, in the order the op returns them (an attention
+    # returning its output in the case dtype and its log-sum-exp in float32). Empty: every output in output_dtype.
+    output_dtypes: tuple[str, ...] = ()
+
+    def dtype_of_output(self, position: int, case_dtype: str) -> str:
+        """The dtype the op's output at `position` must have."""
+        if position < len(self.output_dtypes):
+            return self.output_dtypes[position]
+        return self.output_dtype or case_dtype
 
 
 @dataclass(frozen=True)

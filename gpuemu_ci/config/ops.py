@@ -220,11 +220,13 @@ def _op_body(
         )
     dtypes = _dtypes(table, validation)
     backward = _backward(table, name, targets, shapes, dtypes, root) if need_target else None
+    output_dtype, output_dtypes = _output_dtypes(table)
     return OpSpec(
         name=name,
         backward=backward,
         dtypes=dtypes,
-        output_dtype=_optional_dtype(table, "output_dtype"),
+        output_dtype=output_dtype,
+        output_dtypes=output_dtypes,
         targets=replace(targets, inputs_hook=inputs_hook, error_scale=error_scale),
         shapes=shapes,
         error_model=_error_model(table, validation, family),
@@ -468,6 +470,20 @@ def _dtypes(table: TableReader, validation: Validation) -> tuple[str, ...]:
         for dtype in dtype_list:
             check_dtype(dtype, f"{table.where}.dtypes", table.source, table.line_of("dtypes"))
     return tuple(canonical_dtype(d) for d in (dtype_list or validation.dtypes))
+
+
+def _output_dtypes(table: TableReader) -> tuple[str | None, tuple[str, ...]]:
+    """`output_dtype`: one dtype for every output, or a list with one per output (in the op's order)."""
+    if not isinstance(table.raw("output_dtype"), list):
+        return _optional_dtype(table, "output_dtype"), ()
+    names = table.string_list("output_dtype") or ()
+    if not names:
+        raise table.error("output_dtype", "expected a dtype, or a non-empty list of dtypes (one per output)")
+    line = table.line_of("output_dtype")
+    for position, name in enumerate(names):
+        check_dtype(name, f"{table.where}.output_dtype[{position}]", table.source, line)
+    per_output = tuple(canonical_dtype(name) for name in names)
+    return per_output[0], per_output
 
 
 def _optional_dtype(table: TableReader, key: str) -> str | None:

@@ -79,10 +79,21 @@ def _judge(op: OpSpec, case: CaseContext, run: CaseRun, validation: Validation) 
             ),
             None,
         )
-    output_dtype = op.output_dtype or case.dtype
+    if op.output_dtypes and len(op.output_dtypes) != len(outputs):
+        return CaseVerdict(
+            False,
+            (
+                Finding(
+                    FailureKind.SHAPE,
+                    f"the op returned {len(outputs)} outputs; `output_dtype` names {len(op.output_dtypes)}",
+                ),
+            ),
+            None,
+        )
     stats: ErrorStats | None = None
     for position, (y, r) in enumerate(zip(outputs, reference, strict=True)):
         label = "" if len(outputs) == 1 else f"output {position}: "
+        output_dtype = op.dtype_of_output(position, case.dtype)
         y = np.asarray(y)
         if op.error_model.family is Family.ARGMAX:
             out_stats, out_findings = _judge_argmax(op, case, run, y, np.asarray(r), position)
@@ -103,7 +114,8 @@ def _judge(op: OpSpec, case: CaseContext, run: CaseRun, validation: Validation) 
                 Finding(
                     FailureKind.DTYPE,
                     f"{label}dtype {dtypes.name_of(y.dtype)} != expected "
-                    f"{output_dtype} (set `output_dtype` if intended)",
+                    f"{output_dtype} (set `output_dtype` if intended"
+                    + ("; a list gives one dtype per output)" if len(outputs) > 1 else ")"),
                 )
             )
             continue
