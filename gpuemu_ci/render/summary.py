@@ -32,6 +32,14 @@ HEADLINE_ROLES = {
 SHOWN_FAILURES = 3  # per op; results.json has the rest
 
 
+def shown_path(path: Path) -> Path:
+    """A path as the user would type it: relative to the working directory when it lies below it."""
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve())
+    except (ValueError, OSError):
+        return path
+
+
 def print_summary(results: Results, path: Path) -> None:
     style = Style.for_stream(sys.stderr)
 
@@ -60,7 +68,7 @@ def print_summary(results: Results, path: Path) -> None:
             echo(f"          replay: {failure.replay}")
         hidden = len(op.failures) - SHOWN_FAILURES + op.failures_omitted
         if hidden > 0:
-            echo(f"        ... and {hidden} more failures in {path}")
+            echo(f"        ... and {hidden} more failures in {shown_path(path)}")
         for row in op.dtypes:
             if row.cases_skipped:
                 echo(f"        SKIP  {skipped_row(op, row)}")
@@ -90,4 +98,4 @@ def print_summary(results: Results, path: Path) -> None:
         f"({s.cases_failed} failed{f', {s.cases_skipped} skipped' if s.cases_skipped else ''}); "
         f"seed {results.seed}; {s.duration_s:.1f}s"
     )
-    echo(f"gpuemu-ci: results written to {path}")
+    echo(f"gpuemu-ci: results written to {shown_path(path)}")

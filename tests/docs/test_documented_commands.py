@@ -28,19 +28,19 @@ SKIPPED = {
     "gpuemu.toml": "tests/action/test_workflow_sharded.py and tests/cli/test_merge.py merge real shards",
     "gpuemu-ci corpus add gpuemu-captures/snapshots/77b92822dcf2a049.npz": "needs a shadow checker's capture; "
     "tests/shadow pins real captures",
-    # The framework examples' transcripts: tests/examples/test_framework_examples.py runs each example, its
-    # seeded bug, and the replay command the failure prints (the transcripts' seeds are one run's).
-    "gpuemu-ci run --config examples/torch/gpuemu.toml": "tests/examples/test_framework_examples.py",
-    "gpuemu-ci run --config examples/torch/gpuemu-buggy.toml": "tests/examples/test_framework_examples.py",
+    # The pages' transcripts (`console` blocks): tests/docs/test_transcripts.py runs each as written and checks
+    # the lines the page shows are what it prints.
+    "gpuemu-ci run --config examples/torch/gpuemu.toml": "tests/docs/test_transcripts.py",
+    "gpuemu-ci run --config examples/torch/gpuemu-buggy.toml": "tests/docs/test_transcripts.py",
     "gpuemu-ci replay --config examples/torch/gpuemu-buggy.toml --op swiglu --seed 2390463972292089408": (
-        "tests/examples/test_framework_examples.py"
+        "tests/docs/test_transcripts.py"
     ),
-    "gpuemu-ci run --config examples/triton/gpuemu.toml": "tests/examples/test_framework_examples.py",
-    "gpuemu-ci run --config examples/triton/gpuemu-buggy.toml": "tests/examples/test_framework_examples.py",
-    "gpuemu-ci replay --config examples/triton/gpuemu-buggy.toml --op rmsnorm --seed 16024787601775622488": (
-        "tests/examples/test_framework_examples.py"
+    "gpuemu-ci run --config examples/triton/gpuemu.toml": "tests/docs/test_transcripts.py",
+    "gpuemu-ci run --config examples/triton/gpuemu-buggy.toml": "tests/docs/test_transcripts.py",
+    "gpuemu-ci replay --config examples/triton/gpuemu-buggy.toml --op rmsnorm --seed 13601593922034885672": (
+        "tests/docs/test_transcripts.py"
     ),
-    "gpuemu-ci run --config examples/cuda/gpuemu.toml": "tests/examples/test_framework_examples.py",
+    "gpuemu-ci run --config examples/cuda/gpuemu.toml": "tests/docs/test_transcripts.py",
 }
 
 
