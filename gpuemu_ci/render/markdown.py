@@ -23,6 +23,7 @@ import jinja2
 from gpuemu_ci.render import escape, text
 from gpuemu_ci.render.coverage import coverage_rows, dtypes_not_run
 from gpuemu_ci.render.links import Links
+from gpuemu_ci.results.hints import layout_hint
 from gpuemu_ci.results.kernels import KernelResult, KernelStatus
 from gpuemu_ci.results.model import Failure, Headline, OpStatus, Results
 
@@ -268,6 +269,7 @@ def _context(
         "rows": rows,
         "rows_hidden": rows_hidden,
         "details": details,
+        "hints": [(op, hint) for op in report.ops if (hint := layout_hint(op))],
         "errored_groups": {g.op.name: g for g in report.errored_groups()},
         "errored": errored,
         "skipped": [op for op in skipped if not op.dtypes],  # whole ops; rows with skipped cases below

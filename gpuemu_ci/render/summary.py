@@ -9,6 +9,7 @@ import click
 
 from gpuemu_ci.render.describe import describe_inputs
 from gpuemu_ci.render.text import interpreter_line, skipped_row
+from gpuemu_ci.results.hints import layout_hint
 from gpuemu_ci.results.kernels import KernelStatus
 from gpuemu_ci.results.model import Headline, OpStatus, Results
 from gpuemu_ci.terminal import Style
@@ -69,6 +70,9 @@ def print_summary(results: Results, path: Path) -> None:
         hidden = len(op.failures) - SHOWN_FAILURES + op.failures_omitted
         if hidden > 0:
             echo(f"        ... and {hidden} more failures in {shown_path(path)}")
+        hint = layout_hint(op)
+        if hint:
+            echo(f"        hint: {hint}")
         for row in op.dtypes:
             if row.cases_skipped:
                 echo(f"        SKIP  {skipped_row(op, row)}")
