@@ -29,7 +29,9 @@ from gpuemu_ci import api
 from gpuemu_ci.config.load import CONFIG_NAME, find_config, load_config
 from gpuemu_ci.config.model import Config, Suite
 from gpuemu_ci.errors import GpuemuError
+from gpuemu_ci.onboard.record import install
 
+RECORD_DEFAULT = "gpuemu-calls.jsonl"
 CACHE_KEY = "gpuemu/failing"  # {"softmax-float32": [seed, ...]}
 MARKER = "gpuemu"
 
@@ -54,11 +56,30 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="how many cases per op (default: quick, or the gpuemu_suite ini value)",
     )
+    group.addoption(
+        "--gpuemu-record",
+        metavar="PKG.MOD:FUNC",
+        default=None,
+        help="record the calls of this op during the test run, for `gpuemu-ci add PKG.MOD:FUNC --calls FILE`",
+    )
+    group.addoption(
+        "--gpuemu-record-file",
+        metavar="PATH",
+        default=RECORD_DEFAULT,
+        help=f"where --gpuemu-record writes the calls (default: {RECORD_DEFAULT})",
+    )
     parser.addini("gpuemu_config", f"path of {CONFIG_NAME} (relative to the rootdir)", default="")
     parser.addini("gpuemu_suite", "suite the gpuemu tests run", default=Suite.QUICK.value)
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    target = config.getoption("--gpuemu-record")
+    if target:
+        # Before the tests import the op's module: the import hook replaces the function as it is defined.
+        try:
+            install(target, Path(config.getoption("--gpuemu-record-file")))
+        except ValueError as exc:
+            raise pytest.UsageError(f"gpuemu: --gpuemu-record: {exc}") from None
     config.addinivalue_line(
         "markers",
         f"{MARKER}(*ops, dtypes=None): the ops (and dtypes) of {CONFIG_NAME} a test using the gpuemu_op fixture "

@@ -34,7 +34,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", (TOP, "errors", "clock", "terminal", "dtypes", "rng", "calls", "triton_cpu", "early_signals")),
     ("settings", ("config", "files", "launch", "progress")),
     ("model", ("plan", "results")),
-    ("stages", ("fuzz", "lint", "diff", "corpus")),
+    ("stages", ("fuzz", "lint", "diff", "corpus", "onboard")),
     ("judging", ("oracle",)),
     ("execution and rendering", ("backends", "render")),
     ("orchestration and GitHub", ("pipeline", "github")),
@@ -68,6 +68,7 @@ ALLOWED: dict[str, frozenset[str]] = {
         "lint": "config errors results",
         "diff": "config errors results",
         "corpus": "config errors plan results",
+        "onboard": "dtypes errors",
         "backends": "calls config dtypes errors fuzz launch oracle plan results rng triton_cpu",
         "render": "diff results terminal",
         "pipeline": f"{TOP} backends clock config corpus diff dtypes early_signals errors files fuzz lint oracle plan "
@@ -78,9 +79,9 @@ ALLOWED: dict[str, frozenset[str]] = {
         "attest": f"{TOP} clock errors files github results",
         "action": f"{TOP} attest clock config diff early_signals errors files fuzz github launch pipeline progress "
         "render results",
-        "pytest_plugin": "api config errors",
+        "pytest_plugin": "api config errors onboard",
         "cli": f"{TOP} action api attest backends clock config corpus diff dtypes early_signals errors files lint "
-        "pipeline progress render results",
+        "onboard pipeline progress render results",
         "__main__": "cli early_signals",
         "docgen": "config",
     }.items()

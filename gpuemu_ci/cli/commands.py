@@ -21,6 +21,7 @@ COMMANDS = (
     ("gpuemu_ci.cli.sign", "sign_command"),
     ("gpuemu_ci.cli.sign", "verify_command"),
     ("gpuemu_ci.cli.init", "init_command"),
+    ("gpuemu_ci.cli.add", "add_command"),
     ("gpuemu_ci.cli.corpus", "corpus_group"),
     ("gpuemu_ci.cli.action", "action_command"),
     ("gpuemu_ci.action.gate_process", "action_gate_command"),

@@ -41,6 +41,14 @@ SKIPPED = {
         "tests/docs/test_transcripts.py"
     ),
     "gpuemu-ci run --config examples/cuda/gpuemu.toml": "tests/docs/test_transcripts.py",
+    # docs/onboarding.md's steps, run as the page writes them in a copy of the library they onboard.
+    "gpuemu-ci add acme_kernels.rmsnorm:rms_norm --family norm -- python demo.py": (
+        "tests/onboard/test_onboarding_page.py"
+    ),
+    "gpuemu-ci run --op rms_norm": "tests/onboard/test_onboarding_page.py",
+    "gpuemu-ci add acme_kernels.rmsnorm:rms_norm --family norm --calls gpuemu-calls.jsonl": (
+        "tests/onboard/test_onboarding_page.py"
+    ),
 }
 
 
