@@ -99,6 +99,15 @@ SLOW_ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Len
 )
 
 
+def _gate_step(fake: FakeGitHub, tmp_path: Path, inputs: dict[str, str]) -> tuple[dict[str, str], int]:
+    """The environment of the Action's step on a pull request of `fake` (a tiny passing project), and the PR."""
+    pr = fake.add_pull(head_sha=HEAD, base_sha=BASE)
+    event = pull_request_event(fake, pr, head_sha=HEAD, base_sha=BASE)
+    workspace = write_tiny_project(tmp_path / "ws")
+    ref = f"refs/pull/{pr}/merge"
+    return runner_env(fake, workspace, "pull_request", event, sha=MERGE, ref=ref, inputs=inputs), pr
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("attempts", [0, 2])
 def test_a_trickling_server_is_cut_off_at_the_overall_deadline(attempts: int) -> None:
@@ -148,11 +157,7 @@ def closed_port() -> Iterator[int]:
 @pytest.mark.slow  # every API call retries a refused connection with backoff, as it would a real blip
 def test_an_unreachable_api_is_called_a_connection_problem(closed_port: int, tmp_path: Path) -> None:
     with FakeGitHub() as fake:
-        pr = fake.add_pull(head_sha=HEAD, base_sha=BASE)
-        event = pull_request_event(fake, pr, head_sha=HEAD, base_sha=BASE)
-        workspace = write_tiny_project(tmp_path / "ws")
-        env = runner_env(fake, workspace, "pull_request", event, sha=MERGE, ref=f"refs/pull/{pr}/merge",
-                         inputs={"mode": "gate", "baseline": "auto"})  # fmt: skip
+        env, _pr = _gate_step(fake, tmp_path, {"mode": "gate", "baseline": "auto"})
     env["GITHUB_API_URL"] = f"http://127.0.0.1:{closed_port}"
     step = run_step(env)
     assert step.returncode == 0, step.describe()  # the gate decides on its own results
@@ -225,11 +230,7 @@ def test_a_trickling_api_holds_the_action_no_longer_than_api_timeout(tmp_path: P
     """Every API answer trickles: the baseline lookup is cut at `api_timeout` and nothing more is sent; the
     gate decides on its own results and says what was skipped."""
     with FakeGitHub() as fake, Trickler(SLOW_ANSWER) as server:
-        pr = fake.add_pull(head_sha=HEAD, base_sha=BASE)
-        event = pull_request_event(fake, pr, head_sha=HEAD, base_sha=BASE)
-        workspace = write_tiny_project(tmp_path / "ws")
-        env = runner_env(fake, workspace, "pull_request", event, sha=MERGE, ref=f"refs/pull/{pr}/merge",
-                         inputs={"mode": "gate", "baseline": "auto", "api_timeout": "3"})  # fmt: skip
+        env, _pr = _gate_step(fake, tmp_path, {"mode": "gate", "baseline": "auto", "api_timeout": "3"})
         env["GITHUB_API_URL"] = f"http://127.0.0.1:{server.port}"
         step = run_step(env)
         assert len(_hangups(server, 1)) == 1  # one request, cut off: no retry, no comment request after it
@@ -244,11 +245,7 @@ def test_a_trickling_api_holds_the_action_no_longer_than_api_timeout(tmp_path: P
 @pytest.mark.slow
 def test_api_timeout_must_be_a_number_of_seconds(tmp_path: Path) -> None:
     with FakeGitHub() as fake:
-        pr = fake.add_pull(head_sha=HEAD, base_sha=BASE)
-        event = pull_request_event(fake, pr, head_sha=HEAD, base_sha=BASE)
-        workspace = write_tiny_project(tmp_path / "ws")
-        env = runner_env(fake, workspace, "pull_request", event, sha=MERGE, ref=f"refs/pull/{pr}/merge",
-                         inputs={"mode": "gate", "api_timeout": "soon"})  # fmt: skip
+        env, _pr = _gate_step(fake, tmp_path, {"mode": "gate", "api_timeout": "soon"})
         step = run_step(env)
     assert step.returncode == ExitCode.USAGE, step.describe()
     assert "input api_timeout='soon': expected a number of seconds" in step.stderr
@@ -297,13 +294,9 @@ def test_a_flood_of_comments_cannot_fill_the_actions_memory(tmp_path: Path) -> N
     """The comments listing answers 96 MiB: the Action stops reading at the page's cap, says so, and the gate's
     verdict stands (before: every byte buffered in the process that holds the token, then a comment posted)."""
     with FakeGitHub() as fake:
-        pr = fake.add_pull(head_sha=HEAD, base_sha=BASE)
+        env, pr = _gate_step(fake, tmp_path, {"mode": "gate", "baseline": "none"})
         flood = _flood(declare_length=False)
         fake.fail("GET", "/comments$", Failure.huge(flood))
-        event = pull_request_event(fake, pr, head_sha=HEAD, base_sha=BASE)
-        workspace = write_tiny_project(tmp_path / "ws")
-        env = runner_env(fake, workspace, "pull_request", event, sha=MERGE, ref=f"refs/pull/{pr}/merge",
-                         inputs={"mode": "gate", "baseline": "none"})  # fmt: skip
         step = run_step(env)
         comments = fake.comments(pr)
     assert step.returncode == 0, step.describe()
@@ -337,11 +330,7 @@ def test_sigterm_stops_the_action_while_it_waits_on_the_api(tmp_path: Path) -> N
     """The runner cancels the step while the baseline lookup waits on a trickling API (its answer would take
     80 s, within the 300 s allowed): the Action stops at once, exit 143, and hangs up."""
     with FakeGitHub() as fake, Trickler(SLOW_ANSWER) as server:
-        pr = fake.add_pull(head_sha=HEAD, base_sha=BASE)
-        event = pull_request_event(fake, pr, head_sha=HEAD, base_sha=BASE)
-        workspace = write_tiny_project(tmp_path / "ws")
-        env = runner_env(fake, workspace, "pull_request", event, sha=MERGE, ref=f"refs/pull/{pr}/merge",
-                         inputs={"mode": "gate", "baseline": "auto"})  # fmt: skip
+        env, _pr = _gate_step(fake, tmp_path, {"mode": "gate", "baseline": "auto"})
         env["GITHUB_API_URL"] = f"http://127.0.0.1:{server.port}"
         process = start_step(env)
         try:

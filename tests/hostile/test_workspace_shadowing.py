@@ -19,34 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.hostile.support_hostile import REPO, environment
+from tests.hostile.support_hostile import REPO, environment, op_table, write_project
 
 SHADOWS = ("gpuemu_ci", "numpy", "jinja2")
 # Installed here (pytest's own dependency) and not one of the tool's: the user's `pluggy/` must win over it.
 USER_PACKAGE = "pluggy"
-
-CONFIG = f"""
-[project]
-name = "shadowed"
-
-[validation]
-dtypes = ["float32"]
-seed = 5
-
-[ci]
-quick_iterations = 3
-parallel_jobs = 1
-
-[[ops]]
-name = "double"
-op = "{USER_PACKAGE}.kernels:double"
-reference = "{USER_PACKAGE}.kernels:double_ref"
-family = "elementwise"
-[ops.dims]
-N = [8, 33]
-[ops.inputs]
-x = ["N"]
-"""
 
 KERNELS = """
 import numpy as np
@@ -72,7 +49,8 @@ def _workspace(root: Path) -> Path:
     user.mkdir()
     (user / "__init__.py").write_text("")
     (user / "kernels.py").write_text(textwrap.dedent(KERNELS))
-    (root / "gpuemu.toml").write_text(CONFIG)
+    table = op_table("double", f"{USER_PACKAGE}.kernels:double", f"{USER_PACKAGE}.kernels:double_ref")
+    write_project(root, "", [table], iterations=3)
     return root
 
 
