@@ -118,6 +118,9 @@ class CaseReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     interpreter_types: tuple[str, ...] = ()  # bfloat16/fp8 that Triton's interpreter handled (not judged)
     reference_scale: float | None = None  # max |reference| over the first output (for calibrate)
     unloadable: str | None = None  # which target does not load: "op", "reference", "inputs hook", ...
+    # Who failed, for a case that is not passed: "op" (failed), or for one that could not be judged (errored) the
+    # "reference", "inputs hook", "setup" (gpuemu-ci's own preparation of the case), "naive implementation", ...
+    party: str | None = None
     call_s: float = 0.0  # seconds inside the op, reference and naive calls (benchmarks)
     output: str | None = None  # which output the first finding is about when not the forward's: "grad of x"
     gradients: tuple[GradientFigure, ...] = ()  # backward = true: per gradient, in grad_inputs order

@@ -49,6 +49,11 @@ def carry(env: dict[str, str]) -> None:
         env[CARRIED_VARIABLE] = str(_held[0])
 
 
+def pending() -> int | None:
+    """The first signal held back, left held: a long wait (for GitHub's API) polls this to stop at once."""
+    return _held[0] if _held else None
+
+
 def take() -> int | None:
     """The first signal held back (and forget all of them), or None."""
     first = _held[0] if _held else None

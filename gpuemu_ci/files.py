@@ -11,13 +11,31 @@ import tempfile
 from pathlib import Path
 from typing import BinaryIO, NoReturn
 
-from gpuemu_ci.errors import InfraError, UsageError
+from gpuemu_ci.errors import GpuemuError, InfraError, UsageError
 
 MAX_DOCUMENT_BYTES = 256 << 20  # results.json, baselines, reports: far above any real document
 MAX_HASHED_BYTES = 4 << 30  # a file whose digest is checked (verify --artifact)
 # What the output directory must be able to take before a run starts: results.json and a few snapshots.
 OUTPUT_PROBE_BYTES = 1 << 20
 _NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+# A path that cannot be used is the caller's to fix (exit 2); any other failure (no room, an I/O error) is the
+# machine's (exit 3). One table for every command, so that a full disk is exit 3 whichever command met it.
+USAGE_ERRNOS = frozenset(
+    {errno.ENAMETOOLONG, errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM, errno.ELOOP,
+     errno.EROFS, errno.EEXIST, errno.EINVAL}
+)  # fmt: skip
+
+
+def is_callers_fault(exc: OSError) -> bool:
+    """Whether an OSError is the caller's to fix (a path that cannot be used: exit 2), not the machine's."""
+    return exc.errno in USAGE_ERRNOS
+
+
+def cannot_write(path: Path, exc: OSError) -> GpuemuError:
+    """A failed write of `path` as the error it is: a path that cannot be written is a UsageError (exit 2); a full
+    disk, a quota, a file size limit or an I/O error is an InfraError (exit 3)."""
+    text = f"cannot write {path}: {exc.strerror or exc}"
+    return UsageError(text) if is_callers_fault(exc) else InfraError(text)
 
 
 def atomic_write(path: Path, data: bytes, *, mode: int = 0o644, exclusive: bool = False) -> None:

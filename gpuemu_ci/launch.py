@@ -5,21 +5,49 @@ from __future__ import annotations
 
 import os
 import site
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
 import gpuemu_ci
 
+# How a Python process gpuemu-ci starts runs a module: `-P` keeps its working directory (the workspace: code
+# under test) off sys.path, so that no `gpuemu_ci/`, `numpy/` or `jinja2/` there is imported instead of the tool's.
+PYTHON_FLAGS = ("-P",)
+
 
 def python_env(env: Mapping[str, str]) -> dict[str, str]:
-    """`env`, plus this package's parent directory on PYTHONPATH when it is not installed in site-packages (a
-    source checkout run without installing); an installed package is already on the path, and putting
-    site-packages first could shadow the standard library."""
+    """`env`, with PYTHONPATH made independent of the working directory, plus this package's parent directory
+    first on it when it is not installed in site-packages (a source checkout run without installing); an
+    installed package is already on the path, and putting site-packages first could shadow the standard
+    library."""
     result = dict(env)
+    entries = _absolute_entries(result.get("PYTHONPATH", ""))
     package_parent = Path(gpuemu_ci.__file__).resolve().parent.parent
     site_dirs = {Path(p).resolve() for p in (*site.getsitepackages(), site.getusersitepackages())}
     if package_parent not in site_dirs:
-        result["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(package_parent), result.get("PYTHONPATH", "")) if p
-        )
+        entries.insert(0, str(package_parent))
+    if entries:
+        result["PYTHONPATH"] = os.pathsep.join(entries)
+    else:
+        result.pop("PYTHONPATH", None)
     return result
+
+
+def _absolute_entries(pythonpath: str) -> list[str]:
+    """PYTHONPATH's entries, each absolute as this process sees it. An empty entry (a stray `:`, common in CI
+    scripts) would put the started process's working directory first on sys.path even under `-P`, so it is
+    dropped; a relative one would name a directory relative to that process's working directory, not this one's."""
+    return [os.path.abspath(entry) for entry in pythonpath.split(os.pathsep) if entry]
+
+
+def keep_working_directory_off_path() -> None:
+    """In a gpuemu-ci process itself: take its working directory (often the workspace) off sys.path, where
+    `python -m gpuemu_ci` puts it first and a stray `:` in PYTHONPATH puts it even under -P, so that no
+    `numpy/` or `jinja2/` there is imported in place of what the tool imports from now on. The tool imports no
+    user code through it: the workers import that from the config's directory (backends/import_order.py)."""
+    try:
+        here = os.getcwd()
+    except OSError:  # a working directory that was removed: nothing to take off
+        return
+    sys.path[:] = [entry for entry in sys.path if entry not in ("", here)]

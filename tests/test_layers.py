@@ -80,9 +80,9 @@ ALLOWED: dict[str, frozenset[str]] = {
         "action": f"{TOP} attest clock config diff early_signals errors files fuzz github launch pipeline progress "
         "render results",
         "pytest_plugin": "api config errors onboard",
-        "cli": f"{TOP} action api attest backends clock config corpus diff dtypes early_signals errors files lint "
-        "onboard pipeline progress render results",
-        "__main__": "cli early_signals",
+        "cli": f"{TOP} action api attest backends clock config corpus diff dtypes early_signals errors files launch "
+        "lint onboard pipeline progress render results",
+        "__main__": "cli early_signals launch",
         "docgen": "config",
     }.items()
 }

@@ -41,7 +41,7 @@ def run_action(environ: MutableMapping[str, str], stdout: TextIO, held: Secrets 
     for key in [k for k in environ if k not in env]:
         del environ[key]
     ctx = dataclasses.replace(ActionContext.from_env(env), token=held.token)
-    inputs = ActionInputs.from_context(ctx, signing_key=held.signing_key)
+    inputs = ActionInputs.from_context(ctx, signing_key=held.signing_key, env=env)
     allowed = [m for m in env.get(MODES_VARIABLE, "").split(",") if m]
     if allowed and inputs.mode.value not in allowed:
         raise UsageError(

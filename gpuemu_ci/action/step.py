@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from gpuemu_ci import early_signals
 from gpuemu_ci.action import commands, lost_run, output_dir
 from gpuemu_ci.action.inputs import ActionInputs, Mode
 from gpuemu_ci.clock import utc_now
@@ -68,8 +69,16 @@ class ActionStep:
         self.stdout.write(commands.format_command("notice", text) + "\n")
 
     def client(self) -> GitHubClient | None:
+        """The step's one API client: all its work within `api_timeout`, and stopped by a SIGTERM or SIGINT the
+        moment it arrives (this process holds them back: early_signals.py)."""
         if self._client is None and self.ctx.token:
-            self._client = GitHubClient(self.ctx.token, self.ctx.api_url)
+            self._client = GitHubClient(
+                self.ctx.token,
+                self.ctx.api_url,
+                total_deadline=self.inputs.api_timeout_s,
+                total_source=self.inputs.api_timeout_from or "the default; the input api_timeout sets it",
+                stop_requested=early_signals.pending,
+            )
         return self._client
 
     def close(self) -> None:

@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from gpuemu_ci.errors import UsageError
-from gpuemu_ci.files import atomic_write, read_bounded
+from gpuemu_ci.files import atomic_write, cannot_write, is_callers_fault, read_bounded
 
 KEY_FILE_LIMIT = 1 << 20  # a PEM key is a few hundred bytes
 
@@ -194,6 +194,8 @@ def _write_new_file(path: Path, data: bytes, mode: int, *, replace: bool) -> Non
     except FileExistsError:
         raise KeyLoadError(f"{path} already exists; pass --force to replace") from None
     except OSError as e:
+        if not is_callers_fault(e):  # a full disk is the machine's (exit 3), as in every command
+            raise cannot_write(path, e) from None
         raise KeyLoadError(f"cannot write {path}: {e.strerror}") from None
 
 

@@ -12,6 +12,8 @@ import numpy as np
 
 from gpuemu_ci.backends.frameworks import BadOutput, Bridge, to_numpy_outputs
 from gpuemu_ci.backends.interface import (
+    INPUTS_HOOK,
+    SETUP,
     CallResult,
     CallStatus,
     CaseSpec,
@@ -44,12 +46,14 @@ def no_stage(stage: Stage) -> None:
 
 
 class InputsFailed(Exception):
-    """The case's inputs could not be made: the inputs hook does not load (`unloadable`) or raised."""
+    """The case's inputs could not be made: the inputs hook does not load (`unloadable`) or raised, or
+    gpuemu-ci's own generation failed; `party` says which ("inputs hook" or "setup")."""
 
-    def __init__(self, message: str, unloadable: bool) -> None:
+    def __init__(self, message: str, unloadable: bool, party: str) -> None:
         super().__init__(message)
         self.message = message
         self.unloadable = unloadable
+        self.party = party
 
 
 def make_inputs(task: OpTask, case: CaseSpec, contain: type[BaseException] = BaseException) -> CaseInputs:
@@ -66,11 +70,12 @@ def make_inputs(task: OpTask, case: CaseSpec, contain: type[BaseException] = Bas
             snapshot=case.snapshot,
         )
     except InputsHookError as exc:
-        raise InputsFailed(exc.message, unloadable=not exc.loaded) from None
+        raise InputsFailed(exc.message, unloadable=not exc.loaded, party=INPUTS_HOOK) from None
     except CaseSkipped:
         raise  # a large case this machine cannot hold: neither side runs it
     except contain as exc:
-        raise InputsFailed(f"generating the inputs failed: {describe_exception(exc)}", False) from None
+        message = f"the case's setup failed: generating its inputs raised {describe_exception(exc)}"
+        raise InputsFailed(message, unloadable=False, party=SETUP) from None
 
 
 def _classify(exc: BaseException) -> tuple[CallStatus, bool]:

@@ -80,6 +80,16 @@ class OpTask:
     out_dir: Path | None  # where the judge writes the snapshots of failing cases (None: none written)
 
 
+# Who a case's failure is put down to (CaseReport.party), besides the op, the reference and the judge.
+INPUTS_HOOK = "inputs hook"
+SETUP = "setup"  # gpuemu-ci's own preparation of the case: making its inputs, handing them to a framework
+
+
+def generating_party(task: OpTask) -> str:
+    """Who runs while a case's inputs are made: the op's inputs hook, or gpuemu-ci itself."""
+    return INPUTS_HOOK if task.op.targets.inputs_hook else SETUP
+
+
 @dataclass(frozen=True)
 class CaseSpec:
     """One case: its seed (and iteration index), with the minimizer's overrides, or a snapshot to replay."""

@@ -72,6 +72,7 @@ class OpView:
     inputs_digest: str = ""  # of the inputs the op's side built ("" when it built none, or died first)
     skipped: str = ""  # the op's side could not hold the case (CaseSkipped)
     triton: TritonReport | None = None  # what the GPU-faithful layer saw (gpuemu_ci/triton_cpu)
+    not_run: str = ""  # who failed before the op could be called ("inputs hook", "setup"); "" when it was
 
 
 def _reference_copy(view: np.ndarray) -> np.ndarray:
@@ -305,7 +306,7 @@ def _judge_case(judging: _Judging, op_view: OpView) -> CaseReport:
     except InputsFailed as exc:
         if exc.unloadable:
             raise _Unloadable("inputs hook", exc.message) from None
-        return CaseReport(outcome="errored", kind="raised", message=exc.message)
+        return CaseReport(outcome="errored", kind="raised", message=exc.message, party=exc.party)
     except CaseSkipped as exc:
         return skipped_report(exc.stratum, exc.reason)
     mismatch = reference_target.mismatch([*case.arrays, *case.kwargs])
@@ -314,6 +315,8 @@ def _judge_case(judging: _Judging, op_view: OpView) -> CaseReport:
     judging.digest = inputs_digest(case)
     if op_view.inputs_digest and op_view.inputs_digest != judging.digest:
         return inputs_differ_report(case, judging.digest, op_view.inputs_digest)
+    if op_view.not_run:  # the op's worker failed before calling the op: nothing of the op's to judge
+        return _not_run(judging, case, op_view)
     judging.call_s += op_view.op.duration_s + (op_view.rerun.duration_s if op_view.rerun else 0.0)
     if op_view.interpreter and op_view.interpreter_types:
         # Triton's interpreter computes these types on bit patterns (triton_probe): its numbers are the
@@ -420,6 +423,23 @@ def _judge_case(judging: _Judging, op_view: OpView) -> CaseReport:
         case, run, verdict, digest=judging.digest, call_s=judging.call_s, gradient_stats=gradient_stats
     )
     return _with_snapshot(judging, case, report) if report.outcome == "failed" else report
+
+
+def _not_run(judging: _Judging, case: CaseInputs, op_view: OpView) -> CaseReport:
+    """A case whose op was never called: its inputs hook or gpuemu-ci's own setup failed in the op's worker
+    (this worker made the same inputs), so the case could not be judged; the op is not blamed."""
+    kinds = {k.value for k in FailureKind}
+    status = op_view.op.status.value
+    report = CaseReport(
+        outcome="errored",
+        **describe_case(case, judging.digest),
+        kind=status if status in kinds else FailureKind.RAISED.value,
+        message=f"in the op's worker, before the op was called: {op_view.op.message.removeprefix('not run: ')}",
+        stderr_tail=op_view.op.stderr_tail or None,
+        call_s=judging.call_s,
+        party=op_view.not_run,
+    )
+    return _with_snapshot(judging, case, report)
 
 
 def _errored(judging: _Judging, case: CaseInputs, failed: CallResult, who: str) -> CaseReport:

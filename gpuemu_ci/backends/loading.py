@@ -1,7 +1,8 @@
 """Turning a CallTarget into something the worker can call (runs inside the worker only).
 
 - CALLABLE: "pkg.mod:func" (dotted attributes allowed: "pkg.mod:Class.method"), or "path/to/file.py:func";
-  imported with the target's root first on sys.path; called as `func(**inputs, **kwargs)`.
+  imported with the target's root first on sys.path (but never in place of the tool's own packages:
+  import_order.py); called as `func(**inputs, **kwargs)`.
 - REFERENCE_SCRIPT: a .py file (relative to root) defining `reference(inputs: dict, **kwargs)`, upstream's
   reference-script contract, called in-process instead of one `python3 script` per case.
 - OP_SCRIPT: a .py file defining `run(inputs: dict, **kwargs)` (or `op`), for `execution_mode =
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuemu_ci.backends.frameworks import get_bridge
+from gpuemu_ci.backends.import_order import add_user_dir
 from gpuemu_ci.backends.interface import CallTarget, TargetKind
 
 _OWN_DIR = str(Path(__file__).resolve().parent)
@@ -109,9 +111,7 @@ def describe_exception(exc: BaseException) -> str:
 
 
 def _ensure_on_path(directory: Path) -> None:
-    text = str(directory)
-    if text not in sys.path:
-        sys.path.insert(0, text)
+    add_user_dir(str(directory))  # first, but never in place of the tool's own packages (import_order.py)
 
 
 def _import_module(name: str, root: Path) -> Any:

@@ -13,10 +13,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuemu_ci.backends import backward, triton_probe
-from gpuemu_ci.backends.calling import UNUSABLE, InputsFailed, Invoke, Stager, call, make_inputs, no_stage
+from gpuemu_ci.backends.calling import (
+    UNUSABLE,
+    InputsFailed,
+    Invoke,
+    Stager,
+    call,
+    make_inputs,
+    no_stage,
+)
 from gpuemu_ci.backends.cuda import OUTPUT_DTYPE_KWARG
 from gpuemu_ci.backends.frameworks import Bridge, get_bridge
 from gpuemu_ci.backends.interface import (
+    SETUP,
     CallResult,
     CallStatus,
     CallTarget,
@@ -48,6 +57,7 @@ class OpSide:
     inputs_digest: str = ""  # of the inputs this side built ("" when it built none)
     skipped: str = ""  # why this machine cannot hold the case (CaseSkipped): the judge says so, not a failure
     triton: TritonReport | None = None  # what the GPU-faithful layer saw (gpuemu_ci/triton_cpu)
+    not_run: str = ""  # who failed before the op could be called ("inputs hook", "setup"); "" when it was
 
 
 def out_buffer_shape(op: OpSpec, case: CaseInputs) -> tuple[int, ...]:
@@ -87,7 +97,7 @@ def run_op_side(
     try:
         case = make_inputs(task, spec, contain)
     except InputsFailed as exc:
-        return OpSide(CallResult(CallStatus.RAISED, message=f"not run: {exc.message}"))
+        return OpSide(CallResult(CallStatus.RAISED, message=f"not run: {exc.message}"), not_run=exc.party)
     except CaseSkipped as exc:  # the judge side says so in its report
         return OpSide(CallResult(CallStatus.RAISED, message=f"not run: {exc.reason}"), skipped=exc.reason)
     # A signature that cannot take the inputs is the config's mistake: one error for the op, not one per case.
@@ -114,7 +124,10 @@ def run_op_side(
                 return np.array(arr, order="C", copy=True)
         return np.ascontiguousarray(arr)
 
+    not_run = ""
+
     def one_call(which: Stage) -> tuple[CallResult, bool]:
+        nonlocal not_run
         kwargs = dict(case.kwargs)
         if task.op_target.kind is TargetKind.CUDA_KERNEL:
             kwargs[OUTPUT_DTYPE_KWARG] = out_dtype  # a launch allocates the buffer the kernel writes
@@ -128,8 +141,10 @@ def run_op_side(
                 out = bridge.full_nan(out_buffer_shape(op, case), resolve_dtype(out_dtype))
                 kwargs[op.execution.out_arg] = out
         except Exception as exc:
+            not_run = SETUP  # gpuemu-ci's own step, before the op is called
             failed = CallResult(
-                CallStatus.RAISED, message=f"handing inputs to {bridge.framework.value}: {exc}"
+                CallStatus.RAISED,
+                message=f"the case's setup failed: handing the inputs to {bridge.framework.value} raised {exc}",
             )
             return failed, False
         stage(which)
@@ -174,7 +189,9 @@ def run_op_side(
     triton = seen[0].merged(seen[1] if len(seen) > 1 else None) if seen else None
     if interpreter and triton is not None and triton.interpreter_gaps:
         interpreter_types = tuple(sorted({*interpreter_types, *triton.interpreter_gaps}))  # not judged
-    return OpSide(first, rerun, modified, interpreter, retire, interpreter_types, digest, triton=triton)
+    return OpSide(
+        first, rerun, modified, interpreter, retire, interpreter_types, digest, triton=triton, not_run=not_run
+    )
 
 
 def _forward_and_backward(task: OpTask, case: CaseInputs, invoke: Invoke, bridge: Bridge) -> Invoke:

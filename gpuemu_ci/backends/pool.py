@@ -30,7 +30,14 @@ import msgspec
 from gpuemu_ci.backends import zygote
 from gpuemu_ci.backends.channel import FrameError
 from gpuemu_ci.backends.gpu import GpuInfo, detect_gpu
-from gpuemu_ci.backends.interface import CallStatus, CaseAborted, CaseReport, CaseSpec, OpTask
+from gpuemu_ci.backends.interface import (
+    CallStatus,
+    CaseAborted,
+    CaseReport,
+    CaseSpec,
+    OpTask,
+    generating_party,
+)
 from gpuemu_ci.backends.oom import OomRecord
 from gpuemu_ci.backends.process import WorkerProcess, exit_words
 from gpuemu_ci.backends.protocol import (
@@ -564,6 +571,7 @@ class WorkerPool:
             case.op_digest,
             done.skipped,
             done.triton,
+            done.not_run,
         )
         self._finish_side(slot, retire=done.retire)
         self._queue_judge(case)
@@ -640,10 +648,11 @@ class WorkerPool:
             self._queue_judge(case)
             return
         who = {
+            Stage.LOADING: "reference",  # the judge's worker imports the reference (and the hooks it calls)
             Stage.REFERENCE: "reference",
             Stage.REFERENCE_ABS: "reference",
             Stage.NAIVE: "naive implementation",
-            Stage.GENERATING: "inputs generation",
+            Stage.GENERATING: generating_party(case.task),
         }.get(stage, "judge")
         from gpuemu_ci.plan.expand import stratum
 
@@ -657,6 +666,7 @@ class WorkerPool:
             kind=kind,
             message=f"the {who} {status.words}: {message}",
             stderr_tail=tail or None,
+            party=who,
         )
         self._resolve(case, report)
 
@@ -668,6 +678,12 @@ class WorkerPool:
         failure = CallReply(status.value, message)
         not_run = CallReply(status.value, f"not run: {message}")
         digest = case.op_digest  # what it built before it died: the judge still checks it
+        if (
+            stage is Stage.GENERATING
+        ):  # before the op was called: its inputs hook's, or gpuemu-ci's own, doing
+            who = generating_party(case.task)
+            failed = CallReply(status.value, f"not run: the {who} {status.words}: {message}")
+            return OpSideResult(failed, None, (), None, tail, inputs_digest=digest, not_run=who)
         if stage is Stage.RERUN and case.partial is not None:
             return OpSideResult(case.partial, failure, (), None, tail, inputs_digest=digest)
         if stage is Stage.RERUN:

@@ -25,6 +25,7 @@ from gpuemu_ci.backends.channel import FrameReader, send_frame
 from gpuemu_ci.backends.protocol import Stage, dumps_request
 from gpuemu_ci.backends.zygote import ForkServer
 from gpuemu_ci.errors import InfraError
+from gpuemu_ci.launch import PYTHON_FLAGS
 
 LOG_KEEP = 64 << 10  # bytes of a worker's output kept (the tail attached to failures is shorter)
 REPLY_LIMIT = 16 << 20  # bytes of one reply: messages are clipped far below this by the worker
@@ -115,7 +116,7 @@ class WorkerProcess:
         root: Path, env: Mapping[str, str], sock_fd: int, status_fd: int, log_fd: int
     ) -> subprocess.Popen[bytes]:
         command = [
-            sys.executable, "-m", "gpuemu_ci.backends.worker",
+            sys.executable, *PYTHON_FLAGS, "-m", "gpuemu_ci.backends.worker",
             str(sock_fd), str(status_fd), str(os.getpid()), "pdeathsig",
         ]  # fmt: skip
         try:

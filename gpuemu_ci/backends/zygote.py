@@ -29,6 +29,7 @@ from pathlib import Path
 import msgspec
 
 from gpuemu_ci.backends.channel import FrameError, FrameReader, recv_frame, send_frame
+from gpuemu_ci.launch import PYTHON_FLAGS
 
 FORK_TIMEOUT_S = 120.0  # the first fork waits for the zygote's imports
 
@@ -48,6 +49,7 @@ class ForkServer:
         parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         command = [
             sys.executable,
+            *PYTHON_FLAGS,
             "-m",
             "gpuemu_ci.backends.zygote",
             str(child_sock.fileno()),

@@ -12,8 +12,8 @@ from gpuemu_ci.config.model import Policies
 from gpuemu_ci.diff.baseline import baseline_of, load_baseline
 from gpuemu_ci.diff.classify import baseline_info, compare
 from gpuemu_ci.diff.render import render_text
-from gpuemu_ci.errors import ExitCode, UsageError
-from gpuemu_ci.files import atomic_write
+from gpuemu_ci.errors import ExitCode
+from gpuemu_ci.files import atomic_write, cannot_write
 from gpuemu_ci.results.codec import read_results, to_json
 from gpuemu_ci.results.model import Verdict
 
@@ -54,7 +54,7 @@ def create_command(source: Path, output: Path) -> int:
         try:
             atomic_write(output, data)
         except OSError as exc:
-            raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
+            raise cannot_write(output, exc) from None
     pairs = sum(len(op.dtypes) for op in baseline.ops)
     entries = sum(len(k.entries) for k in baseline.kernels)
     commit = baseline.tested_commit

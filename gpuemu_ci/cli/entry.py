@@ -7,6 +7,9 @@ from gpuemu_ci import early_signals
 
 def main() -> int:
     early_signals.install()
+    from gpuemu_ci.launch import keep_working_directory_off_path
+
+    keep_working_directory_off_path()  # a stray `:` in PYTHONPATH put it there
     from gpuemu_ci.cli.main import main as cli_main
 
     return cli_main()

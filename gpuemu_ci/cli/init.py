@@ -21,6 +21,7 @@ import click
 
 from gpuemu_ci.cli.stack import Stack, detect_stack, with_setup
 from gpuemu_ci.errors import InfraError, UsageError
+from gpuemu_ci.files import cannot_write
 
 if TYPE_CHECKING:  # importlib.resources.abc is 3.11+; only the annotation needs it
     from importlib.resources.abc import Traversable
@@ -99,7 +100,7 @@ def ignore_outputs(target: Path) -> tuple[str, ...]:
             with path.open("a", encoding="utf-8") as handle:
                 handle.write(prefix + "# gpuemu-ci outputs\n" + "".join(f"{entry}\n" for entry in missing))
         except OSError as exc:
-            raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from exc
+            raise cannot_write(path, exc) from exc
     return missing
 
 
@@ -191,7 +192,7 @@ def write_starter(target: Path, *, force: bool = False, workflows: bool = True) 
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(content)
         except OSError as exc:
-            raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from exc
+            raise cannot_write(path, exc) from exc
     ignored = ignore_outputs(target)
     return InitResult(target, tuple(f.relative for f in files), tuple(existing), ignored, branch, stack)
 

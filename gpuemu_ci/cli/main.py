@@ -6,7 +6,6 @@ workflow-command annotation when running in GitHub Actions), and returns its cod
 
 from __future__ import annotations
 
-import errno
 import os
 import signal
 import sys
@@ -19,6 +18,7 @@ import click
 
 from gpuemu_ci import __version__, early_signals
 from gpuemu_ci.errors import AlreadyReported, ExitCode, GpuemuError, InfraError, Interrupted, UsageError
+from gpuemu_ci.files import is_callers_fault
 
 INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
@@ -116,19 +116,12 @@ def _main(argv: Sequence[str] | None) -> int:
     return result if isinstance(result, int) else int(ExitCode.PASSED)
 
 
-# A path that cannot be used is the caller's to fix (exit 2); anything else is the machine's (exit 3).
-_USAGE_ERRNOS = frozenset(
-    {errno.ENAMETOOLONG, errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM, errno.ELOOP,
-     errno.EROFS, errno.EEXIST, errno.EINVAL}
-)  # fmt: skip
-
-
 def os_error(exc: OSError) -> GpuemuError:
     """An OSError as a message: what failed on which path (cut to 200 characters), and the exit code it means."""
     name = str(exc.filename) if exc.filename is not None else None
     where = f" {name[:200]}{'…' if len(name) > 200 else ''}" if name else ""
     text = f"cannot use{where}: {exc.strerror or exc}"
-    return UsageError(text) if exc.errno in _USAGE_ERRNOS else InfraError(text)
+    return UsageError(text) if is_callers_fault(exc) else InfraError(text)
 
 
 def report_error(error: GpuemuError) -> int:

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import click
 
-from gpuemu_ci.errors import UsageError
-from gpuemu_ci.files import atomic_write
+from gpuemu_ci.files import atomic_write, cannot_write
 from gpuemu_ci.render.annotations import render_annotations
 from gpuemu_ci.render.html import render_html
 from gpuemu_ci.render.junit import render_junit
@@ -84,7 +83,7 @@ def render_command(
         try:
             atomic_write(output, data)
         except OSError as exc:
-            raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
+            raise cannot_write(output, exc) from None
         click.echo(f"gpuemu-ci: wrote the {kind} ({len(data):,} bytes) to {output}", err=True)
     return 0
 

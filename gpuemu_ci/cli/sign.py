@@ -51,7 +51,7 @@ from gpuemu_ci.errors import (
     UsageError,
     VerifyFailed,
 )
-from gpuemu_ci.files import atomic_write, read_bounded
+from gpuemu_ci.files import atomic_write, cannot_write, read_bounded
 from gpuemu_ci.render.escape import terminal_text
 from gpuemu_ci.results.model import Verdict
 
@@ -159,7 +159,7 @@ def sign_command(
     try:
         atomic_write(output, report.envelope)
     except OSError as e:
-        raise UsageError(f"cannot write {output}: {e.strerror}") from None
+        raise cannot_write(output, e) from None
 
     run = statement["predicate"]["run"]
     what = f"{results} (verdict {statement['predicate']['verdict']}) for {run['repo']}@{run['commit'][:12]}"

@@ -71,7 +71,15 @@ class GitHubNetworkError(GitHubError):
     """The connection failed (DNS, refused, reset, timeout) after the allowed retries."""
 
 
-class GitHubDownloadTooLargeError(GitHubError):
+class GitHubDeadlineError(GitHubNetworkError):
+    """The time allowed for the client's API work in all ran out (limits.ApiBudget): nothing more is sent."""
+
+
+class GitHubAnswerTooLargeError(GitHubError):
+    """An answer held more than its endpoint's cap (limits.BodyCap); what was received is discarded."""
+
+
+class GitHubDownloadTooLargeError(GitHubAnswerTooLargeError):
     """A download exceeded the caller's byte cap; what was received is discarded."""
 
 

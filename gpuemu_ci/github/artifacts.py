@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuemu_ci.github.client import (
+    BodyCap,
     GitHubClient,
     GitHubDownloadTooLargeError,
     GitHubError,
@@ -57,7 +58,9 @@ __all__ = [
 
 BASELINE_ARTIFACT = "gpuemu-baseline"
 BASELINE_EVENTS = frozenset({"push", "schedule"})
-DEFAULT_MAX_BYTES = 100 * 1024 * 1024
+DEFAULT_MAX_BYTES = 100 * 1024 * 1024  # the download (its own, larger cap) and what it unpacks to
+# 100 artifacts a page, each about a kilobyte of JSON.
+ARTIFACTS_PAGE = BodyCap(8 << 20, "a page of the artifact list")
 
 
 class ArtifactExpiredError(ArtifactError):
@@ -219,7 +222,10 @@ def find_baseline_artifact(
 def find_run_artifact(client: GitHubClient, repository: str, run_id: int, name: str) -> Artifact | None:
     """The unexpired artifact ``name`` of one run (for the ``workflow_run`` companion), or None."""
     items = client.paginate(
-        f"/repos/{repository}/actions/runs/{run_id}/artifacts", {"name": name}, item_key="artifacts"
+        f"/repos/{repository}/actions/runs/{run_id}/artifacts",
+        {"name": name},
+        item_key="artifacts",
+        cap=ARTIFACTS_PAGE,
     )
     for item in items:
         artifact = Artifact.from_api(item)
@@ -329,6 +335,7 @@ def _candidates(
         {"name": name},
         item_key="artifacts",
         max_pages=max_pages,
+        cap=ARTIFACTS_PAGE,
     )
     for item in items:
         artifact = Artifact.from_api(item)

@@ -12,9 +12,12 @@ API", "Rate limits for the REST API"):
 - non-idempotent requests (POST) are not resent after a 5xx or a connection lost mid-request,
   since GitHub may have applied them; callers that can check (comments, issues) re-check instead;
 - artifact downloads follow the 302 to the storage host with a separate, token-less client;
-- every request has an overall deadline (``deadline``; downloads ``download_deadline``), not only httpx's
-  per-read timeout, which a server trickling a byte at a time never trips: a request still unanswered at
-  its deadline is abandoned (its connections closed) and fails as a network error;
+- bounds (limits.py): each attempt has a deadline counting total time (``deadline``; downloads
+  ``download_deadline``), not only httpx's per-read timeout, which a server trickling a byte at a time never
+  trips; all of the client's work, retries and their waits included, shares one budget (``total_deadline``);
+  each answer is read as a stream up to its endpoint's cap (``cap``; downloads ``max_bytes``);
+- a signal held back by the process (``stop_requested``: the Action's SIGTERM) ends a request or a wait at
+  once, as ``Interrupted`` (exchange.py);
 - every failure is a ``GitHubError`` (an ``InfraError``) whose message names the request and the
   API's answer, and never contains the token.
 """
@@ -25,20 +28,22 @@ import functools
 import logging
 import random
 import re
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import httpx
 
 from gpuemu_ci import __version__
 from gpuemu_ci.errors import UsageError
+from gpuemu_ci.github import exchange
 from gpuemu_ci.github.api_errors import (
     ERRORS_BY_STATUS,
+    GitHubAnswerTooLargeError,
     GitHubAuthError,
+    GitHubDeadlineError,
     GitHubDownloadTooLargeError,
     GitHubError,
     GitHubForbiddenError,
@@ -49,14 +54,19 @@ from gpuemu_ci.github.api_errors import (
     GitHubServerError,
     GitHubValidationError,
 )
+from gpuemu_ci.github.exchange import DeadlineExceeded
+from gpuemu_ci.github.limits import API_ANSWER, DEFAULT_TOTAL_S, ApiBudget, BodyCap
 from gpuemu_ci.github.retry import Decision, RetryKind, RetryPolicy, RetryState, api_message
 
 __all__ = [
     "ACCEPT",
     "API_VERSION",
     "DEFAULT_API_URL",
+    "BodyCap",
+    "GitHubAnswerTooLargeError",
     "GitHubAuthError",
     "GitHubClient",
+    "GitHubDeadlineError",
     "GitHubDownloadTooLargeError",
     "GitHubError",
     "GitHubForbiddenError",
@@ -85,7 +95,9 @@ class GitHubClient:
     """A GitHub REST client for one token and one API root (``GITHUB_API_URL`` on GHES).
 
     ``transport`` lets tests substitute an httpx transport; ``sleep`` and ``clock`` let them
-    observe requested waits without waiting. Use as a context manager or call ``close()``.
+    observe requested waits without waiting (the default sleep ends early when ``stop_requested`` names a
+    signal). ``total_source`` says where ``total_deadline`` was set, for the message when it runs out. Use as
+    a context manager or call ``close()``.
     """
 
     def __init__(
@@ -98,9 +110,13 @@ class GitHubClient:
         max_retries: int = 4,
         max_total_wait: float = 300.0,
         timeout: float = 30.0,
-        deadline: float = 90.0,
-        download_deadline: float = 600.0,
-        sleep: Callable[[float], None] = time.sleep,
+        connect_timeout: float = 10.0,
+        deadline: float = 60.0,
+        download_deadline: float = 180.0,
+        total_deadline: float = DEFAULT_TOTAL_S,
+        total_source: str = "",
+        stop_requested: Callable[[], int | None] = exchange.never,
+        sleep: Callable[[float], None] | None = None,
         clock: Callable[[], float] = time.time,
         jitter: Callable[[], float] = random.random,
     ) -> None:
@@ -116,13 +132,17 @@ class GitHubClient:
         self._authenticated = bool(token)
         # An installation token: the workflow's GITHUB_TOKEN or a GitHub App's (GitHub's `ghs_` prefix).
         self.installation_token = token.startswith("ghs_")
+        self._stop_requested = stop_requested
+        if sleep is None:
+            sleep = functools.partial(exchange.pause, stop_requested=stop_requested)
         self.policy = RetryPolicy(max_retries, max_total_wait, sleep, clock, jitter)
+        self.budget = ApiBudget(total_deadline, total_source)
         headers = {"Accept": ACCEPT, "X-GitHub-Api-Version": API_VERSION, "User-Agent": USER_AGENT}
         if token:
             headers["Authorization"] = f"Bearer {token}"
         self._headers = headers
         self._transport = transport
-        self._timeout = timeout
+        self._timeout = httpx.Timeout(timeout, connect=connect_timeout)
         self.deadline = deadline
         self.download_deadline = download_deadline
         self._http = self._api_client()
@@ -160,11 +180,13 @@ class GitHubClient:
         json: Any = None,
         ok: tuple[int, ...] = (200,),
         idempotent: bool | None = None,
+        cap: BodyCap = API_ANSWER,
     ) -> httpx.Response:
         """Send one API request with retries; return the response when its status is in ``ok``.
 
         ``path`` is relative to the API root (``/repos/o/r/...``) or an absolute URL on the API
-        host (pagination links, ``archive_download_url``). ``idempotent`` defaults by method.
+        host (pagination links, ``archive_download_url``). ``idempotent`` defaults by method. ``cap``: the
+        most the answer may hold (GitHubAnswerTooLargeError past it).
         """
         method = method.upper()
         resend_ok = method in _IDEMPOTENT if idempotent is None else idempotent
@@ -172,15 +194,24 @@ class GitHubClient:
         what = f"{method} {urlsplit(url).path}"
         state = RetryState()
         while True:
+            seconds, budget_bound = self.budget.attempt_seconds(self.deadline, what)
             try:
-                send = functools.partial(self._http.request, method, url, params=params, json=json)
-                response = _within(self.deadline, send, self._abandon_api_requests)
+                send = functools.partial(
+                    exchange.read_answer, self._http, method, url, params=params, json=json, ok=ok, cap=cap,
+                    what=what,
+                )  # fmt: skip
+                with self.budget.timed():
+                    response = exchange.bounded(
+                        seconds, send, self._abandon_api_requests, self._stop_requested
+                    )
             except httpx.TransportError as exc:
+                if budget_bound and isinstance(exc, DeadlineExceeded):
+                    raise self.budget.ran_out(what) from exc
                 # A refused connection never reached GitHub, so it is safe to resend anything.
                 safe = resend_ok or isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
                 if not safe or self.policy.exhausted(state):
                     raise GitHubNetworkError(what, _describe_transport_error(exc)) from exc
-                self.policy.pause(state, self.policy.network_retry(state), what)
+                self._pause(state, self.policy.network_retry(state), what)
                 continue
             except (httpx.HTTPError, httpx.InvalidURL) as exc:  # protocol errors: not worth a retry
                 raise GitHubNetworkError(what, _describe_transport_error(exc)) from exc
@@ -193,7 +224,7 @@ class GitHubClient:
                 if decision is not None:
                     note = f"gave up after {state.attempt} retries" if retryable else _NOT_RESENT
                 raise _error_for(what, response, decision, note)
-            self.policy.pause(state, decision, what, response.status_code)
+            self._pause(state, decision, what, response.status_code)
 
     def get_json(self, path: str, params: Mapping[str, Any] | None = None) -> Any:
         """GET and decode a JSON body."""
@@ -229,18 +260,19 @@ class GitHubClient:
         *,
         item_key: str | None = None,
         max_pages: int = 100,
+        cap: BodyCap = API_ANSWER,
     ) -> Iterator[Any]:
         """Yield the items of every page, following ``Link: rel="next"``.
 
         ``item_key`` names the list inside a wrapping object (``"artifacts"``); None means the
         body is the list. At most ``max_pages`` pages are read (GitHub itself caps filtered
-        listings at 1,000 results).
+        listings at 1,000 results), each of at most ``cap``.
         """
         query: dict[str, Any] | None = {"per_page": 100, **(params or {})}
         url: str | None = path
         pages = 0
         while url is not None:
-            response = self.request("GET", url, params=query)
+            response = self.request("GET", url, params=query, cap=cap)
             data = _decode(response)
             items = data.get(item_key) if item_key is not None and isinstance(data, dict) else data
             if not isinstance(items, list):
@@ -260,15 +292,20 @@ class GitHubClient:
         number of bytes written. Raises ``GitHubGoneError`` for 410 (an expired artifact) and
         ``GitHubDownloadTooLargeError`` past ``max_bytes``.
         """
-        response = self.request("GET", path, ok=(200, 302))
+        response = self.request("GET", path, ok=(200, 302), cap=BodyCap(max_bytes, "the download"))
         if response.status_code == 200:  # not in GitHub's description, but harmless to accept
-            return _write_capped(dest, [response.content], max_bytes, "the download")
+            return exchange.write_capped(dest, [response.content], max_bytes, "the download")
         location = response.headers.get("location")
         if not location:
             raise GitHubError(f"GET {urlsplit(str(response.url)).path}", "302 without a Location header")
         return self._fetch_storage(urljoin(str(response.url), location), dest, max_bytes)
 
     # -- internals ------------------------------------------------------------------------
+
+    def _pause(self, state: RetryState, decision: Decision, what: str, status: int | None = None) -> None:
+        """Wait before the next attempt, within both the retry budget and what is left of the total."""
+        self.policy.pause(state, decision, what, status, budget_left=self.budget.remaining())
+        self.budget.spend(decision.delay)
 
     def _abandon_api_requests(self) -> None:
         # Closing the pool ends the stuck read in the request's thread; later requests get a fresh pool.
@@ -296,15 +333,23 @@ class GitHubClient:
         what = f"download from {urlsplit(url).netloc}"
         state = RetryState()
         while True:
+            seconds, budget_bound = self.budget.attempt_seconds(self.download_deadline, what)
             try:
-                attempt = functools.partial(_download_once, self._storage(), url, dest, max_bytes, what)
-                response, written = _within(self.download_deadline, attempt, self._abandon_downloads)
+                attempt = functools.partial(
+                    exchange.download_once, self._storage(), url, dest, max_bytes, what
+                )
+                with self.budget.timed():
+                    response, written = exchange.bounded(
+                        seconds, attempt, self._abandon_downloads, self._stop_requested
+                    )
                 if written is not None:
                     return written
             except httpx.TransportError as exc:
+                if budget_bound and isinstance(exc, DeadlineExceeded):
+                    raise self.budget.ran_out(what) from exc
                 if self.policy.exhausted(state):
                     raise GitHubNetworkError(what, _describe_transport_error(exc)) from exc
-                self.policy.pause(state, self.policy.network_retry(state), what)
+                self._pause(state, self.policy.network_retry(state), what)
                 continue
             except (httpx.HTTPError, httpx.InvalidURL) as exc:  # too many redirects, bad URL
                 raise GitHubNetworkError(what, _describe_transport_error(exc)) from exc
@@ -313,7 +358,7 @@ class GitHubClient:
             decision = self.policy.classify(response, state)
             if decision is None or self.policy.exhausted(state):
                 raise GitHubError(what, f"{response.status_code}", status=response.status_code)
-            self.policy.pause(state, decision, what, response.status_code)
+            self._pause(state, decision, what, response.status_code)
 
     def _url(self, path: str) -> str:
         if "://" not in path:
@@ -334,53 +379,6 @@ def default_graphql_url(api_url: str) -> str:
     if root.endswith("/api/v3"):
         return root.removesuffix("/v3") + "/graphql"
     return root + "/graphql"
-
-
-def _download_once(
-    storage: httpx.Client, url: str, dest: Path, max_bytes: int, what: str
-) -> tuple[httpx.Response, int | None]:
-    """One GET of a storage URL: (the response, bytes written into `dest` when it answered 200)."""
-    with storage.stream("GET", url) as response:
-        if response.status_code == 200:
-            declared = response.headers.get("content-length")
-            if declared is not None and declared.isdigit() and int(declared) > max_bytes:
-                raise GitHubDownloadTooLargeError(
-                    what, f"{int(declared):,} bytes is over the {max_bytes:,}-byte cap"
-                )
-            return response, _write_capped(dest, response.iter_bytes(), max_bytes, what)
-        response.read()
-        return response, None
-
-
-class DeadlineExceeded(httpx.TransportError):
-    """A request got no complete answer before its overall deadline (a stalled or trickling server)."""
-
-
-_T = TypeVar("_T")
-
-
-def _within(seconds: float, call: Callable[[], _T], abandon: Callable[[], None]) -> _T:
-    """`call()`, or DeadlineExceeded when it has not finished after `seconds`: it runs in a daemon thread, and
-    `abandon` closes the connections it is stuck on so that the thread ends too."""
-    outcome: list[_T] = []
-    failure: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            outcome.append(call())
-        except BaseException as exc:  # handed to the caller below
-            failure.append(exc)
-
-    worker = threading.Thread(target=run, name="gpuemu-http", daemon=True)
-    worker.start()
-    worker.join(seconds)
-    if worker.is_alive():
-        abandon()
-        worker.join(5.0)
-        raise DeadlineExceeded(f"no complete answer within {seconds:g} s")
-    if failure:
-        raise failure[0]
-    return outcome[0]
 
 
 def _error_for(what: str, response: httpx.Response, decision: Decision | None, note: str) -> GitHubError:
@@ -420,18 +418,3 @@ def _next_link(header: str | None) -> str | None:
 
 def _describe_transport_error(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-
-
-def _write_capped(dest: Path, chunks: Any, max_bytes: int, what: str) -> int:
-    total = 0
-    try:
-        with dest.open("wb") as fh:
-            for chunk in chunks:
-                total += len(chunk)
-                if total > max_bytes:
-                    raise GitHubDownloadTooLargeError(what, f"more than the {max_bytes:,}-byte cap")
-                fh.write(chunk)
-    except BaseException:
-        dest.unlink(missing_ok=True)
-        raise
-    return total

@@ -25,6 +25,7 @@ from enum import Enum
 from typing import Any
 
 from gpuemu_ci.github.client import (
+    BodyCap,
     GitHubClient,
     GitHubError,
     GitHubForbiddenError,
@@ -36,6 +37,9 @@ from gpuemu_ci.github.identity import TokenIdentity, token_identity
 from gpuemu_ci.render.markdown import comment_marker
 
 MAX_COMMENT_BYTES = 60_000
+# 100 comments a page, each up to 65,536 characters (up to 4 UTF-8 bytes each) with its metadata; pulls alike.
+COMMENTS_PAGE = BodyCap(32 << 20, "a page of the pull request's comments")
+PULLS_PAGE = BodyCap(32 << 20, "a page of the repository's pull requests")
 _MARKER_NEUTRAL = "<!-- gpuemu-ci (quoted):"
 _ATTEMPTS = 3
 
@@ -97,7 +101,10 @@ def upsert_comment(
         )
     marker = comment_marker(key)
     base = f"/repos/{repo}/issues"
-    author = author or token_identity(client)
+    try:
+        author = author or token_identity(client)
+    except GitHubError as exc:
+        return CommentOutcome(CommentAction.FAILED, warning=f"could not post the PR comment: {exc.message}")
     if author is None:
         return CommentOutcome(
             CommentAction.FAILED,
@@ -152,7 +159,9 @@ def resolve_pull_request(client: GitHubClient, ctx: ActionContext) -> int | None
     if run is None or not run.head_repository or not run.head_branch or not run.head_sha:
         return None
     head = f"{run.head_repository.split('/')[0]}:{run.head_branch}"
-    pulls = client.paginate(f"/repos/{ctx.repository}/pulls", {"head": head, "state": "open"}, max_pages=3)
+    pulls = client.paginate(
+        f"/repos/{ctx.repository}/pulls", {"head": head, "state": "open"}, max_pages=3, cap=PULLS_PAGE
+    )
     for pull in pulls:
         if not isinstance(pull, dict):
             continue
@@ -169,7 +178,7 @@ def _find(
 ) -> list[Mapping[str, Any]]:
     """Comments of this job by the token's own account, the one to keep first."""
     matches = []
-    for comment in client.paginate(f"{base}/{pr}/comments"):
+    for comment in client.paginate(f"{base}/{pr}/comments", cap=COMMENTS_PAGE):
         if not isinstance(comment, dict) or not isinstance(comment.get("id"), int):
             continue
         body = comment.get("body")

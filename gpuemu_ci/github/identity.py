@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpuemu_ci.github.client import GitHubClient, GitHubError
+from gpuemu_ci.github.client import GitHubClient, GitHubDeadlineError, GitHubError
 
 ACTIONS_BOT_LOGIN = "github-actions[bot]"
 _VIEWER_QUERY = "query { viewer { __typename login databaseId } }"
@@ -50,13 +50,16 @@ def _plain(login: str) -> str:
 
 
 def token_identity(client: GitHubClient) -> TokenIdentity | None:
-    """The token's account (see the module docstring); None when it cannot be known."""
+    """The token's account (see the module docstring); None when it cannot be known. GitHubDeadlineError when
+    the client's time for the API has run out."""
     try:
         user = client.get_json("/user")
         if isinstance(user, dict) and isinstance(user.get("login"), str):
             uid = user.get("id")
             bot = user.get("type") == "Bot"
             return TokenIdentity(user["login"], uid if isinstance(uid, int) else None, bot, "GET /user")
+    except GitHubDeadlineError:
+        raise  # no time left for the API at all: no answer will come from the next question either
     except GitHubError:
         pass
     try:
@@ -68,6 +71,8 @@ def token_identity(client: GitHubClient) -> TokenIdentity | None:
             return TokenIdentity(
                 viewer["login"], uid if isinstance(uid, int) else None, bot, "GraphQL viewer"
             )
+    except GitHubDeadlineError:
+        raise
     except GitHubError:
         pass
     if client.installation_token:

@@ -23,7 +23,13 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from gpuemu_ci.github.client import GitHubClient, GitHubError, GitHubNetworkError, GitHubServerError
+from gpuemu_ci.github.client import (
+    BodyCap,
+    GitHubClient,
+    GitHubError,
+    GitHubNetworkError,
+    GitHubServerError,
+)
 from gpuemu_ci.render.markdown import comment_key
 from gpuemu_ci.render.text import clip_utf8
 from gpuemu_ci.results.model import OpStatus
@@ -32,6 +38,8 @@ NIGHTLY_LABEL = "gpuemu-nightly"
 MAX_ISSUE_BYTES = 60_000
 _ATTEMPTS = 3
 _TRUNCATED = "\n\n… (truncated: the full details are in the run's report)"
+# 100 issues a page, each body up to 65,536 characters (up to 4 UTF-8 bytes each) with its metadata.
+ISSUES_PAGE = BodyCap(32 << 20, "a page of the repository's issues")
 
 log = logging.getLogger(__name__)
 
@@ -186,7 +194,9 @@ def _open_issues(client: GitHubClient, repo: str, label: str) -> dict[str, Mappi
     """Open, labelled, non-PR issues by marker line (the oldest wins if there are copies)."""
     found: dict[str, Mapping[str, Any]] = {}
     items = client.paginate(
-        f"/repos/{repo}/issues", {"state": "open", "labels": label, "sort": "created", "direction": "asc"}
+        f"/repos/{repo}/issues",
+        {"state": "open", "labels": label, "sort": "created", "direction": "asc"},
+        cap=ISSUES_PAGE,
     )
     for item in items:
         if not isinstance(item, dict) or "pull_request" in item or not isinstance(item.get("number"), int):

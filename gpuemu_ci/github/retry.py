@@ -97,15 +97,25 @@ class RetryPolicy:
         """True when no retries are left."""
         return state.attempt >= self.max_retries
 
-    def pause(self, state: RetryState, decision: Decision, what: str, status: int | None = None) -> None:
-        """Sleep before the next attempt, or raise now if the wait would exceed the budget."""
+    def pause(
+        self,
+        state: RetryState,
+        decision: Decision,
+        what: str,
+        status: int | None = None,
+        *,
+        budget_left: float = float("inf"),
+    ) -> None:
+        """Sleep before the next attempt, or raise now if the wait would exceed the retry budget or
+        `budget_left`, what is left of the client's time in all."""
         shown = f"{status} " if status is not None else ""
-        if state.waited + decision.delay > self.max_total_wait:
+        allowed = min(self.max_total_wait - state.waited, budget_left)
+        if decision.delay > allowed:
             error = GitHubRateLimitError if decision.kind is RetryKind.RATE_LIMIT else GitHubServerError
             raise error(
                 what,
                 f"{shown}{decision.kind.value}; GitHub asks to wait {decision.delay:.0f} s, over the "
-                f"remaining retry budget of {self.max_total_wait - state.waited:.0f} s",
+                f"remaining retry budget of {max(0.0, allowed):.0f} s",
                 status=status,
             )
         log.warning(

@@ -154,7 +154,7 @@ def verdict_report(
 def errored_report(
     case: CaseInputs, failed: CallResult, who: str, *, digest: str | None, call_s: float
 ) -> CaseReport:
-    """A case that could not be judged: the reference (or the naive implementation, or the judge) failed."""
+    """A case that could not be judged: `who` (the reference, the naive implementation, the judge) failed."""
     kinds = {k.value for k in FailureKind}
     kind = failed.status.value if failed.status.value in kinds else FailureKind.RAISED.value
     return CaseReport(
@@ -164,6 +164,7 @@ def errored_report(
         message=f"the {who} {failed.status.words}: {failed.message}",
         stderr_tail=failed.stderr_tail or None,
         call_s=call_s,
+        party=who,
     )
 
 

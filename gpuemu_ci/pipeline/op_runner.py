@@ -215,7 +215,7 @@ class OpCollector:
             skip_reason=reasons if status is OpStatus.SKIPPED else None,
             message=f"{self.need_gpu} of {total} cases need a GPU (Triton's interpreter; --require-gpu)"
             if self.need_gpu and not failed
-            else op_message(total, errored, failed, cut_short, skipped, reasons),
+            else op_message(total, errored, failed, cut_short, skipped, reasons, failures),
             cases_total=total,
             cases_passed=total - failed - errored - skipped,
             cases_failed=failed,

@@ -50,6 +50,7 @@ def failure_record(config: Config, ref: CaseRef, report: CaseReport) -> Failure:
         snapshot_error=report.snapshot_error,
         output=report.output,
         inputs_digest=report.inputs_digest,
+        party=report.party or ("op" if report.outcome == "failed" else None),
     )
 
 

@@ -199,7 +199,8 @@ def _op_result(
     rule_id = f"op/{kind}"
     if rule_id not in rules:
         description = (
-            "The op could not be judged: the reference failed on the case."
+            "The op could not be judged: the reference, an inputs hook or the case's setup failed on the case "
+            "(the message says which)."
             if errored
             else OP_RULES.get(kind, f"The op failed a {kind} check.")
         )

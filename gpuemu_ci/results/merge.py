@@ -180,7 +180,13 @@ def _summed(counts: Iterable[dict[str, int]]) -> dict[str, int]:
 def _with_message(op: OpResult, planned: ShardOp | None) -> OpResult:
     short = planned is not None and op.cases_total < planned.cases
     message = op_message(
-        op.cases_total, op.cases_errored, op.cases_failed, short, op.cases_skipped, rows_reasons(op.dtypes)
+        op.cases_total,
+        op.cases_errored,
+        op.cases_failed,
+        short,
+        op.cases_skipped,
+        rows_reasons(op.dtypes),
+        op.failures,
     )
     return msgspec.structs.replace(op, message=message)
 

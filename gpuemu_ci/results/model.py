@@ -99,12 +99,16 @@ class Failure(Record, frozen=True):
     snapshot: SnapshotPath | None  # relative to the directory of results.json
     replay: str
     stderr_tail: str | None = None
-    errored: bool = False  # True: the case could not be judged (reference failed), not a wrong answer
+    errored: bool = False  # True: the case could not be judged (see `party`), not a wrong answer
     snapshot_error: str | None = None  # why its input snapshot could not be written (the seed still replays)
     origin: str | None = None  # "corpus:<file>" for a pinned regression case; None for a fuzzed one
     output: str | None = None  # the output that failed when not the forward's: "grad of x" (backward = true)
     # SHA-256 (32 hex) of the inputs the case was judged on (fuzz/inputs.py): `replay` checks it rebuilt them
     inputs_digest: Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{32}$")] | None = None
+    # Who failed: "op" for a wrong answer, crash or timeout of the op; for a case that could not be judged the
+    # "reference", "inputs hook", "setup" (gpuemu-ci's own preparation of the case), "naive implementation",
+    # "reference's backward" or "judge". None in documents written before it was recorded.
+    party: str | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -432,7 +436,7 @@ class Results(Record, frozen=True, kw_only=True):
         return self._groups(errored=False)
 
     def errored_groups(self) -> tuple[FailureGroup, ...]:
-        """Cases that could not be judged (the reference failed), grouped the same way."""
+        """Cases that could not be judged (their `party` failed), grouped the same way."""
         return self._groups(errored=True)
 
     def _groups(self, *, errored: bool) -> tuple[FailureGroup, ...]:

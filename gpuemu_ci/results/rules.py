@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gpuemu_ci.results.model import DtypeResult, GradientResult, OpStatus
+from gpuemu_ci.results.model import DtypeResult, Failure, GradientResult, OpStatus
 
 MAX_RECORDED_FAILURES = 20  # per op; the rest are counted (snapshots cost disk and comment space)
 
@@ -23,16 +23,31 @@ def op_status(total: int, failed: int, errored: int, skipped: int = 0) -> OpStat
 
 
 def op_message(
-    total: int, errored: int, failed: int, cut_short: bool, skipped: int = 0, skip_reason: str | None = None
+    total: int,
+    errored: int,
+    failed: int,
+    cut_short: bool,
+    skipped: int = 0,
+    skip_reason: str | None = None,
+    failures: Iterable[Failure] = (),
 ) -> str | None:
-    """The note an OpResult carries about its counts."""
+    """The note an OpResult carries about its counts; `failures` (its recorded ones) say who failed in the cases
+    that could not be judged."""
     if total == 0:
         return "no case ran" + (" (the suite timeout expired first)" if cut_short else "")
     if errored and not failed:
-        return f"{errored} of {total} cases could not be judged (the reference failed)"
+        who = errored_parties(failures)
+        return f"{errored} of {total} cases could not be judged" + (f" ({who} failed)" if who else "")
     if skipped:
         return f"{skipped} of {total} cases not judged here ({skip_reason}): not tested"
     return None
+
+
+def errored_parties(failures: Iterable[Failure]) -> str:
+    """Who failed in the recorded cases that could not be judged, in words: "the inputs hook", "the reference
+    and the case's setup"; "" when no record says."""
+    parties = sorted({f.party for f in failures if f.errored and f.party})
+    return " and ".join("the case's setup" if p == "setup" else f"the {p}" for p in parties)
 
 
 def merge_gradient(seen: GradientResult | None, new: GradientResult) -> GradientResult:

@@ -309,25 +309,40 @@ def runner_env(
 def run_step(env: dict[str, str], command: list[str] | None = None) -> Step:
     """``python entrypoint.py`` (or ``command``) with ``env`` only, in the workspace; what the runner reads
     back."""
-    workspace = Path(env["GITHUB_WORKSPACE"])
     done = subprocess.run(
         command or [sys.executable, str(ENTRYPOINT)],
         env=env,
-        cwd=workspace,
+        cwd=Path(env["GITHUB_WORKSPACE"]),
         capture_output=True,
         text=True,
         timeout=STEP_TIMEOUT_S,
         check=False,
     )
-    commands = tuple(
-        Command(*parse_command(line)) for line in done.stdout.splitlines() if _COMMAND.match(line)
+    return step_result(env, done.returncode, done.stdout, done.stderr)
+
+
+def start_step(env: dict[str, str]) -> subprocess.Popen[str]:
+    """``python entrypoint.py`` started as ``run_step`` runs it, for a test that acts on it while it runs (its
+    ``communicate()`` then goes to ``step_result``)."""
+    return subprocess.Popen(
+        [sys.executable, str(ENTRYPOINT)],
+        env=env,
+        cwd=Path(env["GITHUB_WORKSPACE"]),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
+
+
+def step_result(env: dict[str, str], returncode: int, stdout: str, stderr: str) -> Step:
+    """What the runner reads back after a step that ended with ``returncode`` and printed ``stdout``."""
+    commands = tuple(Command(*parse_command(line)) for line in stdout.splitlines() if _COMMAND.match(line))
     return Step(
-        returncode=done.returncode,
-        stdout=done.stdout,
-        stderr=done.stderr,
+        returncode=returncode,
+        stdout=stdout,
+        stderr=stderr,
         outputs=parse_github_output(Path(env["GITHUB_OUTPUT"]).read_text(encoding="utf-8")),
         summary=Path(env["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8"),
         commands=commands,
-        workspace=workspace,
+        workspace=Path(env["GITHUB_WORKSPACE"]),
     )

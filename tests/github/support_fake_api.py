@@ -32,7 +32,7 @@ from urllib.parse import urlencode
 
 from tests.github import support_fake_objects as obj
 from tests.github import support_fake_routes as routes
-from tests.github.support_fake_http import LoopbackServer, Recorded, RecordedResponse, Reply
+from tests.github.support_fake_http import LoopbackServer, Recorded, RecordedResponse, Reply, Streamed
 from tests.github.support_openapi import contract
 
 API_VERSION = "2022-11-28"
@@ -44,9 +44,14 @@ class Failure:
     """An injected error response. ``apply_first`` performs the operation, then fails anyway."""
 
     status: int
-    body: dict[str, Any]
+    body: dict[str, Any] | Streamed
     headers: tuple[tuple[str, str], ...] = ()
     apply_first: bool = False
+
+    @classmethod
+    def huge(cls, body: Streamed) -> Failure:
+        """A 200 whose body is streamed (support_fake_http.Streamed): far larger than any real answer."""
+        return cls(200, body, (("Content-Type", "application/json; charset=utf-8"),))
 
     @classmethod
     def server_error(cls, status: int = 500) -> Failure:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -22,6 +23,38 @@ class Recorded:
     query: dict[str, list[str]]
     headers: dict[str, str]
     body: bytes
+
+
+@dataclass
+class Streamed:
+    """A body written a chunk at a time as the client reads it: a huge answer the server never holds whole.
+    Without `declare_length` it has no Content-Length and ends when the connection closes. `sent` counts the
+    bytes that went out before the client hung up (`hung_up`) or the whole body (`finished`)."""
+
+    chunk: bytes
+    count: int
+    prefix: bytes = b""
+    suffix: bytes = b""
+    declare_length: bool = True
+    sent: int = 0
+    finished: bool = False
+    hung_up: bool = False
+
+    def wait(self, seconds: float = 10.0) -> None:
+        """Until the server finished writing or found the client gone (or `seconds` passed)."""
+        deadline = time.monotonic() + seconds
+        while not (self.finished or self.hung_up) and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    @property
+    def length(self) -> int:
+        return len(self.prefix) + len(self.chunk) * self.count + len(self.suffix)
+
+    def chunks(self) -> Iterator[bytes]:
+        yield self.prefix
+        for _ in range(self.count):
+            yield self.chunk
+        yield self.suffix
 
 
 @dataclass(frozen=True)
@@ -90,6 +123,9 @@ class LoopbackServer:
             def _send(
                 self, template: str, request: Recorded, status: int, body: Any, headers: dict[str, str]
             ) -> None:
+                if isinstance(body, Streamed):
+                    self._stream(status, body, headers)
+                    return
                 if isinstance(body, bytes):
                     payload = body
                 elif body is None:
@@ -106,6 +142,26 @@ class LoopbackServer:
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
                 self.wfile.write(payload)
+
+            def _stream(self, status: int, body: Streamed, headers: dict[str, str]) -> None:
+                self.send_response(status)
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                if body.declare_length:
+                    self.send_header("Content-Length", str(body.length))
+                else:
+                    self.send_header("Connection", "close")  # the body ends where the connection does
+                    self.close_connection = True
+                self.end_headers()
+                try:
+                    for chunk in body.chunks():
+                        self.wfile.write(chunk)
+                        body.sent += len(chunk)
+                    self.wfile.flush()
+                    body.finished = True
+                except OSError:  # the client hung up
+                    body.hung_up = True
+                    self.close_connection = True
 
             do_GET = do_POST = do_PATCH = do_DELETE = do_PUT = _serve
 
