@@ -143,19 +143,13 @@ def test_a_store_past_the_end_fails_the_gate_as_out_of_bounds_with_where(run: tu
     assert "raised" not in message  # the kernel's stop is the finding, not an exception of the op
 
 
-def test_an_out_of_bounds_store_fails_even_where_the_interpreter_mishandles_the_dtype(run: tuple) -> None:
-    """bfloat16 cases are not judged (the interpreter computes them on bit patterns), but a store past the end
-    is the kernel's fault whatever the numbers."""
-    from triton.runtime import interpreter
-
-    if not hasattr(interpreter.InterpreterBuilder, "get_bf16"):
-        pytest.skip(
-            "this Triton's interpreter cannot make a bfloat16 constant: the kernel stops before its store"
-        )
+def test_bfloat16_cases_are_judged_and_a_store_past_the_end_fails_as_in_float32(run: tuple) -> None:
+    """bfloat16 values are real numbers under the layer (triton_cpu/lowp.py): the cases are judged, and the
+    unmasked store fails as out of bounds wherever the last program does not fit."""
     _, results, _ = run
     op = next(op for op in results["ops"] if op["name"] == "scale_unmasked_bf16")
     assert op["status"] == "failed" and {f["kind"] for f in op["failures"]} == {"out_of_bounds"}
-    assert op["cases_passed"] == 0  # the cases whose last program fits are still not judged
+    assert op["cases_skipped"] == 0 and op["cases_passed"] + op["cases_failed"] == op["cases_total"]
 
 
 def test_split_sums_without_atomics_fail_as_a_race_unless_sanitize_is_off(run: tuple) -> None:
@@ -181,11 +175,15 @@ def test_the_results_count_launches_run_vectorised_and_one_program_at_a_time_wit
     )
 
 
-def test_inline_assembly_the_interpreter_cannot_run_is_not_judged_not_the_kernels_failure(run: tuple) -> None:
+def test_inline_assembly_the_interpreter_cannot_run_is_not_judged_and_names_kernel_and_line(run: tuple) -> None:
+    """Not judged is never passed: each case is an error of the op (a GPU runs it), naming what the
+    interpreter could not run, in which kernel and at which line."""
     _, results, _ = run
     op = next(op for op in results["ops"] if op["name"] == "asm")
-    assert op["status"] == "skipped" and op["cases_failed"] == 0
-    assert "Triton interpreter: inline_asm unsupported" in json.dumps(op)
+    assert op["status"] == "error" and op["cases_failed"] == 0 and op["cases_passed"] == 0
+    message = op["failures"][0]["message"]
+    assert "not judged on this machine: Triton's interpreter cannot run `inline_asm_elementwise`" in message
+    assert "in `_asm` at kernels.py:" in message and "a GPU runs it" in message
 
 
 def test_an_out_of_bounds_failure_replays_from_its_seed(run: tuple) -> None:
