@@ -87,7 +87,9 @@ def _digest(side: OpSide) -> tuple[object, ...]:
         for c in calls
     )
     findings = side.triton.findings if side.triton is not None else ()
-    decided = side.triton.decided if side.triton is not None else ()  # what the probes found (layer_probes.py)
+    decided = (
+        side.triton.decided if side.triton is not None else ()
+    )  # what the probes found (layer_probes.py)
     return outputs, findings, decided, side.inputs_modified, side.interpreter_types
 
 

@@ -175,7 +175,9 @@ def test_the_results_count_launches_run_vectorised_and_one_program_at_a_time_wit
     )
 
 
-def test_inline_assembly_the_interpreter_cannot_run_is_not_judged_and_names_kernel_and_line(run: tuple) -> None:
+def test_inline_assembly_the_interpreter_cannot_run_is_not_judged_and_names_kernel_and_line(
+    run: tuple,
+) -> None:
     """Not judged is never passed: each case is an error of the op (a GPU runs it), naming what the
     interpreter could not run, in which kernel and at which line."""
     _, results, _ = run

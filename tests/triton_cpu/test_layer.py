@@ -193,7 +193,9 @@ def test_a_row_padded_slice_read_with_its_stride_passes_and_without_it_reads_the
     assert "`x_ptr` (shape [4, 10], strides [12, 1])" in message and "not one of its elements" in message
 
 
-def test_masked_lanes_without_other_read_zero_as_on_nvidia_and_amd_and_their_line_is_noted(seen: dict) -> None:
+def test_masked_lanes_without_other_read_zero_as_on_nvidia_and_amd_and_their_line_is_noted(
+    seen: dict,
+) -> None:
     assert seen["zero_values"] == [1.0] * 5 + [0.0] * 3  # a register zeroed before the predicated load
     assert seen["zero"]["findings"] == [] and "kernels.py:" in seen["zero"]["undefined"][0]
 
