@@ -28,9 +28,11 @@ def masked_lanes_message(sites: tuple[str, ...]) -> str:
     if atomics:
         said.append(f"{'; '.join(atomics)} use{'s' if len(atomics) == 1 else ''} an atomic's result at "
                     "masked-off lanes")  # fmt: skip
+    read = "NVIDIA and AMD read 0 today" if not atomics else (
+        "NVIDIA reads 0 today, as AMD does for loads (an atomic's masked-off result is undefined there)"
+    )
     return (
-        f"{' and '.join(said)}, which Triton leaves undefined; NVIDIA and AMD read 0 today (the case was "
-        "judged on that 0; an atomic's masked-off result is 0 on NVIDIA and undefined on AMD), and the "
+        f"{' and '.join(said)}, which Triton leaves undefined; {read}, the case was judged on that 0, and the "
         "outputs depend on it. Give the load an `other` (the identity of what follows: 0.0 before a sum, "
         "-inf before a max) to make the kernel portable"
     )
