@@ -28,8 +28,12 @@ def masked_lanes_message(sites: tuple[str, ...]) -> str:
     if atomics:
         said.append(f"{'; '.join(atomics)} use{'s' if len(atomics) == 1 else ''} an atomic's result at "
                     "masked-off lanes")  # fmt: skip
-    read = "NVIDIA and AMD read 0 today" if not atomics else (
-        "NVIDIA reads 0 today, as AMD does for loads (an atomic's masked-off result is undefined there)"
+    read = (
+        "NVIDIA and AMD read 0 today"
+        if not atomics
+        else (
+            "NVIDIA reads 0 today, as AMD does for loads (an atomic's masked-off result is undefined there)"
+        )
     )
     return (
         f"{' and '.join(said)}, which Triton leaves undefined; {read}, the case was judged on that 0, and the "

@@ -25,7 +25,7 @@ from gpuemu_ci.pipeline.records import failure_record
 from gpuemu_ci.plan.model import CaseRef
 from gpuemu_ci.progress import Observer
 from gpuemu_ci.results.coverage import CoverageTally
-from gpuemu_ci.results.model import DtypeResult, Failure, GradientResult, OpResult, OpStatus
+from gpuemu_ci.results.model import DotPrecision, DtypeResult, Failure, GradientResult, OpResult, OpStatus
 from gpuemu_ci.results.rules import (
     MAX_RECORDED_FAILURES,
     joined_reasons,
@@ -151,7 +151,7 @@ class OpCollector:
         self.require_gpu = require_gpu
         self.need_gpu = 0  # cases only a GPU can judge (what Triton's interpreter cannot compute): errors
         self.triton_notes: set[str] = set()
-        self.dot_precisions: set[str] = set()
+        self.dot_precisions: set[DotPrecision] = set()
         self.tallies: dict[str, OpTally] = {}
         self.failing: list[tuple[CaseRef, CaseReport]] = []
         self.unloadable: tuple[CaseRef, CaseReport] | None = None

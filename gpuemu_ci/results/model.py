@@ -80,6 +80,7 @@ class FailureKind(StrEnum):
 
 
 SnapshotPath = Annotated[str, msgspec.Meta(pattern=r"^snapshots/[0-9a-f]{16}\.npz$")]
+DotPrecision = Literal["ieee", "tf32", "tf32x3"]  # a `tl.dot`'s input precision on fp32 inputs
 
 
 class Failure(Record, frozen=True):
@@ -205,7 +206,7 @@ class OpResult(Record, frozen=True):
     triton_launches: dict[str, Count] = msgspec.field(default_factory=dict)
     # The input precisions of the op's fp32 `tl.dot`s (tf32, tf32x3, ieee): the matmul and attention bounds
     # allow for TF32 inputs where they ran in TF32; every other family's bound assumes full fp32.
-    triton_dot_precisions: tuple[str, ...] = ()
+    triton_dot_precisions: tuple[DotPrecision, ...] = ()
     # Warnings of the Triton layer over the op's cases: outputs that depend on masked-off lanes Triton leaves
     # undefined, fp32 dots left at their default precision, interpreter faults worked around.
     triton_notes: tuple[str, ...] = ()
