@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from tests.triton_cpu.support_interpreter import checkout_env
+from tests.triton_cpu.support_interpreter import gpuemu
 
 pytest.importorskip("torch")
 pytest.importorskip("triton")
@@ -114,19 +113,11 @@ def _project(tmp_path: Path) -> Path:
     return config
 
 
-def _gpuemu(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = checkout_env()
-    return subprocess.run(
-        [sys.executable, "-m", "gpuemu_ci", *args], cwd=cwd, env=env, capture_output=True, text=True,
-        timeout=600, check=False,
-    )  # fmt: skip
-
-
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, subprocess.CompletedProcess[str]]:
     tmp_path = tmp_path_factory.mktemp("gate")
     config = _project(tmp_path)
-    done = _gpuemu("run", "--config", str(config), "--seed", "3", "--out", "out", "--jobs", "2", cwd=tmp_path)
+    done = gpuemu("run", "--config", str(config), "--seed", "3", "--out", "out", "--jobs", "2", cwd=tmp_path)
     return tmp_path, json.loads((tmp_path / "out" / "results.json").read_text()), done
 
 
@@ -192,7 +183,7 @@ def test_an_out_of_bounds_failure_replays_from_its_seed(run: tuple) -> None:
     tmp_path, results, _ = run
     failure = next(op for op in results["ops"] if op["name"] == "scale_unmasked")["failures"][0]
     seed = str(failure["case_seed"])
-    done = _gpuemu("replay", "--op", "scale_unmasked", "--seed", seed, "--out", "replayed", cwd=tmp_path)
+    done = gpuemu("replay", "--op", "scale_unmasked", "--seed", seed, "--out", "replayed", cwd=tmp_path)
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
     assert "out_of_bounds" in done.stdout + done.stderr
     assert "store out of bounds in kernel `_scale`" in done.stdout + done.stderr

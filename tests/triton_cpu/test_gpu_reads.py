@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.triton_cpu.support_interpreter import checkout_env
+from tests.triton_cpu.support_interpreter import checkout_env, gpuemu
 
 pytest.importorskip("torch")
 pytest.importorskip("triton")
@@ -183,19 +183,12 @@ CONFIG = (
 )  # fmt: skip
 
 
-def _gpuemu(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gpuemu_ci", *args], cwd=cwd, env=checkout_env(), capture_output=True, text=True,
-        timeout=1200, check=False,
-    )  # fmt: skip
-
-
 @pytest.fixture(scope="module")
 def ran(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, subprocess.CompletedProcess[str]]:
     root = tmp_path_factory.mktemp("reads")
     (root / "kernels.py").write_text(KERNELS)
     (root / "gpuemu.toml").write_text(CONFIG)
-    done = _gpuemu("run", "--seed", "2", "--out", "out", "--jobs", "2", "--no-lint", cwd=root)
+    done = gpuemu("run", "--seed", "2", "--out", "out", "--jobs", "2", "--no-lint", cwd=root)
     return root, json.loads((root / "out" / "results.json").read_text()), done
 
 

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from tests.triton_cpu.support_interpreter import checkout_env
+from tests.triton_cpu.support_interpreter import gpuemu
 
 pytest.importorskip("torch")
 pytest.importorskip("triton")
@@ -134,11 +133,9 @@ def _run(root: Path, ops: list[tuple[str, str]], out: str) -> tuple[dict, subpro
         for name, ref in ops
     )
     config.write_text(HEADER + body)
-    done = subprocess.run(
-        [sys.executable, "-m", "gpuemu_ci", "run", "--config", str(config), "--seed", "4", "--out", out,
-         "--jobs", "1", "--no-lint"],
-        cwd=root, env=checkout_env(), capture_output=True, text=True, timeout=900, check=False,
-    )  # fmt: skip
+    done = gpuemu(
+        "run", "--config", str(config), "--seed", "4", "--out", out, "--jobs", "1", "--no-lint", cwd=root
+    )
     return json.loads((root / out / "results.json").read_text()), done
 
 

@@ -10,15 +10,13 @@ tool's error (exit 3, "internal error in the Triton layer", the kernel and its l
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from tests.triton_cpu.support_interpreter import checkout_env
+from tests.triton_cpu.support_interpreter import gpuemu
 
 pytest.importorskip("torch")
 pytest.importorskip("triton")
@@ -194,16 +192,6 @@ BROKEN_LAYER = textwrap.dedent("""
 """)
 
 
-def _gpuemu(*args: str, cwd: Path, first_on_path: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = checkout_env()
-    if first_on_path is not None:
-        env["PYTHONPATH"] = os.pathsep.join([str(first_on_path), env["PYTHONPATH"]])
-    return subprocess.run(
-        [sys.executable, "-m", "gpuemu_ci", *args], cwd=cwd, env=env, capture_output=True, text=True,
-        timeout=900, check=False,
-    )  # fmt: skip
-
-
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("paths")
@@ -215,7 +203,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def ran(project: Path) -> tuple[dict, subprocess.CompletedProcess[str]]:
-    done = _gpuemu("run", "--seed", "5", "--out", "out", "--jobs", "2", "--no-lint", cwd=project)
+    done = gpuemu("run", "--seed", "5", "--out", "out", "--jobs", "2", "--no-lint", cwd=project)
     return json.loads((project / "out" / "results.json").read_text()), done
 
 
@@ -239,7 +227,7 @@ def test_an_autotuned_case_replays_with_the_config_its_seed_drew(project: Path, 
     results, _ = ran
     bmm = next(op for op in results["ops"] if op["name"] == "bmm")
     row = bmm["dtypes"][0]
-    replayed = _gpuemu(
+    replayed = gpuemu(
         "run", "--seed", "5", "--op", "bmm", "--out", "again", "--jobs", "1", "--no-lint", cwd=project
     )
     assert replayed.returncode == 0, replayed.stderr[-2000:]
@@ -252,7 +240,7 @@ def test_an_exception_of_the_layer_is_the_tools_error_naming_kernel_and_line(pro
     site = project / "broken"
     site.mkdir(exist_ok=True)
     (site / "sitecustomize.py").write_text(BROKEN_LAYER)
-    done = _gpuemu(
+    done = gpuemu(
         "run", "--op", "bmm", "--dtype", "float32", "--out", "broken-out", "--no-lint", cwd=project,
         first_on_path=site,
     )  # fmt: skip
