@@ -120,6 +120,24 @@ KERNELS = textwrap.dedent("""
         return y
 
 
+    @triton.jit
+    def _tickets(counter_ptr, out_ptr):
+        # each program writes its id at the slot an atomic counter hands it: the output follows the order the
+        # programs ran in (the bug: the result was meant to be the ids in order)
+        slot = tl.atomic_add(counter_ptr, 1)
+        tl.store(out_ptr + slot, tl.program_id(0).to(tl.float32))
+
+
+    def tickets(x):
+        out = torch.zeros_like(x)
+        _tickets[(x.numel(),)](torch.zeros(1, dtype=torch.int32), out)
+        return out
+
+
+    def ref_tickets(x):
+        return np.arange(x.size, dtype=np.float64)
+
+
     def ref_rms_norm(x, w):
         return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + 1e-6) * w
 
@@ -153,6 +171,7 @@ dtypes = {dtypes}
 ROWS = '[ops.dims]\nM = [3]\nN = { min = 1, max = 1100, typical = [1025] }\n[ops.inputs]\nx = ["M", "N"]\n'
 NORM = ROWS + 'w = { dims = ["N"], kind = "affine_weight" }\n'
 VECTOR = '[ops.dims]\nN = { min = 1, max = 300, typical = [100] }\n[ops.inputs]\nx = ["N"]\n'
+TICKETS = '[ops.dims]\nN = { min = 2, max = 40, typical = [16] }\n[ops.inputs]\nx = ["N"]\n'
 SCAN_ROWS = (
     '[ops.dims]\nM = [16, 32]\nN = { min = 1, max = 200, typical = [100] }\n[ops.inputs]\nx = ["M", "N"]\n'
 )
@@ -180,6 +199,7 @@ CONFIG = (
     + _op("matmul", "matmul", "matmul", MATMUL, 'output = ["M", "N"]')
     + _op("row_max", "row_max", "exact", ROWS, 'output = ["M"]', '["float32", "float16"]')
     + _op("prefix_sum", "prefix_sum", "scan", SCAN_ROWS)
+    + _op("tickets", "tickets", "exact", TICKETS)
 )  # fmt: skip
 
 
@@ -279,3 +299,11 @@ def test_a_scan_through_a_tf32_dot_fails_and_the_mismatch_names_tf32(ran: tuple)
     assert (
         "Its worst element depends on TF32 rounding" in message and "the scan bound does not allow" in message
     )
+
+
+@pytest.mark.slow
+def test_a_result_that_follows_the_program_order_fails_and_says_so(ran: tuple) -> None:
+    op = _ops(ran)["tickets"]
+    assert op["status"] == "failed"
+    message = next(f["message"] for f in op["failures"] if f["kind"] == "mismatch")
+    assert "Its worst element depends on the order the launch's programs ran in" in message
