@@ -26,6 +26,8 @@ GUARDED = (
     "gpuemu_ci.triton_cpu.boolops",
     "gpuemu_ci.triton_cpu.grid",
     "gpuemu_ci.triton_cpu.guard",
+    "gpuemu_ci.triton_cpu.imported",
+    "gpuemu_ci.triton_cpu.internal",
     "gpuemu_ci.triton_cpu.layer",
     "gpuemu_ci.triton_cpu.lowp",
     "gpuemu_ci.triton_cpu.lowp_builder",

@@ -29,7 +29,6 @@ import functools
 import inspect
 import os
 import sys
-import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -42,6 +41,8 @@ from gpuemu_ci.triton_cpu import (
     boolops,
     grid,
     guard,
+    imported,
+    internal,
     lowp,
     lowp_builder,
     numerics,
@@ -755,16 +756,16 @@ def _run_grid(original: Any) -> Any:
                 fault = _fault_in(exc)
                 if fault is not None:
                     raise KernelFault(str(fault)) from None
-                _raise_if_internal(call, self.fn, exc)
+                internal.raise_if_internal(call, self.fn, exc)
                 if triton.knobs.compilation.front_end_debugging:
                     raise
                 raise module.InterpreterError(repr(exc)) from exc
             finally:
                 call.launch = None
-        except (KernelFault, LayerError, module.InterpreterError):
+        except (KernelFault, internal.LayerError, module.InterpreterError):
             raise
         except Exception as exc:  # before any program ran: the arguments, the grid
-            _raise_if_internal(call, self.fn, exc)
+            internal.raise_if_internal(call, self.fn, exc)
             raise
         finally:
             patch_scope.restore()
@@ -772,59 +773,6 @@ def _run_grid(original: Any) -> Any:
         self._restore_args_dev(args_dev, args_hst, kwargs, kwargs_hst)
 
     return run
-
-
-class LayerError(RuntimeError):
-    """An exception of the layer's own code while it ran a kernel: the tool's error, never the op's failure
-    (the case is not judged; the run exits 3)."""
-
-
-# Functions of the layer that evaluate the kernel's own values on its behalf: what they raise is the kernel's.
-_ON_KERNELS_BEHALF = frozenset({"_scalar_index", "_bool", "_index", "_uniform_scalar", "_transpose"})
-_KERNELS_FAULTS = (KernelFault, NotImplementedError)
-
-
-def _raise_if_internal(call: _Call, fn: Any, exc: BaseException) -> None:
-    """Raise LayerError (noted in the call's report) when `exc` was raised by the layer's own code: the
-    innermost frame of the exception it started from is in gpuemu_ci/triton_cpu."""
-    origin = exc
-    seen = {id(exc)}
-    while origin.__cause__ is not None and id(origin.__cause__) not in seen:  # explicit chains only
-        origin = origin.__cause__
-        seen.add(id(origin))
-    if isinstance(origin, _KERNELS_FAULTS) or origin.__traceback__ is None:
-        return
-    frames = []
-    tb: Any = origin.__traceback__
-    while tb is not None:
-        frames.append(tb.tb_frame)
-        tb = tb.tb_next
-    innermost = frames[-1].f_code
-    if (
-        not os.path.abspath(innermost.co_filename).startswith(_HERE)
-        or innermost.co_name in _ON_KERNELS_BEHALF
-    ):
-        return
-    user = next((f for f in reversed(frames) if not _internal_file(f.f_code.co_filename)), None)
-    line = (
-        f"{os.path.basename(user.f_code.co_filename)}:{user.f_lineno}"
-        if user is not None
-        else "an unknown line"
-    )
-    message = (
-        f"internal error in the Triton layer (gpuemu-ci's own, not the kernel's) while running kernel "
-        f"`{getattr(fn, '__name__', 'kernel')}` at {line}: {type(origin).__name__}: {origin} (in "
-        f"{os.path.basename(innermost.co_filename)}:{frames[-1].f_lineno}, {innermost.co_name}); the case "
-        "is not judged: please report it"
-    )
-    if not call.internal_error:
-        call.internal_error = message
-    raise LayerError(message) from exc
-
-
-def _internal_file(name: str) -> bool:
-    path = os.path.abspath(name)
-    return path.startswith((_triton_dir(), _HERE, os.path.dirname(np.__file__)))
 
 
 def _vectorised(
@@ -985,7 +933,9 @@ def _patched_once(patch_lang: Any) -> Any:
         import triton.language as tl
 
         langs = _lang_key(fn)
-        target = fn if langs else _with_tl()  # builtins imported by name only: the language is patched anyway
+        target = (
+            fn if langs else imported.with_tl()
+        )  # builtins imported by name only: the language is patched anyway
         langs = langs or _lang_key(target)
         scope: Any = None
         if langs not in done:
@@ -999,55 +949,10 @@ def _patched_once(patch_lang: Any) -> Any:
         namespace = getattr(fn, "__globals__", None)
         if isinstance(namespace, dict) and id(namespace) not in namespaces:
             namespaces.add(id(namespace))
-            scope = _patch_imported_builtins(namespace, scope)
+            scope = imported.patch_imported_builtins(namespace, scope)
         return scope if scope is not None else _NothingToRestore()
 
     return once
-
-
-class _Namespace:
-    """A module's globals as an object, so that the interpreter's patch scope can set and restore names in it."""
-
-    def __init__(self, names: dict[str, Any]) -> None:
-        object.__setattr__(self, "_names", names)
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self._names[name]
-        except KeyError:
-            raise AttributeError(name) from None
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        self._names[name] = value
-
-    def __delattr__(self, name: str) -> None:
-        del self._names[name]
-
-
-def _with_tl() -> Any:
-    """Stands in for a function that sees `triton.language` as `tl` (to patch the language for a kernel that
-    imported its builtins by name only)."""
-    import triton.language as tl
-
-    return types.SimpleNamespace(__globals__={"tl": tl})
-
-
-def _patch_imported_builtins(namespace: dict[str, Any], scope: Any) -> Any:
-    """Triton's builtins a kernel module imported by name (`from triton.language import load`) bound to the
-    interpreter, as the compiler binds them (the interpreter patches only `tl.load`, so the kernel raised
-    "Did you forget to add @triton.jit ?"). Returns the scope that restores them (made if `scope` is None)."""
-    import triton.language as tl
-
-    module = sys.modules[MODULE]
-    patch_attr = module.__dict__.get("_patch_attr")
-    direct = [(name, value) for name, value in list(namespace.items()) if tl.core.is_builtin(value)]
-    if not direct or patch_attr is None or "_LangPatchScope" not in module.__dict__:
-        return scope
-    if scope is None or not callable(getattr(scope, "set_attr", None)):
-        scope = module._LangPatchScope()
-    for name, member in direct:
-        patch_attr(_Namespace(namespace), name, member, module.interpreter_builder, scope)
-    return scope
 
 
 def _dot_noting(patched: Any) -> Any:
