@@ -42,24 +42,60 @@ GUARDED = (
 _ABSENT = object()
 
 
-def _parts(value: Any) -> tuple[Any, ...]:
-    """What identifies a value as recorded: itself, and for a function its code, defaults and keyword defaults
-    (which can be swapped without rebinding the function)."""
-    if isinstance(value, types.FunctionType):
-        return (value, value.__code__, value.__defaults__, value.__kwdefaults__)
-    return (value,)
+@dataclass(frozen=True)
+class _Entry:
+    """One recorded attribute: where it lives, its value, and for a function its code and defaults (which can be
+    swapped without rebinding the function)."""
+
+    names: Any  # the owner's namespace (a module's dict, a class's mapping proxy): a live view
+    label: str
+    name: str
+    value: Any
+    code: Any = None
+    defaults: Any = None
+    kwdefaults: Any = None
+
+    def changed(self) -> bool:
+        now = self.names.get(self.name, _ABSENT)
+        if now is not self.value:
+            return True
+        if self.code is None:
+            return False
+        return bool(
+            now.__code__ is not self.code
+            or now.__defaults__ is not self.defaults
+            or now.__kwdefaults__ is not self.kwdefaults
+        )
+
+    def restore(self, owner: Any) -> None:
+        if self.names.get(self.name, _ABSENT) is not self.value:
+            try:
+                setattr(owner, self.name, self.value)
+            except (AttributeError, TypeError):
+                return
+        if self.code is not None:
+            try:
+                self.value.__code__ = self.code
+                self.value.__defaults__, self.value.__kwdefaults__ = self.defaults, self.kwdefaults
+            except (ValueError, TypeError):
+                return
 
 
 @dataclass
 class _Record:
-    """(owner, attribute) -> the value and its parts, as recorded."""
+    """Every recorded attribute, with its owner."""
 
-    entries: dict[tuple[Any, str], tuple[Any, tuple[Any, ...]]] = field(default_factory=dict)
+    entries: list[tuple[Any, _Entry]] = field(default_factory=list)
 
     def add(self, owner: Any, label: str) -> None:
-        for name, value in list(vars(owner).items()):
-            self.entries[(owner, name)] = (value, _parts(value))
-        self.entries[(owner, "__gpuemu_label__")] = (label, (label,))
+        names = owner.__dict__
+        for name, value in list(names.items()):
+            entry = _Entry(names, label, name, value)
+            if isinstance(value, types.FunctionType):
+                entry = _Entry(
+                    names, label, name, value, value.__code__, value.__defaults__, value.__kwdefaults__
+                )
+            self.entries.append((owner, entry))
 
 
 _record: dict[str, _Record | None] = {"now": None}
@@ -92,13 +128,9 @@ def changed() -> list[str]:
     if record is None:
         return []
     found = []
-    for (owner, name), (value, parts) in record.entries.items():
-        if name == "__gpuemu_label__":
-            continue
-        now = vars(owner).get(name, _ABSENT)
-        if now is not value or _parts(now) != parts:
-            label = record.entries[(owner, "__gpuemu_label__")][0]
-            found.append(f"{label}.{name}")
+    for _, entry in record.entries:
+        if entry.changed():
+            found.append(f"{entry.label}.{entry.name}")
             if len(found) >= 5:
                 break
     return found
@@ -109,17 +141,5 @@ def restore() -> None:
     record = _record["now"]
     if record is None:
         return
-    for (owner, name), (value, _parts_then) in record.entries.items():
-        if name == "__gpuemu_label__":
-            continue
-        if vars(owner).get(name, _ABSENT) is not value:
-            try:
-                setattr(owner, name, value)
-            except (AttributeError, TypeError):
-                continue
-        if isinstance(value, types.FunctionType):
-            _, code, defaults, kwdefaults = _parts_then
-            try:
-                value.__code__, value.__defaults__, value.__kwdefaults__ = code, defaults, kwdefaults
-            except (ValueError, TypeError):
-                continue
+    for owner, entry in record.entries:
+        entry.restore(owner)
