@@ -87,7 +87,10 @@ def _digest(side: OpSide) -> tuple[object, ...]:
         for c in calls
     )
     findings = side.triton.findings if side.triton is not None else ()
-    return outputs, findings, side.inputs_modified, side.interpreter_types
+    decided = (
+        side.triton.decided if side.triton is not None else ()
+    )  # what the probes found (layer_probes.py)
+    return outputs, findings, decided, side.inputs_modified, side.interpreter_types
 
 
 def _run(task: OpTask, spec: CaseSpec, vectorise: bool) -> tuple[OpSide, float]:

@@ -81,6 +81,7 @@ BUG_CLASSES: dict[str, str] = {
     "missing_row_mask": "Triton: 2D tile masked by columns only (M % BM != 0)",
     "split_k_no_atomic": "Triton: split sums added with load + store (programs race)",
     "dot_needs_ieee": "Triton: a scan through tl.dot at its TF32 default",
+    "fp8_wrong_format": "Triton: fp8 e5m2 stored where e4m3 is specified (2 mantissa bits, not 3)",
 }
 # Classes that count as caught only with a failure of one of these kinds (where the finding must say what and
 # where: an out-of-bounds access, a race), not with any failure.

@@ -53,6 +53,9 @@ EXAMPLES = (
     ("torch", "examples/torch/gpuemu.toml", "examples/torch/gpuemu-buggy.toml", "swiglu"),
 )
 TRITON_CONFIGS = ("examples/triton/gpuemu.toml", "examples/triton/gpuemu-buggy.toml")
+# Ops of those configs whose kernels read masked-off lanes without `other` (0 on the GPU, and under the layer):
+# the verdicts must agree, and the CPU side must warn that Triton leaves those lanes undefined.
+MASKED_LANE_OPS = frozenset({"rmsnorm_no_other"})
 LINT_CONFIGS = ("examples/cuda/gpuemu.toml",)
 LINT_FIGURES = ("registers", "stack_frame", "spill_stores", "spill_loads", "shared_memory", "local_memory")
 
@@ -601,6 +604,11 @@ def sides_problems(cpu: Mapping[str, Any], gpu: Mapping[str, Any]) -> dict[str, 
     for op in cpu.get("ops", []):
         if op.get("interpreter") != "triton-interpreter":
             problems.append(f"{op['name']}: the CPU side did not run in Triton's interpreter")
+        warned = any("masked lanes without `other`" in note for note in op.get("triton_notes", []))
+        if op["name"] in MASKED_LANE_OPS and not warned:
+            problems.append(
+                f"{op['name']}: the CPU side did not warn about masked lanes read without `other`"
+            )
     if gpu.get("environment", {}).get("gpu") is None:
         problems.append("the GPU side found no GPU")
     for op in gpu.get("ops", []):

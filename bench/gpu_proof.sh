@@ -11,7 +11,9 @@
 #   1. pytest -m gpu                 every GPU-marked test must run: a skip fails the step
 #   2. examples on the device        examples/cuda through CuPy, examples/triton compiled, examples/torch on
 #                                    CUDA tensors (backward = true); each seeded bug caught and replayed
-#   3. CPU verdict vs GPU verdict    the Triton example configs under the interpreter (GPU hidden) and compiled
+#   3. CPU verdict vs GPU verdict    the Triton example configs under the interpreter (GPU hidden) and compiled:
+#                                    float32, float16 and bfloat16 cases, and a kernel that reads masked lanes
+#                                    without `other` (the verdicts must agree; the CPU side must warn about it)
 #   4. lint                          the device's nvcc/ptxas against the NVRTC route there, and against the
 #                                    reports in $GPU_PROOF_LINT_REFERENCES made elsewhere (lint-<frontend>.json)
 #   5. benchmark                     gate wall time vs time in op calls vs reference calls (CPU and device)

@@ -115,7 +115,9 @@ class CaseReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     snapshot: SnapshotPath | None = None
     snapshot_error: str | None = None  # why the snapshot could not be written (the seed still replays)
     interpreter: str | None = None
-    interpreter_types: tuple[str, ...] = ()  # bfloat16/fp8 that Triton's interpreter handled (not judged)
+    # What Triton's interpreter could not compute as the GPU does (not judged): an inline asm or extern call,
+    # with its kernel and line; bfloat16/fp8 in the plain interpreter (`sanitize = false`).
+    interpreter_types: tuple[str, ...] = ()
     reference_scale: float | None = None  # max |reference| over the first output (for calibrate)
     unloadable: str | None = None  # which target does not load: "op", "reference", "inputs hook", ...
     # Who failed, for a case that is not passed: "op" (failed), or for one that could not be judged (errored) the
@@ -125,5 +127,7 @@ class CaseReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     output: str | None = None  # which output the first finding is about when not the forward's: "grad of x"
     gradients: tuple[GradientFigure, ...] = ()  # backward = true: per gradient, in grad_inputs order
     triton_launches: tuple[tuple[str, int], ...] = ()  # how its Triton launches ran (vectorised or why not)
+    dot_precisions: tuple[Literal["ieee", "tf32", "tf32x3"], ...] = ()  # of its fp32 `tl.dot`s
+    triton_notes: tuple[str, ...] = ()  # warnings of the Triton layer (backends/triton_judging.case_notes)
     inputs_digest: str | None = None  # fuzz/inputs.inputs_digest of the inputs the judge built
     op_inputs_digest: str | None = None  # inputs_differ: the digest of the op's side, which differs

@@ -119,10 +119,14 @@ def _call_op(op: OpSpec, inputs: Mapping[str, np.ndarray], kwargs: Mapping[str, 
     import os
 
     os.environ.setdefault("TRITON_INTERPRET", "1")  # before the op's module imports Triton
-    import torch
+    from gpuemu_ci.backends.frameworks import get_bridge, to_numpy_outputs
 
-    result = load_callable(op.targets.op)(**{n: torch.from_numpy(a) for n, a in inputs.items()}, **kwargs)
-    return result.detach().numpy() if isinstance(result, torch.Tensor) else result
+    bridge = get_bridge(op.targets.framework)  # bfloat16 arrays as torch.bfloat16 tensors, and back
+    result = load_callable(op.targets.op)(
+        **{n: bridge.to_native(a).value for n, a in inputs.items()}, **kwargs
+    )
+    outputs = to_numpy_outputs(result)
+    return outputs[0] if len(outputs) == 1 else outputs
 
 
 def run_trial(op: OpSpec, dtype: str, dims: Mapping[str, int], rng: np.random.Generator) -> str | None:

@@ -85,6 +85,8 @@ def _classify(exc: BaseException) -> tuple[CallStatus, bool]:
     if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":  # torch, cupy
         return CallStatus.OOM, False
     text = f"{type(exc).__name__} {exc}"
+    if type(exc).__module__.startswith("gpuemu_ci.triton_cpu."):  # its words ("misaligned") are no CUDA error
+        return CallStatus.RAISED, False
     if any(marker in text for marker in _STICKY_CUDA):
         return CallStatus.CRASHED, True
     return CallStatus.RAISED, False
@@ -121,5 +123,13 @@ def call(
 
 
 def interpreter_reason(types: tuple[str, ...] | set[str]) -> str:
-    """`Triton interpreter: bfloat16 unsupported` (the types it mishandled, in words)."""
-    return f"Triton interpreter: {', '.join(sorted(types)) or 'bfloat16'} unsupported"
+    """Why Triton's interpreter could not compute the case as the GPU does, in words: what the layer could not
+    run (with its kernel and line), or the types the plain interpreter computes on bit patterns."""
+    gaps = sorted(t for t in types if " at " in t)  # the layer's: what, in which kernel, at which line
+    kinds = sorted(t for t in types if " at " not in t)
+    said = []
+    if gaps:
+        said.append(f"Triton's interpreter cannot run {'; '.join(gaps)}")
+    if kinds:
+        said.append(f"Triton's interpreter computes {', '.join(kinds)} on bit patterns")
+    return "; ".join(said) or "Triton's interpreter computes bfloat16 on bit patterns"

@@ -14,7 +14,7 @@ import msgspec
 import numpy as np
 
 from gpuemu_ci import dtypes
-from gpuemu_ci.backends import backward
+from gpuemu_ci.backends import backward, triton_judging
 from gpuemu_ci.backends.calling import (
     InputsFailed,
     Invoke,
@@ -54,7 +54,7 @@ from gpuemu_ci.oracle.case_report import (
     with_gradients,
 )
 from gpuemu_ci.oracle.judge import CaseContext, comparator_for, judge
-from gpuemu_ci.oracle.model import CaseVerdict, Comparator, ErrorStats, FailureKind, Finding
+from gpuemu_ci.oracle.model import Comparator, ErrorStats, FailureKind
 from gpuemu_ci.plan.expand import stratum
 from gpuemu_ci.results.snapshots import write_case_snapshot
 from gpuemu_ci.triton_cpu.report import TritonReport
@@ -267,8 +267,14 @@ def run_judge_side(
     judging = _Judging(task, spec, stage, contain, on_loaded, reference)
     try:
         report = _judge_case(judging, op_view)
-        if op_view.triton is not None and report.outcome != "unloadable":
-            report = msgspec.structs.replace(report, triton_launches=triton_launches(op_view.triton))
+        seen = op_view.triton
+        if seen is not None and report.outcome != "unloadable":
+            report = msgspec.structs.replace(
+                report,
+                triton_launches=triton_launches(seen),
+                dot_precisions=seen.dot_precisions,
+                triton_notes=triton_judging.case_notes(task.op, seen),
+            )
         return report, judging.retire
     except _Unloadable as exc:
         return CaseReport(outcome="unloadable", unloadable=exc.who, message=exc.message), judging.retire
@@ -318,6 +324,15 @@ def _judge_case(judging: _Judging, op_view: OpView) -> CaseReport:
     if op_view.not_run:  # the op's worker failed before calling the op: nothing of the op's to judge
         return _not_run(judging, case, op_view)
     judging.call_s += op_view.op.duration_s + (op_view.rerun.duration_s if op_view.rerun else 0.0)
+    if op_view.triton is not None and op_view.triton.internal_error:  # the tool's error: not judged
+        return CaseReport(
+            outcome="errored",
+            **describe_case(case, judging.digest),
+            interpreter=op_view.interpreter,
+            kind="raised",
+            message=op_view.triton.internal_error,
+            call_s=judging.call_s,
+        )
     if op_view.interpreter and op_view.interpreter_types:
         # Triton's interpreter computes these types on bit patterns (triton_probe): its numbers are the
         # interpreter's fault, not the kernel's, so the case is not judged here. Where the kernel's memory
@@ -413,7 +428,7 @@ def _judge_case(judging: _Judging, op_view: OpView) -> CaseReport:
                 op, verdict, gradient_case, op_grads, rerun_grads, task.validation
             )
         if op_view.triton is not None:
-            verdict = _with_triton_findings(verdict, op_view.triton, _nonfinite_where_finite(run))
+            verdict = triton_judging.with_findings(op, verdict, op_view.triton, run)
     except judging.contain as exc:  # an error_scale hook that raises, or worse
         failed = CallResult(
             CallStatus.RAISED, message=f"judging the outputs failed: {describe_exception(exc)}"
@@ -450,38 +465,6 @@ def _errored(judging: _Judging, case: CaseInputs, failed: CallResult, who: str) 
 
 
 Gradients = tuple[np.ndarray, ...]
-
-
-def _nonfinite_where_finite(run: CaseRun) -> bool:
-    """The op's outputs hold NaN or Inf where the reference's are finite (poisoned lanes show that way)."""
-    for y, r in zip(run.op.outputs, run.reference.outputs, strict=False):
-        y, r = np.asarray(y), np.asarray(r)
-        same = y.shape == r.shape and y.dtype.kind == "f" and r.dtype.kind == "f"
-        if same and np.any(~np.isfinite(y) & np.isfinite(r)):
-            return True
-    return False
-
-
-def _with_triton_findings(verdict: CaseVerdict, seen: TritonReport, leaked: bool) -> CaseVerdict:
-    """The verdict with what the GPU-faithful layer found first (an out-of-bounds access stopped the kernel:
-    the op's `raised` is that), and a word on poisoned lanes where the output is non-finite and the reference
-    is not (`leaked`)."""
-    findings = [Finding(FailureKind(kind), message) for kind, message in seen.findings]
-    stopped = any(f.kind is FailureKind.OUT_OF_BOUNDS for f in findings)
-    for finding in verdict.findings:
-        if stopped and finding.kind is FailureKind.RAISED:
-            continue
-        if leaked and seen.poisoned and finding.kind in (FailureKind.NONFINITE, FailureKind.MISMATCH):
-            finding = Finding(
-                finding.kind,
-                f"{finding.message}\nMasked-off lanes of loads without `other` read NaN/+Inf/-Inf here (on a GPU "
-                f"they are undefined), at {'; '.join(seen.poisoned)}: a non-finite output where the reference is "
-                "finite is how a masked lane that reached the output shows",
-            )
-        findings.append(finding)
-    if not findings:
-        return verdict
-    return CaseVerdict(False, tuple(findings), verdict.stats)
 
 
 def _split_gradients(

@@ -8,20 +8,14 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
+import msgspec
 import numpy as np
 
-from gpuemu_ci.backends import backward, triton_probe
-from gpuemu_ci.backends.calling import (
-    UNUSABLE,
-    InputsFailed,
-    Invoke,
-    Stager,
-    call,
-    make_inputs,
-    no_stage,
-)
+from gpuemu_ci.backends import backward, layer_probes, triton_probe
+from gpuemu_ci.backends.calling import UNUSABLE, InputsFailed, Invoke, Stager, call, make_inputs, no_stage
 from gpuemu_ci.backends.cuda import OUTPUT_DTYPE_KWARG
 from gpuemu_ci.backends.frameworks import Bridge, get_bridge
 from gpuemu_ci.backends.interface import (
@@ -36,12 +30,12 @@ from gpuemu_ci.backends.interface import (
 from gpuemu_ci.backends.loading import Loaded, LoadError, load_target
 from gpuemu_ci.backends.protocol import Stage
 from gpuemu_ci.backends.transport import is_float_like, memory_region, region_of, resolve_dtype
-from gpuemu_ci.config.model import OpSpec
+from gpuemu_ci.config.model import MaskedLanes, OpSpec
 from gpuemu_ci.fuzz.case import CaseInputs, CaseSkipped
 from gpuemu_ci.fuzz.inputs import inputs_digest
 from gpuemu_ci.fuzz.shapes import shape_of
 from gpuemu_ci.triton_cpu import layer as triton_layer
-from gpuemu_ci.triton_cpu.report import TritonReport
+from gpuemu_ci.triton_cpu.report import TAMPERED, Decided, TritonReport
 
 
 @dataclass(frozen=True)
@@ -126,7 +120,9 @@ def run_op_side(
 
     not_run = ""
 
-    def one_call(which: Stage) -> tuple[CallResult, bool]:
+    def one_call(which: Stage, **layer: Any) -> tuple[CallResult, bool]:
+        """The op called once; `layer`: settings of the Triton layer changed for a probe (layer_probes.py),
+        whose report is not kept."""
         nonlocal not_run
         kwargs = dict(case.kwargs)
         if task.op_target.kind is TargetKind.CUDA_KERNEL:
@@ -149,21 +145,41 @@ def run_op_side(
             return failed, False
         stage(which)
         values = {name: native.value for name, native in natives.items()}
+        poison = op.execution.triton_masked_lanes is MaskedLanes.POISON
         settings = triton_layer.CallSettings(
-            case.seed, int(which is Stage.RERUN), op.execution.triton_sanitize
+            case.seed,
+            int(which is Stage.RERUN),
+            op.execution.triton_sanitize,
+            masked_lanes=triton_layer.POISON if poison else triton_layer.ZERO,
         )
+        if layer:
+            settings = replace(settings, **layer)
+        launched = triton_probe.launches()
         with triton_layer.intercepted(settings) as watched:  # Triton kernels run as a GPU would (triton_cpu)
             result, retire = call(
                 invoke, bridge, values, kwargs, out=out, expected=resolve_dtype(out_dtype), private_of=private,
                 contain=contain,
             )  # fmt: skip
-        seen = watched.report()
-        reports.append(seen if seen.launches or seen.notes or seen.interpreter_gaps else None)
+        seen = _bypassed(watched.report(), triton_probe.launches() - launched)
+        if layer and seen.internal_error:
+            raise _LayerFailed(seen.internal_error)
+        if not layer:
+            kept = seen.launches or seen.notes or seen.interpreter_gaps or seen.findings
+            reports.append(seen if kept else None)
         if not retire:
             for native in natives.values():
                 if native.write_back is not None:
                     native.write_back()  # device-side writes into inputs become visible to the comparison
         return result, retire
+
+    def restored() -> None:
+        for name, (region, _) in regions.items():
+            if region is not None:
+                region[...] = before[name]  # identical fresh inputs
+
+    def probe_call(**layer: Any) -> tuple[CallResult, bool]:
+        restored()
+        return one_call(Stage.PROBE, **layer)
 
     reports: list[TritonReport | None] = []
     launches_before = triton_probe.mark()
@@ -173,6 +189,13 @@ def run_op_side(
         for name, (region, _) in regions.items()
         if region is not None and not _same_bytes(region, before[name])
     )
+    decided: tuple[Decided, ...] = ()
+    judged = reports[0] if reports else None
+    if judged is not None and judged.sanitized and not retire and first.status is CallStatus.OK:
+        try:
+            decided, retire = layer_probes.run(op, judged, first, probe_call)
+        except _LayerFailed as exc:  # the tool's error in a probe: the case is not judged
+            reports[0] = msgspec.structs.replace(judged, internal_error=str(exc))
     rerun: CallResult | None = None
     if op.execution.deterministic:
         if retire:
@@ -180,18 +203,43 @@ def run_op_side(
         else:
             if on_first_call is not None:
                 on_first_call(first)
-            for name, (region, _) in regions.items():
-                if region is not None:
-                    region[...] = before[name]  # identical fresh inputs
+            restored()
             rerun, retire = one_call(Stage.RERUN)
     interpreter, interpreter_types = triton_probe.since(launches_before)
     seen = [r for r in reports if r is not None]
     triton = seen[0].merged(seen[1] if len(seen) > 1 else None) if seen else None
-    if interpreter and triton is not None and triton.interpreter_gaps:
+    if triton is not None and decided:
+        triton = msgspec.structs.replace(triton, decided=decided)
+    if triton is not None and triton.sanitized:
+        # The layer computed bf16 and fp8 as the GPU does: only what it could not run is not judged.
+        unmodelled = [t for t in interpreter_types if t in triton_probe.UNMODELLED]
+        interpreter_types = tuple(dict.fromkeys((*triton.interpreter_gaps, *unmodelled)))
+    elif interpreter and triton is not None and triton.interpreter_gaps:
         interpreter_types = tuple(sorted({*interpreter_types, *triton.interpreter_gaps}))  # not judged
     return OpSide(
         first, rerun, modified, interpreter, retire, interpreter_types, digest, triton=triton, not_run=not_run
     )
+
+
+class _LayerFailed(Exception):
+    """The Triton layer's own code raised during a probe call (the tool's error)."""
+
+
+def _bypassed(seen: TritonReport, interpreted: int) -> TritonReport:
+    """The call's report, failing it as `tampered` where kernels were launched around the layer (the
+    interpreter ran more launches than the layer saw) or its launch counter was taken away."""
+    if not seen.sanitized or (interpreted <= seen.launches and triton_probe.counting()):
+        return seen
+    why = (
+        f"the interpreter ran {interpreted} launches and the layer saw {seen.launches}"
+        if interpreted > seen.launches
+        else "the interpreter's launch counter was replaced"
+    )
+    message = (
+        f"the op ran Triton kernels around gpuemu-ci's Triton layer ({why}): the bounds, race and masked-lane "
+        "checks it was promised did not run on them, so the case cannot pass"
+    )
+    return msgspec.structs.replace(seen, findings=(*seen.findings, (TAMPERED, message)))
 
 
 def _forward_and_backward(task: OpTask, case: CaseInputs, invoke: Invoke, bridge: Bridge) -> Invoke:

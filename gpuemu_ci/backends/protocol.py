@@ -34,6 +34,7 @@ class Stage(IntEnum):
     GENERATING = 7
     NAIVE = 8
     JUDGING = 9
+    PROBE = 10  # a second call of the op with one setting of the Triton layer changed (layer_probes.py)
 
 
 STAGE_WORDS = {
@@ -43,6 +44,8 @@ STAGE_WORDS = {
     Stage.REFERENCE_ABS: "in the reference call on |inputs|",
     Stage.OP: "in the op call",
     Stage.RERUN: "in the determinism re-run of the op",
+    Stage.PROBE: "in a second call of the op that probed the Triton layer's settings (masked lanes, program "
+    "order or TF32)",
     Stage.REPLY: "while sending results",
     Stage.GENERATING: "while generating the case's inputs",
     Stage.NAIVE: "in the naive implementation's call",

@@ -1,12 +1,14 @@
 """What a case did inside Triton's CPU interpreter (TRITON_INTERPRET=1): whether it launched a kernel there, and
 which low-precision float types the interpreter handled while it did.
 
-The interpreter keeps bfloat16 and the fp8 types as raw integer bit patterns and computes on those: `tl.dot`
-multiplies the bits (results around 1e10), `+`, `*`, comparisons and `tl.sum` are integer arithmetic on them,
-an fp32 -> bf16 store truncates instead of rounding to nearest, and bf16 subnormals become zero (measured with
-real kernels: bench/triton_interpreter_faults.py; upstream calls bf16 unsupported in the interpreter). A case
-that touched any of these types is therefore not judged by the op runner: its numbers are the interpreter's
-fault, not the kernel's. Every tensor the interpreter makes (loads, casts, constants, pointers) passes through
+The plain interpreter keeps bfloat16 and the fp8 types as raw integer bit patterns and computes on those:
+`tl.dot` multiplies the bits (results around 1e10), `+`, `*`, comparisons and `tl.sum` are integer arithmetic
+on them, an fp32 -> bf16 store truncates instead of rounding to nearest, and bf16 subnormals become zero
+(tests/backends/test_triton_interpreter_faults.py measures it; upstream calls bf16 unsupported in the
+interpreter). Under the GPU-faithful layer (gpuemu_ci/triton_cpu) these types are real numbers, except
+fp8e4b15 (`UNMODELLED`); a case run in the plain interpreter (`[ops.triton] sanitize = false`) that touched
+any of them, or one that touched fp8e4b15, is not judged: its numbers are the interpreter's fault, not the
+kernel's. Every tensor the interpreter makes (loads, casts, constants, pointers) passes through
 `TensorHandle`, so watching it catches an fp32 kernel's internal bf16 round trip too.
 """
 
@@ -25,8 +27,9 @@ FAULTY_TYPES = {
     "fp8e5b16": "float8_e5m2fnuz",
     "fp8e4nv": "float8_e4m3fn",
     "fp8e4b8": "float8_e4m3fnuz",
-    "fp8e4b15": "float8_e4m3b11fnuz",
+    "fp8e4b15": "fp8e4b15",  # Triton's fp8 with exponent bias 15 (pre-Hopper): no NumPy type holds it
 }
+UNMODELLED = frozenset({"fp8e4b15"})  # what the layer does not compute as the GPU does (triton_cpu/lowp.py)
 INTERPRETER = "triton-interpreter"
 
 _state: dict[str, Any] = {"launches": 0, "types": set()}
@@ -47,10 +50,12 @@ def install() -> None:
         return
 
     def counted_run(self: Any, *args: Any, **kwargs: Any) -> Any:
-        _state["launches"] += 1
+        if not kwargs.get("warmup"):  # a warm-up returns without launching
+            _state["launches"] += 1
         return run(self, *args, **kwargs)
 
     function.run = counted_run
+    _state["counter"] = (function, counted_run)
     post_init = getattr(handle, "__post_init__", None)
     if handle is not None and post_init is not None:
 
@@ -96,6 +101,18 @@ def watch_imports() -> None:
     if not any(isinstance(f, _InstallOnImport) for f in sys.meta_path):
         sys.meta_path.insert(0, _InstallOnImport())
     install()
+
+
+def launches() -> int:
+    """Launches the interpreter has run in this process (InterpretedFunction.run, warm-ups not counted)."""
+    return int(_state["launches"])
+
+
+def counting() -> bool:
+    """Whether the launch counter is in place (False before Triton's interpreter is imported, or if the op
+    took it away)."""
+    counter = _state.get("counter")
+    return counter is None or vars(counter[0]).get("run") is counter[1]
 
 
 def mark() -> int:

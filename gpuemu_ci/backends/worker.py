@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from gpuemu_ci.backends import triton_probe
+from gpuemu_ci.backends import calling, layer_probes, op_side, triton_probe
 from gpuemu_ci.backends.channel import recv_frame, send_frame
 from gpuemu_ci.backends.hygiene import Baseline
 from gpuemu_ci.backends.interface import CallResult, CallStatus, CaseReport, OpTask
@@ -49,6 +49,7 @@ from gpuemu_ci.backends.protocol import (
 )
 from gpuemu_ci.backends.transport import map_arena, place_outputs, read_outputs, span
 from gpuemu_ci.results.base import without_surrogates
+from gpuemu_ci.triton_cpu import guard
 
 MESSAGE_LIMIT = 64 << 10  # characters of one message or stderr tail sent back
 
@@ -258,6 +259,7 @@ def serve(fd: int, status_fd: int, parent: int, *, kernel_signal: bool) -> int:
     os.dup2(2, 1)  # user prints go to the log, never into the protocol
     faulthandler.enable()
     triton_probe.watch_imports()  # before the baseline: every case is watched, the first included
+    guard.watch((op_side, calling, layer_probes, triton_probe))  # the layer as shipped, before any user code
     sock = socket.socket(fileno=fd)
     sock.setblocking(True)
     status = mmap.mmap(status_fd, mmap.PAGESIZE)

@@ -520,10 +520,22 @@ KEYS: tuple[KeyDoc, ...] = (
         "ops.triton",
         "sanitize",
         "boolean",
-        "Triton kernels run as a GPU would run them: bounds and race checks, poisoned masked lanes, TF32 "
-        "dots, programs in a seeded order (see Triton on CPU). `false`: the plain interpreter.",
+        "Triton kernels run as a GPU would run them: bounds and race checks, masked lanes read as the GPU "
+        "reads them, bfloat16 and fp8 as real numbers, TF32 dots, programs in a seeded order (see Triton on "
+        "CPU). `false`: the plain interpreter (its bfloat16 and fp8 cases are not judged).",
         "false",
         model="Execution.triton_sanitize",
+    ),
+    KeyDoc(
+        "ops.triton",
+        "undefined_masked_lanes",
+        '"warn", "error", "ignore" or "poison"',
+        "What an output that depends on masked-off lanes of a load without `other` does (Triton leaves them "
+        "undefined; NVIDIA and AMD read 0, and the case is judged on that 0). `warn` (default): a warning "
+        "naming the kernel and line; `error`: the case fails; `ignore`: neither; `poison`: a portability "
+        "check, the lanes read NaN, +Inf and -Inf in the judged call.",
+        '"error"',
+        model="Execution.triton_masked_lanes",
     ),
     KeyDoc(
         "ops.tolerances",

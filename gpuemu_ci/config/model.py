@@ -41,6 +41,16 @@ class ExecutionMode(StrEnum):
     SCRIPT = "script_based"
 
 
+class MaskedLanes(StrEnum):
+    """`[ops.triton] undefined_masked_lanes`: what to do when an op's outputs depend on masked-off lanes of a
+    Triton load without `other` (undefined in Triton's language; NVIDIA and AMD read 0, as the layer does)."""
+
+    WARN = "warn"  # a warning naming the kernel and line; the case is judged on the 0 the GPU reads
+    ERROR = "error"  # the case fails (kind undefined_masked_lanes)
+    IGNORE = "ignore"  # neither (and no second call to find out)
+    POISON = "poison"  # a portability check: the lanes read NaN/+Inf/-Inf (loud integers) in the judged call
+
+
 class Suite(StrEnum):
     QUICK = "quick"
     THOROUGH = "thorough"
@@ -244,8 +254,10 @@ class Execution:
     timeout_s: float | None = None
     require_gpu: bool = False
     # `[ops.triton] sanitize`: Triton kernels run under the GPU-faithful layer (gpuemu_ci/triton_cpu): bounds
-    # and race checks, poisoned masked lanes, TF32 dots, programs in a seeded order.
+    # and race checks, masked lanes as the GPU reads them, bf16/fp8 as real numbers, TF32 dots, programs in a
+    # seeded order.
     triton_sanitize: bool = True
+    triton_masked_lanes: MaskedLanes = MaskedLanes.WARN  # `[ops.triton] undefined_masked_lanes`
 
 
 @dataclass(frozen=True)

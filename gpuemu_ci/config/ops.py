@@ -22,6 +22,7 @@ from gpuemu_ci.config.model import (
     InputSpec,
     Invariants,
     Layout,
+    MaskedLanes,
     NonFinite,
     OpShapes,
     OpSpec,
@@ -163,7 +164,7 @@ OP_KEYS = (
     "grad_accumulators",
     "triton",
 )
-TRITON_KEYS = ("sanitize",)
+TRITON_KEYS = ("sanitize", "undefined_masked_lanes")
 
 
 def parse_op(
@@ -515,24 +516,35 @@ def _error_model(table: TableReader, validation: Validation, family: Family | No
 
 
 def _execution(table: TableReader) -> Execution:
+    sanitize, masked_lanes = _triton(table)
     return Execution(
         deterministic=table.boolean("deterministic", False),
         out_arg=table.string("out_arg"),
         timeout_s=table.number("timeout", None, positive=True),
         require_gpu=table.boolean("require_gpu", False),
-        triton_sanitize=_triton_sanitize(table),
+        triton_sanitize=sanitize,
+        triton_masked_lanes=masked_lanes,
     )
 
 
-def _triton_sanitize(table: TableReader) -> bool:
-    """`[ops.triton] sanitize = false` turns the GPU-faithful checks of Triton kernels off (default on)."""
+def _triton(table: TableReader) -> tuple[bool, MaskedLanes]:
+    """`[ops.triton]`: `sanitize = false` turns the GPU-faithful layer off for the op (default on);
+    `undefined_masked_lanes` says what outputs that depend on masked-off lanes of a load without `other` do."""
     triton = table.table("triton")
     if triton is None:
-        return True
+        return True, MaskedLanes.WARN
     triton.expect_keys(TRITON_KEYS)
     sanitize = triton.boolean("sanitize", True)
+    given = triton.has("undefined_masked_lanes")
+    masked_lanes = triton.choice("undefined_masked_lanes", MaskedLanes, MaskedLanes.WARN)
+    if not sanitize and given:
+        raise triton.error(
+            "undefined_masked_lanes",
+            "has no effect with sanitize = false (the plain interpreter neither checks nor poisons masked "
+            "lanes): remove one of the two",
+        )
     triton.finish()
-    return sanitize
+    return sanitize, masked_lanes
 
 
 def table_choice(table: TableReader, key: str, value: str | None, enum: type[E]) -> E | None:

@@ -35,6 +35,8 @@ WRONG_ANSWER = frozenset(
         FailureKind.BAD_OUTPUT,
         FailureKind.OUT_OF_BOUNDS,
         FailureKind.RACE,
+        FailureKind.UNDEFINED_MASKED_LANES,
+        FailureKind.TAMPERED,
     }
 )
 

@@ -25,7 +25,7 @@ from gpuemu_ci.pipeline.records import failure_record
 from gpuemu_ci.plan.model import CaseRef
 from gpuemu_ci.progress import Observer
 from gpuemu_ci.results.coverage import CoverageTally
-from gpuemu_ci.results.model import DtypeResult, Failure, GradientResult, OpResult, OpStatus
+from gpuemu_ci.results.model import DotPrecision, DtypeResult, Failure, GradientResult, OpResult, OpStatus
 from gpuemu_ci.results.rules import (
     MAX_RECORDED_FAILURES,
     joined_reasons,
@@ -33,6 +33,7 @@ from gpuemu_ci.results.rules import (
     op_message,
     op_status,
     rows_reasons,
+    triton_notes,
 )
 
 WINDOW_PER_JOB = 8  # cases submitted ahead per job: workers never wait, a cut-short run wastes little
@@ -147,8 +148,10 @@ class OpCollector:
         self.config = config
         self.op = op
         self.out_dir = out_dir  # where the judges wrote snapshots
-        self.require_gpu = require_gpu  # a case only a GPU can judge is then an error, not a skip
-        self.need_gpu = 0  # such cases
+        self.require_gpu = require_gpu
+        self.need_gpu = 0  # cases only a GPU can judge (what Triton's interpreter cannot compute): errors
+        self.triton_notes: set[str] = set()
+        self.dot_precisions: set[DotPrecision] = set()
         self.tallies: dict[str, OpTally] = {}
         self.failing: list[tuple[CaseRef, CaseReport]] = []
         self.unloadable: tuple[CaseRef, CaseReport] | None = None
@@ -162,14 +165,18 @@ class OpCollector:
             if self.unloadable is None or ref.index < self.unloadable[0].index:
                 self.unloadable = (ref, report)
             return
-        if self.require_gpu and report.outcome == "skipped" and report.interpreter_types:
+        if report.outcome == "skipped" and report.interpreter_types:
+            # What Triton's interpreter cannot compute as the GPU does is not checked: never part of a pass.
             self.need_gpu += 1
             report = msgspec.structs.replace(
                 report,
                 outcome="errored",
                 kind="raised",
-                message=f"this case needs a GPU ({report.message}; --require-gpu): replay it on one",
+                message=f"not judged on this machine: {report.message}; a GPU runs it (replay it on one)",
             )
+        for note in report.triton_notes:
+            self.triton_notes.add(note)
+        self.dot_precisions.update(report.dot_precisions)
         if report.dtype not in self.tallies:
             self.tallies[report.dtype] = OpTally(
                 coverage=CoverageTally(max_elements=self.op.shapes.max_elements)
@@ -213,9 +220,12 @@ class OpCollector:
             interpreter=self.interpreter,
             triton_launches=dict(sorted(self.triton_launches.items())),
             skip_reason=reasons if status is OpStatus.SKIPPED else None,
-            message=f"{self.need_gpu} of {total} cases need a GPU (Triton's interpreter; --require-gpu)"
+            message=f"{self.need_gpu} of {total} cases need a GPU: Triton's interpreter cannot compute them as "
+            "the GPU does (not judged)"
             if self.need_gpu and not failed
             else op_message(total, errored, failed, cut_short, skipped, reasons, failures),
+            triton_dot_precisions=tuple(sorted(self.dot_precisions)),
+            triton_notes=triton_notes(self.triton_notes),
             cases_total=total,
             cases_passed=total - failed - errored - skipped,
             cases_failed=failed,

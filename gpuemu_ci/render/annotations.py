@@ -135,6 +135,11 @@ def report_annotations(report: Results, *, source_root: Path | None = None) -> l
                 )
             )
     found += [Annotation(Level.WARNING, "gpuemu-ci", note) for note in report.notes]
+    for op in report.ops:
+        for note in op.triton_notes:
+            found.append(
+                Annotation(Level.WARNING, f"gpuemu-ci: op {op.name} (Triton)", note, config, op.line)
+            )
     if not report.executed:
         found.append(Annotation(Level.ERROR, "gpuemu-ci: nothing was tested", text.headline(report), config))
     return found

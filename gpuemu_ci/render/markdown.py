@@ -33,6 +33,7 @@ MARKER_PREFIX = "<!-- gpuemu-ci:v1 key="
 VALUE_LIMIT = 1_000  # characters of one value (a name, a message) in Markdown
 BLOCK_LIMIT = 10_000  # characters of one code block (a replay command list)
 DETAIL_FLOOR = 3  # detail blocks kept while table rows can still be cut instead
+TRITON_WARNINGS_SHOWN = 10  # warnings of the Triton layer in a comment; results.json has every one
 _KEY_UNSAFE = re.compile(r"[^A-Za-z0-9._/:+=@-]")
 
 
@@ -276,6 +277,8 @@ def _context(
         "skipped_rows": [text.skipped_row(op, row) for op, row in skipped_rows],
         "skipped_more": skipped_hidden + skipped_rows_hidden,
         "interpreter_line": text.interpreter_line(report),
+        "triton_warnings": text.triton_warning_lines(report, TRITON_WARNINGS_SHOWN),
+        "triton_precisions": text.triton_precision_lines(report),
         "lint": lint,
         "compile_errors": [
             k for k in report.kernels if k.error is not None and k.status is KernelStatus.FAILED

@@ -49,6 +49,9 @@ OP_RULES: dict[str, str] = {
     "bad_output": "The op returned something that is not an array (or a tuple of arrays).",
     "out_of_bounds": "A Triton kernel read or wrote outside the tensors it was given (checked per lane on CPU).",
     "race": "Programs of one Triton launch read or overwrote each other's results: their order decides it.",
+    "undefined_masked_lanes": "A Triton kernel's outputs depend on masked-off lanes of a load without `other`, "
+    "which Triton leaves undefined (NVIDIA and AMD read 0 today).",
+    "tampered": "The op changed gpuemu-ci's Triton layer while it ran: the checks it was promised may not have run.",
 }
 NOT_JUDGED = "not-judged"
 COMPILE_ERROR = "compile-error"
@@ -199,8 +202,8 @@ def _op_result(
     rule_id = f"op/{kind}"
     if rule_id not in rules:
         description = (
-            "The op could not be judged: the reference, an inputs hook or the case's setup failed on the case "
-            "(the message says which)."
+            "The op could not be judged on the case: the reference, an inputs hook or the case's setup failed, "
+            "or the case needs a GPU (the message says which)."
             if errored
             else OP_RULES.get(kind, f"The op failed a {kind} check.")
         )

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from gpuemu_ci.render.describe import describe_inputs
-from gpuemu_ci.render.text import interpreter_line, skipped_row
+from gpuemu_ci.render.text import dot_precision, interpreter_line, skipped_row
 from gpuemu_ci.results.hints import layout_hint
 from gpuemu_ci.results.kernels import KernelStatus
 from gpuemu_ci.results.model import Headline, OpStatus, Results
@@ -76,6 +76,11 @@ def print_summary(results: Results, path: Path) -> None:
         for row in op.dtypes:
             if row.cases_skipped:
                 echo(f"        SKIP  {skipped_row(op, row)}")
+        precision = dot_precision(op)
+        if precision:
+            echo(f"        {precision}")
+        for note in op.triton_notes:
+            echo(f"        {style.paint('warning', 'skipped')}: {note}")
     for kernel in results.kernels:
         echo(f"  {label(kernel.status)} kernel {kernel.name}")
         for violation in kernel.violations[:5]:

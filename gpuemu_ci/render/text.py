@@ -169,12 +169,42 @@ def interpreter_line(report: Results) -> str | None:
         f" and {len(ops) - INTERPRETER_NAMES_SHOWN} more" if len(ops) > INTERPRETER_NAMES_SHOWN else ""
     )
     line = f"Ran in Triton's CPU interpreter (no GPU): {shown}."
-    if any(row.cases_skipped for op in report.interpreted_ops for row in op.dtypes):
+    if any(row.cases_skipped or row.cases_errored for op in report.interpreted_ops for row in op.dtypes):
         line += (
-            " The interpreter computes bfloat16 (and fp8) wrongly, so cases in which it handled them are skipped,"
-            " not judged: a GPU (or --require-gpu) runs them for real."
+            " What the interpreter cannot compute as a GPU does (inline assembly, extern calls; bfloat16 with"
+            " `sanitize = false`) is not judged here: a GPU runs it for real."
         )
     return line
+
+
+_TF32_FAMILIES = ("matmul", "attention")  # their bounds allow for TF32 inputs (oracle/bounds.py)
+
+
+def dot_precision(op: OpResult) -> str | None:
+    """``tl.dot in tf32: the matmul bound allowed for TF32 inputs`` (which precision the bound assumed), or None
+    for an op whose kernels ran no fp32 `tl.dot`."""
+    precisions = op.triton_dot_precisions
+    if not precisions:
+        return None
+    ran = f"tl.dot in {', '.join(precisions)}"
+    if all(p == "ieee" for p in precisions):
+        return f"{ran} (full fp32 products)"
+    if op.family in _TF32_FAMILIES:
+        return f"{ran}: the {op.family} bound allowed for inputs rounded to TF32 (10 mantissa bits)"
+    return f"{ran}: the {op.family or 'op'} bound assumed full fp32, which inputs rounded to TF32 do not meet"
+
+
+def triton_precision_lines(report: Results) -> list[str]:
+    """One line per op whose kernels ran fp32 `tl.dot`s: which precision its bound assumed."""
+    return [f"{op.name}: {said}" for op in report.ops if (said := dot_precision(op))]
+
+
+def triton_warning_lines(report: Results, limit: int | None = None) -> list[str]:
+    """The Triton layer's warnings, `op: note`, op by op (at most `limit`, then how many more)."""
+    lines = [f"{op.name}: {note}" for op in report.ops for note in op.triton_notes]
+    if limit is not None and len(lines) > limit:
+        return [*lines[:limit], f"... and {len(lines) - limit} more Triton warnings in results.json"]
+    return lines
 
 
 def skipped_row(op: OpResult, row: DtypeResult) -> str:

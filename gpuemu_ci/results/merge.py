@@ -33,6 +33,7 @@ from gpuemu_ci.results.rules import (
     op_message,
     op_status,
     rows_reasons,
+    triton_notes,
 )
 
 OTHER_SHARDS = "other shards"
@@ -158,6 +159,8 @@ def _merge_op(rows: list[OpResult], planned: ShardOp | None) -> OpResult:
         comparator=",".join(comparators) or None,
         interpreter=next((r.interpreter for r in ran if r.interpreter), None),
         triton_launches=_summed(r.triton_launches for r in ran),
+        triton_dot_precisions=tuple(sorted({p for r in ran for p in r.triton_dot_precisions})),
+        triton_notes=triton_notes(note for r in ran for note in r.triton_notes),
         cases_total=total,
         cases_passed=total - failed - errored - skipped,
         cases_failed=failed,

@@ -71,9 +71,16 @@ class FailureKind(StrEnum):
     BAD_OUTPUT = "bad_output"
     OUT_OF_BOUNDS = "out_of_bounds"  # a Triton kernel accessed memory outside its arguments (triton_cpu)
     RACE = "race"  # programs of one Triton launch depend on each other's order (triton_cpu)
+    # Outputs depend on masked-off lanes a Triton load without `other` reads (undefined in Triton's language):
+    # `[ops.triton] undefined_masked_lanes = "error"`.
+    UNDEFINED_MASKED_LANES = "undefined_masked_lanes"
+    TAMPERED = (
+        "tampered"  # the op changed the Triton layer that checks it during its call (triton_cpu/guard.py)
+    )
 
 
 SnapshotPath = Annotated[str, msgspec.Meta(pattern=r"^snapshots/[0-9a-f]{16}\.npz$")]
+DotPrecision = Literal["ieee", "tf32", "tf32x3"]  # a `tl.dot`'s input precision on fp32 inputs
 
 
 class Failure(Record, frozen=True):
@@ -201,6 +208,12 @@ class OpResult(Record, frozen=True):
     # Triton kernels under the interpreter: launches run vectorised (every program at once) and one program at a
     # time, by why ("one program at a time: atomics"), over the op's cases (gpuemu_ci/triton_cpu).
     triton_launches: dict[str, Count] = msgspec.field(default_factory=dict)
+    # The input precisions of the op's fp32 `tl.dot`s (tf32, tf32x3, ieee): the matmul and attention bounds
+    # allow for TF32 inputs where they ran in TF32; every other family's bound assumes full fp32.
+    triton_dot_precisions: tuple[DotPrecision, ...] = ()
+    # Warnings of the Triton layer over the op's cases: outputs that depend on masked-off lanes Triton leaves
+    # undefined, fp32 dots left at their default precision, interpreter faults worked around.
+    triton_notes: tuple[str, ...] = ()
 
     def dtype_result(self, dtype: str) -> DtypeResult | None:
         return next((d for d in self.dtypes if d.dtype == dtype), None)

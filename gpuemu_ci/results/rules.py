@@ -8,6 +8,13 @@ from collections.abc import Iterable
 from gpuemu_ci.results.model import DtypeResult, Failure, GradientResult, OpStatus
 
 MAX_RECORDED_FAILURES = 20  # per op; the rest are counted (snapshots cost disk and comment space)
+MAX_TRITON_NOTES = 12  # per op: each names a kernel line, so a handful covers what there is to say
+
+
+def triton_notes(notes: Iterable[str]) -> tuple[str, ...]:
+    """An op's Triton notes as results record them: distinct, sorted, the first MAX_TRITON_NOTES (the same
+    whatever order the cases, or the shards, came in)."""
+    return tuple(sorted(set(notes)))[:MAX_TRITON_NOTES]
 
 
 def op_status(total: int, failed: int, errored: int, skipped: int = 0) -> OpStatus:
@@ -37,7 +44,9 @@ def op_message(
         return "no case ran" + (" (the suite timeout expired first)" if cut_short else "")
     if errored and not failed:
         who = errored_parties(failures)
-        return f"{errored} of {total} cases could not be judged" + (f" ({who} failed)" if who else "")
+        return f"{errored} of {total} cases could not be judged" + (
+            f" ({who} failed)" if who else " (see their failures for why)"
+        )
     if skipped:
         return f"{skipped} of {total} cases not judged here ({skip_reason}): not tested"
     return None

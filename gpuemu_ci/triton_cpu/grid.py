@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from gpuemu_ci.triton_cpu import lowp
 from gpuemu_ci.triton_cpu.touches import Access, Touches, apart, apart_between_programs
 
 MODULE = "triton.runtime.interpreter"
@@ -338,18 +339,32 @@ def _builder_methods(builder: Any) -> dict[str, Callable[..., Any]]:
 # ---- reductions, scans and Python's view of values ---------------------------------------------------------
 
 
-def _reduce_ops(module: Any) -> dict[Any, tuple[Callable[..., Any] | None, Callable[..., Any] | None]]:
+_Reducers = dict[Any, tuple[Callable[..., Any] | None, Callable[..., Any] | None]]
+_reducers: dict[int, _Reducers] = {}
+
+
+def _reduce_ops(module: Any) -> _Reducers:
+    """The reductions the pass runs itself, by combine function (made once per Triton)."""
     import triton.language as tl
 
+    found = _reducers.get(id(tl.standard))
+    if found is None:
+        found = _reducers[id(tl.standard)] = _make_reduce_ops(tl)
+    return found
+
+
+def _make_reduce_ops(tl: Any) -> _Reducers:
     std = tl.standard
+    low, high = lowp.widened(np.nanmin), lowp.widened(np.nanmax)
+    first_low, first_high = lowp.widened(np.nanargmin), lowp.widened(np.nanargmax)
     return {
-        std._argmin_combine_tie_break_left: (np.nanmin, np.nanargmin),
-        std._argmin_combine_tie_break_fast: (np.nanmin, np.nanargmin),
-        std._argmax_combine_tie_break_left: (np.nanmax, np.nanargmax),
-        std._argmax_combine_tie_break_fast: (np.nanmax, np.nanargmax),
-        std._elementwise_max: (np.nanmax, None),
-        std._elementwise_min: (np.nanmin, None),
-        std._sum_combine: (np.sum, None),
+        std._argmin_combine_tie_break_left: (low, first_low),
+        std._argmin_combine_tie_break_fast: (low, first_low),
+        std._argmax_combine_tie_break_left: (high, first_high),
+        std._argmax_combine_tie_break_fast: (high, first_high),
+        std._elementwise_max: (high, None),
+        std._elementwise_min: (low, None),
+        std._sum_combine: (lowp.block_sum, None),  # 16-bit floats as the GPU's tree, as ReduceOps.sum is
     }
 
 

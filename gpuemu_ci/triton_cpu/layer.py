@@ -11,7 +11,9 @@ methods are replaced, and restored afterwards:
 - each launch keeps a shadow of which program wrote each element: a program that reads what another program
   of the same launch wrote (without an atomic first), or overwrites it with a different value, is a `race`
   finding: on a GPU the programs of a launch run concurrently, in any order;
-- masked-off lanes of a load without `other` read NaN (floats) or a loud integer (numerics.py);
+- masked-off lanes of a load without `other` read 0, as NVIDIA's and AMD's lowering gives them (the sites are
+  noted: Triton leaves those lanes undefined), or NaN/Inf and loud integers in the "poison" mode (numerics.py);
+- bfloat16 and fp8 values are real numbers rounded as the GPU rounds them (lowp.py, lowp_builder.py);
 - fp32 `tl.dot` runs at its `input_precision` (TF32 by default, as on the GPU) and the precisions used are
   reported, so the error model can allow for TF32 where the op's family allows it;
 - a launch runs every program at once where it can (vectorised.py, grid.py), else one program at a time, with
@@ -27,17 +29,29 @@ import functools
 import inspect
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from gpuemu_ci.triton_cpu import boolops, grid, numerics, replay, vectorised
+from gpuemu_ci.triton_cpu import (
+    autotune,
+    boolops,
+    grid,
+    guard,
+    imported,
+    internal,
+    lowp,
+    lowp_builder,
+    numerics,
+    replay,
+    vectorised,
+)
 from gpuemu_ci.triton_cpu.memory import Allocation, Lanes, Memory, Violation
 from gpuemu_ci.triton_cpu.provenance import BASE, PROVENANCE, base_of, derived, is_pointer
-from gpuemu_ci.triton_cpu.report import OUT_OF_BOUNDS, RACE, TritonReport
+from gpuemu_ci.triton_cpu.report import OUT_OF_BOUNDS, RACE, TAMPERED, TritonReport
 from gpuemu_ci.triton_cpu.touches import Access
 
 MODULE = "triton.runtime.interpreter"
@@ -56,6 +70,15 @@ class CallSettings:
     sanitize: bool = True  # `[ops.triton] sanitize = false` turns the whole layer off
     vectorise: bool | None = None  # every program at once where it can (grid.py); None: `set_vectorise`'s
     replay: bool = True  # a vectorised launch replays the tape of an earlier one where it can (replay.py)
+    # What masked-off lanes of a load without `other` (and of an atomic) read: ZERO as NVIDIA and AMD give them,
+    # or POISON (NaN, +Inf, -Inf; loud integers) at every such site, or only at `poison_sites` when given.
+    masked_lanes: str = "zero"
+    poison_sites: frozenset[str] | None = None
+    seeded_order: bool = True  # False: the programs of a launch in their plain order (a probe, probes.py)
+    ieee_dots: bool = False  # True: every fp32 `tl.dot` at full precision, whatever it asked (a probe)
+
+
+ZERO, POISON = "zero", "poison"
 
 
 @dataclass
@@ -75,10 +98,14 @@ class _Call:
     launches: int = 0
     findings: list[tuple[str, str]] = field(default_factory=list)
     dot_precisions: set[str] = field(default_factory=set)
-    poisoned: dict[str, None] = field(default_factory=dict)
+    # Sites of fp32 dots at TF32 (site -> precision), and those that left `input_precision` at its default.
+    dot_sites: dict[str, str] = field(default_factory=dict)
+    dot_defaulted: dict[str, None] = field(default_factory=dict)
+    undefined: dict[str, None] = field(default_factory=dict)  # loads (and atomics) with masked-off lanes
+    atomics: bool = False  # a launch of several programs ran an atomic: its outcome may follow their order
     notes: dict[str, None] = field(default_factory=dict)
     launch: _Launch | None = None
-    site_lookups: int = 0  # source lines of poisoned loads and `and`/`or`: a few per call, not one per load
+    site_lookups: int = 0  # source lines of masked loads and `and`/`or`: a few per call, not one per load
     unsupported: str = ""  # why this Triton's interpreter could not be patched
     gaps: set[str] = field(default_factory=set)  # constructs the interpreter cannot run (inline asm, extern)
     vectorised: int = 0  # launches run with every program at once
@@ -88,6 +115,9 @@ class _Call:
     # Of the vectorised launches, those replayed from a tape: not in the report (it depends on what the
     # process ran before), for benchmarks and tests.
     replayed: int = 0
+    installed: list[tuple[Any, str, Any]] = field(default_factory=list)  # the hooks set: (owner, name, hook)
+    internal_error: str = ""  # the layer's own code raised (LayerError): the tool's error, not the kernel's
+    patches: int = 0  # times the hooks were set during the call (once; more means someone undid them)
 
     def looked_up(self) -> bool:
         """Whether there is room for one more source-line lookup in this call (they walk the stack)."""
@@ -100,16 +130,40 @@ class _Call:
             self.launches,
             tuple(self.findings),
             tuple(sorted(self.dot_precisions)),
-            tuple(self.poisoned),
+            tuple(self.undefined),
             tuple(self.notes) + ((self.unsupported,) if self.unsupported else ()),
             tuple(sorted(self.gaps)),
             self.vectorised,
             tuple(sorted(self.per_program.items())),
             tuple(sorted(self.grouped.items())),
+            tuple(sorted(self.dot_sites.items())),
+            tuple(self.dot_defaulted),
+            self.settings.masked_lanes,
+            self.atomics,
+            internal_error=self.internal_error,
         )
 
+    def poisons(self, site: str) -> bool:
+        """Whether masked-off lanes at this site read poison in this call (else 0, as on the GPU)."""
+        wanted = self.settings.poison_sites
+        return self.settings.masked_lanes == POISON and (wanted is None or site in wanted)
 
-_state: dict[str, Any] = {"call": None, "restore": [], "vectorise": True}
+    def note_undefined(self, what: str) -> str | None:
+        """Record a load (or atomic) with masked-off lanes and no `other`; returns its site when looked up (a
+        probe that poisons chosen sites looks every one up)."""
+        if self.settings.poison_sites is None and not (
+            len(self.undefined) < MAX_POISON_SITES and self.looked_up()
+        ):
+            return None
+        assert self.launch is not None
+        site = f"`{self.launch.kernel}` at {_site()}{what}"
+        if len(self.undefined) < MAX_POISON_SITES:
+            self.undefined.setdefault(site)
+        return site
+
+
+# "dot_defaulted": the `tl.dot` being built left `input_precision` (and `allow_tf32`) unset.
+_state: dict[str, Any] = {"call": None, "restore": [], "vectorise": True, "dot_defaulted": False}
 # Kernels whose launches cannot vectorise whatever their data (atomics, a custom combine function, prints...):
 # their later launches go straight to one program at a time. Keyed by the kernel's function and constexprs.
 _STATIC_REASONS = ("`", "a reduction with a custom", "a scan with a custom", "tuple or descriptor")
@@ -407,25 +461,34 @@ def _masked_load(original: Any) -> Any:
             else:
                 _watch_read(addresses.addresses)
             if other is None and flat_mask is not None:  # some lane masked off (`_active_lanes`)
-                module = sys.modules[MODULE]
-                element = ptrs.get_element_ty()
-                dtype = np.dtype(module._get_np_dtype(element))
-                shape = np.shape(ptrs.data)
-                block = numerics.poison_block(
-                    getattr(element, "name", ""), dtype, shape[1:] if batched else shape, call.settings.seed
-                )
-                if batched:  # each program's lanes poisoned as the program alone would be
-                    block = np.ascontiguousarray(np.broadcast_to(block, shape))
-                other = module.TensorHandle(block, element)
-                if len(call.poisoned) < MAX_POISON_SITES and call.looked_up():
-                    call.poisoned.setdefault(f"`{call.launch.kernel}` at {_site()}")
+                other = _masked_fill(call, ptrs, batched)
             if located is not None and np.ndim(ptrs.data) > 0:
                 gathered = _gathered(call.launch.memory, located, addresses, ptrs, flat_mask, other)
                 if gathered is not None:
                     return gathered
+        if lowp.is_lowp(np.dtype(sys.modules[MODULE]._get_np_dtype(ptrs.get_element_ty()))):
+            return lowp_builder.plain_load(ptrs, mask, other)
         return original(self, ptrs, mask, other, *hints, **named)
 
     return load
+
+
+def _masked_fill(call: _Call, ptrs: Any, batched: bool) -> Any:
+    """What the masked-off lanes of a load without `other` read: 0, as NVIDIA's and AMD's lowering gives them
+    (a register zeroed before the predicated load), or the poison block where the call asks for it."""
+    module = sys.modules[MODULE]
+    element = ptrs.get_element_ty()
+    dtype = np.dtype(module._get_np_dtype(element))
+    shape = np.shape(ptrs.data)
+    site = call.note_undefined("")
+    if not call.poisons(site or ""):
+        return module.TensorHandle(np.zeros(shape, dtype=dtype), element)
+    block = numerics.poison_block(
+        getattr(element, "name", ""), dtype, shape[1:] if batched else shape, call.settings.seed
+    )
+    if batched:  # each program's lanes poisoned as the program alone would be
+        block = np.ascontiguousarray(np.broadcast_to(block, shape))
+    return module.TensorHandle(block, element)
 
 
 def _masked_store(original: Any) -> Any:
@@ -448,6 +511,8 @@ def _masked_store(original: Any) -> Any:
                     return None
             else:
                 _watch_write(addresses.addresses, ptrs.data, value.data, flat_mask)
+        if lowp.is_lowp(value.data.dtype):
+            return lowp_builder.plain_store(ptrs, value, mask)
         return original(self, ptrs, value, mask, *hints, **named)
 
     return store
@@ -455,17 +520,47 @@ def _masked_store(original: Any) -> Any:
 
 def _atomic_rmw(original: Any) -> Any:
     def atomic_rmw(self: Any, op: Any, ptr: Any, val: Any, mask: Any, sem: Any, scope: Any) -> Any:
-        if _checked("atomic", ptr.data, None if mask is None else mask.data, base_of(ptr)) is not None:
-            _state["call"].launch.synchronised = True
-        return original(self, op, ptr, val, mask, sem, scope)
+        call = _state["call"]
+        flat_mask = None if mask is None else mask.data
+        if _checked("atomic", ptr.data, flat_mask, base_of(ptr)) is not None:
+            call.launch.synchronised = True
+            call.atomics = call.atomics or int(np.prod(call.launch.grid)) > 1
+        if lowp.is_lowp(val.data.dtype):
+            made = lowp_builder.atomic_rmw(op, ptr, val, mask)
+        else:
+            made = original(self, op, ptr, val, mask, sem, scope)
+        if call is not None and call.launch is not None and flat_mask is not None:
+            made = _masked_atomic_lanes(call, made, flat_mask)
+        return made
 
     return atomic_rmw
 
 
+def _masked_atomic_lanes(call: _Call, made: Any, mask: np.ndarray) -> Any:
+    """An atomic's result at its masked-off lanes: 0 (NVIDIA zeroes the register; AMD leaves it undefined), or
+    poison where the call asks for it. Noted as a site like a load without `other`."""
+    masked = ~np.broadcast_to(mask, np.shape(made.data))
+    if not masked.any():
+        return made
+    site = call.note_undefined(" (an atomic's result)")
+    if not call.poisons(site or ""):
+        return made
+    dtype = made.data.dtype
+    poison = numerics.poison_block(
+        getattr(made.dtype, "name", ""), dtype, np.shape(made.data), call.settings.seed
+    )
+    data = np.where(masked, poison, made.data).astype(dtype, copy=False)
+    return sys.modules[MODULE].TensorHandle(data, made.dtype)
+
+
 def _atomic_cas(original: Any) -> Any:
     def atomic_cas(self: Any, ptr: Any, cmp: Any, val: Any, sem: Any, scope: Any) -> Any:
+        call = _state["call"]
         if _checked("atomic", ptr.data, None, base_of(ptr)) is not None:
-            _state["call"].launch.synchronised = True
+            call.launch.synchronised = True
+            call.atomics = call.atomics or int(np.prod(call.launch.grid)) > 1
+        if lowp.is_lowp(val.data.dtype):
+            return lowp_builder.atomic_cas(self, ptr, cmp, val, sem)
         return original(self, ptr, cmp, val, sem, scope)
 
     return atomic_cas
@@ -474,37 +569,97 @@ def _atomic_cas(original: Any) -> Any:
 def _dot(original: Any) -> Any:
     def dot(self: Any, a: Any, b: Any, d: Any, input_precision: Any, max_num_imprecise_acc: Any) -> Any:
         call = _state["call"]
-        if call is None or a.data.dtype != np.float32 or b.data.dtype != np.float32:
+        module = sys.modules[MODULE]
+        if call is None:
+            return original(self, a, b, d, input_precision, max_num_imprecise_acc)
+        if lowp.is_lowp(a.data.dtype) or lowp.is_lowp(b.data.dtype):
+            # bf16 and fp8 products are exact in fp32; the GPU accumulates them in fp32 (`d`'s type).
+            result = numerics.dot_fp32(a.data.astype(np.float32), b.data.astype(np.float32), d.data, "ieee")
+            return module.TensorHandle(result, d.dtype.scalar)
+        if a.data.dtype != np.float32 or b.data.dtype != np.float32:
             return original(self, a, b, d, input_precision, max_num_imprecise_acc)
         name = getattr(input_precision, "name", str(input_precision)).lower()
         precision = name if name in ("tf32", "tf32x3") else "ieee"
+        if call.settings.ieee_dots:
+            precision = "ieee"
         call.dot_precisions.add(precision)
-        module = sys.modules[MODULE]
+        if precision != "ieee" or _state["dot_defaulted"]:
+            _note_dot(call, precision)
         result = numerics.dot_fp32(a.data, b.data, d.data, precision)
         return module.TensorHandle(result, d.dtype.scalar)
 
     return dot
 
 
+# Lines whose fp32 `tl.dot` left `input_precision` at its default, as the traced pass saw them (a replay runs
+# no Python to tell): the note is made again when the tape replays the dot at that line.
+_defaulted_sites: set[str] = set()
+
+
+def _note_dot(call: _Call, precision: str) -> None:
+    if len(call.dot_sites) >= MAX_POISON_SITES or not call.looked_up():
+        return
+    site = f"`{call.launch.kernel if call.launch else 'kernel'}` at {_site()}"
+    if precision != "ieee":
+        call.dot_sites.setdefault(site, precision)
+    if _state["dot_defaulted"]:
+        _defaulted_sites.add(site)
+    if site in _defaulted_sites:
+        call.dot_defaulted.setdefault(site)
+
+
 def _gap(name: str, original: Any) -> Any:
-    """The interpreter raises NotImplementedError for inline assembly and extern calls: recorded, so that the
-    case is reported as not judged (the interpreter's gap), not as the kernel raising."""
+    """The interpreter raises NotImplementedError for inline assembly and extern calls: recorded with the kernel
+    and line, so that the case is reported as not judged (the interpreter's gap), not as the kernel raising."""
 
     def unsupported(self: Any, *args: Any, **kwargs: Any) -> Any:
-        call = _state["call"]
-        if call is not None:
-            call.gaps.add(name)
+        _note_gap(f"`{name}`")
         return original(self, *args, **kwargs)
 
     return unsupported
 
 
+def _note_gap(what: str) -> None:
+    call = _state["call"]
+    if call is not None and len(call.gaps) < MAX_POISON_SITES:
+        kernel = call.launch.kernel if call.launch is not None else "a kernel"
+        call.gaps.add(f"{what} in `{kernel}` at {_site()}")
+
+
 def _inline_asm_gap(original: Any) -> Any:
-    return _gap("inline_asm", original)
+    return _gap("inline_asm_elementwise", original)
 
 
 def _extern_gap(original: Any) -> Any:
     return _gap("extern_elementwise", original)
+
+
+def _dot_scaled_gap(original: Any) -> Any:
+    """Scaled dots (microscaling formats) compute in bf16 bit patterns in the interpreter: not judged."""
+
+    def dot_scaled(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _note_gap("`dot_scaled`")
+        raise NotImplementedError("dot_scaled is not computed as the GPU computes it here")
+
+    return dot_scaled
+
+
+def _modelled(wrap: Any) -> Any:
+    """A lowp_builder replacement whose `Unmodelled` (fp8e4b15) is recorded as a gap, with the kernel and line."""
+
+    def wrapped(original: Any) -> Any:
+        inner = wrap(original)
+
+        def method(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return inner(*args, **kwargs)
+            except lowp_builder.Unmodelled as exc:
+                _note_gap(str(exc))
+                raise NotImplementedError(f"{exc} are not computed as the GPU computes them here") from None
+
+        return method
+
+    return wrapped
 
 
 def _fault_in(exc: BaseException) -> KernelFault | None:
@@ -578,6 +733,8 @@ def _run_grid(original: Any) -> Any:
             call.launch = launch
             gy, gz = dims[1], dims[2]
             order = rng.permutation(dims[0] * gy * gz)
+            if not call.settings.seeded_order:
+                order = np.arange(order.size)
             try:
                 vectorise = call.settings.vectorise
                 if vectorise is None:
@@ -599,11 +756,17 @@ def _run_grid(original: Any) -> Any:
                 fault = _fault_in(exc)
                 if fault is not None:
                     raise KernelFault(str(fault)) from None
+                internal.raise_if_internal(call, self.fn, exc)
                 if triton.knobs.compilation.front_end_debugging:
                     raise
                 raise module.InterpreterError(repr(exc)) from exc
             finally:
                 call.launch = None
+        except (KernelFault, internal.LayerError, module.InterpreterError):
+            raise
+        except Exception as exc:  # before any program ran: the arguments, the grid
+            internal.raise_if_internal(call, self.fn, exc)
+            raise
         finally:
             patch_scope.restore()
             setattr(module, "_patch_lang", patch_lang)  # noqa: B010
@@ -696,10 +859,16 @@ def _replayed(
         return None
 
     def noted() -> Any:
-        then = (call.site_lookups, dict(call.poisoned), set(call.dot_precisions), dict(call.notes))
+        then = (
+            call.site_lookups, dict(call.undefined), set(call.dot_precisions), dict(call.notes),
+            dict(call.dot_sites), dict(call.dot_defaulted), call.atomics, set(call.gaps),
+        )  # fmt: skip
 
         def put_back() -> None:
-            call.site_lookups, call.poisoned, call.dot_precisions, call.notes = then
+            (
+                call.site_lookups, call.undefined, call.dot_precisions, call.notes, call.dot_sites,
+                call.dot_defaulted, call.atomics, call.gaps,
+            ) = then  # fmt: skip
 
         return put_back
 
@@ -758,20 +927,51 @@ def _patched_once(patch_lang: Any) -> Any:
     `triton.language` (most of a small program's time) that finds them patched already. Patching the same
     modules again within the launch sets the same wrappers, so skipping it changes nothing but the time."""
     done: set[tuple[int, ...]] = set()
+    namespaces: set[int] = set()
 
     def once(fn: Any) -> Any:
-        langs = _lang_key(fn)
-        if langs in done:
-            return _NothingToRestore()
-        done.add(langs)
-        scope = patch_lang(fn)
-        if callable(getattr(scope, "set_attr", None)):
-            import triton.language as tl
+        import triton.language as tl
 
-            scope.set_attr(tl.tensor, "__index__", _scalar_index)  # undone with the interpreter's patches
-        return scope
+        langs = _lang_key(fn)
+        target = (
+            fn if langs else imported.with_tl()
+        )  # builtins imported by name only: the language is patched anyway
+        langs = langs or _lang_key(target)
+        scope: Any = None
+        if langs not in done:
+            done.add(langs)
+            scope = patch_lang(target)
+            if callable(getattr(scope, "set_attr", None)):
+                scope.set_attr(tl.tensor, "__index__", _scalar_index)  # undone with the interpreter's patches
+                for lang in (tl, tl.core):
+                    if getattr(lang, "dot", None) is not None:
+                        scope.set_attr(lang, "dot", _dot_noting(lang.dot))
+        namespace = getattr(fn, "__globals__", None)
+        if isinstance(namespace, dict) and id(namespace) not in namespaces:
+            namespaces.add(id(namespace))
+            scope = imported.patch_imported_builtins(namespace, scope)
+        return scope if scope is not None else _NothingToRestore()
 
     return once
+
+
+def _dot_noting(patched: Any) -> Any:
+    """`tl.dot` as the interpreter patched it, telling `_dot` whether the kernel left `input_precision` (and the
+    deprecated `allow_tf32`) unset: fp32 inputs then take the backend's default (TF32 on NVIDIA)."""
+    if getattr(patched, "_gpuemu_dot", False):
+        return patched
+
+    def dot(*args: Any, **kwargs: Any) -> Any:
+        asked = [*args[3:5], kwargs.get("input_precision"), kwargs.get("allow_tf32")]
+        before = _state["dot_defaulted"]
+        _state["dot_defaulted"] = all(getattr(a, "value", a) is None for a in asked)
+        try:
+            return patched(*args, **kwargs)
+        finally:
+            _state["dot_defaulted"] = before
+
+    dot._gpuemu_dot = True  # type: ignore[attr-defined]
+    return dot
 
 
 def _scalar_index(self: Any) -> int:
@@ -834,23 +1034,6 @@ def _replayed_patch_lang(original: Any) -> Any:
     return patch_lang
 
 
-def _cached_np_dtype(original: Any) -> Any:
-    """The interpreter's `_get_np_dtype`, which builds a table of every type at each call (a few per
-    operation), answered from a table of the types seen (keyed by the type: its hash and equality)."""
-    seen: dict[Any, Any] = {}
-
-    def np_dtype(tt_dtype: Any) -> Any:
-        try:
-            return seen[tt_dtype]
-        except KeyError:
-            found = seen[tt_dtype] = original(tt_dtype)
-            return found
-        except TypeError:  # an unhashable type: the interpreter's way
-            return original(tt_dtype)
-
-    return np_dtype
-
-
 def _boolop_note() -> None:
     tracer = replay._state["tracer"]
     if tracer is not None:  # the note is made by the kernel's Python, which a replay does not run
@@ -896,7 +1079,7 @@ def _patch(module: Any) -> None:
         return
     executor = module.GridExecutor
     builder = module.InterpreterBuilder
-    replaced = [
+    replaced: list[tuple[Any, str, Callable[[Any], Any]]] = [
         (executor, "__call__", _run_grid),
         (builder, "create_masked_load", _masked_load),
         (builder, "create_masked_store", _masked_store),
@@ -907,15 +1090,29 @@ def _patch(module: Any) -> None:
     replaced.extend((builder, name, derived) for name in PROVENANCE if name in builder.__dict__)
     if "_patch_lang" in module.__dict__ and "_LangPatchScope" in module.__dict__:
         replaced.append((module, "_patch_lang", _replayed_patch_lang))
-    replaced.append((module, "_get_np_dtype", _cached_np_dtype))
-    if "create_inline_asm" in builder.__dict__:
-        replaced.append((builder, "create_inline_asm", _inline_asm_gap))
-    if "create_extern_elementwise" in builder.__dict__:
-        replaced.append((builder, "create_extern_elementwise", _extern_gap))
+    replaced.extend((owner, name, _modelled(wrap)) for owner, name, wrap in lowp_builder.replaced(module))
+    gaps = {
+        "create_inline_asm": _inline_asm_gap,
+        "create_extern_elementwise": _extern_gap,
+        "create_dot_scaled": _dot_scaled_gap,
+    }
+    replaced.extend((builder, name, wrap) for name, wrap in gaps.items() if name in builder.__dict__)
+    replaced.extend(autotune.replaced(_autotune_draw))
     for owner, name, wrap in replaced:
         original = owner.__dict__[name]
-        setattr(owner, name, wrap(original))
+        wrapper = wrap(original)
+        setattr(owner, name, wrapper)
         _state["restore"].append((owner, name, original))
+        if call is not None:
+            call.installed.append((owner, name, wrapper))
+    if call is not None:
+        call.patches += 1
+
+
+def _autotune_draw() -> int:
+    """Which config an autotuned launch runs: from the case seed and the launch's place in the call."""
+    call = _state["call"]
+    return 0 if call is None else (call.settings.seed + 7919 * call.launches) & 0x7FFFFFFF
 
 
 def _unpatch() -> None:
@@ -950,5 +1147,32 @@ def intercepted(settings: CallSettings) -> Iterator[_Call]:
     try:
         yield call
     finally:
+        tampered = _tampering(call)
+        if tampered:
+            call.findings.append((TAMPERED, tampered))
+            guard.restore()
         _state["call"] = None
         _unpatch()
+
+
+def _tampering(call: _Call) -> str:
+    """Why the checks of this call may not all have run as the layer installed them ("" when they did): the op
+    replaced the layer's record of the call, one of its hooks on the interpreter, or its code (guard.py)."""
+    why = ""
+    if _state.get("call") is not call:
+        why = "its record of the running call was replaced"
+    elif call.patches > 1:
+        why = "it was installed on the interpreter more than once during the call"
+    else:
+        moved = [
+            f"{getattr(o, '__name__', o)}.{n}" for o, n, w in call.installed if o.__dict__.get(n) is not w
+        ]
+        changed = moved or guard.changed()
+        if changed:
+            why = f"{', '.join(changed[:5])} changed during the call"
+    if not why:
+        return ""
+    return (
+        f"the op changed gpuemu-ci's Triton layer while it ran ({why}): the bounds, race and masked-lane "
+        "checks it was promised may not have run, so the case cannot pass"
+    )

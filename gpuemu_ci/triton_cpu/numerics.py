@@ -1,35 +1,33 @@
-"""What a GPU computes where Triton's interpreter computes something else: masked-off lanes of a load without
-`other` (undefined on the GPU; zeros in the interpreter) and fp32 `tl.dot` at its input precision (TF32 by
-default on the GPU; full fp32 in the interpreter)."""
+"""What a GPU computes where Triton's interpreter computes something else: what masked-off lanes of a load
+without `other` read in the "poison" mode (undefined in Triton's language; NVIDIA and AMD read 0, which is
+what the layer gives them by default) and fp32 `tl.dot` at its input precision (TF32 by default on NVIDIA;
+full fp32 in the interpreter)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-# Triton's names of the float types the interpreter keeps as bit patterns: NaN, +Inf, -Inf of each (the fp8
-# types without infinities repeat NaN).
-_BIT_PATTERNS = {
-    "bf16": (0x7FC0, 0x7F80, 0xFF80),
-    "fp8e5": (0x7F, 0x7C, 0xFC),
-    "fp8e4nv": (0x7F, 0x7F, 0xFF),
-    "fp8e4b15": (0x7F, 0x7F, 0xFF),
-    "fp8e5b16": (0x80, 0x80, 0x80),  # the fnuz types have one NaN (the negative zero pattern), no Inf
-    "fp8e4b8": (0x80, 0x80, 0x80),
-}
+from gpuemu_ci.triton_cpu import lowp
+
+# Triton's fp8 type that has no NumPy type (lowp.UNMODELLED): its bit patterns of NaN, +Inf, -Inf (none: NaN).
+_BIT_PATTERNS = {"fp8e4b15": (0x7F, 0x7F, 0xFF)}
 
 
 def poison_block(type_name: str, np_dtype: np.dtype, shape: tuple[int, ...], seed: int) -> np.ndarray:
-    """What the masked-off lanes of a load without `other` read (undefined on a GPU). Floats: NaN, +Inf and
-    -Inf in turn, lane by lane, starting where the case seed says, so a masked lane that reaches a sum, a max
-    or a min changes it (`tl.max` ignores NaN, as the GPU's max does). Integers: a loud value near the end of
-    the type's range that depends on the seed. True for booleans."""
+    """What the masked-off lanes of a load without `other` read in the poison mode. Floats (bf16 and fp8
+    included, held as their values): NaN, +Inf and -Inf in turn, lane by lane, starting where the case seed
+    says, so a masked lane that reaches a sum, a max or a min changes it (`tl.max` ignores NaN, as the GPU's
+    max does; the fp8 types without infinities read NaN there). Integers: a loud value near the end of the
+    type's range that depends on the seed. True for booleans."""
     count = int(np.prod(shape)) if shape else 1
     turn = (np.arange(count) + seed % 3) % 3
     if type_name in _BIT_PATTERNS:
         patterns = np.array(_BIT_PATTERNS[type_name], dtype=np_dtype)
         return patterns[turn].reshape(shape)
-    if np_dtype.kind == "f":
-        return np.array([np.nan, np.inf, -np.inf], dtype=np_dtype)[turn].reshape(shape)
+    if lowp.is_float(np_dtype):
+        with np.errstate(invalid="ignore"):
+            specials = np.array([np.nan, np.inf, -np.inf], dtype=np.float32).astype(np_dtype)
+        return specials[turn].reshape(shape)
     if np_dtype.kind == "b":
         return np.ones(shape, dtype=np_dtype)
     if np_dtype.kind in "iu":

@@ -241,6 +241,28 @@ def test_a_comparison_of_two_interpreted_runs_is_not_a_proof(proof: ModuleType) 
     ]
 
 
+def test_the_cpu_side_must_warn_about_the_kernel_reading_masked_lanes_without_other(
+    proof: ModuleType,
+) -> None:
+    """The masked-lanes kernel of the Triton example: both sides read 0 there, so the verdicts agree; the CPU side
+    must also say that Triton leaves those lanes undefined."""
+    gpu = {
+        "environment": {"gpu": {"name": "H100"}},
+        "ops": [{"name": "rmsnorm_no_other", "interpreter": None}],
+    }
+    cpu_op: dict[str, Any] = {"name": "rmsnorm_no_other", "interpreter": "triton-interpreter"}
+    silent = {"environment": {"gpu": None}, "ops": [cpu_op]}
+    assert proof.sides_problems(silent, gpu)["problems"] == [
+        "rmsnorm_no_other: the CPU side did not warn about masked lanes read without `other`"
+    ]
+    note = "`_rmsnorm_forward` at rmsnorm.py:40 (in _rmsnorm_forward) loads masked lanes without `other`, ..."
+    warned = {**silent, "ops": [{**cpu_op, "triton_notes": [note]}]}
+    assert proof.sides_problems(warned, gpu) == {"problems": []}
+    assert (
+        "rmsnorm_no_other" in proof.MASKED_LANE_OPS and "examples/triton/gpuemu.toml" in proof.TRITON_CONFIGS
+    )
+
+
 # ---- the examples' results on the device ---------------------------------------------------------------------
 
 

@@ -63,6 +63,16 @@ def test_the_example_passes_forward_and_backward(example: str, tmp_path: Path) -
             assert row["gradients"], (op["name"], row["dtype"])
     if example == "triton" and results["environment"].get("gpu") is None:
         assert all(op["interpreter"] == "triton-interpreter" for op in results["ops"])
+        ops = {op["name"]: op for op in results["ops"]}
+        for op in ops.values():  # bfloat16 judged on the CPU, nothing skipped
+            assert op["cases_skipped"] == 0 and {r["dtype"] for r in op["dtypes"]} == {
+                "float32",
+                "float16",
+                "bfloat16",
+            }
+        [note] = ops["rmsnorm_no_other"]["triton_notes"]
+        assert "rmsnorm.py:" in note and "loads masked lanes without `other`" in note
+        assert ops["rmsnorm"]["triton_notes"] == []
 
 
 @pytest.mark.slow

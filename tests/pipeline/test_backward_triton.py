@@ -1,8 +1,7 @@
 """A Triton kernel's backward under Triton's CPU interpreter (issue #20, item 4): the fused RMSNorm of the bug
 corpus (bench/corpus/corpus_kernels/triton_backward.py), forward and backward kernels behind a
-torch.autograd.Function. fp32 and fp16 cases are judged, gradients included; a bf16 case is skipped like any
-case in which the interpreter handled bf16 (backends/triton_probe.py), never passed; the bug (dweight's row
-blocks summed with `=`) is caught and named."""
+torch.autograd.Function. fp32, fp16 and bf16 cases are judged, gradients included (the layer computes bf16 as
+the GPU does: triton_cpu/lowp.py); the bug (dweight's row blocks summed with `=`) is caught and named."""
 
 from __future__ import annotations
 
@@ -59,19 +58,16 @@ def run(make_project, cli, tmp_path: Path, op: str) -> tuple[CliResult, dict]:
     return result, json.loads((tmp_path / "out" / "results.json").read_text())["ops"][0]
 
 
-def test_triton_backward_is_judged_in_the_interpreter_and_bf16_skipped(make_project, cli, tmp_path):
+def test_triton_backward_is_judged_in_the_interpreter_bf16_included(make_project, cli, tmp_path):
     result, op = run(make_project, cli, tmp_path, "rmsnorm")
     assert result.code == 0, result.output
     assert op["interpreter"] == "triton-interpreter"
     rows = {row["dtype"]: row for row in op["dtypes"]}
-    for dtype in ("float32", "float16"):
-        assert rows[dtype]["status"] == "passed"
+    for dtype in ("float32", "float16", "bfloat16"):
+        assert rows[dtype]["status"] == "passed" and rows[dtype]["cases_skipped"] == 0
         gradients = {g["of"]: g for g in rows[dtype]["gradients"]}
         assert set(gradients) == {"weight", "x"}
         assert all(0 < g["worst_headroom"] <= 1 and g["rule"] == "bound" for g in gradients.values())
-    assert rows["bfloat16"]["status"] == "skipped"
-    assert rows["bfloat16"]["skip_reason"].startswith("Triton interpreter: bfloat16")
-    assert rows["bfloat16"]["gradients"] == []  # skipped cases are not judged, their gradients neither
 
 
 def test_triton_backward_bug_is_caught_and_named(make_project, cli, tmp_path):
@@ -79,4 +75,4 @@ def test_triton_backward_bug_is_caught_and_named(make_project, cli, tmp_path):
     assert result.code == 1
     failures = op["failures"]
     assert failures and {f["output"] for f in failures} == {"grad of weight"}
-    assert {f["dtype"] for f in failures} <= {"float32", "float16"}
+    assert {f["dtype"] for f in failures} <= {"float32", "float16", "bfloat16"}

@@ -31,3 +31,15 @@ def run_interpreted(script: str, directory: Path) -> dict:
     assert done.returncode == 0, done.stderr[-3000:]
     result: dict = json.loads(done.stdout.strip().splitlines()[-1])
     return result
+
+
+def gpuemu(*args: str, cwd: Path, first_on_path: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """`gpuemu-ci ARGS` as a user's shell runs it (real worker processes), with this checkout's package;
+    `first_on_path` goes before it on PYTHONPATH (a `sitecustomize` the workers' interpreter loads)."""
+    env = checkout_env()
+    if first_on_path is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(first_on_path), env["PYTHONPATH"]])
+    return subprocess.run(
+        [sys.executable, "-m", "gpuemu_ci", *args], cwd=cwd, env=env, capture_output=True, text=True,
+        timeout=1200, check=False,
+    )  # fmt: skip

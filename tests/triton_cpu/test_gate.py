@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from tests.triton_cpu.support_interpreter import checkout_env
+from tests.triton_cpu.support_interpreter import gpuemu
 
 pytest.importorskip("torch")
 pytest.importorskip("triton")
@@ -114,19 +113,11 @@ def _project(tmp_path: Path) -> Path:
     return config
 
 
-def _gpuemu(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = checkout_env()
-    return subprocess.run(
-        [sys.executable, "-m", "gpuemu_ci", *args], cwd=cwd, env=env, capture_output=True, text=True,
-        timeout=600, check=False,
-    )  # fmt: skip
-
-
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, subprocess.CompletedProcess[str]]:
     tmp_path = tmp_path_factory.mktemp("gate")
     config = _project(tmp_path)
-    done = _gpuemu("run", "--config", str(config), "--seed", "3", "--out", "out", "--jobs", "2", cwd=tmp_path)
+    done = gpuemu("run", "--config", str(config), "--seed", "3", "--out", "out", "--jobs", "2", cwd=tmp_path)
     return tmp_path, json.loads((tmp_path / "out" / "results.json").read_text()), done
 
 
@@ -143,19 +134,13 @@ def test_a_store_past_the_end_fails_the_gate_as_out_of_bounds_with_where(run: tu
     assert "raised" not in message  # the kernel's stop is the finding, not an exception of the op
 
 
-def test_an_out_of_bounds_store_fails_even_where_the_interpreter_mishandles_the_dtype(run: tuple) -> None:
-    """bfloat16 cases are not judged (the interpreter computes them on bit patterns), but a store past the end
-    is the kernel's fault whatever the numbers."""
-    from triton.runtime import interpreter
-
-    if not hasattr(interpreter.InterpreterBuilder, "get_bf16"):
-        pytest.skip(
-            "this Triton's interpreter cannot make a bfloat16 constant: the kernel stops before its store"
-        )
+def test_bfloat16_cases_are_judged_and_a_store_past_the_end_fails_as_in_float32(run: tuple) -> None:
+    """bfloat16 values are real numbers under the layer (triton_cpu/lowp.py): the cases are judged, and the
+    unmasked store fails as out of bounds wherever the last program does not fit."""
     _, results, _ = run
     op = next(op for op in results["ops"] if op["name"] == "scale_unmasked_bf16")
     assert op["status"] == "failed" and {f["kind"] for f in op["failures"]} == {"out_of_bounds"}
-    assert op["cases_passed"] == 0  # the cases whose last program fits are still not judged
+    assert op["cases_skipped"] == 0 and op["cases_passed"] + op["cases_failed"] == op["cases_total"]
 
 
 def test_split_sums_without_atomics_fail_as_a_race_unless_sanitize_is_off(run: tuple) -> None:
@@ -181,18 +166,24 @@ def test_the_results_count_launches_run_vectorised_and_one_program_at_a_time_wit
     )
 
 
-def test_inline_assembly_the_interpreter_cannot_run_is_not_judged_not_the_kernels_failure(run: tuple) -> None:
+def test_inline_assembly_the_interpreter_cannot_run_is_not_judged_and_names_kernel_and_line(
+    run: tuple,
+) -> None:
+    """Not judged is never passed: each case is an error of the op (a GPU runs it), naming what the
+    interpreter could not run, in which kernel and at which line."""
     _, results, _ = run
     op = next(op for op in results["ops"] if op["name"] == "asm")
-    assert op["status"] == "skipped" and op["cases_failed"] == 0
-    assert "Triton interpreter: inline_asm unsupported" in json.dumps(op)
+    assert op["status"] == "error" and op["cases_failed"] == 0 and op["cases_passed"] == 0
+    message = op["failures"][0]["message"]
+    assert "not judged on this machine: Triton's interpreter cannot run `inline_asm_elementwise`" in message
+    assert "in `_asm` at kernels.py:" in message and "a GPU runs it" in message
 
 
 def test_an_out_of_bounds_failure_replays_from_its_seed(run: tuple) -> None:
     tmp_path, results, _ = run
     failure = next(op for op in results["ops"] if op["name"] == "scale_unmasked")["failures"][0]
     seed = str(failure["case_seed"])
-    done = _gpuemu("replay", "--op", "scale_unmasked", "--seed", seed, "--out", "replayed", cwd=tmp_path)
+    done = gpuemu("replay", "--op", "scale_unmasked", "--seed", seed, "--out", "replayed", cwd=tmp_path)
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
     assert "out_of_bounds" in done.stdout + done.stderr
     assert "store out of bounds in kernel `_scale`" in done.stdout + done.stderr

@@ -87,7 +87,8 @@ SCRIPT = textwrap.dedent("""
                 error = str(exc)
         report = call.report()
         return {"error": error, "findings": [list(f) for f in report.findings], "launches": report.launches,
-                "dots": list(report.dot_precisions), "poisoned": list(report.poisoned), "notes": list(report.notes)}
+                "dots": list(report.dot_precisions), "undefined": list(report.undefined_lanes),
+                "notes": list(report.notes)}
 
     out = {}
     # an unmasked store on the last program, into a view of a larger buffer: stopped before the write
@@ -110,8 +111,12 @@ SCRIPT = textwrap.dedent("""
     for seed in (1, 2):
         for name, dtype in (("f", torch.float32), ("i", torch.int32)):
             src, got = torch.zeros(8, dtype=dtype), torch.zeros(8, dtype=dtype)
-            out[f"poison_{name}{seed}"] = run(CallSettings(seed), lambda: masked[(1,)](src, got, 5, BLOCK=8))
+            poison = CallSettings(seed, masked_lanes="poison")
+            out[f"poison_{name}{seed}"] = run(poison, lambda: masked[(1,)](src, got, 5, BLOCK=8))
             out[f"poison_{name}{seed}_values"] = [str(v) for v in got.tolist()]
+    src, got = torch.ones(8), torch.full((8,), 5.0)
+    out["zero"] = run(CallSettings(1), lambda: masked[(1,)](src, got, 5, BLOCK=8))
+    out["zero_values"] = got.tolist()
     src, got = torch.zeros(8), torch.zeros(8)
     masked[(1,)](src, got, 5, BLOCK=8)  # outside a call: the plain interpreter
     out["poison_outside"] = got.tolist()
@@ -188,14 +193,21 @@ def test_a_row_padded_slice_read_with_its_stride_passes_and_without_it_reads_the
     assert "`x_ptr` (shape [4, 10], strides [12, 1])" in message and "not one of its elements" in message
 
 
-def test_masked_lanes_without_other_are_poisoned_per_seed_and_replay_exactly(seen: dict) -> None:
+def test_masked_lanes_without_other_read_zero_as_on_nvidia_and_amd_and_their_line_is_noted(
+    seen: dict,
+) -> None:
+    assert seen["zero_values"] == [1.0] * 5 + [0.0] * 3  # a register zeroed before the predicated load
+    assert seen["zero"]["findings"] == [] and "kernels.py:" in seen["zero"]["undefined"][0]
+
+
+def test_masked_lanes_without_other_are_poisoned_per_seed_in_the_poison_mode(seen: dict) -> None:
     f1, f2 = seen["poison_f1_values"], seen["poison_f2_values"]
     assert f1[:5] == ["0.0"] * 5 and f2[:5] == ["0.0"] * 5
     assert set(f1[5:]) <= {"nan", "inf", "-inf"} and len(set(f1[5:])) == 3
     assert f1[5:] != f2[5:]  # where the NaN/+Inf/-Inf turn starts depends on the seed
     i1, i2 = seen["poison_i1_values"], seen["poison_i2_values"]
     assert all(abs(int(v)) > 2**30 for v in i1[5:] + i2[5:]) and i1[5:] != i2[5:]
-    assert seen["poison_f1"]["poisoned"] and "kernels.py:" in seen["poison_f1"]["poisoned"][0]
+    assert seen["poison_f1"]["undefined"] and "kernels.py:" in seen["poison_f1"]["undefined"][0]
     assert seen["poison_outside"][5:] == [0.0, 0.0, 0.0]  # the plain interpreter, outside an op call
 
 

@@ -124,7 +124,7 @@ SCRIPT = textwrap.dedent('''
         seen = {}
         for name, make, launch in launches():
             args = make()
-            with intercepted(CallSettings(5, **settings)) as call:
+            with intercepted(CallSettings(5, masked_lanes="poison", **settings)) as call:
                 try:
                     launch(*args)
                     error = None
@@ -132,7 +132,7 @@ SCRIPT = textwrap.dedent('''
                     error = str(exc)
             report = call.report()
             seen[name] = {"bytes": [a.numpy().tobytes().hex() for a in args], "error": error,
-                          "findings": [list(f) for f in report.findings], "poisoned": list(report.poisoned),
+                          "findings": [list(f) for f in report.findings], "poisoned": list(report.undefined_lanes),
                           "vectorised": report.vectorised, "replayed": call.replayed}
         out[mode] = seen
     print(json.dumps(out))

@@ -161,7 +161,7 @@ SCRIPT = textwrap.dedent('''
         seen = []
         for vectorise in (False, True, True):
             args = make()
-            with intercepted(CallSettings(11, vectorise=vectorise)) as call:
+            with intercepted(CallSettings(11, vectorise=vectorise, masked_lanes="poison")) as call:
                 try:
                     launch(*args)
                     error = None
@@ -172,7 +172,7 @@ SCRIPT = textwrap.dedent('''
                          "findings": [list(f) for f in report.findings], "vectorised": report.vectorised,
                          "per_program": [list(p) for p in report.per_program],
                          "grouped": [list(g) for g in report.grouped], "replayed": call.replayed,
-                         "poisoned": list(report.poisoned), "precisions": list(report.dot_precisions)})
+                         "poisoned": list(report.undefined_lanes), "precisions": list(report.dot_precisions)})
         return seen
 
     g = torch.Generator().manual_seed(0)
@@ -240,7 +240,7 @@ SCRIPT = textwrap.dedent('''
     for vectorise in (False, True):
         x = torch.randn(100, generator=g.manual_seed(10))
         ys = []
-        with intercepted(CallSettings(12, vectorise=vectorise)) as call:
+        with intercepted(CallSettings(12, vectorise=vectorise, masked_lanes="poison")) as call:
             for shift in (1, 0, 0, 0, 0, 0, 0):
                 ys.append(torch.zeros(100))
                 shifted[(4,)](x, ys[-1], 100, shift, BLOCK=32)

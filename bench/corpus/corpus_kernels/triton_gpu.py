@@ -70,24 +70,31 @@ SCALE_BLOCK = 256
 
 
 @triton.jit
-def _scale(x_ptr, y_ptr, N, stride, MASK_STORE: tl.constexpr, BLOCK: tl.constexpr):
+def _scale(
+    x_ptr, y_ptr, N, stride, MASK_STORE: tl.constexpr, TRUNCATE_BF16: tl.constexpr, BLOCK: tl.constexpr
+):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(x_ptr + offs * stride, mask=offs < N, other=0.0)
-    if MASK_STORE:
+    if TRUNCATE_BF16:  # the bug: fp32 -> bf16 by dropping the low 16 bits (truncation, not rounding)
+        wide = x.to(tl.float32) * 2.0 + 1.0
+        kept = (wide.to(tl.uint32, bitcast=True) >> 16).to(tl.uint16)
+        tl.store(y_ptr + offs, kept.to(tl.bfloat16, bitcast=True), mask=offs < N)
+    elif MASK_STORE:
         tl.store(y_ptr + offs, x * 2.0 + 1.0, mask=offs < N)
     else:
         tl.store(y_ptr + offs, x * 2.0 + 1.0)  # the bug: the last program writes past the end
 
 
 def _launch_scale(
-    x: torch.Tensor, mask_store: bool, honour_stride: bool, block: int = SCALE_BLOCK
+    x: torch.Tensor, mask_store: bool, honour_stride: bool, block: int = SCALE_BLOCK, truncate: bool = False
 ) -> torch.Tensor:
     (n,) = x.shape
     y = torch.empty(n, dtype=x.dtype)
     if n:
         stride = x.stride(0) if honour_stride else 1
         grid = (triton.cdiv(n, block),)
-        _scale[grid](x, y, n, stride, MASK_STORE=mask_store, BLOCK=block)
+        truncate_bf16 = truncate and x.dtype == torch.bfloat16
+        _scale[grid](x, y, n, stride, MASK_STORE=mask_store, TRUNCATE_BF16=truncate_bf16, BLOCK=block)
     return y
 
 
@@ -105,6 +112,51 @@ def scale_unmasked_store(x: torch.Tensor) -> torch.Tensor:
 
 def scale_ignores_stride(x: torch.Tensor) -> torch.Tensor:
     return _launch_scale(x, True, False)
+
+
+def scale_truncating_bf16_store(x: torch.Tensor) -> torch.Tensor:
+    return _launch_scale(x, True, True, truncate=True)
+
+
+# ---- fp8 quantize and dequantize ---------------------------------------------------------------------------
+
+QUANT_BLOCK = 1024
+
+
+@triton.jit
+def _fp8_roundtrip(x_ptr, y_ptr, N, E5M2: tl.constexpr, BLOCK: tl.constexpr):
+    # One row per program, scaled by a power of two that brings its largest |x| to [256, 512) (exact in fp32),
+    # stored as fp8 e4m3 (saturating at 448, as `cvt.rn.satfinite` does), read back and unscaled.
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * N + cols, mask=cols < N, other=0.0)
+    amax = tl.max(tl.abs(x), axis=0)
+    exponent = ((amax.to(tl.int32, bitcast=True) >> 23) & 0xFF) - 127
+    shift = tl.maximum(tl.minimum(exponent - 8, 120), -120)
+    down = ((127 - shift) << 23).to(tl.float32, bitcast=True)  # 2^-shift
+    up = ((127 + shift) << 23).to(tl.float32, bitcast=True)  # 2^shift
+    if E5M2:  # noqa: SIM108  # the bug: e5m2 where e4m3 is specified (2 mantissa bits, not 3)
+        q = (x * down).to(tl.float8e5)
+    else:
+        q = (x * down).to(tl.float8e4nv)
+    tl.store(y_ptr + row * N + cols, q.to(tl.float32) * up, mask=cols < N)
+
+
+def _launch_fp8_roundtrip(x: torch.Tensor, e5m2: bool) -> torch.Tensor:
+    x = x.contiguous()
+    M, N = x.shape
+    y = torch.empty_like(x)
+    if M and N:
+        _fp8_roundtrip[(M,)](x, y, N, E5M2=e5m2, BLOCK=max(16, triton.next_power_of_2(N)))
+    return y
+
+
+def fp8_roundtrip(x: torch.Tensor) -> torch.Tensor:
+    return _launch_fp8_roundtrip(x, False)
+
+
+def fp8_roundtrip_e5m2(x: torch.Tensor) -> torch.Tensor:
+    return _launch_fp8_roundtrip(x, True)
 
 
 # ---- column sums split over row chunks ---------------------------------------------------------------------
