@@ -16,6 +16,7 @@ from gpuemu_ci.oracle.argmax import compare_argmax
 from gpuemu_ci.oracle.compare import DEFAULT_TOLERANCES, allclose_allowance, compare, compare_exact
 from gpuemu_ci.oracle.invariants import bias_z, check_invariants
 from gpuemu_ci.oracle.model import CaseVerdict, Comparator, ErrorStats, FailureKind, Finding
+from gpuemu_ci.oracle.nonfinite_rules import nonfinite_rules
 
 STATUS_KIND = {
     CallStatus.CRASHED: FailureKind.CRASHED,
@@ -91,10 +92,14 @@ def _judge(op: OpSpec, case: CaseContext, run: CaseRun, validation: Validation) 
                 stats = out_stats
             continue
         if tuple(y.shape) != tuple(np.shape(r)):
+            # Upstream's `shape_preserved` is this very rule (the output has the reference's shape): say so.
+            declared = (
+                "invariant `shape_preserved` violated: " if op.error_model.invariants.shape_preserved else ""
+            )
             findings.append(
                 Finding(
-                    FailureKind.SHAPE,
-                    f"{label}shape {tuple(y.shape)} != reference shape {tuple(np.shape(r))}",
+                    FailureKind.INVARIANT if declared else FailureKind.SHAPE,
+                    f"{label}{declared}shape {tuple(y.shape)} != reference shape {tuple(np.shape(r))}",
                 )
             )
             continue
@@ -110,12 +115,13 @@ def _judge(op: OpSpec, case: CaseContext, run: CaseRun, validation: Validation) 
         out_stats, out_findings = _compare_one(
             op, case, run, y, np.asarray(r), output_dtype, validation, position
         )
+        if dtypes.info(output_dtype).is_float:
+            out_findings += nonfinite_rules(y, np.asarray(r), validation)
         findings.extend(Finding(f.kind, label + f.message) for f in out_findings)
         if stats is None or (out_stats.headroom or 0) > (stats.headroom or 0):
             stats = out_stats
-        first_shape = tuple(next(iter(case.inputs.values())).shape) if case.inputs else None
         findings.extend(
-            check_invariants(op.error_model.invariants, y, first_shape, output_dtype, op.error_model.bound_c)
+            check_invariants(op.error_model.invariants, y, np.shape(r), output_dtype, op.error_model.bound_c)
         )
         if case.bias_test and out_stats.comparator is not Comparator.EXACT:
             z = bias_z(*bounds.statistic_rows(op, case.kwargs, y, np.asarray(r)), output_dtype)
@@ -202,15 +208,7 @@ def _compare_one(
     explain = None
     if comparator is Comparator.BOUND:
         allowed, explain = _with_empirical(op, case, run, r, allowed, position)
-    stats, findings = compare(
-        y,
-        r,
-        allowed,
-        comparator,
-        output_dtype,
-        check_nan=validation.check_nan,
-        check_inf=validation.check_inf,
-    )
+    stats, findings = compare(y, r, allowed, comparator, output_dtype)
     low = case.low_outputs
     if low is not None and len(low) > position and any(f.kind is FailureKind.NONFINITE for f in findings):
         working = precision.working_precision(op, case.dtype) or "float32"

@@ -18,6 +18,7 @@ import msgspec
 from gpuemu_ci.errors import UsageError
 from gpuemu_ci.results.coverage import merge as merge_coverage
 from gpuemu_ci.results.model import (
+    OTHER_SHARDS,
     DtypeResult,
     Failure,
     OpResult,
@@ -34,8 +35,6 @@ from gpuemu_ci.results.rules import (
     op_status,
     rows_reasons,
 )
-
-OTHER_SHARDS = "other shards"
 
 
 @dataclass(frozen=True)
@@ -69,6 +68,7 @@ def check_shards(shards: Sequence[Shard]) -> list[Shard]:
         ("suite", lambda r: r.suite),
         ("gpuemu-ci version", lambda r: r.tool.version),
         ("plan (ops, dtypes, case seeds)", lambda r: r.shard.plan if r.shard else None),
+        ("--allow-skips setting", lambda r: r.skips_allowed),
     )
     for shard in shards[1:]:
         for what, key in same:
