@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuemu_ci.config import ops as ops_parser
+from gpuemu_ci.config.expressions import ExpressionError, parse_expression
 from gpuemu_ci.config.kernel_layouts import fit_layouts, flushes_subnormals
 from gpuemu_ci.config.model import (
     ArtifactChecks,
@@ -26,6 +27,7 @@ from gpuemu_ci.config.model import (
     KernelDeltaOverride,
     KernelLaunch,
     KernelSpec,
+    OpSpec,
     Policies,
     Project,
     Validation,
@@ -418,6 +420,7 @@ def _kernel(
                 f"says {launch.output_dtype!r} but the kernel's `output_dtype` says {op.output_dtype!r}; "
                 "give it once",
             )
+        _check_launch_names(launch, op, launch_table)  # type: ignore[arg-type]
         if launch.output_dtype:  # the oracle judges the output in the dtype the kernel writes
             op = dataclasses.replace(op, output_dtype=launch.output_dtype)
         # A bare pointer carries no strides: each input is drawn only in layouts its launch args can describe.
@@ -469,6 +472,32 @@ def _artifact_checks(table: TableReader | None) -> ArtifactChecks:
     )
     table.finish()
     return checks
+
+
+def _check_launch_names(launch: KernelLaunch, op: OpSpec, table: TableReader) -> None:
+    """Every name a launch reads is one the case defines (a dim, a kwarg, an input, `out`), checked now: on a
+    machine without a GPU the launch never runs, and a misspelt name would otherwise wait for one."""
+    dims = {d.name for d in op.shapes.dims}
+    allowed = dims | {name for name, _ in op.shapes.kwargs} | {name for name, _ in op.shapes.kwarg_bindings}
+    allowed |= {spec.name for spec in op.shapes.inputs} | {"out"}
+    for key, texts in (
+        ("grid", launch.grid),
+        ("block", launch.block),
+        ("args", launch.args),
+        ("shared_mem", (launch.shared_mem,)),
+    ):
+        for text in texts:
+            try:
+                parse_expression(text, allowed)
+            except ExpressionError as exc:
+                raise table.error(
+                    key, f"{exc}; it may read the dims, kwargs and inputs of the kernel"
+                ) from None
+    for dim in launch.output_dims:
+        if isinstance(dim, str) and dim not in dims:
+            raise table.error(
+                "output", f"{dim!r} is not a dim of the kernel (declared: {', '.join(sorted(dims))})"
+            )
 
 
 def _launch(table: TableReader) -> KernelLaunch:

@@ -29,9 +29,9 @@ def inferred_target(pattern: str, spelled: str) -> tuple[str, str]:
     """(target, why) for a pattern written without one, under the key spelled `spelled`."""
     letters = _ESCAPE.sub("", pattern.lstrip("^"))
     if re.match(r"[A-Z]", letters) and not re.search(r"[a-z]", letters):
-        return "sass", "written as a SASS mnemonic (upper case)"
+        return "sass", "written as a SASS mnemonic"
     if re.search(r"[a-z]", letters):
-        return "ptx", "written as PTX (lower case)"
+        return "ptx", "written in lower case, as PTX is"
     if spelled in INSTRUCTION_ALIASES:
         return "sass", f"listed under `{spelled}`"
     return "ptx", f"listed under `{spelled}`"

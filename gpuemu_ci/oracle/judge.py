@@ -10,6 +10,7 @@ import numpy as np
 from gpuemu_ci import dtypes
 from gpuemu_ci.calls import CallResult, CallStatus, CaseRun
 from gpuemu_ci.config.model import Family, OpSpec, Validation
+from gpuemu_ci.fuzz.shapes import shape_of
 from gpuemu_ci.oracle import bounds, flushed, intermediates, log_sum_exp, overflow, power_sums, precision
 from gpuemu_ci.oracle.argmax import axis_of as argmax_axis
 from gpuemu_ci.oracle.argmax import compare_argmax
@@ -103,6 +104,17 @@ def _judge(op: OpSpec, case: CaseContext, run: CaseRun, validation: Validation) 
                 )
             )
             continue
+        declared = _declared_output(op, case, len(outputs))
+        if declared is not None and tuple(y.shape) != declared:
+            findings.append(
+                Finding(
+                    FailureKind.SHAPE,
+                    f"{label}shape {tuple(y.shape)} (the reference's too) != the declared `output` "
+                    f"{list(op.shapes.output_dims or ())} = {declared}: the error model reads the lengths it "
+                    "reduces from `output`, so it must describe what the op returns",
+                )
+            )
+            continue
         if dtypes.name_of(y.dtype) != output_dtype:
             findings.append(
                 Finding(
@@ -157,6 +169,16 @@ def _judge(op: OpSpec, case: CaseContext, run: CaseRun, validation: Validation) 
                 ),
             )
     return CaseVerdict(not findings, tuple(findings), stats)
+
+
+def _declared_output(op: OpSpec, case: CaseContext, outputs: int) -> tuple[int, ...] | None:
+    """The shape the config's `output` dims give this case (one output, dims all known), else None."""
+    declared = op.shapes.output_dims
+    if declared is None or outputs != 1 or op.error_model.family is Family.ARGMAX:
+        return None
+    if any(isinstance(d, str) and d not in case.dims for d in declared):
+        return None
+    return shape_of(declared, case.dims)
 
 
 def _unwritten(outputs: tuple[np.ndarray, ...], reference: tuple[np.ndarray, ...]) -> int:
