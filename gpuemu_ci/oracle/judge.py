@@ -94,13 +94,13 @@ def _judge(op: OpSpec, case: CaseContext, run: CaseRun, validation: Validation) 
             continue
         if tuple(y.shape) != tuple(np.shape(r)):
             # Upstream's `shape_preserved` is this very rule (the output has the reference's shape): say so.
-            declared = (
+            invariant = (
                 "invariant `shape_preserved` violated: " if op.error_model.invariants.shape_preserved else ""
             )
             findings.append(
                 Finding(
-                    FailureKind.INVARIANT if declared else FailureKind.SHAPE,
-                    f"{label}{declared}shape {tuple(y.shape)} != reference shape {tuple(np.shape(r))}",
+                    FailureKind.INVARIANT if invariant else FailureKind.SHAPE,
+                    f"{label}{invariant}shape {tuple(y.shape)} != reference shape {tuple(np.shape(r))}",
                 )
             )
             continue

@@ -142,7 +142,15 @@ def test_a_kernel_fuzzed_without_a_gpu_is_never_part_of_a_pass(tmp_path: Path) -
     GPU), then PASSED, exit 0, because the kernel's lint passed."""
     if not _toolchain()[0]:
         pytest.skip("no nvcc or NVRTC to lint with")
-    args = ["run", "--config", CUDA_EXAMPLE / "gpuemu.toml", "--op", "gelu", "--iterations", "500"]
+    args: list[str | Path] = [
+        "run",
+        "--config",
+        CUDA_EXAMPLE / "gpuemu.toml",
+        "--op",
+        "gelu",
+        "--iterations",
+        "500",
+    ]
     result = run_cli([*args, "--out", tmp_path / "refused"])
     assert result.code == 3, result.output
     assert "SKIP  gelu: skipped (no GPU)" in result.stderr and "PASS  kernel gelu" in result.stderr
@@ -200,7 +208,8 @@ def test_warn_threshold_warns_at_that_share_of_the_allowance(
     assert document.warn_threshold == 0.8 and [
         (op.name, row.dtype) for op, row, _ in document.near_limit()
     ] == [("close", "float32")]
-    assert line in render_comment(document) and line in render_summary(document)
+    shown = "the worst case uses 91.6% of its allowance (policies.warn\\_threshold 0.8)"  # Markdown-escaped
+    assert shown in render_comment(document) and shown in render_summary(document), render_comment(document)
     quiet = config.read_text().replace("warn_threshold = 0.8", "warn_threshold = 0.95")
     config.write_text(quiet)
     result = run_cli(["run", "--config", config, "--out", tmp_path / "quiet"])

@@ -396,9 +396,16 @@ class Pair:
     keeps: Case
 
 
-def op(name: str, *, sub: Mapping[str, str] | None = None, drop: tuple[str, ...] = (), **keys: str) -> str:
-    """An [[ops]] entry: the scale op over x[N] unless `keys` (TOML value text) or `sub` (sub-tables) say
-    otherwise; `drop` leaves default keys out."""
+def op(
+    name: str,
+    given: Mapping[str, str] | None = None,
+    *,
+    sub: Mapping[str, str] | None = None,
+    drop: tuple[str, ...] = (),
+    **keys: str,
+) -> str:
+    """An [[ops]] entry: the scale op over x[N] unless `given` and `keys` (TOML value text) or `sub` (the bodies
+    of sub-tables) say otherwise; `drop` leaves default keys out."""
     fields = {
         "name": f'"{name}"',
         "op": '"keyops:scale"',
@@ -406,6 +413,7 @@ def op(name: str, *, sub: Mapping[str, str] | None = None, drop: tuple[str, ...]
         "family": '"elementwise"',
         "distributions": '["regular"]',
     }
+    fields.update(given or {})
     fields.update(keys)
     for key in drop:
         fields.pop(key, None)
@@ -429,7 +437,7 @@ def kernel(name: str, source: str = "k/scale.cu", checks: str = "", **keys: str)
 
 
 def gpu_op(name: str, **keys: str) -> str:
-    return op(name, require_gpu="true", **keys)
+    return op(name, {**keys, "require_gpu": "true"})
 
 
 LAUNCH = """
@@ -487,10 +495,12 @@ def _run(
     args: tuple[str, ...] = (),
     env: Mapping[str, str] | None = None,
     needs: tuple[str, ...] = (),
+    tables: Mapping[str, Mapping[str, str]] | None = None,
     **sections: dict[str, str],
 ) -> Case:
-    """A case that runs a project of its own, judged on the run's verdict."""
-    project = Project(sections, ops or (op("base"),), kernels, args, env or {}, needs)
+    """A case that runs a project of its own, judged on the run's verdict (`tables`: sections whose names
+    are no Python identifier, "validation.tolerances")."""
+    project = Project({**sections, **(tables or {})}, ops or (op("base"),), kernels, args, env or {}, needs)
     return Case(project, outcome, says)
 
 
@@ -499,7 +509,10 @@ P, F, R, W = Outcome.PASSES, Outcome.FAILS, Outcome.REFUSED, Outcome.WARNS
 
 def _setting(table: str, key: str, bad: str, good: str, says: str | None = None) -> Pair:
     """A key of a top-level table whose wrong value is refused (naming it) and whose right value passes."""
-    return Pair(_refused(says or key, **{table: {key: bad}}), _run(P, **{table: {key: good}}))
+    base = (op("base"),)
+    return Pair(
+        Case(Project({table: {key: bad}}, base), R, says or key), Case(Project({table: {key: good}}, base), P)
+    )
 
 
 def _op_pair(
@@ -507,8 +520,10 @@ def _op_pair(
     breaks: Mapping[str, str],
     keeps: Mapping[str, str],
     says: str,
+    common: Mapping[str, str] | None = None,
+    *,
     drop: tuple[str, ...] = (),
-    **common: str,
+    **more: str,
 ) -> Pair:
     """Both halves are ops of the shared project, differing in `breaks` / `keeps` keys (TOML value text; a key
     `sub_<table>` is the body of [ops.<table>])."""
@@ -517,10 +532,11 @@ def _op_pair(
     keys_b = {k: v for k, v in breaks.items() if not k.startswith("sub_")}
     keys_k = {k: v for k, v in keeps.items() if not k.startswith("sub_")}
     name = _name(key)
-    sub_c = {k[4:]: v for k, v in common.items() if k.startswith("sub_")}
-    keys_c = {k: v for k, v in common.items() if not k.startswith("sub_")}
-    b = op(f"{name}__breaks", sub={**sub_c, **sub_b}, drop=drop, **{**keys_c, **keys_b})
-    k = op(f"{name}__keeps", sub={**sub_c, **sub_k}, drop=drop, **{**keys_c, **keys_k})
+    shared = {**(common or {}), **more}
+    sub_c = {k[4:]: v for k, v in shared.items() if k.startswith("sub_")}
+    keys_c = {k: v for k, v in shared.items() if not k.startswith("sub_")}
+    b = op(f"{name}__breaks", {**keys_c, **keys_b}, sub={**sub_c, **sub_b}, drop=drop)
+    k = op(f"{name}__keeps", {**keys_c, **keys_k}, sub={**sub_c, **sub_k}, drop=drop)
     return Pair(_ops(f"{name}__breaks", b, F, says), _ops(f"{name}__keeps", k, P))
 
 
@@ -630,12 +646,12 @@ PAIRS: dict[str, Pair] = {
             F,
             "allclose allowance",
             ops=(op("tol", op='"keyops:off_1e_3"', drop=("family",)),),
-            **{"validation.tolerances": {"float32": "1e-6"}},
+            tables={"validation.tolerances": {"float32": "1e-6"}},
         ),
         _run(
             P,
             ops=(op("tol", op='"keyops:off_1e_3"', drop=("family",)),),
-            **{"validation.tolerances": {"float32": "{ atol = 1e-2, rtol = 0.0 }"}},
+            tables={"validation.tolerances": {"float32": "{ atol = 1e-2, rtol = 0.0 }"}},
         ),
     ),
     # [ci]
@@ -761,14 +777,19 @@ LENIENT = {
 
 
 def _diff(
-    outcome: Outcome, says: str = "", *, extra: Mapping[str, Mapping[str, str]] | None = None, **policies: str
+    outcome: Outcome,
+    says: str = "",
+    *,
+    policies: Mapping[str, str] | None = None,
+    extra: Mapping[str, Mapping[str, str]] | None = None,
+    **more: str,
 ) -> Case:
-    sections = {"policies": {**LENIENT, **policies}, **(extra or {})}
+    sections = {"policies": {**LENIENT, **(policies or {}), **more}, **(extra or {})}
     return Case(Project(sections, POLICY_OPS, POLICY_KERNELS, ("--diff",), needs=("nvcc",)), outcome, says)
 
 
 def _policy(key: str, says: str) -> Pair:
-    return Pair(_diff(F, says, **{key: "0"}), _diff(P, **{key: LENIENT[key]}))
+    return Pair(_diff(F, says, policies={key: "0"}), _diff(P, policies={key: LENIENT[key]}))
 
 
 PAIRS.update(
@@ -930,9 +951,9 @@ PAIRS.update(
         "[ops].schema": Pair(
             _refused_op(
                 "cannot be called as gpuemu-ci calls it",
-                op("schema", **{**_keys(MATMUL), "op": '"keyops:scale"'}, sub=_subs(MATMUL)),
+                op("schema", {**_keys(MATMUL), "op": '"keyops:scale"'}, sub=_subs(MATMUL)),
             ),
-            _ops("schema", op("schema", **_keys(MATMUL), sub=_subs(MATMUL)), P),
+            _ops("schema", op("schema", _keys(MATMUL), sub=_subs(MATMUL)), P),
         ),
         "[ops].output": _op_pair(
             "[ops].output", {"output": '["N", "N"]'}, {"output": '["N"]'}, "declared `output`"
@@ -953,7 +974,7 @@ PAIRS.update(
             {"accumulator": '"float32"'},
             {"accumulator": '"float16"'},
             "exceed",
-            **REDUCTION,
+            REDUCTION,
         ),
         "[ops].framework": _torch(
             _op_pair(
@@ -1069,10 +1090,10 @@ PAIRS.update(
             {"transcendental_ulps": "4"},
             {"transcendental_ulps": "100"},
             "bound allowance",
-            **ULPS_40,
+            ULPS_40,
         ),
         "[ops].bound_c": _op_pair(
-            "[ops].bound_c", {"bound_c": "4.0"}, {"bound_c": "100.0"}, "bound allowance", **ULPS_40
+            "[ops].bound_c", {"bound_c": "4.0"}, {"bound_c": "100.0"}, "bound allowance", ULPS_40
         ),
         "[ops].precision_reference": Pair(
             _refused_op("precision_reference", op("precision", precision_reference='"yes"')),
@@ -1124,22 +1145,22 @@ PAIRS.update(
             {"vjp": '"keyops:scale_vjp_wrong"'},
             {"vjp": '"keyops:scale_vjp"'},
             "grad of x",
-            **{k: v for k, v in VJP.items() if k != "vjp"},
+            {k: v for k, v in VJP.items() if k != "vjp"},
         ),
         "[ops].vjp_reference": _op_pair(
             "[ops].vjp_reference",
             {"vjp_reference": '"keyops:scale_vjp_wrong"'},
             {"vjp_reference": '"keyops:scale_vjp"'},
             "grad of x",
-            **{k: v for k, v in VJP.items() if k != "vjp_reference"},
+            {k: v for k, v in VJP.items() if k != "vjp_reference"},
         ),
         "[ops].grad_inputs": Pair(
-            _refused_op("grad_inputs", op("grads", grad_inputs='["y"]', **VJP)),
-            _ops("grads", op("grads", grad_inputs='["x"]', **VJP), P),
+            _refused_op("grad_inputs", op("grads", VJP, grad_inputs='["y"]')),
+            _ops("grads", op("grads", VJP, grad_inputs='["x"]'), P),
         ),
         "[ops].grad_accumulators": Pair(
-            _refused_op("float33", op("grad_acc", grad_accumulators='{ x = "float33" }', **VJP)),
-            _ops("grad_acc", op("grad_acc", grad_accumulators='{ x = "float32" }', **VJP), P),
+            _refused_op("float33", op("grad_acc", VJP, grad_accumulators='{ x = "float33" }')),
+            _ops("grad_acc", op("grad_acc", VJP, grad_accumulators='{ x = "float32" }'), P),
         ),
         "ops.triton.sanitize": Pair(
             _refused_op("sanitize", op("sanitize", sub={"triton": 'sanitize = "no"'})),

@@ -144,10 +144,10 @@ def batches(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], B
             made[side, kind] = _batch(side, kind, tmp_path_factory.mktemp(f"{side}-{kind}"))
         return made[side, kind]
 
-    return _Lazy(get)  # type: ignore[return-value]
+    return _Lazy(get)
 
 
-class _Lazy(dict):  # type: ignore[type-arg]
+class _Lazy(dict[tuple[str, str], Batch]):
     """Runs a batch the first time a test asks for it."""
 
     def __init__(self, make: Any) -> None:
