@@ -79,12 +79,15 @@ OTHER_SHARDS = "other shards"
 
 
 def skipped_count(ops: Sequence[OpResult]) -> int:
-    """What did not run here and would have: ops skipped whole (no GPU) and cases that ran but were not judged
-    (Triton's interpreter on bf16, a case larger than the machine's memory). Never part of a pass unless the
-    run allowed skips; an op whose cases ran in other shards is not one."""
-    return sum(1 for op in ops if op.status is OpStatus.SKIPPED and op.skip_reason != OTHER_SHARDS) + sum(
-        op.cases_skipped for op in ops
+    """What did not run here and would have: the cases that ran but were not judged (Triton's interpreter on
+    bf16, a case larger than the machine's memory), and each op skipped whole before any case (no GPU) as one.
+    Never part of a pass unless the run allowed skips; an op whose cases ran in other shards is not one."""
+    whole = sum(
+        1
+        for op in ops
+        if op.status is OpStatus.SKIPPED and not op.cases_skipped and op.skip_reason != OTHER_SHARDS
     )
+    return whole + sum(op.cases_skipped for op in ops)
 
 
 SnapshotPath = Annotated[str, msgspec.Meta(pattern=r"^snapshots/[0-9a-f]{16}\.npz$")]

@@ -311,8 +311,24 @@ def test_launchable_kernel_is_linted_and_skipped_without_a_gpu(tmp_path, make_pr
     assert ops["scale"]["status"] == "passed"
     assert ops["gelu_cuda"]["status"] == "skipped" and ops["gelu_cuda"]["skip_reason"] == "no GPU"
     assert document["kernels"][0]["status"] == "passed" and document["lint"]["status"] == "ran"
-    assert code == 0  # something ran and passed; the skip is reported, not counted as a pass
-    assert document["summary"]["ops_skipped"] == 1
+    assert code == 3  # the skip is reported and never part of a pass (issue 41)
+    assert document["summary"]["ops_skipped"] == 1 and document["verdict"] == "error"
+    code, _, err = run(["--config", str(config), "--out", str(tmp_path / "allowed"), "--allow-skips"])
+    assert code == 0 and "PASSED with 1 skipped" in err, err
+
+
+@pytest.mark.slow
+def test_calibrate_never_counts_what_it_could_not_measure(tmp_path, simple_project):
+    """An op that needs a GPU, on a machine without one: not measured, said, and exit 3 (0 with allow_skips)."""
+    from gpuemu_ci.backends import detect_gpu
+
+    if detect_gpu() is not None:
+        pytest.skip("a GPU is present: the op would run")
+    config = simple_project(extra="require_gpu = true")
+    calibrated = run_cli(["calibrate", "--config", str(config), "--iterations", "2"])
+    assert calibrated.code == 3, calibrated.output
+    assert "not measured here: scale: needs a GPU and none was found" in calibrated.stderr
+    assert "nothing was measured" in calibrated.stderr
 
 
 @pytest.mark.slow
