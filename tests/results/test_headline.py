@@ -43,7 +43,9 @@ def test_cases_skipped_inside_a_passing_op_count_as_skipped() -> None:
     document = _passing()
     document["ops"] = document["ops"][:1]
     document["ops"][0].update(cases_total=14, cases_skipped=2)
-    document["ops"][0]["dtypes"][0].update(cases_total=8, cases_skipped=2, skip_reason="too large for this machine")
+    document["ops"][0]["dtypes"][0].update(
+        cases_total=8, cases_skipped=2, skip_reason="too large for this machine"
+    )
     assert _read(document).headline is Headline.ERROR
     document["skips_allowed"] = True
     assert verdict_label(_read(document)) == "passed with 2 skipped"
