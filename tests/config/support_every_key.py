@@ -515,6 +515,21 @@ def _setting(table: str, key: str, bad: str, good: str, says: str | None = None)
     )
 
 
+def _non_negative(key: str, spelling: Mapping[str, str]) -> Pair:
+    """`invariants` (either spelling) with non_negative: negative outputs fail, squares pass."""
+    square = {"op": '"keyops:square"', "reference": '"keyops:square_ref"'}
+    return _op_pair(key, {"op": '"keyops:scale"'}, square, "invariant `non_negative` violated", spelling)
+
+
+def _nonfinite_rule(key: str, what: str, ops: str) -> Pair:
+    """check_nan / check_inf = true fail an op whose output is NaN (infinite) even where the reference is too."""
+    both = op(f"{key}_both", op=f'"keyops:{ops}_op"', reference=f'"keyops:{ops}_ref"')
+    return Pair(
+        _run(F, f"{key} = true fails any {what}", validation={key: "true"}, ops=(both,)),
+        _run(P, validation={key: "true"}),
+    )
+
+
 def _op_pair(
     key: str,
     breaks: Mapping[str, str],
@@ -594,24 +609,8 @@ PAIRS: dict[str, Pair] = {
         _run(P, validation={"dtypes": '["float32", "float16"]'}),
     ),
     "validation.seed": _setting("validation", "seed", "-1", "3", "validation.seed"),
-    "validation.check_nan": Pair(
-        _run(
-            F,
-            "check_nan = true fails any NaN",
-            validation={"check_nan": "true"},
-            ops=(op("nan_both", op='"keyops:sqrt_op"', reference='"keyops:sqrt_ref"'),),
-        ),
-        _run(P, validation={"check_nan": "true"}),
-    ),
-    "validation.check_inf": Pair(
-        _run(
-            F,
-            "check_inf = true fails any infinite",
-            validation={"check_inf": "true"},
-            ops=(op("inf_both", op='"keyops:inf_op"', reference='"keyops:inf_ref"'),),
-        ),
-        _run(P, validation={"check_inf": "true"}),
-    ),
+    "validation.check_nan": _nonfinite_rule("check_nan", "NaN", "sqrt"),
+    "validation.check_inf": _nonfinite_rule("check_inf", "infinite", "inf"),
     "validation.bias_z_threshold": Pair(
         _run(
             F,
@@ -1004,20 +1003,8 @@ PAIRS.update(
             "exceed",
             kwargs="{ factor = [3.0] }",
         ),
-        "[ops].invariants": _op_pair(
-            "[ops].invariants",
-            {"op": '"keyops:scale"'},
-            {"op": '"keyops:square"', "reference": '"keyops:square_ref"'},
-            "invariant `non_negative` violated",
-            invariants='["non_negative"]',
-        ),
-        "[ops].invariant": _op_pair(
-            "[ops].invariant",
-            {"op": '"keyops:scale"'},
-            {"op": '"keyops:square"', "reference": '"keyops:square_ref"'},
-            "invariant `non_negative` violated",
-            invariant="{ non_negative = true }",
-        ),
+        "[ops].invariants": _non_negative("[ops].invariants", {"invariants": '["non_negative"]'}),
+        "[ops].invariant": _non_negative("[ops].invariant", {"invariant": "{ non_negative = true }"}),
         "[ops].layouts": _op_pair(
             "[ops].layouts",
             {"layouts": '["strided"]'},
