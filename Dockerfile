@@ -1,7 +1,8 @@
 # The image of gpuemu-ci's Docker action: Python 3.12 (Debian slim), gpuemu-ci's dependencies exactly as
 # requirements/image.lock pins them (versions and sha256 hashes), and gpuemu-ci built from this directory.
 # CUDA comes from NVIDIA's PyPI wheels, not the multi-gigabyte CUDA development image: NVRTC and the ptxas of
-# its release lint .cu kernels (gpuemu_ci/lint/nvrtc.py; nvcc's own numbers, tested), nvdisasm reads SASS,
+# its release lint .cu kernels (gpuemu_ci/lint/nvrtc.py; nvcc's own numbers, tested), nvdisasm (cuobjdump as a
+# second) reads SASS for SASS patterns and counts,
 # and CuPy for CUDA 12 launches kernels on a runner that exposes a GPU. GitHub runs an action's container as
 # root with the workspace as its working directory, so this image sets neither USER nor WORKDIR: the Action
 # runs the code under test unprivileged itself (gpuemu_ci/action/sandbox.py).
@@ -25,7 +26,8 @@ ENV NVIDIA_VISIBLE_DEVICES=all \
 
 # Dependencies first (a layer that changes only with the lock), installed without resolution: exactly the
 # pinned files, each checked against its hash. nvidia-cuda-nvcc brings nvcc itself, which cannot run here
-# (no cicc, no host compiler): only its ptxas is kept, with nvdisasm, the headers and the shared libraries.
+# (no cicc, no host compiler): only its ptxas is kept, with nvdisasm, cuobjdump, the headers and the shared
+# libraries.
 # The ".alt" copies of NVRTC for CUDA 12 are an alternative build CuPy does not load.
 COPY requirements/image.lock /action/requirements/image.lock
 RUN python -m pip install --no-deps --require-hashes -r /action/requirements/image.lock \
@@ -33,7 +35,8 @@ RUN python -m pip install --no-deps --require-hashes -r /action/requirements/ima
     && for tool in nvcc nvcc.profile nvlink cudafe++ fatbinary bin2c __nvcc_device_query crt; do \
          rm -rf "$cu13/cu13/bin/$tool"; done \
     && rm -f "$cu13"/cu13/lib/*_static.a "$cu13"/cu13/lib/libcudadevrt.a "$cu13"/cuda_nvrtc/lib/*.alt.so.* \
-    && "$cu13/cu13/bin/ptxas" --version && "$cu13/cu13/bin/nvdisasm" --version
+    && "$cu13/cu13/bin/ptxas" --version && "$cu13/cu13/bin/nvdisasm" --version \
+    && "$cu13/cu13/bin/cuobjdump" --version
 
 # .dockerignore lets only the package sources, pyproject.toml, README.md, entrypoint.py and the locks through.
 COPY . /action/
@@ -52,6 +55,6 @@ RUN python -m pip install --no-deps --no-build-isolation /action \
        "$(python -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')" \
     && gpuemu-ci --version \
     && python -c "from gpuemu_ci.lint.toolchain import discover_toolchain as d; t = d(); \
-assert t.frontend == 'nvrtc' and t.ptxas and t.nvdisasm, t; print('lint: NVRTC', t.nvrtc_version, 'ptxas', t.ptxas_version)"
+assert t.frontend == 'nvrtc' and t.ptxas and t.nvdisasm and t.cuobjdump, t; print('lint: NVRTC', t.nvrtc_version, 'ptxas', t.ptxas_version)"
 
 ENTRYPOINT ["python3", "/action/entrypoint.py"]

@@ -156,6 +156,13 @@ def check(
         result = _with_replays(result, loaded, op_name, found if use_worker else None)
     if result.status is not OpStatus.PASSED:
         raise OpCheckFailed(_failure_text(op_name, result, session.settings.seed), result)
+    if result.cases_skipped and not loaded.ci.allow_skips:  # nothing that did not run counts as passed
+        raise OpCheckFailed(
+            f"{op_name}: {result.cases_skipped} of {result.cases_total} cases were not judged here "
+            f"({result.message or 'skipped'}); skipped cases never count as passed (`[ci] allow_skips = true` "
+            "accepts them)",
+            result,
+        )
     return result
 
 

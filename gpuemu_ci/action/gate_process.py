@@ -27,6 +27,7 @@ class GateRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     seed: int | None = None
     require_gpu: bool | None = None
     run: RunInfo | None = None
+    allow_skips: bool | None = None
 
 
 def encode_request(request: GateRequest) -> str:
@@ -56,6 +57,7 @@ def action_gate_command(request_json: str) -> int:
         seed=request.seed,
         out_dir=Path(request.out_dir),
         require_gpu=request.require_gpu,
+        allow_skips=request.allow_skips,
         run_info=request.run,
     )
     results = run_gate(config, options, observer=StderrReporter())

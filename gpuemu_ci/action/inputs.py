@@ -45,6 +45,7 @@ class ActionInputs:
     setup: str | None = None  # a shell command that installs what the ops need
     requirements: tuple[str, ...] = ()  # requirement files, installed before `setup`
     cache_dir: str = DEFAULT_CACHE_DIR
+    allow_skips: bool | None = None
     signing_key: str = field(default="", repr=False)
     api_timeout_s: float = DEFAULT_TOTAL_S  # GitHub API work in all: baseline, comment, issues
     api_timeout_from: str = ""  # where it was set: "input api_timeout", "GPUEMU_API_TIMEOUT" or "" (default)
@@ -89,6 +90,7 @@ class ActionInputs:
             comment=ctx.input_bool("comment", True),
             fail_on_regression=optional_bool("fail_on_regression"),
             require_gpu=optional_bool("require_gpu"),
+            allow_skips=optional_bool("allow_skips"),
             output_dir=ctx.input("output_dir", "gpuemu-out") or "gpuemu-out",
             results=ctx.input("results"),
             job_key=ctx.input("job_key") or ctx.job or "gpuemu-ci",

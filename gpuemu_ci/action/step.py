@@ -159,6 +159,7 @@ class ActionStep:
                 seed=self.inputs.seed,
                 require_gpu=self.inputs.require_gpu,
                 run=self.run_info(),
+                allow_skips=self.inputs.allow_skips,
             )
             argv = [python, "-P", "-m", "gpuemu_ci", "action-gate", gate_process.encode_request(request)]
             started_at = utc_now()

@@ -62,12 +62,24 @@ def calibrate_command(
         click.echo(json.dumps(rows, indent=2))
     for note in result.notes:
         click.echo(f"gpuemu-ci: {note}", err=True)
+    for skipped in result.skipped:
+        click.echo(f"gpuemu-ci: not measured here: {skipped}", err=True)
     if result.unusable:
         click.echo(
             f"gpuemu-ci: {result.unusable} cases failed or could not be judged: calibrate on a correct kernel",
             err=True,
         )
         return int(ExitCode.GATE_FAILED)
+    if not result.rows:
+        click.echo("gpuemu-ci: nothing was measured: no case could be run here", err=True)
+        return int(ExitCode.INFRASTRUCTURE)
+    if result.skipped and not config.ci.allow_skips:
+        click.echo(
+            "gpuemu-ci: the calibration is incomplete: what was not measured here never counts "
+            "(`[ci] allow_skips = true` accepts it)",
+            err=True,
+        )
+        return int(ExitCode.INFRASTRUCTURE)
     return int(ExitCode.PASSED)
 
 

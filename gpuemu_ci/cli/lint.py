@@ -102,7 +102,7 @@ def format_report(report: LintReport) -> str:
             lines += ["", f"FAIL {k.name} ({where}): {len(errors)} violation(s)"]
             lines += [f"  {v.message}" for v in errors]
         if k.warnings:
-            lines += ["", f"WARN {k.name} ({where}): {len(k.warnings)} check(s) NOT CARRIED OUT"]
+            lines += ["", f"WARN {k.name} ({where}): {len(k.warnings)} check(s) NOT CARRIED OUT (allowed)"]
             lines += [f"  {v.message}" for v in k.warnings]
     failed, errored = len(report.failed), len(report.errored)
     passed = sum(1 for k in report.kernels if k.status is KernelStatus.PASSED)
@@ -163,7 +163,9 @@ def lint_command(
     selected = select_kernels(config.kernels, kernel_names)
     if not selected:
         raise UsageError("the config has no [[kernels]] entries: there is nothing to lint")
-    report = lint_kernels(selected, archs=archs or None, jobs=jobs, root=config.root)
+    report = lint_kernels(
+        selected, archs=archs or None, jobs=jobs, root=config.root, allow_unchecked=config.ci.allow_unchecked
+    )
     click.echo(format_report(report), err=True)
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))

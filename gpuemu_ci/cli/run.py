@@ -56,6 +56,12 @@ from gpuemu_ci.results.codec import to_json, write_results
     default=None,
     help="Ops that need a GPU are an error (not skipped) when none is present.",
 )
+@click.option(
+    "--allow-skips/--no-allow-skips",
+    default=None,
+    help="Let a run whose ops or cases were skipped (no GPU, Triton's interpreter on bf16, too large for this "
+    'machine) pass, as "passed with N skipped" (default: ci.allow_skips; otherwise such a run exits 3).',
+)
 @click.option("--lint/--no-lint", default=None, help="Lint [[kernels]] (default: ci.lint).")
 @click.option("--arch", "archs", multiple=True, help="Lint for this arch (repeatable; overrides config).")
 @click.option(
@@ -86,6 +92,7 @@ def run_command(
     as_json: bool,
     jobs: int | None,
     require_gpu: bool | None,
+    allow_skips: bool | None,
     lint: bool | None,
     archs: tuple[str, ...],
     timeout: float | None,
@@ -114,6 +121,7 @@ def run_command(
         out_dir=out_dir.resolve(),
         jobs=jobs,
         require_gpu=require_gpu,
+        allow_skips=allow_skips,
         lint=lint,
         archs=archs,
         timeout_s=timeout,

@@ -2,7 +2,10 @@
 the generated reference page (docs/config.md, `python3 -m gpuemu_ci.docgen`).
 
 Defaults are not repeated here: `model` names the dataclass field whose default the loader uses, so the page
-shows what the code does. tests/docs/test_config_keys.py checks that every key the loader reads is listed.
+shows what the code does. tests/docs/test_config_keys.py checks that every key the loader reads is listed, and
+tests/config/test_every_key.py that every key, alias, invariant and mode listed here has a config that breaks
+it (it fails, or is refused) and one that keeps it (it passes). `upstream` says, for a key gpuemu also reads,
+what it means there where that differs from what it means here.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from gpuemu_ci.config import model
+from gpuemu_ci.config.model import EXECUTION_MODES, INVARIANT_NAMES
 
 
 @dataclass(frozen=True)
@@ -23,6 +27,12 @@ class KeyDoc:
     model: str | None = None  # "Class.field": the default comes from that dataclass field
     default: str | None = None  # a default the model does not hold (said in words), or "required"
     aliases: tuple[str, ...] = ()
+    upstream: str | None = None  # gpuemu's meaning where it differs from ours (and how ours differs)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The key and its aliases, each as `table.key`."""
+        return tuple(f"{self.table}.{name}" for name in (self.key, *self.aliases))
 
     def default_text(self) -> str:
         if self.model is not None:
@@ -70,6 +80,8 @@ KEYS: tuple[KeyDoc, ...] = (
         "Default framework of the ops.",
         '"torch"',
         default='"numpy"',
+        upstream='gpuemu: "pytorch" (its default), "jax" or "tensorflow", the adapter its Python client loads. '
+        "Here: the arrays each op is called with.",
     ),
     # [validation]
     KeyDoc(
@@ -87,16 +99,31 @@ KEYS: tuple[KeyDoc, ...] = (
         "Master seed; `--seed` overrides. Not set: 0. Nightly mode picks a fresh one.",
         "12345",
         model="Validation.seed",
+        upstream="gpuemu: 0 (its default) draws a random seed per run. Here 0 is a seed like any other, so a run "
+        "replays; only the nightly suite draws a fresh seed (and records it).",
     ),
     KeyDoc(
         "validation",
         "check_nan",
         "boolean",
-        "NaN positions must match the reference's (false: NaN outputs are not judged).",
+        "true: any NaN in an output fails its case, whatever the reference holds there. false: that rule is "
+        "off, and NaN is judged against the reference like any value (a NaN where the reference is finite "
+        "still fails).",
         "true",
         model="Validation.check_nan",
+        upstream="Same meaning; gpuemu's default is true. Here it is false: a reference may produce NaN "
+        "legitimately on the fuzzer's boundary values and injected NaN (`nonfinite`), and a NaN the reference "
+        "does not produce fails either way.",
     ),
-    KeyDoc("validation", "check_inf", "boolean", "Likewise for ±Inf.", "true", model="Validation.check_inf"),
+    KeyDoc(
+        "validation",
+        "check_inf",
+        "boolean",
+        "Likewise for ±Inf: true fails any infinite output (an overflow the reference makes too included).",
+        "true",
+        model="Validation.check_inf",
+        upstream="Same meaning; gpuemu's default is true, here false (see `check_nan`).",
+    ),
     KeyDoc(
         "validation",
         "bias_z_threshold",
@@ -111,6 +138,8 @@ KEYS: tuple[KeyDoc, ...] = (
         "number (atol) or { atol, rtol }",
         "allclose tolerances for ops WITHOUT a `family`.",
         "{ atol = 1e-3, rtol = 1e-3 }",
+        upstream="gpuemu applies them to every op (its daemon reads only the number form, as atol). Here an op "
+        "with a `family` is judged by its error bound instead; these apply to ops without one.",
     ),
     # [ci]
     KeyDoc(
@@ -121,6 +150,8 @@ KEYS: tuple[KeyDoc, ...] = (
         "each op declares. Left-out dtypes are named in every report.",
         '["float32"]',
         model="CiSettings.quick_dtypes",
+        upstream='gpuemu\'s default is ["float32"] (and its code never reads the key). Here, not set runs every '
+        "dtype each op declares.",
     ),
     KeyDoc(
         "ci",
@@ -162,6 +193,7 @@ KEYS: tuple[KeyDoc, ...] = (
         "For the whole run; when it expires, partial results, exit 3.",
         "3600",
         model="CiSettings.thorough_timeout",
+        upstream="gpuemu: the limit of a thorough (non-quick) run only. Here it limits every suite.",
     ),
     KeyDoc(
         "ci",
@@ -178,6 +210,7 @@ KEYS: tuple[KeyDoc, ...] = (
         "Cases computed at once, one worker process each (`--jobs`). Not set: the cores available.",
         "2",
         model="CiSettings.parallel_jobs",
+        upstream="gpuemu: ops validated at once (default 1). Here: cases, whichever op they belong to.",
     ),
     KeyDoc(
         "ci",
@@ -194,6 +227,25 @@ KEYS: tuple[KeyDoc, ...] = (
         "Ops that need a GPU are errors (not skips) when none is present.",
         "false",
         model="CiSettings.require_gpu",
+    ),
+    KeyDoc(
+        "ci",
+        "allow_skips",
+        "boolean",
+        "Lets a run whose ops or cases were skipped (no GPU, Triton's interpreter on bfloat16, a case larger "
+        'than the machine\'s memory) pass: exit 0, verdict "passed with N skipped" (`--allow-skips`). Not set: '
+        "such a run exits 3, whatever else passed.",
+        "true",
+        model="CiSettings.allow_skips",
+    ),
+    KeyDoc(
+        "ci",
+        "allow_unchecked",
+        "boolean",
+        "Lets a rule that could not be checked (a SASS pattern without a SASS tool or cubin, a limit ptxas did "
+        'not report) pass as a "not checked" warning. Not set: it fails its kernel.',
+        "true",
+        model="CiSettings.allow_unchecked",
     ),
     KeyDoc(
         "ci",
@@ -215,10 +267,21 @@ KEYS: tuple[KeyDoc, ...] = (
     KeyDoc(
         "policies",
         "warn_threshold",
-        "number > 0",
-        "Relative growth of an op's headroom that warns.",
-        "0.1",
+        "number in (0, 1]",
+        "A passing op x dtype whose worst case uses at least this share of its allowance (headroom >= it) "
+        "gets a warning, in the terminal, the comment, the step summary, annotations and results.json.",
+        "0.8",
         model="Policies.warn_threshold",
+        upstream="Same meaning (gpuemu's code never reads it). The allowance is the error bound for ops with a "
+        "`family`, atol + rtol |r| for the others.",
+    ),
+    KeyDoc(
+        "policies",
+        "headroom_growth_threshold",
+        "number > 0",
+        "Against a baseline: relative growth of an op's worst headroom that warns (0.1: 10% worse).",
+        "0.1",
+        model="Policies.headroom_growth_threshold",
     ),
     KeyDoc(
         "policies",
@@ -278,6 +341,8 @@ KEYS: tuple[KeyDoc, ...] = (
         '"mykernels.gemm:matmul"',
         model="OpTargets.op",
         aliases=("module",),
+        upstream="gpuemu reads `module` (a dotted module path) and never calls it. Here it is the op that is "
+        'tested: "package.module:function" or a script path.',
     ),
     KeyDoc(
         _OPS,
@@ -339,10 +404,12 @@ KEYS: tuple[KeyDoc, ...] = (
     KeyDoc(
         _OPS,
         "execution_mode",
-        "callable | script_based",
+        "callable | script_based (client_side, daemon_orchestrated: callable)",
         "`script_based` runs `op_script`.",
         '"script_based"',
         model="OpTargets.execution_mode",
+        upstream="gpuemu's client_side and daemon_orchestrated compare the reference with itself in its "
+        '`test`/`fuzz`/`ci` commands. Here both call the op (`"callable"`); `script_based` needs `op_script`.',
     ),
     KeyDoc(
         _OPS,
@@ -364,7 +431,8 @@ KEYS: tuple[KeyDoc, ...] = (
         _OPS,
         "invariants",
         "list or table",
-        "shape_preserved, non_negative, finite, no_nan, no_inf, symmetric, normalized.",
+        "shape_preserved (the output has the reference output's shape), non_negative, finite, no_nan, no_inf, "
+        "symmetric, normalized.",
         '["non_negative"]',
         model="ErrorModel.invariants",
         aliases=("invariant",),
@@ -543,6 +611,8 @@ KEYS: tuple[KeyDoc, ...] = (
         "number (atol) or { atol, rtol }",
         "Switches this op to allclose for these dtypes.",
         "{ atol = 1e-2, rtol = 1e-2 }",
+        upstream="gpuemu: per-dtype overrides of [validation.tolerances]. Here too, and on an op with a `family` "
+        "they replace its error bound for those dtypes.",
     ),
     KeyDoc(
         "ops.dims",
@@ -623,6 +693,7 @@ KEYS: tuple[KeyDoc, ...] = (
         ".cu (compiled with nvcc) or .ptx (assembled with ptxas).",
         '"kernels/gelu.cu"',
         default="required",
+        upstream="gpuemu reads the file as PTX text, a .cu source included. Here a .cu is compiled per arch.",
     ),
     KeyDoc(
         _KERNELS,
@@ -660,6 +731,8 @@ KEYS: tuple[KeyDoc, ...] = (
         "64",
         model="ArtifactChecks.max_registers",
         aliases=("max_regs",),
+        upstream="gpuemu sums the PTX's virtual register declarations and defaults to 64 (its docs say 128). "
+        "Here: the registers ptxas allocates, and no limit unless set.",
     ),
     KeyDoc(
         "kernels.artifact_checks",
@@ -668,6 +741,8 @@ KEYS: tuple[KeyDoc, ...] = (
         "Bytes, stores + loads.",
         "0",
         model="ArtifactChecks.max_spills",
+        upstream="gpuemu counts PTX `ld/st.local` instructions, default 0. Here: spill bytes ptxas reports "
+        "(stores + loads), no limit unless set.",
     ),
     KeyDoc(
         "kernels.artifact_checks",
@@ -693,6 +768,8 @@ KEYS: tuple[KeyDoc, ...] = (
         "0",
         model="ArtifactChecks.max_local_memory",
         aliases=("max_local_memory_bytes",),
+        upstream="Same meaning; gpuemu's default is 0 (and it ignores the `_bytes` spelling its docs use). Here: "
+        "no limit unless set.",
     ),
     KeyDoc(
         "kernels.artifact_checks",
@@ -707,18 +784,27 @@ KEYS: tuple[KeyDoc, ...] = (
         "kernels.artifact_checks",
         "required_patterns",
         "list of regexes or { pattern, target }",
-        'Must occur in the PTX (or SASS with `target = "sass"`).',
-        '["fma\\\\.rn"]',
+        "Must occur in the kernel's PTX or SASS. Without a `target`, an upper-case pattern (`HMMA`, `MUFU.EX2`) "
+        "is matched against the SASS, a lower-case one (`fma\\\\.rn`) against the PTX; a pattern with no letters "
+        "against the SASS under `required_instructions`, the PTX under `required_patterns`. A SASS pattern "
+        "with no SASS tool fails its kernel as not checked (see `ci.allow_unchecked`).",
+        '["fma\\\\.rn", "HMMA"]',
         model="ArtifactChecks.required_patterns",
+        aliases=("required_instructions",),
+        upstream="gpuemu: substrings searched in the PTX text only, so SASS mnemonics never match. Here: regexes, "
+        "each against the listing its spelling names.",
     ),
     KeyDoc(
         "kernels.artifact_checks",
         "forbidden_patterns",
         "list of regexes or { pattern, target }",
-        "Must not occur.",
-        '[{ pattern = "LDL", target = "sass" }]',
+        "Must not occur; the listing is chosen as for `required_patterns` (`LDG.E.SYS`: SASS).",
+        '["LDG.E.SYS", { pattern = "ld\\\\.local", target = "ptx" }]',
         model="ArtifactChecks.forbidden_patterns",
         aliases=("forbidden_instructions",),
+        upstream="gpuemu: substrings searched in the PTX text only (and `forbidden_instructions` is ignored), "
+        'so its documented example `["LDG.E.SYS", "STG.E.SYS"]` checks nothing. Here: regexes, SASS mnemonics '
+        "against the SASS.",
     ),
     KeyDoc(
         "kernels.launch",
@@ -765,3 +851,12 @@ KEYS: tuple[KeyDoc, ...] = (
         model="KernelLaunch.shared_mem",
     ),
 )
+
+# Besides the keys: the values a config may name that each switch a check or a way of running on.
+INVARIANTS: tuple[str, ...] = INVARIANT_NAMES
+MODES: tuple[str, ...] = tuple(EXECUTION_MODES)
+
+
+def differences() -> tuple[KeyDoc, ...]:
+    """The keys gpuemu also reads whose meaning (or default) differs here."""
+    return tuple(k for k in KEYS if k.upstream)

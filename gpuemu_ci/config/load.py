@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuemu_ci.config import ops as ops_parser
+from gpuemu_ci.config.expressions import ExpressionError, parse_expression
 from gpuemu_ci.config.kernel_layouts import fit_layouts, flushes_subnormals
 from gpuemu_ci.config.model import (
     ArtifactChecks,
@@ -26,12 +27,13 @@ from gpuemu_ci.config.model import (
     KernelDeltaOverride,
     KernelLaunch,
     KernelSpec,
-    PatternCheck,
+    OpSpec,
     Policies,
     Project,
     Validation,
 )
 from gpuemu_ci.config.nesting import deepest
+from gpuemu_ci.config.patterns import INSTRUCTION_ALIASES, parse_patterns
 from gpuemu_ci.config.reader import SourceText, TableReader
 from gpuemu_ci.config.schema import canonical_dtype, check_dtype
 from gpuemu_ci.errors import ConfigError
@@ -229,8 +231,8 @@ def _validation(table: TableReader | None, source: SourceText) -> Validation:
     validation = Validation(
         dtypes=tuple(canonical_dtype(d) for d in dtypes),
         seed=seed,
-        check_nan=table.boolean("check_nan", True),
-        check_inf=table.boolean("check_inf", True),
+        check_nan=table.boolean("check_nan", Validation.check_nan),
+        check_inf=table.boolean("check_inf", Validation.check_inf),
         tolerances=ops_parser.tolerances(table.table("tolerances")),
         bias_z_threshold=table.number("bias_z_threshold", 6.0, positive=True) or 6.0,
     )
@@ -261,6 +263,8 @@ def _ci(table: TableReader | None) -> CiSettings:
         require_gpu=table.boolean("require_gpu", defaults.require_gpu),
         corpus=_corpus_dir(table),
         max_elements=table.integer("max_elements", defaults.max_elements, minimum=1) or defaults.max_elements,
+        allow_skips=table.boolean("allow_skips", defaults.allow_skips),
+        allow_unchecked=table.boolean("allow_unchecked", defaults.allow_unchecked),
     )
     table.finish()
     return ci
@@ -295,7 +299,11 @@ def _policies(table: TableReader | None) -> Policies:
     d = Policies()
     policies = Policies(
         fail_on_regression=table.boolean("fail_on_regression", d.fail_on_regression),
-        warn_threshold=table.number("warn_threshold", d.warn_threshold, positive=True) or d.warn_threshold,
+        warn_threshold=_share(table, "warn_threshold", d.warn_threshold),
+        headroom_growth_threshold=table.number(
+            "headroom_growth_threshold", d.headroom_growth_threshold, positive=True
+        )
+        or d.headroom_growth_threshold,
         max_register_increase=table.integer("max_register_increase", d.max_register_increase, minimum=0) or 0,
         max_spill_increase=table.integer("max_spill_increase", d.max_spill_increase, minimum=0) or 0,
         max_local_memory_increase=table.integer(
@@ -314,6 +322,18 @@ def _policies(table: TableReader | None) -> Policies:
     )
     table.finish()
     return policies
+
+
+def _share(table: TableReader, key: str, default: float) -> float:
+    """A share of an allowance, in (0, 1]: above 1 it would wait for cases that already fail (checks nothing)."""
+    value = table.number(key, default, positive=True) or default
+    if value > 1.0:
+        raise table.error(
+            key,
+            f"{value:g} is a share of the allowance, at most 1 (0.8: warn at 80%); a passing case never uses "
+            "more than all of it, so the warning could never fire",
+        )
+    return value
 
 
 def _kernel_overrides(table: TableReader | None) -> tuple[tuple[str, KernelDeltaOverride], ...]:
@@ -383,8 +403,8 @@ def _kernel(
             aliases={
                 "max_local_memory_bytes": "max_local_memory",
                 "max_shared_memory_bytes": "max_shared_memory",
-                "forbidden_instructions": "forbidden_patterns",
                 "max_regs": "max_registers",
+                **INSTRUCTION_ALIASES,
             },
         )
     )
@@ -400,6 +420,7 @@ def _kernel(
                 f"says {launch.output_dtype!r} but the kernel's `output_dtype` says {op.output_dtype!r}; "
                 "give it once",
             )
+        _check_launch_names(launch, op, launch_table)  # type: ignore[arg-type]
         if launch.output_dtype:  # the oracle judges the output in the dtype the kernel writes
             op = dataclasses.replace(op, output_dtype=launch.output_dtype)
         # A bare pointer carries no strides: each input is drawn only in layouts its launch args can describe.
@@ -446,39 +467,37 @@ def _artifact_checks(table: TableReader | None) -> ArtifactChecks:
         max_spill_loads=table.integer("max_spill_loads", None, minimum=0),
         max_local_memory=table.integer("max_local_memory", None, minimum=0),
         max_shared_memory=table.integer("max_shared_memory", None, minimum=0),
-        required_patterns=_patterns(table, "required_patterns"),
-        forbidden_patterns=_patterns(table, "forbidden_patterns"),
+        required_patterns=parse_patterns(table, "required_patterns"),
+        forbidden_patterns=parse_patterns(table, "forbidden_patterns"),
     )
     table.finish()
     return checks
 
 
-def _patterns(table: TableReader, key: str) -> tuple[PatternCheck, ...]:
-    import re
-
-    raw = table.raw(key, [])
-    if not isinstance(raw, list):
-        raise table.error(key, "expected a list of regexes or {pattern, target} tables")
-    patterns = []
-    for item in raw:
-        if isinstance(item, str):
-            check = PatternCheck(item, "ptx")
-        elif isinstance(item, dict):
-            sub = TableReader(item, f"{table.where}.{key}[]", table.source, table.line_of(key))
-            check = PatternCheck(
-                sub.string("pattern", required=True) or "", sub.string("target", "ptx") or "ptx"
+def _check_launch_names(launch: KernelLaunch, op: OpSpec, table: TableReader) -> None:
+    """Every name a launch reads is one the case defines (a dim, a kwarg, an input, `out`), checked now: on a
+    machine without a GPU the launch never runs, and a misspelt name would otherwise wait for one."""
+    dims = {d.name for d in op.shapes.dims}
+    allowed = dims | {name for name, _ in op.shapes.kwargs} | {name for name, _ in op.shapes.kwarg_bindings}
+    allowed |= {spec.name for spec in op.shapes.inputs} | {"out"}
+    for key, texts in (
+        ("grid", launch.grid),
+        ("block", launch.block),
+        ("args", launch.args),
+        ("shared_mem", (launch.shared_mem,)),
+    ):
+        for text in texts:
+            try:
+                parse_expression(text, allowed)
+            except ExpressionError as exc:
+                raise table.error(
+                    key, f"{exc}; it may read the dims, kwargs and inputs of the kernel"
+                ) from None
+    for dim in launch.output_dims:
+        if isinstance(dim, str) and dim not in dims:
+            raise table.error(
+                "output", f"{dim!r} is not a dim of the kernel (declared: {', '.join(sorted(dims))})"
             )
-            sub.finish()
-            if check.target not in ("ptx", "sass"):
-                raise table.error(key, f'target must be "ptx" or "sass", got {check.target!r}')
-        else:
-            raise table.error(key, "expected a list of regexes or {pattern, target} tables")
-        try:
-            re.compile(check.pattern)
-        except re.error as exc:
-            raise table.error(key, f"invalid regex {check.pattern!r}: {exc}") from None
-        patterns.append(check)
-    return tuple(patterns)
 
 
 def _launch(table: TableReader) -> KernelLaunch:

@@ -51,6 +51,15 @@ class MaskedLanes(StrEnum):
     POISON = "poison"  # a portability check: the lanes read NaN/+Inf/-Inf (loud integers) in the judged call
 
 
+# Every `execution_mode` a config may name: ours, and upstream's two names for calling the op in process.
+EXECUTION_MODES: dict[str, ExecutionMode] = {
+    "callable": ExecutionMode.CALLABLE,
+    "script_based": ExecutionMode.SCRIPT,
+    "client_side": ExecutionMode.CALLABLE,
+    "daemon_orchestrated": ExecutionMode.CALLABLE,
+}
+
+
 class Suite(StrEnum):
     QUICK = "quick"
     THOROUGH = "thorough"
@@ -310,10 +319,12 @@ class OpSpec:
 
 @dataclass(frozen=True)
 class PatternCheck:
-    """A regex that must (required) or must not (forbidden) match the kernel's PTX or SASS."""
+    """A regex that must (required) or must not (forbidden) match the kernel's PTX or SASS. `why` says how the
+    target was chosen when the config did not name it ("written as a SASS mnemonic", ...), for messages."""
 
     pattern: str
     target: str = "ptx"  # "ptx" | "sass"
+    why: str | None = None
 
 
 @dataclass(frozen=True)
@@ -372,7 +383,9 @@ class KernelDeltaOverride:
 @dataclass(frozen=True)
 class Policies:
     fail_on_regression: bool = True
-    warn_threshold: float = 0.1  # headroom growth (relative) that warns
+    # Upstream's meaning: the share of its allowance an op's worst case may use before a warning (headroom >= it).
+    warn_threshold: float = 0.8
+    headroom_growth_threshold: float = 0.1  # relative growth of headroom against the baseline that warns
     # +8: registers are allocated in blocks (per warp, 8 per thread on current GPUs), so a smaller change
     # rarely moves occupancy; a compiler bump is reported as toolchain_changed, never counted.
     max_register_increase: int = 8
@@ -396,14 +409,20 @@ class CiSettings:
     require_gpu: bool = False
     corpus: str | None = None  # regression corpus directory, relative to gpuemu.toml (gpuemu-ci corpus add)
     max_elements: int = DEFAULT_MAX_ELEMENTS  # per input, for sizes the tool chooses (not the typical ones)
+    allow_skips: bool = (
+        False  # a run with skipped ops or cases may pass ("passed with N skipped"), not exit 3
+    )
+    allow_unchecked: bool = False  # a rule that could not be checked warns instead of failing its kernel
 
 
 @dataclass(frozen=True)
 class Validation:
     dtypes: tuple[str, ...] = ("float32",)
     seed: int | None = None
-    check_nan: bool = True
-    check_inf: bool = True
+    # Upstream's meaning: true fails any NaN (Inf) in an output, whatever the reference holds. Off, non-finite
+    # values are still compared with the reference (a NaN where it is finite is a mismatch).
+    check_nan: bool = False
+    check_inf: bool = False
     tolerances: tuple[tuple[str, Tolerance], ...] = ()
     bias_z_threshold: float = 6.0
 

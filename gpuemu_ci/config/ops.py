@@ -8,6 +8,7 @@ from pathlib import Path
 from gpuemu_ci.config.dimgraph import Schema
 from gpuemu_ci.config.expressions import parse_expression
 from gpuemu_ci.config.model import (
+    EXECUTION_MODES,
     INPUT_DTYPE,
     INVARIANT_NAMES,
     Backward,
@@ -253,15 +254,10 @@ STRUCTURE_FAMILIES = frozenset(
 def _targets(table: TableReader, name: str, project: Project, root: Path, need_target: bool) -> OpTargets:
     """The op under test (or its script), the reference and the naive implementation."""
     mode_raw = table.string("execution_mode")
-    if mode_raw in ("client_side", "daemon_orchestrated", None):
-        mode = ExecutionMode.CALLABLE
-    elif mode_raw == ExecutionMode.SCRIPT.value:
-        mode = ExecutionMode.SCRIPT
-    else:
-        raise table.error(
-            "execution_mode",
-            f'unknown value {mode_raw!r}; expected "script_based", "client_side" or "daemon_orchestrated"',
-        )
+    mode = ExecutionMode.CALLABLE if mode_raw is None else EXECUTION_MODES.get(mode_raw)
+    if mode is None:
+        expected = ", ".join(f'"{m}"' for m in EXECUTION_MODES)
+        raise table.error("execution_mode", f"unknown value {mode_raw!r}; expected one of {expected}")
     target_text = table.string("op") if need_target else None
     op_script = table.string("op_script")
     if need_target:
@@ -499,12 +495,19 @@ def _error_model(table: TableReader, validation: Validation, family: Family | No
     own = tolerances(table.table("tolerances"))
     merged = dict(validation.tolerances)
     merged.update(dict(own))
+    invariants = _invariants(table)
+    if family is Family.ARGMAX and invariants.shape_preserved:
+        raise table.error(
+            "invariants",
+            'family = "argmax" compares the op\'s indices with the scores the reference returns, whose shape has '
+            "one more dim: `shape_preserved` (output shape = the reference's) could never hold",
+        )
     return ErrorModel(
         family=family,
         # An op with a family is judged by the error bound unless it sets its own tolerances; an op without one
         # uses allclose with [validation.tolerances] (upstream semantics).
         tolerances=tuple(merged.items()) if family is None else tuple(own),
-        invariants=_invariants(table),
+        invariants=invariants,
         nonfinite=table.choice("nonfinite", NonFinite, NonFinite.NONE),
         accumulator=_optional_dtype(table, "accumulator"),
         flush_to_zero=table.boolean("flush_to_zero", False),

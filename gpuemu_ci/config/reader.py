@@ -94,6 +94,12 @@ class TableReader:
         _, value = self._take(key)
         return default if value is _MISSING else value
 
+    def spelled_raw(self, key: str, default: Any = None) -> tuple[str, Any]:
+        """(the spelling the config used, or `key` when absent; the value or `default`): for keys whose alias
+        says something of its own (`forbidden_instructions` are machine instructions)."""
+        spelled, value = self._take(key)
+        return spelled, default if value is _MISSING else value
+
     # --- typed getters -------------------------------------------------------------------------------
     def string(self, key: str, default: str | None = None, *, required: bool = False) -> str | None:
         spelled, value = self._take(key)

@@ -24,7 +24,10 @@ def compare(
 ) -> BaselineDiff:
     """Classifies every op x dtype and kernel x arch of both runs. Entries are ordered failures first,
     then warnings, then the rest, each group in run order (BaselineDiff orders them)."""
-    entries = (*diff_ops(base, current, policies.warn_threshold), *diff_kernels(base, current, policies))
+    entries = (
+        *diff_ops(base, current, policies.headroom_growth_threshold),
+        *diff_kernels(base, current, policies),
+    )
     notes = tuple(run_notes(base, current))
     return BaselineDiff(
         status=DiffStatus.COMPARED,

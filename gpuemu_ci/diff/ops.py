@@ -53,7 +53,7 @@ class CaseBasis:
         return not (self.generator_changed or self.seed_changed or self.suite_changed)
 
 
-def diff_ops(base: Results, current: Results, warn_threshold: float) -> list[DiffEntry]:
+def diff_ops(base: Results, current: Results, growth_threshold: float) -> list[DiffEntry]:
     """One entry per op x dtype in either run, current order first, then what only the baseline had."""
     basis = CaseBasis.of(base, current)
     entries: list[DiffEntry] = []
@@ -62,7 +62,7 @@ def diff_ops(base: Results, current: Results, warn_threshold: float) -> list[Dif
         if old is None:
             entries.extend(_whole_op(op, Classification.NEW, Severity.INFO, "new op (not in the baseline)"))
         else:
-            entries.extend(_compare_op(old, op, basis, warn_threshold))
+            entries.extend(_compare_op(old, op, basis, growth_threshold))
     for old in base.ops:
         if current.op(old.name) is None:
             # Dropping an op drops its coverage: shown as a warning unless the suites differ anyway.
@@ -97,7 +97,7 @@ def _whole_op(
     return out
 
 
-def _compare_op(old: OpResult, op: OpResult, basis: CaseBasis, warn_threshold: float) -> list[DiffEntry]:
+def _compare_op(old: OpResult, op: OpResult, basis: CaseBasis, growth_threshold: float) -> list[DiffEntry]:
     entries = []
     for d in op.dtypes:
         before = old.dtype_result(d.dtype)
@@ -111,7 +111,7 @@ def _compare_op(old: OpResult, op: OpResult, basis: CaseBasis, warn_threshold: f
             entries.append(_entry(op.name, Classification.NEW, Severity.INFO, (reason,), d.dtype))
         else:
             failures = tuple(f for f in op.failures if f.dtype == d.dtype)
-            entries.append(compare_dtype(op.name, before, d, basis, warn_threshold, failures))
+            entries.append(compare_dtype(op.name, before, d, basis, growth_threshold, failures))
     for before in old.dtypes:
         if op.dtype_result(before.dtype) is not None:
             continue
@@ -148,7 +148,7 @@ def compare_dtype(
     old: DtypeResult,
     new: DtypeResult,
     basis: CaseBasis,
-    warn_threshold: float,
+    growth_threshold: float,
     failures: tuple[Failure, ...] = (),
 ) -> DiffEntry:
     """Classifies one op x dtype present in both runs (`failures`: this run's recorded failures of it)."""
@@ -158,7 +158,7 @@ def compare_dtype(
 
     context: list[Reason] = []
     no_answer = _no_answer(new, failures)
-    headroom = headroom_reason(old.worst_headroom, new.worst_headroom, warn_threshold)
+    headroom = headroom_reason(old.worst_headroom, new.worst_headroom, growth_threshold)
     if headroom is not None and no_answer is None:  # a crash is not a numeric change
         context.append(headroom[0])
     if old.cases_total != new.cases_total and old.cases_total is not None and new.cases_total is not None:
@@ -231,11 +231,11 @@ def compare_dtype(
         )
     if headroom is not None and new.status.value == PASSED:
         growth = headroom[1]
-        if growth > warn_threshold:
+        if growth > growth_threshold:
             if basis.same_cases:
                 return entry(Classification.REGRESSED, Severity.WARNING)
             return entry(Classification.UNCHANGED, Severity.INFO, *_seed_note(basis))
-        if growth < -warn_threshold:
+        if growth < -growth_threshold:
             return entry(Classification.IMPROVED, Severity.INFO)
     return entry(Classification.UNCHANGED, Severity.INFO)
 
@@ -254,15 +254,15 @@ def _entry(
 
 
 def headroom_reason(
-    old: float | None, new: float | None, warn_threshold: float
+    old: float | None, new: float | None, growth_threshold: float
 ) -> tuple[Reason, float] | None:
     """(reason, relative growth) or None when either side has no headroom."""
     if old is None or new is None:
         return None
     growth = (new - old) / max(old, HEADROOM_FLOOR)
     message = f"worst headroom {fmt(old)} -> {fmt(new)} ({change(old, new, growth)}"
-    if growth > warn_threshold:
-        message += f", more than warn_threshold {pct(warn_threshold, signed=False)}"
+    if growth > growth_threshold:
+        message += f", more than headroom_growth_threshold {pct(growth_threshold, signed=False)}"
     message += ")"
     if new > 1 >= old:
         message += "; above 1 means past the error bound"

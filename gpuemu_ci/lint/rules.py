@@ -4,7 +4,9 @@ Limits are checked against what ptxas reported for the entry, and spill/stack li
 non-inlined device function the entry calls (ptxas reports those separately, without a `Used` line).
 Patterns are regexes searched in each instruction (`opcode operands`, predicate left off) of the entry and
 the functions it calls; anchor them (`^ld\\.local`) to match opcodes only. A check that cannot be carried
-out (a SASS pattern without a SASS tool, a figure ptxas did not print) is a WARNING, never a silent pass.
+out (a SASS pattern without a SASS tool or cubin, a figure ptxas did not print) fails the kernel as "not
+checked", never a silent pass; where the config allows unchecked rules (`[ci] allow_unchecked`) it is a
+warning instead.
 """
 
 from __future__ import annotations
@@ -14,11 +16,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpuemu_ci.config.model import ArtifactChecks, PatternCheck
+from gpuemu_ci.config.patterns import PATTERN_TARGETS
 from gpuemu_ci.errors import ConfigError
 from gpuemu_ci.results.base import Severity
 from gpuemu_ci.results.kernels import KernelMetrics, Violation
-
-PATTERN_TARGETS = ("ptx", "sass")
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,25 @@ def validate_checks(checks: ArtifactChecks, *, kernel: str) -> None:
                 ) from exc
 
 
-def _limit(
+SASS_TOOLS_HINT = (
+    "install NVIDIA's SASS tools (`pip install nvidia-cuda-nvdisasm nvidia-cuda-cuobjdump`, 13.2+)"
+)
+ALLOW_HINT = "`[ci] allow_unchecked = true` lets unchecked rules pass with a warning"
+
+
+def unchecked(
+    m: KernelMetrics, metric: str, limit: int | str, message: str, allowed: bool, remedy: str | None = None
+) -> Violation:
+    """A rule that could not be checked: an error (the kernel fails), or a warning where the config allows it."""
+    if allowed:
+        text = f"{message} (allowed: ci.allow_unchecked)"
+    else:
+        text = f"{message}; {remedy + ', or ' if remedy else ''}{ALLOW_HINT}"
+    severity = Severity.WARNING if allowed else Severity.ERROR
+    return Violation(m.kernel, m.arch, metric, limit, None, text, severity, unchecked=True)
+
+
+def _one_limit(
     out: list[Violation],
     m: KernelMetrics,
     metric: str,
@@ -54,21 +73,13 @@ def _limit(
     value: int | None,
     what: str,
     unit: str,
+    allow_unchecked: bool,
 ) -> None:
     if limit is None:
         return
     if value is None:
-        out.append(
-            Violation(
-                m.kernel,
-                m.arch,
-                metric,
-                limit,
-                None,
-                f"{m.kernel} [{m.arch}]: max_{metric} = {limit} NOT CHECKED: ptxas did not report {what}",
-                Severity.WARNING,
-            )
-        )
+        message = f"{m.kernel} [{m.arch}]: max_{metric} = {limit} NOT CHECKED: ptxas did not report {what}"
+        out.append(unchecked(m, metric, limit, message, allow_unchecked))
     elif value > limit:
         out.append(
             Violation(
@@ -82,21 +93,27 @@ def _limit(
         )
 
 
-def check_limits(m: KernelMetrics, checks: ArtifactChecks) -> list[Violation]:
+def check_limits(
+    m: KernelMetrics, checks: ArtifactChecks, *, allow_unchecked: bool = False
+) -> list[Violation]:
     """Numeric limits on the entry and on the device functions it calls."""
     out: list[Violation] = []
-    _limit(out, m, "registers", checks.max_registers, m.registers, "registers", "")
+
+    def _limit(metric: str, limit: int | None, value: int | None, what: str, unit: str) -> None:
+        _one_limit(out, m, metric, limit, value, what, unit, allow_unchecked)
+
+    _limit("registers", checks.max_registers, m.registers, "registers", "")
     spills = m.spills
     spill_detail = (
         "spill bytes"
         if spills is None
         else f"spill bytes ({m.spill_stores} stored + {m.spill_loads} loaded) ="
     )
-    _limit(out, m, "spills", checks.max_spills, spills, spill_detail, " B")
-    _limit(out, m, "spill_stores", checks.max_spill_stores, m.spill_stores, "spill stores", " B")
-    _limit(out, m, "spill_loads", checks.max_spill_loads, m.spill_loads, "spill loads", " B")
-    _limit(out, m, "local_memory", checks.max_local_memory, m.local_memory, "local memory (stack)", " B")
-    _limit(out, m, "shared_memory", checks.max_shared_memory, m.shared_memory, "static shared memory", " B")
+    _limit("spills", checks.max_spills, spills, spill_detail, " B")
+    _limit("spill_stores", checks.max_spill_stores, m.spill_stores, "spill stores", " B")
+    _limit("spill_loads", checks.max_spill_loads, m.spill_loads, "spill loads", " B")
+    _limit("local_memory", checks.max_local_memory, m.local_memory, "local memory (stack)", " B")
+    _limit("shared_memory", checks.max_shared_memory, m.shared_memory, "static shared memory", " B")
     for f in m.device_functions:
         where = f"in device function {f.name} called from {m.kernel}"
         pairs = (
@@ -135,6 +152,7 @@ def check_patterns(
     listings: Mapping[str, Sequence[Listing] | None],
     *,
     missing_reason: dict[str, str],
+    allow_unchecked: bool = False,
 ) -> list[Violation]:
     """Required/forbidden patterns. `listings[target]` is None when that target could not be produced."""
     out: list[Violation] = []
@@ -148,18 +166,10 @@ def check_patterns(
             code = listings.get(p.target)
             if code is None:
                 reason = missing_reason.get(p.target, f"no {p.target} available")
-                out.append(
-                    Violation(
-                        m.kernel,
-                        m.arch,
-                        metric,
-                        p.pattern,
-                        None,
-                        f"{m.kernel} [{m.arch}]: {kind} {p.target} pattern {p.pattern!r} "
-                        f"NOT CHECKED: {reason}",
-                        Severity.WARNING,
-                    )
-                )
+                why = f" (matched against {p.target.upper()}: {p.why})" if p.why else ""
+                message = f"{m.kernel} [{m.arch}]: {kind} {p.target} pattern {p.pattern!r}{why} NOT CHECKED: {reason}"
+                remedy = SASS_TOOLS_HINT if p.target == "sass" else None
+                out.append(unchecked(m, metric, p.pattern, message, allow_unchecked, remedy))
                 continue
             hits = _matches(re.compile(p.pattern), code)
             if kind == "forbidden" and hits:

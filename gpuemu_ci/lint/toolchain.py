@@ -13,6 +13,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from gpuemu_ci.errors import ConfigError
 from gpuemu_ci.lint.model import Toolchain
 from gpuemu_ci.lint.nvrtc import find_nvrtc, wheel_roots
 from gpuemu_ci.lint.nvrtc import supported_archs as nvrtc_archs
@@ -101,6 +102,9 @@ def arch_supported(arch: str, supported: Sequence[str]) -> bool:
 
 
 FRONTEND_VARIABLE = "GPUEMU_LINT_FRONTEND"  # "nvcc" or "nvrtc": which compiles .cu sources when both exist
+# "nvdisasm", "cuobjdump" or "none": which SASS tool lint may use (none: lint as a machine without one does)
+SASS_TOOL_VARIABLE = "GPUEMU_SASS_TOOL"
+SASS_TOOL_CHOICES = ("nvdisasm", "cuobjdump", "none")
 
 
 def nvcc_usable(nvcc: str, env: Mapping[str, str]) -> bool:
@@ -114,7 +118,8 @@ def nvcc_usable(nvcc: str, env: Mapping[str, str]) -> bool:
 
 
 def discover_toolchain(env: Mapping[str, str] | None = None) -> Toolchain:
-    """Look for every tool and ask the compilers their versions. Never raises: missing tools are None.
+    """Look for every tool and ask the compilers their versions. Missing tools are None; only a
+    GPUEMU_SASS_TOOL that names no SASS tool raises (ConfigError).
 
     A .cu source is compiled by nvcc when a usable one is found, else by NVRTC and ptxas (`lint.nvrtc`);
     GPUEMU_LINT_FRONTEND=nvrtc asks for NVRTC even beside nvcc (to lint locally as the Action's image does)."""
@@ -137,8 +142,11 @@ def discover_toolchain(env: Mapping[str, str] | None = None) -> Toolchain:
         if beside_nvrtc.is_file():
             ptxas = str(beside_nvrtc)
             extra = [beside_nvrtc.parent, *extra]
-    nvdisasm = find_tool("nvdisasm", env, extra)
-    cuobjdump = find_tool("cuobjdump", env, extra)
+    choice = env.get(SASS_TOOL_VARIABLE) or None
+    if choice is not None and choice not in SASS_TOOL_CHOICES:
+        raise ConfigError(f"{SASS_TOOL_VARIABLE}={choice!r}: expected one of {', '.join(SASS_TOOL_CHOICES)}")
+    nvdisasm = find_tool("nvdisasm", env, extra) if choice in (None, "nvdisasm") else None
+    cuobjdump = find_tool("cuobjdump", env, extra) if choice in (None, "cuobjdump") else None
     cxxfilt = find_tool("c++filt", env)
     nvcc_version, nvcc_build = tool_version(nvcc, env)
     ptxas_version, _ = tool_version(ptxas, env)

@@ -31,11 +31,10 @@ def compare(
     allowed: np.ndarray,
     comparator: Comparator,
     output_dtype: str,
-    *,
-    check_nan: bool = True,
-    check_inf: bool = True,
 ) -> tuple[ErrorStats, list[Finding]]:
-    """Judges float outputs; `allowed` is the per-element allowance (broadcastable to the reference)."""
+    """Judges float outputs; `allowed` is the per-element allowance (broadcastable to the reference). NaN and
+    infinities are always judged against the reference ([validation] check_nan / check_inf add a rule of
+    their own on top: oracle/nonfinite_rules.py)."""
     y = to_float64(output)
     r = np.asarray(reference, dtype=np.float64)
     allowed = np.broadcast_to(np.asarray(allowed, dtype=np.float64), r.shape)
@@ -61,10 +60,8 @@ def compare(
         & (np.sign(y) == np.sign(r))
     )
 
-    bad_nan = (y_nan != r_nan) if check_nan else np.zeros_like(y_nan)
+    bad_nan = y_nan != r_nan
     bad_inf = (y_inf & ~inf_ok) | (r_over & ~y_inf & ~max_ok & ~y_nan)
-    if not check_inf:
-        bad_inf = np.zeros_like(bad_inf)
     nonfinite_bad = bad_nan | bad_inf
     if nonfinite_bad.any():
         index = _first(nonfinite_bad)

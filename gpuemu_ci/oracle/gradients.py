@@ -47,6 +47,7 @@ from gpuemu_ci.oracle.argmax import axis_of
 from gpuemu_ci.oracle.compare import compare
 from gpuemu_ci.oracle.invariants import bias_z, lean_ulp
 from gpuemu_ci.oracle.model import Comparator, ErrorStats, FailureKind, Finding
+from gpuemu_ci.oracle.nonfinite_rules import nonfinite_rules
 
 STRUCTURED = frozenset({Family.MATMUL, Family.ELEMENTWISE, Family.SOFTMAX, Family.NORM})
 ROW_WISE = frozenset({Family.SOFTMAX, Family.NORM})
@@ -140,14 +141,12 @@ def judge_gradients(
         if rule is Comparator.BOUND:
             allowed = structure_bound(op, case, name, r, abs_grad, expected_dtype)
             allowed = allowed if declared is None else allowed + declared
-            one, found = compare(g, r, allowed, rule, expected_dtype, check_nan=validation.check_nan,
-                                 check_inf=validation.check_inf)  # fmt: skip
+            one, found = compare(g, r, allowed, rule, expected_dtype)
             if any(f.kind is FailureKind.MISMATCH for f in found):
                 measured = low(position)
                 if measured is not None:
                     allowed = np.maximum(allowed, _empirical(op, case.dtype, r, measured, abs_grad))
-                    one, found = compare(g, r, allowed, rule, expected_dtype, check_nan=validation.check_nan,
-                                         check_inf=validation.check_inf)  # fmt: skip
+                    one, found = compare(g, r, allowed, rule, expected_dtype)
         else:
             saved = row_statistics.saved_statistics(
                 op, case.dtype, _forward(case), name, r, expected_dtype, case.correlated
@@ -182,8 +181,7 @@ def judge_gradients(
             judged = _routed_among_ties(op, case, name, g, r, allowed)
             if saved.zero_excused is not None:  # a subgradient 0 where the saved output underflowed to 0
                 judged = np.where(saved.zero_excused & (judged == 0), r, judged)
-            one, found = compare(judged, r, allowed, rule, expected_dtype, check_nan=validation.check_nan,
-                                 check_inf=validation.check_inf)  # fmt: skip
+            one, found = compare(judged, r, allowed, rule, expected_dtype)
         said = _measured_words(op, case.dtype) if low_cache and low_cache[0] is not None else ""
         said += saved.words
         mismatched = any(f.kind is FailureKind.MISMATCH for f in found)
@@ -208,6 +206,7 @@ def judge_gradients(
             found = [
                 Finding(f.kind, f.message + why) if f.kind is FailureKind.NONFINITE else f for f in found
             ]
+        found += nonfinite_rules(g, r, validation)
         findings.extend(
             Finding(f.kind, label + f.message + (said if f.kind is FailureKind.MISMATCH else ""))
             for f in found

@@ -10,12 +10,14 @@ import numpy as np
 from gpuemu_ci import dtypes
 from gpuemu_ci.calls import CallResult, CallStatus, CaseRun
 from gpuemu_ci.config.model import Family, OpSpec, Validation
+from gpuemu_ci.fuzz.shapes import shape_of
 from gpuemu_ci.oracle import bounds, flushed, intermediates, log_sum_exp, overflow, power_sums, precision
 from gpuemu_ci.oracle.argmax import axis_of as argmax_axis
 from gpuemu_ci.oracle.argmax import compare_argmax
 from gpuemu_ci.oracle.compare import DEFAULT_TOLERANCES, allclose_allowance, compare, compare_exact
 from gpuemu_ci.oracle.invariants import bias_z, check_invariants
 from gpuemu_ci.oracle.model import CaseVerdict, Comparator, ErrorStats, FailureKind, Finding
+from gpuemu_ci.oracle.nonfinite_rules import nonfinite_rules
 
 STATUS_KIND = {
     CallStatus.CRASHED: FailureKind.CRASHED,
@@ -102,10 +104,25 @@ def _judge(op: OpSpec, case: CaseContext, run: CaseRun, validation: Validation) 
                 stats = out_stats
             continue
         if tuple(y.shape) != tuple(np.shape(r)):
+            # Upstream's `shape_preserved` is this very rule (the output has the reference's shape): say so.
+            invariant = (
+                "invariant `shape_preserved` violated: " if op.error_model.invariants.shape_preserved else ""
+            )
+            findings.append(
+                Finding(
+                    FailureKind.INVARIANT if invariant else FailureKind.SHAPE,
+                    f"{label}{invariant}shape {tuple(y.shape)} != reference shape {tuple(np.shape(r))}",
+                )
+            )
+            continue
+        declared = _declared_output(op, case, len(outputs))
+        if declared is not None and tuple(y.shape) != declared:
             findings.append(
                 Finding(
                     FailureKind.SHAPE,
-                    f"{label}shape {tuple(y.shape)} != reference shape {tuple(np.shape(r))}",
+                    f"{label}shape {tuple(y.shape)} (the reference's too) != the declared `output` "
+                    f"{list(op.shapes.output_dims or ())} = {declared}: the error model reads the lengths it "
+                    "reduces from `output`, so it must describe what the op returns",
                 )
             )
             continue
@@ -122,12 +139,13 @@ def _judge(op: OpSpec, case: CaseContext, run: CaseRun, validation: Validation) 
         out_stats, out_findings = _compare_one(
             op, case, run, y, np.asarray(r), output_dtype, validation, position
         )
+        if dtypes.info(output_dtype).is_float:
+            out_findings += nonfinite_rules(y, np.asarray(r), validation)
         findings.extend(Finding(f.kind, label + f.message) for f in out_findings)
         if stats is None or (out_stats.headroom or 0) > (stats.headroom or 0):
             stats = out_stats
-        first_shape = tuple(next(iter(case.inputs.values())).shape) if case.inputs else None
         findings.extend(
-            check_invariants(op.error_model.invariants, y, first_shape, output_dtype, op.error_model.bound_c)
+            check_invariants(op.error_model.invariants, y, np.shape(r), output_dtype, op.error_model.bound_c)
         )
         if case.bias_test and out_stats.comparator is not Comparator.EXACT:
             z = bias_z(*bounds.statistic_rows(op, case.kwargs, y, np.asarray(r)), output_dtype)
@@ -163,6 +181,16 @@ def _judge(op: OpSpec, case: CaseContext, run: CaseRun, validation: Validation) 
                 ),
             )
     return CaseVerdict(not findings, tuple(findings), stats)
+
+
+def _declared_output(op: OpSpec, case: CaseContext, outputs: int) -> tuple[int, ...] | None:
+    """The shape the config's `output` dims give this case (one output, dims all known), else None."""
+    declared = op.shapes.output_dims
+    if declared is None or outputs != 1 or op.error_model.family is Family.ARGMAX:
+        return None
+    if any(isinstance(d, str) and d not in case.dims for d in declared):
+        return None
+    return shape_of(declared, case.dims)
 
 
 def _unwritten(outputs: tuple[np.ndarray, ...], reference: tuple[np.ndarray, ...]) -> int:
@@ -214,15 +242,7 @@ def _compare_one(
     explain = None
     if comparator is Comparator.BOUND:
         allowed, explain = _with_empirical(op, case, run, r, allowed, position)
-    stats, findings = compare(
-        y,
-        r,
-        allowed,
-        comparator,
-        output_dtype,
-        check_nan=validation.check_nan,
-        check_inf=validation.check_inf,
-    )
+    stats, findings = compare(y, r, allowed, comparator, output_dtype)
     low = case.low_outputs
     if low is not None and len(low) > position and any(f.kind is FailureKind.NONFINITE for f in findings):
         working = precision.working_precision(op, case.dtype) or "float32"

@@ -16,7 +16,7 @@ from gpuemu_ci.backends.interface import CaseSpec
 from gpuemu_ci.config.model import OpSpec
 from gpuemu_ci.errors import InputsDiffer
 from gpuemu_ci.oracle import precision
-from gpuemu_ci.pipeline.session import Session
+from gpuemu_ci.pipeline.session import Session, needs_gpu
 from gpuemu_ci.results.base import json_float
 
 
@@ -41,6 +41,7 @@ class Calibration:
     rows: tuple[CalibrationRow, ...]
     unusable: int  # cases that failed or could not be judged: calibrate on a correct kernel
     notes: tuple[str, ...] = ()  # what the failures say about the reference (one per op)
+    skipped: tuple[str, ...] = ()  # what was not measured here, with why: never part of a calibration
 
 
 def calibrate(
@@ -50,7 +51,11 @@ def calibrate(
     rows: list[CalibrationRow] = []
     unusable = 0
     notes: list[str] = []
+    skipped: dict[str, int] = defaultdict(int)
     for op in ops:
+        if needs_gpu(op) and session.gpu is None:
+            skipped[f"{op.name}: needs a GPU and none was found"] += 1
+            continue
         groups: dict[tuple[str, str, str], list[tuple[float, float, float, float]]] = defaultdict(list)
         task = session.task(op)
         futures = [
@@ -63,7 +68,10 @@ def calibrate(
                 raise InputsDiffer(
                     f"{op.name}/{report.dtype}", 0, report.op_inputs_digest or "", report.inputs_digest or ""
                 )
-            if report.outcome == "skipped":  # a large case the machine cannot hold
+            if (
+                report.outcome == "skipped"
+            ):  # a large case the machine cannot hold, bf16 in Triton's interpreter
+                skipped[f"{op.name} [{report.dtype}]: {report.message}"] += 1
                 continue
             if report.outcome in ("errored", "unloadable") or report.comparator is None:
                 unusable += 1
@@ -100,7 +108,8 @@ def calibrate(
                     meaningless=meaningless,
                 )
             )
-    return Calibration(tuple(rows), unusable, tuple(notes))
+    said = tuple(f"{why} ({count} case{'s' if count != 1 else ''})" for why, count in skipped.items())
+    return Calibration(tuple(rows), unusable, tuple(notes), said)
 
 
 def _reference_note(op: str, message: str) -> str | None:

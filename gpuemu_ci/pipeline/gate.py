@@ -32,6 +32,7 @@ from gpuemu_ci.progress import Observer
 from gpuemu_ci.results.diff import BaselineDiff
 from gpuemu_ci.results.kernels import LintStatus
 from gpuemu_ci.results.model import (
+    OTHER_SHARDS,
     ConfigInfo,
     GpuInfo,
     OpResult,
@@ -137,6 +138,8 @@ def _document(
         run=settings.run_info,
         notes=notes,
         shard=ran.shard,
+        skips_allowed=settings.allow_skips,
+        warn_threshold=config.policies.warn_threshold,
     )
 
 
@@ -198,6 +201,7 @@ def with_diff(results: Results, diff: BaselineDiff | None, *, lint_unavailable: 
         cut_short=results.cut_short,
         lint_unavailable=lint_unavailable,
         diff=diff,
+        skips_allowed=results.skips_allowed,
     )
     notes = results.notes
     if diff is not None and diff.gate_failed:
@@ -277,7 +281,7 @@ def _in_other_shards(op: OpSpec, shard: Shard) -> OpResult:
         line=op.line,
         framework=op.targets.framework.value,
         interpreter=None,
-        skip_reason="other shards",
+        skip_reason=OTHER_SHARDS,
         message=f"none of its cases fell in shard {shard}",
         cases_total=0,
         cases_passed=0,

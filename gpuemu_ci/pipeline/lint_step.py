@@ -14,7 +14,11 @@ def run_lint(config: Config, settings: Settings) -> LintReport:
     still written; the run then exits 3."""
     try:
         return lint_kernels(
-            config.kernels, archs=settings.archs or None, jobs=settings.lint_jobs, root=config.root
+            config.kernels,
+            archs=settings.archs or None,
+            jobs=settings.lint_jobs,
+            root=config.root,
+            allow_unchecked=config.ci.allow_unchecked,
         )
     except InfraError as exc:
         return LintReport.unavailable(exc.message)

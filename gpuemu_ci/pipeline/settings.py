@@ -32,6 +32,7 @@ class RunOptions:
     out_dir: Path = Path("gpuemu-out")
     jobs: int | None = None
     require_gpu: bool | None = None
+    allow_skips: bool | None = None
     lint: bool | None = None
     archs: tuple[str, ...] = ()
     timeout_s: float | None = None  # overrides ci.thorough_timeout
@@ -53,6 +54,7 @@ class Settings:
     timeout_s: float  # the whole run
     timeout_source: str  # what set it, for messages: "--timeout" or "ci.thorough_timeout"
     require_gpu: bool
+    allow_skips: bool  # skipped ops and cases may be part of a pass ("passed with N skipped")
     lint: bool
     archs: tuple[str, ...]
     dtypes: tuple[str, ...]  # only these dtypes (empty: the suite's)
@@ -78,6 +80,7 @@ class Settings:
             timeout_s=options.timeout_s or config.ci.thorough_timeout,
             timeout_source="--timeout" if options.timeout_s else "ci.thorough_timeout",
             require_gpu=config.ci.require_gpu if options.require_gpu is None else options.require_gpu,
+            allow_skips=config.ci.allow_skips if options.allow_skips is None else options.allow_skips,
             lint=config.ci.lint if options.lint is None else options.lint,
             archs=options.archs,
             dtypes=options.dtypes,

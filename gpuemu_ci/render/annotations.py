@@ -119,6 +119,10 @@ def report_annotations(report: Results, *, source_root: Path | None = None) -> l
                 )
             )
     found += _regressions(report)
+    for op, row, used in report.near_limit():
+        title = f"gpuemu-ci: op {op.name} [{row.dtype}] close to its limit"
+        line = text.near_limit(op, row, used, report.warn_threshold or 0.0)
+        found.append(Annotation(Level.WARNING, title, line, config, op.line))
     for op, row in report.skipped_rows():
         title = f"gpuemu-ci: op {op.name} [{row.dtype}] not tested"
         found.append(Annotation(Level.WARNING, title, text.skipped_row(op, row), config, op.line))

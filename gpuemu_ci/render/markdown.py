@@ -241,6 +241,7 @@ def _context(
         limits.other_rows,
     )
     passes = [(op, row) for op in report.ops for row in op.dtypes if row.status is OpStatus.PASSED]
+    near, near_hidden = _take(list(report.near_limit()), limits.other_rows)
     more_hidden = sum(max(0, len(g.failures) - 1) for g in details) if not limits.more_failures else 0
     cut = []
     if not limits.passes and passes:
@@ -255,6 +256,8 @@ def _context(
         cut.append(f"{lint_hidden} lint violation(s)")
     if diff_hidden:
         cut.append(f"{diff_hidden} baseline change(s)")
+    if near_hidden:
+        cut.append(f"{near_hidden} warning(s) of op × dtype results close to their limit")
     if errored_hidden or skipped_hidden or skipped_rows_hidden:
         cut.append(
             f"{errored_hidden + skipped_hidden + skipped_rows_hidden} errored or skipped op(s) or row(s)"
@@ -279,6 +282,9 @@ def _context(
         "interpreter_line": text.interpreter_line(report),
         "triton_warnings": text.triton_warning_lines(report, TRITON_WARNINGS_SHOWN),
         "triton_precisions": text.triton_precision_lines(report),
+        "near_limit": [
+            text.near_limit(op, row, used, report.warn_threshold or 0.0) for op, row, used in near
+        ],
         "lint": lint,
         "compile_errors": [
             k for k in report.kernels if k.error is not None and k.status is KernelStatus.FAILED

@@ -316,6 +316,8 @@ def _notifications(report: Results) -> list[dict[str, Any]]:
             )
     for op, row in report.skipped_rows():
         add("warning", text.skipped_row(op, row))
+    for op, row, used in report.near_limit():
+        add("warning", text.near_limit(op, row, used, report.warn_threshold or 0.0))
     interpreted = text.interpreter_line(report)
     if interpreted:
         add("note", interpreted)

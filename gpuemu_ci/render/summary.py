@@ -8,7 +8,14 @@ from pathlib import Path
 import click
 
 from gpuemu_ci.render.describe import describe_inputs
-from gpuemu_ci.render.text import dot_precision, interpreter_line, skipped_row
+from gpuemu_ci.render.text import (
+    SKIPS_REFUSED,
+    dot_precision,
+    interpreter_line,
+    near_limit,
+    skipped_row,
+    skipped_suffix,
+)
 from gpuemu_ci.results.hints import layout_hint
 from gpuemu_ci.results.kernels import KernelStatus
 from gpuemu_ci.results.model import Headline, OpStatus, Results
@@ -52,6 +59,7 @@ def print_summary(results: Results, path: Path) -> None:
         return style.paint(f"{word:<5}", role)
 
     echo()
+    near, threshold = results.near_limit(), results.warn_threshold or 0.0
     for op in results.ops:
         detail = f"{op.cases_passed}/{op.cases_total} cases passed"
         if op.skip_reason:
@@ -81,6 +89,9 @@ def print_summary(results: Results, path: Path) -> None:
             echo(f"        {precision}")
         for note in op.triton_notes:
             echo(f"        {style.paint('warning', 'skipped')}: {note}")
+        for warned, row, used in near:
+            if warned is op:
+                echo(f"        {style.paint('WARN ', 'skipped')} {near_limit(op, row, used, threshold)}")
     for kernel in results.kernels:
         echo(f"  {label(kernel.status)} kernel {kernel.name}")
         for violation in kernel.violations[:5]:
@@ -98,11 +109,14 @@ def print_summary(results: Results, path: Path) -> None:
     interpreted = interpreter_line(results)
     if interpreted:
         echo(f"  note: {interpreted}")
+    if results.skipped and not results.skips_allowed:
+        echo(f"  note: {SKIPS_REFUSED}")
     echo()
     s = results.summary
     headline = results.headline
     echo(
-        f"gpuemu-ci: {style.paint(headline.value.upper(), HEADLINE_ROLES[headline])} - ops {s.ops_passed} passed, "
+        f"gpuemu-ci: {style.paint(headline.value.upper(), HEADLINE_ROLES[headline])}{skipped_suffix(results)} - "
+        f"ops {s.ops_passed} passed, "
         f"{s.ops_failed} failed, {s.ops_skipped} skipped, {s.ops_errored} errored; cases {s.cases_total} "
         f"({s.cases_failed} failed{f', {s.cases_skipped} skipped' if s.cases_skipped else ''}); "
         f"seed {results.seed}; {s.duration_s:.1f}s"

@@ -123,6 +123,31 @@ def byte_count(value: int | None) -> str:
     return "n/a" if value is None else f"{value:,} B"
 
 
+def skipped_suffix(report: Results) -> str:
+    """`` with 3 skipped`` after a pass the run allowed with skipped ops or cases; empty otherwise."""
+    if report.headline is Headline.PASSED and report.skipped:
+        return f" with {number(report.skipped)} skipped"
+    return ""
+
+
+def verdict_label(report: Results) -> str:
+    """``FAILED``, ``ERROR``, ... or ``passed`` (``passed with 3 skipped`` where skips were allowed)."""
+    return report.headline.value + skipped_suffix(report)
+
+
+def near_limit(op: OpResult, row: DtypeResult, used: float, threshold: float) -> str:
+    """``softmax [float16]: the worst case uses 91.6% of its allowance (warn_threshold 0.8)``"""
+    return (
+        f"{op.name} [{row.dtype}]: the worst case uses {used:.1%} of its allowance "
+        f"(policies.warn_threshold {threshold:g})"
+    )
+
+
+SKIPS_REFUSED = (
+    "skipped ops and cases never count as passed (--allow-skips or `[ci] allow_skips = true` accepts them)"
+)
+
+
 def headline(report: Results) -> str:
     """The one-line verdict: ``FAILED: 1 of 6 ops failed (8 of 192 cases)``."""
     c = report.summary
@@ -154,7 +179,11 @@ def headline(report: Results) -> str:
     partial = c.dtypes_skipped - sum(len(op.dtypes) for op in report.ops if op.status.value == "skipped")
     if partial > 0:
         parts.append(f"{partial} op × dtype result(s) skipped, not tested")
-    return f"{verdict.value}: " + "; ".join(parts or ["see the report"])
+    if c.cases_skipped and verdict is not Headline.PASSED:
+        parts.append(f"{number(c.cases_skipped)} case(s) skipped, not judged")
+    if verdict is Headline.ERROR and report.skipped and not report.skips_allowed:
+        parts.append(SKIPS_REFUSED)
+    return f"{verdict_label(report)}: " + "; ".join(parts or ["see the report"])
 
 
 INTERPRETER_NAMES_SHOWN = 20

@@ -113,6 +113,9 @@ class Violation(Record, frozen=True):
     value: int | str | None  # the measured number, or how many instructions matched; None = not measured
     message: str
     severity: Severity = Severity.ERROR
+    # The rule could not be checked (a SASS pattern without a SASS tool, a figure ptxas did not print): an error
+    # that fails the kernel, or a warning where the config allows unchecked rules (`ci.allow_unchecked`).
+    unchecked: bool = False
 
 
 class CompileError(Record, frozen=True):

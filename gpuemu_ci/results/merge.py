@@ -18,6 +18,7 @@ import msgspec
 from gpuemu_ci.errors import UsageError
 from gpuemu_ci.results.coverage import merge as merge_coverage
 from gpuemu_ci.results.model import (
+    OTHER_SHARDS,
     DtypeResult,
     Failure,
     OpResult,
@@ -35,8 +36,6 @@ from gpuemu_ci.results.rules import (
     rows_reasons,
     triton_notes,
 )
-
-OTHER_SHARDS = "other shards"
 
 
 @dataclass(frozen=True)
@@ -70,6 +69,7 @@ def check_shards(shards: Sequence[Shard]) -> list[Shard]:
         ("suite", lambda r: r.suite),
         ("gpuemu-ci version", lambda r: r.tool.version),
         ("plan (ops, dtypes, case seeds)", lambda r: r.shard.plan if r.shard else None),
+        ("--allow-skips setting", lambda r: r.skips_allowed),
     )
     for shard in shards[1:]:
         for what, key in same:

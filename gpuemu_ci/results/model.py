@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -77,6 +78,22 @@ class FailureKind(StrEnum):
     TAMPERED = (
         "tampered"  # the op changed the Triton layer that checks it during its call (triton_cpu/guard.py)
     )
+
+
+# The skip reason of an op whose cases all fell in other shards of a sharded run: run there, not skipped.
+OTHER_SHARDS = "other shards"
+
+
+def skipped_count(ops: Sequence[OpResult]) -> int:
+    """What did not run here and would have: the cases that ran but were not judged (Triton's interpreter on
+    bf16, a case larger than the machine's memory), and each op skipped whole before any case (no GPU) as one.
+    Never part of a pass unless the run allowed skips; an op whose cases ran in other shards is not one."""
+    whole = sum(
+        1
+        for op in ops
+        if op.status is OpStatus.SKIPPED and not op.cases_skipped and op.skip_reason != OTHER_SHARDS
+    )
+    return whole + sum(op.cases_skipped for op in ops)
 
 
 SnapshotPath = Annotated[str, msgspec.Meta(pattern=r"^snapshots/[0-9a-f]{16}\.npz$")]
@@ -389,6 +406,10 @@ class Results(Record, frozen=True, kw_only=True):
     run: RunInfo | None = None
     notes: tuple[str, ...] = ()
     shard: ShardInfo | None = None  # set in the document of one shard; never in a merged or whole run
+    # `--allow-skips` / `ci.allow_skips`: skipped ops and cases do not stop a pass ("passed with N skipped").
+    skips_allowed: bool = False
+    # `policies.warn_threshold`: a passing op x dtype whose worst case uses this share of its allowance warns.
+    warn_threshold: Annotated[float, msgspec.Meta(gt=0, le=1)] | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -408,15 +429,45 @@ class Results(Record, frozen=True, kw_only=True):
         anything); then ERROR; a cut-short run is INCOMPLETE; a "passed" with nothing executed, or with a non-zero
         exit code, is an ERROR, never a pass."""
         failed_rows = self.summary.ops_failed or self.summary.kernels_failed
+        # A kernel row recording an error-level violation failed, whatever its status says.
+        failed_rows = failed_rows or any(k.errors for k in self.kernels)
         if self.verdict is Verdict.FAILED or failed_rows or (self.diff is not None and self.diff.gate_failed):
             return Headline.FAILED
         if self.verdict is Verdict.ERROR or self.summary.ops_errored:
             return Headline.ERROR
         if self.verdict is Verdict.INCOMPLETE or self.cut_short:
             return Headline.INCOMPLETE
-        if not self.executed or self.exit_code != 0:
+        if not self.executed or self.exit_code != 0 or (self.skipped and not self.skips_allowed):
             return Headline.ERROR
         return Headline.PASSED
+
+    @property
+    def skipped(self) -> int:
+        """Ops and cases that did not run here (see `skipped_count`)."""
+        return skipped_count(self.ops)
+
+    def near_limit(self) -> tuple[tuple[OpResult, DtypeResult, float], ...]:
+        """(op, dtype row, its worst headroom or gradient headroom) of each passing row that uses at least
+        `warn_threshold` of its allowance: upstream's warning "the error exceeds 80% of the tolerance"."""
+        threshold = self.warn_threshold
+        if threshold is None:
+            return ()
+        found = []
+        for op in self.ops:
+            for row in op.dtypes:
+                if row.status is not OpStatus.PASSED:
+                    continue
+                worst = max(
+                    [
+                        h
+                        for h in (row.worst_headroom, *(g.worst_headroom for g in row.gradients))
+                        if h is not None
+                    ],
+                    default=None,
+                )
+                if worst is not None and worst >= threshold:
+                    found.append((op, row, worst))
+        return tuple(found)
 
     @property
     def executed(self) -> bool:

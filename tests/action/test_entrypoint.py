@@ -47,7 +47,9 @@ COMMENT_LIMIT = 60_000
 # The `with:` blocks of the workflow templates (gpuemu_ci/templates/workflows) that these steps stand for.
 PR_TEMPLATE = {"mode": "gate", "config": "gpuemu.toml", "suite": "quick", "baseline": "auto"}
 BASELINE_TEMPLATE = {"mode": "baseline", "config": "gpuemu.toml", "suite": "quick"}
-NIGHTLY_TEMPLATE = {"mode": "nightly", "config": "gpuemu.toml", "suite": "thorough", "baseline": "none"}
+NIGHTLY_TEMPLATE = {
+    "mode": "nightly", "config": "gpuemu.toml", "suite": "thorough", "baseline": "none", "allow_skips": "true",
+}  # fmt: skip
 SIGN_TEMPLATE = {"mode": "sign", "results": "gpuemu-out/results.json"}
 FORK_COMMENT_TEMPLATE = {"mode": "comment", "results": "gpuemu-out/results.json", "job_key": "gpuemu"}
 

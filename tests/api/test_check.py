@@ -163,3 +163,40 @@ def test_pytest_shows_the_failure_not_gpuemu_ci_frames(pytester):
     output = result.stdout.str()
     assert "gpuemu-ci: gelu failed" in output
     assert "gpuemu_ci/api.py" not in output and "gpuemu_ci/pipeline" not in output
+
+
+HUGE = """
+[validation]
+dtypes = ["float32"]
+{ci}
+[[ops]]
+name = "double"
+op = "ops:double"
+reference = "ops:double"
+family = "elementwise"
+[ops.dims]
+M = {{ min = 1, max = 4194304, typical = [4194304] }}
+N = {{ min = 1, max = 4194304, typical = [4194304] }}
+[ops.inputs]
+x = ["M", "N"]
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("allowed", [False, True])
+def test_a_check_with_cases_this_machine_cannot_hold_never_passes_unless_skips_are_allowed(
+    make_project, tmp_path, allowed: bool
+) -> None:
+    """The typical 4M x 4M cases (64 TiB) are skipped on every machine; the others pass. Issue 41: a check
+    whose cases did not all run was a pass; it raises unless `[ci] allow_skips = true`."""
+    config = make_project(
+        HUGE.format(ci="[ci]\nallow_skips = true" if allowed else ""),
+        {"ops.py": "def double(x):\n    return x * 2\n"},
+    )
+    double = lambda x: x * 2  # noqa: E731  (in process: the cases that fit run here)
+    if not allowed:
+        with pytest.raises(OpCheckFailed, match="skipped cases never count as passed"):
+            gpuemu_ci.check("double", double, config=config, out_dir=tmp_path, iterations=16)
+        return
+    result = gpuemu_ci.check("double", double, config=config, out_dir=tmp_path, iterations=16)
+    assert result.cases_skipped > 0 and result.cases_passed == result.cases_total - result.cases_skipped

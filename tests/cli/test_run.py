@@ -108,10 +108,12 @@ def test_seed_dtype_and_iterations_flags(tmp_path):
 
 def test_thorough_suite_runs_every_dtype(tmp_path, simple_project):
     config = simple_project()
-    code, _, err = run(
-        ["--config", str(config), "--out", str(tmp_path), "--suite", "thorough", "--iterations", "2"]
-    )
+    # The large class (past 2^31 elements) may not fit this machine: skipped, allowed here, said in the verdict.
+    args = ["--config", str(config), "--out", str(tmp_path), "--suite", "thorough", "--iterations", "2"]
+    code, _, err = run([*args, "--allow-skips"])
     assert code == 0, err
+    skipped = json.loads((tmp_path / "results.json").read_text())["summary"]["cases_skipped"]
+    assert (f"PASSED with {skipped} skipped" if skipped else "PASSED -") in err
     (op,) = json.loads((tmp_path / "results.json").read_text())["ops"]
     assert sorted(d["dtype"] for d in op["dtypes"]) == ["float16", "float32"]
 
@@ -309,8 +311,24 @@ def test_launchable_kernel_is_linted_and_skipped_without_a_gpu(tmp_path, make_pr
     assert ops["scale"]["status"] == "passed"
     assert ops["gelu_cuda"]["status"] == "skipped" and ops["gelu_cuda"]["skip_reason"] == "no GPU"
     assert document["kernels"][0]["status"] == "passed" and document["lint"]["status"] == "ran"
-    assert code == 0  # something ran and passed; the skip is reported, not counted as a pass
-    assert document["summary"]["ops_skipped"] == 1
+    assert code == 3  # the skip is reported and never part of a pass (issue 41)
+    assert document["summary"]["ops_skipped"] == 1 and document["verdict"] == "error"
+    code, _, err = run(["--config", str(config), "--out", str(tmp_path / "allowed"), "--allow-skips"])
+    assert code == 0 and "PASSED with 1 skipped" in err, err
+
+
+@pytest.mark.slow
+def test_calibrate_never_counts_what_it_could_not_measure(tmp_path, simple_project):
+    """An op that needs a GPU, on a machine without one: not measured, said, and exit 3 (0 with allow_skips)."""
+    from gpuemu_ci.backends import detect_gpu
+
+    if detect_gpu() is not None:
+        pytest.skip("a GPU is present: the op would run")
+    config = simple_project(extra="require_gpu = true")
+    calibrated = run_cli(["calibrate", "--config", str(config), "--iterations", "2"])
+    assert calibrated.code == 3, calibrated.output
+    assert "not measured here: scale: needs a GPU and none was found" in calibrated.stderr
+    assert "nothing was measured" in calibrated.stderr
 
 
 @pytest.mark.slow

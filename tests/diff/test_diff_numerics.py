@@ -148,22 +148,23 @@ def test_fixing_the_kernel_is_an_improvement(runs: Runs) -> None:
     assert diff["regressions"] == 0
 
 
-def test_headroom_growth_past_warn_threshold_warns_without_failing(runs: Runs) -> None:
+def test_headroom_growth_past_its_threshold_warns_without_failing(runs: Runs) -> None:
     code, diff, stderr = _diff(runs, runs.base, runs.nudged)
     assert code == 0
     e = entry(diff, "matmul", "float32")
     assert (e["classification"], e["severity"]) == ("regressed", "warning")
     headroom = reason(e, "worst_headroom")
     assert headroom["new"] > headroom["old"] * 1.1 and headroom["new"] <= 1
-    assert "warn_threshold" in headroom["message"]
+    assert "headroom_growth_threshold" in headroom["message"]
     assert diff["warnings"] >= 1 and diff["regressions"] == 0 and "WARN" in stderr
 
 
-def test_warn_threshold_comes_from_the_config(runs: Runs) -> None:
+def test_headroom_growth_threshold_comes_from_the_config(runs: Runs) -> None:
     growth = _growth(runs)
     config = runs.root / "good" / "lenient.toml"
     config.write_text(
-        (QUICKSTART / "gpuemu.toml").read_text() + f"\n[policies]\nwarn_threshold = {growth + 0.5}\n"
+        (QUICKSTART / "gpuemu.toml").read_text()
+        + f"\n[policies]\nheadroom_growth_threshold = {growth + 0.5}\n"
     )
     _, diff, _ = _diff(runs, runs.base, runs.nudged, "--config", str(config))
     assert entry(diff, "matmul", "float32")["classification"] == "unchanged"

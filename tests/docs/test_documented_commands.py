@@ -49,6 +49,7 @@ SKIPPED = {
     "gpuemu-ci add acme_kernels.rmsnorm:rms_norm --family norm --calls gpuemu-calls.jsonl": (
         "tests/onboard/test_onboarding_page.py"
     ),
+    "gpuemu-ci run --config examples/cuda/gpuemu.toml --allow-skips": "tests/examples/test_framework_examples.py",
 }
 
 

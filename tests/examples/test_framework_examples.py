@@ -99,8 +99,9 @@ def test_the_seeded_bug_is_caught_and_replays_from_its_seed(example: str, tmp_pa
 
 
 def test_the_cuda_example_is_linted_and_its_launch_skipped_without_a_gpu(tmp_path: Path) -> None:
-    """examples/cuda on a CPU runner: the lint runs and passes, the launch is a skip (never a pass), and
-    --require-gpu turns the skip into an infrastructure error."""
+    """examples/cuda on a CPU runner: the lint runs and passes, the launch is a skip, never part of a pass: the
+    run exits 3 (issue 41: it said PASSED, exit 0, because the lint passed) unless skips are allowed, when it
+    says "passed with 1 skipped"; --require-gpu turns the skip into an infrastructure error."""
     from gpuemu_ci.backends import detect_gpu
     from gpuemu_ci.lint.toolchain import discover_toolchain
 
@@ -110,8 +111,17 @@ def test_the_cuda_example_is_linted_and_its_launch_skipped_without_a_gpu(tmp_pat
         pytest.skip(
             "no CUDA toolchain to lint with (nvcc, or pip install nvidia-cuda-nvrtc nvidia-cuda-nvcc)"
         )
-    code, results, stderr = run_example("examples/cuda/gpuemu.toml", tmp_path / "run")
-    assert code == 0, stderr
+    code, results, stderr = run_example("examples/cuda/gpuemu.toml", tmp_path / "refused")
+    assert code == 3 and results["verdict"] == "error", stderr
+    assert "gpuemu-ci: ERROR - ops 0 passed, 0 failed, 1 skipped" in stderr
+    assert "skipped ops and cases never count as passed" in stderr
+    allowed = gpuemu_ci(
+        ["run", "--config", "examples/cuda/gpuemu.toml", "--allow-skips", "--out", str(tmp_path / "run")]
+    )
+    assert allowed.returncode == 0, allowed.stderr
+    assert "gpuemu-ci: PASSED with 1 skipped - ops 0 passed, 0 failed, 1 skipped" in allowed.stderr
+    results = json.loads((tmp_path / "run" / "results.json").read_text(encoding="utf-8"))
+    assert results["verdict"] == "passed" and results["skips_allowed"] is True
     (op,) = results["ops"]
     assert (op["name"], op["status"], op["skip_reason"], op["cases_passed"]) == (
         "gelu",

@@ -59,11 +59,15 @@ def test_every_numeric_limit() -> None:
     assert (smem.kernel, smem.arch, smem.severity) == ("matmul_tiled", "sm_80", Severity.ERROR)
 
 
-def test_missing_figure_is_a_warning_not_a_pass() -> None:
+def test_missing_figure_fails_as_not_checked_unless_allowed() -> None:
     legacy = metrics("ptxas-11.8-sm80.log", "gelu")  # 11.8 prints no barriers; use a figure that is absent
     legacy = msgspec.structs.replace(legacy, registers=None)
     (v,) = check_limits(legacy, ArtifactChecks(max_registers=8))
-    assert v.severity is Severity.WARNING and v.value is None and "NOT CHECKED" in v.message
+    assert v.severity is Severity.ERROR and v.value is None and v.unchecked and "NOT CHECKED" in v.message
+    assert "allow_unchecked = true" in v.message
+    (allowed,) = check_limits(legacy, ArtifactChecks(max_registers=8), allow_unchecked=True)
+    assert allowed.severity is Severity.WARNING and allowed.unchecked
+    assert allowed.message.endswith("(allowed: ci.allow_unchecked)")
 
 
 def test_device_function_spills_count_against_the_calling_kernel() -> None:
@@ -85,12 +89,16 @@ def test_patterns_match_per_instruction_not_substrings_of_the_file() -> None:
         forbidden_patterns=(ptx_pattern(r"^add\."), sass_pattern(r"^MUFU")),
     )
     out = check_patterns(m, checks, code, missing_reason={"sass": "no SASS tool"})
-    assert [(v.metric, v.limit, v.value, v.severity) for v in out] == [
-        ("required_ptx_pattern", "^fadd", 0, Severity.ERROR),
-        ("forbidden_ptx_pattern", r"^add\.", 1, Severity.ERROR),
-        ("forbidden_sass_pattern", "^MUFU", None, Severity.WARNING),
+    assert [(v.metric, v.limit, v.value, v.severity, v.unchecked) for v in out] == [
+        ("required_ptx_pattern", "^fadd", 0, Severity.ERROR, False),
+        ("forbidden_ptx_pattern", r"^add\.", 1, Severity.ERROR, False),
+        ("forbidden_sass_pattern", "^MUFU", None, Severity.ERROR, True),
     ]
-    assert out[2].message == "gelu [sm_80]: forbidden sass pattern '^MUFU' NOT CHECKED: no SASS tool"
+    assert out[2].message.startswith(
+        "gelu [sm_80]: forbidden sass pattern '^MUFU' NOT CHECKED: no SASS tool; install NVIDIA's SASS tools"
+    )
+    allowed = check_patterns(m, checks, code, missing_reason={"sass": "no SASS tool"}, allow_unchecked=True)
+    assert allowed[2].severity is Severity.WARNING and allowed[2].unchecked
 
 
 @pytest.mark.parametrize(

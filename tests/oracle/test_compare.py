@@ -180,11 +180,15 @@ def test_overflow_at_the_threshold_accepts_either_rounding():
     assert findings[0].kind is FailureKind.NONFINITE  # 1.5x the maximum must overflow
 
 
-def test_check_nan_false_ignores_nan_positions():
+def test_a_nan_where_the_reference_is_finite_is_always_judged():
+    # Issue 41: `check_nan = false` used to switch NaN judging off altogether (an op writing NaN passed 6/6).
+    # Now the comparison always judges non-finite values; check_nan only adds a rule (oracle/nonfinite_rules.py).
     r = np.array([1.0, 2.0])
     y = np.array([np.nan, 2.0], np.float32)
-    assert compare(y, r, np.full(2, 1e-6), Comparator.ALLCLOSE, "float32", check_nan=False)[1] == []
-    assert compare(y, r, np.full(2, 1e-6), Comparator.ALLCLOSE, "float32")[1]
+    (finding,) = compare(y, r, np.full(2, 1e-6), Comparator.ALLCLOSE, "float32")[1]
+    assert finding.kind is FailureKind.NONFINITE and "got nan, reference 1" in finding.message
+    assert compare(np.array([np.nan, 2.0], np.float32), np.array([np.nan, 2.0]), np.full(2, 1e-6),
+                   Comparator.ALLCLOSE, "float32")[1] == []  # fmt: skip
 
 
 def test_exact_family_compares_to_the_reference_rounded_to_the_output_dtype():

@@ -22,6 +22,9 @@ seed = 7
 quick_iterations = 6
 thorough_iterations = 12
 case_timeout = 60
+# The thorough suite's large class (past 2^31 elements) does not fit a test machine: those cases are skipped,
+# which fails a check unless allowed.
+allow_skips = true
 
 [[ops]]
 name = "softmax"
