@@ -40,7 +40,13 @@ def config_reference(repo: Path) -> str:
     out: list[str] = []
     for table, rows in tables.items():
         # An array of tables is listed as "[ops]" and written [[ops]] in TOML.
-        out += ["", f"### `[{table}]`", "", "| key | type | default | example | description |", "|---|---|---|---|---|"]
+        out += [
+            "",
+            f"### `[{table}]`",
+            "",
+            "| key | type | default | example | description |",
+            "|---|---|---|---|---|",
+        ]
         out += rows
     out += [
         "",

@@ -1153,6 +1153,14 @@ PAIRS.update(
             _refused_op("sanitize", op("sanitize", sub={"triton": 'sanitize = "no"'})),
             _ops("sanitize", op("sanitize", sub={"triton": "sanitize = false"}), P),
         ),
+        # Behaviour on a kernel that reads masked lanes: tests/triton_cpu (warn passes with the line named,
+        # error fails, poison reads NaN); here the spelling is checked.
+        "ops.triton.undefined_masked_lanes": Pair(
+            _refused_op(
+                "undefined_masked_lanes", op("masked", sub={"triton": 'undefined_masked_lanes = "loud"'})
+            ),
+            _ops("masked", op("masked", sub={"triton": 'undefined_masked_lanes = "error"'}), P),
+        ),
         "ops.tolerances.<dtype>": _op_pair(
             "ops.tolerances.<dtype>",
             {"sub_tolerances": "float32 = 1e-6"},
