@@ -7,6 +7,7 @@ misspelling never silently neutralises the gate (upstream gpuemu ignores unknown
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -31,13 +32,28 @@ class SourceText:
 
     def key_line(self, key: str, start: int | None, end: int | None = None) -> int | None:
         """Line of `key = ...` inside [start, end); `start` is the table header's line (None: top of file)."""
-        pattern = re.compile(r"^\s*(" + re.escape(key) + r'|"' + re.escape(key) + r'")\s*[=.]')
+        pattern = _key_pattern(key)
         first = start or 1
         last = end if end is not None else len(self.lines) + 1
+        lines = self.lines
         for number in range(first, last):
-            if pattern.match(self.lines[number - 1]):
+            text = lines[number - 1]
+            if key in text and pattern.match(text):  # the substring test first: most lines are other keys
                 return number
         return start
+
+
+@functools.cache
+def enum_values(enum: type) -> frozenset[str]:
+    """The values of a string enum's members, once per enum."""
+    return frozenset(str(member.value) for member in enum)
+
+
+@functools.lru_cache(maxsize=1024)
+def _key_pattern(key: str) -> re.Pattern[str]:
+    """`key = ...` or `"key" = ...` (or a dotted key) at the start of a line; compiled once per key, as a
+    config of many ops asks for the same few keys in every table."""
+    return re.compile(r"^\s*(" + re.escape(key) + r'|"' + re.escape(key) + r'")\s*[=.]')
 
 
 class TableReader:
@@ -60,10 +76,25 @@ class TableReader:
         self.source = source
         self.line = line
         self.end_line = end_line
-        self.aliases = dict(aliases or {})
+        self._aliases: dict[str, str] = {}
+        self._spellings: dict[str, tuple[str, ...]] = {}  # canonical key -> its aliases
         self._data = dict(data)
         self._allowed: set[str] = set()
         self._consumed: set[str] = set()
+        if aliases:
+            self.add_aliases(aliases)
+
+    @property
+    def aliases(self) -> Mapping[str, str]:
+        """Other spellings of keys: alias -> canonical key."""
+        return self._aliases
+
+    def add_aliases(self, aliases: Mapping[str, str]) -> None:
+        self._aliases.update(aliases)
+        spellings: dict[str, tuple[str, ...]] = {}
+        for alias, canonical in self._aliases.items():
+            spellings[canonical] = (*spellings.get(canonical, ()), alias)
+        self._spellings = spellings
 
     # --- location and errors -------------------------------------------------------------------------
     def line_of(self, key: str) -> int | None:
@@ -76,8 +107,14 @@ class TableReader:
     def _take(self, key: str) -> tuple[str, Any]:
         """Returns (spelling used, value) honouring aliases; both spellings at once is an error."""
         self._allowed.add(key)
-        spellings = [key] + [alias for alias, canonical in self.aliases.items() if canonical == key]
-        self._allowed.update(spellings)
+        others = self._spellings.get(key, ())
+        if not others:  # most keys have no alias: one lookup
+            if key not in self._data:
+                return key, _MISSING
+            self._consumed.add(key)
+            return key, self._data[key]
+        spellings = (key, *others)
+        self._allowed.update(others)
         present = [s for s in spellings if s in self._data]
         if len(present) > 1:
             raise self.error(present[1], f"`{present[0]}` and `{present[1]}` mean the same; keep one")
@@ -87,8 +124,7 @@ class TableReader:
         return present[0], self._data[present[0]]
 
     def has(self, key: str) -> bool:
-        spellings = [key] + [a for a, c in self.aliases.items() if c == key]
-        return any(s in self._data for s in spellings)
+        return key in self._data or any(s in self._data for s in self._spellings.get(key, ()))
 
     def raw(self, key: str, default: Any = None) -> Any:
         _, value = self._take(key)
@@ -147,6 +183,8 @@ class TableReader:
         spelled, value = self._take(key)
         if value is _MISSING:
             return default
+        if isinstance(value, str) and value in enum_values(enum):
+            return enum(value)  # type: ignore[call-arg]
         members = [m.value for m in enum]  # type: ignore[attr-defined]
         if value not in members:
             raise self.error(
