@@ -65,7 +65,7 @@ ALLOWED: dict[str, frozenset[str]] = {
         "results": "errors files",
         "fuzz": "config dtypes errors plan results rng",
         "oracle": "calls config dtypes fuzz plan results",
-        "lint": "config errors results",
+        "lint": "config errors launch results",
         "diff": "config errors results",
         "corpus": "config errors plan results",
         "backends": "calls config dtypes errors fuzz launch oracle plan results rng triton_cpu",

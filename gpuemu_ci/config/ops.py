@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import replace
 from pathlib import Path
 
@@ -31,7 +32,7 @@ from gpuemu_ci.config.model import (
     Validation,
     ValueKind,
 )
-from gpuemu_ci.config.reader import TableReader, enum_values
+from gpuemu_ci.config.reader import TableReader
 from gpuemu_ci.config.schema import (
     BUILTIN_SCHEMAS,
     DEFAULT_DIMS,
@@ -528,7 +529,7 @@ def _triton_sanitize(table: TableReader) -> bool:
 def table_choice(table: TableReader, key: str, value: str | None, enum: type[E]) -> E | None:
     if value is None:
         return None
-    if value in enum_values(enum):
+    with contextlib.suppress(ValueError):  # a member's value: one lookup
         return enum(value)
     members = [m.value for m in enum]
     if value not in members:

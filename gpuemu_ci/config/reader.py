@@ -6,6 +6,7 @@ misspelling never silently neutralises the gate (upstream gpuemu ignores unknown
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 import re
@@ -41,12 +42,6 @@ class SourceText:
             if key in text and pattern.match(text):  # the substring test first: most lines are other keys
                 return number
         return start
-
-
-@functools.cache
-def enum_values(enum: type) -> frozenset[str]:
-    """The values of a string enum's members, once per enum."""
-    return frozenset(str(member.value) for member in enum)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -183,8 +178,9 @@ class TableReader:
         spelled, value = self._take(key)
         if value is _MISSING:
             return default
-        if isinstance(value, str) and value in enum_values(enum):
-            return enum(value)  # type: ignore[call-arg]
+        if isinstance(value, str):
+            with contextlib.suppress(ValueError):  # a member's value: one lookup
+                return enum(value)  # type: ignore[call-arg]
         members = [m.value for m in enum]  # type: ignore[attr-defined]
         if value not in members:
             raise self.error(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -285,7 +285,7 @@ class SuiteRun:
     def __init__(
         self,
         config: Config,
-        pool: Pool,
+        pool: Callable[[], Pool],
         observer: Observer,
         *,
         jobs: int = 1,
@@ -295,12 +295,19 @@ class SuiteRun:
     ) -> None:
         self.require_gpu = require_gpu
         self.config = config
-        self.pool = pool
+        self._pool_of = pool  # started on first use: a run stopped before its first case starts no worker
+        self._pool: Pool | None = None
         self.observer = observer
         self.window = max(1, jobs) * WINDOW_PER_JOB + 2
         self.deadline = deadline
         self.stop = stop or threading.Event()
         self.cut_short = False
+
+    @property
+    def pool(self) -> Pool:
+        if self._pool is None:
+            self._pool = self._pool_of()
+        return self._pool
 
     def run(self, plans: Sequence[OpPlan]) -> dict[str, OpResult]:
         states = [
@@ -316,8 +323,8 @@ class SuiteRun:
                 if not stopped and (self.stop.is_set() or self._expired()):
                     stopped = True
                     self.cut_short = True
-                    if self.stop.is_set():
-                        self.pool.abort()  # kills running cases: stop within seconds
+                    if self.stop.is_set() and self._pool is not None:
+                        self._pool.abort()  # kills running cases: stop within seconds
                     for future in list(owner):
                         future.cancel()  # queued cases never start
                 if not stopped:
