@@ -72,7 +72,11 @@ def _open_regular(path: Path, what: str, limit: int) -> BinaryIO:
 def read_bounded(path: Path, what: str, limit: int = MAX_DOCUMENT_BYTES) -> bytes:
     """The bytes of a regular file of at most `limit` bytes; a UsageError (exit 2) naming `what` otherwise."""
     with _open_regular(path, what, limit) as handle:
-        data = handle.read(limit + 1)
+        # As much as the file holds (a read of `limit` bytes would reserve them all up front), then whatever it
+        # grew by since, up to the cap.
+        data = handle.read(os.fstat(handle.fileno()).st_size + 1)
+        while len(data) <= limit and (more := handle.read(min(1 << 20, limit + 1 - len(data)))):
+            data += more
     if len(data) > limit:
         raise UsageError(f"{what} {path} grew past the {limit:,} bytes read at most")
     return data
