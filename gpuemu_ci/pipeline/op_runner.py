@@ -20,12 +20,12 @@ import msgspec
 
 from gpuemu_ci.backends.interface import CaseAborted, CaseReport, CaseSpec, OpTask, Pool
 from gpuemu_ci.config.model import Config, OpSpec
-from gpuemu_ci.errors import InputsDiffer
+from gpuemu_ci.errors import INPUTS_NOT_FROM_SEED, inputs_differ_message
 from gpuemu_ci.pipeline.records import failure_record
 from gpuemu_ci.plan.model import CaseRef
 from gpuemu_ci.progress import Observer
 from gpuemu_ci.results.coverage import CoverageTally
-from gpuemu_ci.results.model import DtypeResult, Failure, GradientResult, OpResult, OpStatus
+from gpuemu_ci.results.model import DtypeResult, Failure, FailureKind, GradientResult, OpResult, OpStatus
 from gpuemu_ci.results.rules import (
     MAX_RECORDED_FAILURES,
     joined_reasons,
@@ -154,6 +154,7 @@ class OpCollector:
         self.unloadable: tuple[CaseRef, CaseReport] | None = None
         self.interpreter: str | None = None
         self.triton_launches: dict[str, int] = {}
+        self.inputs_differ = 0  # cases whose two sides built different inputs (not judged)
 
     def add(self, ref: CaseRef, report: CaseReport) -> None:
         for how, count in report.triton_launches:
@@ -179,6 +180,8 @@ class OpCollector:
             self.interpreter = report.interpreter
         if report.outcome not in ("passed", "skipped"):
             self.failing.append((ref, report))
+        if report.kind == FailureKind.INPUTS_DIFFER.value:
+            self.inputs_differ += 1
 
     def wants_snapshot(self, index: int) -> bool:
         """Whether a failure of case `index` could still be among the recorded ones."""
@@ -213,9 +216,7 @@ class OpCollector:
             interpreter=self.interpreter,
             triton_launches=dict(sorted(self.triton_launches.items())),
             skip_reason=reasons if status is OpStatus.SKIPPED else None,
-            message=f"{self.need_gpu} of {total} cases need a GPU (Triton's interpreter; --require-gpu)"
-            if self.need_gpu and not failed
-            else op_message(total, errored, failed, cut_short, skipped, reasons),
+            message=self._message(total, errored, failed, cut_short, skipped, reasons),
             cases_total=total,
             cases_passed=total - failed - errored - skipped,
             cases_failed=failed,
@@ -225,6 +226,18 @@ class OpCollector:
             failures_omitted=max(0, len(self.failing) - MAX_RECORDED_FAILURES),
             cases_skipped=skipped,
         )
+
+    def _message(
+        self, total: int, errored: int, failed: int, cut_short: bool, skipped: int, reasons: str | None
+    ) -> str | None:
+        if self.need_gpu and not failed:
+            return f"{self.need_gpu} of {total} cases need a GPU (Triton's interpreter; --require-gpu)"
+        if self.inputs_differ and not failed:
+            return (
+                f"{self.inputs_differ} of {total} cases could not be judged: the op's worker and the judge's built "
+                f"different inputs from the same seed. {INPUTS_NOT_FROM_SEED}"
+            )
+        return op_message(total, errored, failed, cut_short, skipped, reasons)
 
     def _drop_unrecorded_snapshots(self, failures: tuple[Failure, ...]) -> None:
         """Snapshots of failures past the recorded ones were written before the order was known."""
@@ -382,9 +395,12 @@ class SuiteRun:
         if error is not None:
             raise error  # the pool could not run anything (InfraError)
         report = future.result()
-        if report.outcome == "inputs_differ":
-            raise InputsDiffer(
+        if report.outcome == "inputs_differ":  # that case cannot be judged: the op's error, the run goes on
+            message = inputs_differ_message(
                 ref.case_id, ref.seed, report.op_inputs_digest or "", report.inputs_digest or ""
+            )
+            report = msgspec.structs.replace(
+                report, outcome="errored", kind=FailureKind.INPUTS_DIFFER.value, message=message
             )
         state.finished += 1
         state.collector.add(ref, report)

@@ -49,6 +49,8 @@ OP_RULES: dict[str, str] = {
     "bad_output": "The op returned something that is not an array (or a tuple of arrays).",
     "out_of_bounds": "A Triton kernel read or wrote outside the tensors it was given (checked per lane on CPU).",
     "race": "Programs of one Triton launch read or overwrote each other's results: their order decides it.",
+    "inputs_differ": "The op's inputs are not a function of the case's seed (an inputs hook that draws its own "
+    "randomness): the case could not be judged.",
 }
 NOT_JUDGED = "not-judged"
 COMPILE_ERROR = "compile-error"

@@ -71,6 +71,9 @@ class FailureKind(StrEnum):
     BAD_OUTPUT = "bad_output"
     OUT_OF_BOUNDS = "out_of_bounds"  # a Triton kernel accessed memory outside its arguments (triton_cpu)
     RACE = "race"  # programs of one Triton launch depend on each other's order (triton_cpu)
+    # The op's worker and the judge's built different inputs from the case's seed (an inputs hook that draws its
+    # own randomness): the case could not be judged, and the op's other cases are not run.
+    INPUTS_DIFFER = "inputs_differ"
 
 
 SnapshotPath = Annotated[str, msgspec.Meta(pattern=r"^snapshots/[0-9a-f]{16}\.npz$")]
