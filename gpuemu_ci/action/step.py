@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+import msgspec
+
 from gpuemu_ci.action import commands, lost_run, output_dir
 from gpuemu_ci.action.inputs import ActionInputs, Mode
 from gpuemu_ci.clock import utc_now
@@ -186,6 +188,8 @@ class ActionStep:
                 exit_code=exit_code,
             )
         results = read_results(written, "the results.json the gate wrote")
+        # Where and for what it ran is this step's to say, not the code under test's (the report binds it).
+        results = msgspec.structs.replace(results, run=self.run_info())
         return diffed(results, config, baseline)
 
     def results_path(self) -> Path:

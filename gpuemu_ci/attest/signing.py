@@ -15,6 +15,7 @@ from gpuemu_ci.attest import dsse, keys
 from gpuemu_ci.attest.origin import repo_of_origin
 from gpuemu_ci.attest.statement import (
     RunContext,
+    Source,
     build_statement,
     canonical_bytes,
     ci_commits,
@@ -45,7 +46,9 @@ def sign_results(
         document, RunContext.from_environment(env), flags or RunContext(), ci_commits(env)
     )
     if context.repo is None:  # nothing names it (no flag, results.json, CI): the clone's origin, last
-        context = replace(context, repo=repo_of_origin(Path.cwd()))
+        origin = repo_of_origin(Path.cwd())
+        if origin is not None:
+            context = replace(context, repo=origin, sources=(*context.sources, ("repo", Source.ORIGIN.value)))
     statement = build_statement(
         document,
         results_name=results_path.name,
