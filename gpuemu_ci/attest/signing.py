@@ -37,14 +37,17 @@ def sign_results(
     signing_key: keys.SigningKey | None,
     env: Mapping[str, str],
     flags: RunContext | None = None,
+    *,
+    observed: tuple[RunContext, frozenset[str]] | None = None,
 ) -> SignedReport:
     """Builds the in-toto statement for a results file and wraps it in a DSSE envelope; without a key the
-    envelope has no signatures and the statement says so."""
+    envelope has no signatures and the statement says so. `observed`: the run context and commits of `env`,
+    when the caller read them already (the Action does, before any code under test could change the event
+    payload)."""
     data = read_bounded(results_path, "results file")
     document = from_json(data, source=str(results_path))
-    context = context_for_results(
-        document, RunContext.from_environment(env), flags or RunContext(), ci_commits(env)
-    )
+    seen, commits = observed if observed is not None else (RunContext.from_environment(env), ci_commits(env))
+    context = context_for_results(document, seen, flags or RunContext(), commits)
     if context.repo is None:  # nothing names it (no flag, results.json, CI): the clone's origin, last
         origin = repo_of_origin(Path.cwd())
         if origin is not None:
