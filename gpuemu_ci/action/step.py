@@ -175,7 +175,10 @@ class ActionStep:
             )
             argv = [python, "-P", "-m", "gpuemu_ci", "action-gate", gate_process.encode_request(request)]
             started_at = utc_now()
-            with commands.group("gpuemu-ci: running the suite", stream=self.stdout):
+            # What the suite prints is shown, never obeyed: a workflow command that code under test writes to
+            # the gate process's output (`::set-output`, `::add-mask`) is not the Action's.
+            title = "gpuemu-ci: running the suite"
+            with commands.group(title, stream=self.stdout), commands.untrusted_output(self.stdout):
                 self.stdout.flush()
                 try:
                     child = sandbox.spawn(argv, confinement, env=env, cwd=self.workspace)
@@ -205,7 +208,15 @@ class ActionStep:
         written = out_dir / RESULTS_NAME
         if not _regular_file(written):
             if code in (ExitCode.USAGE, ExitCode.INFRASTRUCTURE):
-                raise AlreadyReported(code)  # it printed why
+                # It printed why, in the log above (as text: its workflow commands were not obeyed).
+                self.stdout.write(
+                    commands.format_command(
+                        "error",
+                        f"gpuemu-ci: the suite could not run (exit {code}); why is in the log of the step",
+                    )
+                    + "\n"
+                )
+                raise AlreadyReported(code)
             why, exit_code = lost_run.why_lost(code)
             self.stdout.write(commands.format_command("error", f"gpuemu-ci: {why}") + "\n")
             return lost_run.lost_run(

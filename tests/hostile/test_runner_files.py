@@ -78,8 +78,26 @@ def _attack():
         outcomes["replace"] = "written"
     except OSError as exc:
         outcomes["replace"] = f"refused: {exc.strerror}"
+    # The other channel: a workflow command on the gate process's stdout, which is the step's log (a pipe of
+    # root's, out of reach of another user).
+    try:
+        with open(f"/proc/{_ancestor(b'action-gate')}/fd/1", "w") as log:
+            log.write("::set-output name=planted::yes" + chr(10))
+        outcomes["log"] = "written"
+    except OSError as exc:
+        outcomes["log"] = f"refused: {exc.strerror}"
     loot = pathlib.Path(os.environ["ATTACK_LOOT"])
     (loot / f"attempt-{os.getpid()}.json").write_text(json.dumps(outcomes))
+
+def _ancestor(wanted):
+    pid = os.getpid()
+    while pid > 1:
+        with open(f"/proc/{pid}/stat") as f:
+            pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            if wanted in f.read().split(bytes(1)):
+                return pid
+    raise RuntimeError(f"no ancestor runs {wanted!r}")
 
 def scale(x):
     _attack()
@@ -181,6 +199,8 @@ def check_attack(
                 attempt
             )  # nor the directory (the runner's user's)
     changed = any("written" in (attempt["append"], attempt["replace"]) for attempt in attempts)
+    if any(attempt["log"] == "written" for attempt in attempts):
+        assert_shown_never_obeyed(step.stdout, "::set-output name=planted::yes")
     outputs = parse_github_output(Path(env["GITHUB_OUTPUT"]).read_text())
     assert "planted" not in outputs
     assert "gpuemu-ci" in Path(env["GITHUB_STEP_SUMMARY"]).read_text()  # the Action's own summary is there
@@ -196,3 +216,18 @@ def check_attack(
     assert f"changed the runner's {variable}" in comment["body"].replace("\\", "")
     assert not any(path.name.endswith(".planted") for path in Path(env["GITHUB_OUTPUT"]).parent.iterdir())
     assert os.path.exists(env["GITHUB_EVENT_PATH"])
+
+
+def assert_shown_never_obeyed(log: str, planted: str) -> None:
+    """`planted` is in the log, but only where the runner obeys no workflow command: between
+    `::stop-commands::TOKEN` and `::TOKEN::`."""
+    lines = log.splitlines()
+    assert planted in lines
+    stopped_by = None
+    for line in lines:
+        if stopped_by is None and line.startswith("::stop-commands::"):
+            stopped_by = f"::{line.removeprefix('::stop-commands::')}::"
+        elif stopped_by is not None and line == stopped_by:
+            stopped_by = None
+        elif line == planted:
+            assert stopped_by is not None, "a workflow command of the code under test reached the runner"
