@@ -69,7 +69,7 @@ ALLOWED: dict[str, frozenset[str]] = {
         "diff": "config errors results",
         "corpus": "config errors plan results",
         "backends": "calls config dtypes errors fuzz launch oracle plan results rng triton_cpu",
-        "render": "diff results terminal",
+        "render": "diff errors files results terminal",
         "pipeline": f"{TOP} backends clock config corpus diff dtypes early_signals errors files fuzz lint oracle plan "
         "progress results",
         "github": f"{TOP} errors render results",

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import stat
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -24,14 +23,14 @@ from gpuemu_ci.clock import utc_now
 from gpuemu_ci.config.load import load_config
 from gpuemu_ci.config.model import Config
 from gpuemu_ci.errors import AlreadyReported, ExitCode, InfraError, UsageError
-from gpuemu_ci.files import atomic_write, check_output_dir
+from gpuemu_ci.files import NotBeneath, atomic_write, check_output_dir, read_beneath
 from gpuemu_ci.github.client import GitHubClient
 from gpuemu_ci.github.context import ActionContext
 from gpuemu_ci.launch import python_env
 from gpuemu_ci.pipeline.gate import GateBaseline, diffed
 from gpuemu_ci.render.links import Links
 from gpuemu_ci.render.markdown import UnverifiedSource
-from gpuemu_ci.results.codec import RESULTS_NAME, read_results, write_results
+from gpuemu_ci.results.codec import RESULTS_NAME, from_json, write_results
 from gpuemu_ci.results.model import Results, RunInfo, Verdict
 
 REPORT_NAME = "report.dsse.json"
@@ -205,8 +204,18 @@ class ActionStep:
                 + "\n"
             )
         self._out_pin.check(self.inputs.output_dir)
-        written = out_dir / RESULTS_NAME
-        if not _regular_file(written):
+        try:  # the gate's own file: not through a link, not a file of anyone else's
+            written = read_beneath(
+                out_dir,
+                RESULTS_NAME,
+                "the results.json the gate wrote",
+                owners={confinement.uid, os.geteuid()},
+            )
+        except NotBeneath as exc:
+            written = None
+            if not exc.missing:
+                self.stdout.write(commands.format_command("error", f"gpuemu-ci: {exc.message}") + "\n")
+        if written is None:
             if code in (ExitCode.USAGE, ExitCode.INFRASTRUCTURE):
                 # It printed why, in the log above (as text: its workflow commands were not obeyed).
                 self.stdout.write(
@@ -228,10 +237,18 @@ class ActionStep:
                 why=why,
                 exit_code=exit_code,
             )
-        results = read_results(written, "the results.json the gate wrote")
+        results = from_json(written, source="the results.json the gate wrote")
         # Where and for what it ran is this step's to say, not the code under test's (the report binds it).
         results = msgspec.structs.replace(results, run=self.run_info())
         return _with_tampering(diffed(results, config, baseline), tampered)
+
+    def read_untrusted(self, path: Path, what: str) -> bytes:
+        """A file the Action reads that a pull request (or code under test) may have put there: never through a
+        link, only the workspace owner's or the Action's own (files.read_beneath)."""
+        absolute = Path(os.path.normpath(path if path.is_absolute() else self.workspace / path))
+        root = self.workspace if absolute.is_relative_to(self.workspace) else Path(absolute.anchor)
+        owners = {self.workspace.stat().st_uid, os.geteuid()}
+        return read_beneath(root, absolute.relative_to(root), what, owners=owners)
 
     def results_path(self) -> Path:
         """The results file named by the `results` input (default: output_dir/results.json)."""
@@ -366,11 +383,3 @@ def _with_tampering(results: Results, tampered: list[str]) -> Results:
     return msgspec.structs.replace(
         results, verdict=Verdict.ERROR, exit_code=int(ExitCode.INFRASTRUCTURE), notes=(*results.notes, *notes)
     )
-
-
-def _regular_file(path: Path) -> bool:
-    """A regular file itself, not a link to one (the gate's results.json is the code under test's)."""
-    try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
-    except OSError:
-        return False
