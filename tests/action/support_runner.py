@@ -95,6 +95,13 @@ def rowsum_ref(x):
     return x.sum(axis=-1)
 """
 
+
+def attacking_ops(attack: str, call: str) -> str:
+    """CORRECT_OPS whose `scale` first runs `call` (a statement), with `attack`'s definitions above it: an op
+    that does its damage, then computes correctly."""
+    return attack + "\n" + CORRECT_OPS.replace("def scale(x):\n", f"def scale(x):\n    {call}\n", 1)
+
+
 # The same module with `scale` broken the way tiled kernels break: the last element is never written.
 BUGGY_SCALE = CORRECT_OPS.replace(
     "    return (x.astype(np.float32) * np.float32(2)).astype(x.dtype)",

@@ -2,7 +2,7 @@
 table looked for its end among every header line of the file).
 
 Work is counted, not timed: the lines of gpuemu_ci.config's code that run while a config loads (a trace
-function counts them). Ten times the ops cost 10.0 times the lines; on the quadratic code 1,000 ops cost 14.9
+function counts them). Ten times the ops cost 10.0 times the lines; on the quadratic code 1,000 ops cost about 15
 times what 100 do. bench/bench_config_load.py measures the time (100,000 ops against 10,000)."""
 
 from __future__ import annotations
@@ -16,29 +16,18 @@ import pytest
 
 import gpuemu_ci.config
 from gpuemu_ci.config.load import load_config
+from tests.bench.support import load_script
 
 CONFIG_CODE = str(Path(gpuemu_ci.config.__file__).parent)
 
-OP = """
-[[ops]]
-name = "op_{i}"
-op = "ops:f"
-reference = "ops:f"
-family = "elementwise"
-kwargs = {{ alpha = [0.5, 2.0] }}
-[ops.dims]
-N = [8, {n}]
-[ops.inputs]
-x = ["N"]
-"""
+BENCH = load_script(
+    Path(__file__).resolve().parents[2] / "bench" / "bench_config_load.py", "bench_config_load"
+)
 
 
 def lines_run_loading(root: Path, ops: int) -> int:
     """How many lines of gpuemu_ci.config run while a config of `ops` ops loads."""
-    path = root / f"gpuemu-{ops}.toml"
-    path.write_text(
-        '[project]\nname = "scaling"\n' + "".join(OP.format(i=i, n=16 + i % 50) for i in range(ops))
-    )
+    path = BENCH.write_config(root, ops)  # the bench's configs: N ops, each with its dims, inputs and kwargs
     count = 0
 
     def trace(frame: FrameType, event: str, arg: Any) -> Any:

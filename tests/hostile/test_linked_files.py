@@ -24,6 +24,7 @@ import pytest
 from tests.action.support_runner import (
     ENTRYPOINT,
     Step,
+    attacking_ops,
     pull_request_event,
     push_event,
     run_step,
@@ -31,6 +32,7 @@ from tests.action.support_runner import (
     write_tiny_project,
 )
 from tests.github.support_fake_api import FakeGitHub
+from tests.hostile.support_hostile import attempts_in, drop_box
 from tests.hostile.support_uids import chown_tree, make_user
 
 pytestmark = pytest.mark.slow  # whole Action steps with real users
@@ -38,11 +40,13 @@ pytestmark = pytest.mark.slow  # whole Action steps with real users
 HEAD, BASE, MERGE = "a1" * 20, "b2" * 20, "c3" * 20
 SECRET = "SECRET-7f3a9c"
 
-OPS = """
+OPS = attacking_ops(
+    """
 import json, os, pathlib
-import numpy as np
 
 def _swap_the_baseline():
+    if not os.environ.get("SECRET_PATH"):
+        return
     found = sorted(pathlib.Path("gpuemu-out", ".baseline").rglob("*.json"))
     outcomes = []
     for path in found:
@@ -54,21 +58,9 @@ def _swap_the_baseline():
             outcomes.append(f"refused {path}: {exc.strerror}")
     loot = pathlib.Path(os.environ["ATTACK_LOOT"])
     (loot / f"attempt-{os.getpid()}.json").write_text(json.dumps({"outcomes": outcomes, "uid": os.getuid()}))
-
-def scale(x):
-    if os.environ.get("SECRET_PATH"):
-        _swap_the_baseline()
-    return (x.astype(np.float32) * np.float32(2)).astype(x.dtype)
-
-def scale_ref(x):
-    return x * 2.0
-
-def rowsum(x):
-    return x.astype(np.float32).sum(axis=-1).astype(x.dtype)
-
-def rowsum_ref(x):
-    return x.sum(axis=-1)
-"""
+""",
+    "_swap_the_baseline()",
+)
 
 
 def baseline_files(fake: FakeGitHub, root: Path) -> dict[str, bytes]:
@@ -121,15 +113,13 @@ def test_a_downloaded_baseline_swapped_for_a_link_is_never_read(
     run = fake_github.add_run(event="push", head_branch="main", head_sha=BASE)
     fake_github.add_artifact(run, "gpuemu-baseline", files)
     secret = root_only_secret(open_dir, with_secret(files["baseline.json"]))
-    loot = open_dir / "loot"
-    loot.mkdir()
-    loot.chmod(0o1777)
+    loot = drop_box(open_dir)
     workspace = write_tiny_project(open_dir / "ws", OPS)
     step, pr = gate_step(
         fake_github, workspace, [*shared_interpreter, sys.executable, str(ENTRYPOINT)], {"baseline": "auto"},
         SECRET_PATH=str(secret), ATTACK_LOOT=str(loot),
     )  # fmt: skip
-    attempts = [json.loads(p.read_text()) for p in loot.glob("attempt-*.json")]
+    attempts = attempts_in(loot)
     assert attempts and any(o.startswith("linked") for a in attempts for o in a["outcomes"]), step.describe()
     (comment,) = fake_github.comments(pr)
     assert SECRET not in comment["body"] and SECRET not in step.stdout and SECRET not in step.summary

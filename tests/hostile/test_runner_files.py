@@ -17,7 +17,6 @@ capabilities (no other user can run the interpreter), or as that user itself (th
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 import sys
@@ -30,6 +29,7 @@ from tests.action.support_runner import (
     STEP_FILES,
     TINY_CONFIG,
     Step,
+    attacking_ops,
     pull_request_event,
     run_step,
     runner_env,
@@ -37,6 +37,7 @@ from tests.action.support_runner import (
 )
 from tests.github.support_fake_api import FakeGitHub
 from tests.github.support_runner_parsers import parse_github_output
+from tests.hostile.support_hostile import attempts_in, drop_box
 from tests.hostile.support_uids import chown_tree, make_user
 
 pytestmark = pytest.mark.slow  # whole Action steps with real users
@@ -55,9 +56,9 @@ PLANTED = {
 }
 FILE_OF = {**STEP_FILES, "GITHUB_EVENT_PATH": "event.json"}
 
-OPS = """
+OPS = attacking_ops(
+    """
 import json, os, pathlib
-import numpy as np
 
 def _attack():
     target = pathlib.Path(os.environ["ATTACK_DIR"]) / os.environ["ATTACK_FILE"]
@@ -99,19 +100,9 @@ def _ancestor(wanted):
                 return pid
     raise RuntimeError(f"no ancestor runs {wanted!r}")
 
-def scale(x):
-    _attack()
-    return (x.astype(np.float32) * np.float32(2)).astype(x.dtype)
-
-def scale_ref(x):
-    return x * 2.0
-
-def rowsum(x):
-    return x.astype(np.float32).sum(axis=-1).astype(x.dtype)
-
-def rowsum_ref(x):
-    return x.sum(axis=-1)
-"""
+""",
+    "_attack()",
+)
 
 ONE_OP = TINY_CONFIG.split('\n[[ops]]\nname = "rowsum"', 1)[0].replace(
     "quick_iterations = 2", "quick_iterations = 1"
@@ -124,9 +115,7 @@ def attack_step(
     """Run the Action on a pull request whose op attacks the file of `variable`; (the step, its environment,
     the loot directory, every held file's (content, uid, gid, mode) before the step, the pull request)."""
     uid, gid = make_user(RUNNER_USER)
-    loot = root / "loot"
-    loot.mkdir()
-    loot.chmod(0o1777)
+    loot = drop_box(root)
     workspace = write_tiny_project(root / "ws", OPS, ONE_OP)
     pr = fake.add_pull(head_sha=HEAD, base_sha=BASE)
     event = pull_request_event(fake, pr, head_sha=HEAD, base_sha=BASE)
@@ -185,7 +174,7 @@ def check_attack(
         assert (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)) == (owner, group, mode), name
         if name in ("GITHUB_ENV", "GITHUB_PATH", "GITHUB_STATE", "GITHUB_EVENT_PATH"):
             assert now == content, name  # the Action writes nothing there
-    attempts = [json.loads(p.read_text()) for p in loot.glob("attempt-*.json")]
+    attempts = attempts_in(loot)
     assert attempts, step.describe()
     uid = make_user(RUNNER_USER)[0]
     for attempt in attempts:

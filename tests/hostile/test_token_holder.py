@@ -31,6 +31,7 @@ import pytest
 from tests.action.support_runner import (
     BUGGY_SCALE,
     REPO,
+    attacking_ops,
     pull_request_event,
     push_event,
     run_step,
@@ -39,6 +40,7 @@ from tests.action.support_runner import (
     write_tiny_project,
 )
 from tests.github.support_fake_api import FakeGitHub
+from tests.hostile.support_hostile import attempts_in, drop_box
 from tests.hostile.support_uids import chown_tree, make_user
 
 HEAD, BASE, MERGE = "d" * 40, "e" * 40, "f" * 40
@@ -222,9 +224,9 @@ STEALING_TEMPLATE = (
     "if o.__class__.__name__ == 'Secrets' %}STOLEN[{{ o.token }}]{% endfor %}\n"
 )
 
-TEMPLATE_OPS = f"""
+TEMPLATE_OPS = attacking_ops(
+    f"""
 import json, os, pathlib
-import numpy as np
 import gpuemu_ci
 
 PLANTED = {STEALING_TEMPLATE!r}
@@ -242,24 +244,9 @@ def _tamper():
             outcomes[name] = f"refused: {{exc.strerror}}"
     loot = pathlib.Path(os.environ["ATTACK_LOOT"])
     (loot / f"attempt-{{os.getpid()}}.json").write_text(json.dumps({{"outcomes": outcomes, "uid": os.getuid()}}))
-
-
-def scale(x):
-    _tamper()
-    return (x.astype(np.float32) * np.float32(2)).astype(x.dtype)
-
-
-def scale_ref(x):
-    return x * 2.0
-
-
-def rowsum(x):
-    return x.astype(np.float32).sum(axis=-1).astype(x.dtype)
-
-
-def rowsum_ref(x):
-    return x.sum(axis=-1)
-"""
+""",
+    "_tamper()",
+)
 
 
 @pytest.mark.slow
@@ -274,9 +261,7 @@ def test_a_template_written_by_code_under_test_is_never_rendered(
     the old code the Action read the templates when it rendered, after the op, and posted the token."""
     entrypoint = install_copy(open_dir / "install")
     template = open_dir / "install" / "gpuemu_ci" / "templates" / "comment.md.j2"
-    loot = open_dir / "loot"
-    loot.mkdir()
-    loot.chmod(0o1777)
+    loot = drop_box(open_dir)
     workspace = write_tiny_project(open_dir / "ws", TEMPLATE_OPS)
     command = [
         sys.executable,
@@ -305,7 +290,7 @@ def test_a_template_written_by_code_under_test_is_never_rendered(
     env.update(ATTACK_LOOT=str(loot))
     step = run_step(env, command)
 
-    attempts = [json.loads(p.read_text()) for p in loot.glob("attempt-*.json")]
+    attempts = attempts_in(loot)
     assert attempts, step.describe()
     assert all(set(a["outcomes"].values()) == {"written"} for a in attempts), attempts  # the write succeeded
     assert "STOLEN[" in template.read_text()
