@@ -59,7 +59,11 @@ def from_json(
     except (msgspec.DecodeError, RecursionError) as exc:
         raise UsageError(f"{source} is not a gpuemu-ci results document: {_why(exc, quote_values)}") from None
     if version != SCHEMA_VERSION:
-        shown = repr(version) if quote_values else "another"
+        # A version number is safe to repeat; anything else a document puts there is only its own.
+        number = isinstance(version, int) or (
+            isinstance(version, str) and version.isdigit() and len(version) < 9
+        )
+        shown = repr(version) if quote_values or number else "another"
         raise UsageError(
             f"{source} has results schema version {shown}; this gpuemu-ci reads version {SCHEMA_VERSION}"
             " (re-run the suite, or use the gpuemu-ci that wrote it)"
