@@ -192,11 +192,7 @@ def build_config(data: Mapping[str, Any], source: SourceText, path: Path, sha256
 def _table_spans(source: SourceText, name: str, count: int) -> list[tuple[int | None, int | None]]:
     """(header line, end line) for each [[name]] table; sub-tables like [name.dims] stay inside."""
     starts = source.header_lines(name)
-    all_headers = [
-        i + 1
-        for i, text in enumerate(source.lines)
-        if text.lstrip().startswith("[") and not text.lstrip().startswith(f"[{name}.")
-    ]
+    all_headers = [number for number, text in source.headers if not text.startswith(f"[{name}.")]
     spans: list[tuple[int | None, int | None]] = []
     for index in range(count):
         if index >= len(starts):  # inline array of tables: no header lines to point at

@@ -6,6 +6,7 @@ misspelling never silently neutralises the gate (upstream gpuemu ignores unknown
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import difflib
 import functools
@@ -26,29 +27,43 @@ class SourceText:
     path: str
     lines: tuple[str, ...]
 
+    # Both indexes below are built once, in one pass over the file: a config of many ops asks for the same
+    # few keys in every table, and a scan per question made loading grow with the file's size per op.
+    @functools.cached_property
+    def headers(self) -> tuple[tuple[int, str], ...]:
+        """(1-based line, text without leading blanks) of every line that starts a table header, in order."""
+        return tuple(
+            (i + 1, text.lstrip()) for i, text in enumerate(self.lines) if text.lstrip().startswith("[")
+        )
+
+    @functools.cached_property
+    def _key_lines(self) -> dict[str, list[int]]:
+        """Every key that starts a line (`key = ...`, `"key" = ...`, `key.sub = ...`) -> its lines, in order."""
+        index: dict[str, list[int]] = {}
+        for number, text in enumerate(self.lines, start=1):
+            found = _LINE_KEY.match(text)
+            if found:
+                index.setdefault(found.group(1) if found.group(1) is not None else found.group(2), []).append(
+                    number
+                )
+        return index
+
     def header_lines(self, header: str) -> list[int]:
         """1-based lines of every `[header]` / `[[header]]` line, in file order."""
-        pattern = re.compile(r"^\s*\[\[?\s*" + re.escape(header) + r"\s*\]\]?\s*(#.*)?$")
-        return [i + 1 for i, text in enumerate(self.lines) if pattern.match(text)]
+        pattern = re.compile(r"^\[\[?\s*" + re.escape(header) + r"\s*\]\]?\s*(#.*)?$")
+        return [number for number, text in self.headers if pattern.match(text)]
 
     def key_line(self, key: str, start: int | None, end: int | None = None) -> int | None:
         """Line of `key = ...` inside [start, end); `start` is the table header's line (None: top of file)."""
-        pattern = _key_pattern(key)
         first = start or 1
         last = end if end is not None else len(self.lines) + 1
-        lines = self.lines
-        for number in range(first, last):
-            text = lines[number - 1]
-            if key in text and pattern.match(text):  # the substring test first: most lines are other keys
-                return number
-        return start
+        lines = self._key_lines.get(key, ())
+        at = bisect.bisect_left(lines, first)
+        return lines[at] if at < len(lines) and lines[at] < last else start
 
 
-@functools.lru_cache(maxsize=1024)
-def _key_pattern(key: str) -> re.Pattern[str]:
-    """`key = ...` or `"key" = ...` (or a dotted key) at the start of a line; compiled once per key, as a
-    config of many ops asks for the same few keys in every table."""
-    return re.compile(r"^\s*(" + re.escape(key) + r'|"' + re.escape(key) + r'")\s*[=.]')
+# A key at the start of a line: quoted (group 1) or bare (group 2), then `=` or a dot (a dotted key).
+_LINE_KEY = re.compile(r'^\s*(?:"([^"]*)"|([^\s=."\[#]+))\s*[=.]')
 
 
 class TableReader:
