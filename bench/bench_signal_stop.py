@@ -5,7 +5,7 @@ again, sending SIGINT a little later each time: while the interpreter imports, w
 the first case starts, in the middle of the suite, and as the first op call starts (found by a marker the op
 writes). Prints, for each point, the time from the signal to the process's exit, and the worst of them.
 A run must stop within 2 s at any point; on a machine shared with other work the times stretch with its
-load (the process's CPU time is printed beside the wall time).
+load, so the CPU time the process and its children used from the signal to the exit is printed beside it.
 
     python bench/bench_signal_stop.py --step 0.25 --jobs 1
 """
@@ -67,9 +67,20 @@ def children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def one_stop(root: Path, jobs: int, at: float | None) -> tuple[float, float, int]:
+def cpu_so_far(pid: int) -> float:
+    """CPU seconds process `pid` and the children it reaped have used (/proc/PID/stat: utime, stime, cutime,
+    cstime)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def one_stop(root: Path, jobs: int, at: float | None) -> tuple[float, float, int, float]:
     """SIGINT `at` seconds after the start (None: when the op is first called): (seconds from the signal to the
-    exit, when it was sent, exit code)."""
+    exit, when it was sent, exit code, CPU seconds the process tree used from the signal to its exit)."""
     marker = root / "first-call"
     marker.unlink(missing_ok=True)
     env = {**os.environ, "PYTHONPATH": str(REPO), "GPUEMU_USER_CONFIG": "none", "FIRST_CALL": str(marker)}
@@ -82,10 +93,13 @@ def one_stop(root: Path, jobs: int, at: float | None) -> tuple[float, float, int
             time.sleep(0.002)
     else:
         time.sleep(max(0.0, at - (time.monotonic() - started)))
+    cpu_before = cpu_so_far(gate.pid)
     sent = time.monotonic()
-    gate.send_signal(signal.SIGINT)
-    code = gate.wait()
-    return time.monotonic() - sent, sent - started, code
+    os.kill(gate.pid, signal.SIGINT)  # not Popen.send_signal, which reaps a process that ended (no usage then)
+    _, status, usage = os.wait4(gate.pid, 0)
+    took = time.monotonic() - sent
+    gate.returncode = os.waitstatus_to_exitcode(status)
+    return took, sent - started, gate.returncode, usage.ru_utime + usage.ru_stime - cpu_before
 
 
 def main() -> None:
@@ -123,14 +137,17 @@ def main() -> None:
         while at < whole:
             points.append(at)
             at += args.step
-        print(f"{'sent at':>9} {'stopped in':>11} {'exit':>5}")
-        worst = 0.0
+        print(f"{'sent at':>24} {'stopped in':>11} {'CPU after':>10} {'exit':>5}")
+        worst = worst_cpu = 0.0
         for point in points:
-            took, sent, code = one_stop(root, args.jobs, point)
-            worst = max(worst, took)
+            took, sent, code, cpu = one_stop(root, args.jobs, point)
+            worst, worst_cpu = max(worst, took), max(worst_cpu, cpu)
             label = f"{sent:.2f} s" + (" (first op call)" if point is None else "")
-            print(f"{label:>24} {took:>8.2f} s {code:>5}")
-        print(f"worst time from SIGINT to exit: {worst:.2f} s over {len(points)} points")
+            print(f"{label:>24} {took:>9.2f} s {cpu:>8.2f} s {code:>5}")
+        print(
+            f"worst time from SIGINT to exit: {worst:.2f} s ({worst_cpu:.2f} s of CPU at most) over {len(points)} "
+            f"points; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+        )
 
 
 if __name__ == "__main__":
