@@ -95,7 +95,8 @@ def one_stop(root: Path, jobs: int, at: float | None) -> tuple[float, float, int
         time.sleep(max(0.0, at - (time.monotonic() - started)))
     cpu_before = cpu_so_far(gate.pid)
     sent = time.monotonic()
-    os.kill(gate.pid, signal.SIGINT)  # not Popen.send_signal, which reaps a process that ended (no usage then)
+    # Not Popen.send_signal, which reaps a process that has ended (and its usage with it).
+    os.kill(gate.pid, signal.SIGINT)
     _, status, usage = os.wait4(gate.pid, 0)
     took = time.monotonic() - sent
     gate.returncode = os.waitstatus_to_exitcode(status)
