@@ -57,18 +57,30 @@ class InfraError(GpuemuError):
 REPORT_BUG = "this is a bug in gpuemu-ci: please report it at https://github.com/gpuemu/gpuemu-ci/issues"
 
 
+# Why the two sides of a case can build different inputs, and what to do about it.
+INPUTS_NOT_FROM_SEED = (
+    "Inputs must be a function of the seed alone; an inputs hook that draws its own randomness (or reads the "
+    f"time, the process or the machine) does this. If the op has no such hook, {REPORT_BUG} with this message "
+    "and the gpuemu.toml."
+)
+
+
+def inputs_differ_message(case: str, seed: int, op_digest: str, judge_digest: str) -> str:
+    """One case whose two sides built different inputs from its seed: no verdict about it is possible."""
+    return (
+        f"case {case} (seed {seed}): the op's worker built inputs with digest {op_digest} and the judge's worker "
+        f"built inputs with digest {judge_digest} from the same seed, so no verdict is possible. "
+        + INPUTS_NOT_FROM_SEED
+    )
+
+
 class InputsDiffer(InfraError):
     """The op's worker and the judge's built different inputs for one case (their digests differ): the tool's
-    own error, never a verdict about the op. Exit 3."""
+    own error, never a verdict about the op. Exit 3 (`replay` and `calibrate`, which run one op; in a run the
+    case is that op's error, and the run goes on)."""
 
     def __init__(self, case: str, seed: int, op_digest: str, judge_digest: str) -> None:
-        super().__init__(
-            f"internal error: case {case} (seed {seed}): the op's worker built inputs with digest {op_digest} "
-            f"and the judge's worker built inputs with digest {judge_digest} from the same seed, so no verdict "
-            f"about the op is possible. Inputs must be a function of the seed alone; an inputs hook that draws "
-            f"its own randomness (or reads the time, the process or the machine) also does this. If the op has "
-            f"no such hook, {REPORT_BUG} with this message and the gpuemu.toml."
-        )
+        super().__init__("internal error: " + inputs_differ_message(case, seed, op_digest, judge_digest))
         self.case = case
         self.op_digest = op_digest
         self.judge_digest = judge_digest

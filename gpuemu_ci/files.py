@@ -8,6 +8,7 @@ import hashlib
 import os
 import stat
 import tempfile
+from collections.abc import Collection
 from pathlib import Path
 from typing import BinaryIO, NoReturn
 
@@ -90,10 +91,78 @@ def _open_regular(path: Path, what: str, limit: int) -> BinaryIO:
 def read_bounded(path: Path, what: str, limit: int = MAX_DOCUMENT_BYTES) -> bytes:
     """The bytes of a regular file of at most `limit` bytes; a UsageError (exit 2) naming `what` otherwise."""
     with _open_regular(path, what, limit) as handle:
-        data = handle.read(limit + 1)
+        return _read_capped(handle, path, what, limit)
+
+
+def _read_capped(handle: BinaryIO, path: Path, what: str, limit: int) -> bytes:
+    # As much as the file holds (a read of `limit` bytes would reserve them all up front), then whatever it
+    # grew by since, up to the cap.
+    data = handle.read(os.fstat(handle.fileno()).st_size + 1)
+    while len(data) <= limit and (more := handle.read(min(1 << 20, limit + 1 - len(data)))):
+        data += more
     if len(data) > limit:
         raise UsageError(f"{what} {path} grew past the {limit:,} bytes read at most")
     return data
+
+
+class NotBeneath(UsageError):
+    """`read_beneath` refused a file: missing, a link on the way, not a regular file, or another user's."""
+
+    def __init__(self, message: str, *, missing: bool = False) -> None:
+        super().__init__(message)
+        self.missing = missing
+
+
+def read_beneath(
+    root: Path,
+    relative: Path | str,
+    what: str,
+    *,
+    limit: int = MAX_DOCUMENT_BYTES,
+    owners: Collection[int] | None = None,
+) -> bytes:
+    """The bytes of the regular file `relative` below the directory `root`, reached without following any
+    symbolic link: each directory is opened from the one above it, and the file itself, with O_NOFOLLOW. It
+    must be owned by one of `owners` (when given) and hold at most `limit` bytes. What a process that holds a
+    secret reads from a place that code under test could write (the Action, after the suite ran): a link
+    planted there would otherwise make it read, as root, a file of root's. NotBeneath (exit 2) otherwise."""
+    parts = Path(relative).parts
+    shown = root / relative
+    if not parts or Path(relative).is_absolute() or ".." in parts:
+        raise NotBeneath(f"{what} {shown} is not a path inside {root}")
+    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW
+    try:
+        current = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise NotBeneath(f"cannot read {what} {shown}: {exc.strerror}", missing=True) from None
+    try:
+        for part in parts[:-1]:
+            step = os.open(part, flags | os.O_DIRECTORY, dir_fd=current)
+            os.close(current)
+            current = step
+        fd = os.open(parts[-1], flags | getattr(os, "O_NONBLOCK", 0), dir_fd=current)
+    except FileNotFoundError:
+        raise NotBeneath(f"{what} not found: {shown}", missing=True) from None
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise NotBeneath(f"{what} {shown} is, or passes through, a symbolic link: not read") from None
+        raise NotBeneath(f"cannot read {what} {shown}: {exc.strerror}") from None
+    finally:
+        os.close(current)
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise NotBeneath(f"{what} {shown} is not a regular file: not read")
+    with os.fdopen(fd, "rb") as handle:
+        if owners is not None and info.st_uid not in owners:
+            raise NotBeneath(
+                f"{what} {shown} belongs to uid {info.st_uid}, not to whoever wrote it: not read"
+            )
+        if info.st_size > limit:
+            raise NotBeneath(
+                f"{what} {shown} is {info.st_size:,} bytes; more than the {limit:,} read at most"
+            )
+        return _read_capped(handle, shown, what, limit)
 
 
 def sha256_of_file(path: Path, what: str, limit: int = MAX_HASHED_BYTES) -> str:

@@ -1,12 +1,19 @@
-"""Starting another Python process that runs gpuemu-ci (a worker, the Action's gate): the environment that makes
-this very gpuemu-ci importable there."""
+"""Starting other processes: the environment that makes this very gpuemu-ci importable in another Python
+process (a worker, the Action's gate), and running a tool (a compiler, nvidia-smi) so that a timeout or a
+signal stops it at once."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import site
+import subprocess
 import sys
-from collections.abc import Mapping
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import gpuemu_ci
@@ -51,3 +58,51 @@ def keep_working_directory_off_path() -> None:
     except OSError:  # a working directory that was removed: nothing to take off
         return
     sys.path[:] = [entry for entry in sys.path if entry not in ("", here)]
+
+
+STOP_POLL_S = 0.05  # how often a running command looks whether it was asked to stop
+
+
+@dataclass(frozen=True)
+class Finished:
+    """How a command ended: its exit code and output; `timed_out` or `stopped` when it was killed for that."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    stopped: bool = False
+
+
+def run_command(
+    command: Sequence[str],
+    timeout_s: float,
+    stop: threading.Event | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+) -> Finished:
+    """Run `command` (stdin closed, output captured as text) in a session of its own, and kill its whole process
+    group when it runs past `timeout_s` or once `stop` is set (a signal stops the gate within a second or two,
+    whatever tool runs then: a compiler's own children, cicc and ptxas, go too). OSError when it cannot start."""
+    proc = subprocess.Popen(
+        list(command),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+        env=None if env is None else dict(env),
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            out, err = proc.communicate(timeout=min(STOP_POLL_S, max(0.0, deadline - time.monotonic())))
+            return Finished(proc.returncode, out, err)
+        except subprocess.TimeoutExpired:
+            stopped = stop is not None and stop.is_set()
+            if stopped or time.monotonic() >= deadline:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                out, err = proc.communicate()
+                return Finished(-1, out or "", err or "", timed_out=not stopped, stopped=stopped)

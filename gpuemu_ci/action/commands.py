@@ -81,10 +81,18 @@ def untrusted_output(stream: TextIO | None = None) -> Iterator[None]:
 def set_outputs(path: Path | str | None, outputs: Mapping[str, object]) -> bool:
     """Append step outputs to the ``GITHUB_OUTPUT`` file; False when there is none (not in Actions).
 
-    Values: ``str(value)``, booleans as ``true``/``false``, None as empty.
+    Values: ``str(value)``, booleans as ``true``/``false``, None as empty. (The Action writes its file
+    commands through `step_files`, never by path.)
     """
     if not path:
         return False
+    with Path(path).open("a", encoding="utf-8", newline="\n") as fh:
+        fh.write(format_outputs(outputs))
+    return True
+
+
+def format_outputs(outputs: Mapping[str, object]) -> str:
+    """The ``GITHUB_OUTPUT`` lines of `outputs`, in the heredoc form with a random delimiter."""
     chunks = []
     for name, value in outputs.items():
         if not name or not set(name) <= _OUTPUT_NAME_OK:
@@ -94,9 +102,7 @@ def set_outputs(path: Path | str | None, outputs: Mapping[str, object]) -> bool:
         while delimiter in text:  # vanishingly rare, but a collision would corrupt the file
             delimiter = f"ghadelimiter_{secrets.token_hex(16)}"
         chunks.append(f"{name}<<{delimiter}\n{text}\n{delimiter}\n")
-    with Path(path).open("a", encoding="utf-8", newline="\n") as fh:
-        fh.write("".join(chunks))
-    return True
+    return "".join(chunks)
 
 
 def append_step_summary(
@@ -110,16 +116,22 @@ def append_step_summary(
     if not path:
         return SummaryWrite(0, False)
     target = Path(path)
-    used = target.stat().st_size if target.exists() else 0
+    data, truncated = fit_step_summary(markdown, target.stat().st_size if target.exists() else 0, limit)
+    with target.open("ab") as fh:
+        fh.write(data)
+    return SummaryWrite(len(data), truncated)
+
+
+def fit_step_summary(markdown: str, used: int, limit: int = STEP_SUMMARY_LIMIT) -> tuple[bytes, bool]:
+    """`markdown` as the bytes to append to a step summary that holds `used` bytes already, cut (with a note) to
+    keep it within `limit`; and whether it was cut."""
     text = markdown if markdown.endswith("\n") else markdown + "\n"
     data = text.encode("utf-8")
     room = max(0, limit - used)
     truncated = len(data) > room
     if truncated:
         data = clip_utf8(text, room, _SUMMARY_CUT).encode("utf-8")
-    with target.open("ab") as fh:
-        fh.write(data)
-    return SummaryWrite(len(data), truncated)
+    return data, truncated
 
 
 def _output_text(value: object) -> str:

@@ -31,6 +31,8 @@ UNAVAILABLE_HINTS = {
 def run(step: ActionStep) -> int:
     config = step.config()
     source = baseline_source(step)
+    if source is not None:  # read now: code under test, which runs next, could replace the file
+        source = source.read_with(lambda path: step.read_untrusted(path, "baseline"))
     baseline = None if source is None else GateBaseline(source, step.inputs.fail_on_regression)
     results = step.run_gate(config, baseline)
     return step.publish(results, comment=True)

@@ -58,7 +58,7 @@ def run_action(environ: MutableMapping[str, str], stdout: TextIO, held: Secrets 
             )
     workspace = (ctx.workspace or Path.cwd()).resolve()
     os.chdir(workspace)
-    step = ActionStep(ctx, inputs, env, workspace, stdout)
+    step = ActionStep.start(ctx, inputs, env, workspace, stdout)
     try:
         return MODES[inputs.mode](step)
     finally:

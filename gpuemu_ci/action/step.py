@@ -7,33 +7,34 @@ from __future__ import annotations
 
 import importlib
 import os
-import stat
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+import msgspec
+
 from gpuemu_ci import early_signals
 from gpuemu_ci.action import commands, lost_run, output_dir
 from gpuemu_ci.action.inputs import ActionInputs, Mode
+from gpuemu_ci.action.step_files import HELD_VARIABLES, StepFiles
+from gpuemu_ci.attest.statement import RunContext, ci_commits
 from gpuemu_ci.clock import utc_now
 from gpuemu_ci.config.load import load_config
 from gpuemu_ci.config.model import Config
 from gpuemu_ci.errors import AlreadyReported, ExitCode, InfraError, UsageError
-from gpuemu_ci.files import atomic_write, check_output_dir
+from gpuemu_ci.files import NotBeneath, atomic_write, check_output_dir, read_beneath
 from gpuemu_ci.github.client import GitHubClient
 from gpuemu_ci.github.context import ActionContext
 from gpuemu_ci.launch import python_env
 from gpuemu_ci.pipeline.gate import GateBaseline, diffed
 from gpuemu_ci.render.links import Links
 from gpuemu_ci.render.markdown import UnverifiedSource
-from gpuemu_ci.results.codec import RESULTS_NAME, read_results, write_results
-from gpuemu_ci.results.model import Results, RunInfo
+from gpuemu_ci.results.codec import RESULTS_NAME, from_json, write_results
+from gpuemu_ci.results.model import Results, RunInfo, Verdict
 
 REPORT_NAME = "report.dsse.json"
-# The step's file commands: code under test must not set outputs, environment or PATH of later steps.
-_STEP_FILES = frozenset({"GITHUB_OUTPUT", "GITHUB_ENV", "GITHUB_PATH", "GITHUB_STATE", "GITHUB_STEP_SUMMARY"})
 
 
 @dataclass
@@ -50,6 +51,19 @@ class ActionStep:
     _client: GitHubClient | None = None
     interrupted_by: int | None = None  # SIGINT or SIGTERM, passed on to the gate process: exit 130 or 143
     _out_pin: output_dir.PinnedDir | None = None  # the output directory before code under test ran
+    # The step's file commands and event payload, held from the start (step_files.py).
+    files: StepFiles = field(default_factory=lambda: StepFiles({}))
+    # What this job is about (repository, run, event, commits), read before any code under test ran: what a
+    # report is bound to (attest.statement.context_for_results).
+    observed: tuple[RunContext, frozenset[str]] = (RunContext(), frozenset())
+
+    @classmethod
+    def start(
+        cls, ctx: ActionContext, inputs: ActionInputs, env: Mapping[str, str], workspace: Path, stdout: TextIO
+    ) -> ActionStep:
+        """The step, with its file commands held and its run observed before anything else happens."""
+        observed = (RunContext.from_environment(env), ci_commits(env))
+        return cls(ctx, inputs, env, workspace, stdout, files=StepFiles.hold(env), observed=observed)
 
     @property
     def out_dir(self) -> Path:
@@ -82,10 +96,15 @@ class ActionStep:
         return self._client
 
     def close(self) -> None:
-        """Write the step's outputs, close the API client and hand the output files to the workspace's owner."""
-        commands.set_outputs(self.env.get("GITHUB_OUTPUT"), self.outputs)
-        if self._client is not None:
-            self._client.close()
+        """Write the step's outputs (the Action's own lines only: step_files.py), close the API client and hand
+        the output files to the workspace's owner."""
+        try:
+            self.files.add("GITHUB_OUTPUT", commands.format_outputs(self.outputs).encode())
+            self.files.commit()
+        finally:
+            self.files.close()
+            if self._client is not None:
+                self._client.close()
         output_dir.hand_over(self.out_dir, self.workspace, self._out_pin)
 
     # --- running --------------------------------------------------------------------------------------------
@@ -109,10 +128,10 @@ class ActionStep:
         )
 
     def child_env(self) -> dict[str, str]:
-        """The environment of code under test: this step's (already without secrets), minus the inputs and the
-        step's file commands, which only the Action itself writes."""
+        """The environment of code under test: this step's (already without secrets), minus the inputs, the
+        step's file commands, which only the Action itself writes, and the event payload's path."""
         return python_env(
-            {k: v for k, v in self.env.items() if not k.startswith("INPUT_") and k not in _STEP_FILES}
+            {k: v for k, v in self.env.items() if not k.startswith("INPUT_") and k not in HELD_VARIABLES}
         )
 
     def run_gate(self, config: Config, baseline: GateBaseline | None = None) -> Results:
@@ -132,6 +151,8 @@ class ActionStep:
         if confinement.weakness:
             self.warn(f"confinement: {confinement.weakness}")
         confinement.owns(out_dir)
+        if confinement.mode is not sandbox.ChildMode.SAME_USER:
+            self.files.protect(confinement.uid)
         stale = out_dir / RESULTS_NAME
         stale.unlink(
             missing_ok=True
@@ -163,7 +184,10 @@ class ActionStep:
             )
             argv = [python, "-P", "-m", "gpuemu_ci", "action-gate", gate_process.encode_request(request)]
             started_at = utc_now()
-            with commands.group("gpuemu-ci: running the suite", stream=self.stdout):
+            # What the suite prints is shown, never obeyed: a workflow command that code under test writes to
+            # the gate process's output (`::set-output`, `::add-mask`) is not the Action's.
+            title = "gpuemu-ci: running the suite"
+            with commands.group(title, stream=self.stdout), commands.untrusted_output(self.stdout):
                 self.stdout.flush()
                 try:
                     child = sandbox.spawn(argv, confinement, env=env, cwd=self.workspace)
@@ -178,12 +202,40 @@ class ActionStep:
                     forwarded.restore()
                     sandbox.reap_leftovers()
                 self.interrupted_by = forwarded.signal
-        # Everything the code under test started is dead now: the directory checked here stays as it is.
+        # Everything the code under test started is dead now: what is checked here stays as it is.
+        tampered = self.files.restore()
+        for what in tampered:
+            self.stdout.write(
+                commands.format_command(
+                    "error",
+                    f"gpuemu-ci: the code under test changed the runner's {what}; it was put back as it was, with "
+                    "only the Action's own lines",
+                )
+                + "\n"
+            )
         self._out_pin.check(self.inputs.output_dir)
-        written = out_dir / RESULTS_NAME
-        if not _regular_file(written):
+        try:  # the gate's own file: not through a link, not a file of anyone else's
+            written = read_beneath(
+                out_dir,
+                RESULTS_NAME,
+                "the results.json the gate wrote",
+                owners={confinement.uid, os.geteuid()},
+            )
+        except NotBeneath as exc:
+            written = None
+            if not exc.missing:
+                self.stdout.write(commands.format_command("error", f"gpuemu-ci: {exc.message}") + "\n")
+        if written is None:
             if code in (ExitCode.USAGE, ExitCode.INFRASTRUCTURE):
-                raise AlreadyReported(code)  # it printed why
+                # It printed why, in the log above (as text: its workflow commands were not obeyed).
+                self.stdout.write(
+                    commands.format_command(
+                        "error",
+                        f"gpuemu-ci: the suite could not run (exit {code}); why is in the log of the step",
+                    )
+                    + "\n"
+                )
+                raise AlreadyReported(code)
             why, exit_code = lost_run.why_lost(code)
             self.stdout.write(commands.format_command("error", f"gpuemu-ci: {why}") + "\n")
             return lost_run.lost_run(
@@ -195,8 +247,18 @@ class ActionStep:
                 why=why,
                 exit_code=exit_code,
             )
-        results = read_results(written, "the results.json the gate wrote")
-        return diffed(results, config, baseline)
+        results = from_json(written, source="the results.json the gate wrote")
+        # Where and for what it ran is this step's to say, not the code under test's (the report binds it).
+        results = msgspec.structs.replace(results, run=self.run_info())
+        return _with_tampering(diffed(results, config, baseline), tampered)
+
+    def read_untrusted(self, path: Path, what: str) -> bytes:
+        """A file the Action reads that a pull request (or code under test) may have put there: never through a
+        link, only the workspace owner's or the Action's own (files.read_beneath)."""
+        absolute = Path(os.path.normpath(path if path.is_absolute() else self.workspace / path))
+        root = self.workspace if absolute.is_relative_to(self.workspace) else Path(absolute.anchor)
+        owners = {self.workspace.stat().st_uid, os.geteuid()}
+        return read_beneath(root, absolute.relative_to(root), what, owners=owners)
 
     def results_path(self) -> Path:
         """The results file named by the `results` input (default: output_dir/results.json)."""
@@ -227,10 +289,11 @@ class ActionStep:
         atomic_write(self.out_dir / "results.sarif", sarif.encode())
         atomic_write(self.out_dir / "junit.xml", render_junit(results).encode())
         self.stdout.write(render_annotations(results, source_root=self.workspace))
-        summary = commands.append_step_summary(
-            self.env.get("GITHUB_STEP_SUMMARY"), render_summary(results, links)
+        summary, truncated = commands.fit_step_summary(
+            render_summary(results, links), self.files.used("GITHUB_STEP_SUMMARY")
         )
-        if summary.truncated:
+        self.files.add("GITHUB_STEP_SUMMARY", summary)
+        if truncated:
             self.warn("the step summary was truncated to GitHub's 1 MiB limit; results.json has everything")
         self.write_report(path, sign=bool(self.inputs.signing_key) and not self.ctx.is_fork)
         regressions = results.compared.regressions if results.compared else 0
@@ -290,7 +353,7 @@ class ActionStep:
             raise UsageError(
                 "mode sign needs the signing_key input (a PEM Ed25519 private key from a secret)"
             )
-        report = sign_results(results, signing_key, self.env)
+        report = sign_results(results, signing_key, self.env, observed=self.observed)
         path = self.out_dir / REPORT_NAME
         atomic_write(path, report.envelope)
         self.outputs["report_path"] = self.relative(path)
@@ -319,9 +382,14 @@ PUBLISHING_MODULES = (
 )
 
 
-def _regular_file(path: Path) -> bool:
-    """A regular file itself, not a link to one (the gate's results.json is the code under test's)."""
-    try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
-    except OSError:
-        return False
+def _with_tampering(results: Results, tampered: list[str]) -> Results:
+    """A run whose code under test wrote to the runner's file commands or event payload is never a pass: what it
+    wrote was discarded, and the document says so."""
+    if not tampered:
+        return results
+    notes = tuple(f"the code under test changed the runner's {what}; it was put back" for what in tampered)
+    if results.verdict is not Verdict.PASSED:
+        return msgspec.structs.replace(results, notes=(*results.notes, *notes))
+    return msgspec.structs.replace(
+        results, verdict=Verdict.ERROR, exit_code=int(ExitCode.INFRASTRUCTURE), notes=(*results.notes, *notes)
+    )

@@ -15,6 +15,7 @@ from gpuemu_ci.attest import dsse, keys
 from gpuemu_ci.attest.origin import repo_of_origin
 from gpuemu_ci.attest.statement import (
     RunContext,
+    Source,
     build_statement,
     canonical_bytes,
     ci_commits,
@@ -36,16 +37,21 @@ def sign_results(
     signing_key: keys.SigningKey | None,
     env: Mapping[str, str],
     flags: RunContext | None = None,
+    *,
+    observed: tuple[RunContext, frozenset[str]] | None = None,
 ) -> SignedReport:
     """Builds the in-toto statement for a results file and wraps it in a DSSE envelope; without a key the
-    envelope has no signatures and the statement says so."""
+    envelope has no signatures and the statement says so. `observed`: the run context and commits of `env`,
+    when the caller read them already (the Action does, before any code under test could change the event
+    payload)."""
     data = read_bounded(results_path, "results file")
     document = from_json(data, source=str(results_path))
-    context = context_for_results(
-        document, RunContext.from_environment(env), flags or RunContext(), ci_commits(env)
-    )
+    seen, commits = observed if observed is not None else (RunContext.from_environment(env), ci_commits(env))
+    context = context_for_results(document, seen, flags or RunContext(), commits)
     if context.repo is None:  # nothing names it (no flag, results.json, CI): the clone's origin, last
-        context = replace(context, repo=repo_of_origin(Path.cwd()))
+        origin = repo_of_origin(Path.cwd())
+        if origin is not None:
+            context = replace(context, repo=origin, sources=(*context.sources, ("repo", Source.ORIGIN.value)))
     statement = build_statement(
         document,
         results_name=results_path.name,

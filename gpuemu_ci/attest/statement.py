@@ -82,6 +82,8 @@ class RunContext:
     run_attempt: int | None = None
     job: str | None = None
     server_url: str | None = None
+    # Where each known field's value came from (a `Source`), as the statement records it for `verify` to show.
+    sources: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str]) -> RunContext:
@@ -136,8 +138,25 @@ class RunContext:
         return checked
 
     def as_claims(self) -> dict[str, Any]:
-        """The run section of the predicate (without issued_at and nonce)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        """The run section of the predicate (without issued_at and nonce): every field, and `sources` (field ->
+        where its value came from) for the known ones."""
+        claims = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "sources"}
+        claims["sources"] = dict(self.sources)
+        return claims
+
+
+class Source(StrEnum):
+    """Where the signer took a binding field from (the statement says it for each: `verify` shows it)."""
+
+    ENVIRONMENT = "environment"  # the signer's own GITHUB_* variables and event: what it observed itself
+    FLAG = "flag"  # given to `gpuemu-ci sign` by whoever ran it
+    RESULTS = "results"  # the results document's own claim, which the signer could not check
+    ORIGIN = "origin"  # the repository of the local clone's `origin` remote (`sign` outside Actions)
+
+
+# Fields the signer's environment settles when it knows them: the results document may only agree.
+ENVIRONMENT_BOUND = ("repo", "repo_id", "event", "run_id", "pr", "server_url")
+FLAG_OF = {"repo_id": "--repo-id", "run_id": "--run-id", "server_url": "--server-url"}
 
 
 def ci_commits(env: Mapping[str, str]) -> frozenset[str]:
@@ -265,34 +284,86 @@ def jcs_safe(value: Any) -> Any:
 def context_for_results(
     results: Results, env_context: RunContext, flags: RunContext, ci_commits: frozenset[str] = frozenset()
 ) -> RunContext:
-    """Merge the run context: CLI flags, then the results document's `run`/`git`, then the environment.
+    """The run context a statement is bound to, each field with its `Source`: a flag first; then, for the
+    fields the signer's environment knows (`ENVIRONMENT_BOUND`: repository, its id, event, run, pull request,
+    server), the environment; then what the results document records about its run.
 
-    The results document comes first because it is what the gate run recorded about itself (a
-    separate signing job or a `workflow_run` workflow sees a different GITHUB_SHA and job). But the document
-    is checked against the CI environment first: when it names another repository, or another commit than
-    every commit this CI run is about (`ci_commits`), the signer refuses, unless a flag settles it, rather
-    than vouch for a run it did not observe.
+    The results document is the code under test's (or an artifact's): its claims are checked, never trusted
+    where the signer can see for itself. A document that names another repository, repository id, event, run or
+    pull request than the environment, another commit than every commit this CI run is about (`ci_commits`), or
+    a later attempt of the run than the signer's, is refused (unless a flag settles that field) rather than
+    vouched for. The commit and attempt are the document's (a separate signing job has its own GITHUB_SHA and
+    may run in a later attempt), checked so. Outside CI only flags and the document are there.
     """
     recorded = RunContext.from_results(results)
-    conflict = recorded.repo and env_context.repo and recorded.repo.lower() != env_context.repo.lower()
-    if flags.repo is None and conflict:
-        raise UsageError(
-            f"results.json was produced in {recorded.repo} but this job runs in {env_context.repo};"
-            " pass --repo to sign it anyway"
-        )
-    if flags.commit is None and recorded.commit and ci_commits and recorded.commit.lower() not in ci_commits:
-        raise UsageError(
-            f"results.json says it tested commit {recorded.commit}, but this CI run is about "
-            f"{' / '.join(sorted(ci_commits))}; a results file of another commit is not signed as this run's "
-            "(pass --commit to sign it anyway)"
-        )
-    merged = flags
-    for fallback in (recorded, env_context):
-        merged = replace(
-            merged,
-            **{f.name: getattr(fallback, f.name) for f in fields(merged) if getattr(merged, f.name) is None},
-        )
-    return merged
+    values: dict[str, Any] = {}
+    sources: list[tuple[str, str]] = []
+    for spec in fields(RunContext):
+        name = spec.name
+        if name == "sources":
+            continue
+        flag, seen, claimed = getattr(flags, name), getattr(env_context, name), getattr(recorded, name)
+        if flag is not None:
+            value, source = flag, Source.FLAG
+        elif name in ENVIRONMENT_BOUND and seen is not None:
+            if claimed is not None and not _same(name, claimed, seen):
+                raise UsageError(_disagreement(name, claimed, seen))
+            value, source = seen, Source.ENVIRONMENT
+        elif name == "commit" and ci_commits:
+            if claimed is not None and claimed.lower() not in ci_commits:
+                raise UsageError(
+                    f"results.json says it tested commit {claimed}, but this CI run is about "
+                    f"{' / '.join(sorted(ci_commits))}; a results file of another commit is not signed as this "
+                    "run's (pass --commit to sign it anyway)"
+                )
+            value, source = (
+                (claimed, Source.ENVIRONMENT) if claimed is not None else (seen, Source.ENVIRONMENT)
+            )
+        elif name == "run_attempt" and claimed is not None and seen is not None and claimed > seen:
+            raise UsageError(
+                f"results.json says it ran in attempt {claimed} of the run, but this job runs in attempt {seen}; "
+                "it cannot have come from this run (pass --run-attempt to sign it anyway)"
+            )
+        elif claimed is not None:
+            value, source = claimed, Source.RESULTS
+        else:
+            value, source = seen, Source.ENVIRONMENT
+        values[name] = value
+        if value is not None:
+            sources.append((name, source.value))
+    return RunContext(**values, sources=tuple(sources))
+
+
+def _same(name: str, claimed: Any, seen: Any) -> bool:
+    if name == "repo":
+        return bool(str(claimed).lower() == str(seen).lower())
+    if name == "server_url":
+        return bool(str(claimed).rstrip("/") == str(seen).rstrip("/"))
+    return bool(claimed == seen)
+
+
+def _disagreement(name: str, claimed: Any, seen: Any) -> str:
+    what = {
+        "repo": "was produced in repository",
+        "repo_id": "was produced in the repository with id",
+        "event": "was produced by a run for the event",
+        "run_id": "was produced in run",
+        "pr": "is about pull request",
+        "server_url": "was produced on",
+    }[name]
+    here = {
+        "repo": "this job runs in",
+        "repo_id": "this job's repository has id",
+        "event": "this job runs for",
+        "run_id": "this job runs in run",
+        "pr": "this run is about pull request",
+        "server_url": "this job runs on",
+    }[name]
+    flag = FLAG_OF.get(name, f"--{name}")
+    return (
+        f"results.json says it {what} {claimed!s}, but {here} {seen!s}: its claims disagree with the environment "
+        f"that signs it, so it is not signed as this run's (pass {flag} to sign it anyway)"
+    )
 
 
 def _add_subject(subjects: dict[str, dict[str, Any]], name: str, algorithm: str, digest: str) -> None:

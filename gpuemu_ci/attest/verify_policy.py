@@ -28,7 +28,7 @@ from typing import Any, Protocol
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from gpuemu_ci.attest import dsse
-from gpuemu_ci.attest.statement import PREDICATE_TYPE, STATEMENT_TYPE, SignatureStatus
+from gpuemu_ci.attest.statement import PREDICATE_TYPE, STATEMENT_TYPE, SignatureStatus, Source
 from gpuemu_ci.files import sha256_of_file
 
 
@@ -74,6 +74,9 @@ class ReportClaims:
     nonce: str
     signature_status: SignatureStatus
     tool_version: str
+    # (field, where the signer took it from: statement.Source) for each bound field; empty when the statement
+    # predates the record (signed by an older gpuemu-ci).
+    sources: tuple[tuple[str, str], ...] = ()
 
 
 def parse_statement(payload: bytes) -> ReportClaims:
@@ -357,7 +360,17 @@ def _parse(document: Any) -> ReportClaims:
         nonce=_field(run, "nonce", str),
         signature_status=signature_status,
         tool_version=_field(_field(predicate, "tool", dict), "version", str),
+        sources=_sources(run),
     )
+
+
+def _sources(run: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    raw = _field(run, "sources", dict, optional=True) or {}
+    known = {source.value for source in Source}
+    for name, source in raw.items():
+        if source not in known:
+            raise ValueError(f"run.sources.{name} is {source!r}, not one of {', '.join(sorted(known))}")
+    return tuple(sorted(raw.items()))
 
 
 def _obj(value: Any, where: str) -> dict[str, Any]:

@@ -7,15 +7,15 @@ subprocess for the CUDA runtime version. No GPU (or no driver) gives None, which
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import json
 import os
 import shutil
-import subprocess
 import sys
+import threading
 from typing import Any
 
+from gpuemu_ci.launch import run_command
 from gpuemu_ci.results.model import GpuInfo
 
 _SMI_FIELDS = "name,compute_cap,driver_version,memory.total"
@@ -56,18 +56,24 @@ def parse_nvidia_smi(text: str) -> GpuInfo | None:
     )
 
 
-def _run(cmd: list[str], timeout: float) -> str | None:
+class _Stopped(Exception):
+    """A signal arrived while a probe ran: the run stops, and nothing is known about the GPU."""
+
+
+def _run(cmd: list[str], timeout: float, stop: threading.Event | None) -> str | None:
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-    except (OSError, subprocess.TimeoutExpired):
+        done = run_command(cmd, timeout, stop)
+    except OSError:
         return None
+    if done.stopped:
+        raise _Stopped
     return done.stdout if done.returncode == 0 else None
 
 
-def _probe_cupy(timeout: float) -> dict[str, Any] | None:
+def _probe_cupy(timeout: float, stop: threading.Event | None) -> dict[str, Any] | None:
     if importlib.util.find_spec("cupy") is None:
         return None
-    out = _run([sys.executable, "-c", _CUPY_PROBE], timeout)
+    out = _run([sys.executable, "-c", _CUPY_PROBE], timeout, stop)
     if not out:
         return None
     try:
@@ -77,19 +83,31 @@ def _probe_cupy(timeout: float) -> dict[str, Any] | None:
     return data if data.get("count") else None
 
 
-@functools.lru_cache(maxsize=1)
-def detect_gpu(timeout_s: float = 60.0) -> GpuInfo | None:
-    """The GPU this machine has, or None. `GPUEMU_NO_GPU=1` forces None (e.g. to test the CPU paths)."""
+_DETECTED: dict[float, GpuInfo | None] = {}  # what detect_gpu found, once per process (per timeout)
+
+
+def detect_gpu(timeout_s: float = 60.0, stop: threading.Event | None = None) -> GpuInfo | None:
+    """The GPU this machine has, or None. `GPUEMU_NO_GPU=1` forces None (e.g. to test the CPU paths). Once
+    `stop` is set (a signal: the run stops) the probe under way is killed and None returned, not remembered."""
+    if timeout_s not in _DETECTED:
+        try:
+            _DETECTED[timeout_s] = _detect(timeout_s, stop)
+        except _Stopped:
+            return None
+    return _DETECTED[timeout_s]
+
+
+def _detect(timeout_s: float, stop: threading.Event | None) -> GpuInfo | None:
     if os.environ.get("GPUEMU_NO_GPU") == "1":
         return None
     info: GpuInfo | None = None
     smi = shutil.which("nvidia-smi")
     if smi:
-        out = _run([smi, f"--query-gpu={_SMI_FIELDS}", "--format=csv,noheader,nounits"], timeout_s)
+        out = _run([smi, f"--query-gpu={_SMI_FIELDS}", "--format=csv,noheader,nounits"], timeout_s, stop)
         info = parse_nvidia_smi(out) if out else None
         if info is None:  # no GPU behind the driver, or nvidia-smi failed
             return None
-    cupy = _probe_cupy(timeout_s)
+    cupy = _probe_cupy(timeout_s, stop)
     if cupy is None:
         return info
     if info is None:

@@ -59,7 +59,7 @@ from gpuemu_ci.backends.protocol import (
     loads_reply,
 )
 from gpuemu_ci.backends.transport import Arena, check_outputs
-from gpuemu_ci.backends.zygote import ForkServer, ZygoteError
+from gpuemu_ci.backends.zygote import ForkCancelled, ForkServer, ZygoteError
 from gpuemu_ci.errors import InfraError
 from gpuemu_ci.launch import python_env
 
@@ -278,6 +278,13 @@ class WorkerPool:
             if slot.proc is not None and not aborting and slot.case is None:
                 with contextlib.suppress(OSError, TimeoutError):
                     slot.proc.send(Shutdown())
+        if aborting and self._forkserver is not None:
+            # Stopping now: kill every worker's process group, then the zygote, and wait for no report of how
+            # each ended (the zygote, itself perhaps busy or importing, would be the one to send it).
+            for slot in slots:
+                if slot.proc is not None:
+                    slot.proc.signal_group()
+            self._forkserver.close()
         deadline = time.monotonic() + (0.0 if aborting else 1.0)
         for slot in slots:
             if slot.proc is not None:
@@ -297,9 +304,13 @@ class WorkerPool:
             slot.proc.close()
         slot.proc, slot.ready, slot.case, slot.side = None, False, None, ""
         slot.sent, slot.loaded = set(), set()
+        if self._aborting:
+            return  # stopping: no new worker (the zygote may still be importing)
         try:
             try:
-                slot.proc = WorkerProcess(self.root, self.env, self._forkserver)
+                slot.proc = WorkerProcess(self.root, self.env, self._forkserver, self._stopping)
+            except ForkCancelled:
+                return
             except ZygoteError:  # no fork server after all: start workers the plain way from now on
                 if self._forkserver is not None:
                     self._forkserver.close()
@@ -312,6 +323,10 @@ class WorkerPool:
             return
         self.worker_starts += 1
         slot.started = time.monotonic()
+
+    def _stopping(self) -> bool:
+        """Whether abort() was called: a fork that waits for the zygote gives up at once."""
+        return self._aborting
 
     def _check_starts(self) -> None:
         """Two processes at least must be able to run: a case's judge never runs where its op ran."""

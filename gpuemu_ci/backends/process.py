@@ -18,7 +18,7 @@ import socket
 import struct
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from gpuemu_ci.backends.channel import FrameReader, send_frame
@@ -77,8 +77,15 @@ class LogTail:
 class WorkerProcess:
     """A started worker: its process, socket, output pipe and status page."""
 
-    def __init__(self, root: Path, env: Mapping[str, str], forkserver: ForkServer | None = None) -> None:
-        """Start a worker: forked by `forkserver` when given (ZygoteError if it cannot), else a fresh one."""
+    def __init__(
+        self,
+        root: Path,
+        env: Mapping[str, str],
+        forkserver: ForkServer | None = None,
+        cancelled: Callable[[], bool] = lambda: False,
+    ) -> None:
+        """Start a worker: forked by `forkserver` when given (ZygoteError if it cannot, ForkCancelled when
+        `cancelled()` says so while it waits), else a fresh one."""
         parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         log_read, log_write = os.pipe()
         status_fd = os.memfd_create("gpuemu-status") if hasattr(os, "memfd_create") else _temp_fd()
@@ -89,7 +96,7 @@ class WorkerProcess:
         self.forkserver = forkserver
         try:
             if forkserver is not None:
-                self.pid = forkserver.fork((child_sock.fileno(), status_fd, log_write))
+                self.pid = forkserver.fork((child_sock.fileno(), status_fd, log_write), cancelled)
             else:
                 self.proc = self._spawn(root, env, child_sock.fileno(), status_fd, log_write)
                 self.pid = self.proc.pid
@@ -180,11 +187,16 @@ class WorkerProcess:
         assert self.forkserver is not None
         return self.forkserver.wait(self.pid, timeout_s)
 
+    def signal_group(self) -> None:
+        """SIGKILL the process and everything in its process group, without waiting (also after a clean exit:
+        children it left behind)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
+
     def kill(self) -> int | None:
         """Kill the process and everything in its process group, now, whatever state it is in; reap it.
         Returns its exit status."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, signal.SIGKILL)  # also after a clean exit: children it left behind
+        self.signal_group()
         return self.wait(10.0)
 
     def close(self) -> None:

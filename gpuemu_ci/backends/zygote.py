@@ -23,7 +23,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import msgspec
@@ -32,10 +32,15 @@ from gpuemu_ci.backends.channel import FrameError, FrameReader, recv_frame, send
 from gpuemu_ci.launch import PYTHON_FLAGS
 
 FORK_TIMEOUT_S = 120.0  # the first fork waits for the zygote's imports
+CANCEL_POLL_S = 0.05  # how often a waiting fork looks whether the pool stopped
 
 
 class ZygoteError(Exception):
     """The zygote cannot fork (it did not start, or died): start workers the plain way."""
+
+
+class ForkCancelled(Exception):
+    """The pool stopped while it waited for a fork (a signal stops a run at once, the zygote's imports too)."""
 
 
 def available() -> bool:
@@ -80,16 +85,22 @@ class ForkServer:
     def fileno(self) -> int:
         return self.sock.fileno()
 
-    def fork(self, fds: tuple[int, int, int]) -> int:
+    def fork(self, fds: tuple[int, int, int], cancelled: Callable[[], bool] = lambda: False) -> int:
         """A new worker serving `fds` (socket, status page, output pipe); its pid. ZygoteError when the zygote
-        cannot answer."""
+        cannot answer; ForkCancelled as soon as `cancelled()` says so (checked every CANCEL_POLL_S: the first
+        fork waits for the zygote's imports, seconds on a busy machine)."""
         if self.broken:
             raise ZygoteError("the zygote is gone")
         try:
             send_frame(self.sock, b"fork", fds, timeout_s=FORK_TIMEOUT_S)
             deadline = time.monotonic() + FORK_TIMEOUT_S
             while True:
-                for message in self._read(max(0.0, deadline - time.monotonic())):
+                if cancelled():
+                    # The answer would come later and pair with no request: this zygote is done.
+                    self.close()
+                    raise ForkCancelled("the pool stopped")
+                wait = min(CANCEL_POLL_S, max(0.0, deadline - time.monotonic()))
+                for message in self._read(wait):
                     if message[0] == "forked":
                         return int(message[1])
                 if time.monotonic() > deadline:

@@ -22,6 +22,7 @@ from gpuemu_ci.attest import keys
 from gpuemu_ci.attest.signing import sign_results
 from gpuemu_ci.attest.statement import (
     RunContext,
+    Source,
     normalize_commit,
     normalize_repo,
 )
@@ -148,8 +149,11 @@ def sign_command(
 ) -> None:
     """Sign RESULTS (results.json) as an in-toto statement in a DSSE envelope.
 
-    The run context comes from the flags, then from the results document, then from the
-    GITHUB_* environment. The key is never printed.
+    The run context comes from the flags, then from the GITHUB_* environment this runs in (in
+    Actions: repository, its id, event, run, pull request, and the commit among the run's own),
+    then from the results document, whose run claims must agree with that environment (a
+    disagreement is refused, exit 2, unless a flag settles it). The statement records where each
+    field came from; `verify` shows it. The key is never printed.
     """
     if sum((key_path is not None, key_env is not None, unsigned)) != 1:
         raise UsageError("give exactly one of --key PATH, --key-env NAME or --unsigned")
@@ -286,6 +290,7 @@ def _print_outcome(outcome: VerifyOutcome, public_keys: list[keys.PublicKey]) ->
     click.echo(f"repo:      {claims.repo}" + (f" (id {claims.repo_id})" if claims.repo_id else ""))
     click.echo(f"commit:    {claims.commit}")
     click.echo(f"run:       {', '.join(p for p in run if p) or '(not recorded)'}")
+    click.echo(f"bound by:  {_bound_by(claims)}")
     click.echo(f"issued_at: {format_utc(claims.issued_at)} ({when})")
     click.echo(f"verdict:   {claims.verdict}")
     for result in outcome.results:
@@ -294,6 +299,35 @@ def _print_outcome(outcome: VerifyOutcome, public_keys: list[keys.PublicKey]) ->
         click.echo(
             "report verified" + ("" if outcome.results else " (signature only: no expectations given)")
         )
+
+
+SOURCE_WORDS = {
+    Source.ENVIRONMENT: "the signer's own environment",
+    Source.FLAG: "flags given to the signer",
+    Source.ORIGIN: "the clone's origin remote",
+    Source.RESULTS: "the results document, unchecked",
+}
+FIELD_WORDS = {
+    "repo_id": "repo id",
+    "pr": "PR",
+    "run_id": "run",
+    "run_attempt": "attempt",
+    "server_url": "server",
+}
+
+
+def _bound_by(claims: ReportClaims) -> str:
+    """Where the signer took each bound field from: what it saw itself, and what it could only repeat."""
+    if not claims.sources:
+        return "(not recorded: signed by an older gpuemu-ci)"
+    order = [f.name for f in dataclasses.fields(RunContext)]
+    known = sorted(claims.sources, key=lambda pair: order.index(pair[0]) if pair[0] in order else len(order))
+    parts = []
+    for source in Source:
+        names = [terminal_text(FIELD_WORDS.get(name, name)) for name, s in known if s == source.value]
+        if names:
+            parts.append(f"{SOURCE_WORDS[source]}: {', '.join(names)}")
+    return "; ".join(parts)
 
 
 def _shown(claims: ReportClaims) -> ReportClaims:

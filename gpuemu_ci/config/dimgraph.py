@@ -55,9 +55,19 @@ class Schema:
         self.bindings: dict[str, str] = dict(shapes.kwarg_bindings)
         self.constraints: tuple[DimConstraint, ...] = shapes.constraints
         self._exprs: dict[str, Expr] = {}
+        # Literal sizes only (no expression, derived dim, bound kwarg or constraint): nothing reads anything,
+        # and every typical size lies in its range (checked as the dims were read), so there is nothing left to
+        # order, check or estimate. Most ops are so; a config of many ops loads in time linear and small.
+        self.literal = not (self.bindings or self.constraints) and not any(
+            d.is_derived or d.min_expr or d.max_expr or d.typical_terms for d in self.dims.values()
+        )
         self._check_names()
-        self._deps = {n: self._deps_of(n) for n in (*self.free_kwargs, *self.dims, *self.bindings)}
-        self.order: tuple[str, ...] = self._topological()
+        if self.literal:
+            self._deps: dict[str, frozenset[str]] = {}
+            self.order: tuple[str, ...] = (*self.free_kwargs, *self.dims)
+        else:
+            self._deps = {n: self._deps_of(n) for n in (*self.free_kwargs, *self.dims, *self.bindings)}
+            self.order = self._topological()
         self.free_dims = tuple(n for n in self.order if n in self.dims and not self.dims[n].is_derived)
         self.computed = tuple(n for n in self.order if n in self.bindings or self._derived(n))
         self._constraint_exprs = tuple((c, self._expr(c.expression, logic=True)) for c in self.constraints)
@@ -109,6 +119,8 @@ class Schema:
         clash = sorted(set(self.dims) & (set(self.free_kwargs) | set(self.bindings)))
         if clash:
             raise self._error(f"{clash[0]!r} is both a dim and a kwarg; rename one", self._line(clash[0]))
+        if self.literal:
+            return  # no expression names anything
         known = set(self.dims) | set(self.free_kwargs) | set(self.bindings)
         listing = f"dims: {', '.join(self.dims) or 'none'}; kwargs: {', '.join(self.free_kwargs) or 'none'}"
         for name in (*self.dims, *self.bindings):
@@ -331,6 +343,8 @@ class Schema:
     def validate(self) -> None:
         """At load: the typical sizes must give at least one case that meets the constraints, and no typical
         combination or range end that meets them may make a derived dim negative, fractional or out of range."""
+        if self.literal:
+            return
         valid: list[dict[str, object]] = []
         failing: dict[str, int] = {}
         example: dict[str, dict[str, object]] = {}
@@ -426,6 +440,8 @@ class Schema:
         """The dims with static estimates filled in for expression parts, at the first valid combination of the
         typical sizes: a derived dim's value becomes its `typical`; a drawn dim's expression ends and typical
         sizes their values (the expressions stay, and decide per case)."""
+        if self.literal:
+            return tuple(self.dims.values())
         base = self.first_valid()
         result = []
         for dim in self.dims.values():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import replace
 from pathlib import Path
 
@@ -171,7 +172,7 @@ TRITON_KEYS = ("sanitize", "undefined_masked_lanes")
 def parse_op(
     table: TableReader, validation: Validation, project: Project, root: Path, ci: CiSettings | None = None
 ) -> OpSpec:
-    table.aliases.update(OP_ALIASES)
+    table.add_aliases(OP_ALIASES)
     table.expect_keys(OP_KEYS)
     name = table.string("name", required=True) or ""
     spec = _op_body(table, name, validation, project, root, ci or CiSettings(), need_target=True)
@@ -188,7 +189,7 @@ def parse_kernel_op(
     ci: CiSettings | None = None,
 ) -> OpSpec:
     """The validation part of a launchable [[kernels]] entry (its target is the kernel itself)."""
-    table.aliases.update({"input_names": "inputs"})
+    table.add_aliases({"input_names": "inputs"})
     return _op_body(table, name, validation, project, root, ci or CiSettings(), need_target=False)
 
 
@@ -382,6 +383,10 @@ def _grad_accumulators(
     return tuple(declared)
 
 
+ALL_LAYOUTS = tuple(Layout)
+ALL_DISTRIBUTIONS = tuple(Distribution)
+
+
 def _shapes(table: TableReader, op_name: str, ci: CiSettings) -> tuple[OpShapes, str | None]:
     """Dims (own or from a builtin schema), inputs, the output's dims, kwargs and constraints, checked as one
     schema (config/dimgraph.py); and the inputs hook."""
@@ -423,15 +428,17 @@ def _shapes(table: TableReader, op_name: str, ci: CiSettings) -> tuple[OpShapes,
         output_dims=output_dims,
         constraints=constraints,
         kwargs=kwargs,
-        layouts=enum_list(table, "layouts", layouts, Layout) if layouts else tuple(Layout),
+        layouts=enum_list(table, "layouts", layouts, Layout) if layouts else ALL_LAYOUTS,
         distributions=enum_list(table, "distributions", distributions, Distribution)
         if distributions
-        else tuple(Distribution),
+        else ALL_DISTRIBUTIONS,
         kwarg_bindings=bindings,
         max_elements=table.integer("max_elements", ci.max_elements, minimum=1) or ci.max_elements,
     )
     graph = Schema(op_name, shapes, table.line, table.source.path)
     graph.validate()
+    if graph.literal:  # the dims stay as declared
+        return shapes, hook
     return replace(shapes, dims=graph.static_dims()), hook
 
 
@@ -553,6 +560,8 @@ def _triton(table: TableReader) -> tuple[bool, MaskedLanes]:
 def table_choice(table: TableReader, key: str, value: str | None, enum: type[E]) -> E | None:
     if value is None:
         return None
+    with contextlib.suppress(ValueError):  # a member's value: one lookup
+        return enum(value)
     members = [m.value for m in enum]
     if value not in members:
         import difflib

@@ -6,7 +6,10 @@ misspelling never silently neutralises the gate (upstream gpuemu ignores unknown
 
 from __future__ import annotations
 
+import bisect
+import contextlib
 import difflib
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -24,20 +27,43 @@ class SourceText:
     path: str
     lines: tuple[str, ...]
 
+    # Both indexes below are built once, in one pass over the file: a config of many ops asks for the same
+    # few keys in every table, and a scan per question made loading grow with the file's size per op.
+    @functools.cached_property
+    def headers(self) -> tuple[tuple[int, str], ...]:
+        """(1-based line, text without leading blanks) of every line that starts a table header, in order."""
+        return tuple(
+            (i + 1, text.lstrip()) for i, text in enumerate(self.lines) if text.lstrip().startswith("[")
+        )
+
+    @functools.cached_property
+    def _key_lines(self) -> dict[str, list[int]]:
+        """Every key that starts a line (`key = ...`, `"key" = ...`, `key.sub = ...`) -> its lines, in order."""
+        index: dict[str, list[int]] = {}
+        for number, text in enumerate(self.lines, start=1):
+            found = _LINE_KEY.match(text)
+            if found:
+                index.setdefault(found.group(1) if found.group(1) is not None else found.group(2), []).append(
+                    number
+                )
+        return index
+
     def header_lines(self, header: str) -> list[int]:
         """1-based lines of every `[header]` / `[[header]]` line, in file order."""
-        pattern = re.compile(r"^\s*\[\[?\s*" + re.escape(header) + r"\s*\]\]?\s*(#.*)?$")
-        return [i + 1 for i, text in enumerate(self.lines) if pattern.match(text)]
+        pattern = re.compile(r"^\[\[?\s*" + re.escape(header) + r"\s*\]\]?\s*(#.*)?$")
+        return [number for number, text in self.headers if pattern.match(text)]
 
     def key_line(self, key: str, start: int | None, end: int | None = None) -> int | None:
         """Line of `key = ...` inside [start, end); `start` is the table header's line (None: top of file)."""
-        pattern = re.compile(r"^\s*(" + re.escape(key) + r'|"' + re.escape(key) + r'")\s*[=.]')
         first = start or 1
         last = end if end is not None else len(self.lines) + 1
-        for number in range(first, last):
-            if pattern.match(self.lines[number - 1]):
-                return number
-        return start
+        lines = self._key_lines.get(key, ())
+        at = bisect.bisect_left(lines, first)
+        return lines[at] if at < len(lines) and lines[at] < last else start
+
+
+# A key at the start of a line: quoted (group 1) or bare (group 2), then `=` or a dot (a dotted key).
+_LINE_KEY = re.compile(r'^\s*(?:"([^"]*)"|([^\s=."\[#]+))\s*[=.]')
 
 
 class TableReader:
@@ -60,10 +86,25 @@ class TableReader:
         self.source = source
         self.line = line
         self.end_line = end_line
-        self.aliases = dict(aliases or {})
+        self._aliases: dict[str, str] = {}
+        self._spellings: dict[str, tuple[str, ...]] = {}  # canonical key -> its aliases
         self._data = dict(data)
         self._allowed: set[str] = set()
         self._consumed: set[str] = set()
+        if aliases:
+            self.add_aliases(aliases)
+
+    @property
+    def aliases(self) -> Mapping[str, str]:
+        """Other spellings of keys: alias -> canonical key."""
+        return self._aliases
+
+    def add_aliases(self, aliases: Mapping[str, str]) -> None:
+        self._aliases.update(aliases)
+        spellings: dict[str, tuple[str, ...]] = {}
+        for alias, canonical in self._aliases.items():
+            spellings[canonical] = (*spellings.get(canonical, ()), alias)
+        self._spellings = spellings
 
     # --- location and errors -------------------------------------------------------------------------
     def line_of(self, key: str) -> int | None:
@@ -76,8 +117,14 @@ class TableReader:
     def _take(self, key: str) -> tuple[str, Any]:
         """Returns (spelling used, value) honouring aliases; both spellings at once is an error."""
         self._allowed.add(key)
-        spellings = [key] + [alias for alias, canonical in self.aliases.items() if canonical == key]
-        self._allowed.update(spellings)
+        others = self._spellings.get(key, ())
+        if not others:  # most keys have no alias: one lookup
+            if key not in self._data:
+                return key, _MISSING
+            self._consumed.add(key)
+            return key, self._data[key]
+        spellings = (key, *others)
+        self._allowed.update(others)
         present = [s for s in spellings if s in self._data]
         if len(present) > 1:
             raise self.error(present[1], f"`{present[0]}` and `{present[1]}` mean the same; keep one")
@@ -87,8 +134,7 @@ class TableReader:
         return present[0], self._data[present[0]]
 
     def has(self, key: str) -> bool:
-        spellings = [key] + [a for a, c in self.aliases.items() if c == key]
-        return any(s in self._data for s in spellings)
+        return key in self._data or any(s in self._data for s in self._spellings.get(key, ()))
 
     def raw(self, key: str, default: Any = None) -> Any:
         _, value = self._take(key)
@@ -153,6 +199,9 @@ class TableReader:
         spelled, value = self._take(key)
         if value is _MISSING:
             return default
+        if isinstance(value, str):
+            with contextlib.suppress(ValueError):  # a member's value: one lookup
+                return enum(value)  # type: ignore[call-arg]
         members = [m.value for m in enum]  # type: ignore[attr-defined]
         if value not in members:
             raise self.error(

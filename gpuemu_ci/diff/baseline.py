@@ -10,7 +10,8 @@ plainly (with how to create one) and the run's own verdict decides."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import msgspec
@@ -18,7 +19,7 @@ import msgspec
 from gpuemu_ci.config.model import Policies
 from gpuemu_ci.diff.classify import baseline_info, compare
 from gpuemu_ci.errors import UsageError
-from gpuemu_ci.results.codec import read_results
+from gpuemu_ci.results.codec import from_json, read_results
 from gpuemu_ci.results.diff import BaselineDiff, BaselineProvenance, DiffStatus
 from gpuemu_ci.results.model import Results
 
@@ -46,6 +47,22 @@ class BaselineSource:
     shown_as: str | None = None  # the path as the user gave it (default: `path`)
     provenance: BaselineProvenance | None = None
     missing: str | None = None  # why there is no baseline file at all, and how to get one: the diff says so
+    # The file, read already (the Action reads it before code under test runs, which could replace it): the
+    # document, or why it cannot be used.
+    document: Results | None = None
+    unusable: BaselineError | None = None
+
+    def read_with(self, read: Callable[[Path], bytes]) -> BaselineSource:
+        """This source with its file read now by `read` (which raises a UsageError for a file it refuses)."""
+        if self.path is None or self.document is not None or self.unusable is not None:
+            return self
+        try:
+            return replace(self, document=baseline_from_bytes(read(self.path), self.path))
+        except BaselineError as exc:
+            return replace(self, unusable=exc)
+        except UsageError as exc:
+            status = DiffStatus.NO_BASELINE if getattr(exc, "missing", False) else DiffStatus.UNREADABLE
+            return replace(self, unusable=BaselineError(exc.message, status=status))
 
 
 def baseline_of(results: Results) -> Results:
@@ -61,7 +78,16 @@ def load_baseline(path: Path) -> Results:
     if path.is_dir():
         raise BaselineError(f"{path} is a directory, not a results.json or baseline.json")
     try:
-        return read_results(path, "baseline")
+        return read_results(path, "baseline", quote_values=False)
+    except UsageError as exc:
+        raise BaselineError(f"{path} is not usable: {exc.message}") from None
+
+
+def baseline_from_bytes(data: bytes, path: Path) -> Results:
+    """The baseline document in `data` (read from `path`). Its errors name where it is wrong, never what it
+    holds: the message is published (the pull request's comment), and the bytes are the file's whoever wrote it."""
+    try:
+        return from_json(data, source=f"baseline {path}", quote_values=False)
     except UsageError as exc:
         raise BaselineError(f"{path} is not usable: {exc.message}") from None
 
@@ -70,6 +96,8 @@ def diff_against(
     source: BaselineSource, current: Results, policies: Policies, fail_on_regression: bool
 ) -> BaselineDiff:
     """The comparison of `current` with the baseline `source` names (a neutral diff when there is none)."""
+    if source.unusable is not None:
+        return _neutral(source.unusable.status, source.unusable.detail, fail_on_regression)
     if source.path is None:
         message = (
             f"no baseline: {source.missing or 'none given'} No regression check was done; gating on this "
@@ -79,7 +107,7 @@ def diff_against(
             status=DiffStatus.NO_BASELINE, message=message, fail_on_regression=fail_on_regression
         )
     try:
-        base = load_baseline(source.path)
+        base = source.document if source.document is not None else load_baseline(source.path)
     except BaselineError as exc:
         return _neutral(exc.status, exc.detail, fail_on_regression)
     shown = source.shown_as or str(source.path)

@@ -7,12 +7,10 @@ a `.ptx` goes straight to `ptxas -v`. Jobs run in a thread pool: the work is in 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import signal
-import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -20,6 +18,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from gpuemu_ci.launch import run_command
 from gpuemu_ci.lint import nvrtc
 from gpuemu_ci.lint.model import Toolchain
 from gpuemu_ci.lint.ptx import PtxModule, parse_ptx
@@ -106,35 +105,18 @@ def compile_command(job: CompileJob, toolchain: Toolchain, out_dir: Path) -> lis
     return cmd
 
 
-def _run(cmd: Sequence[str], timeout: float) -> tuple[int, str, str, bool]:
-    """(returncode, stdout, stderr, timed_out). On timeout the whole process group goes: nvcc's children
-    (cicc, ptxas) would otherwise keep running after nvcc itself is killed."""
+def _run(cmd: Sequence[str], timeout: float, stop: threading.Event | None) -> tuple[int, str, str, bool]:
+    """(returncode, stdout, stderr, timed_out). On timeout, or once `stop` is set, the whole process group goes:
+    nvcc's children (cicc, ptxas) would otherwise keep running after nvcc itself is killed."""
     try:
-        proc = subprocess.Popen(
-            list(cmd),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            errors="replace",
-            start_new_session=True,
-        )
+        done = run_command(cmd, timeout, stop)
     except OSError as exc:
         return -1, "", f"could not start {cmd[0]}: {exc}", False
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            if hasattr(os, "killpg"):
-                os.killpg(proc.pid, signal.SIGKILL)
-            else:  # pragma: no cover - not POSIX
-                proc.kill()
-        out, err = proc.communicate()
-        return -1, out, err, True
-    return proc.returncode, out, err, False
+    return done.returncode, done.stdout, done.stderr, done.timed_out
 
 
 def disassemble(
-    cubin: Path, toolchain: Toolchain, timeout: float
+    cubin: Path, toolchain: Toolchain, timeout: float, stop: threading.Event | None = None
 ) -> tuple[tuple[SassFunction, ...] | None, str | None]:
     """SASS of a cubin: nvdisasm JSON, else nvdisasm text, else cuobjdump. (functions, note on failure)."""
     attempts: list[tuple[list[str], bool]] = []
@@ -147,7 +129,7 @@ def disassemble(
         return None, "no SASS tool (cuobjdump or nvdisasm) found"
     notes: list[str] = []
     for cmd, is_json in attempts:
-        rc, out, err, timed_out = _run(cmd, timeout)
+        rc, out, err, timed_out = _run(cmd, timeout, stop)
         if rc != 0 or timed_out:
             notes.append(f"{Path(cmd[0]).name} {cmd[1]}: " + (err.strip().splitlines() or ["failed"])[-1])
             continue
@@ -172,7 +154,7 @@ def _kept_ptx(out_dir: Path, source: Path) -> PtxModule | None:
 
 
 def _nvrtc_then_ptxas(
-    job: CompileJob, toolchain: Toolchain, out_dir: Path, timeout: float
+    job: CompileJob, toolchain: Toolchain, out_dir: Path, timeout: float, stop: threading.Event | None
 ) -> tuple[list[str], int, str, bool, str | None]:
     """NVRTC to PTX (kept as out_dir/<stem>.ptx), then `ptxas -v`: (command shown, returncode, log, timed out,
     why NVRTC cannot compile this as nvcc would)."""
@@ -184,30 +166,36 @@ def _nvrtc_then_ptxas(
     options += [f"-I{d}" for d in job.include_dirs] + [f"-D{d}" for d in job.defines]
     ptx = out_dir / (job.source.stem + ".ptx")
     first = nvrtc.command(toolchain.nvrtc, job.source, ptx, job.arch, options)
-    rc, stdout, stderr, timed_out = _run(first, timeout)
+    rc, stdout, stderr, timed_out = _run(first, timeout, stop)
     log = stdout + stderr
     if rc != 0 or timed_out:
         reason = nvrtc.limitation(log) if rc == 1 else None
         return first, rc if rc != 0 else -1, log, timed_out, reason
     second = [toolchain.ptxas, "-v", f"-arch={job.arch}", "-o", str(out_dir / "kernel.cubin"), *ptxas_options]
     second.append(str(ptx))
-    rc, stdout, stderr, timed_out = _run(second, timeout)
+    rc, stdout, stderr, timed_out = _run(second, timeout, stop)
     return [*first, "&&", *second], rc, log + stdout + stderr, timed_out, None
 
 
 def compile_one(
-    job: CompileJob, toolchain: Toolchain, *, timeout: float = DEFAULT_TIMEOUT_S
+    job: CompileJob,
+    toolchain: Toolchain,
+    *,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    stop: threading.Event | None = None,
 ) -> CompileOutput:
-    """Compile, parse the ptxas log, read the PTX and (when a tool exists) the SASS. Never raises."""
+    """Compile, parse the ptxas log, read the PTX and (when a tool exists) the SASS. Never raises. Once `stop`
+    is set, the tools under way are killed and none starts (the output then says nothing useful: the caller
+    that set `stop` discards it)."""
     start = time.perf_counter()
     unsupported = None
     with tempfile.TemporaryDirectory(prefix="gpuemu-lint-") as tmp:
         out_dir = Path(tmp)
         if job.kind is SourceKind.CUDA and toolchain.frontend == "nvrtc":
-            cmd, rc, log, timed_out, unsupported = _nvrtc_then_ptxas(job, toolchain, out_dir, timeout)
+            cmd, rc, log, timed_out, unsupported = _nvrtc_then_ptxas(job, toolchain, out_dir, timeout, stop)
         else:
             cmd = compile_command(job, toolchain, out_dir)
-            rc, stdout, stderr, timed_out = _run(cmd, timeout)
+            rc, stdout, stderr, timed_out = _run(cmd, timeout, stop)
             log = stderr if not stdout.strip() else stdout + stderr
         ptxas = parse_ptxas_log(log, default_arch=job.arch)
         ptx: PtxModule | None = None
@@ -218,7 +206,7 @@ def compile_one(
                 ptx = parse_ptx(job.source.read_text(errors="replace"))
             else:
                 ptx = _kept_ptx(out_dir, job.source)
-            sass, note = disassemble(out_dir / "kernel.cubin", toolchain, timeout)
+            sass, note = disassemble(out_dir / "kernel.cubin", toolchain, timeout, stop)
     return CompileOutput(
         job=job,
         command=tuple(cmd),
@@ -240,15 +228,17 @@ def compile_all(
     *,
     workers: int | None = None,
     timeout: float = DEFAULT_TIMEOUT_S,
+    stop: threading.Event | None = None,
 ) -> list[CompileOutput]:
-    """Run every job, `workers` at a time (default: the CPU count); results in job order."""
+    """Run every job, `workers` at a time (default: the CPU count); results in job order. `stop`: see
+    `compile_one`."""
     if not jobs:
         return []
     n = max(1, min(workers or os.cpu_count() or 1, len(jobs)))
     if n == 1:
-        return [compile_one(j, toolchain, timeout=timeout) for j in jobs]
+        return [compile_one(j, toolchain, timeout=timeout, stop=stop) for j in jobs]
     with ThreadPoolExecutor(max_workers=n, thread_name_prefix="gpuemu-lint") as pool:
-        return list(pool.map(lambda j: compile_one(j, toolchain, timeout=timeout), jobs))
+        return list(pool.map(lambda j: compile_one(j, toolchain, timeout=timeout, stop=stop), jobs))
 
 
 def parse_compile_error(output: CompileOutput) -> CompileError:

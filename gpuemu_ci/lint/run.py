@@ -12,6 +12,7 @@ import dataclasses
 import hashlib
 import os
 import re
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -354,12 +355,14 @@ def lint_kernels(
     toolchain: Toolchain | None = None,
     timeout: float = DEFAULT_TIMEOUT_S,
     allow_unchecked: bool = False,
+    stop: threading.Event | None = None,
 ) -> LintReport:
     """Lint every kernel spec for its archs (`archs` overrides them all), `jobs` compiles at a time.
 
     `root` (the config's directory) makes source paths in the report relative. `toolchain` defaults to what
     `discover_toolchain()` finds. A rule that cannot be checked fails its kernel unless `allow_unchecked`
-    (`[ci] allow_unchecked`), which makes it a warning.
+    (`[ci] allow_unchecked`), which makes it a warning. Once `stop` is set the compiles under way are killed:
+    the report is then incomplete, for the caller that set it to discard.
     """
     started = time.perf_counter()
     if not kernels:
@@ -379,7 +382,7 @@ def lint_kernels(
         for s, arch_list, _ in plan
         for arch in arch_list
     ]
-    outputs = compile_all(compile_jobs, tc, workers=jobs, timeout=timeout)
+    outputs = compile_all(compile_jobs, tc, workers=jobs, timeout=timeout, stop=stop)
     raw = [f.name for o in outputs for f in o.ptxas.functions]
     raw += [f.name for o in outputs if o.ptx is not None for f in o.ptx.functions]
     names = kernel_names(raw, tc.cxxfilt)

@@ -79,7 +79,10 @@ def run_gate(
     own = interruption is None
     interruption = interruption or Interruption()
     with interruption if own else contextlib.nullcontext():
-        with Session(config, settings, observer=observer, pool_factory=pool_factory, gpu=gpu) as session:
+        session = Session(
+            config, settings, observer=observer, pool_factory=pool_factory, gpu=gpu, stop=interruption.event
+        )
+        with session:
             op_results, cut_short, shard = _run_ops(
                 session,
                 ops,
@@ -88,12 +91,12 @@ def run_gate(
                 stop=interruption.event,
                 shard=options.shard,
             )
-        if interruption.signal is not None:
-            lint = LintReport.disabled(f"not run: the run was interrupted by {interruption.name}")
-        elif shard is not None and shard.index != 1:
+        if interruption.signal is None and shard is not None and shard.index != 1:
             lint = LintReport.disabled(f"lint runs in shard 1 of {shard.count}")
-        else:
-            lint = _lint(config, settings, lint_runner)  # a signal now lets the compiles under way finish
+        elif interruption.signal is None:
+            lint = _lint(config, settings, lint_runner, interruption.event)  # a signal kills its compiles
+        if interruption.signal is not None:  # before the lint step or during it: nothing of it is kept
+            lint = LintReport.disabled(f"not run: the run was interrupted by {interruption.name}")
     if interruption.signal is not None:
         op_results = _say_interrupted(op_results, interruption.name)
     ran = _Ran(op_results, cut_short or interruption.signal is not None, shard, lint, session.gpu)
@@ -234,14 +237,14 @@ def _run_ops(
     results: dict[str, OpResult] = {}
     runnable: list[OpSpec] = []
     for op in ops:
-        if needs_gpu(op) and session.gpu is None:
+        if needs_gpu(op) and session.gpu is None and not stop.is_set():  # (detection may have been cut short)
             results[op.name] = _no_gpu(op, settings.require_gpu)
             session.observer.op_finished(
                 op.name, results[op.name].status.value, results[op.name].message or ""
             )
         else:
             runnable.append(op)
-    if runnable:
+    if runnable and not stop.is_set():  # stopped already (a signal while starting): no worker is started
         session.start()  # the workers boot while the cases are planned
     # The regression corpus first: pinned cases of an op run before its fuzzed ones, in every suite and shard.
     plans = [(op, corpus.planned(config, op.name) + session.plan(op)) for op in runnable]
@@ -308,7 +311,9 @@ def _no_gpu(op: OpSpec, require_gpu: bool) -> OpResult:
     )
 
 
-def _lint(config: Config, settings: Settings, lint_runner: LintRunner | None) -> LintReport:
+def _lint(
+    config: Config, settings: Settings, lint_runner: LintRunner | None, stop: threading.Event
+) -> LintReport:
     if not config.kernels:
         return LintReport(status=LintStatus.NO_KERNELS, toolchain=None)
     if not settings.lint:
@@ -316,7 +321,7 @@ def _lint(config: Config, settings: Settings, lint_runner: LintRunner | None) ->
     if lint_runner is None:
         from gpuemu_ci.pipeline.lint_step import run_lint
 
-        lint_runner = run_lint
+        return run_lint(config, settings, stop)
     return lint_runner(config, settings)
 
 

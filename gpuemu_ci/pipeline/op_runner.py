@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,12 +20,20 @@ import msgspec
 
 from gpuemu_ci.backends.interface import CaseAborted, CaseReport, CaseSpec, OpTask, Pool
 from gpuemu_ci.config.model import Config, OpSpec
-from gpuemu_ci.errors import InputsDiffer
+from gpuemu_ci.errors import INPUTS_NOT_FROM_SEED, inputs_differ_message
 from gpuemu_ci.pipeline.records import failure_record
 from gpuemu_ci.plan.model import CaseRef
 from gpuemu_ci.progress import Observer
 from gpuemu_ci.results.coverage import CoverageTally
-from gpuemu_ci.results.model import DotPrecision, DtypeResult, Failure, GradientResult, OpResult, OpStatus
+from gpuemu_ci.results.model import (
+    DotPrecision,
+    DtypeResult,
+    Failure,
+    FailureKind,
+    GradientResult,
+    OpResult,
+    OpStatus,
+)
 from gpuemu_ci.results.rules import (
     MAX_RECORDED_FAILURES,
     joined_reasons,
@@ -157,6 +165,7 @@ class OpCollector:
         self.unloadable: tuple[CaseRef, CaseReport] | None = None
         self.interpreter: str | None = None
         self.triton_launches: dict[str, int] = {}
+        self.inputs_differ = 0  # cases whose two sides built different inputs (not judged)
 
     def add(self, ref: CaseRef, report: CaseReport) -> None:
         for how, count in report.triton_launches:
@@ -186,6 +195,8 @@ class OpCollector:
             self.interpreter = report.interpreter
         if report.outcome not in ("passed", "skipped"):
             self.failing.append((ref, report))
+        if report.kind == FailureKind.INPUTS_DIFFER.value:
+            self.inputs_differ += 1
 
     def wants_snapshot(self, index: int) -> bool:
         """Whether a failure of case `index` could still be among the recorded ones."""
@@ -220,10 +231,7 @@ class OpCollector:
             interpreter=self.interpreter,
             triton_launches=dict(sorted(self.triton_launches.items())),
             skip_reason=reasons if status is OpStatus.SKIPPED else None,
-            message=f"{self.need_gpu} of {total} cases need a GPU: Triton's interpreter cannot compute them as "
-            "the GPU does (not judged)"
-            if self.need_gpu and not failed
-            else op_message(total, errored, failed, cut_short, skipped, reasons, failures),
+            message=self._message(total, errored, failed, cut_short, skipped, reasons, failures),
             triton_dot_precisions=tuple(sorted(self.dot_precisions)),
             triton_notes=triton_notes(self.triton_notes),
             cases_total=total,
@@ -235,6 +243,28 @@ class OpCollector:
             failures_omitted=max(0, len(self.failing) - MAX_RECORDED_FAILURES),
             cases_skipped=skipped,
         )
+
+    def _message(
+        self,
+        total: int,
+        errored: int,
+        failed: int,
+        cut_short: bool,
+        skipped: int,
+        reasons: str | None,
+        failures: tuple[Failure, ...],
+    ) -> str | None:
+        if self.need_gpu and not failed:
+            return (
+                f"{self.need_gpu} of {total} cases need a GPU: Triton's interpreter cannot compute them as "
+                "the GPU does (not judged)"
+            )
+        if self.inputs_differ and not failed:
+            return (
+                f"{self.inputs_differ} of {total} cases could not be judged: the op's worker and the judge's built "
+                f"different inputs from the same seed. {INPUTS_NOT_FROM_SEED}"
+            )
+        return op_message(total, errored, failed, cut_short, skipped, reasons, failures)
 
     def _drop_unrecorded_snapshots(self, failures: tuple[Failure, ...]) -> None:
         """Snapshots of failures past the recorded ones were written before the order was known."""
@@ -295,7 +325,7 @@ class SuiteRun:
     def __init__(
         self,
         config: Config,
-        pool: Pool,
+        pool: Callable[[], Pool],
         observer: Observer,
         *,
         jobs: int = 1,
@@ -305,12 +335,19 @@ class SuiteRun:
     ) -> None:
         self.require_gpu = require_gpu
         self.config = config
-        self.pool = pool
+        self._pool_of = pool  # started on first use: a run stopped before its first case starts no worker
+        self._pool: Pool | None = None
         self.observer = observer
         self.window = max(1, jobs) * WINDOW_PER_JOB + 2
         self.deadline = deadline
         self.stop = stop or threading.Event()
         self.cut_short = False
+
+    @property
+    def pool(self) -> Pool:
+        if self._pool is None:
+            self._pool = self._pool_of()
+        return self._pool
 
     def run(self, plans: Sequence[OpPlan]) -> dict[str, OpResult]:
         states = [
@@ -326,8 +363,8 @@ class SuiteRun:
                 if not stopped and (self.stop.is_set() or self._expired()):
                     stopped = True
                     self.cut_short = True
-                    if self.stop.is_set():
-                        self.pool.abort()  # kills running cases: stop within seconds
+                    if self.stop.is_set() and self._pool is not None:
+                        self._pool.abort()  # kills running cases: stop within seconds
                     for future in list(owner):
                         future.cancel()  # queued cases never start
                 if not stopped:
@@ -385,9 +422,12 @@ class SuiteRun:
         if error is not None:
             raise error  # the pool could not run anything (InfraError)
         report = future.result()
-        if report.outcome == "inputs_differ":
-            raise InputsDiffer(
+        if report.outcome == "inputs_differ":  # that case cannot be judged: the op's error, the run goes on
+            message = inputs_differ_message(
                 ref.case_id, ref.seed, report.op_inputs_digest or "", report.inputs_digest or ""
+            )
+            report = msgspec.structs.replace(
+                report, outcome="errored", kind=FailureKind.INPUTS_DIFFER.value, message=message
             )
         state.finished += 1
         state.collector.add(ref, report)

@@ -29,7 +29,7 @@ class Session:
     """Settings resolved once, and a worker pool started on first use and closed with the session.
 
     `pool_factory(jobs)` replaces the worker pool (an in-process pool for `check`); `gpu` is the detected GPU,
-    or DETECT to ask the machine."""
+    or DETECT to ask the machine (`stop`, a signal, cuts that short)."""
 
     def __init__(
         self,
@@ -39,6 +39,7 @@ class Session:
         observer: Observer | None = None,
         pool_factory: Callable[[int], Pool] | None = None,
         gpu: GpuInfo | str | None = DETECT,
+        stop: threading.Event | None = None,
     ) -> None:
         self.config = config
         self.settings = settings if isinstance(settings, Settings) else Settings.resolve(config, settings)
@@ -49,7 +50,7 @@ class Session:
         if isinstance(gpu, str):
             from gpuemu_ci.backends import detect_gpu
 
-            gpu = detect_gpu()
+            gpu = detect_gpu(stop=stop)  # a signal ends the detection at once (the run stops)
         self.gpu: GpuInfo | None = gpu
 
     @property
@@ -152,7 +153,7 @@ class Session:
         """Every op's result (by name) and whether the run was cut short (the deadline or `stop`)."""
         run = SuiteRun(
             self.config,
-            self.pool,
+            lambda: self.pool,
             self.observer,
             jobs=self.settings.jobs,
             deadline=deadline,

@@ -11,19 +11,14 @@ import jinja2
 from gpuemu_ci.render import escape, text
 from gpuemu_ci.render.coverage import coverage_rows, dtypes_not_run
 from gpuemu_ci.render.links import Links
+from gpuemu_ci.render.templates import compiled_environment
 from gpuemu_ci.results.kernels import KernelStatus
 from gpuemu_ci.results.model import OpStatus, Results
 
 
 def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("gpuemu_ci", "templates"),
-        autoescape=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        undefined=jinja2.StrictUndefined,
-    )
-    env.filters.update(
+    return compiled_environment(
+        ".html.j2",
         {
             "headroom": text.headroom,
             "gradients": text.gradients,
@@ -37,9 +32,12 @@ def _environment() -> jinja2.Environment:
             "group_count": text.group_count,
             "bytes": text.byte_count,
             "safe_url": escape.safe_url,
-        }
+        },
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
     )
-    return env
 
 
 _ENVIRONMENT = _environment()

@@ -23,6 +23,7 @@ import jinja2
 from gpuemu_ci.render import escape, text
 from gpuemu_ci.render.coverage import coverage_rows, dtypes_not_run
 from gpuemu_ci.render.links import Links
+from gpuemu_ci.render.templates import compiled_environment
 from gpuemu_ci.results.hints import layout_hint
 from gpuemu_ci.results.kernels import KernelResult, KernelStatus
 from gpuemu_ci.results.model import Failure, Headline, OpStatus, Results
@@ -343,16 +344,8 @@ def _failure_facts(failure: Failure) -> str:
 
 
 def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("gpuemu_ci", "templates"),
-        autoescape=False,  # Markdown, not HTML: _finalize escapes instead
-        finalize=_finalize,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        undefined=jinja2.StrictUndefined,
-    )
-    env.filters.update(
+    return compiled_environment(
+        ".md.j2",
         {
             "cell": lambda v: Md(escape.markdown_cell(_clip(v))),
             "code": lambda v: Md(escape.markdown_code_span(_clip(v))),
@@ -372,9 +365,14 @@ def _environment() -> jinja2.Environment:
             "group_title": text.group_title,
             "repo_path": lambda path, report: report.repo_path(path),
             "rest": lambda group: group.failures[1:],  # the cases after the worst, shown collapsed
-        }
+        },
+        autoescape=False,  # Markdown, not HTML: _finalize escapes instead
+        finalize=_finalize,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
     )
-    return env
 
 
 _ENVIRONMENT = _environment()

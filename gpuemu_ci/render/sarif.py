@@ -52,6 +52,8 @@ OP_RULES: dict[str, str] = {
     "undefined_masked_lanes": "A Triton kernel's outputs depend on masked-off lanes of a load without `other`, "
     "which Triton leaves undefined (NVIDIA and AMD read 0 today).",
     "tampered": "The op changed gpuemu-ci's Triton layer while it ran: the checks it was promised may not have run.",
+    "inputs_differ": "The op's inputs are not a function of the case's seed (an inputs hook that draws its own "
+    "randomness): the case could not be judged.",
 }
 NOT_JUDGED = "not-judged"
 COMPILE_ERROR = "compile-error"

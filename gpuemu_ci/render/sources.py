@@ -8,11 +8,16 @@ finding points at the file, when the source is not there or the name does not ap
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
+from gpuemu_ci.errors import UsageError
+from gpuemu_ci.files import read_beneath
 from gpuemu_ci.results.kernels import KernelResult
 from gpuemu_ci.results.model import Results
+
+MAX_SOURCE_BYTES = 16 << 20  # a kernel source is read whole to find an entry's line
 
 
 def entry_lines(report: Results, kernel: KernelResult, source_root: Path | None) -> dict[str, int]:
@@ -20,14 +25,12 @@ def entry_lines(report: Results, kernel: KernelResult, source_root: Path | None)
     if source_root is None or not kernel.source:
         return {}
     root = source_root.resolve()
-    path = (root / report.repo_path(kernel.source)).resolve()
-    if not path.is_relative_to(root):  # the document is untrusted: read nothing outside the checkout
+    relative = Path(os.path.normpath(report.repo_path(kernel.source)))
+    try:  # the document is untrusted: nothing outside the checkout, nothing through a link, no FIFO
+        data = read_beneath(root, relative, "kernel source", limit=MAX_SOURCE_BYTES)
+    except UsageError:
         return {}
-    try:
-        source = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return {}
-    lines = source.splitlines()
+    lines = data.decode("utf-8", errors="replace").splitlines()
     found: dict[str, int] = {}
     for entry in {e.kernel for e in kernel.entries} | {v.kernel for v in kernel.violations}:
         name = identifier(entry)

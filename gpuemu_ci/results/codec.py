@@ -7,6 +7,7 @@ first bad field (``$.ops[3].failures[0].case_seed``). Afterwards the object is t
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -46,27 +47,38 @@ def to_builtins(results: Results) -> dict[str, Any]:
     return data
 
 
-def from_json(data: bytes | str, *, source: str = "the results document") -> Results:
-    """A validated `Results`; a UsageError naming `source` and the first bad field otherwise."""
+def from_json(
+    data: bytes | str, *, source: str = "the results document", quote_values: bool = True
+) -> Results:
+    """A validated `Results`; a UsageError naming `source` and the first bad field otherwise. `quote_values`
+    False: the message names where the document is wrong but quotes nothing of it (a value, a key, a version),
+    for a message that is published (a baseline's, in a pull request's comment)."""
     _check_utf8(data, source)
     try:
         version = msgspec.json.decode(data, type=_Version).schema_version
     except (msgspec.DecodeError, RecursionError) as exc:
-        raise UsageError(f"{source} is not a gpuemu-ci results document: {_why(exc)}") from None
+        raise UsageError(f"{source} is not a gpuemu-ci results document: {_why(exc, quote_values)}") from None
     if version != SCHEMA_VERSION:
+        # A version number is safe to repeat; anything else a document puts there is only its own.
+        number = isinstance(version, int) or (
+            isinstance(version, str) and version.isdigit() and len(version) < 9
+        )
+        shown = repr(version) if quote_values or number else "another"
         raise UsageError(
-            f"{source} has results schema version {version!r}; this gpuemu-ci reads version {SCHEMA_VERSION}"
+            f"{source} has results schema version {shown}; this gpuemu-ci reads version {SCHEMA_VERSION}"
             " (re-run the suite, or use the gpuemu-ci that wrote it)"
         )
     try:
         return _DECODER.decode(data)
     except (msgspec.DecodeError, RecursionError) as exc:
-        raise UsageError(f"{source} is not a valid gpuemu-ci results document: {_why(exc)}") from None
+        raise UsageError(
+            f"{source} is not a valid gpuemu-ci results document: {_why(exc, quote_values)}"
+        ) from None
 
 
-def read_results(path: Path, what: str = "results file") -> Results:
+def read_results(path: Path, what: str = "results file", *, quote_values: bool = True) -> Results:
     """Reads and validates a results.json (bounded: a huge file, a FIFO or a device is refused)."""
-    return from_json(read_bounded(Path(path), what), source=str(path))
+    return from_json(read_bounded(Path(path), what), source=str(path), quote_values=quote_values)
 
 
 def write_results(out_dir: Path, results: Results) -> Path:
@@ -93,7 +105,7 @@ class _Version(msgspec.Struct):
     schema_version: str | int | None = None
 
 
-def _why(exc: BaseException) -> str:
+def _why(exc: BaseException, quote_values: bool = True) -> str:
     if isinstance(exc, RecursionError):
         return "it is nested too deeply"
     text = str(exc)
@@ -101,4 +113,25 @@ def _why(exc: BaseException) -> str:
         text += " - at `$`"
     if isinstance(exc, msgspec.DecodeError) and not isinstance(exc, msgspec.ValidationError):
         return f"not JSON ({text})"
-    return text
+    return text if quote_values else _without_values(text)
+
+
+# msgspec quotes what it refused in some messages (an enum value, an unknown key; our own checks may quote a
+# value too); those that name only the schema's types, bounds and fields are safe. The path after " - at " is
+# built from the schema's field names and indices.
+_AT = re.compile(r" - at `[^`]*`$")
+_SCHEMA_ONLY = ("Expected `", "Object missing required field `")
+
+
+def _without_values(text: str) -> str:
+    """A validation message with nothing of the document quoted: what kind of problem, and where."""
+    at = _AT.search(text)
+    where = at.group(0) if at else ""
+    head = text[: at.start()] if at else text
+    if head.startswith(_SCHEMA_ONLY):
+        return text
+    if head.startswith("Invalid enum value"):
+        return f"Invalid enum value{where}"
+    if head.startswith("Object contains unknown field"):
+        return f"Object contains an unknown field{where}"
+    return f"Invalid value{where}"

@@ -72,6 +72,9 @@ class FailureKind(StrEnum):
     BAD_OUTPUT = "bad_output"
     OUT_OF_BOUNDS = "out_of_bounds"  # a Triton kernel accessed memory outside its arguments (triton_cpu)
     RACE = "race"  # programs of one Triton launch depend on each other's order (triton_cpu)
+    # The op's worker and the judge's built different inputs from the case's seed (an inputs hook that draws its
+    # own randomness): the case could not be judged, and the op's other cases are not run.
+    INPUTS_DIFFER = "inputs_differ"
     # Outputs depend on masked-off lanes a Triton load without `other` reads (undefined in Triton's language):
     # `[ops.triton] undefined_masked_lanes = "error"`.
     UNDEFINED_MASKED_LANES = "undefined_masked_lanes"

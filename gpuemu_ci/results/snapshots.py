@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import msgspec
 import numpy as np
 
-from gpuemu_ci.errors import UsageError
+from gpuemu_ci.errors import InfraError, UsageError
 from gpuemu_ci.files import atomic_write, read_bounded
 from gpuemu_ci.results.base import check_seed
 from gpuemu_ci.results.codec import encode_extra
@@ -76,6 +76,12 @@ def write_snapshot(out_dir: Path, arrays: dict[str, np.ndarray], metadata: dict[
 
 
 MAX_SNAPSHOT_FILE_BYTES = 2 << 30  # a snapshot file is read whole; the gate never writes one near this
+# What its members may inflate to, together (each one's size as the zip directory declares it, checked before
+# anything is inflated): what a stored snapshot of the largest file holds. A deflated member of a few MB can
+# declare gigabytes of zeros; reading one inflated it whole and the OOM killer ended replay, corpus add or the
+# gate.
+MAX_SNAPSHOT_INFLATED_BYTES = MAX_SNAPSHOT_FILE_BYTES
+MAX_SNAPSHOT_METADATA_BYTES = 16 << 20  # JSON of a few kilobytes, written by `write_snapshot`
 _NUMERIC_KINDS = frozenset("biufc")  # bool, ints, floats, complex: no objects, strings or structured types
 
 
@@ -119,14 +125,8 @@ def read_snapshot(path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             arrays: dict[str, np.ndarray] = {}
             meta_bytes: bytes | None = None
-            for info in archive.infolist():
-                if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-                    raise ValueError(f"member {info.filename!r} uses compression method {info.compress_type}")
-                if not info.filename.endswith(".npy"):
-                    continue
+            for info in _members(archive):
                 key = info.filename.removesuffix(".npy")
-                if key != "__metadata__" and not key.startswith("input:"):
-                    continue
                 array = _read_member(archive, info)
                 if key == "__metadata__":
                     meta_bytes = array.tobytes()
@@ -140,6 +140,8 @@ def read_snapshot(path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
             raise ValueError("its metadata is not an object")
     except (zipfile.BadZipFile, ValueError, EOFError, OSError, msgspec.DecodeError, RecursionError) as exc:
         raise UsageError(f"{what} is not a readable gpuemu-ci snapshot: {exc}") from None
+    except MemoryError:  # within the caps, but more than this machine has free
+        raise InfraError(f"{what}: not enough memory to read its arrays") from None
     for name, dtype in meta.input_dtypes.items():
         if dtype == "bfloat16" and name in arrays:
             if arrays[name].dtype != np.uint16:
@@ -150,6 +152,32 @@ def read_snapshot(path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     if missing:
         raise UsageError(f"{what} lists inputs {missing} that it does not hold")
     return {name: arrays[name] for name in order}, raw
+
+
+def _members(archive: zipfile.ZipFile) -> list[zipfile.ZipInfo]:
+    """The members read (`__metadata__.npy`, `input:*.npy`), after checking what they declare: stored or
+    deflated, and, inflated, within the caps (nothing is inflated before)."""
+    wanted = []
+    for info in archive.infolist():
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            raise ValueError(f"member {info.filename!r} uses compression method {info.compress_type}")
+        key = info.filename.removesuffix(".npy")
+        if info.filename.endswith(".npy") and (key == "__metadata__" or key.startswith("input:")):
+            wanted.append(info)
+    for info in wanted:
+        if info.filename == "__metadata__.npy" and info.file_size > MAX_SNAPSHOT_METADATA_BYTES:
+            raise ValueError(
+                f"its metadata declares {info.file_size:,} bytes, over the {MAX_SNAPSHOT_METADATA_BYTES:,} read "
+                "at most"
+            )
+    declared = sum(info.file_size for info in wanted)
+    if declared > MAX_SNAPSHOT_INFLATED_BYTES:
+        largest = max(wanted, key=lambda info: info.file_size)
+        raise ValueError(
+            f"its members declare {declared:,} bytes inflated (member {largest.filename!r}: {largest.file_size:,}, "
+            f"from {largest.compress_size:,} stored), over the {MAX_SNAPSHOT_INFLATED_BYTES:,} read at most"
+        )
+    return wanted
 
 
 def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> np.ndarray:

@@ -32,6 +32,14 @@ ENTRYPOINT = REPO / "entrypoint.py"
 EVENTS = REPO / "tests" / "fixtures" / "github-events"
 STEP_TIMEOUT_S = 120
 _COMMAND = re.compile(r"^::[a-z-]+( [^:]*)?::")  # ::stop-commands tokens (hex) are not commands
+# The runner's file commands (variable -> file name in the step's directory), fresh and empty for each step.
+STEP_FILES = {
+    "GITHUB_ENV": "set_env",
+    "GITHUB_PATH": "add_path",
+    "GITHUB_OUTPUT": "set_output",
+    "GITHUB_STATE": "save_state",
+    "GITHUB_STEP_SUMMARY": "step_summary",
+}
 
 # Two fast numpy ops: a run of the quick suite takes a second or two.
 TINY_CONFIG = """\
@@ -86,6 +94,13 @@ def rowsum(x):
 def rowsum_ref(x):
     return x.sum(axis=-1)
 """
+
+
+def attacking_ops(attack: str, call: str) -> str:
+    """CORRECT_OPS whose `scale` first runs `call` (a statement), with `attack`'s definitions above it: an op
+    that does its damage, then computes correctly."""
+    return attack + "\n" + CORRECT_OPS.replace("def scale(x):\n", f"def scale(x):\n    {call}\n", 1)
+
 
 # The same module with `scale` broken the way tiled kernels break: the last element is never written.
 BUGGY_SCALE = CORRECT_OPS.replace(
@@ -260,11 +275,11 @@ def runner_env(
     """The environment of a Docker action step (only what the runner passes, plus PATH)."""
     step_dir = workspace.parent / f"{workspace.name}-runner"
     step_dir.mkdir(exist_ok=True)
-    for name in ("event.json", "set_output", "step_summary"):
+    for name in ("event.json", *STEP_FILES.values()):
         (step_dir / name).unlink(missing_ok=True)
     (step_dir / "event.json").write_text(json.dumps(event), encoding="utf-8")
-    (step_dir / "set_output").write_text("", encoding="utf-8")
-    (step_dir / "step_summary").write_text("", encoding="utf-8")
+    for name in STEP_FILES.values():  # a fresh empty file of each file command, as the runner makes per step
+        (step_dir / name).write_text("", encoding="utf-8")
     (step_dir / "home").mkdir(exist_ok=True)
     values = action_defaults()
     values["github_token"] = fake.token  # `${{ github.token }}`
@@ -281,8 +296,7 @@ def runner_env(
         "GITHUB_EVENT_NAME": event_name,
         "GITHUB_EVENT_PATH": str(step_dir / "event.json"),
         "GITHUB_JOB": job,
-        "GITHUB_OUTPUT": str(step_dir / "set_output"),
-        "GITHUB_STEP_SUMMARY": str(step_dir / "step_summary"),
+        **{variable: str(step_dir / name) for variable, name in STEP_FILES.items()},
         "GITHUB_REF": ref,
         "GITHUB_REPOSITORY": fake.repository,
         "GITHUB_REPOSITORY_ID": str(fake.repository_id),

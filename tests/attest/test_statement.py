@@ -100,6 +100,11 @@ class TestPredicate:
             "run_attempt": 1,
             "job": "gate",
             "server_url": "https://github.com",
+            # Signed outside CI (no environment): every field is the results document's own claim.
+            "sources": dict.fromkeys(
+                ("repo", "repo_id", "commit", "pr", "event", "run_id", "run_attempt", "job", "server_url"),
+                "results",
+            ),
             "issued_at": "2026-11-22T10:30:00Z",
             "nonce": "n" * 32,
         }
@@ -257,14 +262,65 @@ class TestRunContext:
         with pytest.raises(UsageError, match="GITHUB_RUN_ATTEMPT"):
             RunContext.from_environment({"GITHUB_RUN_ATTEMPT": "first"})
 
-    def test_flags_beat_the_results_document_which_beats_the_environment(self, sample: Any) -> None:
-        env = RunContext(repo="octo/kernels", commit="ee" * 20, job="sign", run_id="77", event="workflow_run")
-        merged = statement.context_for_results(as_results(sample.results()), env, RunContext(job="manual"))
+    def test_flags_then_the_environment_then_the_results_document(self, sample: Any) -> None:
+        """Issue 45, item 3: the signer binds the report to what it observes itself; the document's own run
+        claims fill only what the environment does not know (the job, the attempt), and each field says where
+        it came from."""
+        env = RunContext(
+            repo="octo/kernels", repo_id="42", commit="ee" * 20, job="sign", run_id="9000000001",
+            event="pull_request", pr=5, run_attempt=2, server_url="https://github.com",
+        )  # fmt: skip
+        merged = statement.context_for_results(
+            as_results(sample.results()), env, RunContext(job="manual"), frozenset({sample.commit, "ee" * 20})
+        )
         assert merged.job == "manual"
-        assert merged.commit == sample.commit  # the tested commit, not the signing job's GITHUB_SHA
-        assert merged.run_id == "9000000001"
+        assert merged.commit == sample.commit  # the tested commit (one this run is about), not GITHUB_SHA
+        assert (merged.run_id, merged.event, merged.pr, merged.run_attempt) == (
+            "9000000001",
+            "pull_request",
+            5,
+            1,
+        )
+        assert dict(merged.sources) == {
+            "repo": "environment", "repo_id": "environment", "commit": "environment", "pr": "environment",
+            "event": "environment", "run_id": "environment", "run_attempt": "results", "job": "flag",
+            "server_url": "environment",
+        }  # fmt: skip
         env_only = statement.context_for_results(as_results(sample.results(run=None)), env, RunContext())
-        assert (env_only.repo, env_only.run_id, env_only.event) == ("octo/kernels", "77", "workflow_run")
+        assert (env_only.repo, env_only.run_id, env_only.event) == (
+            "octo/kernels",
+            "9000000001",
+            "pull_request",
+        )
+        assert dict(env_only.sources)["job"] == "environment"
+
+    @pytest.mark.parametrize(
+        ("field", "seen", "says"),
+        [
+            ("run_id", "77", "was produced in run 9000000001, but this job runs in run 77"),
+            ("event", "push", "event pull_request, but this job runs for push"),
+            ("repo_id", "43", "repository with id 42, but this job's repository has id 43"),
+            ("pr", 6, "is about pull request 5, but this run is about pull request 6"),
+            ("run_attempt", 0, None),
+        ],
+    )
+    def test_a_document_whose_run_claims_disagree_with_the_environment_is_refused(
+        self, sample: Any, field: str, seen: Any, says: str | None
+    ) -> None:
+        """The old signer took these from results.json as they were: a forged document was signed as this
+        run's. A flag settles the field (who runs `sign` by hand vouches for it)."""
+        if says is None:  # an attempt of the run later than the signer's own
+            env = RunContext(run_attempt=1)
+            document = sample.results()
+            document["run"]["run_attempt"] = 3
+            with pytest.raises(UsageError, match="attempt 3 of the run, but this job runs in attempt 1"):
+                statement.context_for_results(as_results(document), env, RunContext())
+            return
+        env = RunContext(**{field: seen})
+        with pytest.raises(UsageError, match=f"{says}.*pass --{field.replace('_', '-')} to sign it anyway"):
+            statement.context_for_results(as_results(sample.results()), env, RunContext())
+        forced = statement.context_for_results(as_results(sample.results()), env, RunContext(**{field: seen}))
+        assert getattr(forced, field) == seen and dict(forced.sources)[field] == "flag"
 
     def test_results_from_another_repository_are_not_signed_silently(self, sample: Any) -> None:
         env = RunContext(repo="someone/else")

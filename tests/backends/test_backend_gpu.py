@@ -8,6 +8,7 @@ import shutil
 import msgspec
 import pytest
 
+from gpuemu_ci.backends import gpu as gpu_module
 from gpuemu_ci.backends.gpu import GpuInfo, detect_gpu, parse_nvidia_smi
 
 SMI_TWO_H100 = """\
@@ -50,7 +51,6 @@ def test_detect_gpu_on_this_machine(monkeypatch: pytest.MonkeyPatch) -> None:
             assert info is None  # no driver tool, no CuPy: nothing to find
     if info is not None:
         assert info.name and info.count >= 1
-    detect_gpu.cache_clear()
+    monkeypatch.setattr(gpu_module, "_DETECTED", {})  # detected once per process: ask again
     monkeypatch.setenv("GPUEMU_NO_GPU", "1")
     assert detect_gpu() is None
-    detect_gpu.cache_clear()

@@ -260,6 +260,41 @@ class TestSignContext:
         assert result.exit_code == 0, result.output
         assert "event pull_request, PR #31, run 555, attempt 3, job gate" in result.stdout
 
+    def test_a_results_document_from_another_run_is_refused_in_ci(
+        self, tmp_path: Path, keypair: tuple[Path, Path], sample: Any
+    ) -> None:
+        """Issue 45, item 3: results.json says run 9000000001 of a pull_request event; the signing job runs in
+        run 555 for a push. The old signer bound the statement to the document's claims; now the environment
+        binds it and the disagreement is refused. Signed where they agree, `verify` says which fields the
+        signer saw itself and which it only repeated."""
+        results = tmp_path / "results.json"
+        results.write_text(json.dumps(sample.results()))
+        event = tmp_path / "event.json"
+        event.write_text(json.dumps({"pull_request": {"number": 5, "head": {"sha": sample.commit}}}))
+        env = {
+            "GITHUB_REPOSITORY": "octo/kernels",
+            "GITHUB_REPOSITORY_ID": "42",
+            "GITHUB_SHA": sample.other_commit,
+            "GITHUB_EVENT_NAME": "push",
+            "GITHUB_EVENT_PATH": str(event),
+            "GITHUB_RUN_ID": "555",
+            "GITHUB_RUN_ATTEMPT": "1",
+            "GITHUB_JOB": "sign",
+        }
+        out = tmp_path / "r.json"
+        args = [str(results), "--key", str(keypair[0]), "-o", str(out)]
+        refused = invoke("sign", args, env)
+        assert refused.exit_code == 2 and not out.exists()
+        assert "event pull_request, but this job runs for push" in refused.stderr
+        env.update(GITHUB_EVENT_NAME="pull_request", GITHUB_RUN_ID="9000000001")
+        signed = invoke("sign", args, env)
+        assert signed.exit_code == 0, signed.output
+        shown = verify(out, keypair[1]).stdout
+        assert (
+            "bound by:  the signer's own environment: repo, repo id, commit, PR, event, run; "
+            "the results document, unchecked: attempt, job, server"
+        ) in shown
+
     def test_flags_override(self, workdir: Path, keypair: tuple[Path, Path], sample: Any) -> None:
         out = workdir / "r.json"
         args = [str(workdir / "results.json"), "--key", str(keypair[0]), "-o", str(out)]

@@ -3,12 +3,14 @@ process of its own (so that what it does to its process, and how that process en
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -86,3 +88,16 @@ def wait_until_dead(pids: list[int], seconds: float = 10.0) -> list[int]:
 
 def pids_in(path: Path) -> list[int]:
     return [int(line) for line in path.read_text().split()] if path.exists() else []
+
+
+def drop_box(root: Path) -> Path:
+    """A directory anyone may write (as /tmp): where an attacking op leaves what it did."""
+    loot = root / "loot"
+    loot.mkdir()
+    loot.chmod(0o1777)
+    return loot
+
+
+def attempts_in(loot: Path) -> list[dict[str, Any]]:
+    """What the attacking ops left in `loot` (one `attempt-<pid>.json` per process that tried)."""
+    return [json.loads(path.read_text()) for path in sorted(loot.glob("attempt-*.json"))]

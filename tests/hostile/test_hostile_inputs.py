@@ -12,9 +12,13 @@ import copy
 import io
 import json
 import os
+import resource
+import shutil
+import struct
 import subprocess
 import sys
 import zipfile
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -373,6 +377,96 @@ def test_hostile_snapshots_are_refused_by_replay(tmp_path: Path) -> None:
         bad = tmp_path / f"{path}.npz"
         bad.write_bytes(b"" if path == "empty" else b"hello")
         clean(run_cli(["replay", "--config", config, "--op", "softmax", "--snapshot", bad]), 2)
+
+
+# --- issue 45, item 6: a snapshot that is a deflate bomb ------------------------------------------------------
+
+BOMB_MEGABYTES = 3 << 10  # 3 GiB of zeros (and a .npy header) from about 3 MB
+MEMORY_LIMIT = 2 << 30  # the address space of the process that reads it: far less than the bomb inflates to
+
+
+def deflate_bomb(path: Path, megabytes: int) -> int:
+    """A snapshot whose one input is a deflated .npy of `megabytes` MiB of float32 zeros (its header true to
+    its size), built without inflating or compressing that much: one compressed megabyte of zeros, flushed to a
+    byte boundary, repeated. The zip is written by hand (its sizes fit 32 bits; CRC left 0: nothing honest reads
+    that far). Returns the size it inflates to."""
+    header_buffer = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        header_buffer, {"descr": "<f4", "fortran_order": False, "shape": (megabytes << 18,)}
+    )
+    header = header_buffer.getvalue()
+    inflated = len(header) + (megabytes << 20)
+    compressor = zlib.compressobj(9, zlib.DEFLATED, -15)
+    start = compressor.compress(header) + compressor.flush(zlib.Z_FULL_FLUSH)
+    megabyte = compressor.compress(bytes(1 << 20)) + compressor.flush(zlib.Z_FULL_FLUSH)
+    data = start + megabyte * megabytes + compressor.flush(zlib.Z_FINISH)
+    name = b"input:x.npy"
+    local = struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0, 8, 0, 0, 0, len(data), inflated, len(name), 0)
+    central = struct.pack(
+        "<IHHHHHHIIIHHHHHII",
+        0x02014B50,
+        20,
+        20,
+        0,
+        8,
+        0,
+        0,
+        0,
+        len(data),
+        inflated,
+        len(name),
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+    )
+    directory_at = len(local) + len(name) + len(data)
+    end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 1, 1, len(central) + len(name), directory_at, 0)
+    path.write_bytes(local + name + data + central + name + end)
+    return inflated
+
+
+def _gpuemu_in_bounded_memory(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    def limit_memory() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "GPUEMU_USER_CONFIG": "none", "OPENBLAS_NUM_THREADS": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "gpuemu_ci", *args],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=300, preexec_fn=limit_memory,
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["replay", "corpus add", "run"])
+def test_a_deflate_bomb_snapshot_is_refused_before_it_inflates(tmp_path: Path, command: str) -> None:
+    """replay, corpus add and the gate (which reads the corpus) say what the snapshot declares and stop, in a
+    process whose memory is capped below what the bomb inflates to; the old code inflated it whole (the OOM
+    killer ended it; here, MemoryError: an internal error)."""
+    project = tmp_path / "project"
+    shutil.copytree(REPO / "examples" / "buggy", project)
+    config = project / "gpuemu.toml"
+    config.write_text(config.read_text().replace("[ci]\n", '[ci]\ncorpus = "gpuemu-corpus"\n', 1))
+    assert 'corpus = "gpuemu-corpus"' in config.read_text()
+    bomb = tmp_path / "bomb.npz"
+    inflated = deflate_bomb(bomb, BOMB_MEGABYTES)
+    assert bomb.stat().st_size < 8 << 20
+    if command == "replay":
+        args = ["replay", "--config", str(config), "--op", "softmax", "--snapshot", str(bomb)]
+    elif command == "corpus add":
+        args = ["corpus", "add", "--config", str(config), str(bomb)]
+    else:
+        (project / "gpuemu-corpus" / "softmax").mkdir(parents=True)
+        shutil.copy(bomb, project / "gpuemu-corpus" / "softmax" / "bomb.npz")
+        args = ["run", "--config", str(config), "--out", str(tmp_path / "out"), "--no-lint"]
+    done = _gpuemu_in_bounded_memory(args, project)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr
+    assert f"declare {inflated:,} bytes inflated" in done.stderr
+    assert "over the 2,147,483,648 read at most" in done.stderr
+    assert not (project / "gpuemu-corpus" / "softmax" / "bomb.npz").exists() or command == "run"
 
 
 # --- the output directory -----------------------------------------------------------------------------------

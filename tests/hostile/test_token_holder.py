@@ -31,6 +31,7 @@ import pytest
 from tests.action.support_runner import (
     BUGGY_SCALE,
     REPO,
+    attacking_ops,
     pull_request_event,
     push_event,
     run_step,
@@ -39,6 +40,7 @@ from tests.action.support_runner import (
     write_tiny_project,
 )
 from tests.github.support_fake_api import FakeGitHub
+from tests.hostile.support_hostile import attempts_in, drop_box
 from tests.hostile.support_uids import chown_tree, make_user
 
 HEAD, BASE, MERGE = "d" * 40, "e" * 40, "f" * 40
@@ -212,3 +214,89 @@ def test_the_token_holder_imports_nothing_after_code_under_test_starts(
         assert fake_github.comments(pr)  # publishing did happen after the run
     imported = audit.read_text().split() if audit.exists() else []
     assert imported == [], f"imported after code under test started: {imported}"
+
+
+# --- issue 45, item 2: the templates, in the confinements where code under test can write the installation ----
+
+# Jinja2 that walks the Action's objects for its secrets and prints the token into the comment it renders.
+STEALING_TEMPLATE = (
+    "\n{% for o in lipsum.__globals__.__builtins__.__import__('gc').get_objects() "
+    "if o.__class__.__name__ == 'Secrets' %}STOLEN[{{ o.token }}]{% endfor %}\n"
+)
+
+TEMPLATE_OPS = attacking_ops(
+    f"""
+import json, os, pathlib
+import gpuemu_ci
+
+PLANTED = {STEALING_TEMPLATE!r}
+
+
+def _tamper():
+    outcomes = {{}}
+    for name in ("comment.md.j2", "_body.md.j2", "summary.md.j2"):
+        target = pathlib.Path(gpuemu_ci.__file__).parent / "templates" / name
+        try:
+            with open(target, "a") as handle:
+                handle.write(PLANTED)
+            outcomes[name] = "written"
+        except OSError as exc:
+            outcomes[name] = f"refused: {{exc.strerror}}"
+    loot = pathlib.Path(os.environ["ATTACK_LOOT"])
+    (loot / f"attempt-{{os.getpid()}}.json").write_text(json.dumps({{"outcomes": outcomes, "uid": os.getuid()}}))
+""",
+    "_tamper()",
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("confinement", ["root without capabilities", "same user"])
+def test_a_template_written_by_code_under_test_is_never_rendered(
+    fake_github: FakeGitHub, open_dir: Path, shared_interpreter: list[str], confinement: str
+) -> None:
+    """Where code under test can write gpuemu-ci's installation (root without capabilities, where no other user
+    can run the interpreter; the Action running as the children's own user), an op appends a Jinja2 expression
+    that finds the Action's secrets and prints the token to every template. The write succeeds, but the
+    templates were compiled before the op ran: the comment holds no token and no trace of the expression. On
+    the old code the Action read the templates when it rendered, after the op, and posted the token."""
+    entrypoint = install_copy(open_dir / "install")
+    template = open_dir / "install" / "gpuemu_ci" / "templates" / "comment.md.j2"
+    loot = drop_box(open_dir)
+    workspace = write_tiny_project(open_dir / "ws", TEMPLATE_OPS)
+    command = [
+        sys.executable,
+        str(entrypoint),
+    ]  # no other user can run this interpreter: root, no capabilities
+    if confinement == "same user":
+        uid, gid = make_user("gpuemu-test-installer")
+        chown_tree(workspace, uid, gid)
+        chown_tree(open_dir / "install", uid, gid)
+        command = [
+            *shared_interpreter,
+            "setpriv",
+            f"--reuid={uid}",
+            f"--regid={gid}",
+            "--clear-groups",
+            *command,
+        ]
+    pr = fake_github.add_pull(head_sha=HEAD, base_sha=BASE)
+    event = pull_request_event(fake_github, pr, head_sha=HEAD, base_sha=BASE)
+    env = runner_env(
+        fake_github, workspace, "pull_request", event, sha=MERGE, ref=f"refs/pull/{pr}/merge",
+        inputs={"mode": "gate", "baseline": "none"},
+    )  # fmt: skip
+    if confinement == "same user":
+        chown_tree(Path(env["GITHUB_OUTPUT"]).parent, uid, gid)
+    env.update(ATTACK_LOOT=str(loot))
+    step = run_step(env, command)
+
+    attempts = attempts_in(loot)
+    assert attempts, step.describe()
+    assert all(set(a["outcomes"].values()) == {"written"} for a in attempts), attempts  # the write succeeded
+    assert "STOLEN[" in template.read_text()
+    assert step.returncode == 0, step.describe()
+    (comment,) = fake_github.comments(pr)
+    body = comment["body"].replace("\\", "")
+    assert fake_github.token not in body and "STOLEN" not in body
+    assert "passed" in body
+    assert fake_github.token not in step.summary and "STOLEN" not in step.summary
