@@ -66,8 +66,8 @@ KEYS: tuple[KeyDoc, ...] = (
     KeyDoc(
         "project",
         "framework",
-        "numpy | torch | cupy | jax",
-        "Default framework of the ops.",
+        "numpy | torch (or pytorch) | cupy | jax | tensorflow",
+        "Default framework of the ops (upstream's default, pytorch, must be written).",
         '"torch"',
         default='"numpy"',
     ),
@@ -84,7 +84,8 @@ KEYS: tuple[KeyDoc, ...] = (
         "validation",
         "seed",
         "integer >= 0",
-        "Master seed; `--seed` overrides. Not set: 0. Nightly mode picks a fresh one.",
+        "Master seed; `--seed` overrides. Not set: 0, fixed. `0` written, as upstream: a fresh seed per run "
+        "(recorded in results.json). Nightly mode picks a fresh one.",
         "12345",
         model="Validation.seed",
     ),
@@ -273,8 +274,8 @@ KEYS: tuple[KeyDoc, ...] = (
     KeyDoc(
         _OPS,
         "op",
-        '"pkg.mod:func" or a script path',
-        "The op under test.",
+        '"pkg.mod:func", a dotted module or a script path',
+        "The op under test; a dotted module (upstream's `module`): its function named like the op.",
         '"mykernels.gemm:matmul"',
         model="OpTargets.op",
         aliases=("module",),
@@ -283,7 +284,8 @@ KEYS: tuple[KeyDoc, ...] = (
         _OPS,
         "reference",
         '"pkg.mod:func" or a script path',
-        "The fp64 reference (a script defines `reference(inputs: dict, **kwargs)`).",
+        "The fp64 reference (a script defines `reference(inputs: dict, **kwargs)` or reads upstream's JSON "
+        "on stdin).",
         '"mykernels.ref:matmul"',
         model="OpTargets.reference",
     ),
@@ -325,7 +327,7 @@ KEYS: tuple[KeyDoc, ...] = (
     KeyDoc(
         _OPS,
         "framework",
-        "numpy | torch | cupy | jax",
+        "numpy | torch (or pytorch) | cupy | jax | tensorflow",
         "Inputs handed over as that framework's tensors.",
         '"torch"',
         default="project.framework",
@@ -333,8 +335,10 @@ KEYS: tuple[KeyDoc, ...] = (
     KeyDoc(
         _OPS,
         "execution_mode",
-        "callable | script_based",
-        "`script_based` runs `op_script`.",
+        "client_side | script_based | daemon_orchestrated",
+        "How the reference runs: not set or client_side, in the judge worker; script_based, a subprocess "
+        "over upstream's JSON protocol (warm when it defines `reference`); daemon_orchestrated, one warm "
+        "process.",
         '"script_based"',
         model="OpTargets.execution_mode",
     ),
@@ -342,7 +346,7 @@ KEYS: tuple[KeyDoc, ...] = (
         _OPS,
         "op_script",
         "path",
-        'The op\'s script for `execution_mode = "script_based"`.',
+        "The op's script for `execution_mode = \"script_based\"` (`run(inputs)`, or upstream's protocol).",
         '"run_op.py"',
         model="OpTargets.op_script",
     ),
@@ -538,9 +542,11 @@ KEYS: tuple[KeyDoc, ...] = (
         "inputs",
         "list of names, a table of inputs, or a hook",
         "The op's inputs: names (each gets dims "
-        '[B, S, H]), the `[ops.inputs]` table below, or an inputs hook "pkg.mod:func".',
+        '[B, S, H]), the `[ops.inputs]` table below, or an inputs hook "pkg.mod:func". Not set: the names '
+        "are read from the op's parameters or the keys its reference reads (a builtin schema when they fit "
+        "one), and the run prints the keys it used.",
         '["x"]',
-        default="required",
+        default="read from the code",
         aliases=("input_names",),
     ),
     KeyDoc(

@@ -32,13 +32,25 @@ class Framework(StrEnum):
     TORCH = "torch"
     CUPY = "cupy"
     JAX = "jax"
+    TENSORFLOW = "tensorflow"
+
+
+# Upstream gpuemu's spelling of a framework -> ours (`framework = "pytorch"` is upstream's default).
+FRAMEWORK_SPELLINGS = {"pytorch": Framework.TORCH}
 
 
 class ExecutionMode(StrEnum):
-    """How the op is reached. Upstream's `client_side` and `daemon_orchestrated` map onto CALLABLE."""
+    """How the reference is run (upstream's `execution_mode`); the op itself is always run by the gate.
+
+    CALLABLE (no `execution_mode`) and CLIENT (`client_side`): the reference is called in the judge worker
+    (a "pkg.mod:func", or a script's `reference(inputs, **kwargs)` imported). SCRIPT (`script_based`): the
+    reference script is a subprocess speaking upstream's stdin/stdout JSON protocol (kept warm when it defines
+    `reference`). DAEMON (`daemon_orchestrated`): one persistent reference process reused across cases."""
 
     CALLABLE = "callable"
     SCRIPT = "script_based"
+    CLIENT = "client_side"
+    DAEMON = "daemon_orchestrated"
 
 
 class Suite(StrEnum):
@@ -179,7 +191,7 @@ class OpTargets:
     """What runs: the op under test, its fp64 reference, and the user's hooks (all `pkg.mod:attr` or a
     script path relative to the config)."""
 
-    op: str  # "pkg.mod:func" or a script path; empty when script_based without a callable
+    op: str  # "pkg.mod:func", a script path, or a dotted module path (upstream's `module`); empty: op_script
     reference: str  # "pkg.mod:func" or a path to a script defining `reference(inputs: dict, **kwargs)`
     framework: Framework = Framework.NUMPY
     execution_mode: ExecutionMode = ExecutionMode.CALLABLE
@@ -208,6 +220,9 @@ class OpShapes:
         tuple[str, str], ...
     ] = ()  # kwarg name -> expression over dims (`num_groups = "G"`)
     max_elements: int = DEFAULT_MAX_ELEMENTS  # per input, for sizes the tool chooses (ci.max_elements or own)
+    # Where the inputs came from when the config lists none (config/infer_inputs.py), said in words; None:
+    # declared in gpuemu.toml.
+    inferred: str | None = None
 
     def dim(self, name: str) -> DimSpec | None:
         return next((d for d in self.dims if d.name == name), None)
@@ -405,6 +420,8 @@ class Config:
     kernels: tuple[KernelSpec, ...]
     policies: Policies
     ci: CiSettings
+    # What the loader did that the user should hear about (inputs inferred, files not read), printed by the CLI.
+    notes: tuple[str, ...] = ()
 
     def op(self, name: str) -> OpSpec:
         for op in self.ops:
