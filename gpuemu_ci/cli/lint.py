@@ -6,6 +6,7 @@ A human table goes to stderr; `--json` prints the LintReport document on stdout.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -128,6 +129,18 @@ def select_kernels(kernels: Sequence[KernelSpec], names: Sequence[str]) -> tuple
     return tuple(known[n] for n in dict.fromkeys(names))
 
 
+def ptx_kernel(kernels: Sequence[KernelSpec], names: Sequence[str], ptx: Path) -> KernelSpec:
+    """The kernel `--ptx FILE` is linted as: the [[kernels]] entry named by --kernel (its checks and archs, the
+    file as its source), or, without --kernel, the only entry; a name the config lacks gets no checks (its
+    resource usage is still reported)."""
+    if len(names) > 1:
+        raise UsageError("--ptx lints one kernel: give one --kernel")
+    known = {k.name: k for k in kernels}
+    name = names[0] if names else (next(iter(known)) if len(known) == 1 else ptx.stem)
+    spec = known.get(name) or KernelSpec(name=name, source=ptx.resolve(), archs=())
+    return dataclasses.replace(spec, source=ptx.resolve(), flags=(), include_dirs=(), defines=())
+
+
 @click.command("lint")
 @config_option
 @click.option(
@@ -146,6 +159,20 @@ def select_kernels(kernels: Sequence[KernelSpec], names: Sequence[str]) -> tuple
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the lint report as JSON on stdout.")
 @click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    help="json: as --json (upstream's flag).",
+)
+@click.option(
+    "-p",
+    "--ptx",
+    "ptx_path",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="Lint this PTX file (through ptxas) instead of the kernel's source, with its artifact checks "
+    "(upstream's form: --kernel NAME --ptx FILE).",
+)
+@click.option(
     "--jobs",
     type=click.IntRange(min=1),
     default=None,
@@ -156,10 +183,24 @@ def lint_command(
     kernel_names: tuple[str, ...],
     archs: tuple[str, ...],
     as_json: bool,
+    output_format: str | None,
+    ptx_path: Path | None,
     jobs: int | None,
 ) -> int:
     """Compile each [[kernels]] source per arch; check registers, spills, memory and instruction patterns."""
+    as_json = as_json or output_format == "json"
     config = load_config(config_path)
+    if ptx_path is not None:
+        report = lint_kernels(
+            (ptx_kernel(config.kernels, kernel_names, ptx_path),),
+            archs=archs or None,
+            jobs=jobs,
+            root=config.root,
+        )
+        click.echo(format_report(report), err=True)
+        if as_json:
+            click.echo(json.dumps(report.to_json(), indent=2))
+        return int(report.exit_code)
     selected = select_kernels(config.kernels, kernel_names)
     if not selected:
         raise UsageError("the config has no [[kernels]] entries: there is nothing to lint")
