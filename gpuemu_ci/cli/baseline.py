@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
@@ -10,7 +9,7 @@ import click
 import msgspec
 
 from gpuemu_ci.config.model import Policies
-from gpuemu_ci.diff.baseline import baseline_of, load_baseline
+from gpuemu_ci.diff.baseline import baseline_of, load_baseline, tagged_baseline
 from gpuemu_ci.diff.classify import baseline_info, compare
 from gpuemu_ci.diff.render import render_text
 from gpuemu_ci.errors import ExitCode, UsageError
@@ -21,18 +20,11 @@ from gpuemu_ci.results.model import Verdict
 _path = click.Path(dir_okay=False, path_type=Path)
 
 
-TAGS_DIR = Path(".gpuemu") / "baselines"  # next to gpuemu.toml: upstream's `init` makes and ignores .gpuemu/
 DEFAULT_RESULTS = Path("gpuemu-out") / "results.json"
-_TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
 
 
 def tag_file(tag: str, config_path: Path | None = None) -> Path:
-    """Where upstream-style `baseline TAG` keeps a tagged baseline: .gpuemu/baselines/TAG.json beside the
-    config (found from the working directory), else in the working directory."""
-    if not _TAG.match(tag) or ".." in tag:
-        raise UsageError(
-            f"baseline tag {tag!r}: use letters, digits, '.', '_', '+' and '-' (like v1.0 or main)"
-        )
+    """The baseline TAG beside the config (found from the working directory), else in the working directory."""
     if config_path is None:
         from gpuemu_ci.config.load import find_config
         from gpuemu_ci.errors import ConfigError
@@ -41,7 +33,7 @@ def tag_file(tag: str, config_path: Path | None = None) -> Path:
             config_path = find_config()
         except ConfigError:
             config_path = Path.cwd() / "gpuemu.toml"
-    return config_path.resolve().parent / TAGS_DIR / f"{tag}.json"
+    return tagged_baseline(config_path.resolve().parent, tag)
 
 
 class _TaggingGroup(click.Group):
