@@ -128,7 +128,15 @@ class Client:
         names = tuple(spec.name for spec in op.shapes.inputs)
 
         def call(**arrays: Any) -> Any:
-            return run_op({name: arrays[name] for name in names if name in arrays})
+            try:
+                return run_op({name: arrays[name] for name in names if name in arrays})
+            except TypeError as exc:
+                if "ndarray" not in str(exc):
+                    raise
+                raise TypeError(
+                    f"{exc} (run_op receives the inputs dict as NumPy arrays, as upstream's client decoded them; "
+                    'convert what the op needs, e.g. torch.from_numpy(inputs["a"]))'
+                ) from exc
 
         call.__name__ = getattr(run_op, "__name__", "run_op")
         try:
