@@ -81,7 +81,7 @@ ALLOWED: dict[str, frozenset[str]] = {
         "pytest_plugin": "api config errors",
         "compat": f"{TOP} api config dtypes diff errors fuzz pipeline plan results shadow",
         "cli": f"{TOP} action api attest backends clock config corpus diff dtypes early_signals errors files lint "
-        "pipeline progress render results",
+        "oracle pipeline progress render results",
         "__main__": "cli early_signals",
         "docgen": "config",
     }.items()

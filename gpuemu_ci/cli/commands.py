@@ -31,6 +31,7 @@ COMMANDS = (
     ("gpuemu_ci.cli.upstream", "version_command"),
     ("gpuemu_ci.cli.upstream", "daemon_command"),
     ("gpuemu_ci.cli.upstream", "did_you_mean_commands"),
+    ("gpuemu_ci.cli.doctor", "doctor_command"),
 )
 
 

@@ -26,16 +26,23 @@ _NAMED = (
 )
 
 
-def note(op: OpSpec) -> str:
-    """The hint, for an op judged by allclose (no `family`); empty for an op that has one."""
-    if op.error_model.family is not None:
-        return ""
+def advice(op: OpSpec) -> str:
+    """Which family to declare (from the op's name where it says one), and what to drop."""
     name = op.name.lower()
     family = next((f.value for word, f in _NAMED if word in name), None)
     which = f'family = "{family}"' if family else "its `family` (elementwise, reduction, matmul, ...)"
     return (
-        f". Judged by allclose with gpuemu.toml's atol/rtol, which do not grow with the length of the sums an "
-        f"output adds up or with the inputs' magnitudes (gpuemu-ci draws wider inputs than upstream's uniform "
-        f"[-10, 10)); to judge it by the error model declare {which} and drop its [ops.tolerances] "
-        f"(docs/migrating.md, Tolerances)"
+        f"to judge it by the error model declare {which} ([validation.tolerances] then no longer apply to it; "
+        "[ops.tolerances], if kept, still override the bound)"
+    )
+
+
+def note(op: OpSpec) -> str:
+    """The hint, for an op judged by allclose (no `family`); empty for an op that has one."""
+    if op.error_model.family is not None:
+        return ""
+    return (
+        ". Judged by allclose with gpuemu.toml's atol/rtol, which do not grow with the length of the sums an "
+        "output adds up or with the inputs' magnitudes (gpuemu-ci draws wider inputs than upstream's uniform "
+        f"[-10, 10)); {advice(op)} (docs/migrating.md, Tolerances)"
     )

@@ -125,3 +125,24 @@ def test_lint_kernel_ptx_uses_the_kernels_checks(cli, make_project) -> None:
     (kernel,) = json.loads(result.stdout)["kernels"]
     assert kernel["name"] == "fused_gelu" and kernel["source"].endswith("gelu.cu129.sm80.ptx")
     assert any("max_registers" in v["message"] or "registers" in v["message"] for v in kernel["violations"])
+
+
+def test_doctor_says_what_differs_for_upstreams_complete_example(cli) -> None:
+    complete = (
+        Path(__file__).parents[1] / "fixtures" / "upstream" / "configuration" / "complete" / "gpuemu.toml"
+    )
+    result = cli("doctor", "--config", complete)
+    assert result.code == 0, result.stderr
+    out = result.stdout
+    assert "runs my_project.ops.matmul.matmul(...)" in out
+    assert 'declare family = "matmul"' in out and 'declare family = "norm"' in out
+    assert "daemon_orchestrated: one warm reference process" in out
+    assert "lists no inputs" in out and "kernel 'matmul_kernel': linted" in out
+
+
+def test_doctor_on_a_config_that_does_not_load_names_the_fix(cli, make_project) -> None:
+    config = make_project(
+        '[[ops]]\nname = "matmul"\nreference = "r.py"\nexecution_mode = "script_based"\n', {"r.py": ""}
+    )
+    result = cli("doctor", "--config", config)
+    assert result.code == 2 and "names no op to run" in result.stderr
