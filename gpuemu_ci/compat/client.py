@@ -221,3 +221,19 @@ class Client:
             raise UsageError(f"no {source} to save as baseline {tag!r}: run the suite first")
         save_tagged(source, target)
         return target
+
+    def minimize(self, seed: int, strategy: str = "binary-search-dims", max_iters: int = 100) -> Any:
+        """Upstream's minimize: here a command, since it runs the op in worker processes."""
+        raise UsageError(
+            f"Client.minimize: run `gpuemu-ci minimize {seed} --max-iters {max_iters}` (it re-runs the op)"
+        )
+
+    def reproduce(self, seed: int) -> Any:
+        raise UsageError(
+            f"Client.reproduce: run `gpuemu-ci replay --op OP --seed {seed}` (it re-runs the case)"
+        )
+
+    def lint_kernel(self, ptx: str, kernel_name: str | None = None) -> Any:
+        raise UsageError(
+            "Client.lint_kernel: run `gpuemu-ci lint --kernel NAME --ptx FILE` (ptxas on the file)"
+        )
