@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 import msgspec
 
+from gpuemu_ci.cli.options import format_option
 from gpuemu_ci.config.model import Policies
 from gpuemu_ci.diff.baseline import baseline_of, load_baseline, tagged_baseline
 from gpuemu_ci.diff.classify import baseline_info, compare
@@ -142,12 +143,7 @@ def _write_baseline(source: Path, output: Path) -> int:
     "gpuemu-out/results.json.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the diff (JSON) on stdout.")
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["text", "json"]),
-    help="json: as --json (upstream's flag).",
-)
+@format_option
 @click.option(
     "--fail-on-regression/--no-fail-on-regression",
     "fail_flag",

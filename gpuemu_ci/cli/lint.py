@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from gpuemu_ci.cli.options import config_option
+from gpuemu_ci.cli.options import config_option, format_option
 from gpuemu_ci.config.load import load_config
 from gpuemu_ci.config.model import KernelSpec
 from gpuemu_ci.errors import UsageError
@@ -158,12 +158,7 @@ def ptx_kernel(kernels: Sequence[KernelSpec], names: Sequence[str], ptx: Path) -
     help="Target arch for every kernel, instead of the config's archs (repeatable).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the lint report as JSON on stdout.")
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["text", "json"]),
-    help="json: as --json (upstream's flag).",
-)
+@format_option
 @click.option(
     "-p",
     "--ptx",
