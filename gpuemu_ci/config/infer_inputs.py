@@ -3,8 +3,9 @@
 Upstream's `gpuemu.toml` has no `inputs` key: its ops take whatever the reference script reads. The loader runs
 no user code (it may run in the process that holds the token), so the names are read statically, with `ast`:
 the required parameters of the op's function (`def matmul(a, b)`), else the keys a reference reads from its
-`inputs` dict (`inputs["q"]`, `inputs.get("q")`), else a reference function's own parameters. Only files
-under the config's directory are read (a dotted module path is looked for there, and under `src/`).
+`inputs` dict (`inputs["q"]`, `inputs.get("q")`), else a reference function's own parameters. Only regular
+files under the config's directory are read, after following links (a dotted module path is looked for there,
+and under `src/`), and none larger than MAX_SOURCE_BYTES.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ def _from_target(text: str, default_function: str, root: Path) -> Inferred | Non
     if located is None:
         return None
     path, functions = located
+    if not path.resolve().is_relative_to(root.resolve()):  # a link out of the repository is not read
+        return None
     tree = _parse(path)
     if tree is None:
         return None

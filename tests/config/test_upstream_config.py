@@ -150,3 +150,17 @@ def test_seed_zero_is_a_fresh_seed_per_run_as_upstream(make_project) -> None:
     unset = load(make_project, OP)
     assert {Settings.resolve(unset, RunOptions()).seed for _ in range(2)} == {0}  # not set: one fixed seed
     assert Settings.resolve(config, RunOptions(seed=0)).seed == 0  # --seed 0 is a seed
+
+
+def test_a_source_linked_from_outside_the_repository_is_not_read(make_project, tmp_path: Path) -> None:
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.py"
+    outside.write_text("def matmul(secret_a, secret_b):\n    pass\n")
+    config_path = make_project(
+        '[[ops]]\nname = "matmul"\nmodule = "linked"\nreference = "scripts/matmul_ref.py"\n', CODE
+    )
+    (config_path.parent / "linked.py").symlink_to(outside)
+    config = load_config(config_path, env={"GPUEMU_USER_CONFIG": "none"})
+    assert [i.name for i in config.op("matmul").shapes.inputs] == [
+        "a",
+        "b",
+    ]  # from the reference, not the link
