@@ -120,6 +120,7 @@ def pids(root: Path, log: str) -> list[str]:
     return path.read_text().split() if path.exists() else []
 
 
+@pytest.mark.slow
 def test_script_based_runs_a_stdin_script_once_per_case(pool: WorkerPool, root: Path) -> None:
     t = task(
         root,

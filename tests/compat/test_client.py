@@ -60,6 +60,7 @@ def _gelu(x: np.ndarray) -> np.ndarray:
     return out
 
 
+@pytest.mark.slow
 def test_fuzz_op_client_side_runs_run_op_on_the_inputs_dict(client: Client) -> None:
     seen: list[type] = []
 
@@ -72,6 +73,7 @@ def test_fuzz_op_client_side_runs_run_op_on_the_inputs_dict(client: Client) -> N
     assert set(seen) == {np.ndarray}  # NumPy, as upstream's client decoded them
 
 
+@pytest.mark.slow
 def test_a_wrong_run_op_fails_with_seeds(client: Client) -> None:
     results = client.fuzz_op_client_side(
         "gelu", run_op=lambda i: _gelu(i["x"]) * np.float32(1.001), iterations=4, value_distribution="regular"
@@ -88,6 +90,7 @@ def test_unknown_op_and_op_schema_are_refused_with_the_fix(client: Client) -> No
         client.fuzz_op_client_side("gelu", run_op=lambda i: i["x"], op_schema={"name": "gelu"})
 
 
+@pytest.mark.slow
 def test_validate_pytorch_with_per_call_tolerances(client: Client) -> None:
     torch = pytest.importorskip("torch")
     from gpuemu_ci.compat.frameworks.pytorch import validate_pytorch

@@ -147,6 +147,7 @@ def test_complete_example_runs_and_its_fixed_tolerances_are_explained(cli, tmp_p
 # ---- the custom op integrator guide -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_flash_attention_registration_is_refused_naming_the_function(cli, tmp_path: Path) -> None:
     """`module = "flash_attn"` names a library, not the function: gpuemu-ci says which function it looked for
     and what the module has."""
