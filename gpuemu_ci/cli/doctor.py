@@ -21,8 +21,8 @@ MODES = {
     ExecutionMode.SCRIPT: "script_based: the reference script runs as a subprocess over upstream's JSON protocol "
     "(one process kept warm when it defines reference(), else one per case); the op is run by the gate, never "
     "replaced by the reference or the first input",
-    ExecutionMode.DAEMON: "daemon_orchestrated: one warm reference process serves every case; the op is run by "
-    "the gate",
+    ExecutionMode.DAEMON: "daemon_orchestrated: one warm reference process per worker serves every case; the op is "
+    "run by the gate",
 }
 
 

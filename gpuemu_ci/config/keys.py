@@ -338,9 +338,9 @@ KEYS: tuple[KeyDoc, ...] = (
         "client_side | script_based | daemon_orchestrated",
         "How the reference runs: not set or client_side, in the judge worker; script_based, a subprocess "
         "over upstream's JSON protocol (warm when it defines `reference`); daemon_orchestrated, one warm "
-        "process.",
+        "process per worker.",
         '"script_based"',
-        model="OpTargets.execution_mode",
+        default="(not set: as client_side)",
     ),
     KeyDoc(
         _OPS,

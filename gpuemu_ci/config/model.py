@@ -45,7 +45,7 @@ class ExecutionMode(StrEnum):
     CALLABLE (no `execution_mode`) and CLIENT (`client_side`): the reference is called in the judge worker
     (a "pkg.mod:func", or a script's `reference(inputs, **kwargs)` imported). SCRIPT (`script_based`): the
     reference script is a subprocess speaking upstream's stdin/stdout JSON protocol (kept warm when it defines
-    `reference`). DAEMON (`daemon_orchestrated`): one persistent reference process reused across cases."""
+    `reference`). DAEMON (`daemon_orchestrated`): one persistent reference process (per worker) reused across cases."""
 
     CALLABLE = "callable"
     SCRIPT = "script_based"
