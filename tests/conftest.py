@@ -39,8 +39,10 @@ EXAMPLES = REPO / "examples"
 
 @pytest.fixture(autouse=True)
 def _no_user_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The developer's ~/.config/gpuemu/config.toml must not leak into tests."""
+    """The developer's ~/.config/gpuemu/config.toml (and upstream's ~/.gpuemu/daemon.toml) must not leak into
+    tests."""
     monkeypatch.setenv("GPUEMU_USER_CONFIG", "none")
+    monkeypatch.setenv("GPUEMU_DAEMON_CONFIG", "none")
 
 
 @pytest.fixture

@@ -39,7 +39,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("execution and rendering", ("backends", "render")),
     ("orchestration and GitHub", ("pipeline", "github")),
     ("library entry points and signing", ("api", "shadow", "attest")),
-    ("the Action and the pytest plugin", ("action", "pytest_plugin")),
+    ("the Action, the pytest plugin and upstream's API", ("action", "pytest_plugin", "compat")),
     ("the command line", ("cli",)),
     ("python -m entry points: gpuemu_ci, gpuemu_ci.docgen", ("__main__", "docgen")),
 )
@@ -66,7 +66,7 @@ ALLOWED: dict[str, frozenset[str]] = {
         "fuzz": "config dtypes errors plan results rng",
         "oracle": "calls config dtypes fuzz plan results",
         "lint": "config errors launch results",
-        "diff": "config errors results",
+        "diff": "config errors files results",
         "corpus": "config errors plan results",
         "onboard": "dtypes errors",
         "backends": "calls config dtypes errors fuzz launch oracle plan results rng triton_cpu",
@@ -75,13 +75,14 @@ ALLOWED: dict[str, frozenset[str]] = {
         "progress results",
         "github": f"{TOP} errors render results",
         "api": "backends config errors pipeline plan render results",
-        "shadow": f"{TOP} backends clock config dtypes errors fuzz oracle pipeline plan results",
+        "shadow": f"{TOP} backends calls clock config dtypes errors fuzz oracle pipeline plan results",
         "attest": f"{TOP} clock errors files github results",
         "action": f"{TOP} attest clock config diff early_signals errors files fuzz github launch pipeline progress "
         "render results",
         "pytest_plugin": "api config errors onboard",
+        "compat": f"{TOP} api config dtypes diff errors fuzz pipeline plan results shadow",
         "cli": f"{TOP} action api attest backends clock config corpus diff dtypes early_signals errors files launch "
-        "lint onboard pipeline progress render results",
+        "lint onboard oracle pipeline progress render results",
         "__main__": "cli early_signals launch",
         "docgen": "config",
     }.items()

@@ -10,6 +10,7 @@ The op must see the memory layout the fuzzer built, so conversions keep strides:
   has no bfloat16 dtype, so bfloat16 inputs (and `out=` buffers) arrive as uint16 arrays of the bf16 bits (what
   a kernel taking `__nv_bfloat16*` or `unsigned short*` reads), and a uint16 result of an op whose output
   dtype is bfloat16 is read back as those bits.
+- tensorflow: a contiguous copy (`tf.constant`), like JAX below.
 - jax: a contiguous copy (`jnp.asarray`): JAX arrays have no user-visible strides, so layout fuzzing does not
   reach JAX ops; values, dtypes and shapes do. JAX runs on its default backend (CPU without a GPU build), and
   without `JAX_ENABLE_X64` it narrows 64-bit inputs as it always does.
@@ -184,6 +185,27 @@ class JaxBridge(Bridge):
         pass  # results are made ready in to_numpy (np.asarray blocks)
 
 
+class TensorflowBridge(Bridge):
+    """TensorFlow eager tensors: a contiguous copy (TF tensors have no user-visible strides, so, as for JAX,
+    layout fuzzing does not reach TF ops; values, dtypes, bfloat16 and shapes do). Runs on TF's default device
+    (the CPU with `tensorflow-cpu`)."""
+
+    framework = Framework.TENSORFLOW
+
+    def __init__(self) -> None:
+        try:
+            import tensorflow as tf
+        except ImportError as exc:
+            raise ImportError(
+                f"{exc}; TensorFlow ops need TensorFlow in the environment that runs the gate (pip install "
+                "'gpuemu-ci[tensorflow]', the tensorflow-cpu wheel, on Python 3.11 to 3.13)"
+            ) from None
+        self.tf = tf
+
+    def to_native(self, view: np.ndarray, region: np.ndarray | None = None, data_offset: int = 0) -> Native:
+        return Native(self.tf.constant(np.ascontiguousarray(view)))
+
+
 _BRIDGES: dict[Framework, Bridge] = {}
 
 
@@ -196,6 +218,7 @@ def get_bridge(framework: Framework) -> Bridge:
             Framework.TORCH: TorchBridge,
             Framework.CUPY: CupyBridge,
             Framework.JAX: JaxBridge,
+            Framework.TENSORFLOW: TensorflowBridge,
         }
         bridge = factory[framework]()
         _BRIDGES[framework] = bridge
@@ -238,6 +261,8 @@ def _one_to_numpy(obj: Any) -> np.ndarray:
                 arr = cupy.asnumpy(obj)
             elif module in ("jax", "jaxlib"):
                 arr = np.asarray(obj)
+            elif module in ("tensorflow", "keras") and hasattr(obj, "numpy"):
+                arr = np.asarray(obj.numpy())
             else:
                 raise BadOutput(f"returned {type(obj).__module__}.{type(obj).__qualname__}, not an array")
         except BadOutput:

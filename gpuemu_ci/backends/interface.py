@@ -53,6 +53,10 @@ class TargetKind(StrEnum):
     REFERENCE_SCRIPT = "reference_script"  # a .py file defining `reference(inputs: dict, **kwargs)`
     OP_SCRIPT = "op_script"  # script_based op: a .py file defining `run(inputs: dict, **kwargs)` (or `op`)
     CUDA_KERNEL = "cuda_kernel"  # a [[kernels]] entry launched through CuPy
+    MODULE = "module"  # upstream's `module = "pkg.mod"`: the function in it named like the op (`function`)
+    # A script run as a subprocess speaking upstream's stdin/stdout JSON protocol (script_process.py): kept warm
+    # when it can be imported (`warm`), else one process per call as upstream runs it.
+    SCRIPT_PROCESS = "script_process"
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,8 @@ class CallTarget:
     spec: str  # "pkg.mod:func", or a script path relative to `root`
     root: Path  # the config's directory: on sys.path and the working directory of the worker
     framework: Framework = Framework.NUMPY
+    function: str = ""  # MODULE: the function to call (the op's name); SCRIPT_PROCESS: the function kept warm
+    warm: bool = False  # SCRIPT_PROCESS: one persistent process for every call (else one per call)
 
 
 @dataclass(frozen=True)

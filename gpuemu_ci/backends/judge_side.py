@@ -125,19 +125,25 @@ def reference_run(
     outputs: tuple[np.ndarray, ...],
     abs_inputs: tuple[str, ...] = (),
     probed: tuple[str, ...] = (),
+    framework: Framework = Framework.NUMPY,
 ) -> CaseRun:
     """What the oracle judges for outputs computed elsewhere (a shadowed call in production): the reference,
     run here on fp64 copies of the inputs (and on |abs_inputs|, and on each of `probed` doubled: the inputs it
-    is linear in, oracle/intermediates.py), and the given outputs as the op's."""
-    result, _ = reference_call(reference, inputs, kwargs, contain=Exception)
+    is linear in, oracle/intermediates.py), and the given outputs as the op's. `framework`: what the reference
+    is handed (NumPy, or torch tensors for a ground truth written for the op's torch tensors)."""
+    result, _ = reference_call(reference, inputs, kwargs, framework=framework, contain=Exception)
     absolute = (
-        reference_call(reference, inputs, kwargs, abs_inputs, contain=Exception)[0] if abs_inputs else None
+        reference_call(reference, inputs, kwargs, abs_inputs, framework=framework, contain=Exception)[0]
+        if abs_inputs
+        else None
     )
     linear = (
         linear_inputs(
             probed,
             result,
-            lambda name: reference_call(reference, inputs, kwargs, contain=Exception, doubled=(name,))[0],
+            lambda name: reference_call(
+                reference, inputs, kwargs, framework=framework, contain=Exception, doubled=(name,)
+            )[0],
         )
         if result.status is CallStatus.OK
         else ()

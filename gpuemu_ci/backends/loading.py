@@ -2,7 +2,10 @@
 
 - CALLABLE: "pkg.mod:func" (dotted attributes allowed: "pkg.mod:Class.method"), or "path/to/file.py:func";
   imported with the target's root first on sys.path (but never in place of the tool's own packages:
-  import_order.py); called as `func(**inputs, **kwargs)`.
+  import_order.py); called as `func(**inputs, **kwargs)`, or as `func(inputs, **kwargs)` when its one
+  positional parameter is named `inputs` (upstream's convention).
+- MODULE: upstream's `module = "pkg.mod"`: the function named like the op in that module (same calls).
+- SCRIPT_PROCESS: a script run as a subprocess over upstream's JSON protocol (script_process.py).
 - REFERENCE_SCRIPT: a .py file (relative to root) defining `reference(inputs: dict, **kwargs)`, upstream's
   reference-script contract, called in-process instead of one `python3 script` per case.
 - OP_SCRIPT: a .py file defining `run(inputs: dict, **kwargs)` (or `op`), for `execution_mode =
@@ -174,26 +177,82 @@ def load_callable(spec: str, root: Path) -> Any:
     return _attribute(module, attr, module_part)
 
 
-def _load_callable(target: CallTarget) -> Loaded:
-    fn = load_callable(target.spec, target.root)
+def takes_inputs_dict(fn: Callable[..., Any]) -> bool:
+    """Upstream's calling convention, `f(inputs: dict, **kwargs)`: one positional parameter named `inputs`."""
+    signature = signature_of(fn)
+    if signature is None:
+        return False
+    positional = [
+        p
+        for p in signature.parameters.values()
+        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ]
+    return len(positional) == 1 and positional[0].name == "inputs"
+
+
+def _as_loaded(fn: Callable[..., Any], label: str) -> Loaded:
+    """Called with the inputs as keyword arguments, or as one dict where the function takes `inputs`."""
+    if takes_inputs_dict(fn):
+
+        def invoke_dict(inputs: dict[str, Any], kwargs: dict[str, Any]) -> Any:
+            return fn(inputs, **kwargs)
+
+        return Loaded(invoke_dict, label)
 
     def invoke(inputs: dict[str, Any], kwargs: dict[str, Any]) -> Any:
         return fn(**inputs, **kwargs)
 
-    return Loaded(invoke, target.spec, signature_of(fn))
+    return Loaded(invoke, label, signature_of(fn))
 
 
-def _load_script(target: CallTarget, names: tuple[str, ...]) -> Loaded:
-    path_part, _, explicit = target.spec.partition(":")  # "script.py" or "script.py:function"
-    module = _load_file((target.root / path_part).resolve())
+def _load_callable(target: CallTarget) -> Loaded:
+    return _as_loaded(load_callable(target.spec, target.root), target.spec)
+
+
+def load_module_function(module_path: str, function: str, root: Path) -> Any:
+    """Upstream's `module = "my_project.ops.matmul"`: the function named like the op (`function`) in that module;
+    or, when the path is not a module, its last part as a function of the module above it."""
+    try:
+        module = _import_module(module_path, root)
+    except LoadError:
+        parent, _, last = module_path.rpartition(".")
+        if not parent or not _is_module_missing(module_path, root):
+            raise
+        return _attribute(_import_module(parent, root), last, parent)
+    found = getattr(module, function, None)
+    if callable(found):
+        return found
+    public = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))[:8]
+    raise LoadError(
+        f"module {module_path!r} has no function {function!r}: gpuemu-ci calls the function named like the op "
+        f'in `module`; name another with module = "{module_path}:FUNCTION"'
+        + (f" (it has {', '.join(public)})" if public else "")
+    )
+
+
+def _is_module_missing(name: str, root: Path) -> bool:
+    _ensure_on_path(root)
+    try:
+        return importlib.util.find_spec(name) is None
+    except (ImportError, ValueError):
+        return True
+
+
+def load_script_function(root: Path, spec: str, names: tuple[str, ...]) -> Any:
+    """The function a script defines: "script.py" (the first of `names` it has) or "script.py:function"."""
+    path_part, _, explicit = spec.partition(":")
+    module = _load_file((root / path_part).resolve())
     candidates = (explicit,) if explicit else names
     for name in candidates:
         fn = getattr(module, name, None)
         if callable(fn):
-            break
-    else:
-        wanted = " or ".join(f"`{n}(inputs: dict, **kwargs)`" for n in candidates)
-        raise LoadError(f"{path_part} defines no function {wanted}")
+            return fn
+    wanted = " or ".join(f"`{n}(inputs: dict, **kwargs)`" for n in candidates)
+    raise LoadError(f"{path_part} defines no function {wanted}")
+
+
+def _load_script(target: CallTarget, names: tuple[str, ...]) -> Loaded:
+    fn = load_script_function(target.root, target.spec, names)
 
     def invoke(inputs: dict[str, Any], kwargs: dict[str, Any]) -> Any:
         return fn(inputs, **kwargs)
@@ -218,6 +277,13 @@ def load_target(target: CallTarget) -> Loaded:
         ) from None
     if target.kind is TargetKind.CALLABLE:
         loaded = _load_callable(target)
+    elif target.kind is TargetKind.MODULE:
+        fn = load_module_function(target.spec, target.function, target.root)
+        loaded = _as_loaded(fn, f"{target.spec} ({getattr(fn, '__qualname__', target.function)})")
+    elif target.kind is TargetKind.SCRIPT_PROCESS:
+        from gpuemu_ci.backends.script_process import load_script_process
+
+        loaded = load_script_process(target)
     elif target.kind is TargetKind.REFERENCE_SCRIPT:
         loaded = _load_script(target, ("reference",))
     elif target.kind is TargetKind.OP_SCRIPT:

@@ -8,11 +8,12 @@ from pathlib import Path
 import click
 import msgspec
 
+from gpuemu_ci.cli.options import format_option
 from gpuemu_ci.config.model import Policies
-from gpuemu_ci.diff.baseline import baseline_of, load_baseline
+from gpuemu_ci.diff.baseline import baseline_of, load_baseline, tagged_baseline
 from gpuemu_ci.diff.classify import baseline_info, compare
 from gpuemu_ci.diff.render import render_text
-from gpuemu_ci.errors import ExitCode
+from gpuemu_ci.errors import ExitCode, UsageError
 from gpuemu_ci.files import atomic_write, cannot_write
 from gpuemu_ci.results.codec import read_results, to_json
 from gpuemu_ci.results.model import Verdict
@@ -20,9 +21,37 @@ from gpuemu_ci.results.model import Verdict
 _path = click.Path(dir_okay=False, path_type=Path)
 
 
-@click.group("baseline")
+DEFAULT_RESULTS = Path("gpuemu-out") / "results.json"
+
+
+def tag_file(tag: str, config_path: Path | None = None) -> Path:
+    """The baseline TAG beside the config (found from the working directory), else in the working directory."""
+    if config_path is None:
+        from gpuemu_ci.config.load import find_config
+        from gpuemu_ci.errors import ConfigError
+
+        try:
+            config_path = find_config()
+        except ConfigError:
+            config_path = Path.cwd() / "gpuemu.toml"
+    return tagged_baseline(config_path.resolve().parent, tag)
+
+
+class _TaggingGroup(click.Group):
+    """`baseline TAG` (upstream's form) reads as `baseline tag TAG`."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and not args[0].startswith("-") and args[0] not in self.commands:
+            args = ["tag", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group("baseline", cls=_TaggingGroup)
 def baseline_group() -> None:
-    """Baselines: the results of a run on the target branch that later runs are compared with."""
+    """Baselines: the results of a run on the target branch that later runs are compared with.
+
+    `gpuemu-ci baseline TAG` (upstream's form) saves the last run's results as the baseline TAG, for
+    `gpuemu-ci diff --baseline TAG`."""
 
 
 @baseline_group.command("create")
@@ -45,6 +74,28 @@ def create_command(source: Path, output: Path) -> int:
     """Trim a results.json into a baseline.json: the same document without its failure records (per op x dtype
     status, worst headroom and case counts; per kernel x arch metrics; seed, config hash, versions, toolchain
     and git commit)."""
+    return _write_baseline(source, output)
+
+
+@baseline_group.command("tag", hidden=True)
+@click.argument("tag")
+@click.option(
+    "--from", "source", type=_path, default=DEFAULT_RESULTS, show_default=True, help="results.json of a run."
+)
+@click.option("--config", "config_path", type=_path, help="gpuemu.toml beside which .gpuemu/ is kept.")
+def tag_command(tag: str, source: Path, config_path: Path | None) -> int:
+    """Save a run's results as the baseline TAG (.gpuemu/baselines/TAG.json beside gpuemu.toml)."""
+    target = tag_file(tag, config_path)
+    if not source.is_file():
+        raise UsageError(
+            f"no results to save as baseline {tag!r}: {source} does not exist (run `gpuemu-ci test` or "
+            "`gpuemu-ci run` first)"
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    return _write_baseline(source, target)
+
+
+def _write_baseline(source: Path, output: Path) -> int:
     baseline = baseline_of(read_results(source))
     data = to_json(baseline)
     if str(output) == "-":
@@ -82,9 +133,17 @@ def create_command(source: Path, output: Path) -> int:
 
 
 @click.command("diff")
-@click.argument("baseline", type=_path)
-@click.argument("current", type=_path)
+@click.argument("baseline", type=_path, required=False)
+@click.argument("current", type=_path, required=False)
+@click.option(
+    "--baseline",
+    "baseline_tag",
+    metavar="TAG",
+    help="Upstream's form: the baseline saved by `gpuemu-ci baseline TAG` (or a file); CURRENT defaults to "
+    "gpuemu-out/results.json.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the diff (JSON) on stdout.")
+@format_option
 @click.option(
     "--fail-on-regression/--no-fail-on-regression",
     "fail_flag",
@@ -98,12 +157,35 @@ def create_command(source: Path, output: Path) -> int:
     help="gpuemu.toml whose [policies] set the thresholds (default: built-in defaults).",
 )
 def diff_command(
-    baseline: Path, current: Path, as_json: bool, fail_flag: bool | None, config_path: Path | None
+    baseline: Path | None,
+    current: Path | None,
+    baseline_tag: str | None,
+    as_json: bool,
+    output_format: str | None,
+    fail_flag: bool | None,
+    config_path: Path | None,
 ) -> int:
-    """Compare CURRENT (a results.json) with BASELINE (a results.json or baseline.json).
+    """Compare CURRENT (a results.json) with BASELINE (a results.json or baseline.json), or, upstream's form,
+    `diff --baseline TAG` the last run (gpuemu-out/results.json) with the baseline TAG.
 
     Exit 0: no regression fails the gate; 1: a regression does; 2: an input or the config cannot be read.
     The table goes to stderr; --json prints the same classification as JSON on stdout."""
+    as_json = as_json or output_format == "json"
+    if baseline_tag is not None:
+        if current is not None:
+            raise UsageError("--baseline TAG takes at most one file, CURRENT")
+        current = baseline or DEFAULT_RESULTS
+        given = Path(baseline_tag)
+        baseline = (
+            given if given.suffix == ".json" and given.is_file() else tag_file(baseline_tag, config_path)
+        )
+        if not baseline.is_file():
+            raise UsageError(
+                f"no baseline {baseline_tag!r} ({baseline} does not exist); save one with "
+                f"`gpuemu-ci baseline {baseline_tag}` after a run"
+            )
+    if baseline is None or current is None:
+        raise UsageError("give BASELINE and CURRENT (results files), or --baseline TAG")
     policies = _policies(config_path)
     base = load_baseline(baseline)
     now = read_results(current, "current results")

@@ -25,8 +25,20 @@ COMMANDS = (
     ("gpuemu_ci.cli.corpus", "corpus_group"),
     ("gpuemu_ci.cli.action", "action_command"),
     ("gpuemu_ci.action.gate_process", "action_gate_command"),
+    # Upstream gpuemu's commands (cli/upstream.py): the ones that carry over, and what to run for the others.
+    ("gpuemu_ci.cli.upstream", "test_command"),
+    ("gpuemu_ci.cli.upstream", "validate_command"),
+    ("gpuemu_ci.cli.upstream", "fuzz_command"),
+    ("gpuemu_ci.cli.upstream", "version_command"),
+    ("gpuemu_ci.cli.upstream", "daemon_command"),
+    ("gpuemu_ci.cli.upstream", "did_you_mean_commands"),
+    ("gpuemu_ci.cli.doctor", "doctor_command"),
 )
 
 
 def all_commands() -> list[click.Command]:
-    return [getattr(importlib.import_module(module), attribute) for module, attribute in COMMANDS]
+    found: list[click.Command] = []
+    for module, attribute in COMMANDS:
+        value = getattr(importlib.import_module(module), attribute)
+        found.extend(value if isinstance(value, list) else [value])
+    return found

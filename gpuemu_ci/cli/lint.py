@@ -6,13 +6,14 @@ A human table goes to stderr; `--json` prints the LintReport document on stdout.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from pathlib import Path
 
 import click
 
-from gpuemu_ci.cli.options import config_option
+from gpuemu_ci.cli.options import config_option, format_option
 from gpuemu_ci.config.load import load_config
 from gpuemu_ci.config.model import KernelSpec
 from gpuemu_ci.errors import UsageError
@@ -128,6 +129,18 @@ def select_kernels(kernels: Sequence[KernelSpec], names: Sequence[str]) -> tuple
     return tuple(known[n] for n in dict.fromkeys(names))
 
 
+def ptx_kernel(kernels: Sequence[KernelSpec], names: Sequence[str], ptx: Path) -> KernelSpec:
+    """The kernel `--ptx FILE` is linted as: the [[kernels]] entry named by --kernel (its checks and archs, the
+    file as its source), or, without --kernel, the only entry; a name the config lacks gets no checks (its
+    resource usage is still reported)."""
+    if len(names) > 1:
+        raise UsageError("--ptx lints one kernel: give one --kernel")
+    known = {k.name: k for k in kernels}
+    name = names[0] if names else (next(iter(known)) if len(known) == 1 else ptx.stem)
+    spec = known.get(name) or KernelSpec(name=name, source=ptx.resolve(), archs=())
+    return dataclasses.replace(spec, source=ptx.resolve(), flags=(), include_dirs=(), defines=())
+
+
 @click.command("lint")
 @config_option
 @click.option(
@@ -145,6 +158,15 @@ def select_kernels(kernels: Sequence[KernelSpec], names: Sequence[str]) -> tuple
     help="Target arch for every kernel, instead of the config's archs (repeatable).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the lint report as JSON on stdout.")
+@format_option
+@click.option(
+    "-p",
+    "--ptx",
+    "ptx_path",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="Lint this PTX file (through ptxas) instead of the kernel's source, with its artifact checks "
+    "(upstream's form: --kernel NAME --ptx FILE).",
+)
 @click.option(
     "--jobs",
     type=click.IntRange(min=1),
@@ -156,10 +178,24 @@ def lint_command(
     kernel_names: tuple[str, ...],
     archs: tuple[str, ...],
     as_json: bool,
+    output_format: str | None,
+    ptx_path: Path | None,
     jobs: int | None,
 ) -> int:
     """Compile each [[kernels]] source per arch; check registers, spills, memory and instruction patterns."""
+    as_json = as_json or output_format == "json"
     config = load_config(config_path)
+    if ptx_path is not None:
+        report = lint_kernels(
+            (ptx_kernel(config.kernels, kernel_names, ptx_path),),
+            archs=archs or None,
+            jobs=jobs,
+            root=config.root,
+        )
+        click.echo(format_report(report), err=True)
+        if as_json:
+            click.echo(json.dumps(report.to_json(), indent=2))
+        return int(report.exit_code)
     selected = select_kernels(config.kernels, kernel_names)
     if not selected:
         raise UsageError("the config has no [[kernels]] entries: there is nothing to lint")

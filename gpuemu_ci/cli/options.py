@@ -29,3 +29,12 @@ def out_option(help_text: str = "Directory for results.json and input snapshots.
         help=help_text,
     )
     return option
+
+
+# Upstream gpuemu's `--format text|json` on lint and diff: json is the command's --json.
+format_option = click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    help="json: as --json (upstream's flag).",
+)

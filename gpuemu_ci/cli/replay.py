@@ -25,6 +25,19 @@ from gpuemu_ci.results.model import Failure, Results
 from gpuemu_ci.results.snapshots import read_snapshot
 
 
+def _op_of_seed(out_dir: Path, seed: int) -> str:
+    """The op whose recorded failure has this case seed, in OUT/results.json (upstream's `minimize SEED`)."""
+    path = out_dir / "results.json"
+    if not path.is_file():
+        raise UsageError(f"no {path} to find seed {seed} in: give --op OP (or run the suite first)")
+    results = read_results(path)
+    ops = sorted({op.name for op in results.ops for f in op.failures if f.case_seed == seed})
+    if len(ops) != 1:
+        found = "no failure" if not ops else f"failures of {', '.join(ops)}"
+        raise UsageError(f"{path} has {found} with seed {seed}: give --op OP")
+    return ops[0]
+
+
 def _parse_dims(text: str | None) -> dict[str, int] | None:
     if not text:
         return None
@@ -226,17 +239,52 @@ def _report(label: str, outcome: ReplayOutcome, recorded_kind: str | None) -> in
 
 @click.command("minimize")
 @config_option
-@click.option("--op", "op_name", required=True, help="The op of the failing case.")
-@click.option("--seed", required=True, type=click.IntRange(0, 2**64 - 1), help="The failing case's seed.")
+@click.argument("seed_argument", metavar="[SEED]", required=False, type=click.IntRange(0, 2**64 - 1))
+@click.option(
+    "--op", "op_name", help="The op of the failing case (default: found by seed in --out's results)."
+)
+@click.option("--seed", type=click.IntRange(0, 2**64 - 1), help="The failing case's seed.")
 @click.option("--max-runs", type=click.IntRange(1), default=200, show_default=True, help="Op runs at most.")
+@click.option("--max-iters", type=click.IntRange(1), hidden=True, help="Upstream's name of --max-runs.")
+@click.option(
+    "--strategy",
+    type=click.Choice(["binary-search-dims", "binary-search-values"]),
+    hidden=True,
+    default=None,
+    help="Upstream's strategies; both passes always run here.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the minimized case as JSON on stdout.")
 @out_option("Directory for the snapshots of the cases it runs.")
 def minimize_command(
-    config_path: Path | None, op_name: str, seed: int, max_runs: int, as_json: bool, out_dir: Path
+    config_path: Path | None,
+    seed_argument: int | None,
+    op_name: str | None,
+    seed: int | None,
+    max_runs: int,
+    max_iters: int | None,
+    strategy: str | None,
+    as_json: bool,
+    out_dir: Path,
 ) -> int:
     """Shrink a failing case by re-running the op: dims, layouts, then value magnitudes and digits, keeping the
-    failure's kind. Prints the smallest failing case in words and saves it as a replayable snapshot."""
+    failure's kind. Prints the smallest failing case in words and saves it as a replayable snapshot.
+
+    Upstream's form, `minimize SEED [--strategy S] [--max-iters N]`, works too: the op is the one whose failure
+    has that seed in the last run's results; both strategies' passes (dims, then values) always run."""
+    if seed is not None and seed_argument is not None and seed != seed_argument:
+        raise UsageError("the seed is given twice, differently")
+    seed = seed if seed is not None else seed_argument
+    if seed is None:
+        raise UsageError("give the failing case's seed: gpuemu-ci minimize SEED (or --seed SEED)")
+    if strategy is not None:
+        click.echo(
+            f"gpuemu-ci: note: --strategy {strategy}: gpuemu-ci shrinks the dims, then the layouts, then the "
+            "values, in every run",
+            err=True,
+        )
+    max_runs = max_iters or max_runs
     config = load_config(config_path)
+    op_name = op_name or _op_of_seed(out_dir, seed)
     op = select_ops(config, [op_name])[0]
     with Session(config, RunOptions(out_dir=out_dir, jobs=1)) as session:
         result = minimize(session, op, seed, max_runs=max_runs)

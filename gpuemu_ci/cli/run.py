@@ -110,6 +110,8 @@ def run_command(
             "--shard and --baseline: diff the merged results instead (gpuemu-ci merge --baseline)"
         )
     config = load_config(config_path)
+    for note in config.notes:  # inputs read from the code, defaults files not read: said, never silent
+        click.echo(f"gpuemu-ci: note: {note}", err=True)
     if fail_on_regression is not None and baseline_path is None:
         raise UsageError("--fail-on-regression/--no-fail-on-regression need --baseline")
     options = RunOptions(

@@ -76,8 +76,8 @@ KEYS: tuple[KeyDoc, ...] = (
     KeyDoc(
         "project",
         "framework",
-        "numpy | torch | cupy | jax",
-        "Default framework of the ops.",
+        "numpy | torch (or pytorch) | cupy | jax | tensorflow",
+        "Default framework of the ops (upstream's default, pytorch, must be written).",
         '"torch"',
         default='"numpy"',
         upstream='gpuemu: "pytorch" (its default), "jax" or "tensorflow", the adapter its Python client loads. '
@@ -96,7 +96,8 @@ KEYS: tuple[KeyDoc, ...] = (
         "validation",
         "seed",
         "integer >= 0",
-        "Master seed; `--seed` overrides. Not set: 0. Nightly mode picks a fresh one.",
+        "Master seed; `--seed` overrides. Not set: 0, fixed. `0` written, as upstream: a fresh seed per run "
+        "(recorded in results.json). Nightly mode picks a fresh one.",
         "12345",
         model="Validation.seed",
         upstream="gpuemu: 0 (its default) draws a random seed per run. Here 0 is a seed like any other, so a run "
@@ -336,8 +337,8 @@ KEYS: tuple[KeyDoc, ...] = (
     KeyDoc(
         _OPS,
         "op",
-        '"pkg.mod:func" or a script path',
-        "The op under test.",
+        '"pkg.mod:func", a dotted module or a script path',
+        "The op under test; a dotted module (upstream's `module`): its function named like the op.",
         '"mykernels.gemm:matmul"',
         model="OpTargets.op",
         aliases=("module",),
@@ -348,7 +349,8 @@ KEYS: tuple[KeyDoc, ...] = (
         _OPS,
         "reference",
         '"pkg.mod:func" or a script path',
-        "The fp64 reference (a script defines `reference(inputs: dict, **kwargs)`).",
+        "The fp64 reference (a script defines `reference(inputs: dict, **kwargs)` or reads upstream's JSON "
+        "on stdin).",
         '"mykernels.ref:matmul"',
         model="OpTargets.reference",
     ),
@@ -396,7 +398,7 @@ KEYS: tuple[KeyDoc, ...] = (
     KeyDoc(
         _OPS,
         "framework",
-        "numpy | torch | cupy | jax",
+        "numpy | torch (or pytorch) | cupy | jax | tensorflow",
         "Inputs handed over as that framework's tensors.",
         '"torch"',
         default="project.framework",
@@ -404,18 +406,21 @@ KEYS: tuple[KeyDoc, ...] = (
     KeyDoc(
         _OPS,
         "execution_mode",
-        "callable | script_based (client_side, daemon_orchestrated: callable)",
-        "`script_based` runs `op_script`.",
+        "client_side | script_based | daemon_orchestrated | callable",
+        "How the reference runs: not set, callable or client_side, in the judge worker; script_based, a subprocess "
+        "over upstream's JSON protocol (warm when it defines `reference`); daemon_orchestrated, one warm "
+        "process per worker.",
         '"script_based"',
-        model="OpTargets.execution_mode",
-        upstream="gpuemu's client_side and daemon_orchestrated compare the reference with itself in its "
-        '`test`/`fuzz`/`ci` commands. Here both call the op (`"callable"`); `script_based` needs `op_script`.',
+        default="(not set: as client_side)",
+        upstream="gpuemu's client_side and daemon_orchestrated compare the reference with its own output in its "
+        "`test`/`fuzz`/`ci` commands (the op's output is a placeholder). Here every mode runs the op and judges it "
+        "against the reference; the mode says how the reference runs.",
     ),
     KeyDoc(
         _OPS,
         "op_script",
         "path",
-        'The op\'s script for `execution_mode = "script_based"`.',
+        "The op's script for `execution_mode = \"script_based\"` (`run(inputs)`, or upstream's protocol).",
         '"run_op.py"',
         model="OpTargets.op_script",
     ),
@@ -627,9 +632,11 @@ KEYS: tuple[KeyDoc, ...] = (
         "inputs",
         "list of names, a table of inputs, or a hook",
         "The op's inputs: names (each gets dims "
-        '[B, S, H]), the `[ops.inputs]` table below, or an inputs hook "pkg.mod:func".',
+        '[B, S, H]), the `[ops.inputs]` table below, or an inputs hook "pkg.mod:func". Not set: the names '
+        "are read from the op's parameters or the keys its reference reads (a builtin schema when they fit "
+        "one), and the run prints the keys it used.",
         '["x"]',
-        default="required",
+        default="read from the code",
         aliases=("input_names",),
     ),
     KeyDoc(

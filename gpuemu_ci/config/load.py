@@ -23,6 +23,7 @@ from gpuemu_ci.config import ops as ops_parser
 from gpuemu_ci.config.expressions import ExpressionError, parse_expression
 from gpuemu_ci.config.kernel_layouts import fit_layouts, flushes_subnormals
 from gpuemu_ci.config.model import (
+    FRAMEWORK_SPELLINGS,
     ArtifactChecks,
     CiSettings,
     Config,
@@ -42,8 +43,9 @@ from gpuemu_ci.config.schema import canonical_dtype, check_dtype
 from gpuemu_ci.errors import ConfigError
 
 CONFIG_NAME = "gpuemu.toml"
-USER_CONFIG_ENV = "GPUEMU_USER_CONFIG"  # a path, or "none" to ignore user defaults
-USER_SECTIONS = ("validation", "ci", "policies")
+USER_CONFIG_ENV = "GPUEMU_USER_CONFIG"  # a path, or "none" to ignore user defaults (and the daemon file)
+DAEMON_CONFIG_ENV = "GPUEMU_DAEMON_CONFIG"  # a path, or "none": upstream's ~/.gpuemu/daemon.toml
+USER_SECTIONS = ("project", "validation", "ci", "policies")
 
 
 def find_config(cwd: Path | None = None) -> Path:
@@ -68,6 +70,17 @@ def user_config_path(env: Mapping[str, str] | None = None) -> Path | None:
     return Path(base) / "gpuemu" / "config.toml"
 
 
+def daemon_config_path(env: Mapping[str, str] | None = None) -> Path | None:
+    """Upstream's daemon file, the lowest layer of defaults; GPUEMU_USER_CONFIG=none turns it off too."""
+    env = os.environ if env is None else env
+    explicit = env.get(DAEMON_CONFIG_ENV)
+    if explicit:
+        return None if explicit.lower() == "none" else Path(explicit)
+    if env.get(USER_CONFIG_ENV, "").lower() == "none":
+        return None
+    return Path.home() / ".gpuemu" / "daemon.toml"
+
+
 def load_config(
     path: Path | None = None, cwd: Path | None = None, env: Mapping[str, str] | None = None
 ) -> Config:
@@ -78,12 +91,20 @@ def load_config(
     raw_bytes = config_path.read_bytes()
     with _no_cycle_collection():
         data, source = _parse_toml(raw_bytes, str(config_path))
-        user_path = user_config_path(env)
-        if user_path is not None and user_path.is_file():
-            user_data, user_source = _parse_toml(user_path.read_bytes(), str(user_path))
-            _check_user_sections(user_data, user_source)
-            data = _merge_defaults(user_data, data)
-        return build_config(data, source, config_path.resolve(), hashlib.sha256(raw_bytes).hexdigest())
+        # Upstream's precedence: the project's file over the user's defaults over the daemon's file; a table
+        # merges key by key, arrays of tables ([[ops]], [[kernels]]) only ever come from the project.
+        notes: list[str] = []
+        defaults: dict[str, Any] = {}
+        for layer_path, daemon in ((daemon_config_path(env), True), (user_config_path(env), False)):
+            if layer_path is None or not layer_path.is_file():
+                continue
+            layer, layer_source = _parse_toml(layer_path.read_bytes(), str(layer_path))
+            notes += _check_user_sections(layer, layer_source, daemon)
+            defaults = _merge_defaults(defaults, {k: v for k, v in layer.items() if k in USER_SECTIONS})
+        if defaults:
+            data = _merge_defaults(defaults, data)
+        config = build_config(data, source, config_path.resolve(), hashlib.sha256(raw_bytes).hexdigest())
+        return dataclasses.replace(config, notes=(*notes, *config.notes)) if notes else config
 
 
 @contextlib.contextmanager
@@ -122,14 +143,31 @@ def _parse_toml(raw: bytes, path: str) -> tuple[dict[str, Any], SourceText]:
     return data, SourceText(path, tuple(text.splitlines()))
 
 
-def _check_user_sections(data: Mapping[str, Any], source: SourceText) -> None:
-    for key in data:
-        if key not in USER_SECTIONS:
+def _check_user_sections(data: Mapping[str, Any], source: SourceText, daemon: bool) -> list[str]:
+    """Refuses what a defaults file cannot hold; returns notes on the daemon file's own tables (not read)."""
+    notes = []
+    for key, value in data.items():
+        if key in USER_SECTIONS:
+            continue
+        if key in ("ops", "kernels"):
             raise ConfigError(
-                f"user defaults may only hold {', '.join(f'[{s}]' for s in USER_SECTIONS)}; found `{key}`",
+                f"[[{key}]] in a defaults file: the ops and kernels a gate checks live in the repository's "
+                "gpuemu.toml, so that CI runs the same suite as your machine; move them there",
                 path=source.path,
-                line=source.key_line(key, None),
+                line=next(iter(source.header_lines(key)), None),
             )
+        if daemon and isinstance(value, Mapping):  # the upstream daemon's own settings (socket, storage, ...)
+            notes.append(
+                f"{source.path}: [{key}] configures upstream's daemon; gpuemu-ci runs no daemon and does not "
+                "read it (only [project], [validation], [ci] and [policies] are used as defaults)"
+            )
+            continue
+        raise ConfigError(
+            f"a defaults file may only hold {', '.join(f'[{s}]' for s in USER_SECTIONS)}; found `{key}`",
+            path=source.path,
+            line=source.key_line(key, None),
+        )
+    return notes
 
 
 def _merge_defaults(defaults: Mapping[str, Any], project: Mapping[str, Any]) -> dict[str, Any]:
@@ -188,7 +226,12 @@ def build_config(data: Mapping[str, Any], source: SourceText, path: Path, sha256
             )
     for dtype in ci.quick_dtypes or ():
         check_dtype(dtype, "ci.quick_dtypes", source)
-    return Config(path, root, sha256, project, validation, ops, kernels, policies, ci)
+    notes = tuple(
+        f"op {op.name!r} lists no inputs; it runs with {op.shapes.inferred}. Write these keys to change them."
+        for op in ops
+        if op.shapes.inferred
+    )
+    return Config(path, root, sha256, project, validation, ops, kernels, policies, ci, notes)
 
 
 def _table_spans(source: SourceText, name: str, count: int) -> list[tuple[int | None, int | None]]:
@@ -226,7 +269,7 @@ def _project(table: TableReader | None) -> Project:
     project = Project(
         name=table.string("name", "unnamed") or "unnamed",
         version=table.string("version"),
-        framework=table.choice("framework", Framework, Framework.NUMPY),
+        framework=table.choice("framework", Framework, Framework.NUMPY, FRAMEWORK_SPELLINGS),
     )
     table.finish()
     return project

@@ -32,13 +32,25 @@ class Framework(StrEnum):
     TORCH = "torch"
     CUPY = "cupy"
     JAX = "jax"
+    TENSORFLOW = "tensorflow"
+
+
+# Upstream gpuemu's spelling of a framework -> ours (`framework = "pytorch"` is upstream's default).
+FRAMEWORK_SPELLINGS = {"pytorch": Framework.TORCH}
 
 
 class ExecutionMode(StrEnum):
-    """How the op is reached. Upstream's `client_side` and `daemon_orchestrated` map onto CALLABLE."""
+    """How the reference is run (upstream's `execution_mode`); the op itself is always run by the gate.
+
+    CALLABLE (no `execution_mode`) and CLIENT (`client_side`): the reference is called in the judge worker
+    (a "pkg.mod:func", or a script's `reference(inputs, **kwargs)` imported). SCRIPT (`script_based`): the
+    reference script is a subprocess speaking upstream's stdin/stdout JSON protocol (kept warm when it defines
+    `reference`). DAEMON (`daemon_orchestrated`): one persistent reference process (per worker) reused across cases."""
 
     CALLABLE = "callable"
     SCRIPT = "script_based"
+    CLIENT = "client_side"
+    DAEMON = "daemon_orchestrated"
 
 
 class MaskedLanes(StrEnum):
@@ -51,12 +63,12 @@ class MaskedLanes(StrEnum):
     POISON = "poison"  # a portability check: the lanes read NaN/+Inf/-Inf (loud integers) in the judged call
 
 
-# Every `execution_mode` a config may name: ours, and upstream's two names for calling the op in process.
+# Every `execution_mode` a config may name: upstream's three, and `callable` (what no `execution_mode` means).
 EXECUTION_MODES: dict[str, ExecutionMode] = {
-    "callable": ExecutionMode.CALLABLE,
+    "client_side": ExecutionMode.CLIENT,
     "script_based": ExecutionMode.SCRIPT,
-    "client_side": ExecutionMode.CALLABLE,
-    "daemon_orchestrated": ExecutionMode.CALLABLE,
+    "daemon_orchestrated": ExecutionMode.DAEMON,
+    "callable": ExecutionMode.CALLABLE,
 }
 
 
@@ -198,7 +210,7 @@ class OpTargets:
     """What runs: the op under test, its fp64 reference, and the user's hooks (all `pkg.mod:attr` or a
     script path relative to the config)."""
 
-    op: str  # "pkg.mod:func" or a script path; empty when script_based without a callable
+    op: str  # "pkg.mod:func", a script path, or a dotted module path (upstream's `module`); empty: op_script
     reference: str  # "pkg.mod:func" or a path to a script defining `reference(inputs: dict, **kwargs)`
     framework: Framework = Framework.NUMPY
     execution_mode: ExecutionMode = ExecutionMode.CALLABLE
@@ -227,6 +239,9 @@ class OpShapes:
         tuple[str, str], ...
     ] = ()  # kwarg name -> expression over dims (`num_groups = "G"`)
     max_elements: int = DEFAULT_MAX_ELEMENTS  # per input, for sizes the tool chooses (ci.max_elements or own)
+    # Where the inputs came from when the config lists none (config/infer_inputs.py), said in words; None:
+    # declared in gpuemu.toml.
+    inferred: str | None = None
 
     def dim(self, name: str) -> DimSpec | None:
         return next((d for d in self.dims if d.name == name), None)
@@ -445,6 +460,8 @@ class Config:
     kernels: tuple[KernelSpec, ...]
     policies: Policies
     ci: CiSettings
+    # What the loader did that the user should hear about (inputs inferred, files not read), printed by the CLI.
+    notes: tuple[str, ...] = ()
 
     def op(self, name: str) -> OpSpec:
         for op in self.ops:

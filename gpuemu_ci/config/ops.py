@@ -8,8 +8,10 @@ from pathlib import Path
 
 from gpuemu_ci.config.dimgraph import Schema
 from gpuemu_ci.config.expressions import parse_expression
+from gpuemu_ci.config.infer_inputs import defines_function, infer_input_names
 from gpuemu_ci.config.model import (
     EXECUTION_MODES,
+    FRAMEWORK_SPELLINGS,
     INPUT_DTYPE,
     INVARIANT_NAMES,
     Backward,
@@ -108,9 +110,16 @@ def _invariants(table: TableReader) -> Invariants:
     return Invariants(**{k: v for k, v in chosen.items()})
 
 
-def _target(text: str, root: Path, table: TableReader, key: str) -> str:
-    """A callable "pkg.mod:func" stays as is; a script path must exist (relative to the config)."""
-    if ":" in text and not text.endswith(".py") and "/" not in text.split(":")[0]:
+def _is_callable_text(text: str) -> bool:
+    return ":" in text and not text.endswith(".py") and "/" not in text.split(":")[0]
+
+
+def _target(text: str, root: Path, table: TableReader, key: str, module_path: bool = False) -> str:
+    """A callable "pkg.mod:func" stays as is; a script path must exist (relative to the config); with
+    `module_path`, a dotted module path (upstream's `module = "my_project.ops.matmul"`) stays as is too."""
+    if module_path and not text.endswith(".py") and text and all(DIM_NAME.match(p) for p in text.split(".")):
+        return text
+    if _is_callable_text(text):
         module, _, attribute = text.partition(":")
         if not module or not attribute or not all(DIM_NAME.match(p) for p in module.split(".")):
             raise table.error(key, f'{text!r} is not "package.module:function"')
@@ -203,7 +212,7 @@ def _op_body(
     need_target: bool,
 ) -> OpSpec:
     targets = _targets(table, name, project, root, need_target)
-    shapes, inputs_hook = _shapes(table, name, ci)
+    shapes, inputs_hook = _shapes(table, name, ci, targets if need_target else None, root)
     family = table_choice(table, "family", table.string("family"), Family)
     error_scale = table.string("error_scale")
     if family is Family.CUSTOM and not error_scale and not targets.naive:
@@ -252,40 +261,61 @@ STRUCTURE_FAMILIES = frozenset(
 )
 
 
+def _execution_mode(table: TableReader) -> ExecutionMode:
+    text = table.string("execution_mode")
+    if text is None:
+        return ExecutionMode.CALLABLE
+    if text in EXECUTION_MODES:
+        return EXECUTION_MODES[text]
+    hint = (
+        ' (upstream\'s schema page spells it "daemon_side", but its code reads "daemon_orchestrated")'
+        if text == "daemon_side"
+        else ""
+    )
+    expected = ", ".join(f'"{m}"' for m in EXECUTION_MODES)
+    raise table.error("execution_mode", f"unknown value {text!r}{hint}; expected one of {expected}")
+
+
 def _targets(table: TableReader, name: str, project: Project, root: Path, need_target: bool) -> OpTargets:
     """The op under test (or its script), the reference and the naive implementation."""
-    mode_raw = table.string("execution_mode")
-    mode = ExecutionMode.CALLABLE if mode_raw is None else EXECUTION_MODES.get(mode_raw)
-    if mode is None:
-        expected = ", ".join(f'"{m}"' for m in EXECUTION_MODES)
-        raise table.error("execution_mode", f"unknown value {mode_raw!r}; expected one of {expected}")
+    mode = _execution_mode(table)
     target_text = table.string("op") if need_target else None
     op_script = table.string("op_script")
     if need_target:
-        if mode is ExecutionMode.SCRIPT:
-            if not op_script:
-                raise table.error(
-                    "op_script",
-                    'execution_mode = "script_based" needs `op_script`, the script '
-                    "that computes the op's output (without it nothing is tested)",
-                )
-            op_script = _target(op_script, root, table, "op_script")
-        elif not target_text:
+        if op_script and mode is not ExecutionMode.SCRIPT:
+            raise table.error("op_script", 'only used with execution_mode = "script_based"')
+        if op_script and target_text:
+            raise table.error("op_script", "the op is given twice (`module`/`op` and `op_script`); keep one")
+        if not op_script and not target_text:
             raise ConfigError(
-                f'op {name!r} has no `op` to test. Give `op = "package.module:function"`, or '
-                '`execution_mode = "script_based"` with `op_script`. (Upstream\'s client_side and '
-                "daemon_orchestrated modes compared the reference with itself; gpuemu-ci refuses to gate on that.)",
+                f"op {name!r} names no op to run, so there is nothing to test (upstream compared the "
+                "reference with itself, or with the op's first input, here). Add the op: "
+                f'`module = "pkg.mod"` (its function named `{name}`, imported with the config\'s directory '
+                'on sys.path), `module = "pkg.mod:function"`, or `op_script = "scripts/op.py"` with '
+                'execution_mode = "script_based"',
                 path=table.source.path,
                 line=table.line,
             )
-        elif op_script:
-            raise table.error("op_script", 'only used with execution_mode = "script_based"')
+        if op_script:
+            op_script = _target(op_script, root, table, "op_script")
         if target_text:
-            target_text = _target(target_text, root, table, "op")
+            target_text = _target(target_text, root, table, "op", module_path=True)
+    reference = _target(table.string("reference", required=True) or "", root, table, "reference")
+    if (
+        mode is ExecutionMode.DAEMON
+        and not _is_callable_text(reference)
+        and not defines_function(root / reference, "reference")
+    ):
+        raise table.error(
+            "execution_mode",
+            f'"daemon_orchestrated" keeps the reference loaded between cases, but {reference} defines no '
+            "`reference(inputs, **kwargs)` function to keep (it reads one case from stdin and exits). Define "
+            'one, or use execution_mode = "script_based" (one process per case)',
+        )
     return OpTargets(
         op=target_text or "",
-        reference=_target(table.string("reference", required=True) or "", root, table, "reference"),
-        framework=table.choice("framework", Framework, project.framework),
+        reference=reference,
+        framework=table.choice("framework", Framework, project.framework, FRAMEWORK_SPELLINGS),
         execution_mode=mode,
         op_script=op_script,
         naive=table.string("naive"),
@@ -319,8 +349,8 @@ def _backward(
             if value is not None:
                 raise table.error(key, "only used with `backward = true`")
         return None
-    if targets.execution_mode is ExecutionMode.SCRIPT:
-        raise table.error("backward", 'not supported with execution_mode = "script_based"')
+    if targets.op_script:
+        raise table.error("backward", "not supported with `op_script` (autograd needs the op's own function)")
     if targets.framework is not Framework.TORCH and not vjp:
         raise table.error(
             "backward",
@@ -387,9 +417,16 @@ ALL_LAYOUTS = tuple(Layout)
 ALL_DISTRIBUTIONS = tuple(Distribution)
 
 
-def _shapes(table: TableReader, op_name: str, ci: CiSettings) -> tuple[OpShapes, str | None]:
+def _shapes(
+    table: TableReader,
+    op_name: str,
+    ci: CiSettings,
+    targets: OpTargets | None = None,
+    root: Path | None = None,
+) -> tuple[OpShapes, str | None]:
     """Dims (own or from a builtin schema), inputs, the output's dims, kwargs and constraints, checked as one
-    schema (config/dimgraph.py); and the inputs hook."""
+    schema (config/dimgraph.py); and the inputs hook. An [[ops]] entry written as upstream writes it (no
+    `inputs`, no `dims`, no `schema`) gets its input names from its code (config/infer_inputs.py)."""
     schema_name = table.string("schema")
     schema = None
     if schema_name is not None:
@@ -399,6 +436,11 @@ def _shapes(table: TableReader, op_name: str, ci: CiSettings) -> tuple[OpShapes,
                 f"unknown builtin schema {schema_name!r}; expected one of {', '.join(BUILTIN_SCHEMAS)}",
             )
         schema = BUILTIN_SCHEMAS[schema_name]
+    inferred = None
+    if schema is None and targets is not None and root is not None and not table.has("inputs"):
+        if table.has("dims"):
+            raise table.error("dims", 'declare the inputs that use these dims: [ops.inputs] x = ["M", "N"]')
+        schema, inferred = infer_schema(table, op_name, targets, root)
     dims = dims_table(table, "dims")
     if schema is not None:
         for dim_name, sizes in schema[0].items():
@@ -415,7 +457,9 @@ def _shapes(table: TableReader, op_name: str, ci: CiSettings) -> tuple[OpShapes,
         dims = {n: DimSpec(n, s, low=1, high=max(s)) for n, s in DEFAULT_DIMS.items()}
     output_raw = table.raw("output")
     output_dims = (
-        dim_list(table, "output", output_raw) if output_raw is not None else (schema[2] if schema else None)
+        dim_list(table, "output", output_raw)
+        if output_raw is not None
+        else ((schema[2] or None) if schema else None)
     )
     _check_dims_declared(table, inputs, output_dims, dims)
     constraints = tuple(parse_constraint(table, text) for text in table.string_list("constraints", ()) or ())
@@ -434,12 +478,51 @@ def _shapes(table: TableReader, op_name: str, ci: CiSettings) -> tuple[OpShapes,
         else ALL_DISTRIBUTIONS,
         kwarg_bindings=bindings,
         max_elements=table.integer("max_elements", ci.max_elements, minimum=1) or ci.max_elements,
+        inferred=inferred,
     )
     graph = Schema(op_name, shapes, table.line, table.source.path)
     graph.validate()
     if graph.literal:  # the dims stay as declared
         return shapes, hook
     return replace(shapes, dims=graph.static_dims()), hook
+
+
+BuiltinSchema = tuple[dict[str, tuple[int, ...]], dict[str, tuple[str, ...]], tuple[str, ...]]
+
+
+def infer_schema(
+    table: TableReader, op_name: str, targets: OpTargets, root: Path
+) -> tuple[BuiltinSchema, str]:
+    """A builtin schema for an op that lists no inputs: the one its name and input names fit (matmul's a, b;
+    attention's q, k, v), else every input [B, S, H], the same shape (upstream's one shape for all inputs).
+    Returns (schema, what was inferred in words, as TOML a user can paste to change it)."""
+    found = infer_input_names(targets.op, targets.reference, targets.op_script, op_name, root)
+    if found is None:
+        raise table.error(
+            "inputs",
+            f"op {op_name!r} lists no inputs, and gpuemu-ci could not read their names from "
+            f"{_described_targets(targets)} (it reads a function's required parameters, or the keys a "
+            '`reference(inputs, **kwargs)` reads from `inputs`). Add them: inputs = ["x"] (every input '
+            'of shape [B, S, H]), or [ops.inputs] a = ["M", "K"] with [ops.dims]',
+        )
+    names = found.names
+    chosen: BuiltinSchema
+    for schema_name, (dims, inputs, output) in BUILTIN_SCHEMAS.items():
+        if set(inputs) == set(names) and (schema_name in op_name or len(names) > 1):
+            chosen = (dims, {n: inputs[n] for n in names}, output)
+            break
+    else:
+        # No output dims: the op may reduce or reshape; nothing about its output is assumed.
+        chosen = (dict(DEFAULT_DIMS), dict.fromkeys(names, tuple(DEFAULT_DIMS)), ())
+    dims, inputs, _ = chosen
+    shown = ", ".join(f"{n} = [{', '.join(map(repr, d))}]".replace("'", '"') for n, d in inputs.items())
+    sizes = ", ".join(f"{n} = {list(s)}" for n, s in dims.items())
+    return chosen, f"[ops.inputs] {shown}; [ops.dims] {sizes} (names from {found.source})"
+
+
+def _described_targets(targets: OpTargets) -> str:
+    named = [t for t in (targets.op, targets.op_script, targets.reference) if t]
+    return " or ".join(f"`{t}`" for t in named) or "its targets"
 
 
 def _check_dims_declared(

@@ -195,10 +195,13 @@ class TableReader:
             raise self.error(spelled, "expected a list of strings")
         return tuple(value)
 
-    def choice(self, key: str, enum: type[T], default: T) -> T:
+    def choice(self, key: str, enum: type[T], default: T, spellings: Mapping[str, T] | None = None) -> T:
+        """One of `enum`'s values; `spellings`: other accepted names of members (upstream's)."""
         spelled, value = self._take(key)
         if value is _MISSING:
             return default
+        if spellings and isinstance(value, str) and value in spellings:
+            return spellings[value]
         if isinstance(value, str):
             with contextlib.suppress(ValueError):  # a member's value: one lookup
                 return enum(value)  # type: ignore[call-arg]

@@ -10,6 +10,7 @@ plainly (with how to create one) and the run's own verdict decides."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -63,6 +64,30 @@ class BaselineSource:
         except UsageError as exc:
             status = DiffStatus.NO_BASELINE if getattr(exc, "missing", False) else DiffStatus.UNREADABLE
             return replace(self, unusable=BaselineError(exc.message, status=status))
+
+
+TAGS_DIR = Path(".gpuemu") / "baselines"  # beside gpuemu.toml (upstream's `init` makes and ignores .gpuemu/)
+_TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
+
+
+def tagged_baseline(root: Path, tag: str) -> Path:
+    """Where upstream's `baseline TAG` keeps a baseline: .gpuemu/baselines/TAG.json under `root`."""
+    if not _TAG.match(tag) or ".." in tag:
+        raise UsageError(
+            f"baseline tag {tag!r}: use letters, digits, '.', '_', '+' and '-' (like v1.0 or main)"
+        )
+    return root / TAGS_DIR / f"{tag}.json"
+
+
+def save_tagged(source: Path, target: Path) -> Results:
+    """The baseline of the results in `source`, written to `target` (its directory made); returned."""
+    from gpuemu_ci.files import atomic_write
+    from gpuemu_ci.results.codec import to_json
+
+    baseline = baseline_of(read_results(source))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(target, to_json(baseline))
+    return baseline
 
 
 def baseline_of(results: Results) -> Results:

@@ -11,7 +11,16 @@ from gpuemu_ci import dtypes
 from gpuemu_ci.calls import CallResult, CallStatus, CaseRun
 from gpuemu_ci.config.model import Family, OpSpec, Validation
 from gpuemu_ci.fuzz.shapes import shape_of
-from gpuemu_ci.oracle import bounds, flushed, intermediates, log_sum_exp, overflow, power_sums, precision
+from gpuemu_ci.oracle import (
+    bounds,
+    flushed,
+    intermediates,
+    log_sum_exp,
+    overflow,
+    power_sums,
+    precision,
+    tolerance_hint,
+)
 from gpuemu_ci.oracle.argmax import axis_of as argmax_axis
 from gpuemu_ci.oracle.argmax import compare_argmax
 from gpuemu_ci.oracle.compare import DEFAULT_TOLERANCES, allclose_allowance, compare, compare_exact
@@ -263,6 +272,8 @@ def _compare_one(
         if comparator is Comparator.BOUND and any(f.kind is FailureKind.MISMATCH for f in findings)
         else ""
     )
+    if comparator is Comparator.ALLCLOSE and any(f.kind is FailureKind.MISMATCH for f in findings):
+        said += tolerance_hint.note(op)
     if said:
         findings = [
             Finding(f.kind, f.message + said) if f.kind is FailureKind.MISMATCH else f for f in findings

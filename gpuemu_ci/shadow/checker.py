@@ -24,7 +24,8 @@ import numpy as np
 
 from gpuemu_ci.backends.judge_side import reference_run
 from gpuemu_ci.backends.loading import load_target
-from gpuemu_ci.config.model import Config, OpSpec
+from gpuemu_ci.calls import CallStatus, CaseRun
+from gpuemu_ci.config.model import Config, Framework, OpSpec
 from gpuemu_ci.errors import UsageError
 from gpuemu_ci.oracle import bounds, intermediates
 from gpuemu_ci.oracle.judge import CaseContext, comparator_for, judge
@@ -43,6 +44,11 @@ class ShadowCheckFailed(AssertionError):
     """A checked call failed (raised only with `raise_on_failure`, at the next call or `drain()`)."""
 
 
+class ShadowReferenceError(Exception):
+    """The reference (ground truth) raised or returned nothing usable on a checked call: the call could not be
+    judged. Counted in `ShadowStats.reference_errors`, never as a failure of the op."""
+
+
 @dataclass(frozen=True)
 class ShadowFailure:
     """What the `on_failure` callback receives."""
@@ -51,6 +57,8 @@ class ShadowFailure:
     reason: Reason  # why this call was checked
     verdict: str  # the oracle's findings, in words
     capture: Path  # the input snapshot of the call
+    outputs: tuple[np.ndarray, ...] = ()  # what the op returned (NumPy)
+    reference_outputs: tuple[np.ndarray, ...] = ()  # what the reference returned (NumPy float64)
 
 
 @dataclass
@@ -64,6 +72,7 @@ class ShadowStats:
     failures: int = 0
     skipped: int = 0  # checked calls that could not be judged (the inputs do not fit the op's schema)
     internal_errors: int = 0
+    reference_errors: int = 0  # checked calls the reference could not compute (ShadowReferenceError)
     last_error: str | None = None
     reasons: dict[str, int] = field(default_factory=dict)
 
@@ -74,6 +83,8 @@ class _Call:
     kwargs: dict[str, Any]
     outputs: tuple[Held, ...]
     reason: Reason
+    torch_inputs: bool = False  # the op was handed torch tensors (a callable reference gets them too)
+    contexts: tuple[str, ...] = ()  # parameters that held an autograd context (`ctx`), passed a stand-in
 
 
 class Shadow:
@@ -86,7 +97,8 @@ class Shadow:
     outliers are always checked). `outlier_threshold`: how far from the recent calls an outlier is, in units
     of their typical spacing. `device_outliers`: also look for outliers among GPU tensors (off by default:
     reading a GPU tensor's values on every call waits for the GPU; first calls, new shapes and the random
-    share still work without it)."""
+    share still work without it). `reference_gets_op_tensors`: a `reference` callable is handed what the op was
+    handed (torch tensors, as float64 copies, for a torch op) instead of NumPy float64 arrays."""
 
     def __init__(
         self,
@@ -105,6 +117,7 @@ class Shadow:
         device_outliers: bool = False,
         seed: int | None = None,
         start: bool = True,
+        reference_gets_op_tensors: bool = False,
     ) -> None:
         self.op, self.root, self.validation, self._reference = resolve_op(
             op, config=config, reference=reference, family=family, inputs=inputs
@@ -115,6 +128,7 @@ class Shadow:
         self.stats = ShadowStats()
         self._sampler = Sampler(probability, RobustOutliers(outlier_threshold), seed)
         self.device_outliers = device_outliers
+        self.reference_gets_op_tensors = reference_gets_op_tensors
         self._queue: queue.Queue[_Call | None] = queue.Queue(maxsize=queue_size)
         self._lock = threading.Lock()
         self._pending_failure: ShadowFailure | None = None
@@ -201,6 +215,8 @@ class Shadow:
                     plain,
                     tuple(hold(o) for o in outputs if is_tensor(o)),
                     reason,
+                    torch_inputs=any(not isinstance(v, np.ndarray) for v in values),
+                    contexts=tuple(name for name, v in bound.items() if _is_ctx(v)),
                 )
                 try:
                     self._queue.put_nowait(call)
@@ -245,7 +261,19 @@ class Shadow:
     def _check(self, call: _Call) -> None:
         inputs = {name: held.numpy() for name, held in call.inputs.items()}
         outputs = tuple(held.numpy() for held in call.outputs)
-        verdict = self.judge(inputs, call.kwargs, outputs)
+        try:
+            verdict, run = self._judged(inputs, call.kwargs, outputs, call)
+        except ShadowReferenceError as exc:
+            with self._lock:
+                self.stats.checked += 1
+                self.stats.reference_errors += 1
+                self.stats.last_error = str(exc)
+            print(
+                f"gpuemu-ci shadow: {self.op.name}: the reference could not be computed, so this call was not "
+                f"judged (not counted as the op failing): {str(exc).splitlines()[0][:300]}",
+                file=sys.stderr,
+            )
+            return
         with self._lock:
             self.stats.checked += 1
         if verdict is None:
@@ -264,7 +292,8 @@ class Shadow:
             verdict,
             reason=call.reason.value,
         )
-        failure = ShadowFailure(self.op.name, call.reason, message, capture)
+        reference_outputs = run.reference.outputs if run is not None else ()
+        failure = ShadowFailure(self.op.name, call.reason, message, capture, outputs, reference_outputs)
         with self._lock:
             self.stats.failures += 1
             self._pending_failure = failure
@@ -273,33 +302,61 @@ class Shadow:
         else:
             print(f"gpuemu-ci shadow: {self.op.name} failed a check; capture {capture}", file=sys.stderr)
 
-    def _reference_invoke(self) -> Callable[[dict[str, Any], dict[str, Any]], Any]:
-        """The reference as the judge side calls it: the function given, or the op's reference target, loaded."""
+    def _reference_invoke(
+        self, contexts: tuple[str, ...] = ()
+    ) -> Callable[[dict[str, Any], dict[str, Any]], Any]:
+        """The reference as the judge side calls it: the function given (with a stand-in for each autograd
+        context parameter it mirrors), or the op's reference target, loaded."""
         given = self._reference
         if given is None:
             return load_target(reference_target(self.op, self.root)).invoke
 
         def invoke(arrays: dict[str, Any], kwargs: dict[str, Any]) -> Any:
-            return given(**arrays, **kwargs)
+            stand_ins = {name: DetachedContext() for name in contexts}
+            return given(**stand_ins, **arrays, **kwargs)
 
         return invoke
 
     def judge(
         self, inputs: Mapping[str, np.ndarray], kwargs: Mapping[str, Any], outputs: tuple[np.ndarray, ...]
     ) -> CaseVerdict | None:
-        """The oracle's verdict on one call (None when the inputs do not fit the op's schema)."""
+        """The oracle's verdict on one call (None when the inputs do not fit the op's schema); raises
+        ShadowReferenceError when the reference cannot be computed (never a verdict against the op)."""
+        return self._judged(inputs, kwargs, outputs, None)[0]
+
+    def _judged(
+        self,
+        inputs: Mapping[str, np.ndarray],
+        kwargs: Mapping[str, Any],
+        outputs: tuple[np.ndarray, ...],
+        call: _Call | None,
+    ) -> tuple[CaseVerdict | None, CaseRun | None]:
         dims = dims_of(self.op, inputs)
         if dims is None or not outputs:
-            return None
+            return None, None
         dtype = _case_dtype(self.op, inputs, outputs)
         bound = comparator_for(self.op, dtype) is Comparator.BOUND
         probed = intermediates.probed_inputs(self.op, dtype) if bound else ()
         abs_inputs = (bounds.abs_linear_inputs(self.op) or probed) if bound else ()
-        run = reference_run(self._reference_invoke(), dict(inputs), dict(kwargs), outputs, abs_inputs, probed)
+        # A ground truth written for the op's torch tensors gets them (float64 copies), when asked for.
+        framework = (
+            Framework.TORCH
+            if self.reference_gets_op_tensors
+            and self._reference is not None
+            and call is not None
+            and call.torch_inputs
+            else Framework.NUMPY
+        )
+        invoke = self._reference_invoke(call.contexts if call is not None else ())
+        run = reference_run(invoke, dict(inputs), dict(kwargs), outputs, abs_inputs, probed, framework)
+        if run.reference.status is not CallStatus.OK:
+            raise ShadowReferenceError(f"the reference {run.reference.status.value}: {run.reference.message}")
+        if not run.reference.outputs:
+            raise ShadowReferenceError("the reference returned no array")
         # Real data: no rounding-bias test (one call's values are not independent draws), and addends treated
         # as correlated (the bound's conservative g(n) = n), so a correct op is never flagged by its data.
         context = CaseContext(dtype, dims, kwargs, dict(inputs), bias_test=False, correlated=True)
-        return judge(self.op, context, run, self.validation)
+        return judge(self.op, context, run, self.validation), run
 
 
 def shadow(op: str | None = None, **options: Any) -> Shadow:
@@ -315,6 +372,26 @@ def _case_dtype(op: OpSpec, inputs: Mapping[str, np.ndarray], outputs: tuple[np.
         if name is not None and name in ("float64", "float32", "float16", "bfloat16"):
             return name
     return op.output_dtype or op.dtypes[0]
+
+
+class DetachedContext:
+    """What a ground truth mirroring `forward(ctx, ...)` receives as `ctx`: it accepts what forward does to a
+    context (attributes, save_for_backward, mark_dirty, ...) and keeps it to itself, so checking a call can
+    never change what the real backward reads."""
+
+    saved_tensors: tuple[Any, ...] = ()
+
+    def save_for_backward(self, *tensors: Any) -> None:
+        self.saved_tensors = tensors
+
+    def mark_dirty(self, *tensors: Any) -> None:
+        """Nothing to mark: the ground truth's inputs are copies."""
+
+    def mark_non_differentiable(self, *tensors: Any) -> None:
+        """Nothing to mark: no graph is built from the ground truth."""
+
+    def set_materialize_grads(self, value: bool) -> None:
+        """No gradients are computed from the ground truth."""
 
 
 def _is_ctx(value: Any) -> bool:

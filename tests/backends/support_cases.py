@@ -122,7 +122,8 @@ REF_SCRIPT = """
 import numpy as np
 
 def reference(inputs, **kwargs):
-    return np.asarray(inputs["a"]) + np.asarray(inputs["b"]) * kwargs.get("scale", 1.0)
+    # Over upstream's protocol (script_based) kwargs arrive as strings.
+    return np.asarray(inputs["a"]) + np.asarray(inputs["b"]) * float(kwargs.get("scale", 1.0))
 """
 
 BROKEN = """

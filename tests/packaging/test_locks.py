@@ -85,3 +85,19 @@ def test_dev_lock_pins_every_declared_development_requirement_with_hashes() -> N
                 problems.append(f"{requirement.name}=={version}: outside {requirement.specifier}")
     assert problems == [], "run requirements/dev-lock.sh: " + "; ".join(problems)
     assert sum(len(pins) for pins in locked.values()) >= len(_declared())  # the parser read the whole lock
+
+
+def test_tensorflow_lock_keeps_every_version_dev_lock_pins() -> None:
+    """tensorflow.lock is installed on top of dev.lock (.ci/run): a package both name must be the same version
+    under the same markers, so that TensorFlow never moves numpy or ml_dtypes (run requirements/dev-lock.sh)."""
+    dev = _locked((REQUIREMENTS / "dev.lock").read_text(encoding="utf-8"))
+    tensorflow = _locked((REQUIREMENTS / "tensorflow.lock").read_text(encoding="utf-8"))
+    assert "tensorflow-cpu" in tensorflow
+    shared = sorted(set(dev) & set(tensorflow))
+    assert {"numpy", "ml-dtypes"} <= set(shared)
+    moved = [
+        name
+        for name in shared
+        if sorted((v, m) for v, _, m in dev[name]) != sorted((v, m) for v, _, m in tensorflow[name])
+    ]
+    assert moved == [], f"tensorflow.lock moves {moved}: run requirements/dev-lock.sh"

@@ -194,8 +194,8 @@ def test_stop_start_probability_and_a_full_queue_are_counted(norms, tmp_path: Pa
     assert checker.stats.calls == 0  # stopped: calls pass straight through
     checker.start()
     busy = threading.Event()  # the checker thread is held on its first check, as a slow reference would
-    judge = checker.judge
-    checker.judge = lambda *a, **k: (busy.wait(30), judge(*a, **k))[1]  # type: ignore[method-assign]
+    judge = checker._judged
+    checker._judged = lambda *a, **k: (busy.wait(30), judge(*a, **k))[1]  # type: ignore[method-assign]
     for _ in range(200):
         shadowed(torch.randn(4, 64), torch.ones(64))
     busy.set()

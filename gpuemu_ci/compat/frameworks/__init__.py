@@ -1,0 +1,1 @@
+"""Upstream's `gpuemu.frameworks`: `pytorch.validate_pytorch`."""
