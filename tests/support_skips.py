@@ -48,7 +48,7 @@ GROUPS: tuple[SkipGroup, ...] = (
     ),
     SkipGroup(
         "GPU",
-        re.compile(r"no GPU|NVIDIA GPU|could not import 'cupy'|cupy", re.I),
+        re.compile(r"no GPU|NVIDIA GPU|CUDA device|could not import 'cupy'|cupy", re.I),
         "no NVIDIA GPU with CuPy here (bench/gpu_proof.sh runs them on one)",
     ),
     SkipGroup(

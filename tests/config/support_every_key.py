@@ -278,6 +278,12 @@ def run(inputs, factor=2.0):
     x = inputs["x"]
     return (x.astype(np.float32) * np.float32(factor)).astype(x.dtype)
 """
+# A reference script as upstream writes one for script_based and daemon_orchestrated: run as a subprocess over
+# upstream's JSON protocol, `reference(inputs, **kwargs)` called with the inputs dict.
+REFERENCE_SCRIPT = """
+def reference(inputs, factor=2.0):
+    return inputs["x"] * factor
+"""
 SCRIPT_WRONG = """
 import numpy as np
 
@@ -335,6 +341,7 @@ extern "C" __global__ void shared(const float* x, float* out, int n) {
 FILES: dict[str, str] = {
     "keyops.py": KEYOPS,
     "script_good.py": SCRIPT_GOOD,
+    "ref_script.py": REFERENCE_SCRIPT,
     "script_wrong.py": SCRIPT_WRONG,
     "k/scale.cu": KERNEL,
     "k/inc/scale.h": KERNEL_HEADER,
@@ -849,19 +856,21 @@ PAIRS.update(
 
 # [[ops]]: each pair two ops of the shared projects.
 def _mode(mode: str) -> Pair:
+    # script_based and daemon_orchestrated run the reference as upstream does: a script in its own process.
+    reference = {"reference": '"ref_script.py"'} if mode in ("script_based", "daemon_orchestrated") else {}
     if mode == "script_based":
         return _op_pair(
             f"mode.{mode}",
-            {"op_script": '"script_wrong.py"'},
-            {"op_script": '"script_good.py"'},
+            {"op_script": '"script_wrong.py"', **reference},
+            {"op_script": '"script_good.py"', **reference},
             "exceed",
             drop=("op",),
             execution_mode='"script_based"',
         )
     return _op_pair(
         f"mode.{mode}",
-        {"op": '"keyops:off_1"'},
-        {"op": '"keyops:scale"'},
+        {"op": '"keyops:off_1"', **reference},
+        {"op": '"keyops:scale"', **reference},
         "exceed",
         execution_mode=f'"{mode}"',
     )
@@ -985,13 +994,13 @@ PAIRS.update(
             )
         ),
         "[ops].execution_mode": Pair(
-            _refused_op("needs `op_script`", op("mode", execution_mode='"script_based"', drop=("op",))),
+            _refused_op("names no op to run", op("mode", execution_mode='"script_based"', drop=("op",))),
             _ops("mode", op("mode", execution_mode='"callable"'), P),
         ),
         "[ops].op_script": _op_pair(
             "[ops].op_script",
-            {"op_script": '"script_wrong.py"'},
-            {"op_script": '"script_good.py"'},
+            {"op_script": '"script_wrong.py"', "reference": '"ref_script.py"'},
+            {"op_script": '"script_good.py"', "reference": '"ref_script.py"'},
             "exceed",
             drop=("op",),
             execution_mode='"script_based"',
