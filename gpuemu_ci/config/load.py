@@ -19,11 +19,13 @@ from typing import Any
 from gpuemu_ci.config import ops as ops_parser
 from gpuemu_ci.config.kernel_layouts import fit_layouts, flushes_subnormals
 from gpuemu_ci.config.model import (
+    PATTERN_TARGETS,
     ArtifactChecks,
     CiSettings,
     Config,
     Framework,
     KernelDeltaOverride,
+    KernelLanguage,
     KernelLaunch,
     KernelSpec,
     PatternCheck,
@@ -32,11 +34,15 @@ from gpuemu_ci.config.model import (
     Validation,
 )
 from gpuemu_ci.config.nesting import deepest
+from gpuemu_ci.config.ops import table_choice
 from gpuemu_ci.config.reader import SourceText, TableReader
 from gpuemu_ci.config.schema import canonical_dtype, check_dtype
 from gpuemu_ci.errors import ConfigError
 
 CONFIG_NAME = "gpuemu.toml"
+_AMD_ARCH = re.compile(
+    r"^gfx[0-9]+[0-9a-f]*(?::(?:sramecc|xnack)[+-])*$"
+)  # a target ID: processor[:feature±]
 USER_CONFIG_ENV = "GPUEMU_USER_CONFIG"  # a path, or "none" to ignore user defaults
 USER_SECTIONS = ("validation", "ci", "policies")
 
@@ -372,10 +378,10 @@ def _kernel(
     source = (root / source_text).resolve()
     if not source.is_file():
         raise table.error("source", f"file not found: {source_text} (relative to {root})")
+    language = _language(table, source)
     archs = table.string_list("archs", ()) or ()
     for arch in archs:
-        if not arch.startswith(("sm_", "compute_")) or not arch.split("_", 1)[1].rstrip("af").isdigit():
-            raise table.error("archs", f'{arch!r} is not an arch like "sm_80" or "sm_90a"')
+        _check_arch(table, arch, language)
     include_dirs = tuple((root / d).resolve() for d in table.string_list("include_dirs", ()) or ())
     checks = _artifact_checks(
         table.table(
@@ -386,7 +392,8 @@ def _kernel(
                 "forbidden_instructions": "forbidden_patterns",
                 "max_regs": "max_registers",
             },
-        )
+        ),
+        language,
     )
     flags = table.string_list("flags", ()) or ()
     launch_table = table.table("launch")
@@ -406,7 +413,10 @@ def _kernel(
         op, problems = fit_layouts(op, launch.args, op_layouts_explicit=table.has("layouts"))
         if problems:
             raise table.error("layouts" if table.has("layouts") else "inputs", problems[0])
-        execution = dataclasses.replace(op.execution, require_gpu=True)  # a CuPy launch
+        # A CuPy launch on an NVIDIA GPU; a HIP kernel's needs an AMD GPU.
+        execution = dataclasses.replace(
+            op.execution, require_gpu=True, amd_gpu=language is KernelLanguage.HIP
+        )
         op = dataclasses.replace(op, execution=execution)
         if flushes_subnormals(flags):  # the launch is built with these flags
             op = dataclasses.replace(op, error_model=dataclasses.replace(op.error_model, flush_to_zero=True))
@@ -431,14 +441,38 @@ def _kernel(
         launch=launch,
         op=op,
         line=table.line,
+        language=language,
     )
     table.finish()
     return kernel
 
 
-def _artifact_checks(table: TableReader | None) -> ArtifactChecks:
+def _language(table: TableReader, source: Path) -> KernelLanguage:
+    """`language`, else HIP for a .hip source and CUDA for the rest; a .ptx is CUDA's only."""
+    implied = KernelLanguage.HIP if source.suffix.lower() == ".hip" else KernelLanguage.CUDA
+    language = table_choice(table, "language", table.string("language"), KernelLanguage) or implied
+    if language is KernelLanguage.HIP and source.suffix.lower() == ".ptx":
+        raise table.error(
+            "language", f'{source.name} is PTX, which only CUDA kernels have; drop language = "hip"'
+        )
+    return language
+
+
+def _check_arch(table: TableReader, arch: str, language: KernelLanguage) -> None:
+    if language is KernelLanguage.HIP:
+        if not _AMD_ARCH.match(arch):
+            raise table.error(
+                "archs",
+                f'{arch!r} is not an AMD GPU arch like "gfx90a", "gfx1030" or "gfx90a:xnack+" (a HIP kernel)',
+            )
+    elif not arch.startswith(("sm_", "compute_")) or not arch.split("_", 1)[1].rstrip("af").isdigit():
+        raise table.error("archs", f'{arch!r} is not an arch like "sm_80" or "sm_90a"')
+
+
+def _artifact_checks(table: TableReader | None, language: KernelLanguage) -> ArtifactChecks:
     if table is None:
         return ArtifactChecks()
+    targets = PATTERN_TARGETS[language]
     checks = ArtifactChecks(
         max_registers=table.integer("max_registers", None, minimum=0),
         max_spills=table.integer("max_spills", None, minimum=0),
@@ -446,14 +480,15 @@ def _artifact_checks(table: TableReader | None) -> ArtifactChecks:
         max_spill_loads=table.integer("max_spill_loads", None, minimum=0),
         max_local_memory=table.integer("max_local_memory", None, minimum=0),
         max_shared_memory=table.integer("max_shared_memory", None, minimum=0),
-        required_patterns=_patterns(table, "required_patterns"),
-        forbidden_patterns=_patterns(table, "forbidden_patterns"),
+        required_patterns=_patterns(table, "required_patterns", targets),
+        forbidden_patterns=_patterns(table, "forbidden_patterns", targets),
     )
     table.finish()
     return checks
 
 
-def _patterns(table: TableReader, key: str) -> tuple[PatternCheck, ...]:
+def _patterns(table: TableReader, key: str, targets: tuple[str, ...]) -> tuple[PatternCheck, ...]:
+    """`targets`: what this kernel's language can be matched against; a plain string goes to the first."""
     import re
 
     raw = table.raw(key, [])
@@ -462,15 +497,22 @@ def _patterns(table: TableReader, key: str) -> tuple[PatternCheck, ...]:
     patterns = []
     for item in raw:
         if isinstance(item, str):
-            check = PatternCheck(item, "ptx")
+            check = PatternCheck(item, targets[0])
         elif isinstance(item, dict):
             sub = TableReader(item, f"{table.where}.{key}[]", table.source, table.line_of(key))
             check = PatternCheck(
-                sub.string("pattern", required=True) or "", sub.string("target", "ptx") or "ptx"
+                sub.string("pattern", required=True) or "", sub.string("target", targets[0]) or targets[0]
             )
             sub.finish()
-            if check.target not in ("ptx", "sass"):
-                raise table.error(key, f'target must be "ptx" or "sass", got {check.target!r}')
+            if check.target not in targets:
+                shown = " or ".join(f'"{t}"' for t in targets)
+                other = next(lang for lang, ts in PATTERN_TARGETS.items() if ts != targets)
+                why = (
+                    f" ({check.target!r} is for {other.value.upper()} kernels)"
+                    if check.target in PATTERN_TARGETS[other]
+                    else ""
+                )
+                raise table.error(key, f"target must be {shown}, got {check.target!r}{why}")
         else:
             raise table.error(key, "expected a list of regexes or {pattern, target} tables")
         try:

@@ -1,7 +1,9 @@
 """Turn `[kernels.artifact_checks]` into violations for one kernel entry on one arch.
 
 Limits are checked against what ptxas reported for the entry, and spill/stack limits also against every
-non-inlined device function the entry calls (ptxas reports those separately, without a `Used` line).
+non-inlined device function the entry calls (ptxas reports those separately, without a `Used` line). A HIP
+kernel's limits are checked against what the AMDGPU compiler reported: max_registers against its VGPRs,
+max_spills against the registers it spilled, max_local_memory against scratch, max_shared_memory against LDS.
 Patterns are regexes searched in each instruction (`opcode operands`, predicate left off) of the entry and
 the functions it calls; anchor them (`^ld\\.local`) to match opcodes only. A check that cannot be carried
 out (a SASS pattern without a SASS tool, a figure ptxas did not print) is a WARNING, never a silent pass.
@@ -13,12 +15,10 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from gpuemu_ci.config.model import ArtifactChecks, PatternCheck
+from gpuemu_ci.config.model import PATTERN_TARGETS, ArtifactChecks, KernelLanguage, PatternCheck
 from gpuemu_ci.errors import ConfigError
 from gpuemu_ci.results.base import Severity
-from gpuemu_ci.results.kernels import KernelMetrics, Violation
-
-PATTERN_TARGETS = ("ptx", "sass")
+from gpuemu_ci.results.kernels import AmdgpuUsage, KernelMetrics, Violation
 
 
 @dataclass(frozen=True)
@@ -29,14 +29,18 @@ class Listing:
     instructions: tuple[str, ...]
 
 
-def validate_checks(checks: ArtifactChecks, *, kernel: str) -> None:
-    """Reject a pattern that is not a valid regex or names an unknown target (ConfigError, exit 2)."""
+def validate_checks(
+    checks: ArtifactChecks, *, kernel: str, language: KernelLanguage = KernelLanguage.CUDA
+) -> None:
+    """Reject a pattern that is not a valid regex or names a target the kernel's language has not, and a
+    limit the language's compiler does not report (ConfigError, exit 2)."""
+    targets = PATTERN_TARGETS[language]
     for kind, patterns in (("required", checks.required_patterns), ("forbidden", checks.forbidden_patterns)):
         for p in patterns:
-            if p.target not in PATTERN_TARGETS:
+            if p.target not in targets:
                 raise ConfigError(
                     f"kernel {kernel!r}: {kind} pattern {p.pattern!r} has target {p.target!r}; "
-                    f"use one of {', '.join(PATTERN_TARGETS)}"
+                    f"use one of {', '.join(targets)} (a {language.value.upper()} kernel)"
                 )
             try:
                 re.compile(p.pattern)
@@ -44,6 +48,14 @@ def validate_checks(checks: ArtifactChecks, *, kernel: str) -> None:
                 raise ConfigError(
                     f"kernel {kernel!r}: {kind} pattern {p.pattern!r} is not a valid regex: {exc}"
                 ) from exc
+    if language is KernelLanguage.HIP:
+        for key in ("max_spill_stores", "max_spill_loads"):
+            if getattr(checks, key) is not None:
+                raise ConfigError(
+                    f"kernel {kernel!r}: {key} cannot be checked for a HIP kernel: the AMDGPU compiler reports "
+                    "how many registers it spilled, not spill store and load bytes; use max_spills (VGPRs + "
+                    "SGPRs spilled) and max_local_memory (scratch bytes per lane)"
+                )
 
 
 def _limit(
@@ -58,6 +70,7 @@ def _limit(
     if limit is None:
         return
     if value is None:
+        reporter = "the AMDGPU compiler" if m.amdgpu is not None else "ptxas"
         out.append(
             Violation(
                 m.kernel,
@@ -65,7 +78,7 @@ def _limit(
                 metric,
                 limit,
                 None,
-                f"{m.kernel} [{m.arch}]: max_{metric} = {limit} NOT CHECKED: ptxas did not report {what}",
+                f"{m.kernel} [{m.arch}]: max_{metric} = {limit} NOT CHECKED: {reporter} did not report {what}",
                 Severity.WARNING,
             )
         )
@@ -82,8 +95,26 @@ def _limit(
         )
 
 
+def _amdgpu_limits(m: KernelMetrics, amd: AmdgpuUsage, checks: ArtifactChecks) -> list[Violation]:
+    """A HIP kernel's limits, in the AMDGPU compiler's terms. Its figures already include every function the
+    kernel calls (the compiler adds the callees' registers and scratch to the kernel's)."""
+    out: list[Violation] = []
+    _limit(out, m, "registers", checks.max_registers, amd.vgprs, "VGPRs", "")
+    spills = (
+        "spilled registers"
+        if amd.spills is None
+        else f"spilled registers ({amd.vgpr_spills} VGPRs + {amd.sgpr_spills} SGPRs) ="
+    )
+    _limit(out, m, "spills", checks.max_spills, amd.spills, spills, "")
+    _limit(out, m, "local_memory", checks.max_local_memory, amd.scratch_bytes, "scratch per lane", " B")
+    _limit(out, m, "shared_memory", checks.max_shared_memory, amd.lds_bytes, "static LDS per workgroup", " B")
+    return out
+
+
 def check_limits(m: KernelMetrics, checks: ArtifactChecks) -> list[Violation]:
     """Numeric limits on the entry and on the device functions it calls."""
+    if m.amdgpu is not None:
+        return _amdgpu_limits(m, m.amdgpu, checks)
     out: list[Violation] = []
     _limit(out, m, "registers", checks.max_registers, m.registers, "registers", "")
     spills = m.spills

@@ -12,13 +12,14 @@ import dataclasses
 import hashlib
 import os
 import re
+import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import msgspec
 
-from gpuemu_ci.config.model import KernelSpec
+from gpuemu_ci.config.model import KernelLanguage, KernelSpec
 from gpuemu_ci.errors import ConfigError, InfraError
 from gpuemu_ci.lint.compile import (
     DEFAULT_TIMEOUT_S,
@@ -29,6 +30,11 @@ from gpuemu_ci.lint.compile import (
     parse_compile_error,
     source_kind,
 )
+from gpuemu_ci.lint.hip_compile import compile_hip_all
+from gpuemu_ci.lint.hip_lint import HIP_INSTALL_HINT, check_hip_flags, kernel_symbols, resolve_hip_archs
+from gpuemu_ci.lint.hip_lint import compile_jobs as hip_compile_jobs
+from gpuemu_ci.lint.hip_lint import kernel_result as hip_kernel_result
+from gpuemu_ci.lint.hip_toolchain import HipToolchain, discover_hip_toolchain, is_amd_arch
 from gpuemu_ci.lint.model import LintReport, Toolchain
 from gpuemu_ci.lint.names import KernelName, kernel_names, select_entries
 from gpuemu_ci.lint.ptxas_log import FunctionUsage
@@ -119,8 +125,9 @@ def _check_flags(spec: KernelSpec, kind: SourceKind) -> None:
 def _resolve_archs(
     spec: KernelSpec, cli_archs: Sequence[str], toolchain: Toolchain
 ) -> tuple[tuple[str, ...], ArchSource]:
-    if cli_archs:
-        archs, origin = tuple(cli_archs), ArchSource.COMMAND_LINE
+    cuda_archs = [a for a in cli_archs if not is_amd_arch(a)]  # the gfx ones are for the HIP kernels
+    if cuda_archs:
+        archs, origin = tuple(cuda_archs), ArchSource.COMMAND_LINE
     elif spec.archs:
         archs, origin = tuple(spec.archs), ArchSource.CONFIG
     else:
@@ -156,9 +163,24 @@ def _validate(spec: KernelSpec, root: Path | None) -> KernelSpec:
     if not source.is_file():
         raise ConfigError(f"kernel {spec.name!r}: source {spec.source} does not exist", line=spec.line)
     spec_abs = dataclasses.replace(spec, source=source)
-    _check_flags(spec_abs, source_kind(source))
-    validate_checks(spec.artifact_checks, kernel=spec.name)
+    if spec.language is KernelLanguage.HIP:
+        check_hip_flags(spec_abs)
+    else:
+        _check_flags(spec_abs, source_kind(source))
+    validate_checks(spec.artifact_checks, kernel=spec.name, language=spec.language)
     return spec_abs
+
+
+def _check_cli_archs(archs: Sequence[str], specs: Sequence[KernelSpec]) -> None:
+    """Each --arch is for the kernels of its language (sm_XX: CUDA, gfxNNN: HIP); one no kernel can take is a
+    mistake, not something to ignore."""
+    languages = {s.language for s in specs}
+    for arch in archs:
+        language = KernelLanguage.HIP if is_amd_arch(arch) else KernelLanguage.CUDA
+        if language not in languages:
+            raise ConfigError(
+                f"--arch {arch} is an arch for {language.value.upper()} kernels and no selected kernel is one"
+            )
 
 
 def _shared_memory(f: FunctionUsage) -> int | None:
@@ -323,6 +345,7 @@ def check_kernels(
     archs: Sequence[str] | None = None,
     root: Path | None = None,
     toolchain: Toolchain | None = None,
+    hip_toolchain: HipToolchain | None = None,
 ) -> None:
     """Everything `lint_kernels` would refuse as a config error (a missing source, a bad or unsupported arch, a
     flag that fights the lint), found without compiling: `gpuemu-ci run` checks this before any op runs, so
@@ -330,12 +353,18 @@ def check_kernels(
     it with the results (exit 3)."""
     if not kernels:
         return
-    tc = toolchain if toolchain is not None else discover_toolchain()
     specs = [_validate(k, root) for k in kernels]
-    if tc.nvcc is None and tc.ptxas is None:
-        return
-    for spec in specs:
-        _resolve_archs(spec, archs or (), tc)
+    _check_cli_archs(archs or (), specs)
+    cuda = [s for s in specs if s.language is KernelLanguage.CUDA]
+    hip = [s for s in specs if s.language is KernelLanguage.HIP]
+    tc = (toolchain if toolchain is not None else discover_toolchain()) if cuda else None
+    if tc is not None and (tc.nvcc is not None or tc.ptxas is not None):
+        for spec in cuda:
+            _resolve_archs(spec, archs or (), tc)
+    htc = (hip_toolchain if hip_toolchain is not None else discover_hip_toolchain()) if hip else None
+    if htc is not None and not htc.missing:
+        for spec in hip:
+            resolve_hip_archs(spec, archs or (), htc)
 
 
 def lint_kernels(
@@ -345,18 +374,54 @@ def lint_kernels(
     jobs: int | None = None,
     root: Path | None = None,
     toolchain: Toolchain | None = None,
+    hip_toolchain: HipToolchain | None = None,
     timeout: float = DEFAULT_TIMEOUT_S,
 ) -> LintReport:
-    """Lint every kernel spec for its archs (`archs` overrides them all), `jobs` compiles at a time.
+    """Lint every kernel spec for its archs (`archs` overrides them all, each for the kernels of its language),
+    `jobs` compiles at a time.
 
-    `root` (the config's directory) makes source paths in the report relative. `toolchain` defaults to what
-    `discover_toolchain()` finds.
-    """
+    `root` (the config's directory) makes source paths in the report relative. `toolchain` (CUDA) and
+    `hip_toolchain` default to what `discover_toolchain()` and `discover_hip_toolchain()` find; each is looked
+    for only when a kernel of its language is configured."""
     started = time.perf_counter()
     if not kernels:
         return LintReport(status=LintStatus.NO_KERNELS, toolchain=None, reason="no [[kernels]] configured")
-    tc = toolchain if toolchain is not None else discover_toolchain()
     specs = [_validate(k, root) for k in kernels]
+    _check_cli_archs(archs or (), specs)
+    cuda = [s for s in specs if s.language is KernelLanguage.CUDA]
+    hip = [s for s in specs if s.language is KernelLanguage.HIP]
+    tc = (toolchain if toolchain is not None else discover_toolchain()) if cuda else None
+    htc = (hip_toolchain if hip_toolchain is not None else discover_hip_toolchain()) if hip else None
+    results: dict[str, KernelResult] = {}
+    compiles = 0
+    if tc is not None:
+        done, compiles = _lint_cuda(cuda, tc, archs or (), jobs, root, timeout)
+        results.update(done)
+    if htc is not None:
+        done, count = _lint_hip(
+            hip, htc, archs or (), jobs, root, timeout, cxxfilt=tc.cxxfilt if tc else None
+        )
+        results.update(done)
+        compiles += count
+    return LintReport(
+        status=LintStatus.RAN,
+        toolchain=tc,
+        hip_toolchain=htc,
+        kernels=tuple(results[s.name] for s in specs),
+        duration_s=time.perf_counter() - started,
+        jobs=max(1, min(jobs or os.cpu_count() or 1, compiles)),
+    )
+
+
+def _lint_cuda(
+    specs: Sequence[KernelSpec],
+    tc: Toolchain,
+    archs: Sequence[str],
+    jobs: int | None,
+    root: Path | None,
+    timeout: float,
+) -> tuple[dict[str, KernelResult], int]:
+    """The CUDA kernels' results by name, and how many compiles it took."""
     kinds = {source_kind(s.source) for s in specs}
     if SourceKind.CUDA in kinds and tc.frontend is None:
         raise InfraError(
@@ -364,7 +429,7 @@ def lint_kernels(
         )
     if SourceKind.PTX in kinds and tc.ptxas is None:
         raise InfraError(f"ptxas was not found, so the .ptx kernels cannot be linted. {_INSTALL_HINT}")
-    plan = [(s, *_resolve_archs(s, archs or (), tc)) for s in specs]
+    plan = [(s, *_resolve_archs(s, archs, tc)) for s in specs]
     compile_jobs = [
         CompileJob(s.name, s.source, arch, s.flags, s.include_dirs, s.defines)
         for s, arch_list, _ in plan
@@ -374,16 +439,56 @@ def lint_kernels(
     raw = [f.name for o in outputs for f in o.ptxas.functions]
     raw += [f.name for o in outputs if o.ptx is not None for f in o.ptx.functions]
     names = kernel_names(raw, tc.cxxfilt)
-    results = []
+    results = {}
     index = 0
     for spec, arch_list, origin in plan:
         mine = outputs[index : index + len(arch_list)]
         index += len(arch_list)
-        results.append(_kernel_result(spec, mine, arch_list, origin, names, tc, root))
-    return LintReport(
-        status=LintStatus.RAN,
-        toolchain=tc,
-        kernels=tuple(results),
-        duration_s=time.perf_counter() - started,
-        jobs=max(1, min(jobs or os.cpu_count() or 1, len(compile_jobs))),
-    )
+        results[spec.name] = _kernel_result(spec, mine, arch_list, origin, names, tc, root)
+    return results, len(compile_jobs)
+
+
+def _lint_hip(
+    specs: Sequence[KernelSpec],
+    tc: HipToolchain,
+    archs: Sequence[str],
+    jobs: int | None,
+    root: Path | None,
+    timeout: float,
+    *,
+    cxxfilt: str | None,
+) -> tuple[dict[str, KernelResult], int]:
+    """The HIP kernels' results by name, and how many compiles it took."""
+    if tc.missing:
+        raise InfraError(
+            f"the HIP kernels cannot be linted: {', '.join(tc.missing)} not found. {HIP_INSTALL_HINT}"
+        )
+    plan = [(s, *resolve_hip_archs(s, archs, tc)) for s in specs]
+    jobs_list = [job for s, arch_list, _ in plan for job in hip_compile_jobs(s, arch_list)]
+    outputs = compile_hip_all(jobs_list, tc, workers=jobs, timeout=timeout)
+    names = kernel_names([n for o in outputs for n in kernel_symbols(o)], cxxfilt or shutil.which("c++filt"))
+    results = {}
+    index = 0
+    for spec, arch_list, origin in plan:
+        mine = outputs[index : index + len(arch_list)]
+        index += len(arch_list)
+        source = _display(spec.source, root)
+        status, entries, violations, error = hip_kernel_result(
+            spec, mine, arch_list, origin, names, tc, source
+        )
+        if error is not None and error.file:
+            error = msgspec.structs.replace(error, file=_display(Path(error.file), root))
+        results[spec.name] = KernelResult(
+            name=spec.name,
+            source=source,
+            source_sha256=hashlib.sha256(spec.source.read_bytes()).hexdigest(),
+            line=spec.line,
+            status=status,
+            archs=arch_list,
+            arch_source=origin,
+            entries=tuple(entries),
+            violations=tuple(violations),
+            error=error,
+            duration_s=sum(o.duration_s for o in mine),
+        )
+    return results, len(jobs_list)

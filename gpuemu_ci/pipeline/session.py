@@ -21,6 +21,13 @@ from gpuemu_ci.results.model import GpuInfo, OpResult
 DETECT = "detect"
 
 
+# Said wherever a HIP kernel's launch does not run (every machine, for now): why, and what still ran.
+HIP_LAUNCH_UNSUPPORTED = (
+    "gpuemu-ci does not launch HIP kernels yet (their lint runs everywhere; fuzzing them against the reference "
+    "needs an AMD GPU and a launch path tested on one)"
+)
+
+
 def needs_gpu(op: OpSpec) -> bool:
     return op.execution.require_gpu or op.targets.framework is Framework.CUPY
 
