@@ -27,7 +27,8 @@ _REMARK = re.compile(
 )
 _FIGURE = re.compile(r"^\s*(?P<name>[A-Za-z][A-Za-z ]*?)(?:\s*\[(?P<unit>[^\]]+)\])?:\s*(?P<value>\S.*?)\s*$")
 _DIAGNOSTIC = re.compile(
-    r"^(?:(?P<file>.+?):(?P<line>\d+):(?:\d+:)? )?(?P<level>warning|error|fatal error): (?P<msg>.*)$"
+    r"^(?:(?P<file>.+?):(?P<line>\d+):(?:\d+:)? |clang(?:\+\+)?(?:-\d+)?: )?"
+    r"(?P<level>warning|error|fatal error): (?P<msg>.*)$"
 )
 
 # The remark's name (and unit) -> the attribute of FunctionRemarks it fills.

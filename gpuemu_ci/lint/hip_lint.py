@@ -9,7 +9,6 @@ llvm-objdump disassembly for instruction counts and patterns.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from gpuemu_ci.config.model import KernelSpec
@@ -52,10 +51,6 @@ HIP_OWN_FLAGS = (
     "--genco",
     "-fgpu-rdc",
 )
-_CLANG_ERROR = re.compile(
-    r"^(?P<file>[^\s:][^:\n]*):(?P<line>\d+):(?:\d+:)? (?:fatal )?error: (?P<msg>.+)$", re.MULTILINE
-)
-_CLANG_DRIVER_ERROR = re.compile(r"^(?:clang(?:\+\+)?(?:-\d+)?): error: (?P<msg>.+)$", re.MULTILINE)
 HIP_INSTALL_HINT = (
     "Install a clang with the AMDGPU backend and the ROCm device libraries and HIP headers: on Debian 12 "
     "`apt-get install clang-15 lld-15 llvm-15 rocm-device-libs libamdhip64-dev` (or `hipcc`, which pulls them "
@@ -131,6 +126,12 @@ def compile_jobs(spec: KernelSpec, archs: tuple[str, ...]) -> list[HipCompileJob
 def kernel_symbols(out: HipCompileOutput) -> list[str]:
     """The kernels of a compile (the metadata note's list), as mangled symbols."""
     return [k.name for k in out.code_object.kernels] if out.code_object is not None else []
+
+
+def function_symbols(out: HipCompileOutput) -> list[str]:
+    """Every function of a compile a report may name: its kernels and the functions they call."""
+    names = kernel_symbols(out) + [f.name for f in out.isa or ()]
+    return names + [f.name for f in out.ir.functions] if out.ir is not None else names
 
 
 def usage(remarks: FunctionRemarks, note: KernelNote | None, isa: dict[str, int] | None) -> AmdgpuUsage:
@@ -252,28 +253,19 @@ def entry_metrics(
 
 def compile_error(out: HipCompileOutput) -> CompileError:
     """The first error clang printed, with the file and line it points at."""
-    log, arch = out.log, out.job.arch
+    log, arch = out.log[-COMPILE_LOG_LIMIT:], out.job.arch
     if out.timed_out:
         return CompileError(
-            f"the compiler did not finish within the time limit ({arch})",
-            None,
-            None,
-            arch,
-            log[-COMPILE_LOG_LIMIT:],
+            f"the compiler did not finish within the time limit ({arch})", None, None, arch, log
         )
     if out.tool_error is not None:
-        return CompileError(out.tool_error, None, None, arch, log[-COMPILE_LOG_LIMIT:])
-    m = _CLANG_ERROR.search(log)
-    if m is not None:
-        return CompileError(
-            m.group("msg").strip(), m.group("file"), int(m.group("line")), arch, log[-COMPILE_LOG_LIMIT:]
-        )
-    m = _CLANG_DRIVER_ERROR.search(log)
-    if m is not None:
-        return CompileError(m.group("msg").strip(), None, None, arch, log[-COMPILE_LOG_LIMIT:])
-    lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
+        return CompileError(out.tool_error, None, None, arch, log)
+    errors = out.remarks.errors()
+    if errors:
+        return CompileError(errors[0].message, errors[0].file, errors[0].line, arch, log)
+    lines = [ln.strip() for ln in out.log.splitlines() if ln.strip()]
     first = lines[0] if lines else f"clang exited with status {out.returncode} and printed nothing"
-    return CompileError(first, None, None, arch, log[-COMPILE_LOG_LIMIT:])
+    return CompileError(first, None, None, arch, log)
 
 
 def kernel_result(

@@ -31,7 +31,7 @@ from gpuemu_ci.lint.compile import (
     source_kind,
 )
 from gpuemu_ci.lint.hip_compile import compile_hip_all
-from gpuemu_ci.lint.hip_lint import HIP_INSTALL_HINT, check_hip_flags, kernel_symbols, resolve_hip_archs
+from gpuemu_ci.lint.hip_lint import HIP_INSTALL_HINT, check_hip_flags, function_symbols, resolve_hip_archs
 from gpuemu_ci.lint.hip_lint import compile_jobs as hip_compile_jobs
 from gpuemu_ci.lint.hip_lint import kernel_result as hip_kernel_result
 from gpuemu_ci.lint.hip_toolchain import HipToolchain, discover_hip_toolchain, is_amd_arch
@@ -466,7 +466,9 @@ def _lint_hip(
     plan = [(s, *resolve_hip_archs(s, archs, tc)) for s in specs]
     jobs_list = [job for s, arch_list, _ in plan for job in hip_compile_jobs(s, arch_list)]
     outputs = compile_hip_all(jobs_list, tc, workers=jobs, timeout=timeout)
-    names = kernel_names([n for o in outputs for n in kernel_symbols(o)], cxxfilt or shutil.which("c++filt"))
+    names = kernel_names(
+        [n for o in outputs for n in function_symbols(o)], cxxfilt or shutil.which("c++filt")
+    )
     results = {}
     index = 0
     for spec, arch_list, origin in plan:
