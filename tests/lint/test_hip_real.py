@@ -67,7 +67,8 @@ def example_lint() -> dict[str, Any]:
 def _entry(document: dict[str, Any], kernel: str, arch: str) -> dict[str, Any]:
     (k,) = [k for k in document["kernels"] if k["name"] == kernel]
     (e,) = [e for e in k["entries"] if e["arch"] == arch]
-    return e
+    entry: dict[str, Any] = e
+    return entry
 
 
 def test_the_example_reports_what_clang_reports(example_lint: dict[str, Any], tmp_path: Path) -> None:
