@@ -466,7 +466,12 @@ def _check_arch(table: TableReader, arch: str, language: KernelLanguage) -> None
                 f'{arch!r} is not an AMD GPU arch like "gfx90a", "gfx1030" or "gfx90a:xnack+" (a HIP kernel)',
             )
     elif not arch.startswith(("sm_", "compute_")) or not arch.split("_", 1)[1].rstrip("af").isdigit():
-        raise table.error("archs", f'{arch!r} is not an arch like "sm_80" or "sm_90a"')
+        hint = (
+            ' (an AMD GPU arch: a HIP kernel is a .hip source, or says language = "hip")'
+            if _AMD_ARCH.match(arch)
+            else ""
+        )
+        raise table.error("archs", f'{arch!r} is not an arch like "sm_80" or "sm_90a"{hint}')
 
 
 def _artifact_checks(table: TableReader | None, language: KernelLanguage) -> ArtifactChecks:
