@@ -115,11 +115,14 @@ def _toolchain_lines(report: LintReport) -> list[str]:
     if hip is not None:
         disassembler = "llvm-objdump" if hip.objdump else "none (no llvm-objdump)"
         lines.append(
-            f"lint: HIP: clang {hip.clang_version or '-'}, HIP {hip.hip_version or '-'}, ISA: {disassembler}"
+            f"lint: HIP: clang {hip.clang_version or '-'}, HIP {hip.hip_version or '-'}, device libraries of "
+            f"clang {hip.device_libs_clang or '?'}, ISA: {disassembler}"
         )
     lines[-1] += (
         f"; {len(report.kernels)} kernel(s), {report.jobs} parallel job(s), {report.duration_s:.1f} s"
     )
+    if hip is not None and hip.mismatch:
+        lines.append(f"lint: WARNING: {hip.mismatch}")
     return lines
 
 

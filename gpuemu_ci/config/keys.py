@@ -611,7 +611,7 @@ KEYS: tuple[KeyDoc, ...] = (
         "string",
         '"cuda" or "hip". A HIP kernel is linted per gfx arch from the AMDGPU compiler\'s own figures (VGPRs, '
         "AGPRs, SGPRs, scratch, LDS, spilled registers, occupancy); its patterns match its disassembly "
-        '(`target = "amdgcn"`, the default) or its LLVM IR (`"llvm-ir"`). See docs/hip.md.',
+        '(`target = "amdgcn"`, the default) or its LLVM IR (`"llvm-ir"`). See [HIP kernels](hip.md).',
         '"hip"',
         default='"hip" for a .hip source, else "cuda"',
     ),

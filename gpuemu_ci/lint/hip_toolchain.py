@@ -31,6 +31,7 @@ _HIP_VERSION = re.compile(
 )
 _GFX = re.compile(r"^gfx[0-9]+[0-9a-f]*$")
 _ISA_FILE = re.compile(r"^oclc_isa_version_(?P<suffix>[0-9a-f]+)\.bc$")
+_BITCODE_IDENT = re.compile(rb"clang version (\d+\.\d+\.\d+)")
 _VERSIONED_CLANG = range(30, 13, -1)  # clang++-30 .. clang++-14 (14 is the first with the remarks lint reads)
 
 
@@ -46,9 +47,20 @@ class HipToolchain:
     objdump: str | None  # llvm-objdump, for the disassembly
     readelf: str | None  # llvm-readelf, for the code object's metadata notes and symbol sizes
     clang_archs: tuple[str, ...] = ()  # gfx targets clang knows
-    library_archs: tuple[str, ...] | None = (
-        None  # gfx targets the device libraries were built for (None: any)
-    )
+    library_archs: tuple[str, ...] | None = None  # gfx targets of the device libraries (None: any)
+    device_libs_clang: str | None = None  # the clang release that built the device libraries ("15.0.5")
+
+    @property
+    def mismatch(self) -> str | None:
+        """Why the figures may not be those of a matched toolchain: the device libraries are built for one LLVM
+        major release, and this clang is another (None when they match or one is unknown)."""
+        ours, theirs = self.clang_version, self.device_libs_clang
+        if ours and theirs and ours.split(".")[0] != theirs.split(".")[0]:
+            return (
+                f"clang {ours} uses device libraries built by clang {theirs}: bitcode is only guaranteed to work "
+                f"within one LLVM major release (set HIP_CLANG_PATH to a clang {theirs.split('.')[0]})"
+            )
+        return None
 
     @property
     def supported_archs(self) -> tuple[str, ...]:
@@ -130,40 +142,73 @@ def arch_sort_key(arch: str) -> tuple[int, str]:
     return generation, digits[-2:]
 
 
-def _find_clang(env: Mapping[str, str]) -> tuple[str | None, str | None, tuple[str, ...]]:
-    """The first candidate clang that knows any gfx arch: (path, version, its gfx archs)."""
+@dataclass(frozen=True)
+class _Clang:
+    path: str
+    version: str | None
+    archs: tuple[str, ...]
+
+    @property
+    def major(self) -> str | None:
+        return self.version.split(".", 1)[0] if self.version else None
+
+
+def _clangs(env: Mapping[str, str]) -> list[_Clang]:
+    """Every candidate clang that knows a gfx arch, in search order."""
+    found = []
     for clang in _clang_candidates(env):
         archs = clang_archs(clang, env)
-        if not archs:
-            continue
-        out = output_of([clang, "--version"], env) or ""
-        m = _CLANG_VERSION.search(out)
-        return clang, (m.group("version") if m else None), archs
-    return None, None, ()
+        if archs:
+            m = _CLANG_VERSION.search(output_of([clang, "--version"], env) or "")
+            found.append(_Clang(clang, m.group("version") if m else None, archs))
+    return found
 
 
-def _device_lib_candidates(env: Mapping[str, str], clang: str | None) -> list[Path]:
+def _device_lib_candidates(env: Mapping[str, str], clangs: Sequence[_Clang]) -> list[Path]:
     out: list[Path] = []
     if env.get("HIP_DEVICE_LIB_PATH"):
         out.append(Path(env["HIP_DEVICE_LIB_PATH"]))
     patterns: list[str] = []
     for root in _rocm_roots(env):
         patterns += [f"{root}/amdgcn/bitcode", f"{root}/lib/llvm/lib/clang/*/lib/amdgcn/bitcode"]
-    patterns += ["/usr/lib/*/amdgcn/bitcode", "/usr/lib/amdgcn/bitcode"]
-    if clang is not None:
-        llvm_root = Path(clang).resolve().parent.parent
-        patterns.append(f"{llvm_root}/lib/clang/*/lib/amdgcn/bitcode")
+    for clang in clangs:  # libraries built for one LLVM release live in its resource directory
+        llvm_root = Path(clang.path).resolve().parent.parent
+        patterns += [f"{llvm_root}/lib/clang/*/lib/amdgcn/bitcode", f"{llvm_root}/lib/clang/*/amdgcn/bitcode"]
         patterns.append(f"{llvm_root}/amdgcn/bitcode")
+    patterns += ["/usr/lib/*/amdgcn/bitcode", "/usr/lib/amdgcn/bitcode"]  # Debian 12's rocm-device-libs
     for pattern in patterns:
         out += [Path(p) for p in sorted(glob.glob(pattern))]
     return out
 
 
-def _find_device_libs(env: Mapping[str, str], clang: str | None) -> Path | None:
-    for d in _device_lib_candidates(env, clang):
+def _find_device_libs(env: Mapping[str, str], clangs: Sequence[_Clang]) -> Path | None:
+    for d in _device_lib_candidates(env, clangs):
         if (d / "ocml.bc").is_file():
             return d
     return None
+
+
+def device_libs_clang(device_libs: Path) -> str | None:
+    """The clang release that built the device libraries ("15.0.5"), from the llvm.ident string their bitcode
+    carries: they work with clang of that major release only."""
+    try:
+        data = (device_libs / "ocml.bc").read_bytes()
+    except OSError:
+        return None
+    m = _BITCODE_IDENT.search(data)
+    return m.group(1).decode() if m else None
+
+
+def _choose(clangs: Sequence[_Clang], env: Mapping[str, str], libs_clang: str | None) -> _Clang | None:
+    """$HIP_CLANG_PATH's clang when set; else the first whose major release built the device libraries;
+    else the first found."""
+    if not clangs:
+        return None
+    pinned = env.get("HIP_CLANG_PATH")
+    if pinned and Path(clangs[0].path).parent == Path(pinned):
+        return clangs[0]
+    major = libs_clang.split(".", 1)[0] if libs_clang else None
+    return next((c for c in clangs if major is not None and c.major == major), clangs[0])
 
 
 def library_archs(device_libs: Path) -> tuple[str, ...] | None:
@@ -200,18 +245,21 @@ def hip_version(rocm_path: Path) -> str | None:
 def discover_hip_toolchain(env: Mapping[str, str] | None = None) -> HipToolchain:
     """Look for every tool. Never raises: what is missing is None (`HipToolchain.missing` says it in words)."""
     env = dict(os.environ if env is None else env)
-    clang, version, archs = _find_clang(env)
-    libs = _find_device_libs(env, clang)
+    clangs = _clangs(env)
+    libs = _find_device_libs(env, clangs)
+    libs_clang = device_libs_clang(libs) if libs else None
+    chosen = _choose(clangs, env, libs_clang)
     rocm = _find_rocm_path(env)
-    beside = Path(clang).resolve().parent if clang else None
+    beside = Path(chosen.path).resolve().parent if chosen else None
     return HipToolchain(
-        clang=clang,
-        clang_version=version,
+        clang=chosen.path if chosen else None,
+        clang_version=chosen.version if chosen else None,
         rocm_path=str(rocm) if rocm else None,
         hip_version=hip_version(rocm) if rocm else None,
         device_libs=str(libs) if libs else None,
         objdump=_executable(beside / "llvm-objdump") if beside else None,
         readelf=_executable(beside / "llvm-readelf") if beside else None,
-        clang_archs=archs,
+        clang_archs=chosen.archs if chosen else (),
         library_archs=library_archs(libs) if libs else None,
+        device_libs_clang=libs_clang,
     )

@@ -118,6 +118,7 @@ class LintReport:
                 info or ToolchainInfo(nvcc=None, ptxas=None),
                 clang=hip.clang_version,
                 hip=hip.hip_version,
+                device_libs_clang=hip.device_libs_clang,
                 amdgpu_disassembler=f"llvm-objdump {hip.clang_version or ''}".strip()
                 if hip.objdump
                 else None,

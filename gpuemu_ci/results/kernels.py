@@ -218,6 +218,7 @@ class ToolchainInfo(Record, frozen=True):
     nvrtc: str | None = None  # set when NVRTC, not nvcc, compiled the .cu sources
     clang: str | None = None  # the clang that compiled the HIP sources (none: no HIP kernel)
     hip: str | None = None  # the version of the HIP headers they were compiled against
+    device_libs_clang: str | None = None  # the clang release that built the ROCm device libraries used
     amdgpu_disassembler: str | None = None  # "llvm-objdump 15.0.6"; None: no AMDGPU disassembly
 
 

@@ -3,11 +3,18 @@ readers beside clang; which gfx archs it can build for, and the variables that p
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 from pathlib import Path
 
-from gpuemu_ci.lint.hip_toolchain import discover_hip_toolchain, hip_version, library_archs
+from gpuemu_ci.lint.hip_toolchain import (
+    HipToolchain,
+    device_libs_clang,
+    discover_hip_toolchain,
+    hip_version,
+    library_archs,
+)
 from tests.lint.support_hip import hip_toolchain, requires_hip
 
 
@@ -75,3 +82,33 @@ def test_the_hip_version_from_its_header(tmp_path: Path) -> None:
     header.write_text("#define HIP_VERSION_MAJOR 6\n")
     assert hip_version(tmp_path) is None
     assert hip_version(tmp_path / "nowhere") is None
+
+
+@requires_hip
+def test_the_clang_that_built_the_device_libraries_is_preferred() -> None:
+    """Device library bitcode works within one LLVM major release: among several clangs (Debian 12 has 15 and
+    16, its rocm-device-libs are clang 15's), the one of the libraries' release is chosen."""
+    tc = hip_toolchain()
+    assert tc.device_libs is not None and tc.device_libs_clang is not None
+    assert device_libs_clang(Path(tc.device_libs)) == tc.device_libs_clang
+    assert (
+        tc.clang_version is not None and tc.clang_version.split(".")[0] == tc.device_libs_clang.split(".")[0]
+    )
+    assert tc.mismatch is None
+
+
+def test_a_mismatch_is_said() -> None:
+    tc = HipToolchain("clang++", "16.0.6", "/usr", None, "/libs", None, None, device_libs_clang="15.0.5")
+    assert tc.mismatch is not None and tc.mismatch.startswith(
+        "clang 16.0.6 uses device libraries built by clang 15.0.5"
+    )
+    assert dataclasses.replace(tc, clang_version="15.0.6").mismatch is None
+    assert dataclasses.replace(tc, device_libs_clang=None).mismatch is None
+
+
+def test_the_libraries_release_is_read_from_their_bitcode(tmp_path: Path) -> None:
+    (tmp_path / "ocml.bc").write_bytes(b"BC\xc0\xde...\x00Debian clang version 15.0.5wchar_size")
+    assert device_libs_clang(tmp_path) == "15.0.5"
+    (tmp_path / "ocml.bc").write_bytes(b"BC\xc0\xde")
+    assert device_libs_clang(tmp_path) is None
+    assert device_libs_clang(tmp_path / "nowhere") is None
