@@ -18,8 +18,8 @@ from gpuemu_ci.lint.amdgpu_remarks import FunctionRemarks
 from gpuemu_ci.lint.hip_compile import HipCompileJob, HipCompileOutput
 from gpuemu_ci.lint.hip_toolchain import HipToolchain, arch_processor, is_amd_arch
 from gpuemu_ci.lint.names import KernelName, select_entries
+from gpuemu_ci.lint.outcome import after_failure, final_status
 from gpuemu_ci.lint.rules import Listing, check_limits, check_patterns
-from gpuemu_ci.results.base import Severity
 from gpuemu_ci.results.kernels import (
     COMPILE_LOG_LIMIT,
     AmdgpuUsage,
@@ -268,11 +268,9 @@ def compile_error(out: HipCompileOutput) -> CompileError:
     return CompileError(first, None, None, arch, log)
 
 
-def kernel_result(
+def outcome(
     spec: KernelSpec,
     outputs: Sequence[HipCompileOutput],
-    archs: tuple[str, ...],
-    origin: ArchSource,
     names: dict[str, KernelName],
     toolchain: HipToolchain,
     source: str,
@@ -285,25 +283,14 @@ def kernel_result(
     for out in outputs:
         if not out.ok:
             error = error or compile_error(out)
-            # A compiler that hung or a reading tool that failed says nothing about the user's code.
             tool_failure = out.timed_out or out.returncode < 0 or out.tool_error is not None
-            status = (
-                KernelStatus.ERROR
-                if tool_failure and status is not KernelStatus.FAILED
-                else KernelStatus.FAILED
-            )
+            status = after_failure(status, tool_failure=tool_failure)
             continue
         metrics, found, missing = entry_metrics(spec, out, names, toolchain, source)
-        if missing is not None:
+        if missing is not None:  # the compiler gave no figures: the toolchain's failure, not the code's
             error = error or CompileError(missing, None, None, out.job.arch, out.log[-COMPILE_LOG_LIMIT:])
-            status = KernelStatus.ERROR if status is not KernelStatus.FAILED else status
+            status = after_failure(status, tool_failure=True)
             continue
         entries += metrics
         violations += found
-    if error is None and not entries:
-        raise ConfigError(
-            f"kernel {spec.name!r}: {source} defines no __global__ kernel to lint", line=spec.line
-        )
-    if any(v.severity is Severity.ERROR for v in violations):
-        status = KernelStatus.FAILED
-    return status, entries, violations, error
+    return final_status(spec, source, status, entries, violations, error), entries, violations, error

@@ -14,8 +14,9 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import msgspec
 
@@ -30,17 +31,17 @@ from gpuemu_ci.lint.compile import (
     parse_compile_error,
     source_kind,
 )
-from gpuemu_ci.lint.hip_compile import compile_hip_all
+from gpuemu_ci.lint.hip_compile import HipCompileOutput, compile_hip_all
 from gpuemu_ci.lint.hip_lint import HIP_INSTALL_HINT, check_hip_flags, function_symbols, resolve_hip_archs
 from gpuemu_ci.lint.hip_lint import compile_jobs as hip_compile_jobs
-from gpuemu_ci.lint.hip_lint import kernel_result as hip_kernel_result
+from gpuemu_ci.lint.hip_lint import outcome as hip_outcome
 from gpuemu_ci.lint.hip_toolchain import HipToolchain, discover_hip_toolchain, is_amd_arch
 from gpuemu_ci.lint.model import LintReport, Toolchain
 from gpuemu_ci.lint.names import KernelName, kernel_names, select_entries
+from gpuemu_ci.lint.outcome import after_failure, final_status
 from gpuemu_ci.lint.ptxas_log import FunctionUsage
 from gpuemu_ci.lint.rules import Listing, check_limits, check_patterns, validate_checks
 from gpuemu_ci.lint.toolchain import arch_supported, discover_toolchain
-from gpuemu_ci.results.base import Severity
 from gpuemu_ci.results.kernels import (
     COMPILE_LOG_LIMIT,
     ArchSource,
@@ -51,6 +52,7 @@ from gpuemu_ci.results.kernels import (
     KernelStatus,
     LintStatus,
     ToolIdentity,
+    Violation,
 )
 
 # Flags the lint sets itself; a kernel's `flags` must not override them.
@@ -83,6 +85,7 @@ _NVCC_OWN = (
     "--run",
 )
 _PTXAS_OWN = ("-arch", "--gpu-name", "-o", "--output-file")
+_Output = TypeVar("_Output", CompileOutput, HipCompileOutput)
 _ARCH_SHAPE = re.compile(r"^sm_\d+[a-z]?$")
 _INSTALL_HINT = (
     "Install the CUDA toolkit and put nvcc on PATH (or set CUDA_HOME), or install NVIDIA's NVRTC and ptxas "
@@ -274,7 +277,6 @@ def _kernel_result(
     root: Path | None,
 ) -> KernelResult:
     source = _display(spec.source, root)
-    digest = hashlib.sha256(spec.source.read_bytes()).hexdigest()
     entries: list[KernelMetrics] = []
     violations = []
     error = None
@@ -302,13 +304,7 @@ def _kernel_result(
                 error = msgspec.structs.replace(
                     err, file=_display(Path(err.file), root) if err.file else None
                 )
-            # A compiler that hung or could not start says nothing about the user's code.
-            tool_failure = out.timed_out or out.returncode < 0
-            status = (
-                KernelStatus.ERROR
-                if tool_failure and status is not KernelStatus.FAILED
-                else KernelStatus.FAILED
-            )
+            status = after_failure(status, tool_failure=out.timed_out or out.returncode < 0)
             continue
         reasons = {
             "sass": out.sass_note or "the disassembly has no code for this kernel",
@@ -318,25 +314,42 @@ def _kernel_result(
             entries.append(metrics)
             violations += check_limits(metrics, spec.artifact_checks)
             violations += check_patterns(metrics, spec.artifact_checks, listings, missing_reason=reasons)
-    if error is None and not entries:
-        raise ConfigError(
-            f"kernel {spec.name!r}: {source} defines no __global__ kernel to lint", line=spec.line
-        )
-    if any(v.severity is Severity.ERROR for v in violations):
-        status = KernelStatus.FAILED
+    status = final_status(spec, source, status, entries, violations, error)
+    return _record(spec, source, (archs, origin), (status, entries, violations, error), outputs)
+
+
+def _record(
+    spec: KernelSpec,
+    source: str,
+    archs: tuple[tuple[str, ...], ArchSource],
+    outcome: tuple[KernelStatus, list[KernelMetrics], list[Violation], CompileError | None],
+    outputs: Sequence[CompileOutput] | Sequence[HipCompileOutput],
+) -> KernelResult:
+    """The results document's record of one [[kernels]] entry: its outcome over its archs."""
+    status, entries, violations, error = outcome
     return KernelResult(
         name=spec.name,
         source=source,
-        source_sha256=digest,
+        source_sha256=hashlib.sha256(spec.source.read_bytes()).hexdigest(),
         line=spec.line,
         status=status,
-        archs=archs,
-        arch_source=origin,
+        archs=archs[0],
+        arch_source=archs[1],
         entries=tuple(entries),
         violations=tuple(violations),
         error=error,
         duration_s=sum(o.duration_s for o in outputs),
     )
+
+
+def _per_spec(
+    plan: Sequence[tuple[KernelSpec, tuple[str, ...], ArchSource]], outputs: Sequence[_Output]
+) -> Iterator[tuple[KernelSpec, tuple[str, ...], ArchSource, Sequence[_Output]]]:
+    """Each planned spec with the outputs of its compiles (one per arch, in plan order)."""
+    index = 0
+    for spec, arch_list, origin in plan:
+        yield spec, arch_list, origin, outputs[index : index + len(arch_list)]
+        index += len(arch_list)
 
 
 def check_kernels(
@@ -439,12 +452,10 @@ def _lint_cuda(
     raw = [f.name for o in outputs for f in o.ptxas.functions]
     raw += [f.name for o in outputs if o.ptx is not None for f in o.ptx.functions]
     names = kernel_names(raw, tc.cxxfilt)
-    results = {}
-    index = 0
-    for spec, arch_list, origin in plan:
-        mine = outputs[index : index + len(arch_list)]
-        index += len(arch_list)
-        results[spec.name] = _kernel_result(spec, mine, arch_list, origin, names, tc, root)
+    results = {
+        spec.name: _kernel_result(spec, list(mine), arch_list, origin, names, tc, root)
+        for spec, arch_list, origin, mine in _per_spec(plan, outputs)
+    }
     return results, len(compile_jobs)
 
 
@@ -470,27 +481,12 @@ def _lint_hip(
         [n for o in outputs for n in function_symbols(o)], cxxfilt or shutil.which("c++filt")
     )
     results = {}
-    index = 0
-    for spec, arch_list, origin in plan:
-        mine = outputs[index : index + len(arch_list)]
-        index += len(arch_list)
+    for spec, arch_list, origin, mine in _per_spec(plan, outputs):
         source = _display(spec.source, root)
-        status, entries, violations, error = hip_kernel_result(
-            spec, mine, arch_list, origin, names, tc, source
-        )
+        status, entries, violations, error = hip_outcome(spec, mine, names, tc, source)
         if error is not None and error.file:
             error = msgspec.structs.replace(error, file=_display(Path(error.file), root))
-        results[spec.name] = KernelResult(
-            name=spec.name,
-            source=source,
-            source_sha256=hashlib.sha256(spec.source.read_bytes()).hexdigest(),
-            line=spec.line,
-            status=status,
-            archs=arch_list,
-            arch_source=origin,
-            entries=tuple(entries),
-            violations=tuple(violations),
-            error=error,
-            duration_s=sum(o.duration_s for o in mine),
+        results[spec.name] = _record(
+            spec, source, (arch_list, origin), (status, entries, violations, error), mine
         )
     return results, len(jobs_list)

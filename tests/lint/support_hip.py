@@ -9,6 +9,7 @@ import pytest
 
 from gpuemu_ci.config.model import ArtifactChecks, KernelLanguage, KernelSpec
 from gpuemu_ci.lint.hip_toolchain import HipToolchain, discover_hip_toolchain
+from tests.lint.support_lint import spec
 
 HIP_FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "hip-lint"
 HIP_LOGS = HIP_FIXTURES / "logs"
@@ -37,17 +38,6 @@ def hip_spec(
     flags: tuple[str, ...] = (),
     entries: tuple[str, ...] = (),
     checks: ArtifactChecks | None = None,
-    defines: tuple[str, ...] = (),
 ) -> KernelSpec:
     """A HIP KernelSpec as config.load would build it (absolute source path)."""
-    return KernelSpec(
-        name=name,
-        source=source.resolve(),
-        archs=archs,
-        flags=flags,
-        defines=defines,
-        entries=entries,
-        artifact_checks=checks or ArtifactChecks(),
-        line=1,
-        language=KernelLanguage.HIP,
-    )
+    return spec(name, source, archs, flags=flags, entries=entries, checks=checks, language=KernelLanguage.HIP)
