@@ -80,6 +80,17 @@ def test_replay_refuses_a_hip_launch(make_project) -> None:
     assert "gelu is a HIP kernel's launch: gpuemu-ci does not launch HIP kernels yet" in result.stderr
 
 
+def test_calibrate_and_minimize_refuse_a_hip_launch(make_project) -> None:
+    config = make_project(PROJECT, FILES)
+    for args in (
+        ["calibrate", "--config", config, "--op", "gelu"],
+        ["minimize", "--config", config, "--op", "gelu", "--seed", "1"],
+    ):
+        result = run_cli(args)
+        assert result.code == 3, result.output
+        assert "gelu is a HIP kernel's launch: gpuemu-ci does not launch HIP kernels yet" in result.stderr
+
+
 def _node(root: Path, name: str, properties: str) -> None:
     (root / name).mkdir(parents=True)
     (root / name / "properties").write_text(properties)
