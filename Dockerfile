@@ -56,10 +56,9 @@ assert t.frontend == 'nvrtc' and t.ptxas and t.nvdisasm, t; print('lint: NVRTC',
 
 # Opt-in, `docker build --build-arg GPUEMU_HIP=1`: the toolchain of the HIP lint (HIP kernels for AMD GPUs),
 # Debian's clang 15 with its AMDGPU backend, lld and llvm-objdump/llvm-readelf, the ROCm device libraries and
-# the HIP headers (gpuemu_ci/lint/hip_toolchain.py). It makes the image about 0.5 GB larger (measured by
-# .ci/container, which builds and tests both; docs/hip.md gives the figures), so the default image goes
-# without it and a HIP kernel there is linted `unavailable` (exit 3). Last, so that both images share every
-# layer above.
+# the HIP headers (gpuemu_ci/lint/hip_toolchain.py). It makes the image 0.84 GB larger (1.02 -> 1.87 GB, measured
+# by .ci/container, which builds and tests both; docs/hip.md), so the default image goes without it and a HIP
+# kernel there is linted `unavailable` (exit 3). Last, so that both images share every layer above.
 ARG GPUEMU_HIP=""
 RUN if [ -n "$GPUEMU_HIP" ]; then \
       apt-get update \
