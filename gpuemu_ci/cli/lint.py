@@ -54,38 +54,95 @@ def _table(rows: list[list[str]], header: list[str]) -> list[str]:
     return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [header, *rows]]
 
 
-def format_report(report: LintReport) -> str:
-    """The human summary: toolchain, one row per kernel entry x arch, then failures, errors and warnings."""
-    lines: list[str] = []
-    tc = report.toolchain
-    if report.status is not LintStatus.RAN or tc is None:
-        return f"lint {report.status.value}: {report.reason or ''}".rstrip()
-    sass = (
-        f"{tc.sass_tool} {tc.sass_tool_version or ''}".strip()
-        if tc.sass_tool
-        else "none (no cuobjdump/nvdisasm)"
-    )
-    lines.append(
-        f"lint: nvcc {tc.nvcc_version or '-'}, ptxas {tc.ptxas_version or '-'}, SASS: {sass}; "
-        f"{len(report.kernels)} kernel(s), {report.jobs} parallel job(s), {report.duration_s:.1f} s"
-    )
-    header = [
-        "CONFIG",
-        "KERNEL",
-        "ARCH",
-        "REGS",
-        "STACK",
-        "SPILL ST/LD",
-        "SMEM",
-        "LMEM",
-        "CMEM",
-        "BAR",
-        "PTX",
-        "SASS",
+_CUDA_HEADER = [
+    "CONFIG",
+    "KERNEL",
+    "ARCH",
+    "REGS",
+    "STACK",
+    "SPILL ST/LD",
+    "SMEM",
+    "LMEM",
+    "CMEM",
+    "BAR",
+    "PTX",
+    "SASS",
+]
+_HIP_HEADER = [
+    "CONFIG",
+    "KERNEL",
+    "ARCH",
+    "VGPR",
+    "AGPR",
+    "SGPR",
+    "SPILL V/S",
+    "SCRATCH",
+    "LDS",
+    "OCC",
+    "WAVE",
+    "ISA",
+]
+
+
+def _hip_row(k: KernelResult, e: KernelMetrics) -> list[str]:
+    a = e.amdgpu
+    assert a is not None
+    return [
+        k.name,
+        e.kernel,
+        e.arch,
+        _opt(a.vgprs),
+        _opt(a.agprs),
+        _opt(a.sgprs),
+        f"{_opt(a.vgpr_spills)}/{_opt(a.sgpr_spills)}",
+        _opt(a.scratch_bytes),
+        _opt(a.lds_bytes),
+        _opt(a.occupancy),
+        _opt(a.wavefront_size),
+        _opt(a.isa_total),
     ]
-    rows = [_row(k, e) for k in report.kernels for e in k.entries]
-    if rows:
-        lines += ["", *_table(rows, header)]
+
+
+def _toolchain_lines(report: LintReport) -> list[str]:
+    lines = []
+    tc, hip = report.toolchain, report.hip_toolchain
+    if tc is not None:
+        sass = (
+            f"{tc.sass_tool} {tc.sass_tool_version or ''}".strip()
+            if tc.sass_tool
+            else "none (no cuobjdump/nvdisasm)"
+        )
+        lines.append(f"lint: nvcc {tc.nvcc_version or '-'}, ptxas {tc.ptxas_version or '-'}, SASS: {sass}")
+    if hip is not None:
+        disassembler = "llvm-objdump" if hip.objdump else "none (no llvm-objdump)"
+        lines.append(
+            f"lint: HIP: clang {hip.clang_version or '-'}, HIP {hip.hip_version or '-'}, device libraries of "
+            f"clang {hip.device_libs_clang or '?'}, ISA: {disassembler}"
+        )
+    lines[-1] += (
+        f"; {len(report.kernels)} kernel(s), {report.jobs} parallel job(s), {report.duration_s:.1f} s"
+    )
+    if hip is not None and hip.mismatch:
+        lines.append(f"lint: WARNING: {hip.mismatch}")
+    return lines
+
+
+def format_report(report: LintReport) -> str:
+    """The human summary: toolchains, one row per kernel entry x arch (a table for CUDA, one for HIP: their
+    compilers report different figures), then failures, errors and warnings."""
+    if report.status is not LintStatus.RAN or (report.toolchain is None and report.hip_toolchain is None):
+        return f"lint {report.status.value}: {report.reason or ''}".rstrip()
+    lines = _toolchain_lines(report)
+    entries = [(k, e) for k in report.kernels for e in k.entries]
+    cuda = [_row(k, e) for k, e in entries if e.amdgpu is None]
+    hip = [_hip_row(k, e) for k, e in entries if e.amdgpu is not None]
+    if cuda:
+        lines += ["", *_table(cuda, _CUDA_HEADER)]
+    if hip:
+        lines += ["", *_table(hip, _HIP_HEADER)]
+        lines.append(
+            "(SPILL V/S: VGPRs/SGPRs spilled; SCRATCH: bytes per lane; LDS: bytes per workgroup; OCC: waves per SIMD)"
+        )
     for k in report.kernels:
         where = f"{k.source}, config line {k.line}" if k.line else k.source
         defaults = " (default arch)" if k.arch_source.value == "toolchain_default" else ""
@@ -154,8 +211,9 @@ def ptx_kernel(kernels: Sequence[KernelSpec], names: Sequence[str], ptx: Path) -
     "--arch",
     "archs",
     multiple=True,
-    metavar="sm_XX",
-    help="Target arch for every kernel, instead of the config's archs (repeatable).",
+    metavar="ARCH",
+    help="Target arch for every kernel of its language (sm_XX: CUDA, gfxNNN: HIP), instead of the config's "
+    "archs (repeatable).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the lint report as JSON on stdout.")
 @format_option
@@ -191,6 +249,7 @@ def lint_command(
             archs=archs or None,
             jobs=jobs,
             root=config.root,
+            allow_unchecked=config.ci.allow_unchecked,
         )
         click.echo(format_report(report), err=True)
         if as_json:

@@ -697,16 +697,27 @@ KEYS: tuple[KeyDoc, ...] = (
         _KERNELS,
         "source",
         "path",
-        ".cu (compiled with nvcc) or .ptx (assembled with ptxas).",
+        ".cu (compiled with nvcc), .ptx (assembled with ptxas) or .hip (compiled with clang for AMD GPUs).",
         '"kernels/gelu.cu"',
         default="required",
         upstream="gpuemu reads the file as PTX text, a .cu source included. Here a .cu is compiled per arch.",
     ),
     KeyDoc(
         _KERNELS,
+        "language",
+        "string",
+        '"cuda" or "hip". A HIP kernel is linted per gfx arch from the AMDGPU compiler\'s own figures (VGPRs, '
+        "AGPRs, SGPRs, scratch, LDS, spilled registers, occupancy); its patterns match its disassembly "
+        '(`target = "amdgcn"`, the default) or its LLVM IR (`"llvm-ir"`). See [HIP kernels](hip.md).',
+        '"hip"',
+        default='"hip" for a .hip source, else "cuda"',
+    ),
+    KeyDoc(
+        _KERNELS,
         "archs",
         "list",
-        "Not set: the toolchain's default arch.",
+        'Not set: the toolchain\'s default arch (sm_80; gfx90a for HIP). HIP kernels take gfx archs ("gfx90a", '
+        '"gfx1030", "gfx90a:xnack+").',
         '["sm_80", "sm_90"]',
         model="KernelSpec.archs",
     ),

@@ -24,11 +24,13 @@ from gpuemu_ci.config.expressions import ExpressionError, parse_expression
 from gpuemu_ci.config.kernel_layouts import fit_layouts, flushes_subnormals
 from gpuemu_ci.config.model import (
     FRAMEWORK_SPELLINGS,
+    PATTERN_TARGETS,
     ArtifactChecks,
     CiSettings,
     Config,
     Framework,
     KernelDeltaOverride,
+    KernelLanguage,
     KernelLaunch,
     KernelSpec,
     OpSpec,
@@ -37,12 +39,16 @@ from gpuemu_ci.config.model import (
     Validation,
 )
 from gpuemu_ci.config.nesting import deepest
+from gpuemu_ci.config.ops import table_choice
 from gpuemu_ci.config.patterns import INSTRUCTION_ALIASES, parse_patterns
 from gpuemu_ci.config.reader import SourceText, TableReader
 from gpuemu_ci.config.schema import canonical_dtype, check_dtype
 from gpuemu_ci.errors import ConfigError
 
 CONFIG_NAME = "gpuemu.toml"
+_AMD_ARCH = re.compile(
+    r"^gfx[0-9]+[0-9a-f]*(?::(?:sramecc|xnack)[+-])*$"
+)  # a target ID: processor[:feature±]
 USER_CONFIG_ENV = "GPUEMU_USER_CONFIG"  # a path, or "none" to ignore user defaults (and the daemon file)
 DAEMON_CONFIG_ENV = "GPUEMU_DAEMON_CONFIG"  # a path, or "none": upstream's ~/.gpuemu/daemon.toml
 USER_SECTIONS = ("project", "validation", "ci", "policies")
@@ -448,10 +454,10 @@ def _kernel(
     source = (root / source_text).resolve()
     if not source.is_file():
         raise table.error("source", f"file not found: {source_text} (relative to {root})")
+    language = _language(table, source)
     archs = table.string_list("archs", ()) or ()
     for arch in archs:
-        if not arch.startswith(("sm_", "compute_")) or not arch.split("_", 1)[1].rstrip("af").isdigit():
-            raise table.error("archs", f'{arch!r} is not an arch like "sm_80" or "sm_90a"')
+        _check_arch(table, arch, language)
     include_dirs = tuple((root / d).resolve() for d in table.string_list("include_dirs", ()) or ())
     checks = _artifact_checks(
         table.table(
@@ -462,7 +468,8 @@ def _kernel(
                 "max_regs": "max_registers",
                 **INSTRUCTION_ALIASES,
             },
-        )
+        ),
+        language,
     )
     flags = table.string_list("flags", ()) or ()
     launch_table = table.table("launch")
@@ -483,7 +490,10 @@ def _kernel(
         op, problems = fit_layouts(op, launch.args, op_layouts_explicit=table.has("layouts"))
         if problems:
             raise table.error("layouts" if table.has("layouts") else "inputs", problems[0])
-        execution = dataclasses.replace(op.execution, require_gpu=True)  # a CuPy launch
+        # A CuPy launch on an NVIDIA GPU; a HIP kernel's needs an AMD GPU.
+        execution = dataclasses.replace(
+            op.execution, require_gpu=True, amd_gpu=language is KernelLanguage.HIP
+        )
         op = dataclasses.replace(op, execution=execution)
         if flushes_subnormals(flags):  # the launch is built with these flags
             op = dataclasses.replace(op, error_model=dataclasses.replace(op.error_model, flush_to_zero=True))
@@ -508,14 +518,43 @@ def _kernel(
         launch=launch,
         op=op,
         line=table.line,
+        language=language,
     )
     table.finish()
     return kernel
 
 
-def _artifact_checks(table: TableReader | None) -> ArtifactChecks:
+def _language(table: TableReader, source: Path) -> KernelLanguage:
+    """`language`, else HIP for a .hip source and CUDA for the rest; a .ptx is CUDA's only."""
+    implied = KernelLanguage.HIP if source.suffix.lower() == ".hip" else KernelLanguage.CUDA
+    language = table_choice(table, "language", table.string("language"), KernelLanguage) or implied
+    if language is KernelLanguage.HIP and source.suffix.lower() == ".ptx":
+        raise table.error(
+            "language", f'{source.name} is PTX, which only CUDA kernels have; drop language = "hip"'
+        )
+    return language
+
+
+def _check_arch(table: TableReader, arch: str, language: KernelLanguage) -> None:
+    if language is KernelLanguage.HIP:
+        if not _AMD_ARCH.match(arch):
+            raise table.error(
+                "archs",
+                f'{arch!r} is not an AMD GPU arch like "gfx90a", "gfx1030" or "gfx90a:xnack+" (a HIP kernel)',
+            )
+    elif not arch.startswith(("sm_", "compute_")) or not arch.split("_", 1)[1].rstrip("af").isdigit():
+        hint = (
+            ' (an AMD GPU arch: a HIP kernel is a .hip source, or says language = "hip")'
+            if _AMD_ARCH.match(arch)
+            else ""
+        )
+        raise table.error("archs", f'{arch!r} is not an arch like "sm_80" or "sm_90a"{hint}')
+
+
+def _artifact_checks(table: TableReader | None, language: KernelLanguage) -> ArtifactChecks:
     if table is None:
         return ArtifactChecks()
+    targets = PATTERN_TARGETS[language]
     checks = ArtifactChecks(
         max_registers=table.integer("max_registers", None, minimum=0),
         max_spills=table.integer("max_spills", None, minimum=0),
@@ -523,8 +562,8 @@ def _artifact_checks(table: TableReader | None) -> ArtifactChecks:
         max_spill_loads=table.integer("max_spill_loads", None, minimum=0),
         max_local_memory=table.integer("max_local_memory", None, minimum=0),
         max_shared_memory=table.integer("max_shared_memory", None, minimum=0),
-        required_patterns=parse_patterns(table, "required_patterns"),
-        forbidden_patterns=parse_patterns(table, "forbidden_patterns"),
+        required_patterns=parse_patterns(table, "required_patterns", targets),
+        forbidden_patterns=parse_patterns(table, "forbidden_patterns", targets),
     )
     table.finish()
     return checks

@@ -277,6 +277,7 @@ class Execution:
     out_arg: str | None = None  # name of a kwarg the op writes its output into
     timeout_s: float | None = None
     require_gpu: bool = False
+    amd_gpu: bool = False  # a HIP kernel's launch: only an AMD GPU can run it
     # `[ops.triton] sanitize`: Triton kernels run under the GPU-faithful layer (gpuemu_ci/triton_cpu): bounds
     # and race checks, masked lanes as the GPU reads them, bf16/fp8 as real numbers, TF32 dots, programs in a
     # seeded order.
@@ -332,13 +333,28 @@ class OpSpec:
         return self.output_dtype or case_dtype
 
 
+class KernelLanguage(StrEnum):
+    """What a `[[kernels]]` source is written in: CUDA (nvcc or NVRTC, ptxas) or HIP (clang for AMD GPUs)."""
+
+    CUDA = "cuda"
+    HIP = "hip"
+
+
+# What a pattern can be matched against, per kernel language; the first is where a plain string goes.
+PATTERN_TARGETS: dict[KernelLanguage, tuple[str, ...]] = {
+    KernelLanguage.CUDA: ("ptx", "sass"),
+    KernelLanguage.HIP: ("amdgcn", "llvm-ir"),  # the AMDGPU disassembly (llvm-objdump), the device LLVM IR
+}
+
+
 @dataclass(frozen=True)
 class PatternCheck:
-    """A regex that must (required) or must not (forbidden) match the kernel's PTX or SASS. `why` says how the
-    target was chosen when the config did not name it ("written as a SASS mnemonic", ...), for messages."""
+    """A regex that must (required) or must not (forbidden) match the kernel's PTX or SASS (CUDA), or its
+    AMDGPU disassembly or LLVM IR (HIP). `why` says how the target was chosen when the config did not name it
+    ("written as a SASS mnemonic", ...), for messages."""
 
     pattern: str
-    target: str = "ptx"  # "ptx" | "sass"
+    target: str = "ptx"  # "ptx" | "sass" | "amdgcn" | "llvm-ir"
     why: str | None = None
 
 
@@ -382,6 +398,7 @@ class KernelSpec:
     launch: KernelLaunch | None = None
     op: OpSpec | None = None  # numerical validation through CuPy when `launch` is given
     line: int | None = None
+    language: KernelLanguage = KernelLanguage.CUDA  # `language`, else from the suffix (.hip: HIP)
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import re
 
-from gpuemu_ci.config.model import PatternCheck
+from gpuemu_ci.config.model import PATTERN_TARGETS, KernelLanguage, PatternCheck
 from gpuemu_ci.config.reader import TableReader
 
-PATTERN_TARGETS = ("ptx", "sass")
+CUDA_TARGETS = PATTERN_TARGETS[KernelLanguage.CUDA]
 # Upstream's spellings: each means the key it maps to, with its patterns machine instructions by default.
 INSTRUCTION_ALIASES = {
     "required_instructions": "required_patterns",
@@ -37,15 +37,32 @@ def inferred_target(pattern: str, spelled: str) -> tuple[str, str]:
     return "ptx", f"listed under `{spelled}`"
 
 
-def parse_patterns(table: TableReader, key: str) -> tuple[PatternCheck, ...]:
-    """The patterns of `key` (either spelling), each a valid regex with its target."""
+def _target_for(pattern: str, spelled: str, targets: tuple[str, ...]) -> tuple[str, str]:
+    if targets == CUDA_TARGETS:
+        return inferred_target(pattern, spelled)
+    # A HIP kernel: its listings are AMDGPU assembly (lower case) and LLVM IR; the first unless named.
+    return targets[0], f"a HIP kernel's patterns are matched against its {targets[0]} listing"
+
+
+def _refuse_target(table: TableReader, spelled: str, explicit: str, targets: tuple[str, ...]) -> None:
+    shown = " or ".join(f'"{t}"' for t in targets)
+    other = next((lang for lang, ts in PATTERN_TARGETS.items() if explicit in ts and ts != targets), None)
+    why = f" ({explicit!r} is for {other.value.upper()} kernels)" if other is not None else ""
+    raise table.error(spelled, f"target must be {shown}, got {explicit!r}{why}")
+
+
+def parse_patterns(
+    table: TableReader, key: str, targets: tuple[str, ...] = CUDA_TARGETS
+) -> tuple[PatternCheck, ...]:
+    """The patterns of `key` (either spelling), each a valid regex with its target among `targets` (the
+    listings of the kernel's language)."""
     spelled, raw = table.spelled_raw(key, [])
     if not isinstance(raw, list):
         raise table.error(spelled, "expected a list of regexes or {pattern, target} tables")
     patterns = []
     for item in raw:
         if isinstance(item, str):
-            target, why = inferred_target(item, spelled)
+            target, why = _target_for(item, spelled, targets)
             check = PatternCheck(item, target, why)
         elif isinstance(item, dict):
             sub = TableReader(item, f"{table.where}.{spelled}[]", table.source, table.line_of(spelled))
@@ -53,10 +70,10 @@ def parse_patterns(table: TableReader, key: str) -> tuple[PatternCheck, ...]:
             explicit = sub.string("target")
             sub.finish()
             if explicit is None:
-                target, why = inferred_target(pattern, spelled)
+                target, why = _target_for(pattern, spelled, targets)
                 check = PatternCheck(pattern, target, why)
-            elif explicit not in PATTERN_TARGETS:
-                raise table.error(spelled, f'target must be "ptx" or "sass", got {explicit!r}')
+            elif explicit not in targets:
+                _refuse_target(table, spelled, explicit, targets)
             else:
                 check = PatternCheck(pattern, explicit)
         else:

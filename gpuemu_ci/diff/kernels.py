@@ -1,5 +1,6 @@
 """Kernel entry x arch classification: resource metrics against the policy deltas, lint status, and
-toolchain identity (a different nvcc, ptxas or flag set makes the numbers incomparable)."""
+toolchain identity (a different nvcc, ptxas, clang, HIP or flag set makes the numbers incomparable). A HIP
+kernel's figures are compared in the AMDGPU compiler's terms (VGPRs, AGPRs, spilled registers, scratch, LDS)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,20 @@ BYTE_METRICS: tuple[tuple[str, str, str, str], ...] = (
     ("spills", "spills", "spill bytes (stores + loads)", " B"),
     ("local_memory", "local_memory", "local memory (stack) per thread", " B"),
     ("shared_bytes", "shared_memory", "static shared memory", " B"),
+)
+# A HIP kernel's, in the AMDGPU compiler's terms (KernelMetrics.registers is its VGPRs, .spills the registers
+# it spilled, .local_memory its scratch, .shared_bytes its LDS); AGPRs count against the register delta.
+AMDGPU_METRICS: tuple[tuple[str, str, str, str], ...] = (
+    ("registers", "registers", "VGPRs", ""),
+    ("amdgpu.agprs", "registers", "AGPRs", ""),
+    ("spills", "spills", "spilled registers (VGPRs + SGPRs)", ""),
+    ("local_memory", "local_memory", "scratch per lane", " B"),
+    ("shared_bytes", "shared_memory", "static LDS per workgroup", " B"),
+)
+# Reported when they change, never a regression on their own: no policy limits them.
+AMDGPU_REPORTED: tuple[tuple[str, str], ...] = (
+    ("sgprs", "SGPRs"),
+    ("occupancy", "occupancy (waves per SIMD)"),
 )
 
 
@@ -69,7 +84,7 @@ def _whole(
         ]
     out = []
     for e in kernel.entries:
-        detail = f"{message}; {e.registers} registers" if e.registers is not None else message
+        detail = f"{message}; {_registers(e)}" if e.registers is not None else message
         reason = Reason("registers", None if new else e.registers, e.registers if new else None, detail)
         out.append(_entry(kernel.name, e, classification, severity, [reason]))
     return out
@@ -99,9 +114,7 @@ def _compare_kernel(old: KernelResult, kernel: KernelResult, policies: Policies)
     for e in kernel.entries:
         before = old.entry(e.kernel, e.arch)
         if before is None:
-            reason = Reason(
-                "arch", None, e.arch, f"new entry or arch (not in the baseline); {e.registers} registers"
-            )
+            reason = Reason("arch", None, e.arch, f"new entry or arch (not in the baseline); {_registers(e)}")
             out.append(_entry(kernel.name, e, Classification.NEW, Severity.INFO, [reason]))
             continue
         limits = limits_for(policies, kernel.name, e.kernel)
@@ -167,8 +180,9 @@ def compare_entry(
     over: list[Reason] = list(lint[0])
     within: list[Reason] = []
     better: list[Reason] = list(lint[1])
-    for attribute, field_name, words, unit in BYTE_METRICS:
-        a, b = getattr(old, attribute), getattr(new, attribute)
+    amd = old.amdgpu is not None and new.amdgpu is not None
+    for attribute, field_name, words, unit in AMDGPU_METRICS if amd else BYTE_METRICS:
+        a, b = _metric(old, attribute), _metric(new, attribute)
         if attribute == "local_memory" and (a is None or b is None):
             a, b = old.stack_frame, new.stack_frame
         if a is None or b is None or a == b:
@@ -181,6 +195,8 @@ def compare_entry(
             within.append(Reason(attribute, a, b, f"{text}, within {_limit(limits, field_name, limit)})"))
         else:
             better.append(Reason(attribute, a, b, text + ")"))
+    if amd:
+        within += _reported_amdgpu(old, new)
     instructions = _instructions(old, new, limits)
     if instructions is not None:
         {"over": over, "within": within, "better": better}[instructions[1]].append(instructions[0])
@@ -195,13 +211,47 @@ def compare_entry(
     return _entry(config_name, new, Classification.UNCHANGED, Severity.INFO, [*within, *better])
 
 
-def _instructions(old: KernelMetrics, new: KernelMetrics, limits: DeltaLimits) -> tuple[Reason, str] | None:
-    """SASS counts when both runs have them (what the GPU runs), else PTX counts."""
+def _registers(e: KernelMetrics) -> str:
+    return f"{e.registers} {'VGPRs' if e.amdgpu is not None else 'registers'}"
+
+
+def _metric(m: KernelMetrics, attribute: str) -> int | None:
+    """A metric by name; "amdgpu.x" reads the AMD figures."""
+    if attribute.startswith("amdgpu."):
+        return None if m.amdgpu is None else getattr(m.amdgpu, attribute.split(".", 1)[1])
+    value: int | None = getattr(m, attribute)
+    return value
+
+
+def _reported_amdgpu(old: KernelMetrics, new: KernelMetrics) -> list[Reason]:
+    reasons = []
+    for attribute, words in AMDGPU_REPORTED:
+        a, b = _metric(old, f"amdgpu.{attribute}"), _metric(new, f"amdgpu.{attribute}")
+        if a is not None and b is not None and a != b:
+            reasons.append(
+                Reason(attribute, a, b, f"{words} {a} -> {b} ({b - a:+d}; reported, no policy limits it)")
+            )
+    return reasons
+
+
+def _instruction_totals(old: KernelMetrics, new: KernelMetrics) -> tuple[str, int, int] | None:
+    """SASS counts when both runs have them (what the GPU runs), else PTX counts; for a HIP kernel the AMDGPU
+    disassembly's (None when a run has none)."""
+    if old.amdgpu is not None or new.amdgpu is not None:
+        a = None if old.amdgpu is None else old.amdgpu.isa_total
+        b = None if new.amdgpu is None else new.amdgpu.isa_total
+        return None if a is None or b is None else ("isa_instructions", a, b)
     old_sass, new_sass = old.sass_total, new.sass_total
     if old_sass is not None and new_sass is not None:
-        metric, a, b = "sass_instructions", old_sass, new_sass
-    else:
-        metric, a, b = "ptx_instructions", old.ptx_total, new.ptx_total
+        return "sass_instructions", old_sass, new_sass
+    return "ptx_instructions", old.ptx_total, new.ptx_total
+
+
+def _instructions(old: KernelMetrics, new: KernelMetrics, limits: DeltaLimits) -> tuple[Reason, str] | None:
+    totals = _instruction_totals(old, new)
+    if totals is None:
+        return None
+    metric, a, b = totals
     if a == b:
         return None
     change = (b - a) / max(a, 1) * 100
@@ -216,7 +266,13 @@ def _instructions(old: KernelMetrics, new: KernelMetrics, limits: DeltaLimits) -
 
 def _toolchain_reasons(old: ToolIdentity, new: ToolIdentity) -> list[Reason]:
     reasons = []
-    for attribute, words in (("nvcc", "nvcc"), ("nvrtc", "NVRTC"), ("ptxas", "ptxas")):
+    for attribute, words in (
+        ("nvcc", "nvcc"),
+        ("nvrtc", "NVRTC"),
+        ("ptxas", "ptxas"),
+        ("clang", "clang"),
+        ("hip", "HIP"),
+    ):
         a, b = getattr(old, attribute), getattr(new, attribute)
         if a != b:
             reasons.append(Reason(f"toolchain.{attribute}", a, b, f"{words} {a or 'none'} -> {b or 'none'}"))

@@ -1,4 +1,5 @@
-"""PTX/SASS lint: what ptxas actually did with each kernel, per arch, checked against the config's limits.
+"""Kernel lint: what the compiler actually did with each kernel, per arch, checked against the config's limits:
+ptxas for CUDA kernels (PTX/SASS), the AMDGPU compiler for HIP kernels (lint/hip_lint.py).
 
 Entry point: `lint_kernels(kernels, *, archs=None, jobs=None, root=None) -> LintReport`; the per-kernel
 records are `gpuemu_ci.results.kernels.KernelResult`.

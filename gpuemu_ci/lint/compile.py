@@ -12,21 +12,24 @@ import re
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import TypeVar
 
-from gpuemu_ci.launch import run_command
 from gpuemu_ci.lint import nvrtc
 from gpuemu_ci.lint.model import Toolchain
 from gpuemu_ci.lint.ptx import PtxModule, parse_ptx
 from gpuemu_ci.lint.ptxas_log import PtxasLog, parse_ptxas_log
 from gpuemu_ci.lint.sass import SassFunction, parse_nvdisasm_json, parse_sass_text
+from gpuemu_ci.lint.tools import run_tool
 from gpuemu_ci.results.kernels import COMPILE_LOG_LIMIT, CompileError
 
 DEFAULT_TIMEOUT_S = 600.0
+_Job = TypeVar("_Job")
+_Out = TypeVar("_Out")
 
 _NVCC_ERROR = re.compile(
     r"^(?P<file>.+?)\((?P<line>\d+)\): (?:catastrophic )?error(?: #[\w-]+)?: (?P<msg>.+)$", re.MULTILINE
@@ -105,16 +108,6 @@ def compile_command(job: CompileJob, toolchain: Toolchain, out_dir: Path) -> lis
     return cmd
 
 
-def _run(cmd: Sequence[str], timeout: float, stop: threading.Event | None) -> tuple[int, str, str, bool]:
-    """(returncode, stdout, stderr, timed_out). On timeout, or once `stop` is set, the whole process group goes:
-    nvcc's children (cicc, ptxas) would otherwise keep running after nvcc itself is killed."""
-    try:
-        done = run_command(cmd, timeout, stop)
-    except OSError as exc:
-        return -1, "", f"could not start {cmd[0]}: {exc}", False
-    return done.returncode, done.stdout, done.stderr, done.timed_out
-
-
 def disassemble(
     cubin: Path, toolchain: Toolchain, timeout: float, stop: threading.Event | None = None
 ) -> tuple[tuple[SassFunction, ...] | None, str | None]:
@@ -129,7 +122,7 @@ def disassemble(
         return None, "no SASS tool (cuobjdump or nvdisasm) found"
     notes: list[str] = []
     for cmd, is_json in attempts:
-        rc, out, err, timed_out = _run(cmd, timeout, stop)
+        rc, out, err, timed_out = run_tool(cmd, timeout, stop)
         if rc != 0 or timed_out:
             notes.append(f"{Path(cmd[0]).name} {cmd[1]}: " + (err.strip().splitlines() or ["failed"])[-1])
             continue
@@ -166,14 +159,14 @@ def _nvrtc_then_ptxas(
     options += [f"-I{d}" for d in job.include_dirs] + [f"-D{d}" for d in job.defines]
     ptx = out_dir / (job.source.stem + ".ptx")
     first = nvrtc.command(toolchain.nvrtc, job.source, ptx, job.arch, options)
-    rc, stdout, stderr, timed_out = _run(first, timeout, stop)
+    rc, stdout, stderr, timed_out = run_tool(first, timeout, stop)
     log = stdout + stderr
     if rc != 0 or timed_out:
         reason = nvrtc.limitation(log) if rc == 1 else None
         return first, rc if rc != 0 else -1, log, timed_out, reason
     second = [toolchain.ptxas, "-v", f"-arch={job.arch}", "-o", str(out_dir / "kernel.cubin"), *ptxas_options]
     second.append(str(ptx))
-    rc, stdout, stderr, timed_out = _run(second, timeout, stop)
+    rc, stdout, stderr, timed_out = run_tool(second, timeout, stop)
     return [*first, "&&", *second], rc, log + stdout + stderr, timed_out, None
 
 
@@ -195,7 +188,7 @@ def compile_one(
             cmd, rc, log, timed_out, unsupported = _nvrtc_then_ptxas(job, toolchain, out_dir, timeout, stop)
         else:
             cmd = compile_command(job, toolchain, out_dir)
-            rc, stdout, stderr, timed_out = _run(cmd, timeout, stop)
+            rc, stdout, stderr, timed_out = run_tool(cmd, timeout, stop)
             log = stderr if not stdout.strip() else stdout + stderr
         ptxas = parse_ptxas_log(log, default_arch=job.arch)
         ptx: PtxModule | None = None
@@ -222,6 +215,20 @@ def compile_one(
     )
 
 
+def map_parallel(
+    work: Callable[[_Job], _Out], jobs: Sequence[_Job], workers: int | None = None
+) -> list[_Out]:
+    """`work` over every job, `workers` at a time (default: the CPU count), results in job order. Threads:
+    the work is in the compilers' child processes."""
+    if not jobs:
+        return []
+    n = max(1, min(workers or os.cpu_count() or 1, len(jobs)))
+    if n == 1:
+        return [work(j) for j in jobs]
+    with ThreadPoolExecutor(max_workers=n, thread_name_prefix="gpuemu-lint") as pool:
+        return list(pool.map(work, jobs))
+
+
 def compile_all(
     jobs: Sequence[CompileJob],
     toolchain: Toolchain,
@@ -232,13 +239,7 @@ def compile_all(
 ) -> list[CompileOutput]:
     """Run every job, `workers` at a time (default: the CPU count); results in job order. `stop`: see
     `compile_one`."""
-    if not jobs:
-        return []
-    n = max(1, min(workers or os.cpu_count() or 1, len(jobs)))
-    if n == 1:
-        return [compile_one(j, toolchain, timeout=timeout, stop=stop) for j in jobs]
-    with ThreadPoolExecutor(max_workers=n, thread_name_prefix="gpuemu-lint") as pool:
-        return list(pool.map(lambda j: compile_one(j, toolchain, timeout=timeout, stop=stop), jobs))
+    return map_parallel(lambda j: compile_one(j, toolchain, timeout=timeout, stop=stop), jobs, workers)
 
 
 def parse_compile_error(output: CompileOutput) -> CompileError:

@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 
 from gpuemu_ci.errors import ExitCode
+from gpuemu_ci.lint.hip_toolchain import HipToolchain
 from gpuemu_ci.lint.nvrtc import Nvrtc
 from gpuemu_ci.results.kernels import KernelResult, KernelStatus, LintInfo, LintStatus, ToolchainInfo
 
@@ -77,11 +78,12 @@ class LintReport:
     """
 
     status: LintStatus
-    toolchain: Toolchain | None
+    toolchain: Toolchain | None  # the CUDA tools; None when no CUDA kernel was linted
     kernels: tuple[KernelResult, ...] = ()
     duration_s: float = 0.0
     reason: str | None = None  # why lint is disabled/unavailable
     jobs: int = 1
+    hip_toolchain: HipToolchain | None = None  # the HIP tools; None when no HIP kernel was linted
 
     @classmethod
     def disabled(cls, reason: str = "lint is disabled in the config ([ci] lint = false)") -> LintReport:
@@ -109,11 +111,19 @@ class LintReport:
 
     def info(self) -> LintInfo:
         """The `lint` part of results.json."""
-        return LintInfo(
-            status=self.status,
-            toolchain=None if self.toolchain is None else self.toolchain.info(),
-            reason=self.reason,
-        )
+        info = None if self.toolchain is None else self.toolchain.info()
+        hip = self.hip_toolchain
+        if hip is not None:
+            info = msgspec.structs.replace(
+                info or ToolchainInfo(nvcc=None, ptxas=None),
+                clang=hip.clang_version,
+                hip=hip.hip_version,
+                device_libs_clang=hip.device_libs_clang,
+                amdgpu_disassembler=f"llvm-objdump {hip.clang_version or ''}".strip()
+                if hip.objdump
+                else None,
+            )
+        return LintInfo(status=self.status, toolchain=info, reason=self.reason)
 
     def to_json(self) -> dict[str, Any]:
         """`gpuemu-ci lint --json`: the lint part, the kernels and a summary."""

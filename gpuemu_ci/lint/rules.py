@@ -1,10 +1,12 @@
 """Turn `[kernels.artifact_checks]` into violations for one kernel entry on one arch.
 
 Limits are checked against what ptxas reported for the entry, and spill/stack limits also against every
-non-inlined device function the entry calls (ptxas reports those separately, without a `Used` line).
+non-inlined device function the entry calls (ptxas reports those separately, without a `Used` line). A HIP
+kernel's limits are checked against what the AMDGPU compiler reported: max_registers against its VGPRs,
+max_spills against the registers it spilled, max_local_memory against scratch, max_shared_memory against LDS.
 Patterns are regexes searched in each instruction (`opcode operands`, predicate left off) of the entry and
 the functions it calls; anchor them (`^ld\\.local`) to match opcodes only. A check that cannot be carried
-out (a SASS pattern without a SASS tool or cubin, a figure ptxas did not print) fails the kernel as "not
+out (a SASS pattern without a SASS tool or cubin, a figure the compiler did not print) fails the kernel as "not
 checked", never a silent pass; where the config allows unchecked rules (`[ci] allow_unchecked`) it is a
 warning instead.
 """
@@ -15,11 +17,10 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from gpuemu_ci.config.model import ArtifactChecks, PatternCheck
-from gpuemu_ci.config.patterns import PATTERN_TARGETS
+from gpuemu_ci.config.model import PATTERN_TARGETS, ArtifactChecks, KernelLanguage, PatternCheck
 from gpuemu_ci.errors import ConfigError
 from gpuemu_ci.results.base import Severity
-from gpuemu_ci.results.kernels import KernelMetrics, Violation
+from gpuemu_ci.results.kernels import AmdgpuUsage, KernelMetrics, Violation
 
 
 @dataclass(frozen=True)
@@ -30,14 +31,18 @@ class Listing:
     instructions: tuple[str, ...]
 
 
-def validate_checks(checks: ArtifactChecks, *, kernel: str) -> None:
-    """Reject a pattern that is not a valid regex or names an unknown target (ConfigError, exit 2)."""
+def validate_checks(
+    checks: ArtifactChecks, *, kernel: str, language: KernelLanguage = KernelLanguage.CUDA
+) -> None:
+    """Reject a pattern that is not a valid regex or names a target the kernel's language has not, and a
+    limit the language's compiler does not report (ConfigError, exit 2)."""
+    targets = PATTERN_TARGETS[language]
     for kind, patterns in (("required", checks.required_patterns), ("forbidden", checks.forbidden_patterns)):
         for p in patterns:
-            if p.target not in PATTERN_TARGETS:
+            if p.target not in targets:
                 raise ConfigError(
                     f"kernel {kernel!r}: {kind} pattern {p.pattern!r} has target {p.target!r}; "
-                    f"use one of {', '.join(PATTERN_TARGETS)}"
+                    f"use one of {', '.join(targets)} (a {language.value.upper()} kernel)"
                 )
             try:
                 re.compile(p.pattern)
@@ -45,6 +50,14 @@ def validate_checks(checks: ArtifactChecks, *, kernel: str) -> None:
                 raise ConfigError(
                     f"kernel {kernel!r}: {kind} pattern {p.pattern!r} is not a valid regex: {exc}"
                 ) from exc
+    if language is KernelLanguage.HIP:
+        for key in ("max_spill_stores", "max_spill_loads"):
+            if getattr(checks, key) is not None:
+                raise ConfigError(
+                    f"kernel {kernel!r}: {key} cannot be checked for a HIP kernel: the AMDGPU compiler reports "
+                    "how many registers it spilled, not spill store and load bytes; use max_spills (VGPRs + "
+                    "SGPRs spilled) and max_local_memory (scratch bytes per lane)"
+                )
 
 
 SASS_TOOLS_HINT = (
@@ -78,7 +91,10 @@ def _one_limit(
     if limit is None:
         return
     if value is None:
-        message = f"{m.kernel} [{m.arch}]: max_{metric} = {limit} NOT CHECKED: ptxas did not report {what}"
+        reporter = "the AMDGPU compiler" if m.amdgpu is not None else "ptxas"
+        message = (
+            f"{m.kernel} [{m.arch}]: max_{metric} = {limit} NOT CHECKED: {reporter} did not report {what}"
+        )
         out.append(unchecked(m, metric, limit, message, allow_unchecked))
     elif value > limit:
         out.append(
@@ -93,10 +109,34 @@ def _one_limit(
         )
 
 
+def _amdgpu_limits(
+    m: KernelMetrics, amd: AmdgpuUsage, checks: ArtifactChecks, allow_unchecked: bool
+) -> list[Violation]:
+    """A HIP kernel's limits, in the AMDGPU compiler's terms. Its figures already include every function the
+    kernel calls (the compiler adds the callees' registers and scratch to the kernel's)."""
+    out: list[Violation] = []
+
+    def _limit(metric: str, limit: int | None, value: int | None, what: str, unit: str) -> None:
+        _one_limit(out, m, metric, limit, value, what, unit, allow_unchecked)
+
+    _limit("registers", checks.max_registers, amd.vgprs, "VGPRs", "")
+    spills = (
+        "spilled registers"
+        if amd.spills is None
+        else f"spilled registers ({amd.vgpr_spills} VGPRs + {amd.sgpr_spills} SGPRs) ="
+    )
+    _limit("spills", checks.max_spills, amd.spills, spills, "")
+    _limit("local_memory", checks.max_local_memory, amd.scratch_bytes, "scratch per lane", " B")
+    _limit("shared_memory", checks.max_shared_memory, amd.lds_bytes, "static LDS per workgroup", " B")
+    return out
+
+
 def check_limits(
     m: KernelMetrics, checks: ArtifactChecks, *, allow_unchecked: bool = False
 ) -> list[Violation]:
     """Numeric limits on the entry and on the device functions it calls."""
+    if m.amdgpu is not None:
+        return _amdgpu_limits(m, m.amdgpu, checks, allow_unchecked)
     out: list[Violation] = []
 
     def _limit(metric: str, limit: int | None, value: int | None, what: str, unit: str) -> None:

@@ -12,14 +12,16 @@ import dataclasses
 import hashlib
 import os
 import re
+import shutil
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import msgspec
 
-from gpuemu_ci.config.model import KernelSpec
+from gpuemu_ci.config.model import KernelLanguage, KernelSpec
 from gpuemu_ci.errors import ConfigError, InfraError
 from gpuemu_ci.lint.compile import (
     DEFAULT_TIMEOUT_S,
@@ -30,12 +32,17 @@ from gpuemu_ci.lint.compile import (
     parse_compile_error,
     source_kind,
 )
+from gpuemu_ci.lint.hip_compile import HipCompileOutput, compile_hip_all
+from gpuemu_ci.lint.hip_lint import HIP_INSTALL_HINT, check_hip_flags, function_symbols, resolve_hip_archs
+from gpuemu_ci.lint.hip_lint import compile_jobs as hip_compile_jobs
+from gpuemu_ci.lint.hip_lint import outcome as hip_outcome
+from gpuemu_ci.lint.hip_toolchain import HipToolchain, discover_hip_toolchain, is_amd_arch
 from gpuemu_ci.lint.model import LintReport, Toolchain
 from gpuemu_ci.lint.names import KernelName, kernel_names, select_entries
+from gpuemu_ci.lint.outcome import after_failure, final_status
 from gpuemu_ci.lint.ptxas_log import FunctionUsage
 from gpuemu_ci.lint.rules import Listing, check_limits, check_patterns, validate_checks
 from gpuemu_ci.lint.toolchain import arch_supported, discover_toolchain
-from gpuemu_ci.results.base import Severity
 from gpuemu_ci.results.kernels import (
     COMPILE_LOG_LIMIT,
     ArchSource,
@@ -46,6 +53,7 @@ from gpuemu_ci.results.kernels import (
     KernelStatus,
     LintStatus,
     ToolIdentity,
+    Violation,
 )
 
 # Flags the lint sets itself; a kernel's `flags` must not override them.
@@ -78,6 +86,9 @@ _NVCC_OWN = (
     "--run",
 )
 _PTXAS_OWN = ("-arch", "--gpu-name", "-o", "--output-file")
+_Output = TypeVar("_Output", CompileOutput, HipCompileOutput)
+# How the compiles run: (time limit per tool, unchecked rules as warnings, the stop event).
+_How = tuple[float, bool, threading.Event | None]
 _ARCH_SHAPE = re.compile(r"^sm_\d+[a-z]?$")
 _INSTALL_HINT = (
     "Install the CUDA toolkit and put nvcc on PATH (or set CUDA_HOME), or install NVIDIA's NVRTC and ptxas "
@@ -120,8 +131,9 @@ def _check_flags(spec: KernelSpec, kind: SourceKind) -> None:
 def _resolve_archs(
     spec: KernelSpec, cli_archs: Sequence[str], toolchain: Toolchain
 ) -> tuple[tuple[str, ...], ArchSource]:
-    if cli_archs:
-        archs, origin = tuple(cli_archs), ArchSource.COMMAND_LINE
+    cuda_archs = [a for a in cli_archs if not is_amd_arch(a)]  # the gfx ones are for the HIP kernels
+    if cuda_archs:
+        archs, origin = tuple(cuda_archs), ArchSource.COMMAND_LINE
     elif spec.archs:
         archs, origin = tuple(spec.archs), ArchSource.CONFIG
     else:
@@ -157,9 +169,24 @@ def _validate(spec: KernelSpec, root: Path | None) -> KernelSpec:
     if not source.is_file():
         raise ConfigError(f"kernel {spec.name!r}: source {spec.source} does not exist", line=spec.line)
     spec_abs = dataclasses.replace(spec, source=source)
-    _check_flags(spec_abs, source_kind(source))
-    validate_checks(spec.artifact_checks, kernel=spec.name)
+    if spec.language is KernelLanguage.HIP:
+        check_hip_flags(spec_abs)
+    else:
+        _check_flags(spec_abs, source_kind(source))
+    validate_checks(spec.artifact_checks, kernel=spec.name, language=spec.language)
     return spec_abs
+
+
+def _check_cli_archs(archs: Sequence[str], specs: Sequence[KernelSpec]) -> None:
+    """Each --arch is for the kernels of its language (sm_XX: CUDA, gfxNNN: HIP); one no kernel can take is a
+    mistake, not something to ignore."""
+    languages = {s.language for s in specs}
+    for arch in archs:
+        language = KernelLanguage.HIP if is_amd_arch(arch) else KernelLanguage.CUDA
+        if language not in languages:
+            raise ConfigError(
+                f"--arch {arch} is an arch for {language.value.upper()} kernels and no selected kernel is one"
+            )
 
 
 def _shared_memory(f: FunctionUsage) -> int | None:
@@ -254,7 +281,6 @@ def _kernel_result(
     allow_unchecked: bool,
 ) -> KernelResult:
     source = _display(spec.source, root)
-    digest = hashlib.sha256(spec.source.read_bytes()).hexdigest()
     entries: list[KernelMetrics] = []
     violations = []
     error = None
@@ -282,13 +308,7 @@ def _kernel_result(
                 error = msgspec.structs.replace(
                     err, file=_display(Path(err.file), root) if err.file else None
                 )
-            # A compiler that hung or could not start says nothing about the user's code.
-            tool_failure = out.timed_out or out.returncode < 0
-            status = (
-                KernelStatus.ERROR
-                if tool_failure and status is not KernelStatus.FAILED
-                else KernelStatus.FAILED
-            )
+            status = after_failure(status, tool_failure=out.timed_out or out.returncode < 0)
             continue
         reasons = {
             "sass": out.sass_note or "the disassembly has no code for this kernel",
@@ -304,25 +324,42 @@ def _kernel_result(
                 missing_reason=reasons,
                 allow_unchecked=allow_unchecked,
             )
-    if error is None and not entries:
-        raise ConfigError(
-            f"kernel {spec.name!r}: {source} defines no __global__ kernel to lint", line=spec.line
-        )
-    if any(v.severity is Severity.ERROR for v in violations):
-        status = KernelStatus.FAILED
+    status = final_status(spec, source, status, entries, violations, error)
+    return _record(spec, source, (archs, origin), (status, entries, violations, error), outputs)
+
+
+def _record(
+    spec: KernelSpec,
+    source: str,
+    archs: tuple[tuple[str, ...], ArchSource],
+    outcome: tuple[KernelStatus, list[KernelMetrics], list[Violation], CompileError | None],
+    outputs: Sequence[CompileOutput] | Sequence[HipCompileOutput],
+) -> KernelResult:
+    """The results document's record of one [[kernels]] entry: its outcome over its archs."""
+    status, entries, violations, error = outcome
     return KernelResult(
         name=spec.name,
         source=source,
-        source_sha256=digest,
+        source_sha256=hashlib.sha256(spec.source.read_bytes()).hexdigest(),
         line=spec.line,
         status=status,
-        archs=archs,
-        arch_source=origin,
+        archs=archs[0],
+        arch_source=archs[1],
         entries=tuple(entries),
         violations=tuple(violations),
         error=error,
         duration_s=sum(o.duration_s for o in outputs),
     )
+
+
+def _per_spec(
+    plan: Sequence[tuple[KernelSpec, tuple[str, ...], ArchSource]], outputs: Sequence[_Output]
+) -> Iterator[tuple[KernelSpec, tuple[str, ...], ArchSource, Sequence[_Output]]]:
+    """Each planned spec with the outputs of its compiles (one per arch, in plan order)."""
+    index = 0
+    for spec, arch_list, origin in plan:
+        yield spec, arch_list, origin, outputs[index : index + len(arch_list)]
+        index += len(arch_list)
 
 
 def check_kernels(
@@ -331,6 +368,7 @@ def check_kernels(
     archs: Sequence[str] | None = None,
     root: Path | None = None,
     toolchain: Toolchain | None = None,
+    hip_toolchain: HipToolchain | None = None,
 ) -> None:
     """Everything `lint_kernels` would refuse as a config error (a missing source, a bad or unsupported arch, a
     flag that fights the lint), found without compiling: `gpuemu-ci run` checks this before any op runs, so
@@ -338,12 +376,18 @@ def check_kernels(
     it with the results (exit 3)."""
     if not kernels:
         return
-    tc = toolchain if toolchain is not None else discover_toolchain()
     specs = [_validate(k, root) for k in kernels]
-    if tc.nvcc is None and tc.ptxas is None:
-        return
-    for spec in specs:
-        _resolve_archs(spec, archs or (), tc)
+    _check_cli_archs(archs or (), specs)
+    cuda = [s for s in specs if s.language is KernelLanguage.CUDA]
+    hip = [s for s in specs if s.language is KernelLanguage.HIP]
+    tc = (toolchain if toolchain is not None else discover_toolchain()) if cuda else None
+    if tc is not None and (tc.nvcc is not None or tc.ptxas is not None):
+        for spec in cuda:
+            _resolve_archs(spec, archs or (), tc)
+    htc = (hip_toolchain if hip_toolchain is not None else discover_hip_toolchain()) if hip else None
+    if htc is not None and not htc.missing:
+        for spec in hip:
+            resolve_hip_archs(spec, archs or (), htc)
 
 
 def lint_kernels(
@@ -353,22 +397,65 @@ def lint_kernels(
     jobs: int | None = None,
     root: Path | None = None,
     toolchain: Toolchain | None = None,
+    hip_toolchain: HipToolchain | None = None,
     timeout: float = DEFAULT_TIMEOUT_S,
     allow_unchecked: bool = False,
     stop: threading.Event | None = None,
 ) -> LintReport:
-    """Lint every kernel spec for its archs (`archs` overrides them all), `jobs` compiles at a time.
+    """Lint every kernel spec for its archs (`archs` overrides them all, each for the kernels of its language),
+    `jobs` compiles at a time.
 
-    `root` (the config's directory) makes source paths in the report relative. `toolchain` defaults to what
-    `discover_toolchain()` finds. A rule that cannot be checked fails its kernel unless `allow_unchecked`
-    (`[ci] allow_unchecked`), which makes it a warning. Once `stop` is set the compiles under way are killed:
-    the report is then incomplete, for the caller that set it to discard.
-    """
+    `root` (the config's directory) makes source paths in the report relative. `toolchain` (CUDA) and
+    `hip_toolchain` default to what `discover_toolchain()` and `discover_hip_toolchain()` find; each is looked
+    for only when a kernel of its language is configured. A rule that cannot be checked fails its kernel unless
+    `allow_unchecked` (`[ci] allow_unchecked`), which makes it a warning. Once `stop` is set the compiles under
+    way are killed."""
     started = time.perf_counter()
     if not kernels:
         return LintReport(status=LintStatus.NO_KERNELS, toolchain=None, reason="no [[kernels]] configured")
-    tc = toolchain if toolchain is not None else discover_toolchain()
     specs = [_validate(k, root) for k in kernels]
+    _check_cli_archs(archs or (), specs)
+    cuda = [s for s in specs if s.language is KernelLanguage.CUDA]
+    hip = [s for s in specs if s.language is KernelLanguage.HIP]
+    tc = (toolchain if toolchain is not None else discover_toolchain()) if cuda else None
+    htc = (hip_toolchain if hip_toolchain is not None else discover_hip_toolchain()) if hip else None
+    results: dict[str, KernelResult] = {}
+    compiles = 0
+    if tc is not None:
+        done, compiles = _lint_cuda(cuda, tc, archs or (), jobs, root, (timeout, allow_unchecked, stop))
+        results.update(done)
+    if htc is not None:
+        done, count = _lint_hip(
+            hip,
+            htc,
+            archs or (),
+            jobs,
+            root,
+            (timeout, allow_unchecked, stop),
+            cxxfilt=tc.cxxfilt if tc else None,
+        )
+        results.update(done)
+        compiles += count
+    return LintReport(
+        status=LintStatus.RAN,
+        toolchain=tc,
+        hip_toolchain=htc,
+        kernels=tuple(results[s.name] for s in specs),
+        duration_s=time.perf_counter() - started,
+        jobs=max(1, min(jobs or os.cpu_count() or 1, compiles)),
+    )
+
+
+def _lint_cuda(
+    specs: Sequence[KernelSpec],
+    tc: Toolchain,
+    archs: Sequence[str],
+    jobs: int | None,
+    root: Path | None,
+    how: _How,
+) -> tuple[dict[str, KernelResult], int]:
+    """The CUDA kernels' results by name, and how many compiles it took."""
+    timeout, allow_unchecked, stop = how
     kinds = {source_kind(s.source) for s in specs}
     if SourceKind.CUDA in kinds and tc.frontend is None:
         raise InfraError(
@@ -376,7 +463,7 @@ def lint_kernels(
         )
     if SourceKind.PTX in kinds and tc.ptxas is None:
         raise InfraError(f"ptxas was not found, so the .ptx kernels cannot be linted. {_INSTALL_HINT}")
-    plan = [(s, *_resolve_archs(s, archs or (), tc)) for s in specs]
+    plan = [(s, *_resolve_archs(s, archs, tc)) for s in specs]
     compile_jobs = [
         CompileJob(s.name, s.source, arch, s.flags, s.include_dirs, s.defines)
         for s, arch_list, _ in plan
@@ -386,16 +473,44 @@ def lint_kernels(
     raw = [f.name for o in outputs for f in o.ptxas.functions]
     raw += [f.name for o in outputs if o.ptx is not None for f in o.ptx.functions]
     names = kernel_names(raw, tc.cxxfilt)
-    results = []
-    index = 0
-    for spec, arch_list, origin in plan:
-        mine = outputs[index : index + len(arch_list)]
-        index += len(arch_list)
-        results.append(_kernel_result(spec, mine, arch_list, origin, names, tc, root, allow_unchecked))
-    return LintReport(
-        status=LintStatus.RAN,
-        toolchain=tc,
-        kernels=tuple(results),
-        duration_s=time.perf_counter() - started,
-        jobs=max(1, min(jobs or os.cpu_count() or 1, len(compile_jobs))),
+    results = {
+        spec.name: _kernel_result(spec, list(mine), arch_list, origin, names, tc, root, allow_unchecked)
+        for spec, arch_list, origin, mine in _per_spec(plan, outputs)
+    }
+    return results, len(compile_jobs)
+
+
+def _lint_hip(
+    specs: Sequence[KernelSpec],
+    tc: HipToolchain,
+    archs: Sequence[str],
+    jobs: int | None,
+    root: Path | None,
+    how: _How,
+    *,
+    cxxfilt: str | None,
+) -> tuple[dict[str, KernelResult], int]:
+    """The HIP kernels' results by name, and how many compiles it took."""
+    timeout, allow_unchecked, stop = how
+    if tc.missing:
+        raise InfraError(
+            f"the HIP kernels cannot be linted: {', '.join(tc.missing)} not found. {HIP_INSTALL_HINT}"
+        )
+    plan = [(s, *resolve_hip_archs(s, archs, tc)) for s in specs]
+    jobs_list = [job for s, arch_list, _ in plan for job in hip_compile_jobs(s, arch_list)]
+    outputs = compile_hip_all(jobs_list, tc, workers=jobs, timeout=timeout, stop=stop)
+    names = kernel_names(
+        [n for o in outputs for n in function_symbols(o)], cxxfilt or shutil.which("c++filt")
     )
+    results = {}
+    for spec, arch_list, origin, mine in _per_spec(plan, outputs):
+        source = _display(spec.source, root)
+        status, entries, violations, error = hip_outcome(
+            spec, mine, names, tc, source, allow_unchecked=allow_unchecked
+        )
+        if error is not None and error.file:
+            error = msgspec.structs.replace(error, file=_display(Path(error.file), root))
+        results[spec.name] = _record(
+            spec, source, (arch_list, origin), (status, entries, violations, error), mine
+        )
+    return results, len(jobs_list)

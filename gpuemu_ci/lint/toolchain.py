@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from gpuemu_ci.errors import ConfigError
 from gpuemu_ci.lint.model import Toolchain
 from gpuemu_ci.lint.nvrtc import find_nvrtc, wheel_roots
 from gpuemu_ci.lint.nvrtc import supported_archs as nvrtc_archs
+from gpuemu_ci.lint.tools import output_of
 
 _RELEASE = re.compile(r"release (?P<maj>\d+)\.(?P<min>\d+), V(?P<full>[\d.]+)")
 _BUILD = re.compile(r"^Build (?P<build>\S+)", re.MULTILINE)
@@ -49,21 +49,11 @@ def find_tool(name: str, env: Mapping[str, str], extra_dirs: Sequence[Path] = ()
     return None
 
 
-def _run(cmd: Sequence[str], env: Mapping[str, str]) -> str | None:
-    try:
-        proc = subprocess.run(
-            list(cmd), capture_output=True, text=True, timeout=60, check=False, env=dict(env)
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return proc.stdout + proc.stderr if proc.returncode == 0 else None
-
-
 def tool_version(path: str | None, env: Mapping[str, str]) -> tuple[str | None, str | None]:
     """("13.0.88", "cuda_13.0.r13.0/compiler.36424714_0") from `TOOL --version`, or (None, None)."""
     if path is None:
         return None, None
-    out = _run([path, "--version"], env)
+    out = output_of([path, "--version"], env)
     if out is None:
         return None, None
     rel, build = _RELEASE.search(out), _BUILD.search(out)
@@ -79,7 +69,7 @@ def supported_archs(nvcc: str | None, env: Mapping[str, str]) -> tuple[str, ...]
     """The real archs nvcc can build for (`nvcc --list-gpu-code`), lowest first; empty when unknown."""
     if nvcc is None:
         return ()
-    out = _run([nvcc, "--list-gpu-code"], env)
+    out = output_of([nvcc, "--list-gpu-code"], env)
     if out is None:
         return ()
     archs = {tok for tok in out.split() if _ARCH.match(tok)}

@@ -13,6 +13,7 @@ from pathlib import Path
 import msgspec
 
 from gpuemu_ci import __version__, corpus
+from gpuemu_ci.backends.amd_gpu import has_amd_gpu
 from gpuemu_ci.backends.interface import Pool
 from gpuemu_ci.clock import utc_now
 from gpuemu_ci.config.model import Config, OpSpec
@@ -24,7 +25,7 @@ from gpuemu_ci.lint.model import LintReport
 from gpuemu_ci.lint.run import check_kernels
 from gpuemu_ci.pipeline.environment import environment, git_info
 from gpuemu_ci.pipeline.interrupt import Interruption
-from gpuemu_ci.pipeline.session import DETECT, Session, needs_gpu
+from gpuemu_ci.pipeline.session import DETECT, HIP_LAUNCH_UNSUPPORTED, Session, needs_gpu
 from gpuemu_ci.pipeline.settings import RunOptions, Settings, select_ops
 from gpuemu_ci.pipeline.shard import Shard, plan_digest, select
 from gpuemu_ci.pipeline.verdict import decide
@@ -237,13 +238,16 @@ def _run_ops(
     results: dict[str, OpResult] = {}
     runnable: list[OpSpec] = []
     for op in ops:
-        if needs_gpu(op) and session.gpu is None and not stop.is_set():  # (detection may have been cut short)
+        if op.execution.amd_gpu:
+            results[op.name] = _hip_launch_not_run(op, settings.require_gpu, has_amd_gpu())
+        elif (
+            needs_gpu(op) and session.gpu is None and not stop.is_set()
+        ):  # (detection may have been cut short)
             results[op.name] = _no_gpu(op, settings.require_gpu)
-            session.observer.op_finished(
-                op.name, results[op.name].status.value, results[op.name].message or ""
-            )
         else:
             runnable.append(op)
+            continue
+        session.observer.op_finished(op.name, results[op.name].status.value, results[op.name].message or "")
     if runnable and not stop.is_set():  # stopped already (a signal while starting): no worker is started
         session.start()  # the workers boot while the cases are planned
     # The regression corpus first: pinned cases of an op run before its fuzzed ones, in every suite and shard.
@@ -276,34 +280,36 @@ def _with_dtypes_not_run(result: OpResult, ran: tuple[str, ...], op: OpSpec) -> 
 
 
 def _in_other_shards(op: OpSpec, shard: Shard) -> OpResult:
-    return OpResult(
-        name=op.name,
-        status=OpStatus.SKIPPED,
-        family=op.error_model.family.value if op.error_model.family else None,
-        comparator=None,
-        line=op.line,
-        framework=op.targets.framework.value,
-        interpreter=None,
-        skip_reason=OTHER_SHARDS,
-        message=f"none of its cases fell in shard {shard}",
-        cases_total=0,
-        cases_passed=0,
-        cases_failed=0,
-        cases_errored=0,
-    )
+    return _not_run(op, OpStatus.SKIPPED, OTHER_SHARDS, f"none of its cases fell in shard {shard}")
 
 
 def _no_gpu(op: OpSpec, require_gpu: bool) -> OpResult:
+    message = "requires a GPU and none was found" + (" (--require-gpu)" if require_gpu else "")
+    return _not_run(op, OpStatus.ERROR if require_gpu else OpStatus.SKIPPED, "no GPU", message)
+
+
+def _hip_launch_not_run(op: OpSpec, require_gpu: bool, amd_gpu: bool) -> OpResult:
+    """A HIP kernel's launch: `skipped (no AMD GPU)` where there is none (an error with --require-gpu); on a
+    machine with one, an error: the launch would have to run there, and this gpuemu-ci cannot launch it."""
+    if amd_gpu:
+        return _not_run(op, OpStatus.ERROR, None, f"not run: {HIP_LAUNCH_UNSUPPORTED}")
+    message = "a HIP kernel's launch needs an AMD GPU and none was found" + (
+        " (--require-gpu)" if require_gpu else ""
+    )
+    return _not_run(op, OpStatus.ERROR if require_gpu else OpStatus.SKIPPED, "no AMD GPU", message)
+
+
+def _not_run(op: OpSpec, status: OpStatus, skip_reason: str | None, message: str) -> OpResult:
     return OpResult(
         name=op.name,
-        status=OpStatus.ERROR if require_gpu else OpStatus.SKIPPED,
+        status=status,
         family=op.error_model.family.value if op.error_model.family else None,
         comparator=None,
         line=op.line,
         framework=op.targets.framework.value,
         interpreter=None,
-        skip_reason="no GPU",
-        message="requires a GPU and none was found" + (" (--require-gpu)" if require_gpu else ""),
+        skip_reason=skip_reason,
+        message=message,
         cases_total=0,
         cases_passed=0,
         cases_failed=0,

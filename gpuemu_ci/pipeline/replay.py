@@ -76,7 +76,8 @@ def replay(
     """Re-runs one case in the session's workers (with `target` instead of the op's own, when given).
     `inputs_digest`: the digest of the inputs the recorded case was judged on; a replay that builds other
     inputs says so (`other_inputs`) instead of a verdict about them."""
-    if needs_gpu(op) and session.gpu is None:
+    # A HIP kernel's launch is refused by the session, with its own reason.
+    if needs_gpu(op) and session.gpu is None and not op.execution.amd_gpu:
         raise InfraError(
             f"{op.name} runs on a GPU (a [[kernels]] launch, a cupy op or require_gpu) and this machine has none: "
             "replay it on a machine with an NVIDIA GPU, where the gate ran it"

@@ -10,6 +10,7 @@ from types import TracebackType
 
 from gpuemu_ci.backends.interface import CallTarget, CaseReport, CaseSpec, OpTask, Pool
 from gpuemu_ci.config.model import Config, Framework, OpSpec
+from gpuemu_ci.errors import InfraError
 from gpuemu_ci.pipeline.op_runner import OpPlan, SuiteRun
 from gpuemu_ci.pipeline.settings import RunOptions, Settings
 from gpuemu_ci.pipeline.targets import naive_target, op_target, reference_target
@@ -19,6 +20,13 @@ from gpuemu_ci.progress import Observer, Silent
 from gpuemu_ci.results.model import GpuInfo, OpResult
 
 DETECT = "detect"
+
+
+# Said wherever a HIP kernel's launch does not run (every machine, for now): why, and what still ran.
+HIP_LAUNCH_UNSUPPORTED = (
+    "gpuemu-ci does not launch HIP kernels yet (their lint runs everywhere; fuzzing them against the reference "
+    "needs an AMD GPU and a launch path tested on one)"
+)
 
 
 def needs_gpu(op: OpSpec) -> bool:
@@ -133,7 +141,10 @@ class Session:
         return task
 
     def _kernel_target(self, op: OpSpec) -> CallTarget | None:
-        """A launchable [[kernels]] entry's CuPy launch, when `op` is one (their names differ from every op's)."""
+        """A launchable [[kernels]] entry's CuPy launch, when `op` is one (their names differ from every op's).
+        A HIP kernel's launch is refused here, for every command that would run one (InfraError, exit 3)."""
+        if op.execution.amd_gpu:
+            raise InfraError(f"{op.name} is a HIP kernel's launch: {HIP_LAUNCH_UNSUPPORTED}")
         for kernel in self.config.kernels:
             if kernel.op is not None and kernel.launch is not None and kernel.op.name == op.name:
                 from gpuemu_ci.backends.cuda import (

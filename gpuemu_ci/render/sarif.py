@@ -253,7 +253,8 @@ def _violation_result(
         rules[rule_id] = _Rule(
             rule_id,
             metric,
-            f"A compiled kernel exceeds its configured {violation.metric} limit (ptxas -v, PTX or SASS).",
+            f"A compiled kernel exceeds its configured {violation.metric} limit, as its compiler reports it "
+            "(ptxas -v, PTX or SASS for CUDA; the AMDGPU compiler, its disassembly or LLVM IR for HIP).",
             "error",
         )
     level = "error" if violation.severity == "error" else "warning"

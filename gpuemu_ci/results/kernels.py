@@ -1,5 +1,8 @@
 """The kernels half of results.json: what the lint stage measured per `[[kernels]]` entry and arch, the
-violations of its limits, compile errors, and the toolchain that produced the numbers."""
+violations of its limits, compile errors, and the toolchain that produced the numbers.
+
+A CUDA entry's figures come from ptxas; a HIP entry's from the AMDGPU compiler (clang's resource usage remarks
+and the code object's metadata), with the AMD-only figures in `KernelMetrics.amdgpu`."""
 
 from __future__ import annotations
 
@@ -45,6 +48,45 @@ class ToolIdentity(Record, frozen=True):
     flags: tuple[str, ...]
     arch: str
     nvrtc: str | None = None  # the NVRTC that compiled the source to PTX, where nvcc did not (lint/nvrtc.py)
+    clang: str | None = None  # the clang that compiled a HIP source for an AMD GPU (lint/hip_toolchain.py)
+    hip: str | None = None  # the HIP headers it compiled against ("5.2.21153")
+
+
+class AmdgpuUsage(Record, frozen=True):
+    """What the AMDGPU compiler reports for one HIP kernel on one gfx arch, beyond the figures every kernel
+    has. None = the compiler did not say (an arch without AGPRs reports none).
+
+    From clang's kernel resource usage remarks: VGPRs, AGPRs, SGPRs, spills, scratch, LDS, occupancy. From the
+    code object's metadata: the VGPRs it declares to the runtime, the wavefront size, the workgroup size limit,
+    the kernel arguments' size and whether it uses a dynamic stack."""
+
+    vgprs: int | None  # architected VGPRs per lane (what max_registers limits)
+    agprs: int | None  # accumulation VGPRs (gfx908, gfx90a, gfx94x); None where the arch has none
+    sgprs: int | None  # scalar registers per wave
+    vgpr_spills: int | None  # VGPRs spilled to scratch memory
+    sgpr_spills: int | None  # SGPRs spilled (into VGPR lanes, or scratch)
+    scratch_bytes: int | None  # private segment per lane (spills and private arrays)
+    lds_bytes: int | None  # static LDS per workgroup
+    occupancy: int | None  # waves per SIMD the compiler expects these figures to allow
+    declared_vgprs: int | None = None  # .vgpr_count: on gfx90a and later the unified VGPR + AGPR file
+    wavefront_size: int | None = None
+    max_flat_workgroup_size: int | None = None
+    kernarg_bytes: int | None = None
+    dynamic_stack: bool | None = None
+    isa_instructions: dict[str, int] | None = (
+        None  # opcode -> count in the disassembly; None: no llvm-objdump
+    )
+
+    @property
+    def spills(self) -> int | None:
+        """Registers spilled, VGPRs and SGPRs together (a count: the compiler reports no bytes)."""
+        if self.vgpr_spills is None or self.sgpr_spills is None:
+            return None
+        return self.vgpr_spills + self.sgpr_spills
+
+    @property
+    def isa_total(self) -> int | None:
+        return None if self.isa_instructions is None else sum(self.isa_instructions.values())
 
 
 class DeviceFunctionMetrics(Record, frozen=True):
@@ -75,11 +117,16 @@ class KernelMetrics(Record, frozen=True):
     sass_instructions: dict[str, int] | None  # None when no SASS tool
     toolchain: ToolIdentity
     device_functions: tuple[DeviceFunctionMetrics, ...] = ()
-    unparsed: tuple[str, ...] = ()  # fields of the `Used` line this parser does not know, kept verbatim
+    unparsed: tuple[str, ...] = ()  # fields of the `Used` line (or of a remark) this parser does not know
+    amdgpu: AmdgpuUsage | None = (
+        None  # a HIP kernel: what the AMDGPU compiler reported (registers = its VGPRs)
+    )
 
     @property
     def spills(self) -> int | None:
-        """Spill bytes, stores + loads."""
+        """Spill bytes, stores + loads; for a HIP kernel, the registers spilled (VGPRs + SGPRs)."""
+        if self.amdgpu is not None:
+            return self.amdgpu.spills
         if self.spill_stores is None or self.spill_loads is None:
             return None
         return self.spill_stores + self.spill_loads
@@ -172,6 +219,10 @@ class ToolchainInfo(Record, frozen=True):
     demangler: str | None = None
     default_arch: str | None = None
     nvrtc: str | None = None  # set when NVRTC, not nvcc, compiled the .cu sources
+    clang: str | None = None  # the clang that compiled the HIP sources (none: no HIP kernel)
+    hip: str | None = None  # the version of the HIP headers they were compiled against
+    device_libs_clang: str | None = None  # the clang release that built the ROCm device libraries used
+    amdgpu_disassembler: str | None = None  # "llvm-objdump 15.0.6"; None: no AMDGPU disassembly
 
 
 class LintInfo(Record, frozen=True):

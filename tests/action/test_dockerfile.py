@@ -166,6 +166,20 @@ def test_build_checks_the_lint_toolchain_works(instructions: list[Instruction]) 
     assert "t.frontend == 'nvrtc'" in runs and "gpuemu-ci --version" in runs
 
 
+def test_the_hip_toolchain_is_opt_in_pinned_and_checked(instructions: list[Instruction]) -> None:
+    """`--build-arg GPUEMU_HIP=1` adds Debian's HIP toolchain (docs/hip.md), last, so both images share every layer
+    above it; the versions are pinned, and the build fails if the lint cannot find the toolchain it installed."""
+    args = [i.args for i in _only(instructions, "ARG")]
+    assert 'GPUEMU_HIP=""' in args
+    runs = _only(instructions, "RUN")
+    hip = runs[-1].args
+    assert hip.startswith('if [ -n "$GPUEMU_HIP" ]; then')
+    for package in ("clang-15=", "lld-15=", "llvm-15=", "rocm-device-libs=", "libamdhip64-dev="):
+        assert package in hip, package
+    assert "discover_hip_toolchain" in hip and "assert not t.missing" in hip
+    assert instructions.index(runs[-1]) == len(instructions) - 2  # then only the ENTRYPOINT
+
+
 def test_dockerignore_keeps_the_package_and_drops_the_rest() -> None:
     kept = [
         "pyproject.toml",

@@ -50,6 +50,10 @@ SKIPPED = {
         "tests/onboard/test_onboarding_page.py"
     ),
     "gpuemu-ci run --config examples/cuda/gpuemu.toml --allow-skips": "tests/examples/test_framework_examples.py",
+    # The HIP example needs the HIP toolchain (clang for AMD GPUs): tests/lint/test_hip_real.py runs both where
+    # it is installed (.ci/run installs it).
+    "gpuemu-ci lint --config examples/hip/gpuemu.toml": "tests/lint/test_hip_real.py (example_lint)",
+    "gpuemu-ci lint --config examples/hip/gpuemu-regcap.toml": "tests/lint/test_hip_real.py",
 }
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuemu_ci.config.model import ArtifactChecks, KernelSpec, PatternCheck
+from gpuemu_ci.config.model import ArtifactChecks, KernelLanguage, KernelSpec, PatternCheck
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "ptx-lint"
 LOGS = FIXTURES / "logs"
@@ -28,6 +28,7 @@ def spec(
     checks: ArtifactChecks | None = None,
     defines: tuple[str, ...] = (),
     include_dirs: tuple[Path, ...] = (),
+    language: KernelLanguage = KernelLanguage.CUDA,
 ) -> KernelSpec:
     """A KernelSpec as config.load would build it (absolute source path)."""
     return KernelSpec(
@@ -40,6 +41,7 @@ def spec(
         entries=entries,
         artifact_checks=checks or ArtifactChecks(),
         line=1,
+        language=language,
     )
 
 

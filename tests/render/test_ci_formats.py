@@ -25,7 +25,6 @@ from tests.support_real_runs import real_run_with_project as real_run
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = "<img src=x onerror=alert(1)>|**bold**"
-SARIF_SCHEMA = ROOT / "tests" / "fixtures" / "sarif" / "sarif-schema-2.1.0.json"
 
 
 def report_of(document: dict[str, Any]) -> Results:
@@ -45,14 +44,6 @@ def kernel_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any]
     if shutil.which("nvcc") is None:
         pytest.skip("nvcc is not on PATH")
     return real_run(tmp_path_factory.getbasetemp(), "kernels")
-
-
-@pytest.fixture(scope="module")
-def sarif_validator() -> Any:
-    jsonschema = pytest.importorskip("jsonschema")
-    schema = json.loads(SARIF_SCHEMA.read_text(encoding="utf-8"))
-    jsonschema.Draft4Validator.check_schema(schema)
-    return jsonschema.Draft4Validator(schema)
 
 
 def failing_pairs(document: dict[str, Any]) -> set[tuple[str, str]]:
