@@ -1291,6 +1291,10 @@ PAIRS.update(
             _kernels("defs__breaks", kernel("defs__breaks", defines='["BREAK"]'), F, "BREAK"),
             _kernels("defs__keeps", kernel("defs__keeps", defines='["OK=1"]'), P),
         ),
+        "[kernels].language": Pair(
+            Case(Project(kernels=(kernel("language", language='"hip"'),), needs=("nvcc",)), R, "sm_80"),
+            _kernels("language", kernel("language", language='"cuda"'), P),
+        ),
         "[kernels].entries": Pair(
             Case(Project(kernels=(kernel("entries", entries='["nope"]'),), needs=("nvcc",)), R, "nope"),
             _kernels("entries", kernel("entries", entries='["scale_kernel"]'), P),
