@@ -155,7 +155,9 @@ def test_a_triton_kernel_with_setup(fake_github: FakeGitHub, tmp_path: Path) -> 
     (pr,) = fake_github.state.pulls
     (comment,) = fake_github.comments(pr)
     assert "Ran in Triton's CPU interpreter" in comment["body"]
-    assert "gpuemu-ci passed: 1 of 1 ops within bounds" in comment["body"] and "skipped" not in comment["body"]
+    assert (
+        "gpuemu-ci passed: 1 of 1 ops within bounds" in comment["body"] and "skipped" not in comment["body"]
+    )
 
 
 LOCAL_PACKAGE = {
