@@ -76,6 +76,16 @@ class GradientFigure(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     max_abs_error: float | None = None
 
 
+class LaunchedKernel(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A Triton `@triton.jit` function the op ran (launched, or called from a kernel), as its worker saw it:
+    what `gpuemu-ci mutate` may change."""
+
+    module: str
+    name: str
+    path: str  # the file its code was compiled from
+    line: int  # the line of its `def`
+
+
 class CaseReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A judged case, as the judge process sends it (validated when decoded; see protocol.py).
 
@@ -121,3 +131,7 @@ class CaseReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     triton_launches: tuple[tuple[str, int], ...] = ()  # how its Triton launches ran (vectorised or why not)
     inputs_digest: str | None = None  # fuzz/inputs.inputs_digest of the inputs the judge built
     op_inputs_digest: str | None = None  # inputs_differ: the digest of the op's side, which differs
+    outputs_digest: str | None = (
+        None  # of the op's outputs, bit for bit (mutate: a mutant that changed nothing)
+    )
+    kernels: tuple[LaunchedKernel, ...] = ()  # the Triton functions the op's calls ran (mutate's census)

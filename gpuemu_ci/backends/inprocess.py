@@ -61,6 +61,7 @@ class InProcessPool:
             side.inputs_digest,
             side.skipped,
             side.triton,
+            side.kernels,
         )
         report, _ = run_judge_side(task, case, view, contain=Exception, reference=reference)
         return report

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpuemu_ci.backends import backward, triton_probe
+from gpuemu_ci.backends import backward, mutant, triton_probe
 from gpuemu_ci.backends.calling import UNUSABLE, InputsFailed, Invoke, Stager, call, make_inputs, no_stage
 from gpuemu_ci.backends.cuda import OUTPUT_DTYPE_KWARG
 from gpuemu_ci.backends.frameworks import Bridge, get_bridge
@@ -21,6 +21,7 @@ from gpuemu_ci.backends.interface import (
     CallStatus,
     CallTarget,
     CaseSpec,
+    LaunchedKernel,
     OpTask,
     TargetKind,
 )
@@ -48,6 +49,7 @@ class OpSide:
     inputs_digest: str = ""  # of the inputs this side built ("" when it built none)
     skipped: str = ""  # why this machine cannot hold the case (CaseSkipped): the judge says so, not a failure
     triton: TritonReport | None = None  # what the GPU-faithful layer saw (gpuemu_ci/triton_cpu)
+    kernels: tuple[LaunchedKernel, ...] = ()  # the Triton functions the calls ran (triton_probe)
 
 
 def out_buffer_shape(op: OpSpec, case: CaseInputs) -> tuple[int, ...]:
@@ -82,6 +84,10 @@ def run_op_side(
         except LoadError as exc:
             return OpSide(CallResult(CallStatus.IMPORT_ERROR, message=str(exc)))
         invoke = loaded.invoke
+    try:
+        mutant.prepare(task.patches)  # after the op's imports: the kernels' modules are the op's own
+    except mutant.PatchError as exc:
+        return OpSide(CallResult(CallStatus.IMPORT_ERROR, message=f"the changed kernel: {exc}"))
     on_loaded()
     stage(Stage.GENERATING)
     try:
@@ -137,7 +143,10 @@ def run_op_side(
         settings = triton_layer.CallSettings(
             case.seed, int(which is Stage.RERUN), op.execution.triton_sanitize
         )
-        with triton_layer.intercepted(settings) as watched:  # Triton kernels run as a GPU would (triton_cpu)
+        with (
+            mutant.applied(task.patches),
+            triton_layer.intercepted(settings) as watched,  # Triton kernels run as a GPU would (triton_cpu)
+        ):
             result, retire = call(
                 invoke, bridge, values, kwargs, out=out, expected=resolve_dtype(out_dtype), private_of=private,
                 contain=contain,
@@ -174,7 +183,17 @@ def run_op_side(
     triton = seen[0].merged(seen[1] if len(seen) > 1 else None) if seen else None
     if interpreter and triton is not None and triton.interpreter_gaps:
         interpreter_types = tuple(sorted({*interpreter_types, *triton.interpreter_gaps}))  # not judged
-    return OpSide(first, rerun, modified, interpreter, retire, interpreter_types, digest, triton=triton)
+    return OpSide(
+        first,
+        rerun,
+        modified,
+        interpreter,
+        retire,
+        interpreter_types,
+        digest,
+        triton=triton,
+        kernels=triton_probe.kernels(),
+    )
 
 
 def _forward_and_backward(task: OpTask, case: CaseInputs, invoke: Invoke, bridge: Bridge) -> Invoke:

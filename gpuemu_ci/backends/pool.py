@@ -564,6 +564,7 @@ class WorkerPool:
             case.op_digest,
             done.skipped,
             done.triton,
+            done.kernels,
         )
         self._finish_side(slot, retire=done.retire)
         self._queue_judge(case)

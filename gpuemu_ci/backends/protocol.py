@@ -16,7 +16,7 @@ from typing import Annotated
 
 import msgspec
 
-from gpuemu_ci.backends.interface import CaseReport, CaseSpec, OpTask
+from gpuemu_ci.backends.interface import CaseReport, CaseSpec, LaunchedKernel, OpTask
 from gpuemu_ci.triton_cpu.report import TritonReport
 
 
@@ -92,6 +92,7 @@ class OpSideResult:
     inputs_digest: str = ""  # of the inputs the op's side built (Built), "" when it built none
     skipped: str = ""  # the op's side could not hold the case on this machine (CaseSkipped): why
     triton: TritonReport | None = None  # what the GPU-faithful layer saw (gpuemu_ci/triton_cpu)
+    kernels: tuple[LaunchedKernel, ...] = ()  # the Triton functions the op's calls ran (triton_probe)
 
 
 @dataclass(frozen=True)
@@ -181,6 +182,7 @@ class OpDone(msgspec.Struct, frozen=True, tag=True, forbid_unknown_fields=True):
     interpreter_types: tuple[str, ...] = ()  # bfloat16/fp8 handled by Triton's interpreter (triton_probe)
     skipped: str = ""  # this machine cannot hold the case (CaseSkipped): why
     triton: TritonReport | None = None  # what the GPU-faithful layer saw (gpuemu_ci/triton_cpu)
+    kernels: tuple[LaunchedKernel, ...] = ()  # the Triton functions the op's calls ran (triton_probe)
 
 
 class Verdict(msgspec.Struct, frozen=True, tag=True, forbid_unknown_fields=True):

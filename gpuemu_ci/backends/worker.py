@@ -121,6 +121,7 @@ class Worker:
                     side.interpreter_types,
                     side.skipped,
                     side.triton,
+                    side.kernels,
                 )
             )
             data, more_fds = recv_frame(self.sock)
@@ -148,6 +149,7 @@ class Worker:
                 interpreter_types=side.interpreter_types,
                 skipped=side.skipped,
                 triton=side.triton,
+                kernels=side.kernels,
             )
         )
 
@@ -181,6 +183,7 @@ class Worker:
             side.inputs_digest,
             side.skipped,
             side.triton,
+            side.kernels,
         )
         report, retire = run_judge_side(task, request.case, view, stage=self.stage, on_loaded=self.ready)
         self.stage(Stage.REPLY)

@@ -19,6 +19,7 @@ import msgspec
 from gpuemu_ci.results.base import Count, Record, Seed, Sha256, check_seed
 from gpuemu_ci.results.diff import BaselineDiff, DiffStatus
 from gpuemu_ci.results.kernels import KernelResult, KernelStatus, LintInfo
+from gpuemu_ci.results.mutation import MutationReport
 
 SCHEMA_VERSION: Literal["2"] = "2"
 _REPO = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
@@ -372,6 +373,7 @@ class Results(Record, frozen=True, kw_only=True):
     run: RunInfo | None = None
     notes: tuple[str, ...] = ()
     shard: ShardInfo | None = None  # set in the document of one shard; never in a merged or whole run
+    mutation: MutationReport | None = None  # `gpuemu-ci mutate`: the planted bugs and the suite's score
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -1,0 +1,118 @@
+"""Which mutants an op gets: every change the operators make in the kernels its suite ran (the census the
+original run took in the workers), numbered in a fixed order, and the selection `--max-mutants` keeps.
+
+The order is a function of the kernels' sources and the seed alone: the kernels sorted by file and line, each
+operator's mutants shuffled by a generator seeded with the master seed and the operator's name, then taken
+in turn from each operator (so that a small --max-mutants still tries every kind of bug). Nothing depends on
+hash order or on which worker ran which case.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuemu_ci.backends.interface import KernelPatch, LaunchedKernel
+from gpuemu_ci.mutate.kernel import find_kernel
+from gpuemu_ci.mutate.source import Change, SourceFile, text_digest
+from gpuemu_ci.mutate.triton_operators import OPERATORS, Operator
+
+
+@dataclass(frozen=True)
+class KernelSource:
+    """A kernel the op ran, with its file's text as read now."""
+
+    kernel: LaunchedKernel
+    display: str  # the file as reports show it (relative to gpuemu.toml's directory, else the module's path)
+    text: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.kernel.module}.{self.kernel.name}"
+
+
+@dataclass(frozen=True)
+class Mutant:
+    id: str
+    operator: str
+    source: KernelSource
+    change: Change
+    before: str
+    after: str
+
+    @property
+    def line(self) -> int:
+        return self.change.span.line
+
+    def patch(self) -> KernelPatch:
+        changed = SourceFile(self.source.text).changed(self.change)
+        kernel = self.source.kernel
+        return KernelPatch(kernel.module, kernel.name, kernel.path, changed, f"mutant {self.id}")
+
+
+def operators_named(names: Sequence[str]) -> tuple[Operator, ...]:
+    """The operators called `names` (all of them when empty); ValueError naming an unknown one."""
+    if not names:
+        return OPERATORS
+    known = {op.name: op for op in OPERATORS}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"unknown operator {unknown[0]!r}; operators: {', '.join(known)}")
+    return tuple(op for op in OPERATORS if op.name in names)
+
+
+def kernel_sources(kernels: Iterable[LaunchedKernel], root: Path) -> tuple[KernelSource, ...]:
+    """The kernels the op ran that can be changed: those compiled from a file that exists, outside Triton's own
+    package (`tl.sum` and friends are `@triton.jit` functions too), sorted by file and line."""
+    found: dict[tuple[str, str], KernelSource] = {}
+    for kernel in kernels:
+        if kernel.module == "triton" or kernel.module.startswith("triton."):
+            continue
+        path = Path(kernel.path)
+        if not path.is_file():
+            continue  # code without a file (a mutant's own, a string exec'd): nothing to change
+        try:
+            display = path.resolve().relative_to(root.resolve()).as_posix()
+        except ValueError:
+            display = kernel.module.replace(".", "/") + ".py"
+        found.setdefault((kernel.path, kernel.name), KernelSource(kernel, display, path.read_text("utf-8")))
+    return tuple(sorted(found.values(), key=lambda k: (k.display, k.kernel.line, k.kernel.name)))
+
+
+def all_mutants(sources: Sequence[KernelSource], operators: Sequence[Operator]) -> list[Mutant]:
+    """Every change of every operator in every kernel, each once, in source order per operator."""
+    mutants: list[Mutant] = []
+    seen: set[str] = set()
+    for source in sources:
+        text = SourceFile(source.text)
+        kernel = find_kernel(text, source.kernel.name, source.kernel.line)
+        if kernel is None:
+            continue
+        for operator in operators:
+            for change in operator.changes(kernel):
+                before, after = text.diff_lines(change)
+                span = change.span
+                key = f"{source.display}:{source.kernel.name}:{operator.name}:{span}:{change.new}"
+                identity = text_digest(f"{text_digest(source.text)}:{key}")
+                if identity in seen or before == after:
+                    continue
+                seen.add(identity)
+                mutants.append(Mutant(identity, operator.name, source, change, before, after))
+    return mutants
+
+
+def ordered(mutants: Sequence[Mutant], operators: Sequence[Operator], seed: int) -> list[Mutant]:
+    """The plan's order: each operator's mutants shuffled from the seed, then one of each operator in turn."""
+    queues = []
+    for operator in operators:
+        mine = [m for m in mutants if m.operator == operator.name]
+        random.Random(f"gpuemu-mutate:{seed}:{operator.name}").shuffle(mine)
+        queues.append(mine)
+    order: list[Mutant] = []
+    while any(queues):
+        for queue in queues:
+            if queue:
+                order.append(queue.pop(0))
+    return order
