@@ -25,7 +25,9 @@ class Batch:
     task: OpTask
     cases: Sequence[CaseRef]
     stop_at_failure: bool = False
-    snapshots: Callable[[int], bool] = lambda index: False  # whether a failure of case `index` keeps its inputs
+    snapshots: Callable[[int], bool] = lambda index: (
+        False
+    )  # whether a failure of case `index` keeps its inputs
     reports: dict[int, CaseReport] = field(default_factory=dict)
     first_failure: int | None = None
     cut_short: bool = False  # the deadline stopped it before its cases were all run

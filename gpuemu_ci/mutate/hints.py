@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 
 from gpuemu_ci.backends.interface import CaseReport
 
+
 def _power_of_two(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
 
@@ -45,7 +46,7 @@ def _layouts(cases: Sequence[CaseReport]) -> str | None:
 def _modes(cases: Sequence[CaseReport], wanted: tuple[str, ...], what: str) -> str | None:
     seen = {case.distribution for case in cases}
     if not seen & set(wanted):
-        return f"no case had {what} ({' or '.join(wanted)}): add \"adversarial\" to the op's `distributions`"
+        return f'no case had {what} ({" or ".join(wanted)}): add "adversarial" to the op\'s `distributions`'
     return None
 
 
@@ -89,7 +90,9 @@ def _rules() -> dict[str, Callable[[Sequence[CaseReport], str, str], str | None]
 
     def term(cases: Sequence[CaseReport], before: str, after: str) -> str | None:
         if "eps" in before.lower() and "eps" not in after.lower():
-            return _modes(cases, ("adversarial:zero_rows",), "rows of zeros (where only eps keeps 1/sqrt finite)")
+            return _modes(
+                cases, ("adversarial:zero_rows",), "rows of zeros (where only eps keeps 1/sqrt finite)"
+            )
         return None
 
     def program_id(cases: Sequence[CaseReport], before: str, after: str) -> str | None:

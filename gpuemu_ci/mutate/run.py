@@ -148,7 +148,11 @@ def run_mutation(
     )
     lint = LintReport.disabled("mutate runs no lint")
     ran = Ran(op_results, cut_short, None, lint, gpu_seen)
-    notes = (f"the time budget ({settings.timeout_s:g} s) ran out: mutants left were not run",) if cut_short else ()
+    notes = (
+        (f"the time budget ({settings.timeout_s:g} s) ran out: mutants left were not run",)
+        if cut_short
+        else ()
+    )
     document = diffed(run_document(config, settings, ran, notes, (started, started_at)), config, None)
     return _with_mutation(document, report)
 
@@ -282,7 +286,9 @@ def _classify(state: _Op, mutant: Mutant, number: int, batch: Batch) -> MutantRe
     if errored is not None:
         return replace(base, status=MutantStatus.ERRORED, message=_first_line(errored.message))
     original = state.original.reports
-    judged = [p for p, r in batch.reports.items() if r.outcome == "passed" and original[p].outcome == "passed"]
+    judged = [
+        p for p, r in batch.reports.items() if r.outcome == "passed" and original[p].outcome == "passed"
+    ]
     if not judged:
         return replace(base, message="no case was judged on this machine")
     same = all(batch.reports[p].outputs_digest == original[p].outputs_digest for p in judged)

@@ -68,7 +68,11 @@ class BoundShifted(Operator):
 
     def changes(self, kernel: Kernel) -> Iterator[Change]:
         for node in kernel.walk():
-            if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Lt | ast.LtE):
+            if (
+                isinstance(node, ast.Compare)
+                and len(node.ops) == 1
+                and isinstance(node.ops[0], ast.Lt | ast.LtE)
+            ):
                 right = node.comparators[0]
                 if not _constant(right):
                     yield _replace(right, f"{_operand(kernel, right)} - 1")
@@ -101,7 +105,9 @@ def _ends_before(node: ast.AST, other: ast.AST) -> bool:
 
 class OtherZeroed(Operator):
     name = "other_zeroed"
-    models = "masked lanes padded with 0 where the reduction needs another value (−inf before a max or an exp)"
+    models = (
+        "masked lanes padded with 0 where the reduction needs another value (−inf before a max or an exp)"
+    )
 
     def changes(self, kernel: Kernel) -> Iterator[Change]:
         for call in kernel.calls("load"):
@@ -129,7 +135,9 @@ class OffsetShifted(Operator):
             if call.args:
                 pointer = call.args[0]
                 text = kernel.text(pointer)
-                yield _replace(pointer, f"{text} + 1" if isinstance(pointer, ast.BinOp | ast.Name) else f"({text}) + 1")
+                yield _replace(
+                    pointer, f"{text} + 1" if isinstance(pointer, ast.BinOp | ast.Name) else f"({text}) + 1"
+                )
 
 
 class StrideSwapped(Operator):
@@ -148,7 +156,9 @@ class StrideSwapped(Operator):
 
 class AccumulatorNarrowed(Operator):
     name = "accumulator_narrowed"
-    models = "a float32 accumulator or upcast narrowed to the input's dtype: fp16/bf16 sums lose their precision"
+    models = (
+        "a float32 accumulator or upcast narrowed to the input's dtype: fp16/bf16 sums lose their precision"
+    )
 
     def changes(self, kernel: Kernel) -> Iterator[Change]:
         if not kernel.pointers:
@@ -158,13 +168,19 @@ class AccumulatorNarrowed(Operator):
                 continue
             if tl_call(node, ("zeros", "full")):
                 dtype = keyword(node, "dtype")
-                target = dtype.value if dtype is not None else (node.args[-1] if len(node.args) >= 2 else None)
+                target = (
+                    dtype.value if dtype is not None else (node.args[-1] if len(node.args) >= 2 else None)
+                )
                 if target is not None and _is_float32(target):
                     yield _replace(target, f"{kernel.pointers[0]}.dtype.element_ty")
             elif isinstance(node.func, ast.Attribute) and node.func.attr in ("to", "cast") and node.args:
                 if _is_float32(node.args[0]):
                     receiver = node.func.value
-                    base = pointer_base(receiver.args[0]) if tl_call(receiver, "load") and receiver.args else None  # type: ignore[attr-defined]
+                    base = (
+                        pointer_base(receiver.args[0])
+                        if tl_call(receiver, "load") and receiver.args
+                        else None
+                    )  # type: ignore[attr-defined]
                     yield _replace(node.args[0], f"{base or kernel.pointers[0]}.dtype.element_ty")
 
 
@@ -174,12 +190,18 @@ def _is_float32(node: ast.expr) -> bool:
 
 class TermDropped(Operator):
     name = "term_dropped"
-    models = "a term dropped from a sum (`a + b` → `a`): an epsilon, a bias, a residual or a chain-rule term lost"
+    models = (
+        "a term dropped from a sum (`a + b` → `a`): an epsilon, a bias, a residual or a chain-rule term lost"
+    )
 
     def changes(self, kernel: Kernel) -> Iterator[Change]:
         skipped = kernel.addressing()
         for node in kernel.walk():
-            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub) and id(node) not in skipped:
+            if (
+                isinstance(node, ast.BinOp)
+                and isinstance(node.op, ast.Add | ast.Sub)
+                and id(node) not in skipped
+            ):
                 if not _constant(node.right) and not _constant(node.left):
                     yield _replace(node, kernel.text(node.left))
 
@@ -195,9 +217,17 @@ class RescaleDropped(Operator):
             if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Mult):
                 target = kernel.text(node.target)
                 yield _replace(node, f"{target} = {target}")
-            elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            elif (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+            ):
                 name = node.targets[0].id
-                scaled = node.value.left if isinstance(node.value, ast.BinOp) and isinstance(node.value.op, ast.Add) else node.value
+                scaled = (
+                    node.value.left
+                    if isinstance(node.value, ast.BinOp) and isinstance(node.value.op, ast.Add)
+                    else node.value
+                )
                 if isinstance(scaled, ast.BinOp) and isinstance(scaled.op, ast.Mult):
                     if isinstance(scaled.left, ast.Name) and scaled.left.id == name:
                         yield _replace(scaled, name)
@@ -210,7 +240,11 @@ class ProgramIdSwapped(Operator):
     def changes(self, kernel: Kernel) -> Iterator[Change]:
         sites = []
         for call in kernel.calls("program_id"):
-            axis = call.args[0] if call.args else (keyword(call, "axis").value if keyword(call, "axis") else None)  # type: ignore[union-attr]
+            axis = (
+                call.args[0]
+                if call.args
+                else (keyword(call, "axis").value if keyword(call, "axis") else None)
+            )  # type: ignore[union-attr]
             if isinstance(axis, ast.Constant) and isinstance(axis.value, int):
                 sites.append((axis, axis.value))
         axes = sorted({value for _, value in sites})
@@ -222,7 +256,9 @@ class ProgramIdSwapped(Operator):
 
 class WhereRemoved(Operator):
     name = "where_removed"
-    models = "the `tl.where` that masks lanes before a reduction removed: padding or garbage reaches the result"
+    models = (
+        "the `tl.where` that masks lanes before a reduction removed: padding or garbage reaches the result"
+    )
 
     def changes(self, kernel: Kernel) -> Iterator[Change]:
         for call in kernel.calls("where"):
@@ -236,14 +272,23 @@ class BlockForSize(Operator):
 
     def changes(self, kernel: Kernel) -> Iterator[Change]:
         blocks = kernel.block_sizes
-        sizes = {p for p in kernel.params if p not in kernel.constexprs and p not in kernel.pointers and "stride" not in p.lower()}
+        sizes = {
+            p
+            for p in kernel.params
+            if p not in kernel.constexprs and p not in kernel.pointers and "stride" not in p.lower()
+        }
         if not blocks or not sizes:
             return
         for node in kernel.walk():
             used = None
             if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div | ast.FloorDiv | ast.Mod):
                 used = node.right
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("range", "static_range") and len(node.args) >= 2:
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("range", "static_range")
+                and len(node.args) >= 2
+            ):
                 used = node.args[1]
             elif tl_call(node, "range") and len(node.args) >= 2:  # type: ignore[attr-defined]
                 used = node.args[1]  # type: ignore[attr-defined]

@@ -12,7 +12,7 @@ SHOWN = 20  # mutants listed per op and status in the markdown; results.json has
 
 
 def headline(op: OpMutation) -> str:
-    """"mutation score 41/44 (93%); 3 survived, 1 equivalent?" or why the op was not scored."""
+    """ "mutation score 41/44 (93%); 3 survived, 1 equivalent?" or why the op was not scored."""
     if not op.scored:
         return op.message or "not scored"
     decided = op.killed + op.survived
