@@ -22,7 +22,7 @@ from pathlib import Path
 
 import msgspec
 
-from gpuemu_ci.backends.interface import CaseReport, LaunchedKernel, OpTask
+from gpuemu_ci.backends.interface import LaunchedKernel, OpTask
 from gpuemu_ci.clock import utc_now
 from gpuemu_ci.config.model import Config, OpSpec
 from gpuemu_ci.errors import ExitCode, UsageError

@@ -50,7 +50,10 @@ class Operator:
 
 class BoundFlipped(Operator):
     name = "bound_flipped"
-    models = "a bounds comparison loosened or tightened (`<` ↔ `<=`): the tail lane read or written past the end, or dropped"
+    models = (
+        "a bounds comparison loosened or tightened (`<` ↔ `<=`): the tail lane read or written past "
+        "the end, or dropped"
+    )
 
     def changes(self, kernel: Kernel) -> Iterator[Change]:
         for node in kernel.walk():
@@ -90,8 +93,7 @@ class OtherDropped(Operator):
             before = [n for n in (*call.args, *call.keywords) if n is not other and _ends_before(n, other)]
             if not before:
                 continue
-            last = max(before, key=lambda n: (n.end_lineno or 0, n.end_col_offset or 0))
-            start = Span.of(last)
+            start = max((Span.of(n) for n in before), key=lambda span: (span.end_line, span.end_col))
             end = Span.of(other)
             yield Change(Span(start.end_line, start.end_col, end.end_line, end.end_col), "")
 
@@ -173,15 +175,16 @@ class AccumulatorNarrowed(Operator):
                 )
                 if target is not None and _is_float32(target):
                     yield _replace(target, f"{kernel.pointers[0]}.dtype.element_ty")
-            elif isinstance(node.func, ast.Attribute) and node.func.attr in ("to", "cast") and node.args:
-                if _is_float32(node.args[0]):
-                    receiver = node.func.value
-                    base = (
-                        pointer_base(receiver.args[0])
-                        if tl_call(receiver, "load") and receiver.args
-                        else None
-                    )  # type: ignore[attr-defined]
-                    yield _replace(node.args[0], f"{base or kernel.pointers[0]}.dtype.element_ty")
+            elif (
+                isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("to", "cast")
+                and node.args
+                and _is_float32(node.args[0])
+            ):
+                receiver = node.func.value
+                loaded = isinstance(receiver, ast.Call) and tl_call(receiver, "load") and receiver.args
+                base = pointer_base(receiver.args[0]) if loaded else None  # type: ignore[attr-defined]
+                yield _replace(node.args[0], f"{base or kernel.pointers[0]}.dtype.element_ty")
 
 
 def _is_float32(node: ast.expr) -> bool:
@@ -198,17 +201,23 @@ class TermDropped(Operator):
         skipped = kernel.addressing()
         for node in kernel.walk():
             if (
-                isinstance(node, ast.BinOp)
-                and isinstance(node.op, ast.Add | ast.Sub)
-                and id(node) not in skipped
+                (
+                    isinstance(node, ast.BinOp)
+                    and isinstance(node.op, ast.Add | ast.Sub)
+                    and id(node) not in skipped
+                )
+                and not _constant(node.right)
+                and not _constant(node.left)
             ):
-                if not _constant(node.right) and not _constant(node.left):
-                    yield _replace(node, kernel.text(node.left))
+                yield _replace(node, kernel.text(node.left))
 
 
 class RescaleDropped(Operator):
     name = "rescale_dropped"
-    models = "the rescale of a running value dropped in a loop (online softmax's `acc * alpha`): right while the max never moves"
+    models = (
+        "the rescale of a running value dropped in a loop (online softmax's `acc * alpha`): right "
+        "while the max never moves"
+    )
 
     def changes(self, kernel: Kernel) -> Iterator[Change]:
         for node in kernel.walk():
@@ -228,9 +237,13 @@ class RescaleDropped(Operator):
                     if isinstance(node.value, ast.BinOp) and isinstance(node.value.op, ast.Add)
                     else node.value
                 )
-                if isinstance(scaled, ast.BinOp) and isinstance(scaled.op, ast.Mult):
-                    if isinstance(scaled.left, ast.Name) and scaled.left.id == name:
-                        yield _replace(scaled, name)
+                if (
+                    isinstance(scaled, ast.BinOp)
+                    and isinstance(scaled.op, ast.Mult)
+                    and isinstance(scaled.left, ast.Name)
+                    and scaled.left.id == name
+                ):
+                    yield _replace(scaled, name)
 
 
 class ProgramIdSwapped(Operator):
@@ -240,11 +253,8 @@ class ProgramIdSwapped(Operator):
     def changes(self, kernel: Kernel) -> Iterator[Change]:
         sites = []
         for call in kernel.calls("program_id"):
-            axis = (
-                call.args[0]
-                if call.args
-                else (keyword(call, "axis").value if keyword(call, "axis") else None)
-            )  # type: ignore[union-attr]
+            named = keyword(call, "axis")
+            axis = call.args[0] if call.args else (named.value if named is not None else None)
             if isinstance(axis, ast.Constant) and isinstance(axis.value, int):
                 sites.append((axis, axis.value))
         axes = sorted({value for _, value in sites})
@@ -268,7 +278,10 @@ class WhereRemoved(Operator):
 
 class BlockForSize(Operator):
     name = "block_for_size"
-    models = "the constexpr block size used where the runtime size belongs (`/ BLOCK` for `/ N`): exact when N is a power of two"
+    models = (
+        "the constexpr block size used where the runtime size belongs (`/ BLOCK` for `/ N`): exact "
+        "when N is a power of two"
+    )
 
     def changes(self, kernel: Kernel) -> Iterator[Change]:
         blocks = kernel.block_sizes
