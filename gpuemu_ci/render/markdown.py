@@ -20,6 +20,7 @@ from typing import Any
 
 import jinja2
 
+from gpuemu_ci.render.mutation import mutation_markdown
 from gpuemu_ci.render import escape, text
 from gpuemu_ci.render.coverage import coverage_rows, dtypes_not_run
 from gpuemu_ci.render.links import Links
@@ -288,6 +289,7 @@ def _context(
         "cut": cut,
         "not_run": dtypes_not_run(report),
         "coverage": coverage_rows(report) if limits.passes else [],
+        "mutation": Md(mutation_markdown(report.mutation)) if report.mutation is not None else None,
     }
 
 
