@@ -1,0 +1,153 @@
+"""Mutation score of gpuemu-ci's suites next to the one-shape `allclose` baseline's, on the same mutants.
+
+For each config (the Triton example, the corpus's Triton entries, Liger-Kernel's kernels in bench/field) it runs
+`gpuemu-ci mutate` as a user would (a subprocess of this checkout), then judges every mutant that gpuemu-ci ran
+with the KernelBench-style baseline of bench/corpus/oneshape_baseline.py (5 trials per dtype at the benchmark
+shape, allclose), in this process, with the same kernel swapped in memory the same way the workers swap it.
+Prints per config: mutants, gpuemu-ci's score, the baseline's, the survivors of each by operator, wall time.
+
+    python bench/mutate_score.py
+    python bench/mutate_score.py --liger-ops liger_rms_norm.control --max-mutants 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO), str(REPO / "bench" / "corpus")]
+
+from gpuemu_ci.backends import mutant as swap  # noqa: E402
+from gpuemu_ci.backends.interface import LaunchedKernel  # noqa: E402
+from gpuemu_ci.config.load import load_config  # noqa: E402
+from gpuemu_ci.mutate.plan import all_mutants, kernel_sources  # noqa: E402
+from gpuemu_ci.mutate.triton_operators import OPERATORS  # noqa: E402
+
+CONFIGS = {
+    "examples/triton": (REPO / "examples/triton/gpuemu.toml", ["rmsnorm"]),
+    "corpus (Triton)": (
+        REPO / "bench/corpus/gpuemu.toml",
+        ["rmsnorm_triton_bwd.control", "tri_row_max.control", "tri_scale.control", "tri_col_sum.control"],
+    ),
+}
+
+
+def run_mutate(config: Path, ops: list[str], out: Path, seed: int, max_mutants: int | None) -> dict[str, Any]:
+    command = [sys.executable, "-m", "gpuemu_ci", "mutate", "--config", str(config), "--out", str(out)]
+    command += ["--no-cache", "--seed", str(seed)] + [f"--op={op}" for op in ops]
+    if max_mutants:
+        command += ["--max-mutants", str(max_mutants)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    subprocess.run(command, check=False, env=env, capture_output=True)
+    document: dict[str, Any] = json.loads((out / "results.json").read_text())
+    return document
+
+
+def _patch_of(entry: dict[str, Any], root: Path) -> Any:
+    """The mutant `entry` names, rebuilt from the kernel this process imported."""
+    module_name, _, function = entry["kernel"].rpartition(".")
+    module = importlib.import_module(module_name)
+    obj = getattr(module, function)
+    while not hasattr(getattr(obj, "fn", None), "__code__"):
+        obj = obj.fn
+    code = obj.fn.__code__
+    sources = kernel_sources(
+        [LaunchedKernel(module_name, function, code.co_filename, code.co_firstlineno)], root
+    )
+    found = [m for m in all_mutants(sources, OPERATORS) if m.id == entry["id"]]
+    return found[0].patch() if found else None
+
+
+def baseline_caught(config_path: Path, document: dict[str, Any], seed: int) -> dict[tuple[str, str], bool]:
+    from oneshape_baseline import judge_entry
+
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    config = load_config(config_path)
+    sys.path.insert(0, str(config.root))
+    caught = {}
+    for op_mutation in document["mutation"]["ops"]:
+        op = next(o for o in config.ops if o.name == op_mutation["op"])
+        for entry in op_mutation["mutants"]:
+            if entry["status"] not in ("killed", "survived", "equivalent?"):
+                continue
+            patch = _patch_of(entry, config.root)
+            if patch is None:
+                continue
+            swap.prepare((patch,))
+            with swap.applied((patch,)):
+                try:
+                    verdict = judge_entry(op, op.dtypes[:2], seed).caught
+                except Exception:
+                    verdict = True  # a kernel that raises fails the trial, as in KernelBench
+            caught[(op.name, entry["id"])] = verdict
+    return caught
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--max-mutants", type=int, default=None)
+    parser.add_argument(
+        "--liger-ops", nargs="*", default=[], help="bench/field ops to add (needs liger-kernel)"
+    )
+    parser.add_argument("--only", nargs="*", default=None, help="config labels to run")
+    args = parser.parse_args(argv)
+    configs = dict(CONFIGS)
+    if args.liger_ops:
+        configs["Liger-Kernel (bench/field)"] = (REPO / "bench/field/gpuemu.toml", args.liger_ops)
+    rows = []
+    for label, (config, ops) in configs.items():
+        if args.only is not None and label not in args.only:
+            continue
+        with tempfile.TemporaryDirectory() as out:
+            started = time.monotonic()
+            document = run_mutate(config, ops, Path(out), args.seed, args.max_mutants)
+            wall = time.monotonic() - started
+        caught = baseline_caught(config, document, args.seed)
+        mutants = [m for op in document["mutation"]["ops"] for m in op["mutants"]]
+        judged = [m for m in mutants if m["status"] in ("killed", "survived")]
+        ours = sum(m["status"] == "killed" for m in judged)
+        theirs = sum(
+            caught.get((op["op"], m["id"]), False)
+            for op in document["mutation"]["ops"]
+            for m in op["mutants"]
+            if m["status"] in ("killed", "survived")
+        )
+        survivors = Counter(m["operator"] for m in judged if m["status"] == "survived")
+        missed = Counter(
+            m["operator"]
+            for op in document["mutation"]["ops"]
+            for m in op["mutants"]
+            if m["status"] in ("killed", "survived") and not caught.get((op["op"], m["id"]), False)
+        )
+        equivalent = sum(m["status"] == "equivalent?" for m in mutants)
+        rows.append(
+            (label, len(mutants), equivalent, ours, theirs, len(judged), dict(survivors), dict(missed), wall)
+        )
+    print(
+        "| suite | mutants | equivalent? | gpuemu-ci killed | one-shape allclose caught | gpuemu-ci survivors | allclose misses by operator | wall (gpuemu-ci) |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for label, total, equivalent, ours, theirs, judged, survivors, missed, wall in rows:
+        print(
+            f"| {label} | {total} | {equivalent} | {ours}/{judged} | {theirs}/{judged} | "
+            f"{', '.join(f'{k} {v}' for k, v in sorted(survivors.items())) or 'none'} | "
+            f"{', '.join(f'{k} {v}' for k, v in sorted(missed.items())) or 'none'} | {wall:.0f} s |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
