@@ -137,7 +137,10 @@ def main(argv: list[str] | None = None) -> int:
             (label, len(mutants), equivalent, ours, theirs, len(judged), dict(survivors), dict(missed), wall)
         )
     print(
-        "| suite | mutants | equivalent? | gpuemu-ci killed | one-shape allclose caught | gpuemu-ci survivors | allclose misses by operator | wall (gpuemu-ci) |"
+        print(
+            "| suite | mutants | equivalent? | gpuemu-ci killed | one-shape allclose caught "
+            "| gpuemu-ci survivors | allclose misses by operator | wall (gpuemu-ci) |"
+        )
     )
     print("|---|---|---|---|---|---|---|---|")
     for label, total, equivalent, ours, theirs, judged, survivors, missed, wall in rows:

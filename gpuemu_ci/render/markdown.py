@@ -20,10 +20,10 @@ from typing import Any
 
 import jinja2
 
-from gpuemu_ci.render.mutation import mutation_markdown
 from gpuemu_ci.render import escape, text
 from gpuemu_ci.render.coverage import coverage_rows, dtypes_not_run
 from gpuemu_ci.render.links import Links
+from gpuemu_ci.render.mutation import mutation_markdown
 from gpuemu_ci.results.kernels import KernelResult, KernelStatus
 from gpuemu_ci.results.model import Failure, Headline, OpStatus, Results
 
