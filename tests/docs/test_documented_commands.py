@@ -44,8 +44,6 @@ SKIPPED = {
     # Mutation testing runs a suite per mutant: tests/mutate runs the command on its own Triton project.
     "gpuemu-ci mutate --config examples/triton/gpuemu.toml": "tests/mutate/test_mutate_command.py",
     "gpuemu-ci mutate --op rmsnorm --max-mutants 20 --seed 7 --jobs 4": "tests/mutate/test_mutate_command.py",
-    "python bench/mutate_score.py": "a benchmark (minutes); tests/mutate runs the command it times",
-    "python bench/mutate_score.py --liger-ops liger_rms_norm.control --max-mutants 8": "a benchmark",
 }
 
 
