@@ -7,7 +7,14 @@ from pathlib import Path
 
 import click
 
-from gpuemu_ci.cli.options import config_option, out_option
+from gpuemu_ci.cli.options import (
+    config_option,
+    iterations_option,
+    jobs_option,
+    json_option,
+    op_option,
+    out_option,
+)
 from gpuemu_ci.config.load import load_config
 from gpuemu_ci.config.model import Suite
 from gpuemu_ci.mutate.run import MutateOptions, run_mutation
@@ -22,7 +29,7 @@ from gpuemu_ci.results.codec import to_json, write_results
 
 @click.command("mutate")
 @config_option
-@click.option("--op", "ops", multiple=True, help="Only this op (repeatable).")
+@op_option
 @click.option(
     "--max-mutants",
     type=click.IntRange(1),
@@ -45,12 +52,8 @@ from gpuemu_ci.results.codec import to_json, write_results
     show_default=True,
     help="The suite each mutant runs.",
 )
-@click.option("--iterations", type=click.IntRange(1), help="Cases per op and dtype (overrides the suite's).")
-@click.option(
-    "--jobs",
-    type=click.IntRange(1),
-    help="Cases computed at once, one worker process each (default: ci.parallel_jobs, else the cores available).",
-)
+@iterations_option
+@jobs_option
 @click.option(
     "--shard",
     "shard_text",
@@ -75,7 +78,7 @@ from gpuemu_ci.results.codec import to_json, write_results
 )
 @click.option("--no-cache", is_flag=True, help="Run every mutant, keeping no verdict.")
 @out_option()
-@click.option("--json", "as_json", is_flag=True, help="Also print results.json on stdout.")
+@json_option
 def mutate_command(
     config_path: Path | None,
     ops: tuple[str, ...],
