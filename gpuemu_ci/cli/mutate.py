@@ -58,7 +58,7 @@ from gpuemu_ci.results.codec import to_json, write_results
     "--shard",
     "shard_text",
     metavar="K/N",
-    help="Run only shard K of N of the mutants (every Kth of each op's plan); `gpuemu-ci merge` joins them.",
+    help="Run only shard K of N of the mutants (every Nth of each op's plan from the Kth); the others are `not run`.",
 )
 @click.option(
     "--budget",

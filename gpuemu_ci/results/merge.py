@@ -56,6 +56,11 @@ def check_shards(shards: Sequence[Shard]) -> list[Shard]:
     if not shards:
         raise UsageError("merge needs the results.json of every shard")
     for shard in shards:
+        if shard.results.mutation is not None:
+            raise UsageError(
+                f"{shard.source} is a `gpuemu-ci mutate` document: merge joins the shards of `run` only; each "
+                "mutate shard's results.json holds the verdicts of its own mutants"
+            )
         if shard.results.shard is None:
             raise UsageError(
                 f"{shard.source} is not the document of a shard (it was not run with --shard K/N)"
