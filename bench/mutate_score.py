@@ -42,11 +42,9 @@ CONFIGS = {
 }
 
 
-def run_mutate(config: Path, ops: list[str], out: Path, seed: int, max_mutants: int | None) -> dict[str, Any]:
+def run_mutate(config: Path, ops: list[str], out: Path, seed: int, extra: list[str]) -> dict[str, Any]:
     command = [sys.executable, "-m", "gpuemu_ci", "mutate", "--config", str(config), "--out", str(out)]
-    command += ["--no-cache", "--seed", str(seed)] + [f"--op={op}" for op in ops]
-    if max_mutants:
-        command += ["--max-mutants", str(max_mutants)]
+    command += ["--no-cache", "--seed", str(seed), *extra] + [f"--op={op}" for op in ops]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     subprocess.run(command, check=False, env=env, capture_output=True)
     document: dict[str, Any] = json.loads((out / "results.json").read_text())
@@ -99,57 +97,67 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--max-mutants", type=int, default=None)
+    parser.add_argument("--jobs", type=int, default=None, help="gpuemu-ci mutate --jobs")
+    parser.add_argument("--budget", type=float, default=None, help="gpuemu-ci mutate --budget (seconds)")
     parser.add_argument(
         "--liger-ops", nargs="*", default=[], help="bench/field ops to add (needs liger-kernel)"
     )
     parser.add_argument("--only", nargs="*", default=None, help="config labels to run")
+    parser.add_argument(
+        "--keep", type=Path, default=None, help="keep each config's results.json and baseline verdicts here"
+    )
     args = parser.parse_args(argv)
     configs = dict(CONFIGS)
     if args.liger_ops:
         configs["Liger-Kernel (bench/field)"] = (REPO / "bench/field/gpuemu.toml", args.liger_ops)
+    options = {"max-mutants": args.max_mutants, "jobs": args.jobs, "budget": args.budget}
+    extra = [f"--{name}={value}" for name, value in options.items() if value is not None]
     rows = []
-    for label, (config, ops) in configs.items():
+    for number, (label, (config, ops)) in enumerate(configs.items()):
         if args.only is not None and label not in args.only:
             continue
         with tempfile.TemporaryDirectory() as out:
             started = time.monotonic()
-            document = run_mutate(config, ops, Path(out), args.seed, args.max_mutants)
+            document = run_mutate(config, ops, Path(out), args.seed, extra)
             wall = time.monotonic() - started
+        started = time.monotonic()
         caught = baseline_caught(config, document, args.seed)
-        mutants = [m for op in document["mutation"]["ops"] for m in op["mutants"]]
-        judged = [m for m in mutants if m["status"] in ("killed", "survived")]
-        ours = sum(m["status"] == "killed" for m in judged)
-        theirs = sum(
-            caught.get((op["op"], m["id"]), False)
-            for op in document["mutation"]["ops"]
-            for m in op["mutants"]
-            if m["status"] in ("killed", "survived")
-        )
-        survivors = Counter(m["operator"] for m in judged if m["status"] == "survived")
-        missed = Counter(
-            m["operator"]
-            for op in document["mutation"]["ops"]
-            for m in op["mutants"]
-            if m["status"] in ("killed", "survived") and not caught.get((op["op"], m["id"]), False)
-        )
-        equivalent = sum(m["status"] == "equivalent?" for m in mutants)
-        rows.append(
-            (label, len(mutants), equivalent, ours, theirs, len(judged), dict(survivors), dict(missed), wall)
-        )
+        baseline_wall = time.monotonic() - started
+        if args.keep is not None:
+            args.keep.mkdir(parents=True, exist_ok=True)
+            (args.keep / f"{number}-results.json").write_text(json.dumps(document, indent=1))
+            verdicts = [{"op": op, "id": mutant, "caught": c} for (op, mutant), c in sorted(caught.items())]
+            (args.keep / f"{number}-allclose.json").write_text(json.dumps(verdicts, indent=1))
+        rows.append(_row(label, document, caught, wall, baseline_wall))
     print(
-        print(
-            "| suite | mutants | equivalent? | gpuemu-ci killed | one-shape allclose caught "
-            "| gpuemu-ci survivors | allclose misses by operator | wall (gpuemu-ci) |"
-        )
+        "| suite | mutants | equivalent? | errored, not run | gpuemu-ci killed | one-shape allclose caught "
+        "| gpuemu-ci survivors | allclose misses by operator | wall (gpuemu-ci; allclose) |"
     )
-    print("|---|---|---|---|---|---|---|---|")
-    for label, total, equivalent, ours, theirs, judged, survivors, missed, wall in rows:
-        print(
-            f"| {label} | {total} | {equivalent} | {ours}/{judged} | {theirs}/{judged} | "
-            f"{', '.join(f'{k} {v}' for k, v in sorted(survivors.items())) or 'none'} | "
-            f"{', '.join(f'{k} {v}' for k, v in sorted(missed.items())) or 'none'} | {wall:.0f} s |"
-        )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        print(row)
     return 0
+
+
+def _row(
+    label: str, document: dict[str, Any], caught: dict[tuple[str, str], bool], wall: float, baseline: float
+) -> str:
+    """One line of the table: gpuemu-ci's verdicts and the baseline's on the mutants gpuemu-ci decided."""
+    entries = [(op["op"], m) for op in document["mutation"]["ops"] for m in op["mutants"]]
+    statuses = Counter(m["status"] for _, m in entries)
+    judged = [(op, m) for op, m in entries if m["status"] in ("killed", "survived")]
+    theirs = sum(caught.get((op, m["id"]), False) for op, m in judged)
+    survivors = Counter(m["operator"] for _, m in judged if m["status"] == "survived")
+    missed = Counter(m["operator"] for op, m in judged if not caught.get((op, m["id"]), False))
+
+    def listed(counts: Counter[str]) -> str:
+        return ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"
+
+    return (
+        f"| {label} | {len(entries)} | {statuses['equivalent?']} | "
+        f"{statuses['errored']}, {statuses['not run']} | {statuses['killed']}/{len(judged)} | "
+        f"{theirs}/{len(judged)} | {listed(survivors)} | {listed(missed)} | {wall:.0f} s; {baseline:.0f} s |"
+    )
 
 
 if __name__ == "__main__":
