@@ -1,4 +1,5 @@
-"""`gpuemu-ci mutate`: plant known bugs in the ops' Triton kernels and report which ones the suite lets through."""
+"""`gpuemu-ci mutate`: plant known bugs in the ops' Triton kernels and the [[kernels]]' CUDA sources, and report
+which ones the suite (or, where no GPU runs a CUDA kernel, the lint) lets through."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ from gpuemu_ci.cli.options import (
 )
 from gpuemu_ci.config.load import load_config
 from gpuemu_ci.config.model import Suite
+from gpuemu_ci.mutate.plan import operator_names
 from gpuemu_ci.mutate.run import MutateOptions, run_mutation
-from gpuemu_ci.mutate.triton_operators import OPERATORS
 from gpuemu_ci.pipeline.settings import RunOptions
 from gpuemu_ci.pipeline.shard import Shard
 from gpuemu_ci.progress import StderrReporter
@@ -39,7 +40,7 @@ from gpuemu_ci.results.codec import to_json, write_results
     "--operator",
     "operators",
     multiple=True,
-    type=click.Choice([op.name for op in OPERATORS]),
+    type=click.Choice(operator_names()),
     help="Only this mutation operator (repeatable; default: all).",
 )
 @click.option(
@@ -96,11 +97,13 @@ def mutate_command(
     out_dir: Path,
     as_json: bool,
 ) -> int:
-    """Plant known bugs (mutants) in the ops' Triton kernels, run each through the op's suite, and report the
-    mutation score and every survivor with what the config likely lacks to kill it.
+    """Plant known bugs (mutants) in the ops' Triton kernels and the [[kernels]]' CUDA sources, run each through
+    the op's suite, and report the mutation score and every survivor with what the config likely lacks to
+    kill it.
 
     The original suite runs first: an op that fails it is not scored. Mutants run in the usual isolated
-    workers with the kernel changed in memory; your files are never written."""
+    workers with the kernel changed in memory; your files are never written. A CUDA mutant is compiled and
+    linted first; where no GPU runs its cases, what the lint cannot judge is `not run`."""
     shard = Shard.parse(shard_text) if shard_text is not None else None
     config = load_config(config_path)
     out = out_dir.resolve()
@@ -112,7 +115,7 @@ def mutate_command(
             iterations=iterations,
             out_dir=out,
             jobs=jobs,
-            lint=False,
+            lint=None,  # [ci] lint: the CUDA mutants are judged by compiling them
             timeout_s=budget,
             shard=shard,
         ),

@@ -9,12 +9,16 @@ hash order or on which worker ran which case.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol, TypeVar
 
-from gpuemu_ci.backends.interface import KernelPatch, LaunchedKernel
+from gpuemu_ci.backends.interface import KernelPatch, LaunchedKernel, OpTask
+from gpuemu_ci.mutate import cuda_operators
+from gpuemu_ci.mutate.cuda_operators import CudaOperator
 from gpuemu_ci.mutate.kernel import find_kernel
 from gpuemu_ci.mutate.source import Change, SourceFile, text_digest
 from gpuemu_ci.mutate.triton_operators import OPERATORS, Operator
@@ -46,21 +50,67 @@ class Mutant:
     def line(self) -> int:
         return self.change.span.line
 
+    @property
+    def kernel(self) -> str:
+        return self.source.label
+
+    @property
+    def file(self) -> str:
+        return self.source.display
+
     def patch(self) -> KernelPatch:
         changed = SourceFile(self.source.text).changed(self.change)
         kernel = self.source.kernel
         return KernelPatch(kernel.module, kernel.name, kernel.path, changed, f"mutant {self.id}")
 
+    def task(self, base: OpTask) -> OpTask:
+        """The op's task with this mutant's kernel swapped in, in memory, in the worker."""
+        return dataclasses.replace(base, patches=(self.patch(),))
 
-def operators_named(names: Sequence[str]) -> tuple[Operator, ...]:
-    """The operators called `names` (all of them when empty); ValueError naming an unknown one."""
-    if not names:
-        return OPERATORS
-    known = {op.name: op for op in OPERATORS}
+
+class AnyMutant(Protocol):
+    """What the run needs of a mutant of either language (plan.Mutant, cuda.CudaMutant)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def operator(self) -> str: ...
+    @property
+    def kernel(self) -> str: ...
+    @property
+    def file(self) -> str: ...
+    @property
+    def line(self) -> int: ...
+    @property
+    def before(self) -> str: ...
+    @property
+    def after(self) -> str: ...
+
+    def task(self, base: OpTask) -> OpTask: ...
+
+
+M = TypeVar("M", bound=AnyMutant)
+
+
+def operator_names() -> tuple[str, ...]:
+    """Every operator's name, Triton's then CUDA's own, each once."""
+    names = [op.name for op in OPERATORS] + [op.name for op in cuda_operators.OPERATORS]
+    return tuple(dict.fromkeys(names))
+
+
+def operators_named(names: Sequence[str]) -> tuple[tuple[Operator, ...], tuple[CudaOperator, ...]]:
+    """The Triton and the CUDA operators called `names` (all of them when empty); ValueError naming an unknown
+    one. A name both sets share (`bound_flipped`) selects both."""
+    known = operator_names()
     unknown = [n for n in names if n not in known]
     if unknown:
         raise ValueError(f"unknown operator {unknown[0]!r}; operators: {', '.join(known)}")
-    return tuple(op for op in OPERATORS if op.name in names)
+    if not names:
+        return OPERATORS, cuda_operators.OPERATORS
+    return (
+        tuple(op for op in OPERATORS if op.name in names),
+        tuple(op for op in cuda_operators.OPERATORS if op.name in names),
+    )
 
 
 def kernel_sources(kernels: Iterable[LaunchedKernel], root: Path) -> tuple[KernelSource, ...]:
@@ -103,14 +153,14 @@ def all_mutants(sources: Sequence[KernelSource], operators: Sequence[Operator]) 
     return mutants
 
 
-def ordered(mutants: Sequence[Mutant], operators: Sequence[Operator], seed: int) -> list[Mutant]:
+def ordered(mutants: Sequence[M], operators: Sequence[str], seed: int) -> list[M]:
     """The plan's order: each operator's mutants shuffled from the seed, then one of each operator in turn."""
     queues = []
     for operator in operators:
-        mine = [m for m in mutants if m.operator == operator.name]
-        random.Random(f"gpuemu-mutate:{seed}:{operator.name}").shuffle(mine)
+        mine = [m for m in mutants if m.operator == operator]
+        random.Random(f"gpuemu-mutate:{seed}:{operator}").shuffle(mine)
         queues.append(mine)
-    order: list[Mutant] = []
+    order: list[M] = []
     while any(queues):
         for queue in queues:
             if queue:

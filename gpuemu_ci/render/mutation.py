@@ -15,6 +15,15 @@ def headline(op: OpMutation) -> str:
     """ "mutation score 41/44 (93%); 3 survived, 1 equivalent?" or why the op was not scored."""
     if not op.scored:
         return op.message or "not scored"
+    if op.lint_only:
+        counts = [
+            f"{op.killed} killed by the lint",
+            f"{op.equivalent} equivalent? (the original's PTX)" if op.equivalent else "",
+            f"{op.errored} errored" if op.errored else "",
+            f"{op.not_run} not run" if op.not_run else "",
+        ]
+        listed = ", ".join(c for c in counts if c)
+        return f"lint only, no score ({op.lint_only_because}): {listed} (of {op.mutants_planned} planned)"
     decided = op.killed + op.survived
     parts = []
     if decided:
@@ -51,6 +60,11 @@ def mutation_lines(report: MutationReport) -> list[str]:
                     lines.append(terminal_text(f"    likely missing: {mutant.hint}"))
             elif mutant.status is MutantStatus.ERRORED:
                 lines.append(terminal_text(f"  ERRORED {_where(mutant)}: {mutant.message or ''}"))
+            elif op.lint_only and mutant.status is MutantStatus.KILLED:
+                lines.append(terminal_text(f"  KILLED by the lint {_where(mutant)}: {mutant.message or ''}"))
+            elif op.lint_only and mutant.hint and mutant.status is MutantStatus.NOT_RUN:
+                lines.append(terminal_text(f"  NOT RUN {_where(mutant)}: {mutant.after}"))
+                lines.append(terminal_text(f"    the lint could kill it: {mutant.hint}"))
     if report.cut_short:
         lines.append("the time budget ran out: the mutants left were not run")
     return lines

@@ -7,16 +7,19 @@ that failed, in plan order), `survived` when every case passed with outputs that
 matter, perhaps one no case reaches), `errored` when it could not be run as a mutant (its source did not build,
 the op did not load with it), and `not run` when it was not tried here (a CUDA mutant without a GPU, the time
 budget, another shard). The score counts killed of killed + survived: the other statuses say nothing about the
-suite.
+suite. A CUDA kernel whose cases cannot run here (no GPU, or no launch table) is `lint_only`: the lint kills a
+mutant that breaks an artifact check, calls one that compiles to the original's PTX `equivalent?`, and leaves
+the others `not run`; it has no score.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Annotated
 
 import msgspec
 
-from gpuemu_ci.results.base import Count, Record
+from gpuemu_ci.results.base import Count, Record, Sha256
 
 
 class MutantStatus(StrEnum):
@@ -52,8 +55,9 @@ class OpMutation(Record, frozen=True):
 
     op: str
     language: str  # "triton" or "cuda"
-    scored: bool  # False: the original did not pass its own suite, or no kernel could be changed
+    scored: bool  # False: the original did not pass its own suite (or lint), or no kernel could be changed
     message: str | None = None
+    lint_only_because: str | None = None  # CUDA: why its cases could not run here (only the lint judged)
     kernels: tuple[str, ...] = ()  # "module.function" of the kernels changed
     mutants_planned: Count = 0  # every mutant the operators made for the op's kernels
     mutants: tuple[MutantResult, ...] = ()  # those this run selected (--max-mutants), in plan order
@@ -76,14 +80,29 @@ class OpMutation(Record, frozen=True):
             "equivalent": counts[MutantStatus.EQUIVALENT],
             "errored": counts[MutantStatus.ERRORED],
             "not_run": counts[MutantStatus.NOT_RUN],
-            "score": round(counts[MutantStatus.KILLED] / decided, 4) if decided else None,
+            "score": round(counts[MutantStatus.KILLED] / decided, 4)
+            if decided and not self.lint_only
+            else None,
         }
         for name, value in figures.items():
             msgspec.structs.force_setattr(self, name, value)
 
     @property
+    def lint_only(self) -> bool:
+        return self.lint_only_because is not None
+
+    @property
     def survivors(self) -> tuple[MutantResult, ...]:
         return tuple(m for m in self.mutants if m.status is MutantStatus.SURVIVED)
+
+
+class MutationShard(Record, frozen=True):
+    """The part of the mutants this document ran (`gpuemu-ci mutate --shard K/N`); `gpuemu-ci merge` puts the
+    N parts back together and refuses parts of different plans."""
+
+    index: Annotated[int, msgspec.Meta(ge=1)]
+    count: Annotated[int, msgspec.Meta(ge=1)]
+    plan: Sha256  # every op's mutants, in plan order, with the config, seed and operators they came from
 
 
 class MutationReport(Record, frozen=True):
@@ -95,6 +114,7 @@ class MutationReport(Record, frozen=True):
     ops: tuple[OpMutation, ...] = ()
     cut_short: bool = False  # the time budget ran out: some mutants were not run
     duration_s: float = 0.0
+    shard: MutationShard | None = None  # set in the document of one shard; never in a merged or whole run
 
     @property
     def killed(self) -> int:
@@ -105,7 +125,12 @@ class MutationReport(Record, frozen=True):
         return sum(op.killed + op.survived for op in self.ops)
 
     def below_min_score(self) -> tuple[OpMutation, ...]:
-        """The scored ops under --min-score."""
+        """The scored ops under --min-score, and the lint-only ones (whose score could not be measured here:
+        a rule that could not be checked fails)."""
         if self.min_score is None:
             return ()
-        return tuple(op for op in self.ops if op.score is not None and op.score < self.min_score)
+        return tuple(
+            op
+            for op in self.ops
+            if (op.score is not None and op.score < self.min_score) or (op.lint_only and op.scored)
+        )

@@ -252,6 +252,30 @@ def test_cuda_kernel_launch_on_a_gpu(tmp_path: Path) -> None:
             assert report.outcome == "passed", report.message
 
 
+@pytest.mark.gpu
+def test_a_kernel_compiled_from_text_in_memory_runs_that_text_not_the_file(tmp_path: Path) -> None:
+    if detect_gpu() is None:
+        pytest.skip("no GPU on this machine")
+    pytest.importorskip("cupy")
+    (tmp_path / "add.cu").write_text(textwrap.dedent(ADD_KERNEL))
+    (tmp_path / "refs.py").write_text("def add(x, y):\n    return x + y\n")
+    program = KernelProgram(
+        source="add.cu",
+        entry="add_rows",
+        grid=("cdiv(N, 128)", "M"),
+        block=("128",),
+        args=("x", "y", "out", "M", "N", "stride(x, 0)"),
+        output_dims=("M", "N"),
+        input_dims=(("x", ("M", "N")), ("y", ("M", "N"))),
+        code=textwrap.dedent(ADD_KERNEL).replace("] + y[", "] - y["),  # `gpuemu-ci mutate`'s mutant
+    )
+    task = _kernel_task(tmp_path, program, "refs:add", XY, '["float32"]')
+    with WorkerPool(1, tmp_path) as pool:
+        report = pool.run(task, first_case(task))
+    assert report.outcome == "failed", report.message
+    assert "] + y[" in (tmp_path / "add.cu").read_text()
+
+
 def test_the_output_buffer_is_poisoned_in_the_case_dtype_with_bfloat16_as_its_bits() -> None:
     bf16 = poisoned_output((2, 3), "bfloat16")
     assert bf16.dtype == np.uint16 and bf16.shape == (2, 3)  # CuPy has no bfloat16: the kernel gets the bits
