@@ -42,11 +42,14 @@ CONFIGS = {
 }
 
 
-def run_mutate(config: Path, ops: list[str], out: Path, seed: int, extra: list[str]) -> dict[str, Any]:
+def run_mutate(
+    config: Path, ops: list[str], out: Path, seed: int, extra: list[str], log: Path | None = None
+) -> dict[str, Any]:
     command = [sys.executable, "-m", "gpuemu_ci", "mutate", "--config", str(config), "--out", str(out)]
     command += ["--no-cache", "--seed", str(seed), *extra] + [f"--op={op}" for op in ops]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    subprocess.run(command, check=False, env=env, capture_output=True)
+    with open(log or os.devnull, "w") as stderr:  # its progress and its terminal report
+        subprocess.run(command, check=False, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
     document: dict[str, Any] = json.loads((out / "results.json").read_text())
     return document
 
@@ -118,7 +121,10 @@ def main(argv: list[str] | None = None) -> int:
             continue
         with tempfile.TemporaryDirectory() as out:
             started = time.monotonic()
-            document = run_mutate(config, ops, Path(out), args.seed, extra)
+            log = args.keep / f"{number}-mutate.log" if args.keep is not None else None
+            if args.keep is not None:
+                args.keep.mkdir(parents=True, exist_ok=True)
+            document = run_mutate(config, ops, Path(out), args.seed, extra, log)
             wall = time.monotonic() - started
         started = time.monotonic()
         caught = baseline_caught(config, document, args.seed)

@@ -94,6 +94,9 @@ class OpTask:
     master_seed: int  # recorded in snapshots
     out_dir: Path | None  # where the judge writes the snapshots of failing cases (None: none written)
     patches: tuple[KernelPatch, ...] = ()  # kernels run from changed source (gpuemu-ci mutate's mutants)
+    # Memory the op allocates uninitialised (torch.empty) reads as NaN in every run (gpuemu-ci mutate: what a
+    # mutant leaves unwritten then fails the same way in every run, whatever the allocator held before).
+    poison_uninitialized: bool = False
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ memory cannot corrupt its judge; for `gpuemu_ci.check` with a lambda both run in
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -143,8 +144,10 @@ def run_op_side(
         settings = triton_layer.CallSettings(
             case.seed, int(which is Stage.RERUN), op.execution.triton_sanitize
         )
+        poisoned = bridge.uninitialized_poisoned() if task.poison_uninitialized else contextlib.nullcontext()
         with (
             mutant.applied(task.patches),
+            poisoned,
             triton_layer.intercepted(settings) as watched,  # Triton kernels run as a GPU would (triton_cpu)
         ):
             result, retire = call(

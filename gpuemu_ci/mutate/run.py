@@ -62,6 +62,7 @@ from gpuemu_ci.progress import Observer, Silent
 from gpuemu_ci.results.kernels import KernelStatus
 from gpuemu_ci.results.model import GpuInfo, OpResult, OpStatus, Results, Verdict
 from gpuemu_ci.results.mutation import (
+    MIN_SCORE_NOTE,
     MutantResult,
     MutantStatus,
     MutationReport,
@@ -155,7 +156,8 @@ def run_mutation(
         for target, op in zip(targets, (*ops, *(k.op for k in kernels)), strict=True):
             runs_cases = target.language == "triton" or target.without_cases is None
             if op is not None and runs_cases and target.message is None:
-                task, cases = session.task(op), session.plan(op)
+                task = dataclasses.replace(session.task(op), poison_uninitialized=True)
+                cases = session.plan(op)
                 snapshots = OpCollector(config, op, settings.out_dir).wants_snapshot
                 target.suite = _Suite(op, task, cases, Batch(task, cases, snapshots=snapshots))
         cut_short = _run_originals(run, session, targets)
@@ -570,6 +572,6 @@ def with_mutation(document: Results, report: MutationReport) -> Results:
             f"{op.op} ({op.score:.0%})" if op.score is not None else f"{op.op} (lint only: no score here)"
             for op in below
         )
-        notes = (*notes, f"mutation score under --min-score {report.min_score:.0%}: {names}")
+        notes = (*notes, f"{MIN_SCORE_NOTE} {report.min_score:.0%}: {names}")
         verdict, code = Verdict.FAILED, int(ExitCode.GATE_FAILED)
     return msgspec.structs.replace(document, mutation=report, notes=notes, verdict=verdict, exit_code=code)

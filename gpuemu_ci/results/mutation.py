@@ -21,6 +21,8 @@ import msgspec
 
 from gpuemu_ci.results.base import Count, Record, Sha256
 
+MIN_SCORE_NOTE = "mutation score under --min-score"  # the note of a run that --min-score failed
+
 
 class MutantStatus(StrEnum):
     KILLED = "killed"

@@ -64,6 +64,29 @@ def test_cached_verdicts_come_back_without_running_and_shards_split_the_mutants(
     assert shard["ops"][0]["mutants"][0]["message"] == "in another shard"
 
 
+@pytest.mark.slow
+def test_the_shards_of_a_mutate_run_merge_into_the_unsharded_runs_document(tmp_path: Path) -> None:
+    whole = _mutate(tmp_path / "whole", "--no-cache")
+    shards = [tmp_path / f"shard{k}" for k in (1, 2)]
+    for k, out in enumerate(shards, start=1):
+        _mutate(out, "--no-cache", "--shard", f"{k}/2")
+    merged = run_cli(["merge", *(out / "results.json" for out in shards), "-o", tmp_path / "merged.json"])
+    assert merged.code == 0, merged.stderr
+    document = json.loads((tmp_path / "merged.json").read_text())
+    mutation = document["mutation"]
+    assert mutation["shard"] is None and whole["shard"] is None
+    del mutation["duration_s"], whole["duration_s"]  # the only figures that are the clock's
+    assert mutation == whole
+    assert not any(m["status"] == "not run" for op in mutation["ops"] for m in op["mutants"])
+    assert "mutation score" in merged.stderr
+    twice = run_cli(
+        ["merge", shards[0] / "results.json", shards[0] / "results.json", "-o", tmp_path / "x.json"]
+    )
+    assert twice.code == 2 and "given twice" in twice.stderr
+    alone = run_cli(["merge", tmp_path / "whole" / "results.json", "-o", tmp_path / "y.json"])
+    assert alone.code == 2 and "not the document of a shard" in alone.stderr
+
+
 def test_bad_input_is_a_usage_error(tmp_path: Path) -> None:
     unknown_op = run_cli(["mutate", "--config", PROJECT / "gpuemu.toml", "--out", tmp_path, "--op", "nope"])
     assert unknown_op.code == 2 and "nope" in unknown_op.stderr
