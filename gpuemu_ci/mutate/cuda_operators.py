@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import ClassVar
 
-from gpuemu_ci.mutate.cuda_source import Function, Token, matching
+from gpuemu_ci.mutate.cuda_source import Function, Token, depth_zero, matching
 from gpuemu_ci.mutate.source import Change, SourceFile, Span
 
 _FLIP = {"<": "<=", "<=": "<", ">": ">=", ">=": ">"}
@@ -48,17 +48,9 @@ def _span(first: Token, last: Token) -> Span:
 def _operand_end(function: Function, start: int) -> int:
     """The index of the last token of the operand that starts at `start` (it stops at a separator or a
     closing bracket at its own depth)."""
-    tokens, depth = function.tokens, 0
-    for index in range(start, function.body.stop):
-        text = tokens[index].text
-        if text in ("(", "[", "{"):
-            depth += 1
-        elif text in (")", "]", "}"):
-            if depth == 0:
-                return index - 1
-            depth -= 1
-        elif depth == 0 and (text in _OPERAND_END or _compares(function, index)):
-            return index - 1
+    for token in depth_zero(function.tokens, start, function.body.stop):
+        if token.text in (")", "]", "}", *_OPERAND_END) or _compares(function, token.index):
+            return token.index - 1
     return function.body.stop - 1
 
 
@@ -211,15 +203,9 @@ class OffsetShifted(CudaOperator):
 
 
 def _depth_zero_punctuators(tokens: list[Token], first: int, last: int) -> set[str]:
-    found, depth = set(), 0
-    for token in tokens[first : last + 1]:
-        if token.text in ("(", "["):
-            depth += 1
-        elif token.text in (")", "]"):
-            depth -= 1
-        elif depth == 0 and token.kind == "punct":
-            found.add(token.text)
-    return found
+    return {
+        t.text for t in depth_zero(tokens, first, last + 1) if t.kind == "punct" and t.text not in ("(", "[")
+    }
 
 
 class BarrierRemoved(CudaOperator):

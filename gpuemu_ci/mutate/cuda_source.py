@@ -169,18 +169,28 @@ class Function:
 
 def _statement_comma(tokens: list[Token], start: int, stop: int) -> int | None:
     """The next `,` at the statement's own depth before its `;` (a declaration's next name), or None."""
-    depth = 0
-    for index in range(start, stop):
-        text = tokens[index].text
-        if text in ("(", "[", "{"):
-            depth += 1
-        elif text in (")", "]", "}"):
-            depth -= 1
-        elif depth == 0 and text == ",":
-            return index
-        elif depth == 0 and text == ";":
-            return None
+    for token in depth_zero(tokens, start, stop):
+        if token.text in (",", ";"):
+            return token.index if token.text == "," else None
     return None
+
+
+def depth_zero(tokens: list[Token], start: int, stop: int) -> Iterator[Token]:
+    """The tokens from `start` at its own bracket depth (an opening bracket, but nothing inside it), ending with
+    the closing bracket of an enclosing group when one comes before `stop`."""
+    depth = 0
+    for token in tokens[start:stop]:
+        if token.text in (")", "]", "}"):
+            if depth == 0:
+                yield token
+                return
+            depth -= 1
+        elif depth == 0:
+            yield token
+            if token.text in ("(", "[", "{"):
+                depth += 1
+        elif token.text in ("(", "[", "{"):
+            depth += 1
 
 
 def _template_close(tokens: list[Token], start: int, stop: int) -> int | None:
@@ -221,16 +231,8 @@ def _loop_body(tokens: list[Token], keyword: int, stop: int) -> range:
         return range(0)
     if tokens[index].text == "{":
         return range(index + 1, matching(tokens, index))
-    depth = 0
-    for end in range(index, stop):
-        text = tokens[end].text
-        if text in ("(", "[", "{"):
-            depth += 1
-        elif text in (")", "]", "}"):
-            depth -= 1
-        elif text == ";" and depth == 0:
-            return range(index, end + 1)
-    return range(index, stop)
+    end = next((t.index for t in depth_zero(tokens, index, stop) if t.text == ";"), stop - 1)
+    return range(index, end + 1)
 
 
 def _parameters(tokens: list[Token], open_paren: int, close_paren: int) -> tuple[Parameter, ...]:

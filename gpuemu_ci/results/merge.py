@@ -115,15 +115,19 @@ def merge_shards(shards: Sequence[Shard]) -> Results:
         for i in range(len(first.ops))
     )
     notes = tuple(dict.fromkeys(note for s in ordered for note in s.results.notes))
+    return msgspec.structs.replace(_joined(ordered, notes), ops=ops, shard=None)
+
+
+def _joined(ordered: Sequence[Shard], notes: tuple[str, ...]) -> Results:
+    """The first shard's document with what only the shards together know: when they ran, whether any was cut
+    short, the longest one's duration, their notes; no diff yet."""
     return msgspec.structs.replace(
-        first,
+        ordered[0].results,
         started_at=min(s.results.started_at for s in ordered),
         finished_at=max(s.results.finished_at for s in ordered),
         cut_short=any(s.results.cut_short for s in ordered),
         summary=Summary(duration_s=max(s.results.summary.duration_s for s in ordered)),
-        ops=ops,
         notes=notes,
-        shard=None,
         diff=None,
     )
 
@@ -297,16 +301,7 @@ def merge_mutation_shards(shards: Sequence[Shard]) -> Results:
     notes = tuple(
         dict.fromkeys(n for s in ordered for n in s.results.notes if not n.startswith(MIN_SCORE_NOTE))
     )
-    return msgspec.structs.replace(
-        first,
-        started_at=min(s.results.started_at for s in ordered),
-        finished_at=max(s.results.finished_at for s in ordered),
-        cut_short=any(s.results.cut_short for s in ordered),
-        summary=Summary(duration_s=max(s.results.summary.duration_s for s in ordered)),
-        notes=notes,
-        diff=None,
-        mutation=mutation,
-    )
+    return msgspec.structs.replace(_joined(ordered, notes), mutation=mutation)
 
 
 def _merge_mutation_op(rows: list[OpMutation]) -> OpMutation:
