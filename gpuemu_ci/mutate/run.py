@@ -252,6 +252,8 @@ def _run_originals(run: _Run, session: Session, targets: Sequence[_Target]) -> b
 
     def done(batch: Batch) -> None:
         suite = next(s for s in suites if s.original is batch)
+        for report in batch.reports.values():  # the progress counts every case of the original suite
+            run.observer.case_done(suite.spec.name, report.outcome in ("passed", "skipped"))
         suite.result = _op_result(run.config, suite, run.settings)
         result = suite.result
         detail = op_detail(
