@@ -28,7 +28,7 @@ def _tail(cases: Sequence[CaseReport]) -> str | None:
         shown = "; ".join(f"{dim} ∈ {{{', '.join(map(str, values))}}}" for dim, values in sizes.items())
         return (
             f"no case has a size that is not a multiple of the block (every size drawn is a power of two: "
-            f"{shown}): give the dims a range, e.g. `N = {{ min = 1, max = ... }}` in [ops.dims]"
+            f"{shown}): give the dims a range, e.g. `N = {{ min = 1, max = ... }}` in [ops.dims] (or [kernels.dims])"
         )
     return None
 
