@@ -109,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--keep", type=Path, default=None, help="keep each config's results.json and baseline verdicts here"
     )
+    parser.add_argument("--per-op", action="store_true", help="also one row per op (no wall time)")
     args = parser.parse_args(argv)
     configs = dict(CONFIGS)
     if args.liger_ops:
@@ -135,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
             verdicts = [{"op": op, "id": mutant, "caught": c} for (op, mutant), c in sorted(caught.items())]
             (args.keep / f"{number}-allclose.json").write_text(json.dumps(verdicts, indent=1))
         rows.append(_row(label, document, caught, wall, baseline_wall))
+        if args.per_op:
+            rows += [_row(f"  {op['op']}", _only(document, op), caught) for op in document["mutation"]["ops"]]
     print(
         "| suite | mutants | equivalent? | errored, not run | gpuemu-ci killed | one-shape allclose caught "
         "| gpuemu-ci survivors | allclose misses by operator | wall (gpuemu-ci; allclose) |"
@@ -145,8 +148,17 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _only(document: dict[str, Any], op: dict[str, Any]) -> dict[str, Any]:
+    """The document with one op's mutants only."""
+    return {**document, "mutation": {**document["mutation"], "ops": [op]}}
+
+
 def _row(
-    label: str, document: dict[str, Any], caught: dict[tuple[str, str], bool], wall: float, baseline: float
+    label: str,
+    document: dict[str, Any],
+    caught: dict[tuple[str, str], bool],
+    wall: float | None = None,
+    baseline: float | None = None,
 ) -> str:
     """One line of the table: gpuemu-ci's verdicts and the baseline's on the mutants gpuemu-ci decided."""
     entries = [(op["op"], m) for op in document["mutation"]["ops"] for m in op["mutants"]]
@@ -162,7 +174,8 @@ def _row(
     return (
         f"| {label} | {len(entries)} | {statuses['equivalent?']} | "
         f"{statuses['errored']}, {statuses['not run']} | {statuses['killed']}/{len(judged)} | "
-        f"{theirs}/{len(judged)} | {listed(survivors)} | {listed(missed)} | {wall:.0f} s; {baseline:.0f} s |"
+        f"{theirs}/{len(judged)} | {listed(survivors)} | {listed(missed)} | "
+        + (f"{wall:.0f} s; {baseline:.0f} s |" if wall is not None and baseline is not None else "|")
     )
 
 
