@@ -53,7 +53,7 @@ class Token:
 
 
 def tokenize(text: str) -> list[Token]:
-    """The tokens of `text` outside comments, literals' insides and preprocessor lines."""
+    """The tokens of `text` outside comments, literals' insides and preprocessor lines, and an `end` token."""
     directives = [(m.start(), m.end()) for m in _DIRECTIVE.finditer(text)]
     line_starts = [0] + [i + 1 for i, ch in enumerate(text) if ch == "\n"]
     tokens: list[Token] = []
@@ -82,11 +82,14 @@ def tokenize(text: str) -> list[Token]:
                 Token(kind, match.group(), len(tokens), Span(start_line, start_col, end_line, end_col))
             )
         position = end
+    # An end marker: the token after any token of the file exists, so a look at the next one never fails.
+    end_line, end_col = where(len(text))
+    tokens.append(Token("end", "", len(tokens), Span(end_line, end_col, end_line, end_col)))
     return tokens
 
 
 def matching(tokens: list[Token], start: int) -> int:
-    """The index of the bracket that closes the one at `start` (`(`, `[` or `{`); len(tokens) if none."""
+    """The index of the bracket that closes the one at `start` (`(`, `[` or `{`); the end token's if none."""
     opening = tokens[start].text
     closing = {"(": ")", "[": "]", "{": "}"}[opening]
     depth = 0
@@ -97,7 +100,7 @@ def matching(tokens: list[Token], start: int) -> int:
             depth -= 1
             if depth == 0:
                 return token.index
-    return len(tokens)
+    return len(tokens) - 1
 
 
 @dataclass(frozen=True)
@@ -282,7 +285,7 @@ def device_functions(tokens: list[Token]) -> list[Function]:
                 token.text,
                 _parameters(tokens, open_paren, close_paren),
                 tokens,
-                range(brace + 1, min(end, len(tokens))),
+                range(brace + 1, min(end, len(tokens) - 1)),
             )
         )
         index = end + 1
