@@ -79,8 +79,8 @@ def baseline_caught(config_path: Path, document: dict[str, Any], seed: int) -> d
     for op_mutation in document["mutation"]["ops"]:
         op = next(o for o in config.ops if o.name == op_mutation["op"])
         for entry in op_mutation["mutants"]:
-            if entry["status"] not in ("killed", "survived", "equivalent?"):
-                continue
+            if entry["status"] not in ("killed", "survived"):
+                continue  # an `equivalent?` mutant counts for neither side: its trials would all pass
             patch = _patch_of(entry, config.root)
             if patch is None:
                 continue
@@ -110,6 +110,11 @@ def main(argv: list[str] | None = None) -> int:
         "--keep", type=Path, default=None, help="keep each config's results.json and baseline verdicts here"
     )
     parser.add_argument("--per-op", action="store_true", help="also one row per op (no wall time)")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="with --keep: take gpuemu-ci's documents kept there by an earlier run",
+    )
     args = parser.parse_args(argv)
     configs = dict(CONFIGS)
     if args.liger_ops:
@@ -120,19 +125,24 @@ def main(argv: list[str] | None = None) -> int:
     for number, (label, (config, ops)) in enumerate(configs.items()):
         if args.only is not None and label not in args.only:
             continue
-        with tempfile.TemporaryDirectory() as out:
-            started = time.monotonic()
-            log = args.keep / f"{number}-mutate.log" if args.keep is not None else None
-            if args.keep is not None:
-                args.keep.mkdir(parents=True, exist_ok=True)
-            document = run_mutate(config, ops, Path(out), args.seed, extra, log)
-            wall = time.monotonic() - started
+        kept = args.keep / f"{number}-results.json" if args.keep is not None else None
+        if args.reuse and kept is not None and kept.is_file():
+            document = json.loads(kept.read_text())
+            wall = float(document["mutation"]["duration_s"])  # mutate's own figure
+        else:
+            with tempfile.TemporaryDirectory() as out:
+                started = time.monotonic()
+                log = args.keep / f"{number}-mutate.log" if args.keep is not None else None
+                if args.keep is not None:
+                    args.keep.mkdir(parents=True, exist_ok=True)
+                document = run_mutate(config, ops, Path(out), args.seed, extra, log)
+                wall = time.monotonic() - started
+            if kept is not None:  # before the baseline, which takes its time
+                kept.write_text(json.dumps(document, indent=1))
         started = time.monotonic()
         caught = baseline_caught(config, document, args.seed)
         baseline_wall = time.monotonic() - started
         if args.keep is not None:
-            args.keep.mkdir(parents=True, exist_ok=True)
-            (args.keep / f"{number}-results.json").write_text(json.dumps(document, indent=1))
             verdicts = [{"op": op, "id": mutant, "caught": c} for (op, mutant), c in sorted(caught.items())]
             (args.keep / f"{number}-allclose.json").write_text(json.dumps(verdicts, indent=1))
         rows.append(_row(label, document, caught, wall, baseline_wall))
