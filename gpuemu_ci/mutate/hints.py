@@ -50,8 +50,16 @@ def _modes(cases: Sequence[CaseReport], wanted: tuple[str, ...], what: str) -> s
     return None
 
 
-def _dtypes(cases: Sequence[CaseReport]) -> str | None:
+def _dtypes(cases: Sequence[CaseReport], unjudged: Sequence[CaseReport]) -> str | None:
     seen = {case.dtype for case in cases if case.dtype}
+    narrow = sorted({case.dtype for case in unjudged if case.dtype in ("float16", "bfloat16")})
+    if seen and seen <= {"float32", "float64"} and narrow:
+        why = next((case.message for case in unjudged if case.dtype in narrow and case.message), "")
+        return (
+            f"the {'/'.join(narrow)} cases were not judged on this machine"
+            + (f" ({why.strip().splitlines()[0][:120]})" if why.strip() else "")
+            + ": only where they are judged (a GPU) can a narrowed accumulator show"
+        )
     if seen and seen <= {"float32", "float64"}:
         return (
             f"only {', '.join(sorted(seen))} ran: declare float16/bfloat16 in `dtypes` "
@@ -69,36 +77,55 @@ def _loop(cases: Sequence[CaseReport]) -> str:
     )
 
 
-def _rules() -> dict[str, Callable[[Sequence[CaseReport], str, str], str | None]]:
-    def tail(cases: Sequence[CaseReport], before: str, after: str) -> str | None:
+Rule = Callable[[Sequence[CaseReport], Sequence[CaseReport], str, str], str | None]
+
+
+def _rules() -> dict[str, Rule]:
+    def tail(
+        cases: Sequence[CaseReport], unjudged: Sequence[CaseReport], before: str, after: str
+    ) -> str | None:
         return _tail(cases)
 
-    def negative(cases: Sequence[CaseReport], before: str, after: str) -> str | None:
+    def negative(
+        cases: Sequence[CaseReport], unjudged: Sequence[CaseReport], before: str, after: str
+    ) -> str | None:
         return _tail(cases) or _modes(
             cases, ("adversarial:all_negative", "adversarial:underflow_rows"), "rows of negative values"
         )
 
-    def layout(cases: Sequence[CaseReport], before: str, after: str) -> str | None:
+    def layout(
+        cases: Sequence[CaseReport], unjudged: Sequence[CaseReport], before: str, after: str
+    ) -> str | None:
         return _layouts(cases)
 
-    def narrowed(cases: Sequence[CaseReport], before: str, after: str) -> str | None:
-        return _dtypes(cases)
+    def narrowed(
+        cases: Sequence[CaseReport], unjudged: Sequence[CaseReport], before: str, after: str
+    ) -> str | None:
+        return _dtypes(cases, unjudged)
 
-    def loop(cases: Sequence[CaseReport], before: str, after: str) -> str | None:
+    def loop(
+        cases: Sequence[CaseReport], unjudged: Sequence[CaseReport], before: str, after: str
+    ) -> str | None:
         extra = _modes(cases, ("adversarial:ascending",), "ascending rows (the running max moves)")
         return _loop(cases) + (f"; {extra}" if extra else "")
 
-    def term(cases: Sequence[CaseReport], before: str, after: str) -> str | None:
+    def term(
+        cases: Sequence[CaseReport], unjudged: Sequence[CaseReport], before: str, after: str
+    ) -> str | None:
         if "eps" in before.lower() and "eps" not in after.lower():
             return _modes(
                 cases, ("adversarial:zero_rows",), "rows of zeros (where only eps keeps 1/sqrt finite)"
             )
         return None
 
-    def program_id(cases: Sequence[CaseReport], before: str, after: str) -> str | None:
+    def program_id(
+        cases: Sequence[CaseReport], unjudged: Sequence[CaseReport], before: str, after: str
+    ) -> str | None:
         return "the grid's axes may have been equal in every case: let the dims that size them differ"
 
-    def atomic(cases: Sequence[CaseReport], before: str, after: str) -> str | None:
+    def atomic(
+        cases: Sequence[CaseReport], unjudged: Sequence[CaseReport], before: str, after: str
+    ) -> str | None:
         return "no two programs added into the same place in a case: let the dim split across programs exceed one block"
 
     return {
@@ -122,8 +149,15 @@ def _rules() -> dict[str, Callable[[Sequence[CaseReport], str, str], str | None]
 _RULES = _rules()
 
 
-def hint(operator: str, before: str, after: str, cases: Sequence[CaseReport]) -> str | None:
+def hint(
+    operator: str,
+    before: str,
+    after: str,
+    cases: Sequence[CaseReport],
+    unjudged: Sequence[CaseReport] = (),
+) -> str | None:
     """What the config likely lacks to kill the mutant `operator` made (line `before` changed to `after`),
-    given the original run's cases; None when nothing can be inferred."""
+    given the original run's judged cases and those it could not judge here (skipped); None when nothing can
+    be inferred."""
     rule = _RULES.get(operator)
-    return rule(cases, before, after) if rule is not None else None
+    return rule(cases, unjudged, before, after) if rule is not None else None

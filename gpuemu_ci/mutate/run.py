@@ -515,10 +515,11 @@ def _classify(suite: _Suite, mutant: AnyMutant, number: int, batch: Batch) -> Mu
         return replace(base, message="no case was judged on this machine")
     same = all(batch.reports[p].outputs_digest == original[p].outputs_digest for p in judged)
     cases = [original[p] for p in judged]
+    unjudged = [report for _, report in sorted(original.items()) if report.outcome == "skipped"]
     return replace(
         base,
         status=MutantStatus.EQUIVALENT if same else MutantStatus.SURVIVED,
-        hint=hint(mutant.operator, mutant.before, mutant.after, cases),
+        hint=hint(mutant.operator, mutant.before, mutant.after, cases, unjudged),
         message="its outputs were bit for bit the original's on every case" if same else None,
     )
 
