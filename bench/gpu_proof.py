@@ -10,6 +10,8 @@ step, each writing `$OUT/steps/<step>.json`; `collect` joins them into `$OUT/gpu
     lint        `gpuemu-ci lint` with the device's nvcc/ptxas against the NVRTC route: figures per kernel
     bench       wall time of the gate against the time inside op calls and inside reference calls (fp64 on the
                 CPU and fp64 on the device)
+    mutate      `gpuemu-ci mutate` on examples/cuda: on the device every CUDA mutant the lint cannot judge runs
+                its cases through the kernel's launch (none is `not run`), and the kernel gets a score
     collect     gpu-proof.json: the device, every step, an overall verdict; checked against its schema
 
 Everything that decides (parsing nvidia-smi, reading JUnit, comparing verdicts, comparing lint figures,
@@ -41,7 +43,7 @@ REPO = Path(__file__).resolve().parent.parent
 SCHEMA = "gpuemu-ci/gpu-proof/1"
 # CUDA 12 needs driver >= 525.60.13 on Linux (CuPy's cupy-cuda12x and torch's cu12 wheels need CUDA 12).
 MIN_DRIVER = (525, 60)
-STEPS = ("pytest", "examples", "verdicts", "lint", "bench")
+STEPS = ("pytest", "examples", "verdicts", "lint", "bench", "mutate")
 STATUSES = frozenset({"passed", "failed", "error", "not_run"})
 # Exit codes, as gpuemu-ci's: 0 proven, 1 a check failed, 2 usage error, 3 could not run (no GPU, no tool).
 PASSED, FAILED, USAGE, INFRA = 0, 1, 2, 3
@@ -57,6 +59,7 @@ TRITON_CONFIGS = ("examples/triton/gpuemu.toml", "examples/triton/gpuemu-buggy.t
 # the verdicts must agree, and the CPU side must warn that Triton leaves those lanes undefined.
 MASKED_LANE_OPS = frozenset({"rmsnorm_no_other"})
 LINT_CONFIGS = ("examples/cuda/gpuemu.toml",)
+MUTATE_CONFIG = "examples/cuda/gpuemu.toml"
 LINT_FIGURES = ("registers", "stack_frame", "spill_stores", "spill_loads", "shared_memory", "local_memory")
 
 # Why a CPU (interpreter) verdict and a GPU verdict of the same case may differ.
@@ -767,6 +770,56 @@ def bench_row(timing: Mapping[str, Any], gate_wall_s: float) -> dict[str, Any]:
     }
 
 
+# ---- step 7: gpuemu-ci mutate on the CUDA example ------------------------------------------------------------
+
+
+def check_mutate(results: Mapping[str, Any]) -> tuple[list[str], dict[str, Any]]:
+    """What is wrong with `gpuemu-ci mutate`'s results.json on the device (empty: as expected), and its figures:
+    on a GPU no CUDA mutant may be left `not run` for want of one, and the suite must kill some."""
+    problems = []
+    if results.get("environment", {}).get("gpu") is None:
+        problems.append("results.json records no GPU")
+    ops = (results.get("mutation") or {}).get("ops") or []
+    if not ops:
+        problems.append("results.json has no mutation part")
+    figures: dict[str, Any] = {}
+    for op in ops:
+        name = op.get("op")
+        counts = {k: op.get(k) for k in ("killed", "survived", "equivalent", "errored", "not_run", "score")}
+        figures[str(name)] = {
+            **counts,
+            "survivors": [f"#{m['number']} {m['operator']}: {m['after']}" for m in op.get("mutants", [])
+                          if m.get("status") == "survived"],
+        }  # fmt: skip
+        if not op.get("scored"):
+            problems.append(f"{name}: not scored ({op.get('message')})")
+        if op.get("lint_only_because"):
+            problems.append(f"{name}: lint only on a GPU machine ({op['lint_only_because']})")
+        if op.get("not_run"):
+            problems.append(f"{name}: {op['not_run']} mutant(s) not run")
+        if not op.get("killed"):
+            problems.append(f"{name}: no mutant was killed")
+    return problems, figures
+
+
+def step_mutate(out: Path, timeout: float) -> dict[str, Any]:
+    where = out / "mutate"
+    budget = max(1.0, timeout - 10)  # mutate writes its document before the step's own limit
+    done = gpuemu_ci(
+        ["mutate", "--config", MUTATE_CONFIG, "--no-cache", "--budget", f"{budget:g}", "--out", str(where)],
+        timeout,
+        device_env(),
+    )
+    results = _load(where / "results.json")
+    if results is None:
+        return {"status": "failed", "why": f"no results.json (exit {done.returncode})"}
+    problems, figures = check_mutate(results)
+    if done.returncode != 0:
+        problems.append(f"exit {done.returncode}, expected 0")
+    status = "passed" if not problems else "failed"
+    return {"status": status, "why": "; ".join(problems), "exit": done.returncode, "ops": figures}
+
+
 # ---- collect ---------------------------------------------------------------------------------------------------
 
 
@@ -874,6 +927,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "verdicts": step_verdicts,
             "lint": step_lint,
             "bench": step_bench,
+            "mutate": step_mutate,
         }[args.step]
         started = time.perf_counter()
         try:

@@ -6,7 +6,7 @@
 # Fails early and loudly without a usable GPU (nvidia-smi missing or failing, driver older than CUDA 12 needs),
 # installs what is missing (CuPy for the CUDA major the driver reports, and NVIDIA's NVRTC wheels for the lint,
 # at the versions and hashes requirements/image.lock pins where it pins them; torch with CUDA; Triton), then runs
-# five steps, each under its own time limit so the whole stays under 8 minutes, and writes $OUT/gpu-proof.json
+# six steps, each under its own time limit so the whole stays under 9 minutes, and writes $OUT/gpu-proof.json
 # plus $OUT/gpu-proof.log:
 #   1. pytest -m gpu                 every GPU-marked test must run: a skip fails the step
 #   2. examples on the device        examples/cuda through CuPy, examples/triton compiled, examples/torch on
@@ -17,6 +17,8 @@
 #   4. lint                          the device's nvcc/ptxas against the NVRTC route there, and against the
 #                                    reports in $GPU_PROOF_LINT_REFERENCES made elsewhere (lint-<frontend>.json)
 #   5. benchmark                     gate wall time vs time in op calls vs reference calls (CPU and device)
+#   6. mutate                        gpuemu-ci mutate on examples/cuda: the CUDA mutants the lint cannot judge
+#                                    run their cases through the kernel's launch (none left `not run`)
 # A step that fails is recorded and the next one still runs; the exit status is 0 only when every step passed.
 #
 # Offline machines (no package index): set GPU_PROOF_WHEELS to a directory of wheels made elsewhere with
@@ -39,12 +41,12 @@ die() { say "FAILED: $*"; exit 3; }
 command -v timeout >/dev/null || die "coreutils' timeout is not on PATH"
 command -v "$PYTHON" >/dev/null || die "$PYTHON is not on PATH (set PYTHON=...)"
 
-say "0/6 preflight: nvidia-smi, driver, CUDA version"
+say "0/7 preflight: nvidia-smi, driver, CUDA version"
 cuda_major="$(timeout 30 "$PYTHON" bench/gpu_proof.py preflight --out "$OUT")" \
   || die "no usable GPU (see the message above); nothing was installed or run"
 say "driver supports CUDA ${cuda_major}.x"
 
-say "1/6 install: what is missing of gpuemu-ci's test extras, CuPy, the NVRTC lint wheels, torch with CUDA, Triton"
+say "1/7 install: what is missing of gpuemu-ci's test extras, CuPy, the NVRTC lint wheels, torch with CUDA, Triton"
 pip_args=(-m pip install --disable-pip-version-check --quiet)
 if [[ -n "${GPU_PROOF_WHEELS:-}" ]]; then
   pip_args+=(--no-index --find-links "$GPU_PROOF_WHEELS")
@@ -92,15 +94,15 @@ fi
 "$PYTHON" -c "import torch, cupy; assert torch.cuda.is_available(), 'torch sees no GPU'; print('torch', torch.__version__, 'CUDA', torch.version.cuda, '| cupy', cupy.__version__)" \
   || die "torch or CuPy cannot use the GPU"
 
-# Step budgets in seconds: 330 for the steps (+5 each to stop), 30 for preflight, 100 for installing: < 8 min.
+# Step budgets in seconds: 390 for the steps (+5 each to stop), 30 for preflight, 100 for installing: < 9 min.
 # GPU_PROOF_STEPS="pytest examples" runs only those (a rerun of what failed); the others are then not_run.
 run_step() {
   local name="$1" budget="$2" number="$3"
   if [[ -n "${GPU_PROOF_STEPS:-}" && " ${GPU_PROOF_STEPS} " != *" ${name} "* ]]; then
-    say "${number}/6 ${name}: not in GPU_PROOF_STEPS, skipped"
+    say "${number}/7 ${name}: not in GPU_PROOF_STEPS, skipped"
     return
   fi
-  say "${number}/6 ${name} (at most ${budget} s)"
+  say "${number}/7 ${name} (at most ${budget} s)"
   if timeout --kill-after=5 "$((budget + 5))" "$PYTHON" bench/gpu_proof.py "$name" --out "$OUT" --timeout "$budget"; then
     say "${name}: passed"
   else
@@ -112,6 +114,7 @@ run_step examples 140 3
 run_step verdicts 70 4
 run_step lint 15 5
 run_step bench 60 6
+run_step mutate 60 7
 
 status=0
 "$PYTHON" bench/gpu_proof.py collect --out "$OUT" || status=$?

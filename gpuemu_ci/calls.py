@@ -79,6 +79,16 @@ class GradientFigure(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     total: int | None = None
 
 
+class LaunchedKernel(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A Triton `@triton.jit` function the op ran (launched, or called from a kernel), as its worker saw it:
+    what `gpuemu-ci mutate` may change."""
+
+    module: str
+    name: str
+    path: str  # the file its code was compiled from
+    line: int  # the line of its `def`
+
+
 class CaseReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A judged case, as the judge process sends it (validated when decoded; see protocol.py).
 
@@ -131,3 +141,7 @@ class CaseReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     triton_notes: tuple[str, ...] = ()  # warnings of the Triton layer (backends/triton_judging.case_notes)
     inputs_digest: str | None = None  # fuzz/inputs.inputs_digest of the inputs the judge built
     op_inputs_digest: str | None = None  # inputs_differ: the digest of the op's side, which differs
+    outputs_digest: str | None = (
+        None  # of the op's outputs, bit for bit (mutate: a mutant that changed nothing)
+    )
+    kernels: tuple[LaunchedKernel, ...] = ()  # the Triton functions the op's calls ran (mutate's census)

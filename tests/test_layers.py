@@ -38,7 +38,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("judging", ("oracle",)),
     ("execution and rendering", ("backends", "render")),
     ("orchestration and GitHub", ("pipeline", "github")),
-    ("library entry points and signing", ("api", "shadow", "attest")),
+    ("library entry points and signing", ("api", "shadow", "attest", "mutate")),
     ("the Action, the pytest plugin and upstream's API", ("action", "pytest_plugin", "compat")),
     ("the command line", ("cli",)),
     ("python -m entry points: gpuemu_ci, gpuemu_ci.docgen", ("__main__", "docgen")),
@@ -77,12 +77,13 @@ ALLOWED: dict[str, frozenset[str]] = {
         "api": "backends config errors pipeline plan render results",
         "shadow": f"{TOP} backends calls clock config dtypes errors fuzz oracle pipeline plan results",
         "attest": f"{TOP} clock errors files github results",
+        "mutate": f"{TOP} backends clock config errors files fuzz lint pipeline plan progress results",
         "action": f"{TOP} attest clock config diff early_signals errors files fuzz github launch pipeline progress "
         "render results",
         "pytest_plugin": "api config errors onboard",
         "compat": f"{TOP} api config dtypes diff errors fuzz pipeline plan results shadow",
         "cli": f"{TOP} action api attest backends clock config corpus diff dtypes early_signals errors files launch "
-        "lint onboard oracle pipeline progress render results",
+        "lint mutate onboard oracle pipeline progress render results",
         "__main__": "cli early_signals launch",
         "docgen": "config",
     }.items()

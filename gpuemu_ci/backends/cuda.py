@@ -83,6 +83,7 @@ class KernelProgram:
     output_dtype: str | None = None
     shared_mem: str = "0"
     options: tuple[str, ...] = ()
+    code: str | None = None  # compiled instead of the file's text (`gpuemu-ci mutate`: a mutant, in memory)
 
     def encode(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -102,6 +103,7 @@ class KernelProgram:
                 output_dtype=data.get("output_dtype"),
                 shared_mem=data.get("shared_mem", "0"),
                 options=tuple(data.get("options", ())),
+                code=data.get("code"),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise LaunchError(f"malformed kernel target spec: {exc}") from None
@@ -295,13 +297,14 @@ def load_kernel(target: CallTarget) -> Any:
         raise LoadError(str(exc)) from None
     path = (target.root / program.source).resolve()
     try:
-        code = path.read_text(encoding="utf-8")
+        code = program.code if program.code is not None else path.read_text(encoding="utf-8")
     except OSError as exc:
         raise LoadError(f"cannot read kernel source {path}: {exc}") from None
     try:
         function = compiled_entry(code, program)
     except Exception as exc:
-        raise LoadError(f"compiling {path} (entry {program.entry}) failed: {exc}") from None
+        changed = " as changed in memory" if program.code is not None else ""
+        raise LoadError(f"compiling {path}{changed} (entry {program.entry}) failed: {exc}") from None
 
     def invoke(inputs: dict[str, Any], kwargs: dict[str, Any]) -> Any:
         kwargs = dict(kwargs)

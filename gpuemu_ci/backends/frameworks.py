@@ -20,8 +20,9 @@ exactly as on the CPU.
 
 from __future__ import annotations
 
+import contextlib
 import numbers
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +66,11 @@ class Bridge:
 
     def synchronize(self) -> None:
         """Wait for queued device work, so that timings and asynchronous errors belong to the call."""
+
+    def uninitialized_poisoned(self) -> contextlib.AbstractContextManager[None]:
+        """While in it, memory the framework hands out uninitialised (`torch.empty`) reads as NaN (integers as
+        their maximum), the same in every run; frameworks that cannot do so leave it as it is."""
+        return contextlib.nullcontext()
 
     def outputs_as(self, outputs: list[np.ndarray], expected: np.dtype | None) -> list[np.ndarray]:
         """Host outputs as the dtype the op is meant to produce, where the framework cannot name it."""
@@ -136,6 +142,24 @@ class TorchBridge(Bridge):
     def synchronize(self) -> None:
         if self.on_gpu:
             self.torch.cuda.synchronize()
+
+    @contextlib.contextmanager
+    def uninitialized_poisoned(self) -> Iterator[None]:
+        # torch fills what it allocates uninitialised only in its deterministic mode; warn_only keeps the ops
+        # that have no deterministic version running (they warn), and the caller's own settings come back.
+        torch = self.torch
+        enabled, warn_only = (
+            torch.are_deterministic_algorithms_enabled(),
+            (torch.is_deterministic_algorithms_warn_only_enabled()),
+        )
+        fill = torch.utils.deterministic.fill_uninitialized_memory
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        torch.utils.deterministic.fill_uninitialized_memory = True
+        try:
+            yield
+        finally:
+            torch.utils.deterministic.fill_uninitialized_memory = fill
+            torch.use_deterministic_algorithms(enabled, warn_only=warn_only)
 
 
 class CupyBridge(Bridge):

@@ -62,6 +62,7 @@ class InProcessPool:
             side.skipped,
             side.triton,
             side.not_run,
+            side.kernels,
         )
         report, _ = run_judge_side(task, case, view, contain=Exception, reference=reference)
         return report

@@ -23,6 +23,7 @@ from gpuemu_ci.calls import (
     CaseRun,
     Count,
     GradientFigure,
+    LaunchedKernel,
     Outcome,
     SnapshotPath,
 )
@@ -38,6 +39,8 @@ __all__ = [
     "CaseSpec",
     "Count",
     "GradientFigure",
+    "KernelPatch",
+    "LaunchedKernel",
     "OpTask",
     "Outcome",
     "Pool",
@@ -70,6 +73,18 @@ class CallTarget:
 
 
 @dataclass(frozen=True)
+class KernelPatch:
+    """One Triton kernel of the op run from other source, in memory, in the op's worker (`gpuemu-ci mutate`):
+    the file the kernel was found in is never written. backends/mutant.py applies it around the op's calls."""
+
+    module: str  # the module that defines the kernel, as the worker imported it ("triton_kernels.rmsnorm")
+    function: str  # the kernel's name in that module
+    path: str  # the file the kernel was loaded from: the patch applies only to the kernel from that file
+    source: str  # the whole file's text with the change made (line numbers stay the file's)
+    label: str  # names the change in the compiled code's file name, so tracebacks say it is not the file
+
+
+@dataclass(frozen=True)
 class OpTask:
     """One op as the workers need it: its config (the `[[ops]]` entry, not the whole config), the targets to
     call, and what the judge needs. Sent to a worker process once; cases refer to it by `key`."""
@@ -84,6 +99,10 @@ class OpTask:
     timeout_s: float  # per side of a case: generating its inputs and the calls
     master_seed: int  # recorded in snapshots
     out_dir: Path | None  # where the judge writes the snapshots of failing cases (None: none written)
+    patches: tuple[KernelPatch, ...] = ()  # kernels run from changed source (gpuemu-ci mutate's mutants)
+    # Memory the op allocates uninitialised (torch.empty) reads as NaN in every run (gpuemu-ci mutate: what a
+    # mutant leaves unwritten then fails the same way in every run, whatever the allocator held before).
+    poison_uninitialized: bool = False
 
 
 # Who a case's failure is put down to (CaseReport.party), besides the op, the reference and the judge.

@@ -5,6 +5,7 @@ inputs of a case that did not pass."""
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -32,6 +33,7 @@ from gpuemu_ci.backends.interface import (
     CaseReport,
     CaseRun,
     CaseSpec,
+    LaunchedKernel,
     OpTask,
     TargetKind,
 )
@@ -73,6 +75,7 @@ class OpView:
     skipped: str = ""  # the op's side could not hold the case (CaseSkipped)
     triton: TritonReport | None = None  # what the GPU-faithful layer saw (gpuemu_ci/triton_cpu)
     not_run: str = ""  # who failed before the op could be called ("inputs hook", "setup"); "" when it was
+    kernels: tuple[LaunchedKernel, ...] = ()  # the Triton functions the op's calls ran (triton_probe)
 
 
 def _reference_copy(view: np.ndarray) -> np.ndarray:
@@ -281,9 +284,25 @@ def run_judge_side(
                 dot_precisions=seen.dot_precisions,
                 triton_notes=triton_judging.case_notes(task.op, seen),
             )
+        if report.outcome != "unloadable":
+            report = msgspec.structs.replace(
+                report, outputs_digest=outputs_digest(op_view.op), kernels=op_view.kernels
+            )
         return report, judging.retire
     except _Unloadable as exc:
         return CaseReport(outcome="unloadable", unloadable=exc.who, message=exc.message), judging.retire
+
+
+def outputs_digest(result: CallResult) -> str | None:
+    """The op's outputs bit for bit (dtype, shape and bytes of each), or None when the call did not succeed:
+    `gpuemu-ci mutate` compares a changed kernel's outputs with the original's on every case."""
+    if result.status is not CallStatus.OK:
+        return None
+    digest = hashlib.blake2b(digest_size=16)
+    for array in result.outputs:
+        digest.update(f"{array.dtype.str}{array.shape};".encode())
+        digest.update(np.ascontiguousarray(array).view(np.uint8).tobytes())
+    return digest.hexdigest()
 
 
 def triton_launches(seen: TritonReport) -> tuple[tuple[str, int], ...]:

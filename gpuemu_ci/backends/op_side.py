@@ -6,6 +6,7 @@ memory cannot corrupt its judge; for `gpuemu_ci.check` with a lambda both run in
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -14,7 +15,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from gpuemu_ci.backends import backward, layer_probes, triton_probe
+from gpuemu_ci.backends import backward, layer_probes, mutant, triton_probe
 from gpuemu_ci.backends.calling import UNUSABLE, InputsFailed, Invoke, Stager, call, make_inputs, no_stage
 from gpuemu_ci.backends.cuda import OUTPUT_DTYPE_KWARG
 from gpuemu_ci.backends.frameworks import Bridge, get_bridge
@@ -24,6 +25,7 @@ from gpuemu_ci.backends.interface import (
     CallStatus,
     CallTarget,
     CaseSpec,
+    LaunchedKernel,
     OpTask,
     TargetKind,
 )
@@ -52,6 +54,7 @@ class OpSide:
     skipped: str = ""  # why this machine cannot hold the case (CaseSkipped): the judge says so, not a failure
     triton: TritonReport | None = None  # what the GPU-faithful layer saw (gpuemu_ci/triton_cpu)
     not_run: str = ""  # who failed before the op could be called ("inputs hook", "setup"); "" when it was
+    kernels: tuple[LaunchedKernel, ...] = ()  # the Triton functions the calls ran (triton_probe)
 
 
 def out_buffer_shape(op: OpSpec, case: CaseInputs) -> tuple[int, ...]:
@@ -86,6 +89,10 @@ def run_op_side(
         except LoadError as exc:
             return OpSide(CallResult(CallStatus.IMPORT_ERROR, message=str(exc)))
         invoke = loaded.invoke
+    try:
+        mutant.prepare(task.patches)  # after the op's imports: the kernels' modules are the op's own
+    except mutant.PatchError as exc:
+        return OpSide(CallResult(CallStatus.IMPORT_ERROR, message=f"the changed kernel: {exc}"))
     on_loaded()
     stage(Stage.GENERATING)
     try:
@@ -155,7 +162,12 @@ def run_op_side(
         if layer:
             settings = replace(settings, **layer)
         launched = triton_probe.launches()
-        with triton_layer.intercepted(settings) as watched:  # Triton kernels run as a GPU would (triton_cpu)
+        poisoned = bridge.uninitialized_poisoned() if task.poison_uninitialized else contextlib.nullcontext()
+        with (
+            mutant.applied(task.patches),
+            poisoned,
+            triton_layer.intercepted(settings) as watched,  # Triton kernels run as a GPU would (triton_cpu)
+        ):
             result, retire = call(
                 invoke, bridge, values, kwargs, out=out, expected=resolve_dtype(out_dtype), private_of=private,
                 contain=contain,
@@ -217,7 +229,16 @@ def run_op_side(
     elif interpreter and triton is not None and triton.interpreter_gaps:
         interpreter_types = tuple(sorted({*interpreter_types, *triton.interpreter_gaps}))  # not judged
     return OpSide(
-        first, rerun, modified, interpreter, retire, interpreter_types, digest, triton=triton, not_run=not_run
+        first,
+        rerun,
+        modified,
+        interpreter,
+        retire,
+        interpreter_types,
+        digest,
+        triton=triton,
+        not_run=not_run,
+        kernels=triton_probe.kernels(),
     )
 
 

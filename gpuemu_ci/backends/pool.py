@@ -587,6 +587,7 @@ class WorkerPool:
             done.skipped,
             done.triton,
             done.not_run,
+            done.kernels,
         )
         self._finish_side(slot, retire=done.retire)
         self._queue_judge(case)

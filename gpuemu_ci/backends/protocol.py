@@ -16,7 +16,7 @@ from typing import Annotated
 
 import msgspec
 
-from gpuemu_ci.backends.interface import CaseReport, CaseSpec, OpTask
+from gpuemu_ci.backends.interface import CaseReport, CaseSpec, LaunchedKernel, OpTask
 from gpuemu_ci.triton_cpu.report import TritonReport
 
 
@@ -96,6 +96,7 @@ class OpSideResult:
     skipped: str = ""  # the op's side could not hold the case on this machine (CaseSkipped): why
     triton: TritonReport | None = None  # what the GPU-faithful layer saw (gpuemu_ci/triton_cpu)
     not_run: str = ""  # who failed before the op could be called ("inputs hook", "setup"); "" when it was
+    kernels: tuple[LaunchedKernel, ...] = ()  # the Triton functions the op's calls ran (triton_probe)
 
 
 @dataclass(frozen=True)
@@ -186,6 +187,7 @@ class OpDone(msgspec.Struct, frozen=True, tag=True, forbid_unknown_fields=True):
     skipped: str = ""  # this machine cannot hold the case (CaseSkipped): why
     triton: TritonReport | None = None  # what the GPU-faithful layer saw (gpuemu_ci/triton_cpu)
     not_run: str = ""  # who failed before the op could be called ("inputs hook", "setup"); "" when it was
+    kernels: tuple[LaunchedKernel, ...] = ()  # the Triton functions the op's calls ran (triton_probe)
 
 
 class Verdict(msgspec.Struct, frozen=True, tag=True, forbid_unknown_fields=True):

@@ -20,6 +20,8 @@ import importlib.util
 import sys
 from typing import Any
 
+from gpuemu_ci.calls import LaunchedKernel
+
 # Triton's names of the types the interpreter stores as bit patterns, and ours.
 FAULTY_TYPES = {
     "bf16": "bfloat16",
@@ -32,11 +34,38 @@ FAULTY_TYPES = {
 UNMODELLED = frozenset({"fp8e4b15"})  # what the layer does not compute as the GPU does (triton_cpu/lowp.py)
 INTERPRETER = "triton-interpreter"
 
-_state: dict[str, Any] = {"launches": 0, "types": set()}
+_state: dict[str, Any] = {"launches": 0, "types": set(), "kernels": set()}
+
+
+def _seen(jit_function: Any) -> None:
+    """Note the Python function behind a launched or called `@triton.jit` function (mutate's census)."""
+    fn: Any = getattr(jit_function, "fn", None)
+    code = getattr(fn, "__code__", None)
+    if code is not None:
+        _state["kernels"].add(
+            (getattr(fn, "__module__", "") or "", fn.__name__, code.co_filename, code.co_firstlineno)
+        )
+
+
+def _census_compiled() -> None:
+    """Note the kernels compiled Triton launches too (on a GPU the interpreter is not used)."""
+    jit = sys.modules.get("triton.runtime.jit")
+    function = getattr(jit, "JITFunction", None)
+    run = getattr(function, "run", None)
+    if function is None or run is None or getattr(jit, "_gpuemu_census", False):
+        return
+
+    def noted_run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _seen(self)
+        return run(self, *args, **kwargs)
+
+    function.run = noted_run
+    setattr(jit, "_gpuemu_census", True)  # noqa: B010  # a marker on a third-party module
 
 
 def install() -> None:
     """Count interpreted launches and record faulty types, once Triton's interpreter module is imported."""
+    _census_compiled()
     module = sys.modules.get("triton.runtime.interpreter")
     if module is None or getattr(module, "_gpuemu_probed", False):
         return
@@ -52,10 +81,19 @@ def install() -> None:
     def counted_run(self: Any, *args: Any, **kwargs: Any) -> Any:
         if not kwargs.get("warmup"):  # a warm-up returns without launching
             _state["launches"] += 1
+        _seen(self)
         return run(self, *args, **kwargs)
 
     function.run = counted_run
     _state["counter"] = (function, counted_run)
+    device_call = function.__dict__.get("__call__")  # the class's own: a kernel called as a device function
+    if device_call is not None:
+
+        def noted_call(self: Any, *args: Any, **kwargs: Any) -> Any:
+            _seen(self)  # a @triton.jit helper called from a kernel
+            return device_call(self, *args, **kwargs)
+
+        function.__call__ = noted_call
     post_init = getattr(handle, "__post_init__", None)
     if handle is not None and post_init is not None:
 
@@ -119,7 +157,13 @@ def mark() -> int:
     """Start of a case: forget the types seen so far; returns the launch count (pass it to `since`)."""
     install()
     _state["types"] = set()
+    _state["kernels"] = set()
     return int(_state["launches"])
+
+
+def kernels() -> tuple[LaunchedKernel, ...]:
+    """The `@triton.jit` functions launched or called since `mark()`, in a stable order."""
+    return tuple(LaunchedKernel(*seen) for seen in sorted(_state["kernels"]))
 
 
 def since(launches_before: int) -> tuple[str | None, tuple[str, ...]]:

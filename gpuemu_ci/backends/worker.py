@@ -123,6 +123,7 @@ class Worker:
                     side.skipped,
                     side.triton,
                     side.not_run,
+                    side.kernels,
                 )
             )
             data, more_fds = recv_frame(self.sock)
@@ -151,6 +152,7 @@ class Worker:
                 skipped=side.skipped,
                 triton=side.triton,
                 not_run=side.not_run,
+                kernels=side.kernels,
             )
         )
 
@@ -185,6 +187,7 @@ class Worker:
             side.skipped,
             side.triton,
             side.not_run,
+            side.kernels,
         )
         report, retire = run_judge_side(task, request.case, view, stage=self.stage, on_loaded=self.ready)
         self.stage(Stage.REPLY)

@@ -9,6 +9,7 @@ import click
 # (module, attribute) of every subcommand, imported when the CLI starts.
 COMMANDS = (
     ("gpuemu_ci.cli.run", "run_command"),
+    ("gpuemu_ci.cli.mutate", "mutate_command"),
     ("gpuemu_ci.cli.merge", "merge_command"),
     ("gpuemu_ci.cli.replay", "replay_command"),
     ("gpuemu_ci.cli.replay", "minimize_command"),

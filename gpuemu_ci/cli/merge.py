@@ -12,11 +12,13 @@ from gpuemu_ci.config.model import Policies
 from gpuemu_ci.diff.baseline import BaselineSource, diff_against
 from gpuemu_ci.errors import UsageError
 from gpuemu_ci.files import atomic_write
+from gpuemu_ci.mutate.run import with_mutation
 from gpuemu_ci.pipeline.gate import with_diff
+from gpuemu_ci.render.mutation import mutation_lines
 from gpuemu_ci.render.summary import print_summary
 from gpuemu_ci.results.codec import read_results, to_json
 from gpuemu_ci.results.kernels import LintStatus
-from gpuemu_ci.results.merge import Shard, merge_shards
+from gpuemu_ci.results.merge import Shard, merge_mutation_shards, merge_shards
 from gpuemu_ci.results.model import Results
 from gpuemu_ci.results.snapshots import clear_snapshots
 
@@ -54,23 +56,30 @@ def merge_command(
     fail_on_regression: bool | None,
     as_json: bool,
 ) -> int:
-    """Merge the results.json of every shard (`gpuemu-ci run --shard K/N`) into the document of the whole suite.
+    """Merge the results.json of every shard (`gpuemu-ci run --shard K/N`, or `gpuemu-ci mutate --shard K/N`)
+    into the document of the whole suite (or of the whole mutate run).
 
     Exit codes are the gate's (0 passed, 1 failed, 3 incomplete or could not run); 2 when the files are not
     the N shards of one run (another config, seed or generator version, a shard missing or given twice)."""
     if fail_on_regression is not None and baseline_path is None:
         raise UsageError("--fail-on-regression/--no-fail-on-regression need --baseline")
     parts = [Shard(str(path), read_results(path, "shard results")) for path in shards]
-    merged = merge_shards(parts)
+    mutate = parts[0].results.mutation is not None
+    merged = merge_mutation_shards(parts) if mutate else merge_shards(parts)
     policies = _policies(config_path, merged)
     diff = None
     if baseline_path is not None:
         flag = policies.fail_on_regression if fail_on_regression is None else fail_on_regression
         diff = diff_against(BaselineSource(path=baseline_path), merged, policies, flag)
     merged = with_diff(merged, diff, lint_unavailable=merged.lint.status is LintStatus.UNAVAILABLE)
+    if merged.mutation is not None:
+        merged = with_mutation(merged, merged.mutation)
     _copy_snapshots(merged, shards, output.parent)
     atomic_write(output, to_json(merged))
     print_summary(merged, output)
+    if merged.mutation is not None:
+        for line in mutation_lines(merged.mutation):
+            click.echo(line, err=True)
     if as_json:
         sys.stdout.buffer.write(to_json(merged))
         sys.stdout.flush()

@@ -38,3 +38,13 @@ format_option = click.option(
     type=click.Choice(["text", "json"]),
     help="json: as --json (upstream's flag).",
 )
+op_option = click.option("--op", "ops", multiple=True, help="Only this op (repeatable).")
+iterations_option = click.option(
+    "--iterations", type=click.IntRange(1), help="Cases per op and dtype (overrides the suite's)."
+)
+json_option = click.option("--json", "as_json", is_flag=True, help="Also print results.json on stdout.")
+jobs_option = click.option(
+    "--jobs",
+    type=click.IntRange(1),
+    help="Cases computed at once, one worker process each (default: ci.parallel_jobs, else the cores available).",
+)

@@ -7,7 +7,14 @@ from pathlib import Path
 
 import click
 
-from gpuemu_ci.cli.options import config_option, out_option
+from gpuemu_ci.cli.options import (
+    config_option,
+    iterations_option,
+    jobs_option,
+    json_option,
+    op_option,
+    out_option,
+)
 from gpuemu_ci.config.load import load_config
 from gpuemu_ci.config.model import Suite
 from gpuemu_ci.diff.baseline import BaselineSource
@@ -35,16 +42,12 @@ from gpuemu_ci.results.codec import to_json, write_results
 @click.option(
     "--seed", type=click.IntRange(0, 2**64 - 1), help="Master seed (default: validation.seed, else 0)."
 )
-@click.option("--op", "ops", multiple=True, help="Only this op (repeatable).")
+@op_option
 @click.option("--dtype", "dtype_names", multiple=True, help="Only this dtype (repeatable).")
-@click.option("--iterations", type=click.IntRange(1), help="Cases per op and dtype (overrides the suite's).")
+@iterations_option
 @out_option()
-@click.option("--json", "as_json", is_flag=True, help="Also print results.json on stdout.")
-@click.option(
-    "--jobs",
-    type=click.IntRange(1),
-    help="Cases computed at once, one worker process each (default: ci.parallel_jobs, else the cores available).",
-)
+@json_option
+@jobs_option
 @click.option(
     "--shard",
     "shard_text",

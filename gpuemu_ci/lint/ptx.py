@@ -54,6 +54,7 @@ class PtxModule:
     version: str | None  # PTX ISA, ".version 9.0"
     target: str | None  # first `.target` token, e.g. "sm_80"
     producer: str | None  # "Cuda compilation tools, release 13.0, V13.0.88" from the header comment
+    code: str = ""  # the module without its comments: equal code, equal programs (labels included)
 
     def function(self, name: str) -> PtxFunction | None:
         for f in self.functions:
@@ -174,4 +175,5 @@ def parse_ptx(text: str) -> PtxModule:
         version=version_m.group(1) if version_m else None,
         target=target_m.group(1).split(",")[0].strip() if target_m else None,
         producer=producer_m.group(1).strip() if producer_m else None,
+        code=code,
     )

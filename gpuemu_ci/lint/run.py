@@ -8,14 +8,17 @@ A source that does not compile is not an exception: it is a FAILED kernel carryi
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import os
 import re
 import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -514,3 +517,109 @@ def _lint_hip(
             spec, source, (arch_list, origin), (status, entries, violations, error), mine
         )
     return results, len(jobs_list)
+
+
+@dataclass(frozen=True)
+class VariantLint:
+    """One text of a kernel's source, linted as the kernel's own file would be (`gpuemu-ci mutate`)."""
+
+    result: KernelResult  # its `source` names the kernel's own file
+    ptx_digest: str | None  # of every function's PTX, on every arch; None when a compile produced none
+    ptx_counts: dict[str, int]  # opcodes of the entries on the first arch, summed over the entries
+
+
+def lint_variants(
+    spec: KernelSpec,
+    texts: Sequence[str],
+    *,
+    archs: Sequence[str] | None = None,
+    jobs: int | None = None,
+    root: Path | None = None,
+    toolchain: Toolchain | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    allow_unchecked: bool = False,
+) -> list[VariantLint]:
+    """Lint each text as if it were the source of `spec` (its flags, defines, archs and checks), in parallel.
+
+    Each text is written to a private temporary directory under the file's own name (the kernel's file is
+    never written) and compiled with the file's directory first on the include path, so that its
+    `#include "..."` find what they find next to the file. Raises as lint_kernels does for a spec that cannot
+    be linted; a text that does not compile is a FAILED result with the compiler's message."""
+    tc = toolchain if toolchain is not None else discover_toolchain()
+    original = _validate(spec, root)
+    if source_kind(original.source) is not SourceKind.CUDA:
+        raise ConfigError(f"kernel {spec.name!r}: only a .cu source can be linted from other text")
+    if tc.frontend is None:
+        raise InfraError(
+            f"neither nvcc nor NVRTC was found, so kernel {spec.name!r} cannot be linted. {_INSTALL_HINT}"
+        )
+    arch_list, origin = _resolve_archs(original, archs or (), tc)
+    display = _display(original.source, root)
+    with contextlib.ExitStack() as stack:
+        variants = []
+        for text in texts:
+            directory = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="gpuemu-variant-")))
+            path = directory / original.source.name
+            path.write_text(text, encoding="utf-8")
+            includes = (original.source.parent, *original.include_dirs)
+            variants.append(dataclasses.replace(original, source=path, include_dirs=includes))
+        compile_jobs = [
+            CompileJob(v.name, v.source, arch, v.flags, v.include_dirs, v.defines)
+            for v in variants
+            for arch in arch_list
+        ]
+        outputs = compile_all(compile_jobs, tc, workers=jobs, timeout=timeout)
+        raw = [f.name for o in outputs for f in o.ptxas.functions]
+        raw += [f.name for o in outputs if o.ptx is not None for f in o.ptx.functions]
+        names = kernel_names(raw, tc.cxxfilt)
+        linted = []
+        for number, variant in enumerate(variants):
+            mine = outputs[number * len(arch_list) : (number + 1) * len(arch_list)]
+            try:
+                result = _kernel_result(
+                    variant, list(mine), arch_list, origin, names, tc, root, allow_unchecked
+                )
+            except ConfigError as exc:  # it compiles, but to no kernel: the change removed what is linted
+                result = KernelResult(
+                    name=spec.name,
+                    source=display,
+                    source_sha256=hashlib.sha256(variant.source.read_bytes()).hexdigest(),
+                    line=spec.line,
+                    status=KernelStatus.FAILED,
+                    archs=arch_list,
+                    arch_source=origin,
+                    error=CompileError(exc.message, None, None, arch_list[0]),
+                )
+            linted.append(
+                VariantLint(_named(result, display, variant.source), _ptx_digest(mine), _counts(result))
+            )
+    return linted
+
+
+def _named(result: KernelResult, display: str, path: Path) -> KernelResult:
+    """The result of a variant compiled from `path`, naming the kernel's own file instead."""
+    error = result.error
+    if error is not None and error.file is not None and Path(error.file).name == path.name:
+        error = msgspec.structs.replace(error, file=display)
+    return msgspec.structs.replace(result, source=display, error=error)
+
+
+def _ptx_digest(outputs: Sequence[CompileOutput]) -> str | None:
+    """A digest of the PTX of every compile (comments left out): the same digest, the same program on every
+    arch."""
+    digest = hashlib.sha256()
+    for out in outputs:
+        if out.ptx is None:
+            return None
+        digest.update(f"{out.job.arch}\0{out.ptx.code}\0".encode())
+    return digest.hexdigest()
+
+
+def _counts(result: KernelResult) -> dict[str, int]:
+    first = result.archs[0] if result.archs else None
+    counts: dict[str, int] = {}
+    for entry in result.entries:
+        if entry.arch == first:
+            for opcode, count in entry.ptx_instructions.items():
+                counts[opcode] = counts.get(opcode, 0) + count
+    return counts

@@ -100,14 +100,14 @@ def run_gate(
             lint = LintReport.disabled(f"not run: the run was interrupted by {interruption.name}")
     if interruption.signal is not None:
         op_results = _say_interrupted(op_results, interruption.name)
-    ran = _Ran(op_results, cut_short or interruption.signal is not None, shard, lint, session.gpu)
+    ran = Ran(op_results, cut_short or interruption.signal is not None, shard, lint, session.gpu)
     notes = _notes(op_results, settings, ran.cut_short, interruption)
-    results = _document(config, settings, ran, notes, (started, started_at))
+    results = run_document(config, settings, ran, notes, (started, started_at))
     return diffed(results, config, baseline)
 
 
 @dataclass(frozen=True)
-class _Ran:
+class Ran:
     """What the suite and the lint step produced."""
 
     ops: tuple[OpResult, ...]
@@ -117,8 +117,8 @@ class _Ran:
     gpu: GpuInfo | None
 
 
-def _document(
-    config: Config, settings: Settings, ran: _Ran, notes: tuple[str, ...], started: tuple[float, str]
+def run_document(
+    config: Config, settings: Settings, ran: Ran, notes: tuple[str, ...], started: tuple[float, str]
 ) -> Results:
     """The results document of the run, its verdict not yet decided (that needs the baseline diff).
     `started`: (time.monotonic(), the UTC time) when the run started."""

@@ -23,6 +23,7 @@ import jinja2
 from gpuemu_ci.render import escape, text
 from gpuemu_ci.render.coverage import coverage_rows, dtypes_not_run
 from gpuemu_ci.render.links import Links
+from gpuemu_ci.render.mutation import mutation_markdown
 from gpuemu_ci.render.templates import compiled_environment
 from gpuemu_ci.results.hints import layout_hint
 from gpuemu_ci.results.kernels import KernelResult, KernelStatus
@@ -300,6 +301,7 @@ def _context(
         "cut": cut,
         "not_run": dtypes_not_run(report),
         "coverage": coverage_rows(report) if limits.passes else [],
+        "mutation": Md(mutation_markdown(report.mutation)) if report.mutation is not None else None,
     }
 
 

@@ -1,4 +1,5 @@
 """The documents of a suite's shards (`gpuemu-ci run --shard K/N`) -> the document the unsharded run makes.
+The shards of `gpuemu-ci mutate --shard K/N` merge too (merge_mutation_shards), mutant by mutant.
 
 Every figure of a results document is order-independent by construction (pipeline/op_runner.py: sums, maxima
 whose ties go to the lowest case index, failures sorted by case index, dtype rows in config order), so the
@@ -28,6 +29,7 @@ from gpuemu_ci.results.model import (
     ShardOp,
     Summary,
 )
+from gpuemu_ci.results.mutation import MIN_SCORE_NOTE, MutantResult, MutationReport, OpMutation
 from gpuemu_ci.results.rules import (
     MAX_RECORDED_FAILURES,
     merge_gradients,
@@ -56,6 +58,11 @@ def check_shards(shards: Sequence[Shard]) -> list[Shard]:
     if not shards:
         raise UsageError("merge needs the results.json of every shard")
     for shard in shards:
+        if shard.results.mutation is not None:
+            raise UsageError(
+                f"{shard.source} is a `gpuemu-ci mutate` document and {shards[0].source} is not: merge joins "
+                "the shards of one command"
+            )
         if shard.results.shard is None:
             raise UsageError(
                 f"{shard.source} is not the document of a shard (it was not run with --shard K/N)"
@@ -109,15 +116,19 @@ def merge_shards(shards: Sequence[Shard]) -> Results:
         for i in range(len(first.ops))
     )
     notes = tuple(dict.fromkeys(note for s in ordered for note in s.results.notes))
+    return msgspec.structs.replace(_joined(ordered, notes), ops=ops, shard=None)
+
+
+def _joined(ordered: Sequence[Shard], notes: tuple[str, ...]) -> Results:
+    """The first shard's document with what only the shards together know: when they ran, whether any was cut
+    short, the longest one's duration, their notes; no diff yet."""
     return msgspec.structs.replace(
-        first,
+        ordered[0].results,
         started_at=min(s.results.started_at for s in ordered),
         finished_at=max(s.results.finished_at for s in ordered),
         cut_short=any(s.results.cut_short for s in ordered),
         summary=Summary(duration_s=max(s.results.summary.duration_s for s in ordered)),
-        ops=ops,
         notes=notes,
-        shard=None,
         diff=None,
     )
 
@@ -231,4 +242,93 @@ def _merge_dtype(rows: list[DtypeResult]) -> DtypeResult:
         cases_from_corpus=sum(r.cases_from_corpus for r in rows),
         duration_s=sum(round((r.duration_s or 0.0) * 1e6) for r in rows) / 1e6,
         gradients=merge_gradients([r.gradients for r in rows]),
+    )
+
+
+def check_mutation_shards(shards: Sequence[Shard]) -> list[Shard]:
+    """The shards of one `gpuemu-ci mutate --shard K/N` run, in index order (UsageError otherwise)."""
+    if not shards:
+        raise UsageError("merge needs the results.json of every shard")
+    reports: list[MutationReport] = []
+    for shard in shards:
+        report = shard.results.mutation
+        if report is None:
+            raise UsageError(
+                f"{shard.source} is a `gpuemu-ci run` document and {shards[0].source} is a `gpuemu-ci mutate` "
+                "one: merge joins the shards of one command"
+            )
+        if report.shard is None:
+            raise UsageError(
+                f"{shard.source} is not the document of a shard (it was not run with --shard K/N)"
+            )
+        reports.append(report)
+    first = reports[0].shard
+    assert first is not None
+    by_index: dict[int, Shard] = {}
+    for shard, report in zip(shards, reports, strict=True):
+        assert report.shard is not None
+        if (report.shard.count, report.shard.plan) != (first.count, first.plan):
+            raise UsageError(
+                f"{shard.source} and {shards[0].source} are shards of different mutate runs: their plans (config, "
+                "seed, operators or mutants) differ"
+            )
+        seen = by_index.get(report.shard.index)
+        if seen is not None:
+            raise UsageError(
+                f"shard {report.shard.index}/{first.count} is given twice: {seen.source} and {shard.source}"
+            )
+        by_index[report.shard.index] = shard
+    missing = [k for k in range(1, first.count + 1) if k not in by_index]
+    if missing:
+        listed = ", ".join(f"{k}/{first.count}" for k in missing)
+        raise UsageError(
+            f"shard{'s' if len(missing) > 1 else ''} {listed} missing: merge needs all {first.count}"
+        )
+    return [by_index[k] for k in range(1, first.count + 1)]
+
+
+def merge_mutation_shards(shards: Sequence[Shard]) -> Results:
+    """The document of the unsharded mutate run: every mutant's verdict from the shard that ran it (shard K
+    runs the Kth of every N in each op's plan), the original suite from the first shard (every shard runs
+    it whole, with the same cases). Verdict and exit code not decided yet (pipeline.gate.with_diff, then the
+    mutation's --min-score: mutate.run.with_mutation)."""
+    ordered = check_mutation_shards(shards)
+    first = ordered[0].results
+    reports = [s.results.mutation for s in ordered]
+    assert first.mutation is not None and all(r is not None for r in reports)
+    ops = tuple(
+        _merge_mutation_op([r.ops[i] for r in reports if r is not None])
+        for i in range(len(first.mutation.ops))
+    )
+    mutation = msgspec.structs.replace(
+        first.mutation,
+        ops=ops,
+        cut_short=any(r.cut_short for r in reports if r is not None),
+        duration_s=max(r.duration_s for r in reports if r is not None),
+        shard=None,
+    )
+    notes = tuple(
+        dict.fromkeys(n for s in ordered for n in s.results.notes if not n.startswith(MIN_SCORE_NOTE))
+    )
+    return msgspec.structs.replace(_joined(ordered, notes), mutation=mutation)
+
+
+def _merge_mutation_op(rows: list[OpMutation]) -> OpMutation:
+    count = len(rows)
+    if any(len(row.mutants) != len(rows[0].mutants) or row.op != rows[0].op for row in rows):
+        raise UsageError(f"the shards planned other mutants for {rows[0].op}")
+    mutants: list[MutantResult] = [
+        rows[(mutant.number - 1) % count].mutants[position] for position, mutant in enumerate(rows[0].mutants)
+    ]
+    first = rows[0]
+    # The counts and the score follow from the mutants (OpMutation.__post_init__).
+    return OpMutation(
+        op=first.op,
+        language=first.language,
+        scored=first.scored,
+        message=first.message,
+        lint_only_because=first.lint_only_because,
+        kernels=first.kernels,
+        mutants_planned=first.mutants_planned,
+        mutants=tuple(mutants),
     )

@@ -20,6 +20,7 @@ import msgspec
 from gpuemu_ci.results.base import Count, Record, Seed, Sha256, check_seed
 from gpuemu_ci.results.diff import BaselineDiff, DiffStatus
 from gpuemu_ci.results.kernels import KernelResult, KernelStatus, LintInfo
+from gpuemu_ci.results.mutation import MutationReport
 
 SCHEMA_VERSION: Literal["2"] = "2"
 _REPO = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
@@ -413,6 +414,7 @@ class Results(Record, frozen=True, kw_only=True):
     skips_allowed: bool = False
     # `policies.warn_threshold`: a passing op x dtype whose worst case uses this share of its allowance warns.
     warn_threshold: Annotated[float, msgspec.Meta(gt=0, le=1)] | None = None
+    mutation: MutationReport | None = None  # `gpuemu-ci mutate`: the planted bugs and the suite's score
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -229,13 +229,10 @@ extern "C" __global__ void add_rows(const float* x, const float* y, float* out, 
 """
 
 
-@pytest.mark.gpu
-def test_cuda_kernel_launch_on_a_gpu(tmp_path: Path) -> None:
-    if detect_gpu() is None:
-        pytest.skip("no GPU on this machine")
-    pytest.importorskip("cupy")
-    (tmp_path / "add.cu").write_text(textwrap.dedent(ADD_KERNEL))
-    (tmp_path / "refs.py").write_text("def add(x, y):\n    return x + y\n")
+def _add_task(root: Path, code: str | None = None) -> OpTask:
+    """ADD_KERNEL in add.cu under `root`, launched over x and y [M, N]; `code` compiled in its place if given."""
+    (root / "add.cu").write_text(textwrap.dedent(ADD_KERNEL))
+    (root / "refs.py").write_text("def add(x, y):\n    return x + y\n")
     program = KernelProgram(
         source="add.cu",
         entry="add_rows",
@@ -244,12 +241,33 @@ def test_cuda_kernel_launch_on_a_gpu(tmp_path: Path) -> None:
         args=("x", "y", "out", "M", "N", "stride(x, 0)"),
         output_dims=("M", "N"),
         input_dims=(("x", ("M", "N")), ("y", ("M", "N"))),
+        code=code,
     )
-    task = _kernel_task(tmp_path, program, "refs:add", XY, '["float32"]')
+    return _kernel_task(root, program, "refs:add", XY, '["float32"]')
+
+
+@pytest.mark.gpu
+def test_cuda_kernel_launch_on_a_gpu(tmp_path: Path) -> None:
+    if detect_gpu() is None:
+        pytest.skip("no GPU on this machine")
+    pytest.importorskip("cupy")
+    task = _add_task(tmp_path)
     with WorkerPool(1, tmp_path) as pool:
         for n in range(4):
             report = pool.run(task, first_case(task, n))
             assert report.outcome == "passed", report.message
+
+
+@pytest.mark.gpu
+def test_a_kernel_compiled_from_text_in_memory_runs_that_text_not_the_file(tmp_path: Path) -> None:
+    if detect_gpu() is None:
+        pytest.skip("no GPU on this machine")
+    pytest.importorskip("cupy")
+    task = _add_task(tmp_path, code=textwrap.dedent(ADD_KERNEL).replace("] + y[", "] - y["))  # a mutant
+    with WorkerPool(1, tmp_path) as pool:
+        report = pool.run(task, first_case(task))
+    assert report.outcome == "failed", report.message
+    assert "] + y[" in (tmp_path / "add.cu").read_text()
 
 
 def test_the_output_buffer_is_poisoned_in_the_case_dtype_with_bfloat16_as_its_bits() -> None:

@@ -5,6 +5,7 @@ ops check what they receive themselves (an AssertionError fails the case)."""
 from __future__ import annotations
 
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +35,16 @@ def into_out(a, b, out):
 
 def as_bf16(a, b):
     return (a + b).to(torch.bfloat16)
+
+def half_written(a, b):
+    out = torch.empty(a.shape, dtype=a.dtype)
+    half = a.shape[0] // 2
+    out[:half] = (a + b)[:half]  # the rest is whatever torch.empty handed out
+    return out
+
+def mode_untouched(a, b):
+    assert not torch.are_deterministic_algorithms_enabled()
+    return a + b
 
 def grad_tensor(a, b):
     return (a * 2).requires_grad_()
@@ -169,6 +180,23 @@ def test_torch_out_buffer_and_bfloat16_results(pool: WorkerPool, fw_root: Path) 
     )
     report = pool.run(as_bf16, first_case(as_bf16))
     assert report.outcome == "passed", report.message
+
+
+@pytest.mark.slow
+def test_what_an_op_leaves_uninitialised_reads_as_nan_when_asked_and_torch_is_left_as_it_was(
+    fw_root: Path,
+) -> None:
+    pytest.importorskip("torch")
+    extra = 'family = "elementwise"\nframework = "torch"'
+    poisoned = replace(
+        op_task(fw_root, "torch_ops:half_written", "np_refs:add", extra=extra), poison_uninitialized=True
+    )
+    untouched = op_task(fw_root, "torch_ops:mode_untouched", "np_refs:add", extra=extra)
+    with WorkerPool(1, fw_root) as pool:  # one worker: the second op runs where the first one did
+        reports = [pool.run(poisoned, first_case(poisoned, n)) for n in range(3)]
+        after = pool.run(untouched, first_case(untouched))
+    assert all(r.outcome == "failed" and r.kind == "nonfinite" for r in reports), [r.message for r in reports]
+    assert after.outcome == "passed", after.message
 
 
 def test_torch_tensor_requiring_grad_is_converted(pool: WorkerPool, fw_root: Path) -> None:

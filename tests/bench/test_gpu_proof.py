@@ -344,6 +344,38 @@ def test_the_lint_step_runs_both_compilers_here(proof: ModuleType, tmp_path: Pat
     assert step["status"] == "passed" and config["equal"] and config["entries"] == 1
 
 
+@pytest.mark.slow
+def test_the_mutate_step_passes_a_scored_run_and_fails_what_this_cpu_machine_writes(
+    proof: ModuleType, tmp_path: Path
+) -> None:
+    scored = {
+        "environment": {"gpu": {"name": "NVIDIA H100"}},
+        "mutation": {"ops": [{"op": "gelu", "scored": True, "lint_only_because": None, "killed": 7,
+                              "survived": 1, "equivalent": 1, "errored": 0, "not_run": 0, "score": 0.875,
+                              "mutants": [{"number": 3, "operator": "bound_flipped", "status": "survived",
+                                           "after": "if (i <= n)"}]}]},
+    }  # fmt: skip
+    problems, figures = proof.check_mutate(scored)
+    assert problems == [] and figures["gelu"]["score"] == 0.875
+    assert figures["gelu"]["survivors"] == ["#3 bound_flipped: if (i <= n)"]
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not on PATH: the CUDA example's mutants cannot be compiled here")
+    from gpuemu_ci.backends.gpu import detect_gpu
+
+    if detect_gpu() is not None:
+        pytest.skip("a GPU is here: the step runs for real in bench/gpu_proof.sh")
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuemu_ci", "mutate", "--config", str(REPO / proof.MUTATE_CONFIG),
+         "--no-cache", "--out", str(tmp_path)],
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, check=False, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    problems, _ = proof.check_mutate(json.loads((tmp_path / "results.json").read_text()))
+    assert "results.json records no GPU" in problems
+    assert any("lint only on a GPU machine" in p for p in problems)
+    assert any("not run" in p for p in problems) and any("no mutant was killed" in p for p in problems)
+
+
 # ---- the benchmark's loop --------------------------------------------------------------------------------------
 
 
@@ -376,7 +408,7 @@ def write_steps(out: Path, statuses: dict[str, str]) -> None:
 @pytest.mark.parametrize(
     ("statuses", "verdict", "code"),
     [
-        (dict.fromkeys(("pytest", "examples", "verdicts", "lint", "bench"), "passed"), "proven", 0),
+        (dict.fromkeys(("pytest", "examples", "verdicts", "lint", "bench", "mutate"), "passed"), "proven", 0),
         ({"pytest": "passed", "examples": "failed", "verdicts": "passed", "lint": "passed", "bench": "passed"},
          "failed", 1),
         ({"pytest": "passed", "examples": "passed"}, "incomplete", 1),  # steps that never wrote a result

@@ -54,6 +54,9 @@ SKIPPED = {
     # it is installed (.ci/run installs it).
     "gpuemu-ci lint --config examples/hip/gpuemu.toml": "tests/lint/test_hip_real.py (example_lint)",
     "gpuemu-ci lint --config examples/hip/gpuemu-regcap.toml": "tests/lint/test_hip_real.py",
+    # Mutation testing runs a suite per mutant: tests/mutate runs the command on its own Triton project.
+    "gpuemu-ci mutate --config examples/triton/gpuemu.toml": "tests/mutate/test_mutate_command.py",
+    "gpuemu-ci mutate --op rmsnorm --max-mutants 20 --seed 7 --jobs 4": "tests/mutate/test_mutate_command.py",
 }
 
 
