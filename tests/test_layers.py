@@ -64,7 +64,7 @@ ALLOWED: dict[str, frozenset[str]] = {
         "plan": "config rng",
         "results": "errors files",
         "fuzz": "config dtypes errors plan results rng",
-        "oracle": "calls config dtypes fuzz plan results",
+        "oracle": "calls config dtypes fuzz plan results rng",
         "lint": "config errors results",
         "diff": "config errors results",
         "corpus": "config errors plan results",

@@ -43,7 +43,7 @@ from gpuemu_ci.fuzz import layouts as layout_mod
 from gpuemu_ci.fuzz.case import CaseInputs, CaseSkipped
 from gpuemu_ci.fuzz.inputs import inputs_digest
 from gpuemu_ci.fuzz.snapshot import snapshot_meta
-from gpuemu_ci.oracle import bounds, gradients, intermediates, precision
+from gpuemu_ci.oracle import bounds, conditioning, gradients, intermediates, precision
 from gpuemu_ci.oracle.case_report import (
     describe_case,
     errored_report,
@@ -219,6 +219,18 @@ class _Judging:
         except Exception as exc:
             return CallResult(CallStatus.RAISED, message=f"handing inputs to the reference: {exc}")
         return self._call(loaded, self.task.reference.framework, cast, case.kwargs)
+
+    def moved_references(self, loaded: Loaded, case: CaseInputs) -> tuple[tuple[np.ndarray, ...], ...]:
+        """The float64 reference on the inputs moved by one working-precision rounding, per draw
+        (oracle/conditioning.py); the draws it failed on are left out."""
+        runs = []
+        for arrays in conditioning.moved_inputs(
+            self.task.op, case.dtype, case.logical, case.kwargs, case.seed
+        ):
+            result = self._call(loaded, self.task.reference.framework, arrays, case.kwargs)
+            if result.status is CallStatus.OK:
+                runs.append(tuple(_as_reference_output(np.asarray(o)) for o in result.outputs))
+        return tuple(runs)
 
     def naive(self, loaded: Loaded, case: CaseInputs) -> CallResult:
         """The naive same-dtype implementation, on fresh copies of the inputs in their layouts."""
@@ -402,8 +414,12 @@ def _judge_case(judging: _Judging, op_view: OpView) -> CaseReport:
             # (oracle/precision.py). Cases within the family bound pass either way, so only these pay for it.
             stage(Stage.REFERENCE)
             low = judging.working_precision_reference(reference_target, case)
-            if low.status is CallStatus.OK:
-                verdict = judge(op, replace(context, low_outputs=low.outputs), run, task.validation)
+            measured = replace(
+                context,
+                low_outputs=low.outputs if low.status is CallStatus.OK else None,
+                moved_outputs=judging.moved_references(reference_target, case),
+            )
+            verdict = judge(op, measured, run, task.validation)
             stage(Stage.JUDGING)
         if gradient_case is not None and op_grads is not None:
             verdict, gradient_stats = with_gradients(
@@ -549,14 +565,16 @@ def _reference_gradients(
 
     def low() -> tuple[np.ndarray, ...] | None:
         runs = []
-        for measurement in precision.gradient_measurements(op, case.dtype, case.stratum.mode):
+        for measurement in precision.gradient_measurements(op, case.dtype):
             inputs, grads = case.logical, upstream
             if measurement.perturb:
-                inputs = precision.perturbed(case.logical, case.seed, measurement.perturb)
-                moved = precision.perturbed(
+                shifted = conditioning.shifted_inputs(op, case.logical, case.kwargs)
+                inputs = conditioning.moved(case.logical, case.seed, measurement.perturb, "inputs", shifted)
+                moved = conditioning.moved(
                     {str(i): g for i, g in enumerate(upstream) if g is not None},
-                    case.seed + 1,
+                    case.seed,
                     measurement.perturb,
+                    "upstream",
                 )
                 grads = tuple(None if g is None else moved[str(i)] for i, g in enumerate(upstream))
             try:

@@ -213,6 +213,24 @@ class OpShapes:
         return next((d for d in self.dims if d.name == name), None)
 
 
+class IntermediateEffect(StrEnum):
+    """How an intermediate the op computes itself moves its output (oracle/declared_intermediates.py)."""
+
+    ROTATION = "rotation"  # an angle the op rotates values by: they move by its error times their magnitude
+    SCALE = "scale"  # a factor the op multiplies by: its output moves by the factor's relative error
+
+
+@dataclass(frozen=True)
+class Intermediate:
+    """`[ops.intermediates.<name>]`: a quantity the op computes from exact values (positions, a count) in a
+    precision of its own, which the reference, computing from the same exact values in float64, never rounds."""
+
+    name: str
+    effect: IntermediateEffect
+    dtype: str | None = None  # what the op computes it in; None: its working precision (bounds.py u_acc)
+    largest: str | None = None  # `max`: an expression over dims and kwargs, the largest |value| (rotation)
+
+
 @dataclass(frozen=True)
 class ErrorModel:
     """How the output is judged: the family's error bound (or explicit tolerances), invariants, and what the
@@ -230,6 +248,7 @@ class ErrorModel:
     # Judge with the reference run in the working precision too (oracle/precision.py); off for references that
     # are inaccurate in float32 by design.
     precision_reference: bool = True
+    intermediates: tuple[Intermediate, ...] = ()  # `[ops.intermediates]`
 
     def tolerance_for(self, dtype: str) -> Tolerance | None:
         return dict(self.tolerances).get(dtype)

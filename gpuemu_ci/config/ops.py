@@ -7,6 +7,7 @@ from pathlib import Path
 
 from gpuemu_ci.config.dimgraph import Schema
 from gpuemu_ci.config.expressions import parse_expression
+from gpuemu_ci.config.intermediates import parse_intermediates
 from gpuemu_ci.config.model import (
     INPUT_DTYPE,
     INVARIANT_NAMES,
@@ -162,6 +163,7 @@ OP_KEYS = (
     "grad_inputs",
     "grad_accumulators",
     "triton",
+    "intermediates",
 )
 TRITON_KEYS = ("sanitize",)
 
@@ -227,7 +229,9 @@ def _op_body(
         output_dtype=_optional_dtype(table, "output_dtype"),
         targets=replace(targets, inputs_hook=inputs_hook, error_scale=error_scale),
         shapes=shapes,
-        error_model=_error_model(table, validation, family),
+        error_model=replace(
+            _error_model(table, validation, family), intermediates=parse_intermediates(table, shapes)
+        ),
         execution=_execution(table),
         line=table.line,
     )

@@ -90,6 +90,10 @@ class TableReader:
         spellings = [key] + [a for a, c in self.aliases.items() if c == key]
         return any(s in self._data for s in spellings)
 
+    def names(self) -> list[str]:
+        """The table's keys as written (a table of user-named entries: `[ops.intermediates.<name>]`)."""
+        return [str(key) for key in self._data]
+
     def raw(self, key: str, default: Any = None) -> Any:
         _, value = self._take(key)
         return default if value is _MISSING else value

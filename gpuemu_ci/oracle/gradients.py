@@ -33,6 +33,7 @@ from gpuemu_ci.oracle import (
     attention_grads,
     bounds,
     constant_rows,
+    declared_intermediates,
     flushed,
     gathers,
     gradient_accumulators,
@@ -316,6 +317,7 @@ def structure_bound(
         term = (g + 2.0 + k_f) * u_acc * scale
     elif op.error_model.family is Family.ELEMENTWISE:
         term = (1.0 + k_f) * u_acc * scale  # as the forward's elementwise bound, at the terms' scale
+    term = term + declared_intermediates.term(op, u_acc, case.dims, case.kwargs, r)  # a rotation's gradient
     eta = row_statistics.gradient_floor(op, case.dtype, grad_dtype)
     eta += n * dtypes.info("float32").min_subnormal / 2.0
     saved_mean = norm.saved_mean if norm is not None else 0.0

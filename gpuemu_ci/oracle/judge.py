@@ -10,7 +10,17 @@ import numpy as np
 from gpuemu_ci import dtypes
 from gpuemu_ci.calls import CallResult, CallStatus, CaseRun
 from gpuemu_ci.config.model import Family, OpSpec, Validation
-from gpuemu_ci.oracle import bounds, flushed, intermediates, log_sum_exp, overflow, power_sums, precision
+from gpuemu_ci.oracle import (
+    bounds,
+    conditioning,
+    declared_intermediates,
+    flushed,
+    intermediates,
+    log_sum_exp,
+    overflow,
+    power_sums,
+    precision,
+)
 from gpuemu_ci.oracle.argmax import axis_of as argmax_axis
 from gpuemu_ci.oracle.argmax import compare_argmax
 from gpuemu_ci.oracle.compare import DEFAULT_TOLERANCES, allclose_allowance, compare, compare_exact
@@ -40,6 +50,8 @@ class CaseContext:
     bias_test: bool = False  # regular-valued cases only: structured inputs make rounding errors correlated
     correlated: bool = False  # sorted values or addends repeated along a summed dim (bounds.BoundInputs)
     low_outputs: tuple[np.ndarray, ...] | None = None  # the reference in the working precision (precision.py)
+    # The float64 reference on the inputs moved by one working-precision rounding, per draw (conditioning.py).
+    moved_outputs: tuple[tuple[np.ndarray, ...], ...] = ()
     dot_input_roundoff: float = 0.0  # u of fp32 `tl.dot` inputs the kernel ran (TF32: 2^-11; triton_cpu)
 
 
@@ -228,6 +240,7 @@ def _compare_one(
         + flushed.note(op, case.dtype)
         + power_sums.note(op, case.dtype, r, _float_inputs(case))
         + log_sum_exp.note(op, case.dtype, r, _float_inputs(case))
+        + declared_intermediates.note(op, bounds.accumulator_roundoff(op, case.dtype), case.dims, case.kwargs)
         if comparator is Comparator.BOUND and any(f.kind is FailureKind.MISMATCH for f in findings)
         else ""
     )
@@ -295,32 +308,39 @@ def _float_inputs(case: CaseContext) -> dict[str, np.ndarray]:
 def _with_empirical(
     op: OpSpec, case: CaseContext, run: CaseRun, r: np.ndarray, allowed: np.ndarray, position: int
 ) -> tuple[np.ndarray, Callable[[tuple[int, ...]], str] | None]:
-    """The family's allowance, raised to c times the error model of the reference run in the working precision
-    where that is larger (oracle/precision.py); and what to say about it at the worst element."""
+    """The family's allowance, raised to c times the measured error models where they are larger: the
+    reference's change on inputs moved by one working-precision rounding (oracle/conditioning.py) and its
+    error in the working precision (oracle/precision.py); and what to say about them at the worst element."""
     low = case.low_outputs
-    if low is None or len(low) <= position:
+    moved = [outputs[position] for outputs in case.moved_outputs if len(outputs) > position]
+    if (low is None or len(low) <= position) and not moved:
         return allowed, None
     magnitude = precision.input_magnitude(op, _float_inputs(case), tuple(r.shape))
-    working_name = precision.working_precision(op, case.dtype) or "float32"
-    note = precision.float64_reference_note(r, np.asarray(low[position]), working_name, case.dtype)
-    found = precision.empirical_term(r, np.asarray(low[position]), magnitude)
-    if found is None:
-        return allowed, (lambda _index: note or "") if note else None
-    term, scale = found
+    working = precision.working_precision(op, case.dtype) or "float32"
     factor = precision.error_scale(op, case.dtype)
-    term = term * factor
+    scaled = f" × {factor:.3g} for {case.dtype}" if factor != 1.0 else ""
+    models: list[tuple[str, np.ndarray, str]] = []
+    found = conditioning.model(r, moved, magnitude) if moved else None
+    if found is not None:
+        models.append((f"the reference's change on inputs moved by one {working} rounding", *found))
+    if low is not None and len(low) > position:
+        found = precision.empirical_term(r, np.asarray(low[position]), magnitude)
+        if found is not None:
+            models.append((f"the {working} reference's error", *found))
+    if not models:
+        return allowed, None
     c = op.error_model.bound_c
     family = np.broadcast_to(np.asarray(allowed, dtype=np.float64), r.shape)
-    empirical = c * precision.ROUNDINGS * term
-    working = precision.working_precision(op, case.dtype) or "float32"
-    scaled = f" × {factor:.3g} for {case.dtype}" if factor != 1.0 else ""
+    terms = [term * factor for _, term, _ in models]
+    empirical = c * precision.ROUNDINGS * np.maximum.reduce(terms)
     name = (op.error_model.family or Family.ELEMENTWISE).value
 
     def explain(index: tuple[int, ...]) -> str:
-        return (
-            f"; allowed = {c:g} × max({name} bound {family[index] / c:.3g}, {precision.ROUNDINGS:g} × the "
-            f"{working} reference's error{scaled} {term[index]:.3g} [scale: {scale}])"
-        ) + (note or "")
+        measured = ", ".join(
+            f"{precision.ROUNDINGS:g} × {label}{scaled} {term[index]:.3g} [scale: {scale}]"
+            for (label, _, scale), term in zip(models, terms, strict=True)
+        )
+        return f"; allowed = {c:g} × max({name} bound {family[index] / c:.3g}, {measured})"
 
     return np.maximum(family, empirical), explain
 

@@ -23,7 +23,6 @@ import numpy as np
 from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Family, OpSpec
 from gpuemu_ci.oracle.model import CaseVerdict, FailureKind
-from gpuemu_ci.plan.model import ValueMode
 
 FAMILIES = frozenset(Family) - {Family.EXACT}
 # A kernel rounds an internal quantity (an angle, a mean) in its own order, often a few more times than the
@@ -66,9 +65,7 @@ class Measurement:
     perturb: float = 0.0  # inputs and upstream gradients moved by this relative amount first (`perturbed`)
 
 
-def gradient_measurements(
-    op: OpSpec, case_dtype: str, mode: ValueMode | None = None
-) -> tuple[Measurement, ...]:
+def gradient_measurements(op: OpSpec, case_dtype: str) -> tuple[Measurement, ...]:
     """How the reference's backward is measured; the model takes, per element, the farthest of them:
 
     - in the working precision, as the forward's;
@@ -78,10 +75,10 @@ def gradient_measurements(
       does with them, is rounding a correct 16-bit backward makes and a float32 evaluation does not. The same
       mathematics run by torch in the 16-bit dtype makes it (FlashAttention's tests allow 2-3 times a
       same-dtype implementation's error for the same reason);
-    - in float64 on inputs and upstream gradients moved by one rounding of the working precision (`perturbed`),
-      except for boundary values: next to exp's overflow and at huge magnitudes a random move of the last bit
-      changes the answer by far more than a correct kernel, whose intermediate cancellations (x - max) are
-      exact, errs; there it would hide bugs.
+    - in float64 on inputs and upstream gradients moved by one rounding of the working precision
+      (oracle/conditioning.py, a softmax's input relative to x - max): what the problem's conditioning costs,
+      which the two evaluations above cannot measure where the reference computes in float64 whatever it is
+      given, or where quantised inputs make their every rounding exact.
     """
     working = working_precision(op, case_dtype)
     if working is None:
@@ -89,27 +86,8 @@ def gradient_measurements(
     found = [Measurement(working)]
     if case_dtype in ("float16", "bfloat16"):
         found.append(Measurement(case_dtype))
-    if mode is not ValueMode.BOUNDARY:
-        found.append(Measurement("float64", dtypes.info(working).unit_roundoff))
+    found.append(Measurement("float64", dtypes.info(working).unit_roundoff))
     return tuple(found)
-
-
-def perturbed(arrays: Mapping[str, np.ndarray], seed: int, roundoff: float) -> dict[str, np.ndarray]:
-    """float64 copies of the float arrays, each element moved by +-roundoff relative (signs from the case seed,
-    so a replay repeats them). The reference's backward run on them measures how much rounding at the inputs'
-    scale moves the gradient (a mean computed in another order), which an evaluation in the working precision
-    can miss where quantised inputs make its every rounding exact. Gradients only (oracle/gradients.py): for a
-    forward output the same measurement hid a real bug (a masked lane loading 0 in a softmax of huge constant
-    rows), and bought almost nothing on PyTorch's controls."""
-    rng = np.random.default_rng([seed & (2**63 - 1), 0x5EED])
-    out = {}
-    for name, a in arrays.items():
-        if dtypes.is_float_dtype(a.dtype):
-            signs = rng.integers(0, 2, size=a.shape) * 2.0 - 1.0
-            out[name] = np.asarray(a, dtype=np.float64) * (1.0 + roundoff * signs)
-        else:
-            out[name] = a
-    return out
 
 
 def farthest(exact: np.ndarray, measured: list[np.ndarray]) -> np.ndarray:

@@ -14,7 +14,6 @@ import pytest
 from gpuemu_ci.config.model import Family
 from gpuemu_ci.oracle import gradients, precision
 from gpuemu_ci.oracle.invariants import bias_z
-from gpuemu_ci.plan.model import ValueMode
 from tests.oracle.test_working_precision import make_op
 
 torch = pytest.importorskip("torch")
@@ -45,10 +44,6 @@ def test_a_16bit_backward_through_its_rounded_output_is_covered_by_the_same_dtyp
         precision.Measurement("float32"),
         precision.Measurement("float64", u32),
     )
-    # Boundary values (huge magnitudes, next to exp's overflow): moving the inputs' last bit is no model there.
-    assert precision.gradient_measurements(op, "float32", ValueMode.BOUNDARY) == (
-        precision.Measurement("float32"),
-    )
     error = np.abs(torch_fp16 - exact)
     # float32 alone cannot explain the saved output's rounding: 8 x its model is exceeded ...
     assert np.any(error > gradients._empirical(op, "float16", exact, in_fp32))
@@ -73,16 +68,6 @@ def test_float64_cases_are_measured_in_float32_and_scaled_down():
     measured = np.array([[1.0 + 2.0**-23, 2.0]])
     allowed = gradients._empirical(op, "float64", r, measured)
     assert allowed.max() == pytest.approx(4 * 2 * 2.0**-23 * 2.0**-29)
-
-
-def test_perturbed_inputs_move_each_float_by_one_rounding_and_repeat_from_the_seed():
-    x = np.linspace(1.0, 2.0, 64, dtype=np.float32)
-    ids = np.arange(4)
-    moved = precision.perturbed({"x": x, "ids": ids}, 12345, 2.0**-24)
-    again = precision.perturbed({"x": x, "ids": ids}, 12345, 2.0**-24)
-    assert np.array_equal(moved["x"], again["x"]) and moved["ids"] is ids
-    relative = (moved["x"] - x) / x
-    assert np.allclose(np.abs(relative), 2.0**-24) and (relative > 0).any() and (relative < 0).any()
 
 
 def test_a_gradient_element_that_cancels_is_judged_at_its_rows_scale():
