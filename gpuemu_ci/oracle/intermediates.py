@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from gpuemu_ci import dtypes
-from gpuemu_ci.config.model import Family, OpSpec, ValueKind
+from gpuemu_ci.config.model import Family, InputSpec, OpSpec, ValueKind
 from gpuemu_ci.oracle import stored_log_sum
 from gpuemu_ci.oracle.precision import input_magnitude
 
@@ -111,13 +111,24 @@ def log_domain_term(
     return np.asarray(rounded + stored)
 
 
+def class_target(op: OpSpec) -> InputSpec | None:
+    """The index input that selects along a dim the output lacks (a class target: one logit per row)."""
+    if op.shapes.output_dims is None:
+        return None
+    output = {d for d in op.shapes.output_dims if isinstance(d, str)}
+    return next(
+        (
+            spec
+            for spec in op.shapes.inputs
+            if spec.kind is ValueKind.INDEX and isinstance(spec.high, str) and spec.high not in output
+        ),
+        None,
+    )
+
+
 def picks_by_index(op: OpSpec) -> bool:
     """Whether an index input selects along a dim the output lacks (a class target: one logit per row)."""
-    output = {d for d in (op.shapes.output_dims or ()) if isinstance(d, str)}
-    return op.shapes.output_dims is not None and any(
-        spec.kind is ValueKind.INDEX and isinstance(spec.high, str) and spec.high not in output
-        for spec in op.shapes.inputs
-    )
+    return class_target(op) is not None
 
 
 def picked_term(
