@@ -566,17 +566,12 @@ def _reference_gradients(
     def low() -> tuple[np.ndarray, ...] | None:
         runs = []
         for measurement in precision.gradient_measurements(op, case.dtype):
-            inputs, grads = case.logical, upstream
-            if measurement.perturb:
-                shifted = conditioning.shifted_inputs(op, case.logical, case.kwargs)
-                inputs = conditioning.moved(case.logical, case.seed, measurement.perturb, "inputs", shifted)
-                moved = conditioning.moved(
-                    {str(i): g for i, g in enumerate(upstream) if g is not None},
-                    case.seed,
-                    measurement.perturb,
-                    "upstream",
-                )
-                grads = tuple(None if g is None else moved[str(i)] for i, g in enumerate(upstream))
+            prepared = conditioning.gradient_inputs(
+                op, measurement, case.logical, upstream, case.kwargs, case.seed
+            )
+            if prepared is None:
+                continue
+            inputs, grads = prepared
             try:
                 runs.append(tuple(vjp(inputs, grads, dtypes.info(measurement.dtype).numpy)))
             except Exception:

@@ -105,3 +105,42 @@ def model(
     if not usable:
         return None
     return precision.empirical_term(r, precision.farthest(r, usable), magnitude)
+
+
+def gradient_inputs(
+    op: OpSpec,
+    measurement: precision.Measurement,
+    logical: Mapping[str, np.ndarray],
+    upstream: tuple[np.ndarray | None, ...],
+    kwargs: Mapping[str, object],
+    seed: int,
+) -> tuple[Mapping[str, np.ndarray], tuple[np.ndarray | None, ...]] | None:
+    """The inputs and upstream gradients a measurement of the reference's backward runs on
+    (precision.gradient_measurements): as they are, moved, or with small values flushed; None where a flush
+    would change nothing (the measurement is then the exact gradient again)."""
+    grads = {str(i): g for i, g in enumerate(upstream) if g is not None}
+    if measurement.perturb:
+        draw = f"{measurement.perturb!r}"
+        logical = moved(
+            logical, seed, measurement.perturb, f"inputs {draw}", shifted_inputs(op, logical, kwargs)
+        )
+        grads = moved(grads, seed, measurement.perturb, f"upstream {draw}")
+    elif measurement.flush:
+        flushed = {n: _flushed(a, measurement.flush) for n, a in logical.items()}
+        flushed_grads = {n: _flushed(g, measurement.flush) for n, g in grads.items()}
+        if all(a is logical[n] for n, a in flushed.items()) and all(
+            g is grads[n] for n, g in flushed_grads.items()
+        ):
+            return None
+        logical, grads = flushed, flushed_grads
+    return logical, tuple(None if g is None else grads[str(i)] for i, g in enumerate(upstream))
+
+
+def _flushed(a: np.ndarray, below: float) -> np.ndarray:
+    """`a` as float64 with the values of smaller magnitude than `below` set to 0 (itself when there are none or
+    it holds no floats)."""
+    if not dtypes.is_float_dtype(np.asarray(a).dtype):
+        return a
+    x = np.asarray(a, dtype=np.float64)
+    tiny = (np.abs(x) < below) & (x != 0)
+    return np.where(tiny, 0.0, x) if np.any(tiny) else a

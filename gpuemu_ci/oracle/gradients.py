@@ -37,6 +37,7 @@ from gpuemu_ci.oracle import (
     flushed,
     gathers,
     gradient_accumulators,
+    intermediates,
     norm_rows,
     overflow,
     precision,
@@ -317,6 +318,8 @@ def structure_bound(
         term = (g + 2.0 + k_f) * u_acc * scale
     elif op.error_model.family is Family.ELEMENTWISE:
         term = (1.0 + k_f) * u_acc * scale  # as the forward's elementwise bound, at the terms' scale
+        # ... and its 16-bit intermediates (kl_div's log(target) rounded to float16 before `- logp + 1`).
+        term = term + intermediates.rounded_terms(op, case.dtype, scale)
     term = term + declared_intermediates.term(op, u_acc, case.dims, case.kwargs, r)  # a rotation's gradient
     eta = row_statistics.gradient_floor(op, case.dtype, grad_dtype)
     eta += n * dtypes.info("float32").min_subnormal / 2.0

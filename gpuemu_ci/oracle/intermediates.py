@@ -92,6 +92,15 @@ def elementwise_term(
     magnitude = input_magnitude(op, chosen, scale.shape) if chosen else None
     if magnitude is not None:
         scale = np.maximum(scale, magnitude)
+    return rounded_terms(op, case_dtype, scale)
+
+
+def rounded_terms(op: OpSpec, case_dtype: str, scale: np.ndarray) -> np.ndarray | float:
+    """ROUNDINGS u S for an elementwise op's output or gradient whose terms have the scale S, where the op
+    rounds in the case dtype (kl_div's gradient `log(target) - logp + 1` with log(target) rounded to float16);
+    0 elsewhere."""
+    if op.error_model.family is not Family.ELEMENTWISE or not rounds_in_case_dtype(op, case_dtype):
+        return 0.0
     return ROUNDINGS * dtypes.info(case_dtype).unit_roundoff * scale
 
 

@@ -62,7 +62,10 @@ class Measurement:
     """One evaluation of the reference's backward that the gradients' error model is built from."""
 
     dtype: str  # the dtype it computes in
-    perturb: float = 0.0  # inputs and upstream gradients moved by this relative amount first (`perturbed`)
+    perturb: float = (
+        0.0  # inputs and upstream gradients moved by this relative amount first (conditioning.py)
+    )
+    flush: float = 0.0  # float inputs and upstream gradients of smaller magnitude than this count as 0 first
 
 
 def gradient_measurements(op: OpSpec, case_dtype: str) -> tuple[Measurement, ...]:
@@ -78,7 +81,12 @@ def gradient_measurements(op: OpSpec, case_dtype: str) -> tuple[Measurement, ...
     - in float64 on inputs and upstream gradients moved by one rounding of the working precision
       (oracle/conditioning.py, a softmax's input relative to x - max): what the problem's conditioning costs,
       which the two evaluations above cannot measure where the reference computes in float64 whatever it is
-      given, or where quantised inputs make their every rounding exact.
+      given, or where quantised inputs make their every rounding exact; for 16-bit cases, moved by one rounding
+      of the case's dtype as well: what the forward's outputs and statistics saved in 16 bits cost, measured
+      however the reference is written (it stands in for the 16-bit evaluation where the reference upcasts);
+    - in float64 with the values below the working precision's smallest normal counted as 0: a GPU computing
+      with flush-to-zero reads a subnormal upstream gradient as 0, and a backward that scales it first (`2 g /
+      (n - 1)`) loses it below the normal range wherever it computes.
     """
     working = working_precision(op, case_dtype)
     if working is None:
@@ -87,6 +95,9 @@ def gradient_measurements(op: OpSpec, case_dtype: str) -> tuple[Measurement, ...
     if case_dtype in ("float16", "bfloat16"):
         found.append(Measurement(case_dtype))
     found.append(Measurement("float64", dtypes.info(working).unit_roundoff))
+    if case_dtype in ("float16", "bfloat16"):
+        found.append(Measurement("float64", dtypes.info(case_dtype).unit_roundoff))
+    found.append(Measurement("float64", flush=dtypes.info(working).min_normal))
     return tuple(found)
 
 
