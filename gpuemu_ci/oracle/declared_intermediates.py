@@ -87,3 +87,66 @@ def note(op: OpSpec, u_acc: float, dims: Mapping[str, int], kwargs: Mapping[str,
                 f"the declared scale `{declared.name}` ({SCALE_ROUNDINGS:g} roundings of u = {u:.3g})"
             )
     return "; the bound counts " + " and ".join(said) if said else ""
+
+
+SUGGESTION = "the error grows with the position along"
+MIN_POSITIONS = 8
+MIN_CORRELATION = 0.8
+
+
+def suggestion(
+    op: OpSpec,
+    kwargs: Mapping[str, object],
+    first_dims: tuple[str | int, ...] | None,
+    y: np.ndarray,
+    r: np.ndarray,
+) -> str:
+    """A hint for a failing case whose error, relative to each row's largest |reference|, grows with the
+    position along one axis of the output (rank correlation at least MIN_CORRELATION over at least
+    MIN_POSITIONS positions): what angles the op computes from positions (RoPE) do. It names the declaration
+    that would model them; `gpuemu-ci calibrate` repeats it. Empty where the op declares a rotation already, or
+    where nothing grows."""
+    if any(d.effect is IntermediateEffect.ROTATION for d in op.error_model.intermediates):
+        return ""
+    names = op.shapes.output_dims if op.shapes.output_dims is not None else first_dims
+    y64, r64 = np.asarray(y, dtype=np.float64), np.asarray(r, dtype=np.float64)
+    if names is None or len(names) != r64.ndim or y64.shape != r64.shape or r64.ndim < 2 or not r64.size:
+        return ""
+    usable = np.isfinite(y64) & np.isfinite(r64)
+    row = np.abs(np.where(usable, r64, 0.0)).max(axis=-1, keepdims=True)
+    ratio = np.where(usable & (row > 0), np.abs(y64 - r64) / np.where(row > 0, row, 1.0), 0.0)
+    offset = next(
+        (
+            (k, int(v))
+            for k, v in kwargs.items()
+            if "offset" in k and isinstance(v, int) and not isinstance(v, bool)
+        ),
+        None,
+    )
+    best: tuple[float, str] | None = None
+    for axis, name in enumerate(names[:-1]):
+        if not isinstance(name, str) or r64.shape[axis] < MIN_POSITIONS:
+            continue
+        profile = np.moveaxis(ratio, axis, 0).reshape(r64.shape[axis], -1).max(axis=1)
+        rho = _rank_correlation(np.arange(r64.shape[axis], dtype=np.float64), profile)
+        if rho >= MIN_CORRELATION and (best is None or rho > best[0]):
+            best = (rho, name)
+    if best is None:
+        return ""
+    rho, name = best
+    largest = f"{name} + {offset[0]}" if offset is not None else name
+    return (
+        f"; {SUGGESTION} {name} (rank correlation {rho:.2f}), as angles the op computes from positions do: if it "
+        f'does, declare them: `intermediates = {{ angle = {{ effect = "rotation", max = "{largest}" }} }}` '
+        "(docs/how-it-decides.md: intermediates the op computes)"
+    )
+
+
+def _rank_correlation(a: np.ndarray, b: np.ndarray) -> float:
+    """Spearman's rank correlation of two equal-length vectors (0 when either is constant)."""
+    ranks_a = np.argsort(np.argsort(a, kind="stable"), kind="stable").astype(np.float64)
+    ranks_b = np.argsort(np.argsort(b, kind="stable"), kind="stable").astype(np.float64)
+    ranks_a -= ranks_a.mean()
+    ranks_b -= ranks_b.mean()
+    scale = float(np.sqrt((ranks_a**2).sum() * (ranks_b**2).sum()))
+    return float((ranks_a * ranks_b).sum() / scale) if scale > 0 and np.ptp(b) > 0 else 0.0

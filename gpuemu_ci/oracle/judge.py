@@ -244,6 +244,8 @@ def _compare_one(
         if comparator is Comparator.BOUND and any(f.kind is FailureKind.MISMATCH for f in findings)
         else ""
     )
+    if comparator is Comparator.BOUND and any(f.kind is FailureKind.MISMATCH for f in findings):
+        said += declared_intermediates.suggestion(op, case.kwargs, _dims_like(op, case, r), y, r)
     if said:
         findings = [
             Finding(f.kind, f.message + said) if f.kind is FailureKind.MISMATCH else f for f in findings
@@ -295,6 +297,14 @@ def _judge_argmax(
     allowed = _family_allowance(op, case, run, scores, working)
     allowed, _ = _with_empirical(op, case, run, scores, allowed, position)
     return compare_argmax(chosen, scores, allowed, argmax_axis(case.kwargs))
+
+
+def _dims_like(op: OpSpec, case: CaseContext, r: np.ndarray) -> tuple[str | int, ...] | None:
+    """The dim names of the first input when the output is shaped like it (an elementwise op's), else None."""
+    first = next(iter(op.shapes.inputs), None)
+    if first is None or first.name not in case.inputs or np.asarray(case.inputs[first.name]).shape != r.shape:
+        return None
+    return first.dims
 
 
 def _float_inputs(case: CaseContext) -> dict[str, np.ndarray]:

@@ -212,34 +212,6 @@ def _by_names(
         return None
 
 
-FLOAT64_REFERENCE = "the reference computes in float64 whatever it is given"
-
-
-def float64_reference_note(
-    reference: np.ndarray, low: np.ndarray, working: str, case_dtype: str
-) -> str | None:
-    """What to say when the working-precision run cannot have measured anything: the reference returned float64
-    for inputs cast to `working` (it casts them, `x.astype(np.float64)`), or returned exactly its float64
-    answer. Then the allowance is the family bound alone, and an ill-conditioned case a correct kernel errs on
-    (rotary angles at large positions, a variance of offset values) fails with no hint why."""
-    low = np.asarray(low)
-    if case_dtype == "float64" or working == "float64":
-        return None
-    returned_float64 = low.dtype == np.float64
-    same = low.shape == np.shape(reference) and np.array_equal(
-        low.astype(np.float64), np.asarray(reference, dtype=np.float64), equal_nan=True
-    )
-    if not (returned_float64 or same):
-        return None
-    what = "returned float64" if returned_float64 else "returned its float64 answer"
-    return (
-        f"; note: {FLOAT64_REFERENCE} (its run on {working} inputs {what}, e.g. it does "
-        f"`x.astype(np.float64)`), so the working-precision error model measured nothing and the {case_dtype} "
-        "case was judged by the family bound alone. Write the reference in the dtype of its inputs "
-        "(docs/how-it-decides.md: the working-precision reference)"
-    )
-
-
 def empirical_term(
     reference: np.ndarray, low: np.ndarray, magnitude: np.ndarray | None, relative: bool = True
 ) -> tuple[np.ndarray, str] | None:

@@ -74,7 +74,9 @@ def _case(arrays, upstream, causal, bthd, structured=True):
     for measurement in precision.gradient_measurements(make_op(Family.ATTENTION, ()), "float32"):
         inputs, grad = arrays, upstream
         if measurement.perturb:
-            moved = conditioning.moved(dict(zip("qkv", arrays, strict=True)), 1, measurement.perturb, "inputs")
+            moved = conditioning.moved(
+                dict(zip("qkv", arrays, strict=True)), 1, measurement.perturb, "inputs"
+            )
             inputs, grad = (
                 tuple(moved[n] for n in "qkv"),
                 conditioning.moved({"g": upstream}, 1, 2.0**-24, "upstream")["g"],
