@@ -92,20 +92,25 @@ def note(op: OpSpec, u_acc: float, dims: Mapping[str, int], kwargs: Mapping[str,
 SUGGESTION = "the error grows with the position along"
 MIN_POSITIONS = 8
 MIN_CORRELATION = 0.8
+# Where an offset kwarg dwarfs the positions of the case, the growth cannot show: the error is taken for an
+# angle's when it is at least a few roundings and at most this many per radian of position.
+MAX_ROUNDINGS_PER_POSITION = 16.0
 
 
 def suggestion(
     op: OpSpec,
+    u_acc: float,
     kwargs: Mapping[str, object],
     first_dims: tuple[str | int, ...] | None,
     y: np.ndarray,
     r: np.ndarray,
 ) -> str:
     """A hint for a failing case whose error, relative to each row's largest |reference|, grows with the
-    position along one axis of the output (rank correlation at least MIN_CORRELATION over at least
-    MIN_POSITIONS positions): what angles the op computes from positions (RoPE) do. It names the declaration
-    that would model them; `gpuemu-ci calibrate` repeats it. Empty where the op declares a rotation already, or
-    where nothing grows."""
+    position along one axis of the output, as angles the op computes from positions (RoPE) make it: a rank
+    correlation of at least MIN_CORRELATION over at least MIN_POSITIONS positions, or, with an integer `*offset*`
+    kwarg, an error of a few roundings of the working precision (`u_acc`) per position, offset included. It
+    names the declaration that would model them; `gpuemu-ci calibrate` repeats it. Empty where the op declares a
+    rotation already, or where nothing grows."""
     if any(d.effect is IntermediateEffect.ROTATION for d in op.error_model.intermediates):
         return ""
     names = op.shapes.output_dims if op.shapes.output_dims is not None else first_dims
@@ -128,16 +133,21 @@ def suggestion(
         if not isinstance(name, str) or r64.shape[axis] < MIN_POSITIONS:
             continue
         profile = np.moveaxis(ratio, axis, 0).reshape(r64.shape[axis], -1).max(axis=1)
-        rho = _rank_correlation(np.arange(r64.shape[axis], dtype=np.float64), profile)
+        positions = np.arange(r64.shape[axis], dtype=np.float64)
+        rho = _rank_correlation(positions, profile)
+        if offset is not None and rho < MIN_CORRELATION:
+            per_position = profile / (positions + abs(offset[1]) + 1.0)
+            if profile.max() >= 8.0 * u_acc and per_position.max() <= MAX_ROUNDINGS_PER_POSITION * u_acc:
+                rho = max(rho, MIN_CORRELATION)
         if rho >= MIN_CORRELATION and (best is None or rho > best[0]):
             best = (rho, name)
     if best is None:
         return ""
-    rho, name = best
+    _, name = best
     largest = f"{name} + {offset[0]}" if offset is not None else name
     return (
-        f"; {SUGGESTION} {name} (rank correlation {rho:.2f}), as angles the op computes from positions do: if it "
-        f'does, declare them: `intermediates = {{ angle = {{ effect = "rotation", max = "{largest}" }} }}` '
+        f"; {SUGGESTION} {name}, as angles the op computes from positions make it: if it computes such angles, "
+        f'declare them: `intermediates = {{ angle = {{ effect = "rotation", max = "{largest}" }} }}` '
         "(docs/how-it-decides.md: intermediates the op computes)"
     )
 

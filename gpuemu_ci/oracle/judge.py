@@ -245,7 +245,9 @@ def _compare_one(
         else ""
     )
     if comparator is Comparator.BOUND and any(f.kind is FailureKind.MISMATCH for f in findings):
-        said += declared_intermediates.suggestion(op, case.kwargs, _dims_like(op, case, r), y, r)
+        said += declared_intermediates.suggestion(
+            op, bounds.accumulator_roundoff(op, case.dtype), case.kwargs, _dims_like(op, case, r), y, r
+        )
     if said:
         findings = [
             Finding(f.kind, f.message + said) if f.kind is FailureKind.MISMATCH else f for f in findings

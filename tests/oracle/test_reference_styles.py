@@ -3,10 +3,11 @@ whatever it is given (`x.astype(np.float64)`, `x.double()`, what upstream's guid
 nothing in the working precision; the conditioning the gate measures by moving the inputs by one float32
 rounding, and the cross-entropy gradient's form, do not need its cooperation.
 
-A correct float32 cross-entropy on rows with two tied maxima of 1.7e10 returns 0 where the loss is log 2 (the log
-of the sum is absorbed into lse in float32), and on a row of equal logits of -4.3e9 a fused kernel's gradient, computed from
-that lse, puts 1 on every logit where it is 1/V: it passes with either reference (before: its gradient failed by
-1e6x with the upcasting one), and kernels that pick the wrong logit, or forget the upstream gradient, still fail."""
+A correct float32 cross-entropy on rows with two tied maxima of 1.7e10 returns 0 where the loss is log 2 (the
+log of the sum is absorbed into lse in float32), and on a row of equal logits of -4.3e9 a fused kernel's
+gradient, computed from that lse, puts 1 on every logit where it is 1/V: it passes with either reference
+(before: its gradient failed by 1e6x with the upcasting one), and kernels that pick the wrong logit, or forget
+the upstream gradient, still fail."""
 
 from __future__ import annotations
 
