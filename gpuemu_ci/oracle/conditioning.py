@@ -46,13 +46,16 @@ MOVED_DRAWS = 3
 def moved(
     arrays: Mapping[str, np.ndarray],
     seed: int,
-    roundoff: float,
+    precision_name: str,
     draw: str,
     shifted: Mapping[str, int] | None = None,
 ) -> dict[str, np.ndarray]:
-    """float64 copies of the float arrays, each element moved by `roundoff` relative, of random sign (from
-    `seed` and `draw`); an array named in `shifted` moves relative to its distance from the largest finite
-    value along that axis. Non-float arrays and non-finite values stay."""
+    """float64 copies of the float arrays, each element moved by one rounding of `precision_name`, of random
+    sign (from `seed` and `draw`): u |x| for a normal number, u times the smallest normal (half the smallest
+    subnormal) below it, as rounding to that precision errs. An array named in `shifted` moves relative to its
+    distance from the largest finite value along that axis. Non-float arrays and non-finite values stay."""
+    info = dtypes.info(precision_name)
+    roundoff, smallest = info.unit_roundoff, info.min_normal
     rng = SeededRng(seed).derive(f"moved_{draw}")
     out: dict[str, np.ndarray] = {}
     for name, a in arrays.items():
@@ -69,7 +72,8 @@ def moved(
             clean = np.where(finite, x, -np.inf)
             row_max = clean.max(axis=axis, keepdims=True)
             base = np.abs(x - np.where(np.isfinite(row_max), row_max, 0.0))
-        out[name] = np.where(finite, x + roundoff * sign * np.where(finite, base, 0.0), x)
+        base = np.maximum(np.where(finite, base, 0.0), smallest)
+        out[name] = np.where(finite, x + roundoff * sign * base, x)
     return out
 
 
@@ -90,9 +94,8 @@ def moved_inputs(
     working = precision.working_precision(op, case_dtype)
     if working is None:
         return []
-    roundoff = dtypes.info(working).unit_roundoff
     shifted = shifted_inputs(op, logical, kwargs)
-    return [moved(logical, seed, roundoff, str(k), shifted) for k in range(MOVED_DRAWS)]
+    return [moved(logical, seed, working, str(k), shifted) for k in range(MOVED_DRAWS)]
 
 
 def model(
@@ -119,15 +122,14 @@ def gradient_inputs(
     (precision.gradient_measurements): as they are, moved, or with small values flushed; None where a flush
     would change nothing (the measurement is then the exact gradient again)."""
     grads = {str(i): g for i, g in enumerate(upstream) if g is not None}
-    if measurement.perturb:
-        draw = f"{measurement.perturb!r}"
-        logical = moved(
-            logical, seed, measurement.perturb, f"inputs {draw}", shifted_inputs(op, logical, kwargs)
-        )
-        grads = moved(grads, seed, measurement.perturb, f"upstream {draw}")
-    elif measurement.flush:
-        flushed = {n: _flushed(a, measurement.flush) for n, a in logical.items()}
-        flushed_grads = {n: _flushed(g, measurement.flush) for n, g in grads.items()}
+    if measurement.moved_in:
+        where = measurement.moved_in
+        logical = moved(logical, seed, where, f"inputs {where}", shifted_inputs(op, logical, kwargs))
+        grads = moved(grads, seed, where, f"upstream {where}")
+    elif measurement.flushed_below:
+        below = dtypes.info(measurement.flushed_below).min_normal
+        flushed = {n: _flushed(a, below) for n, a in logical.items()}
+        flushed_grads = {n: _flushed(g, below) for n, g in grads.items()}
         if all(a is logical[n] for n, a in flushed.items()) and all(
             g is grads[n] for n, g in flushed_grads.items()
         ):

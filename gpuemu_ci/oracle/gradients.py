@@ -318,8 +318,9 @@ def structure_bound(
         term = (g + 2.0 + k_f) * u_acc * scale
     elif op.error_model.family is Family.ELEMENTWISE:
         term = (1.0 + k_f) * u_acc * scale  # as the forward's elementwise bound, at the terms' scale
-        # ... and its 16-bit intermediates (kl_div's log(target) rounded to float16 before `- logp + 1`).
-        term = term + intermediates.rounded_terms(op, case.dtype, scale)
+        # ... and its 16-bit intermediates (kl_div's log(target) rounded to float16 before `- logp + 1`, and its
+        # `g * target` below float16's normal range).
+        term = term + intermediates.rounded_terms(op, case.dtype, scale, _upstream_times_input(case, name, r))
     term = term + declared_intermediates.term(op, u_acc, case.dims, case.kwargs, r)  # a rotation's gradient
     eta = row_statistics.gradient_floor(op, case.dtype, grad_dtype)
     eta += n * dtypes.info("float32").min_subnormal / 2.0
@@ -334,10 +335,28 @@ def structure_bound(
     return op.error_model.bound_c * (u_g * magnitude + term + eta + saved_mean)
 
 
+def _upstream_times_input(case: GradientCase, name: str, r: np.ndarray) -> np.ndarray | None:
+    """|g x| in the gradient's shape, g the first output's upstream gradient and x the input the gradient is
+    for (an elementwise op's: both broadcast to it); None where they do not."""
+    x = case.inputs.get(name)
+    g = case.upstream[0] if case.upstream else None
+    if x is None or g is None:
+        return None
+    try:
+        product = np.abs(np.asarray(g, dtype=np.float64) * np.asarray(x, dtype=np.float64))
+        return np.broadcast_to(product, r.shape)
+    except ValueError:
+        return None
+
+
 def _measured_words(op: OpSpec, case_dtype: str) -> str:
     """What widened a gradient's allowance, for its failure message."""
     runs = [
-        "on inputs moved by one working-precision rounding" if m.perturb else f"in {m.dtype}"
+        f"on inputs moved by one {m.moved_in} rounding"
+        if m.moved_in
+        else f"with values below {m.flushed_below}'s smallest normal as 0"
+        if m.flushed_below
+        else f"in {m.dtype}"
         for m in precision.gradient_measurements(op, case_dtype)
     ]
     scaled = " (scaled by u64/u32)" if precision.error_scale(op, case_dtype) != 1.0 else ""

@@ -95,13 +95,24 @@ def elementwise_term(
     return rounded_terms(op, case_dtype, scale)
 
 
-def rounded_terms(op: OpSpec, case_dtype: str, scale: np.ndarray) -> np.ndarray | float:
+def rounded_terms(
+    op: OpSpec, case_dtype: str, scale: np.ndarray, products: np.ndarray | None = None
+) -> np.ndarray | float:
     """ROUNDINGS u S for an elementwise op's output or gradient whose terms have the scale S, where the op
     rounds in the case dtype (kl_div's gradient `log(target) - logp + 1` with log(target) rounded to float16);
-    0 elsewhere."""
+    0 elsewhere. `products`: for a gradient, |g x|, the upstream gradient times the input it is for, a product
+    a 16-bit backward forms (PyTorch's kl_div computes `g * target / target`): below the dtype's normal range
+    it errs by half the smallest subnormal, a relative error eta / |g x| of the terms (up to 1) instead of u."""
     if op.error_model.family is not Family.ELEMENTWISE or not rounds_in_case_dtype(op, case_dtype):
         return 0.0
-    return ROUNDINGS * dtypes.info(case_dtype).unit_roundoff * scale
+    info = dtypes.info(case_dtype)
+    relative: np.ndarray | float = info.unit_roundoff
+    if products is not None:
+        eta = info.min_subnormal / 2.0
+        finite = np.where(np.isfinite(products), np.abs(products), 0.0)
+        below = np.minimum(1.0, eta / np.where(finite > 0, finite, 1.0))
+        relative = np.where(finite > 0, np.maximum(info.unit_roundoff, below), info.unit_roundoff)
+    return ROUNDINGS * relative * scale
 
 
 def log_domain_term(

@@ -62,10 +62,12 @@ class Measurement:
     """One evaluation of the reference's backward that the gradients' error model is built from."""
 
     dtype: str  # the dtype it computes in
-    perturb: float = (
-        0.0  # inputs and upstream gradients moved by this relative amount first (conditioning.py)
+    moved_in: str = (
+        ""  # inputs and upstream gradients moved by one rounding of this dtype first (conditioning.py)
     )
-    flush: float = 0.0  # float inputs and upstream gradients of smaller magnitude than this count as 0 first
+    flushed_below: str = (
+        ""  # float inputs and upstream gradients below this dtype's smallest normal count as 0
+    )
 
 
 def gradient_measurements(op: OpSpec, case_dtype: str) -> tuple[Measurement, ...]:
@@ -94,10 +96,10 @@ def gradient_measurements(op: OpSpec, case_dtype: str) -> tuple[Measurement, ...
     found = [Measurement(working)]
     if case_dtype in ("float16", "bfloat16"):
         found.append(Measurement(case_dtype))
-    found.append(Measurement("float64", dtypes.info(working).unit_roundoff))
+    found.append(Measurement("float64", moved_in=working))
     if case_dtype in ("float16", "bfloat16"):
-        found.append(Measurement("float64", dtypes.info(case_dtype).unit_roundoff))
-    found.append(Measurement("float64", flush=dtypes.info(working).min_normal))
+        found.append(Measurement("float64", moved_in=case_dtype))
+    found.append(Measurement("float64", flushed_below=working))
     return tuple(found)
 
 

@@ -73,13 +73,13 @@ def _case(arrays, upstream, causal, bthd, structured=True):
     runs = []
     for measurement in precision.gradient_measurements(make_op(Family.ATTENTION, ()), "float32"):
         inputs, grad = arrays, upstream
-        if measurement.perturb:
+        if measurement.moved_in:
             moved = conditioning.moved(
-                dict(zip("qkv", arrays, strict=True)), 1, measurement.perturb, "inputs"
+                dict(zip("qkv", arrays, strict=True)), 1, measurement.moved_in, "inputs"
             )
             inputs, grad = (
                 tuple(moved[n] for n in "qkv"),
-                conditioning.moved({"g": upstream}, 1, 2.0**-24, "upstream")["g"],
+                conditioning.moved({"g": upstream}, 1, "float32", "upstream")["g"],
             )
         runs.append(_grads(ref, inputs, grad, getattr(torch, measurement.dtype))[1])
     low = tuple(precision.farthest(r, [run[i] for run in runs]) for i, r in enumerate(exact))

@@ -34,15 +34,17 @@ def test_a_16bit_backward_through_its_rounded_output_is_covered_by_the_same_dtyp
     in_fp32 = _softmax_grad(torch.softmax(x.float(), -1), g.float()).double().numpy()
     in_fp16 = _softmax_grad(torch.softmax(x, -1), g).double().numpy()
     op = make_op(Family.SOFTMAX, ())
-    u32 = 2.0**-24
     assert precision.gradient_measurements(op, "float16") == (
         precision.Measurement("float32"),
         precision.Measurement("float16"),
-        precision.Measurement("float64", u32),
+        precision.Measurement("float64", moved_in="float32"),
+        precision.Measurement("float64", moved_in="float16"),
+        precision.Measurement("float64", flushed_below="float32"),
     )
     assert precision.gradient_measurements(op, "float32") == (
         precision.Measurement("float32"),
-        precision.Measurement("float64", u32),
+        precision.Measurement("float64", moved_in="float32"),
+        precision.Measurement("float64", flushed_below="float32"),
     )
     error = np.abs(torch_fp16 - exact)
     # float32 alone cannot explain the saved output's rounding: 8 x its model is exceeded ...
