@@ -409,15 +409,18 @@ def _judge_case(judging: _Judging, op_view: OpView) -> CaseReport:
     gradient_stats: tuple[tuple[str, ErrorStats], ...] = ()
     try:
         verdict = judge(op, context, run, task.validation)
-        if precision.worth_measuring(op, case.dtype, verdict):
-            # The case fails the family bound: judge it again with the reference's working-precision error
-            # (oracle/precision.py). Cases within the family bound pass either way, so only these pay for it.
+        failed_bound = precision.worth_measuring(op, case.dtype, verdict, FailureKind.MISMATCH)
+        nonfinite = precision.worth_measuring(op, case.dtype, verdict, FailureKind.NONFINITE)
+        if failed_bound or nonfinite:
+            # The case fails the family bound: judge it again with the reference's change on moved inputs
+            # (oracle/conditioning.py), and where an output is non-finite with what its run in the working
+            # precision says of it (oracle/overflow.py). Cases within the family bound pass either way.
             stage(Stage.REFERENCE)
-            low = judging.working_precision_reference(reference_target, case)
+            low = judging.working_precision_reference(reference_target, case) if nonfinite else None
             measured = replace(
                 context,
-                low_outputs=low.outputs if low.status is CallStatus.OK else None,
-                moved_outputs=judging.moved_references(reference_target, case),
+                low_outputs=low.outputs if low is not None and low.status is CallStatus.OK else None,
+                moved_outputs=judging.moved_references(reference_target, case) if failed_bound else (),
             )
             verdict = judge(op, measured, run, task.validation)
             stage(Stage.JUDGING)

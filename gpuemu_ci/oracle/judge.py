@@ -49,7 +49,8 @@ class CaseContext:
     error_scale: Callable[..., tuple[np.ndarray, int]] | None = None  # custom family hook
     bias_test: bool = False  # regular-valued cases only: structured inputs make rounding errors correlated
     correlated: bool = False  # sorted values or addends repeated along a summed dim (bounds.BoundInputs)
-    low_outputs: tuple[np.ndarray, ...] | None = None  # the reference in the working precision (precision.py)
+    # The reference in the working precision (precision.py): for what a non-finite output means, never a bound.
+    low_outputs: tuple[np.ndarray, ...] | None = None
     # The float64 reference on the inputs moved by one working-precision rounding, per draw (conditioning.py).
     moved_outputs: tuple[tuple[np.ndarray, ...], ...] = ()
     dot_input_roundoff: float = 0.0  # u of fp32 `tl.dot` inputs the kernel ran (TF32: 2^-11; triton_cpu)
@@ -320,41 +321,33 @@ def _float_inputs(case: CaseContext) -> dict[str, np.ndarray]:
 def _with_empirical(
     op: OpSpec, case: CaseContext, run: CaseRun, r: np.ndarray, allowed: np.ndarray, position: int
 ) -> tuple[np.ndarray, Callable[[tuple[int, ...]], str] | None]:
-    """The family's allowance, raised to c times the measured error models where they are larger: the
-    reference's change on inputs moved by one working-precision rounding (oracle/conditioning.py) and its
-    error in the working precision (oracle/precision.py); and what to say about them at the worst element."""
-    low = case.low_outputs
+    """The family's allowance, raised to c times the error model of the reference's change on inputs moved by
+    one working-precision rounding where that is larger (oracle/conditioning.py); and what to say about it at the
+    worst element."""
     moved = [outputs[position] for outputs in case.moved_outputs if len(outputs) > position]
-    if (low is None or len(low) <= position) and not moved:
+    if not moved:
         return allowed, None
     magnitude = precision.input_magnitude(op, _float_inputs(case), tuple(r.shape))
-    working = precision.working_precision(op, case.dtype) or "float32"
-    factor = precision.error_scale(op, case.dtype)
-    scaled = f" × {factor:.3g} for {case.dtype}" if factor != 1.0 else ""
-    models: list[tuple[str, np.ndarray, str]] = []
-    found = conditioning.model(r, moved, magnitude) if moved else None
-    if found is not None:
-        models.append((f"the reference's change on inputs moved by one {working} rounding", *found))
-    if low is not None and len(low) > position:
-        found = precision.empirical_term(r, np.asarray(low[position]), magnitude)
-        if found is not None:
-            models.append((f"the {working} reference's error", *found))
-    if not models:
+    found = conditioning.model(r, moved, magnitude)
+    if found is None:
         return allowed, None
+    term, scale = found
+    factor = precision.error_scale(op, case.dtype)
+    term = term * factor
     c = op.error_model.bound_c
     family = np.broadcast_to(np.asarray(allowed, dtype=np.float64), r.shape)
-    terms = [term * factor for _, term, _ in models]
-    empirical = c * precision.ROUNDINGS * np.maximum.reduce(terms)
+    working = precision.working_precision(op, case.dtype) or "float32"
+    scaled = f" × {factor:.3g} for {case.dtype}" if factor != 1.0 else ""
     name = (op.error_model.family or Family.ELEMENTWISE).value
 
     def explain(index: tuple[int, ...]) -> str:
-        measured = ", ".join(
-            f"{precision.ROUNDINGS:g} × {label}{scaled} {term[index]:.3g} [scale: {scale}]"
-            for (label, _, scale), term in zip(models, terms, strict=True)
+        return (
+            f"; allowed = {c:g} × max({name} bound {family[index] / c:.3g}, {precision.ROUNDINGS:g} × the "
+            f"reference's change on inputs moved by one {working} rounding{scaled} {term[index]:.3g} "
+            f"[scale: {scale}])"
         )
-        return f"; allowed = {c:g} × max({name} bound {family[index] / c:.3g}, {measured})"
 
-    return np.maximum(family, empirical), explain
+    return np.maximum(family, c * precision.ROUNDINGS * term), explain
 
 
 def _with_bias(stats: ErrorStats | None, z: float) -> ErrorStats | None:

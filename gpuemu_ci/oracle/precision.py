@@ -1,16 +1,20 @@
-"""The empirical error scale: the op's reference evaluated once more in the op's working precision.
+"""The working precision of a case, and the error model measured from the reference.
 
-A correct kernel that computes in float32 (or in float32 from 16-bit inputs) errs where the problem is
-ill-conditioned by about as much as the same mathematics evaluated in float32: the square root of a cancelling
-variance, a rotation by angles computed from positions, a loss that is the difference of a log-sum-exp and a
-logit, a normalisation over groups the family bound does not know. The reference run on its inputs cast to the
-working precision measures that: E = |r_w - r|.
+A correct kernel errs where the problem is ill-conditioned by far more than any closed-form family bound says
+(a loss that is the difference of a log-sum-exp and a logit of 1e10, the square root of a cancelling variance).
+The reference, run in float64 on inputs moved by one rounding of the working precision (oracle/conditioning.py),
+measures that error E, however the reference is written.
 
-One element's E is luck (a rounding may happen to be exact where the kernel's is not), so E becomes an error
-*model* before it is used: for each candidate scale s, the reference's magnitude |r|, the magnitude of the
+One element's E is luck (a move may happen to cancel where the kernel's rounding does not), so E becomes an
+error *model* before it is used: for each candidate scale s, the reference's magnitude |r|, the magnitude of the
 inputs that feed each output element, and a constant, the worst ratio E/s over the case times s. Each model
-covers every error the working-precision reference made; the allowance takes, per element, the smallest of
-them, and the judge allows c times the larger of it and the family bound (oracle/judge.py).
+covers every error the measurement saw; the allowance takes, per element, the smallest of them, and the judge
+allows c times the larger of it and the family bound (oracle/judge.py).
+
+The reference's run on inputs cast to the working precision is kept for one thing only: to say, where the op's
+output is non-finite and the exact answer is not, whether the formula overflows that precision too
+(oracle/overflow.py). It is never part of an allowance: it measures something only where the reference computes
+in the dtype it is given, and a verdict must not depend on how the reference is written.
 """
 
 from __future__ import annotations
@@ -71,32 +75,26 @@ class Measurement:
 
 
 def gradient_measurements(op: OpSpec, case_dtype: str) -> tuple[Measurement, ...]:
-    """How the reference's backward is measured; the model takes, per element, the farthest of them:
+    """How the reference's backward is measured, always in float64 (so however the reference is written: in
+    the dtype of its inputs or upcast to float64); the model takes, per element, the farthest of them:
 
-    - in the working precision, as the forward's;
-    - for 16-bit cases, in the case's own dtype too. Autograd saves the forward's outputs and statistics in the
-      tensors' dtype and a backward computes from them (softmax's `y (g - sum g y)`, log-softmax's
-      `g - exp(y) sum g`, a variance's `x - mean`): their rounding to 16 bits, amplified by what the backward
-      does with them, is rounding a correct 16-bit backward makes and a float32 evaluation does not. The same
-      mathematics run by torch in the 16-bit dtype makes it (FlashAttention's tests allow 2-3 times a
-      same-dtype implementation's error for the same reason);
-    - in float64 on inputs and upstream gradients moved by one rounding of the working precision
-      (oracle/conditioning.py, a softmax's input relative to x - max): what the problem's conditioning costs,
-      which the two evaluations above cannot measure where the reference computes in float64 whatever it is
-      given, or where quantised inputs make their every rounding exact; for 16-bit cases, moved by one rounding
-      of the case's dtype as well: what the forward's outputs and statistics saved in 16 bits cost, measured
-      however the reference is written (it stands in for the 16-bit evaluation where the reference upcasts);
-    - in float64 with the values below the working precision's smallest normal counted as 0: a GPU computing
-      with flush-to-zero reads a subnormal upstream gradient as 0, and a backward that scales it first (`2 g /
+    - on inputs and upstream gradients moved by one rounding of the working precision (oracle/conditioning.py,
+      a softmax's input relative to x - max): what the problem's conditioning costs;
+    - for 16-bit cases, moved by one rounding of the case's dtype as well: a backward computes from the
+      forward's outputs and statistics as saved in the tensors' 16-bit dtype (softmax's `y (g - sum g y)`, a
+      variance's `x - mean`), and their rounding, amplified by what the backward does with them, is rounding a
+      correct 16-bit backward makes;
+    - with the values below the working precision's smallest normal counted as 0: a GPU computing with
+      flush-to-zero reads a subnormal upstream gradient as 0, and a backward that scales it first (`2 g /
       (n - 1)`) loses it below the normal range wherever it computes.
-    """
+
+    The reference's own backward evaluated in the working or the 16-bit dtype is not among them: it measures
+    something only where the reference computes in the dtype it is given, so the verdict would depend on how
+    the reference is written (issue #44)."""
     working = working_precision(op, case_dtype)
     if working is None:
         return ()
-    found = [Measurement(working)]
-    if case_dtype in ("float16", "bfloat16"):
-        found.append(Measurement(case_dtype))
-    found.append(Measurement("float64", moved_in=working))
+    found = [Measurement("float64", moved_in=working)]
     if case_dtype in ("float16", "bfloat16"):
         found.append(Measurement("float64", moved_in=case_dtype))
     found.append(Measurement("float64", flushed_below=working))
@@ -119,14 +117,14 @@ def farthest(exact: np.ndarray, measured: list[np.ndarray]) -> np.ndarray:
     return best
 
 
-def worth_measuring(op: OpSpec, case_dtype: str, verdict: CaseVerdict) -> bool:
-    """Whether a case needs the working-precision reference: it fails the family bound (a mismatch), or has
-    non-finite outputs where the reference is finite (the run says whether the formula overflows there too,
-    oracle/overflow.py), and there is a working precision below float64 to measure. A case within the family bound
-    passes either way."""
+def worth_measuring(op: OpSpec, case_dtype: str, verdict: CaseVerdict, kind: FailureKind) -> bool:
+    """Whether a case needs a measurement: it fails with `kind` (MISMATCH: the family bound, so the moved-input
+    model may widen it; NONFINITE: non-finite outputs where the reference is finite, so the working-precision
+    run says whether the formula overflows there too, oracle/overflow.py), and there is a working precision
+    below float64 to measure in. A case within the family bound passes either way."""
     return (
         not verdict.passed
-        and any(f.kind in (FailureKind.MISMATCH, FailureKind.NONFINITE) for f in verdict.findings)
+        and any(f.kind is kind for f in verdict.findings)
         and working_precision(op, case_dtype) is not None
     )
 

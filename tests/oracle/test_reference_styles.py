@@ -74,6 +74,7 @@ reference = "xentops:{reference}"
 family = "reduction"
 output = ["BT"]
 inputs_hook = "xentops:make_inputs"
+{extra}
 [ops.dims]
 BT = [8]
 V = {{ min = 3, max = 64, typical = [16] }}
@@ -83,8 +84,10 @@ target = {{ dims = ["BT"], dtype = "int64", kind = "index", high = "V" }}
 """
 
 
-def run(make_project: Callable[..., Path], cli: Any, op: str, reference: str) -> tuple[int, dict[str, Any]]:
-    config = make_project(CONFIG.format(op=op, reference=reference), {"xentops.py": OPS})
+def run(
+    make_project: Callable[..., Path], cli: Any, op: str, reference: str, extra: str = ""
+) -> tuple[int, dict[str, Any]]:
+    config = make_project(CONFIG.format(op=op, reference=reference, extra=extra), {"xentops.py": OPS})
     out = config.parent / "out"
     result = cli("run", "--config", config, "--out", out, "--no-lint")
     document: dict[str, Any] = json.loads((out / "results.json").read_text())["ops"][0]
