@@ -47,7 +47,7 @@ def test_a_softmax_row_moves_relative_to_its_max():
 
 def _softmax(x: np.ndarray) -> np.ndarray:
     e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
+    return np.asarray(e / e.sum(axis=-1, keepdims=True))
 
 
 def test_the_masked_lane_bug_on_huge_equal_rows_still_fails_with_the_moved_model():

@@ -50,7 +50,7 @@ def test_a_16bit_backward_through_its_rounded_output_is_covered_by_the_16bit_mov
         moved = conditioning.moved(inputs, 7, where, "inputs", conditioning.shifted_inputs(op, inputs, {}))
         upstream = conditioning.moved({"g": g.double().numpy()}, 7, where, "upstream")
         y = torch.softmax(torch.from_numpy(moved["x"]), -1)
-        return _softmax_grad(y, torch.from_numpy(upstream["g"])).numpy()
+        return np.asarray(_softmax_grad(y, torch.from_numpy(upstream["g"])).numpy())
 
     error = np.abs(torch_fp16 - exact)
     in_fp32, in_fp16 = measured("float32"), measured("float16")
