@@ -177,8 +177,13 @@ def test_the_cap_shrinks_tool_chosen_rows_count_first_and_says_so(config):
 def test_the_quick_suite_steps_the_rows_down_the_tile_ladder_from_the_max(config):
     op = config.op("rows")
     built = [build_case(op, r.seed, config.root) for r in plan_op(op, 11, op.dtypes, 16)]
-    tile = sorted((c.stratum.counter, c.dims["N"]) for c in built if c.stratum.size_class is SizeClass.TILE)
-    assert [n for _, n in tile] == [40000, 32769, 16385, 8193, 4097, 2049, 1025]
+    tile = sorted(
+        (c.stratum.counter, c.dims["N"], c.dims["M"]) for c in built if c.stratum.size_class is SizeClass.TILE
+    )
+    # N (the row) at its max first, then M (the row count) at its max in the second tile case, the cap shrinking
+    # N there (issue #44: every dim at its max once per dtype), then N down the ladder.
+    assert [n for _, n, _ in tile] == [40000, 15, 16385, 8193, 4097, 2049, 1025]
+    assert tile[1][2] == 4096
     assert tile_ladder(1, 40000)[:7] == (40000, 32769, 16385, 8193, 4097, 2049, 1025)
     assert tile_ladder(1, 100)[:4] == (100, 65, 33, 17) and 63 in tile_ladder(1, 100)
 
