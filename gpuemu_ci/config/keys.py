@@ -517,7 +517,7 @@ KEYS: tuple[KeyDoc, ...] = (
         "table: name -> { effect, max, dtype }",
         "Quantities the op computes itself from exact values (angles from integer positions, a scale from a "
         "count), which no input moves and the reference never rounds: the bound counts their rounding (see "
-        "[How it decides](how-it-decides.md#intermediates-the-op-computes)).",
+        "[How it decides](how-it-decides.md), intermediates the op computes).",
         '{ angle = { effect = "rotation", max = "T + position_offset" } }',
     ),
     KeyDoc(
