@@ -78,6 +78,7 @@ SLOTS = len(SLOT_TABLE)
 QUICK_SLOTS = 16
 LARGE_SLOT = SLOTS  # one more slot per dtype code: the large-size class
 ROUNDS = 8  # rounds of the table a seed can select (later rounds repeat them with other seeds)
+FULL_ROW = 8  # a dtype running at least this many slots (the quick suite's rows) gets every dim at its max
 _CODES_PER_DTYPE = (SLOTS + 1) * ROUNDS
 
 
@@ -150,7 +151,10 @@ def large_variants(op: OpSpec) -> int:
 
 def _more_tile_slots(count: int, needed: int) -> list[int]:
     """The slots after the first `count` that a dtype also runs so that its tile cases number at least
-    `needed`: the next tile-class slots of the table, round after round."""
+    `needed`: the next tile-class slots of the table, round after round. None for a dtype that runs fewer than
+    FULL_ROW slots: a run asked for fewer cases (`--iterations 2`) gets them."""
+    if count < FULL_ROW:
+        return []
     have = sum(1 for k in range(count) if SLOT_TABLE[k % SLOTS][1] is SizeClass.TILE)
     more: list[int] = []
     k = count
