@@ -112,6 +112,11 @@ class Sampler:
         # The dim this tile case puts at its declared max (plan/maxima.py): the last the element cap shrinks.
         schedule = dims_at_max(op, self.schema) if stratum.size_class is SizeClass.TILE else ()
         self.at_max = schedule[stratum.rung] if stratum.rung < len(schedule) else None
+        # The rows' ladder does not count the tile cases that put another dim at its max (they take the rows'
+        # length the cap leaves), so every rung of the ladder still runs: 40000, (M at its max), 32769, 16385...
+        self.ladder_step = stratum.rung - sum(
+            1 for position, name in enumerate(schedule) if name not in self.rows and position < stratum.rung
+        )
         self.failures: dict[str, int] = {}  # constraint text -> how often it emptied a choice
 
     # --- helpers ------------------------------------------------------------------------------------
@@ -204,7 +209,7 @@ class Sampler:
                 # Successive tile cases of a dtype step down the ladder, each row dim at its max in its turn (the
                 # first dim in the first tile case, the second in the second...): every dtype row of the quick
                 # suite draws the longest rows the schema declares.
-                preferred = pool[(self.stratum.rung - self.row_order[name]) % len(pool)]
+                preferred = pool[(self.ladder_step - self.row_order[name]) % len(pool)]
             else:
                 preferred = rng.derive(name).choice(pool)
         else:
