@@ -107,15 +107,21 @@ def saved_statistics(
             return _saved_output(x, lse_saved, scale, grad_dtype, CROSS_ENTROPY_WORDS)
         degree = _euler_degree(x, y, g, r)
         found = NONE
+        sixteen = intermediates.rounds_in_case_dtype(op, case_dtype)
         if degree is not None and _is_shift_invariant(x, y, r):
             found = _rounded_mean(op, case_dtype, x, g, r, correlated)
+            if sixteen:  # the factor a 16-bit backward multiplies x - mean by: 2 g / (n - c), g / ((n - c) y)
+                found = _with_small_factor(
+                    found, _slope(x, r), r, case_dtype, "the gradient's slope in x - mean"
+                )
             power = 1.0 if degree == 1.0 else 0.0  # a std's (x - mean) / y; a variance's divides by nothing
         else:
             power = _norm_power(x, y, g, r) if degree == 1.0 else 0.0
         if power:
             divided = _divided_by_saved(y, saved, r, power, grad_dtype)
-            if intermediates.rounds_in_case_dtype(op, case_dtype):
-                divided = _with_scaled_upstream(divided, y, g, r, power, case_dtype)
+            if sixteen:
+                factor = np.abs(g) / np.abs(y) ** power
+                divided = _with_small_factor(divided, factor, r, case_dtype, f"g / y^{power:.3g}")
             found = Allowance(found.term + divided.term, found.words + divided.words, divided.zero_excused)
         constant = _constant_rows(op, case_dtype, forward, name, x, r, correlated)
         if constant is not None:
@@ -397,38 +403,41 @@ def _divided_by_saved(
     return Allowance(term, words, np.broadcast_to(underflowed, r.shape) if np.any(underflowed) else None)
 
 
-def _with_scaled_upstream(
-    found: Allowance, y: np.ndarray, g: np.ndarray, r: np.ndarray, power: float, case_dtype: str
+def _with_small_factor(
+    found: Allowance, factor: np.ndarray, r: np.ndarray, case_dtype: str, what: str
 ) -> Allowance:
-    """A 16-bit backward (no accumulator declared) forms `g / y^k` in the case's dtype first (PyTorch's float16
-    p-norm backward: `g / ||x||^2` for p = 3; a std's `g / (2 std)`): below the dtype's normal range that factor
-    keeps only the bits of a subnormal, a relative error up to twice half the smallest subnormal over it, which
-    every element of the row inherits (rows of |x| = 20 in float16, ||x||_3 = 210: g / ||x||^2 = 1e-6, and the
-    gradient came out 2.5% high; torch's float32 backward of the same inputs is exact)."""
+    """A 16-bit backward (no accumulator declared) forms the upstream gradient times a row's factor in the case's
+    dtype first (PyTorch's float16 p-norm backward `g / ||x||^2` for p = 3; its std backward `g / (2 std)` times
+    `2 / (n - 1)`): below the dtype's normal range that factor keeps only a subnormal's bits, a relative error of
+    the smallest subnormal over it (up to 1: the whole gradient where it rounds to 0), which every element of the
+    row inherits. Rows of |x| = 20 in float16 (||x||_3 = 210, g / ||x||^2 = 1e-6) came out 2.5% high, a std's
+    gradient with g = 6.1e-5 (g / (2 std) / 127 = 2e-8) 0 throughout; torch's float32 backward of the same inputs
+    is exact."""
     info = dtypes.info(case_dtype)
-    with np.errstate(all="ignore"):
-        factor = np.abs(g) / np.abs(y) ** power
     small = np.isfinite(factor) & (factor > 0) & (factor < info.min_normal)
     if not np.any(small):
         return found
     relative = np.where(small, np.minimum(1.0, info.min_subnormal / np.where(small, factor, 1.0)), 0.0)
     term = np.abs(np.where(np.isfinite(r), r, 0.0)) * relative
-    words = (
-        f"; it includes the upstream gradient scaled by the saved output (g / y^{power:.3g}) kept in {case_dtype} "
-        "below its normal range"
-    )
+    words = f"; it includes {what} kept in {case_dtype} below its normal range"
     return Allowance(found.term + term, found.words + words, found.zero_excused)
+
+
+def _slope(x: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """Per row, the gradient's slope in the centred values: sum |g_ref| over sum |x - mean| (0 on constant
+    rows)."""
+    spread = np.abs(x - x.mean(axis=-1, keepdims=True)).sum(axis=-1, keepdims=True)
+    size = np.abs(r).sum(axis=-1, keepdims=True)
+    live = (spread > 0) & (size > 0)
+    return np.where(live, size / np.where(live, spread, 1.0), 0.0)
 
 
 def _rounded_mean(
     op: OpSpec, case_dtype: str, x: np.ndarray, g: np.ndarray, r: np.ndarray, correlated: bool
 ) -> Allowance:
     """slope x delta_mean per row (module docstring)."""
-    mean = x.mean(axis=-1, keepdims=True)
-    spread = np.abs(x - mean).sum(axis=-1, keepdims=True)
-    size = np.abs(r).sum(axis=-1, keepdims=True)
-    live = (spread > 0) & (size > 0)
-    slope = np.where(live, size / np.where(live, spread, 1.0), 0.0)
+    slope = _slope(x, r)
+    live = slope > 0
     # A constant row's exact gradient is 0, but x - mean with the mean rounded is not: its slope per unit of
     # upstream gradient is taken from the other rows (2/(n - c) in every row of a variance), the largest.
     per_unit = slope / np.where(g != 0, np.abs(g), np.inf)
