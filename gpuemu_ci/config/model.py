@@ -245,8 +245,8 @@ class ErrorModel:
     transcendental_ulps: float = 4.0  # k_f in the bound
     bound_c: float = 4.0
     naive_factor: float = 2.0
-    # Judge with the reference run in the working precision too (oracle/precision.py); off for references that
-    # are inaccurate in float32 by design.
+    # Widen the family bound by the reference's change on inputs moved by one working-precision rounding
+    # (oracle/conditioning.py); `precision_reference = false` turns the measurement off.
     precision_reference: bool = True
     intermediates: tuple[Intermediate, ...] = ()  # `[ops.intermediates]`
 

@@ -5,9 +5,10 @@
 - boundary: sizes that expose tail masks and non-power-of-two reductions: 0 (when allowed), 1, 2, small primes,
   2^k +- 1 and tile +- 1 up to 257;
 - tile: the declared max and the sizes just around block sizes, 2^k + 1 then 2^k - 1 from the largest block
-  under the max down (1025, 2049, 4097, ... reach the second block of a loop over a long row). The row dims (the
-  last dim of an input, and dims an op sums over) step through this ladder from case to case; other dims are
-  drawn from it;
+  under the max down (1025, 2049, 4097, ... reach the second block of a loop over a long row). Each tile case
+  of a dtype puts one dim at its declared max in turn (plan/maxima.py: the row dims, then the others), the last
+  the element cap shrinks; the row dims (the last dim of an input, and dims an op sums over) step through this
+  ladder from case to case; other dims are drawn from it;
 - large: one case past 2^31 elements (or bytes) of the largest input, and one per dim at its declared max
   (thorough and nightly suites; fuzz/case.py skips, with the reason, what the memory cannot hold).
 

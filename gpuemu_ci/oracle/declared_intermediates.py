@@ -2,10 +2,9 @@
 
 A rotary embedding computes its angles `position * inv_freq` from integer positions; a mean multiplies by `1/n`
 from an integer count. The reference computes the same quantities from the same exact values, in float64 when
-it is given float64 inputs (its main run always is), so nothing it returns shows what rounding them costs: no
-input moves, and the working-precision run measures it only if the reference happens to derive them in the
-dtype of its inputs. A declaration says what the op does, and the bound counts it (for every family, forward
-and gradients):
+it is given float64 inputs (every run the bound uses is), so nothing it returns shows what rounding them costs:
+no input moves them (oracle/conditioning.py moves inputs). A declaration says what the op does, and the bound
+counts it (for every family, forward and gradients):
 
 - `effect = "rotation"`: an angle of at most `max` radians (an expression over the case's dims and kwargs),
   computed in `dtype` (default: the op's working precision, float32 for 16-bit and float32 cases), errs by

@@ -10,12 +10,11 @@ Two rules, and the results say which judged each gradient:
   family's main input) and S the reference's gradient on |inputs| and |upstream gradient| (exact |G||B|^T
   for a matmul, the sum of |terms| of a column reduction), at least |g_ref|, and for a row-wise family's
   main input at least the row's largest |g_ref| (there, as in the forward's norm bound, s(n) + 2 + k_f roundings
-  at that scale). Like the forward's, it is widened to c x the working-precision
-  reference's own error model where a case needs it (oracle/precision.py).
+  at that scale). Like the forward's, it is widened to c x the error model of the reference's own backward
+  measured in float64 on moved inputs where a case needs it (oracle/precision.gradient_measurements).
 - `baseline_relative`, where it is not (reductions such as a loss, attention, scan, custom, no family): the
-  error may be at most k = c x 2 times that of the reference's own backward computed in the op's working
-  precision (the error model the forward's working-precision rule builds), plus the rounding to the gradient's
-  dtype.
+  error may be at most k = c x 2 times that measured error model of the reference's own backward, plus the
+  rounding to the gradient's dtype.
 """
 
 from __future__ import annotations
@@ -69,7 +68,9 @@ class GradientCase:
     input_dtypes: Mapping[str, str]
     reference: tuple[np.ndarray, ...]  # float64 gradients
     reference_abs: tuple[np.ndarray, ...] | None  # the reference's gradients on |inputs| and |upstream|
-    low: Callable[[], tuple[np.ndarray, ...] | None]  # the reference's gradients in the working precision
+    low: Callable[
+        [], tuple[np.ndarray, ...] | None
+    ]  # the reference's measured gradients (gradient_measurements)
     bias_test: bool = False
     correlated: bool = False
     # The forward's inputs (in their dtypes), the reference's outputs and the upstream gradients: what a
@@ -81,8 +82,8 @@ class GradientCase:
     counted: tuple[np.ndarray, ...] | None = None  # terms routed to each element (oracle/gathers.py)
     saved: tuple[np.ndarray, ...] | None = None  # the op's own forward outputs (oracle/row_statistics.py)
     probe: constant_rows.Probe | None = None  # the reference's gradients elsewhere (oracle/constant_rows.py)
-    # The reference's gradients in the working precision alone (`low` takes the farthest of several runs and
-    # skips their non-finite values): where they overflow too (oracle/overflow.py).
+    # The reference's gradients in the working precision alone: where they overflow too, for what a non-finite
+    # gradient means (oracle/overflow.py); never an allowance.
     working: Callable[[], tuple[np.ndarray, ...] | None] | None = None
 
 
@@ -412,8 +413,7 @@ def _bias_finding(
 def _lean_sources(
     op: OpSpec, case: GradientCase, name: str, r: np.ndarray, measured: np.ndarray | None
 ) -> list[np.ndarray]:
-    """Evaluations whose lean a correct gradient may share: the reference's own backward measured in the
-    gradient's 16-bit dtype; a norm's gradient evaluated exactly from its statistics rounded to the case's dtype
+    """Evaluations whose lean a correct gradient may share: the reference's own measured backward; a norm's gradient evaluated exactly from its statistics rounded to the case's dtype
     (oracle/norm_rows.py: PyTorch's CPU norms save their mean and rstd so, and one rounded rstd moves a whole
     group of a bfloat16 group norm's gradient by up to 0.43 ulp, the same way); a variance's or std's gradient
     as autograd's formula evaluates it in that dtype (row_statistics.dispersion_in_dtype)."""
@@ -496,8 +496,8 @@ def _rounding_floor(op: OpSpec, case_dtype: str, r: np.ndarray, grad_dtype: str)
 def _empirical(
     op: OpSpec, case_dtype: str, r: np.ndarray, low: np.ndarray, abs_grad: np.ndarray | None = None
 ) -> np.ndarray:
-    """c x ROUNDINGS x the error model of the reference's gradient measured in the working precision (and, for
-    16-bit cases, in the case's dtype: oracle/precision.gradient_precisions), scaled to float64 for float64
+    """c x ROUNDINGS x the error model of the reference's gradient measured on moved inputs (and flushed ones:
+    oracle/precision.gradient_measurements), scaled to float64 for float64
     cases."""
     # Each element of a gradient sums terms shared along its row (a softmax row, the keys of a query, a
     # column of a weight): its error follows the row's largest |g_ref|, not its own |g_ref|, which cancels,

@@ -289,7 +289,7 @@ def _family_allowance(
 def _judge_argmax(
     op: OpSpec, case: CaseContext, run: CaseRun, chosen: np.ndarray, scores: np.ndarray, position: int
 ) -> tuple[ErrorStats, list[Finding]]:
-    """family = "argmax": the scores' allowance (family bound and working-precision reference, the scores
+    """family = "argmax": the scores' allowance (family bound and the reference's measured conditioning, the scores
     never being stored, so judged in the working precision), then the choice (oracle/argmax.py)."""
     working = precision.working_precision(op, case.dtype) or case.dtype
     if precision.error_scale(op, case.dtype) != 1.0:  # a float64 case, measured in float32: judged in float64

@@ -215,7 +215,7 @@ def _by_names(
 def empirical_term(
     reference: np.ndarray, low: np.ndarray, magnitude: np.ndarray | None, relative: bool = True
 ) -> tuple[np.ndarray, str] | None:
-    """The error model the working-precision reference supports (before the factor c), and which scale it
+    """The error model a measured change of the reference supports (before the factor c), and which scale it
     uses; None when it measured no error. `relative = False` leaves out the |reference| model (gradients, whose
     elements sum terms far larger than themselves: their scale is `magnitude`)."""
     r = np.asarray(reference, dtype=np.float64)
