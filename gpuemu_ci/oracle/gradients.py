@@ -413,10 +413,11 @@ def _bias_finding(
 def _lean_sources(
     op: OpSpec, case: GradientCase, name: str, r: np.ndarray, measured: np.ndarray | None
 ) -> list[np.ndarray]:
-    """Evaluations whose lean a correct gradient may share: the reference's own measured backward; a norm's gradient evaluated exactly from its statistics rounded to the case's dtype
-    (oracle/norm_rows.py: PyTorch's CPU norms save their mean and rstd so, and one rounded rstd moves a whole
-    group of a bfloat16 group norm's gradient by up to 0.43 ulp, the same way); a variance's or std's gradient
-    as autograd's formula evaluates it in that dtype (row_statistics.dispersion_in_dtype)."""
+    """Evaluations whose lean a correct gradient may share: the reference's own measured backward; a norm's
+    gradient evaluated exactly from its statistics rounded to the case's dtype (oracle/norm_rows.py: PyTorch's
+    CPU norms save their mean and rstd so, and one rounded rstd moves a whole group of a bfloat16 group norm's
+    gradient by up to 0.43 ulp, the same way); a variance's or std's gradient as autograd's formula evaluates it
+    in that dtype (row_statistics.dispersion_in_dtype)."""
     sources = [] if measured is None else [np.asarray(measured, dtype=np.float64)]
     forward = _forward(case)
     norm = norm_rows.terms(op, case.dtype, forward, name, r)
