@@ -45,7 +45,7 @@ from gpuemu_ci.fuzz import layouts as layout_mod
 from gpuemu_ci.fuzz.case import CaseInputs, CaseSkipped
 from gpuemu_ci.fuzz.inputs import inputs_digest
 from gpuemu_ci.fuzz.snapshot import snapshot_meta
-from gpuemu_ci.oracle import bounds, gradients, intermediates, precision
+from gpuemu_ci.oracle import bounds, conditioning, gradients, intermediates, precision
 from gpuemu_ci.oracle.case_report import (
     describe_case,
     errored_report,
@@ -229,6 +229,18 @@ class _Judging:
         except Exception as exc:
             return CallResult(CallStatus.RAISED, message=f"handing inputs to the reference: {exc}")
         return self._call(loaded, self.task.reference.framework, cast, case.kwargs)
+
+    def moved_references(self, loaded: Loaded, case: CaseInputs) -> tuple[tuple[np.ndarray, ...], ...]:
+        """The float64 reference on the inputs moved by one working-precision rounding, per draw
+        (oracle/conditioning.py); the draws it failed on are left out."""
+        runs = []
+        for arrays in conditioning.moved_inputs(
+            self.task.op, case.dtype, case.logical, case.kwargs, case.seed
+        ):
+            result = self._call(loaded, self.task.reference.framework, arrays, case.kwargs)
+            if result.status is CallStatus.OK:
+                runs.append(tuple(_as_reference_output(np.asarray(o)) for o in result.outputs))
+        return tuple(runs)
 
     def naive(self, loaded: Loaded, case: CaseInputs) -> CallResult:
         """The naive same-dtype implementation, on fresh copies of the inputs in their layouts."""
@@ -440,13 +452,20 @@ def _judge_case(judging: _Judging, op_view: OpView) -> CaseReport:
     gradient_stats: tuple[tuple[str, ErrorStats], ...] = ()
     try:
         verdict = judge(op, context, run, task.validation)
-        if precision.worth_measuring(op, case.dtype, verdict):
-            # The case fails the family bound: judge it again with the reference's working-precision error
-            # (oracle/precision.py). Cases within the family bound pass either way, so only these pay for it.
+        failed_bound = precision.worth_measuring(op, case.dtype, verdict, FailureKind.MISMATCH)
+        nonfinite = precision.worth_measuring(op, case.dtype, verdict, FailureKind.NONFINITE)
+        if failed_bound or nonfinite:
+            # The case fails the family bound: judge it again with the reference's change on moved inputs
+            # (oracle/conditioning.py), and where an output is non-finite with what its run in the working
+            # precision says of it (oracle/overflow.py). Cases within the family bound pass either way.
             stage(Stage.REFERENCE)
-            low = judging.working_precision_reference(reference_target, case)
-            if low.status is CallStatus.OK:
-                verdict = judge(op, replace(context, low_outputs=low.outputs), run, task.validation)
+            low = judging.working_precision_reference(reference_target, case) if nonfinite else None
+            measured = replace(
+                context,
+                low_outputs=low.outputs if low is not None and low.status is CallStatus.OK else None,
+                moved_outputs=judging.moved_references(reference_target, case) if failed_bound else (),
+            )
+            verdict = judge(op, measured, run, task.validation)
             stage(Stage.JUDGING)
         if gradient_case is not None and op_grads is not None:
             verdict, gradient_stats = with_gradients(
@@ -577,16 +596,13 @@ def _reference_gradients(
 
     def low() -> tuple[np.ndarray, ...] | None:
         runs = []
-        for measurement in precision.gradient_measurements(op, case.dtype, case.stratum.mode):
-            inputs, grads = case.logical, upstream
-            if measurement.perturb:
-                inputs = precision.perturbed(case.logical, case.seed, measurement.perturb)
-                moved = precision.perturbed(
-                    {str(i): g for i, g in enumerate(upstream) if g is not None},
-                    case.seed + 1,
-                    measurement.perturb,
-                )
-                grads = tuple(None if g is None else moved[str(i)] for i, g in enumerate(upstream))
+        for measurement in precision.gradient_measurements(op, case.dtype):
+            prepared = conditioning.gradient_inputs(
+                op, measurement, case.logical, upstream, case.kwargs, case.seed
+            )
+            if prepared is None:
+                continue
+            inputs, grads = prepared
             try:
                 runs.append(tuple(vjp(inputs, grads, dtypes.info(measurement.dtype).numpy)))
             except Exception:

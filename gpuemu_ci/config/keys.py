@@ -521,7 +521,8 @@ KEYS: tuple[KeyDoc, ...] = (
         _OPS,
         "precision_reference",
         "boolean",
-        "Also judge with the reference run in the working precision.",
+        "Widen the family bound by the error models the reference measures: its change on inputs moved by one "
+        "working-precision rounding, and its run in the working precision.",
         "true",
         model="ErrorModel.precision_reference",
     ),
@@ -588,6 +589,41 @@ KEYS: tuple[KeyDoc, ...] = (
         'The dtype a gradient\'s sums are accumulated in, where it is below the working precision (`"input"`: '
         "the input's own dtype). Not set: float32 for 16-bit cases.",
         '{ bias = "input" }',
+    ),
+    KeyDoc(
+        _OPS,
+        "intermediates",
+        "table: name -> { effect, max, dtype }",
+        "Quantities the op computes itself from exact values (angles from integer positions, a scale from a "
+        "count), which no input moves and the reference never rounds: the bound counts their rounding (see "
+        "[How it decides](how-it-decides.md), intermediates the op computes).",
+        '{ angle = { effect = "rotation", max = "T + position_offset" } }',
+    ),
+    KeyDoc(
+        "ops.intermediates.<name>",
+        "effect",
+        "rotation | scale",
+        '"rotation": an angle the op rotates values by (they move by its error times their magnitude); '
+        '"scale": a factor the op multiplies by (the output moves by its relative error).',
+        '"rotation"',
+        default="required",
+    ),
+    KeyDoc(
+        "ops.intermediates.<name>",
+        "max",
+        "expression over dims and kwargs",
+        "The largest |value| in a case (radians for an angle); required for a rotation.",
+        '"T + position_offset"',
+        model="Intermediate.largest",
+    ),
+    KeyDoc(
+        "ops.intermediates.<name>",
+        "dtype",
+        "dtype",
+        "What the op computes it in. Not set: its working precision (the declared accumulator, else float32 "
+        "for 16-bit and float32 cases, float64 for float64 ones).",
+        '"float32"',
+        model="Intermediate.dtype",
     ),
     KeyDoc(
         "ops.triton",

@@ -247,6 +247,24 @@ class OpShapes:
         return next((d for d in self.dims if d.name == name), None)
 
 
+class IntermediateEffect(StrEnum):
+    """How an intermediate the op computes itself moves its output (oracle/declared_intermediates.py)."""
+
+    ROTATION = "rotation"  # an angle the op rotates values by: they move by its error times their magnitude
+    SCALE = "scale"  # a factor the op multiplies by: its output moves by the factor's relative error
+
+
+@dataclass(frozen=True)
+class Intermediate:
+    """`[ops.intermediates.<name>]`: a quantity the op computes from exact values (positions, a count) in a
+    precision of its own, which the reference, computing from the same exact values in float64, never rounds."""
+
+    name: str
+    effect: IntermediateEffect
+    dtype: str | None = None  # what the op computes it in; None: its working precision (bounds.py u_acc)
+    largest: str | None = None  # `max`: an expression over dims and kwargs, the largest |value| (rotation)
+
+
 @dataclass(frozen=True)
 class ErrorModel:
     """How the output is judged: the family's error bound (or explicit tolerances), invariants, and what the
@@ -261,9 +279,10 @@ class ErrorModel:
     transcendental_ulps: float = 4.0  # k_f in the bound
     bound_c: float = 4.0
     naive_factor: float = 2.0
-    # Judge with the reference run in the working precision too (oracle/precision.py); off for references that
-    # are inaccurate in float32 by design.
+    # Widen the family bound by the reference's change on inputs moved by one working-precision rounding
+    # (oracle/conditioning.py); `precision_reference = false` turns the measurement off.
     precision_reference: bool = True
+    intermediates: tuple[Intermediate, ...] = ()  # `[ops.intermediates]`
 
     def tolerance_for(self, dtype: str) -> Tolerance | None:
         return dict(self.tolerances).get(dtype)

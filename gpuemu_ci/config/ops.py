@@ -9,6 +9,7 @@ from pathlib import Path
 from gpuemu_ci.config.dimgraph import Schema
 from gpuemu_ci.config.expressions import parse_expression
 from gpuemu_ci.config.infer_inputs import defines_function, infer_input_names
+from gpuemu_ci.config.intermediates import parse_intermediates
 from gpuemu_ci.config.model import (
     EXECUTION_MODES,
     FRAMEWORK_SPELLINGS,
@@ -174,6 +175,7 @@ OP_KEYS = (
     "grad_inputs",
     "grad_accumulators",
     "triton",
+    "intermediates",
 )
 TRITON_KEYS = ("sanitize", "undefined_masked_lanes")
 
@@ -241,7 +243,9 @@ def _op_body(
         output_dtypes=output_dtypes,
         targets=replace(targets, inputs_hook=inputs_hook, error_scale=error_scale),
         shapes=shapes,
-        error_model=_error_model(table, validation, family),
+        error_model=replace(
+            _error_model(table, validation, family), intermediates=parse_intermediates(table, shapes)
+        ),
         execution=_execution(table),
         line=table.line,
     )

@@ -136,6 +136,10 @@ class TableReader:
     def has(self, key: str) -> bool:
         return key in self._data or any(s in self._data for s in self._spellings.get(key, ()))
 
+    def names(self) -> list[str]:
+        """The table's keys as written (a table of user-named entries: `[ops.intermediates.<name>]`)."""
+        return [str(key) for key in self._data]
+
     def raw(self, key: str, default: Any = None) -> Any:
         _, value = self._take(key)
         return default if value is _MISSING else value

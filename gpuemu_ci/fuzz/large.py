@@ -19,7 +19,8 @@ from pathlib import Path
 
 from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Family, InputSpec, OpSpec
-from gpuemu_ci.fuzz.shapes import TWO_31, DimDraw, Sampler, element_count, free_roots
+from gpuemu_ci.fuzz.shapes import TWO_31, DimDraw, Sampler, element_count
+from gpuemu_ci.plan.maxima import free_roots
 from gpuemu_ci.plan.model import CaseStratum
 from gpuemu_ci.rng import SeededRng
 

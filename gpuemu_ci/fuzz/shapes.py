@@ -5,9 +5,10 @@
 - boundary: sizes that expose tail masks and non-power-of-two reductions: 0 (when allowed), 1, 2, small primes,
   2^k +- 1 and tile +- 1 up to 257;
 - tile: the declared max and the sizes just around block sizes, 2^k + 1 then 2^k - 1 from the largest block
-  under the max down (1025, 2049, 4097, ... reach the second block of a loop over a long row). The row dims (the
-  last dim of an input, and dims an op sums over) step through this ladder from case to case; other dims are
-  drawn from it;
+  under the max down (1025, 2049, 4097, ... reach the second block of a loop over a long row). Each tile case
+  of a dtype puts one dim at its declared max in turn (plan/maxima.py: the row dims, then the others), the last
+  the element cap shrinks; the row dims (the last dim of an input, and dims an op sums over) step through this
+  ladder from case to case; other dims are drawn from it;
 - large: one case past 2^31 elements (or bytes) of the largest input, and one per dim at its declared max
   (thorough and nightly suites; fuzz/case.py skips, with the reason, what the memory cannot hold).
 
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from gpuemu_ci.config.dimgraph import Problem, Schema, schema_of
 from gpuemu_ci.config.model import OpSpec
 from gpuemu_ci.errors import ConfigError
+from gpuemu_ci.plan.maxima import dims_at_max, free_roots, row_dims
 from gpuemu_ci.plan.model import CaseStratum, SizeClass
 from gpuemu_ci.rng import SeededRng
 
@@ -86,31 +88,6 @@ def tile_ladder(low: int, high: int) -> tuple[int, ...]:
     return tuple(dict.fromkeys(s for s in ladder if s > 0 or low == 0))
 
 
-def row_dims(op: OpSpec, schema: Schema) -> frozenset[str]:
-    """Drawn dims that shape the rows: what the last dim of a 2-D (or larger) input, and the dims an op sums
-    over (in the inputs but not in the declared output), are made of. (A 1-D input, a bias or the targets of
-    a loss, is one value per row: its dim counts the rows.)"""
-    wanted: set[str] = set()
-    output = {d for d in op.shapes.output_dims or () if isinstance(d, str)}
-    for spec in op.shapes.inputs:
-        named = [d for d in spec.dims if isinstance(d, str)]
-        if named and len(spec.dims) >= 2:
-            wanted.add(named[-1])
-        if op.shapes.output_dims is not None:
-            wanted.update(d for d in named if d not in output)
-    return frozenset(n for name in wanted for n in free_roots(schema, name))
-
-
-def free_roots(schema: Schema, name: str) -> set[str]:
-    """The drawn dims a value depends on (itself, when drawn)."""
-    if name in schema.free_dims:
-        return {name}
-    roots: set[str] = set()
-    for dep in schema.deps(name):
-        roots |= free_roots(schema, dep)
-    return roots
-
-
 def element_count(dims: Iterable[str | int], values: Mapping[str, object]) -> int:
     total = 1
     for d in dims:
@@ -133,6 +110,14 @@ class Sampler:
         self.stratum = stratum
         self.rows = row_dims(op, self.schema)
         self.row_order = {n: i for i, n in enumerate(n for n in self.schema.free_dims if n in self.rows)}
+        # The dim this tile case puts at its declared max (plan/maxima.py): the last the element cap shrinks.
+        schedule = dims_at_max(op, self.schema) if stratum.size_class is SizeClass.TILE else ()
+        self.at_max = schedule[stratum.rung] if stratum.rung < len(schedule) else None
+        # The rows' ladder does not count the tile cases that put another dim at its max (they take the rows'
+        # length the cap leaves), so every rung of the ladder still runs: 40000, (M at its max), 32769, 16385...
+        self.ladder_step = stratum.rung - sum(
+            1 for position, name in enumerate(schedule) if name not in self.rows and position < stratum.rung
+        )
         self.failures: dict[str, int] = {}  # constraint text -> how often it emptied a choice
 
     # --- helpers ------------------------------------------------------------------------------------
@@ -219,11 +204,13 @@ class Sampler:
             return None
         if self.stratum.size_class is SizeClass.TILE:
             pool = tile_ladder(low, high)
-            if name in self.rows:
+            if name == self.at_max:
+                preferred = pool[0]  # the declared max (plan/maxima.py)
+            elif name in self.rows:
                 # Successive tile cases of a dtype step down the ladder, each row dim at its max in its turn (the
                 # first dim in the first tile case, the second in the second...): every dtype row of the quick
                 # suite draws the longest rows the schema declares.
-                preferred = pool[(self.stratum.rung - self.row_order[name]) % len(pool)]
+                preferred = pool[(self.ladder_step - self.row_order[name]) % len(pool)]
             else:
                 preferred = rng.derive(name).choice(pool)
         else:
@@ -281,7 +268,7 @@ class Sampler:
     def cap(self, values: dict[str, object]) -> tuple[dict[str, object], tuple[CapChange, ...]]:
         """Shrinks drawn dims until every input holds at most `max_elements` elements: first the dims that do
         not shape the rows, largest first, each to the largest smaller size of its class that keeps the
-        constraints."""
+        constraints; the dim this case puts at its max last."""
         limit = self.op.shapes.max_elements
         drawn = dict(values)
         for spec in self.op.shapes.inputs:
@@ -304,7 +291,7 @@ class Sampler:
         # (PYTHONHASHSEED), and the op's worker and the judge's must shrink the same dim.
         order = sorted(
             (n for n in roots if int(values[n]) > 1),  # type: ignore[call-overload]
-            key=lambda n: (n in self.rows, -int(values[n]), position[n]),  # type: ignore[call-overload]
+            key=lambda n: (n == self.at_max, n in self.rows, -int(values[n]), position[n]),  # type: ignore[call-overload]
         )
         for name in order:
             current = int(values[name])  # type: ignore[call-overload]

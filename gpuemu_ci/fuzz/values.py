@@ -25,7 +25,9 @@ from gpuemu_ci.rng import SeededRng
 # hash order), large cases sized without reading the machine's free memory (variant 1 now crosses 2^31 bytes).
 # 6: the tile rung of the row dims counts per dtype, so every dtype row of the quick suite draws each row dim at
 # its declared max (issue #32).
-GENERATOR_VERSION = "6"
+# 7: every varying dim, not only the row dims, at its declared max in its tile case of each dtype, the element cap
+# shrinking it last, and more tile cases where a dtype has fewer than the op has such dims (issue #44).
+GENERATOR_VERSION = "7"
 
 TWO_POW_53 = float(2**53)
 LN2 = 0.6931471805599453  # a literal: log-probabilities are -k * ln 2 for dyadic probabilities

@@ -3,8 +3,9 @@
 - `judge`: the verdict of a case (`judge`, `comparator_for`): the comparison plus the checks that need no
   tolerance (inputs unchanged, output fully written, bitwise determinism, non-finite classes).
 - `bounds`: the a-priori error bound per op family; `compare`: the element-wise comparison under a bound or
-  under explicit atol/rtol; `precision`: the empirical error scale from the reference run in the op's
-  working precision.
+  under explicit atol/rtol; `conditioning`: the problem's conditioning, the reference run on inputs moved by
+  one rounding; `precision`: the working precision and the error model built from that measurement;
+  `declared_intermediates`: quantities the op declares it computes itself (`[ops.intermediates]`).
 - `invariants`: the declared invariants and the bias z-test; `argmax`: the `argmax` family;
   `gradients`: judging the gradients of ops declared `backward = true`.
 - `case_report`: the judging half of a case: the statistics rules that apply to it, its gradients folded

@@ -6,7 +6,7 @@ scores lie within their rounding error of each other it may pick either. The rul
 exactly the reference's where the reference's top score is separated from the others by more than the scores'
 error allowance, and, at ties and near-ties, its score may fall short of the best by at most the allowance of
 the two (`best - chosen <= a_best + a_chosen`, the allowance of each score from the family bound of the
-scores, oracle/bounds.py, and the working-precision reference).
+scores, oracle/bounds.py, and the reference's measured conditioning, oracle/conditioning.py).
 """
 
 from __future__ import annotations

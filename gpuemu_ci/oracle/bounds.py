@@ -16,7 +16,7 @@ import numpy as np
 
 from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Family, OpSpec
-from gpuemu_ci.oracle import flushed, intermediates, log_sum_exp, power_sums
+from gpuemu_ci.oracle import declared_intermediates, flushed, intermediates, log_sum_exp, power_sums
 from gpuemu_ci.oracle.attention_floor import underflow_term
 from gpuemu_ci.oracle.precision import input_magnitude
 
@@ -151,7 +151,7 @@ def statistic_rows(
     return rows.reshape(flat), np.asarray(reference).reshape(flat)
 
 
-def _row_axis(kwargs: Mapping[str, object]) -> int:
+def row_axis(kwargs: Mapping[str, object]) -> int:
     for key in ("axis", "dim"):
         value = kwargs.get(key)
         if isinstance(value, int):
@@ -199,20 +199,20 @@ def allowed_error(op: OpSpec, case: BoundInputs) -> np.ndarray:
         x = next(iter(case.inputs.values()))
         spread = np.zeros_like(r)
         if x.shape == r.shape and x.size:
-            axis = _row_axis(case.kwargs)
+            axis = row_axis(case.kwargs)
             finite = np.where(np.isfinite(x), x, 0.0)
             spread = np.abs(finite - finite.max(axis=axis, keepdims=True))
         term = (k_f + 2.0 + sqrt(n)) * u_acc * r + u_acc * r * spread
         if x.shape == r.shape and x.size:
             term = term + intermediates.log_domain_term(
-                op, case.case_dtype, x, case.reference, _row_axis(case.kwargs)
+                op, case.case_dtype, x, case.reference, row_axis(case.kwargs)
             )
     elif family is Family.NORM:
         x = next(iter(case.inputs.values()))
         # Outputs shaped unlike the normalised input (concat(q', k')): the magnitude of each output row.
         scale = r.copy() if x.shape == r.shape else np.broadcast_to(r.max(axis=-1, keepdims=True), r.shape)
         if x.shape == r.shape and x.size:
-            axis = _row_axis(case.kwargs)
+            axis = row_axis(case.kwargs)
             eps = float(case.kwargs.get("eps", 0.0) or 0.0)  # type: ignore[arg-type]
             grouped = group_rows(x, case.kwargs)  # group_norm: statistics over groups of channels
             rows, stat_axis = (grouped, -1) if grouped is not None else (x, axis)
@@ -255,6 +255,7 @@ def allowed_error(op: OpSpec, case: BoundInputs) -> np.ndarray:
         # Products and partial sums that underflow in the accumulator each lose up to half its smallest
         # subnormal, in absolute terms: n of them at most.
         term = term + n * _accumulator_floor(op, case.case_dtype)
+    term = term + declared_intermediates.term(op, u_acc, case.dims, case.kwargs, case.reference)
     return np.asarray(op.error_model.bound_c * (u_out * r + term + eta))
 
 

@@ -10,12 +10,11 @@ Two rules, and the results say which judged each gradient:
   family's main input) and S the reference's gradient on |inputs| and |upstream gradient| (exact |G||B|^T
   for a matmul, the sum of |terms| of a column reduction), at least |g_ref|, and for a row-wise family's
   main input at least the row's largest |g_ref| (there, as in the forward's norm bound, s(n) + 2 + k_f roundings
-  at that scale). Like the forward's, it is widened to c x the working-precision
-  reference's own error model where a case needs it (oracle/precision.py).
+  at that scale). Like the forward's, it is widened to c x the error model of the reference's own backward
+  measured in float64 on moved inputs where a case needs it (oracle/precision.gradient_measurements).
 - `baseline_relative`, where it is not (reductions such as a loss, attention, scan, custom, no family): the
-  error may be at most k = c x 2 times that of the reference's own backward computed in the op's working
-  precision (the error model the forward's working-precision rule builds), plus the rounding to the gradient's
-  dtype.
+  error may be at most k = c x 2 times that measured error model of the reference's own backward, plus the
+  rounding to the gradient's dtype.
 """
 
 from __future__ import annotations
@@ -33,9 +32,11 @@ from gpuemu_ci.oracle import (
     attention_grads,
     bounds,
     constant_rows,
+    declared_intermediates,
     flushed,
     gathers,
     gradient_accumulators,
+    intermediates,
     norm_rows,
     overflow,
     precision,
@@ -68,7 +69,9 @@ class GradientCase:
     input_dtypes: Mapping[str, str]
     reference: tuple[np.ndarray, ...]  # float64 gradients
     reference_abs: tuple[np.ndarray, ...] | None  # the reference's gradients on |inputs| and |upstream|
-    low: Callable[[], tuple[np.ndarray, ...] | None]  # the reference's gradients in the working precision
+    low: Callable[
+        [], tuple[np.ndarray, ...] | None
+    ]  # the reference's measured gradients (gradient_measurements)
     bias_test: bool = False
     correlated: bool = False
     # The forward's inputs (in their dtypes), the reference's outputs and the upstream gradients: what a
@@ -80,8 +83,8 @@ class GradientCase:
     counted: tuple[np.ndarray, ...] | None = None  # terms routed to each element (oracle/gathers.py)
     saved: tuple[np.ndarray, ...] | None = None  # the op's own forward outputs (oracle/row_statistics.py)
     probe: constant_rows.Probe | None = None  # the reference's gradients elsewhere (oracle/constant_rows.py)
-    # The reference's gradients in the working precision alone (`low` takes the farthest of several runs and
-    # skips their non-finite values): where they overflow too (oracle/overflow.py).
+    # The reference's gradients in the working precision alone: where they overflow too, for what a non-finite
+    # gradient means (oracle/overflow.py); never an allowance.
     working: Callable[[], tuple[np.ndarray, ...] | None] | None = None
 
 
@@ -315,6 +318,10 @@ def structure_bound(
         term = (g + 2.0 + k_f) * u_acc * scale
     elif op.error_model.family is Family.ELEMENTWISE:
         term = (1.0 + k_f) * u_acc * scale  # as the forward's elementwise bound, at the terms' scale
+        # ... and its 16-bit intermediates (kl_div's log(target) rounded to float16 before `- logp + 1`, and its
+        # `g * target` below float16's normal range).
+        term = term + intermediates.rounded_terms(op, case.dtype, scale, _upstream_times_input(case, name, r))
+    term = term + declared_intermediates.term(op, u_acc, case.dims, case.kwargs, r)  # a rotation's gradient
     eta = row_statistics.gradient_floor(op, case.dtype, grad_dtype)
     eta += n * dtypes.info("float32").min_subnormal / 2.0
     saved_mean = norm.saved_mean if norm is not None else 0.0
@@ -328,10 +335,28 @@ def structure_bound(
     return op.error_model.bound_c * (u_g * magnitude + term + eta + saved_mean)
 
 
+def _upstream_times_input(case: GradientCase, name: str, r: np.ndarray) -> np.ndarray | None:
+    """|g x| in the gradient's shape, g the first output's upstream gradient and x the input the gradient is
+    for (an elementwise op's: both broadcast to it); None where they do not."""
+    x = case.inputs.get(name)
+    g = case.upstream[0] if case.upstream else None
+    if x is None or g is None:
+        return None
+    try:
+        product = np.abs(np.asarray(g, dtype=np.float64) * np.asarray(x, dtype=np.float64))
+        return np.broadcast_to(product, r.shape)
+    except ValueError:
+        return None
+
+
 def _measured_words(op: OpSpec, case_dtype: str) -> str:
     """What widened a gradient's allowance, for its failure message."""
     runs = [
-        "on inputs moved by one working-precision rounding" if m.perturb else f"in {m.dtype}"
+        f"on inputs moved by one {m.moved_in} rounding"
+        if m.moved_in
+        else f"with values below {m.flushed_below}'s smallest normal as 0"
+        if m.flushed_below
+        else f"in {m.dtype}"
         for m in precision.gradient_measurements(op, case_dtype)
     ]
     scaled = " (scaled by u64/u32)" if precision.error_scale(op, case_dtype) != 1.0 else ""
@@ -387,11 +412,11 @@ def _bias_finding(
 def _lean_sources(
     op: OpSpec, case: GradientCase, name: str, r: np.ndarray, measured: np.ndarray | None
 ) -> list[np.ndarray]:
-    """Evaluations whose lean a correct gradient may share: the reference's own backward measured in the
-    gradient's 16-bit dtype; a norm's gradient evaluated exactly from its statistics rounded to the case's dtype
-    (oracle/norm_rows.py: PyTorch's CPU norms save their mean and rstd so, and one rounded rstd moves a whole
-    group of a bfloat16 group norm's gradient by up to 0.43 ulp, the same way); a variance's or std's gradient
-    as autograd's formula evaluates it in that dtype (row_statistics.dispersion_in_dtype)."""
+    """Evaluations whose lean a correct gradient may share: the reference's own measured backward; a norm's
+    gradient evaluated exactly from its statistics rounded to the case's dtype (oracle/norm_rows.py: PyTorch's
+    CPU norms save their mean and rstd so, and one rounded rstd moves a whole group of a bfloat16 group norm's
+    gradient by up to 0.43 ulp, the same way); a variance's or std's gradient as autograd's formula evaluates it
+    in that dtype (row_statistics.dispersion_in_dtype)."""
     sources = [] if measured is None else [np.asarray(measured, dtype=np.float64)]
     forward = _forward(case)
     norm = norm_rows.terms(op, case.dtype, forward, name, r)
@@ -471,8 +496,8 @@ def _rounding_floor(op: OpSpec, case_dtype: str, r: np.ndarray, grad_dtype: str)
 def _empirical(
     op: OpSpec, case_dtype: str, r: np.ndarray, low: np.ndarray, abs_grad: np.ndarray | None = None
 ) -> np.ndarray:
-    """c x ROUNDINGS x the error model of the reference's gradient measured in the working precision (and, for
-    16-bit cases, in the case's dtype: oracle/precision.gradient_precisions), scaled to float64 for float64
+    """c x ROUNDINGS x the error model of the reference's gradient measured on moved inputs (and flushed ones:
+    oracle/precision.gradient_measurements), scaled to float64 for float64
     cases."""
     # Each element of a gradient sums terms shared along its row (a softmax row, the keys of a query, a
     # column of a weight): its error follows the row's largest |g_ref|, not its own |g_ref|, which cancels,

@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from gpuemu_ci import dtypes
-from gpuemu_ci.config.model import Family, OpSpec, ValueKind
+from gpuemu_ci.config.model import Family, InputSpec, OpSpec, ValueKind
 from gpuemu_ci.oracle import stored_log_sum
 from gpuemu_ci.oracle.precision import input_magnitude
 
@@ -92,7 +92,27 @@ def elementwise_term(
     magnitude = input_magnitude(op, chosen, scale.shape) if chosen else None
     if magnitude is not None:
         scale = np.maximum(scale, magnitude)
-    return ROUNDINGS * dtypes.info(case_dtype).unit_roundoff * scale
+    return rounded_terms(op, case_dtype, scale)
+
+
+def rounded_terms(
+    op: OpSpec, case_dtype: str, scale: np.ndarray, products: np.ndarray | None = None
+) -> np.ndarray | float:
+    """ROUNDINGS u S for an elementwise op's output or gradient whose terms have the scale S, where the op
+    rounds in the case dtype (kl_div's gradient `log(target) - logp + 1` with log(target) rounded to float16);
+    0 elsewhere. `products`: for a gradient, |g x|, the upstream gradient times the input it is for, a product
+    a 16-bit backward forms (PyTorch's kl_div computes `g * target / target`): below the dtype's normal range
+    it errs by half the smallest subnormal, a relative error eta / |g x| of the terms (up to 1) instead of u."""
+    if op.error_model.family is not Family.ELEMENTWISE or not rounds_in_case_dtype(op, case_dtype):
+        return 0.0
+    info = dtypes.info(case_dtype)
+    relative: np.ndarray | float = info.unit_roundoff
+    if products is not None:
+        eta = info.min_subnormal / 2.0
+        finite = np.where(np.isfinite(products), np.abs(products), 0.0)
+        below = np.minimum(1.0, eta / np.where(finite > 0, finite, 1.0))
+        relative = np.where(finite > 0, np.maximum(info.unit_roundoff, below), info.unit_roundoff)
+    return ROUNDINGS * relative * scale
 
 
 def log_domain_term(
@@ -111,13 +131,24 @@ def log_domain_term(
     return np.asarray(rounded + stored)
 
 
+def class_target(op: OpSpec) -> InputSpec | None:
+    """The index input that selects along a dim the output lacks (a class target: one logit per row)."""
+    if op.shapes.output_dims is None:
+        return None
+    output = {d for d in op.shapes.output_dims if isinstance(d, str)}
+    return next(
+        (
+            spec
+            for spec in op.shapes.inputs
+            if spec.kind is ValueKind.INDEX and isinstance(spec.high, str) and spec.high not in output
+        ),
+        None,
+    )
+
+
 def picks_by_index(op: OpSpec) -> bool:
     """Whether an index input selects along a dim the output lacks (a class target: one logit per row)."""
-    output = {d for d in (op.shapes.output_dims or ()) if isinstance(d, str)}
-    return op.shapes.output_dims is not None and any(
-        spec.kind is ValueKind.INDEX and isinstance(spec.high, str) and spec.high not in output
-        for spec in op.shapes.inputs
-    )
+    return class_target(op) is not None
 
 
 def picked_term(

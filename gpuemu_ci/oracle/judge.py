@@ -13,6 +13,8 @@ from gpuemu_ci.config.model import Family, OpSpec, Validation
 from gpuemu_ci.fuzz.shapes import shape_of
 from gpuemu_ci.oracle import (
     bounds,
+    conditioning,
+    declared_intermediates,
     flushed,
     intermediates,
     log_sum_exp,
@@ -50,7 +52,10 @@ class CaseContext:
     error_scale: Callable[..., tuple[np.ndarray, int]] | None = None  # custom family hook
     bias_test: bool = False  # regular-valued cases only: structured inputs make rounding errors correlated
     correlated: bool = False  # sorted values or addends repeated along a summed dim (bounds.BoundInputs)
-    low_outputs: tuple[np.ndarray, ...] | None = None  # the reference in the working precision (precision.py)
+    # The reference in the working precision (precision.py): for what a non-finite output means, never a bound.
+    low_outputs: tuple[np.ndarray, ...] | None = None
+    # The float64 reference on the inputs moved by one working-precision rounding, per draw (conditioning.py).
+    moved_outputs: tuple[tuple[np.ndarray, ...], ...] = ()
     dot_input_roundoff: float = 0.0  # u of fp32 `tl.dot` inputs the kernel ran (TF32: 2^-11; triton_cpu)
 
 
@@ -269,11 +274,16 @@ def _compare_one(
         + flushed.note(op, case.dtype)
         + power_sums.note(op, case.dtype, r, _float_inputs(case))
         + log_sum_exp.note(op, case.dtype, r, _float_inputs(case))
+        + declared_intermediates.note(op, bounds.accumulator_roundoff(op, case.dtype), case.dims, case.kwargs)
         if comparator is Comparator.BOUND and any(f.kind is FailureKind.MISMATCH for f in findings)
         else ""
     )
     if comparator is Comparator.ALLCLOSE and any(f.kind is FailureKind.MISMATCH for f in findings):
         said += tolerance_hint.note(op)
+    if comparator is Comparator.BOUND and any(f.kind is FailureKind.MISMATCH for f in findings):
+        said += declared_intermediates.suggestion(
+            op, bounds.accumulator_roundoff(op, case.dtype), case.kwargs, _dims_like(op, case, r), y, r
+        )
     if said:
         findings = [
             Finding(f.kind, f.message + said) if f.kind is FailureKind.MISMATCH else f for f in findings
@@ -314,7 +324,7 @@ def _family_allowance(
 def _judge_argmax(
     op: OpSpec, case: CaseContext, run: CaseRun, chosen: np.ndarray, scores: np.ndarray, position: int
 ) -> tuple[ErrorStats, list[Finding]]:
-    """family = "argmax": the scores' allowance (family bound and working-precision reference, the scores
+    """family = "argmax": the scores' allowance (family bound and the reference's measured conditioning, the scores
     never being stored, so judged in the working precision), then the choice (oracle/argmax.py)."""
     working = precision.working_precision(op, case.dtype) or case.dtype
     if precision.error_scale(op, case.dtype) != 1.0:  # a float64 case, measured in float32: judged in float64
@@ -325,6 +335,14 @@ def _judge_argmax(
     allowed = _family_allowance(op, case, run, scores, working)
     allowed, _ = _with_empirical(op, case, run, scores, allowed, position)
     return compare_argmax(chosen, scores, allowed, argmax_axis(case.kwargs))
+
+
+def _dims_like(op: OpSpec, case: CaseContext, r: np.ndarray) -> tuple[str | int, ...] | None:
+    """The dim names of the first input when the output is shaped like it (an elementwise op's), else None."""
+    first = next(iter(op.shapes.inputs), None)
+    if first is None or first.name not in case.inputs or np.asarray(case.inputs[first.name]).shape != r.shape:
+        return None
+    return first.dims
 
 
 def _float_inputs(case: CaseContext) -> dict[str, np.ndarray]:
@@ -338,23 +356,21 @@ def _float_inputs(case: CaseContext) -> dict[str, np.ndarray]:
 def _with_empirical(
     op: OpSpec, case: CaseContext, run: CaseRun, r: np.ndarray, allowed: np.ndarray, position: int
 ) -> tuple[np.ndarray, Callable[[tuple[int, ...]], str] | None]:
-    """The family's allowance, raised to c times the error model of the reference run in the working precision
-    where that is larger (oracle/precision.py); and what to say about it at the worst element."""
-    low = case.low_outputs
-    if low is None or len(low) <= position:
+    """The family's allowance, raised to c times the error model of the reference's change on inputs moved by
+    one working-precision rounding where that is larger (oracle/conditioning.py); and what to say about it at the
+    worst element."""
+    moved = [outputs[position] for outputs in case.moved_outputs if len(outputs) > position]
+    if not moved:
         return allowed, None
     magnitude = precision.input_magnitude(op, _float_inputs(case), tuple(r.shape))
-    working_name = precision.working_precision(op, case.dtype) or "float32"
-    note = precision.float64_reference_note(r, np.asarray(low[position]), working_name, case.dtype)
-    found = precision.empirical_term(r, np.asarray(low[position]), magnitude)
+    found = conditioning.model(r, moved, magnitude)
     if found is None:
-        return allowed, (lambda _index: note or "") if note else None
+        return allowed, None
     term, scale = found
     factor = precision.error_scale(op, case.dtype)
     term = term * factor
     c = op.error_model.bound_c
     family = np.broadcast_to(np.asarray(allowed, dtype=np.float64), r.shape)
-    empirical = c * precision.ROUNDINGS * term
     working = precision.working_precision(op, case.dtype) or "float32"
     scaled = f" × {factor:.3g} for {case.dtype}" if factor != 1.0 else ""
     name = (op.error_model.family or Family.ELEMENTWISE).value
@@ -362,10 +378,11 @@ def _with_empirical(
     def explain(index: tuple[int, ...]) -> str:
         return (
             f"; allowed = {c:g} × max({name} bound {family[index] / c:.3g}, {precision.ROUNDINGS:g} × the "
-            f"{working} reference's error{scaled} {term[index]:.3g} [scale: {scale}])"
-        ) + (note or "")
+            f"reference's change on inputs moved by one {working} rounding{scaled} {term[index]:.3g} "
+            f"[scale: {scale}])"
+        )
 
-    return np.maximum(family, empirical), explain
+    return np.maximum(family, c * precision.ROUNDINGS * term), explain
 
 
 def _with_bias(stats: ErrorStats | None, z: float) -> ErrorStats | None:

@@ -1,16 +1,20 @@
-"""The empirical error scale: the op's reference evaluated once more in the op's working precision.
+"""The working precision of a case, and the error model measured from the reference.
 
-A correct kernel that computes in float32 (or in float32 from 16-bit inputs) errs where the problem is
-ill-conditioned by about as much as the same mathematics evaluated in float32: the square root of a cancelling
-variance, a rotation by angles computed from positions, a loss that is the difference of a log-sum-exp and a
-logit, a normalisation over groups the family bound does not know. The reference run on its inputs cast to the
-working precision measures that: E = |r_w - r|.
+A correct kernel errs where the problem is ill-conditioned by far more than any closed-form family bound says
+(a loss that is the difference of a log-sum-exp and a logit of 1e10, the square root of a cancelling variance).
+The reference, run in float64 on inputs moved by one rounding of the working precision (oracle/conditioning.py),
+measures that error E, however the reference is written.
 
-One element's E is luck (a rounding may happen to be exact where the kernel's is not), so E becomes an error
-*model* before it is used: for each candidate scale s, the reference's magnitude |r|, the magnitude of the
+One element's E is luck (a move may happen to cancel where the kernel's rounding does not), so E becomes an
+error *model* before it is used: for each candidate scale s, the reference's magnitude |r|, the magnitude of the
 inputs that feed each output element, and a constant, the worst ratio E/s over the case times s. Each model
-covers every error the working-precision reference made; the allowance takes, per element, the smallest of
-them, and the judge allows c times the larger of it and the family bound (oracle/judge.py).
+covers every error the measurement saw; the allowance takes, per element, the smallest of them, and the judge
+allows c times the larger of it and the family bound (oracle/judge.py).
+
+The reference's run on inputs cast to the working precision is kept for one thing only: to say, where the op's
+output is non-finite and the exact answer is not, whether the formula overflows that precision too
+(oracle/overflow.py). It is never part of an allowance: it measures something only where the reference computes
+in the dtype it is given, and a verdict must not depend on how the reference is written.
 """
 
 from __future__ import annotations
@@ -23,7 +27,6 @@ import numpy as np
 from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Family, OpSpec
 from gpuemu_ci.oracle.model import CaseVerdict, FailureKind
-from gpuemu_ci.plan.model import ValueMode
 
 FAMILIES = frozenset(Family) - {Family.EXACT}
 # A kernel rounds an internal quantity (an angle, a mean) in its own order, often a few more times than the
@@ -63,53 +66,39 @@ class Measurement:
     """One evaluation of the reference's backward that the gradients' error model is built from."""
 
     dtype: str  # the dtype it computes in
-    perturb: float = 0.0  # inputs and upstream gradients moved by this relative amount first (`perturbed`)
+    moved_in: str = (
+        ""  # inputs and upstream gradients moved by one rounding of this dtype first (conditioning.py)
+    )
+    flushed_below: str = (
+        ""  # float inputs and upstream gradients below this dtype's smallest normal count as 0
+    )
 
 
-def gradient_measurements(
-    op: OpSpec, case_dtype: str, mode: ValueMode | None = None
-) -> tuple[Measurement, ...]:
-    """How the reference's backward is measured; the model takes, per element, the farthest of them:
+def gradient_measurements(op: OpSpec, case_dtype: str) -> tuple[Measurement, ...]:
+    """How the reference's backward is measured, always in float64 (so however the reference is written: in
+    the dtype of its inputs or upcast to float64); the model takes, per element, the farthest of them:
 
-    - in the working precision, as the forward's;
-    - for 16-bit cases, in the case's own dtype too. Autograd saves the forward's outputs and statistics in the
-      tensors' dtype and a backward computes from them (softmax's `y (g - sum g y)`, log-softmax's
-      `g - exp(y) sum g`, a variance's `x - mean`): their rounding to 16 bits, amplified by what the backward
-      does with them, is rounding a correct 16-bit backward makes and a float32 evaluation does not. The same
-      mathematics run by torch in the 16-bit dtype makes it (FlashAttention's tests allow 2-3 times a
-      same-dtype implementation's error for the same reason);
-    - in float64 on inputs and upstream gradients moved by one rounding of the working precision (`perturbed`),
-      except for boundary values: next to exp's overflow and at huge magnitudes a random move of the last bit
-      changes the answer by far more than a correct kernel, whose intermediate cancellations (x - max) are
-      exact, errs; there it would hide bugs.
-    """
+    - on inputs and upstream gradients moved by one rounding of the working precision (oracle/conditioning.py,
+      a softmax's input relative to x - max): what the problem's conditioning costs;
+    - for 16-bit cases, moved by one rounding of the case's dtype as well: a backward computes from the
+      forward's outputs and statistics as saved in the tensors' 16-bit dtype (softmax's `y (g - sum g y)`, a
+      variance's `x - mean`), and their rounding, amplified by what the backward does with them, is rounding a
+      correct 16-bit backward makes;
+    - with the values below the working precision's smallest normal counted as 0: a GPU computing with
+      flush-to-zero reads a subnormal upstream gradient as 0, and a backward that scales it first (`2 g /
+      (n - 1)`) loses it below the normal range wherever it computes.
+
+    The reference's own backward evaluated in the working or the 16-bit dtype is not among them: it measures
+    something only where the reference computes in the dtype it is given, so the verdict would depend on how
+    the reference is written (issue #44)."""
     working = working_precision(op, case_dtype)
     if working is None:
         return ()
-    found = [Measurement(working)]
+    found = [Measurement("float64", moved_in=working)]
     if case_dtype in ("float16", "bfloat16"):
-        found.append(Measurement(case_dtype))
-    if mode is not ValueMode.BOUNDARY:
-        found.append(Measurement("float64", dtypes.info(working).unit_roundoff))
+        found.append(Measurement("float64", moved_in=case_dtype))
+    found.append(Measurement("float64", flushed_below=working))
     return tuple(found)
-
-
-def perturbed(arrays: Mapping[str, np.ndarray], seed: int, roundoff: float) -> dict[str, np.ndarray]:
-    """float64 copies of the float arrays, each element moved by +-roundoff relative (signs from the case seed,
-    so a replay repeats them). The reference's backward run on them measures how much rounding at the inputs'
-    scale moves the gradient (a mean computed in another order), which an evaluation in the working precision
-    can miss where quantised inputs make its every rounding exact. Gradients only (oracle/gradients.py): for a
-    forward output the same measurement hid a real bug (a masked lane loading 0 in a softmax of huge constant
-    rows), and bought almost nothing on PyTorch's controls."""
-    rng = np.random.default_rng([seed & (2**63 - 1), 0x5EED])
-    out = {}
-    for name, a in arrays.items():
-        if dtypes.is_float_dtype(a.dtype):
-            signs = rng.integers(0, 2, size=a.shape) * 2.0 - 1.0
-            out[name] = np.asarray(a, dtype=np.float64) * (1.0 + roundoff * signs)
-        else:
-            out[name] = a
-    return out
 
 
 def farthest(exact: np.ndarray, measured: list[np.ndarray]) -> np.ndarray:
@@ -128,14 +117,14 @@ def farthest(exact: np.ndarray, measured: list[np.ndarray]) -> np.ndarray:
     return best
 
 
-def worth_measuring(op: OpSpec, case_dtype: str, verdict: CaseVerdict) -> bool:
-    """Whether a case needs the working-precision reference: it fails the family bound (a mismatch), or has
-    non-finite outputs where the reference is finite (the run says whether the formula overflows there too,
-    oracle/overflow.py), and there is a working precision below float64 to measure. A case within the family bound
-    passes either way."""
+def worth_measuring(op: OpSpec, case_dtype: str, verdict: CaseVerdict, kind: FailureKind) -> bool:
+    """Whether a case needs a measurement: it fails with `kind` (MISMATCH: the family bound, so the moved-input
+    model may widen it; NONFINITE: non-finite outputs where the reference is finite, so the working-precision
+    run says whether the formula overflows there too, oracle/overflow.py), and there is a working precision
+    below float64 to measure in. A case within the family bound passes either way."""
     return (
         not verdict.passed
-        and any(f.kind in (FailureKind.MISMATCH, FailureKind.NONFINITE) for f in verdict.findings)
+        and any(f.kind is kind for f in verdict.findings)
         and working_precision(op, case_dtype) is not None
     )
 
@@ -223,38 +212,10 @@ def _by_names(
         return None
 
 
-FLOAT64_REFERENCE = "the reference computes in float64 whatever it is given"
-
-
-def float64_reference_note(
-    reference: np.ndarray, low: np.ndarray, working: str, case_dtype: str
-) -> str | None:
-    """What to say when the working-precision run cannot have measured anything: the reference returned float64
-    for inputs cast to `working` (it casts them, `x.astype(np.float64)`), or returned exactly its float64
-    answer. Then the allowance is the family bound alone, and an ill-conditioned case a correct kernel errs on
-    (rotary angles at large positions, a variance of offset values) fails with no hint why."""
-    low = np.asarray(low)
-    if case_dtype == "float64" or working == "float64":
-        return None
-    returned_float64 = low.dtype == np.float64
-    same = low.shape == np.shape(reference) and np.array_equal(
-        low.astype(np.float64), np.asarray(reference, dtype=np.float64), equal_nan=True
-    )
-    if not (returned_float64 or same):
-        return None
-    what = "returned float64" if returned_float64 else "returned its float64 answer"
-    return (
-        f"; note: {FLOAT64_REFERENCE} (its run on {working} inputs {what}, e.g. it does "
-        f"`x.astype(np.float64)`), so the working-precision error model measured nothing and the {case_dtype} "
-        "case was judged by the family bound alone. Write the reference in the dtype of its inputs "
-        "(docs/how-it-decides.md: the working-precision reference)"
-    )
-
-
 def empirical_term(
     reference: np.ndarray, low: np.ndarray, magnitude: np.ndarray | None, relative: bool = True
 ) -> tuple[np.ndarray, str] | None:
-    """The error model the working-precision reference supports (before the factor c), and which scale it
+    """The error model a measured change of the reference supports (before the factor c), and which scale it
     uses; None when it measured no error. `relative = False` leaves out the |reference| model (gradients, whose
     elements sum terms far larger than themselves: their scale is `magnitude`)."""
     r = np.asarray(reference, dtype=np.float64)

@@ -18,6 +18,12 @@ autograd differentiates through:
   differentiated by dividing by the saved output to a power k (1; p - 1): the gradient inherits k times the
   saved output's relative error, |g_ref| |(y_ref / y_saved)^k - 1| (a float32 norm of 1024 equal values errs
   14 u in the forward, and its gradient by exactly as much).
+- a cross-entropy (a reduction that picks one logit per row by a class target, issue #44) has the gradient
+  `g (exp(x - lse) - onehot)`, computed from the log-sum-exp its forward saved. Its output is `lse - x_t`, so the
+  saved log-sum-exp is the op's own output plus the target's logit, `y_saved + x_t`, and the gradient inherits
+  `|g| exp(x - lse) |exp(lse - lse_saved) - 1|`: on a row of 65 equal logits of -4.3e9 a float32 log-sum-exp
+  rounds log 65 away (its spacing there is 512), the loss comes out 0 where it is log 65, and every probability
+  1 where it is 1/65. Recognised by its form, as the log-sum-exp's.
 
 And for every gradient, `gradient_floor`: an element whose exact value is below the smallest normal number of
 the precision its intermediates live in (float32 for 16-bit and float32 cases, float64 for float64) may come out
@@ -35,7 +41,7 @@ import numpy as np
 
 from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Family, OpSpec
-from gpuemu_ci.oracle import bounds, constant_rows
+from gpuemu_ci.oracle import bounds, constant_rows, intermediates
 
 # How closely the reference's float64 gradient must follow a form for the form's model to apply: far looser
 # than float64's rounding, far tighter than any other mathematics would match by chance.
@@ -91,15 +97,31 @@ def saved_statistics(
     with np.errstate(all="ignore"):
         if _is_log_sum_exp(x, g, r):
             return _saved_output(x, saved, r, grad_dtype)
+        picked = _class_targets(op, forward, x)
+        if picked is not None and _is_cross_entropy(x, g, r, *picked):
+            kept, onehot = picked
+            logit = (x * onehot).sum(axis=-1, keepdims=True)
+            lse_saved = None if saved is None else np.where(kept, saved + logit, np.nan)
+            m, s = _log_sum_exp(x)
+            scale = np.abs(g) * np.exp((x - m) - s) * kept
+            return _saved_output(x, lse_saved, scale, grad_dtype, CROSS_ENTROPY_WORDS)
         degree = _euler_degree(x, y, g, r)
         found = NONE
+        sixteen = intermediates.rounds_in_case_dtype(op, case_dtype)
         if degree is not None and _is_shift_invariant(x, y, r):
             found = _rounded_mean(op, case_dtype, x, g, r, correlated)
+            if sixteen:  # the factor a 16-bit backward multiplies x - mean by: 2 g / (n - c), g / ((n - c) y)
+                found = _with_small_factor(
+                    found, _slope(x, r), r, case_dtype, "the gradient's slope in x - mean"
+                )
             power = 1.0 if degree == 1.0 else 0.0  # a std's (x - mean) / y; a variance's divides by nothing
         else:
             power = _norm_power(x, y, g, r) if degree == 1.0 else 0.0
         if power:
             divided = _divided_by_saved(y, saved, r, power, grad_dtype)
+            if sixteen:
+                factor = np.abs(g) / np.abs(y) ** power
+                divided = _with_small_factor(divided, factor, r, case_dtype, f"g / y^{power:.3g}")
             found = Allowance(found.term + divided.term, found.words + divided.words, divided.zero_excused)
         constant = _constant_rows(op, case_dtype, forward, name, x, r, correlated)
         if constant is not None:
@@ -232,24 +254,73 @@ def _is_log_sum_exp(x: np.ndarray, g: np.ndarray, r: np.ndarray) -> bool:
     return bool(np.all(np.abs(r - predicted)[usable] <= (FORM_TOLERANCE * np.abs(predicted) + tiny)[usable]))
 
 
-def _saved_output(x: np.ndarray, saved: np.ndarray | None, r: np.ndarray, grad_dtype: str) -> Allowance:
-    """|g_ref| |exp(lse - y_saved) - 1|, and the gradient's rounding at the value that moved."""
+LOG_SUM_EXP_WORDS = (
+    "; it includes the rounding of the saved log-sum-exp output the backward computes exp(x - y) from "
+    "(|g_ref| × |exp(lse - y_saved) - 1|, |lse - y_saved| up to {largest:.3g}, y_saved the op's own forward output)"
+)
+CROSS_ENTROPY_WORDS = (
+    "; it includes the rounding of the log-sum-exp a cross-entropy's backward computes exp(x - lse) from "
+    "(|g| exp(x - lse) × |exp(lse - lse_saved) - 1|, |lse - lse_saved| up to {largest:.3g}, lse_saved the op's own "
+    "forward output plus the target's logit)"
+)
+
+
+def _saved_output(
+    x: np.ndarray,
+    saved: np.ndarray | None,
+    scale: np.ndarray,
+    grad_dtype: str,
+    words: str = LOG_SUM_EXP_WORDS,
+) -> Allowance:
+    """scale |exp(lse - lse_saved) - 1| (scale: |g_ref| for a log-sum-exp, |g| exp(x - lse) for a
+    cross-entropy), and the gradient's rounding at the value that moved; the rounded exact log-sum-exp where
+    nothing finite was saved."""
     m, s = _log_sum_exp(x)
     rounded = (m + s).astype(dtypes.info(grad_dtype).numpy).astype(np.float64)
     if saved is None:
         saved = rounded
     saved = np.where(np.isfinite(saved), saved, rounded)
     moved = np.where(np.isfinite(saved), (m - saved) + s, 0.0)  # m - saved is exact where they are close
-    magnitude = np.abs(np.where(np.isfinite(r), r, 0.0))
+    magnitude = np.abs(np.where(np.isfinite(scale), scale, 0.0))
     u_g = dtypes.info(grad_dtype).unit_roundoff
     term = magnitude * np.abs(np.expm1(moved)) + u_g * magnitude * np.exp(moved)
     largest = float(np.max(np.abs(moved), initial=0.0))
-    words = (
-        "; it includes the rounding of the saved log-sum-exp output the backward computes exp(x - y) from "
-        f"(|g_ref| × |exp(lse - y_saved) - 1|, |lse - y_saved| up to {largest:.3g}, y_saved the op's own "
-        "forward output)"
-    )
-    return Allowance(term, words)
+    return Allowance(term, words.format(largest=largest))
+
+
+def _class_targets(
+    op: OpSpec, forward: Forward | None, x: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """(kept rows, one-hot of each row's target) for a reduction that picks one logit per row by a class
+    target (intermediates.class_target); None otherwise."""
+    spec = intermediates.class_target(op)
+    if spec is None or forward is None or spec.name not in forward.inputs:
+        return None
+    target = np.asarray(forward.inputs[spec.name])
+    if target.shape != x.shape[:-1] or target.dtype.kind not in "iu":
+        return None
+    target = target.astype(np.int64)
+    kept = target != spec.ignore_value if spec.ignore_value is not None else np.ones(target.shape, bool)
+    inside = kept & (target >= 0) & (target < x.shape[-1])
+    if not np.array_equal(inside, kept):
+        return None
+    onehot = np.zeros(x.shape)
+    np.put_along_axis(onehot, np.where(kept, target, 0)[..., None], 1.0, axis=-1)
+    return kept[..., None], onehot * kept[..., None]
+
+
+def _is_cross_entropy(
+    x: np.ndarray, g: np.ndarray, r: np.ndarray, kept: np.ndarray, onehot: np.ndarray
+) -> bool:
+    """The reference's gradient is g (exp(x - lse) - onehot) on kept rows, 0 on ignored ones."""
+    m, s = _log_sum_exp(x)
+    predicted = np.where(kept, g * (np.exp((x - m) - s) - onehot), 0.0)
+    usable = np.isfinite(predicted) & np.isfinite(r)
+    if not np.any(usable & (predicted != 0)):
+        return False
+    tiny = dtypes.info("float64").min_normal
+    size = np.abs(g) * (np.exp((x - m) - s) + onehot)
+    return bool(np.all(np.abs(r - predicted)[usable] <= (FORM_TOLERANCE * size + tiny)[usable]))
 
 
 def _is_shift_invariant(x: np.ndarray, y: np.ndarray, r: np.ndarray) -> bool:
@@ -332,15 +403,41 @@ def _divided_by_saved(
     return Allowance(term, words, np.broadcast_to(underflowed, r.shape) if np.any(underflowed) else None)
 
 
+def _with_small_factor(
+    found: Allowance, factor: np.ndarray, r: np.ndarray, case_dtype: str, what: str
+) -> Allowance:
+    """A 16-bit backward (no accumulator declared) forms the upstream gradient times a row's factor in the case's
+    dtype first (PyTorch's float16 p-norm backward `g / ||x||^2` for p = 3; its std backward `g / (2 std)` times
+    `2 / (n - 1)`): below the dtype's normal range that factor keeps only a subnormal's bits, a relative error of
+    the smallest subnormal over it (up to 1: the whole gradient where it rounds to 0), which every element of the
+    row inherits. Rows of |x| = 20 in float16 (||x||_3 = 210, g / ||x||^2 = 1e-6) came out 2.5% high, a std's
+    gradient with g = 6.1e-5 (g / (2 std) / 127 = 2e-8) 0 throughout; torch's float32 backward of the same inputs
+    is exact."""
+    info = dtypes.info(case_dtype)
+    small = np.isfinite(factor) & (factor > 0) & (factor < info.min_normal)
+    if not np.any(small):
+        return found
+    relative = np.where(small, np.minimum(1.0, info.min_subnormal / np.where(small, factor, 1.0)), 0.0)
+    term = np.abs(np.where(np.isfinite(r), r, 0.0)) * relative
+    words = f"; it includes {what} kept in {case_dtype} below its normal range"
+    return Allowance(found.term + term, found.words + words, found.zero_excused)
+
+
+def _slope(x: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """Per row, the gradient's slope in the centred values: sum |g_ref| over sum |x - mean| (0 on constant
+    rows)."""
+    spread = np.abs(x - x.mean(axis=-1, keepdims=True)).sum(axis=-1, keepdims=True)
+    size = np.abs(r).sum(axis=-1, keepdims=True)
+    live = (spread > 0) & (size > 0)
+    return np.where(live, size / np.where(live, spread, 1.0), 0.0)
+
+
 def _rounded_mean(
     op: OpSpec, case_dtype: str, x: np.ndarray, g: np.ndarray, r: np.ndarray, correlated: bool
 ) -> Allowance:
     """slope x delta_mean per row (module docstring)."""
-    mean = x.mean(axis=-1, keepdims=True)
-    spread = np.abs(x - mean).sum(axis=-1, keepdims=True)
-    size = np.abs(r).sum(axis=-1, keepdims=True)
-    live = (spread > 0) & (size > 0)
-    slope = np.where(live, size / np.where(live, spread, 1.0), 0.0)
+    slope = _slope(x, r)
+    live = slope > 0
     # A constant row's exact gradient is 0, but x - mean with the mean rounded is not: its slope per unit of
     # upstream gradient is taken from the other rows (2/(n - c) in every row of a variance), the largest.
     per_unit = slope / np.where(g != 0, np.abs(g), np.inf)

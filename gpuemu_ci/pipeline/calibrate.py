@@ -15,7 +15,7 @@ import numpy as np
 from gpuemu_ci.backends.interface import CaseSpec
 from gpuemu_ci.config.model import OpSpec
 from gpuemu_ci.errors import InputsDiffer
-from gpuemu_ci.oracle import precision
+from gpuemu_ci.oracle import declared_intermediates
 from gpuemu_ci.pipeline.session import Session, needs_gpu
 from gpuemu_ci.results.base import json_float
 
@@ -113,14 +113,13 @@ def calibrate(
 
 
 def _reference_note(op: str, message: str) -> str | None:
-    """A failure caused by a reference that defeats the working-precision model, said once per op."""
-    if precision.FLOAT64_REFERENCE not in message:
+    """What a failure suggests the op's config lacks, said once per op: an intermediate the op computes from
+    positions (oracle/declared_intermediates.py), which no measurement of the reference can show."""
+    where = message.find(declared_intermediates.SUGGESTION)
+    if where < 0:
         return None
-    return (
-        f"{op}: {precision.FLOAT64_REFERENCE}: its run on float32 inputs returns the float64 answer, so the "
-        "working-precision error model measures nothing and ill-conditioned cases fail on the family bound "
-        "alone. Compute in the inputs' dtype (docs/how-it-decides.md: the working-precision reference)."
-    )
+    hint = message[where:].split("\n", 1)[0].rstrip(";")
+    return f"{op}: {hint}"
 
 
 # A tolerance that allows errors this large next to the values themselves accepts nearly any output.

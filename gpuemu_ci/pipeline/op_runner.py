@@ -22,6 +22,7 @@ from gpuemu_ci.backends.interface import CaseAborted, CaseReport, CaseSpec, OpTa
 from gpuemu_ci.config.model import Config, OpSpec
 from gpuemu_ci.errors import INPUTS_NOT_FROM_SEED, inputs_differ_message
 from gpuemu_ci.pipeline.records import failure_record
+from gpuemu_ci.plan.maxima import declared_maxima
 from gpuemu_ci.plan.model import CaseRef
 from gpuemu_ci.progress import Observer
 from gpuemu_ci.results.coverage import CoverageTally
@@ -188,7 +189,9 @@ class OpCollector:
         self.dot_precisions.update(report.dot_precisions)
         if report.dtype not in self.tallies:
             self.tallies[report.dtype] = OpTally(
-                coverage=CoverageTally(max_elements=self.op.shapes.max_elements)
+                coverage=CoverageTally(
+                    max_elements=self.op.shapes.max_elements, declared_max=declared_maxima(self.op)
+                )
             )
         self.tallies[report.dtype].add(ref, report)
         if report.interpreter:

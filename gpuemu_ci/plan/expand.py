@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpuemu_ci.config.model import Config, Distribution, OpSpec, Suite
+from gpuemu_ci.plan.maxima import dims_at_max
 from gpuemu_ci.plan.model import CaseRef, CaseStratum, SizeClass, ValueMode
 from gpuemu_ci.rng import derive_seed
 
@@ -77,6 +78,7 @@ SLOTS = len(SLOT_TABLE)
 QUICK_SLOTS = 16
 LARGE_SLOT = SLOTS  # one more slot per dtype code: the large-size class
 ROUNDS = 8  # rounds of the table a seed can select (later rounds repeat them with other seeds)
+FULL_ROW = 8  # a dtype running at least this many slots (the quick suite's rows) gets every dim at its max
 _CODES_PER_DTYPE = (SLOTS + 1) * ROUNDS
 
 
@@ -147,6 +149,22 @@ def large_variants(op: OpSpec) -> int:
     return min(ROUNDS, 2 + drawn)
 
 
+def _more_tile_slots(count: int, needed: int) -> list[int]:
+    """The slots after the first `count` that a dtype also runs so that its tile cases number at least
+    `needed`: the next tile-class slots of the table, round after round. None for a dtype that runs fewer than
+    FULL_ROW slots: a run asked for fewer cases (`--iterations 2`) gets them."""
+    if count < FULL_ROW:
+        return []
+    have = sum(1 for k in range(count) if SLOT_TABLE[k % SLOTS][1] is SizeClass.TILE)
+    more: list[int] = []
+    k = count
+    while have + len(more) < needed:
+        if SLOT_TABLE[k % SLOTS][1] is SizeClass.TILE:
+            more.append(k)
+        k += 1
+    return more
+
+
 def plan_op(
     op: OpSpec,
     master_seed: int,
@@ -156,8 +174,9 @@ def plan_op(
     extra_iterations: int | None = None,
 ) -> list[CaseRef]:
     """The first `iterations` slots of the first of `dtypes` and the first `extra_iterations` (default:
-    `iterations`) of each other (the table in order, round after round), plus the large-size cases of the
-    thorough and nightly suites (in the first of `dtypes`)."""
+    `iterations`) of each other (the table in order, round after round), with more tile slots where a dtype's
+    slots hold fewer tile cases than the op has dims to put at their max (plan/maxima.py), plus the large-size
+    cases of the thorough and nightly suites (in the first of `dtypes`)."""
     if iterations <= 0 or not dtypes:
         return []
     modulus = len(op.dtypes) * _CODES_PER_DTYPE
@@ -172,6 +191,12 @@ def plan_op(
         index = op.dtypes.index(dtypes[0])
         for variant in range(large_variants(op)):
             code = _code(index, LARGE_SLOT, variant)
+            wanted[code] = wanted.get(code, 0) + 1
+    for position, dtype in enumerate(dtypes):  # every varying dim at its max once per dtype (plan/maxima.py)
+        index = op.dtypes.index(dtype)
+        count = iterations if position == 0 or extra_iterations is None else min(iterations, extra_iterations)
+        for k in _more_tile_slots(count, len(dims_at_max(op))):
+            code = _code(index, k % SLOTS, k // SLOTS)
             wanted[code] = wanted.get(code, 0) + 1
     remaining = sum(wanted.values())
     cases: list[CaseRef] = []

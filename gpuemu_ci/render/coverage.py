@@ -51,10 +51,17 @@ def _sizes(coverage: Coverage) -> str:
 
 
 def coverage_row(op: OpResult, dtype: str, coverage: Coverage) -> CoverageRow:
+    declared = coverage.declared_max
     dims = ", ".join(
-        f"{name} {r.min}" if r.min == r.max else f"{name} {r.min}–{r.max}"
+        (f"{name} {r.min}" if r.min == r.max else f"{name} {r.min}–{r.max}")
+        + (" (max)" if declared.get(name) == r.max and r.min != r.max else "")
         for name, r in coverage.dims.items()
     )
+    short = [
+        f"{name} {declared[name]} (largest {r.max})"
+        for name, r in coverage.dims.items()
+        if name in declared and r.max < declared[name]
+    ]
     modes = coverage.value_modes
     values = f"{len(modes)} mode(s): " + _counts({k.replace("adversarial:", ""): v for k, v in modes.items()})
     kwargs = "; ".join(
@@ -66,6 +73,8 @@ def coverage_row(op: OpResult, dtype: str, coverage: Coverage) -> CoverageRow:
             f"{number(coverage.capped)} case(s) shrunk to {number(coverage.max_elements)} elements per input "
             f"(ci.max_elements): {'; '.join(coverage.cap_examples)}"
         )
+    if short:
+        notes.append(f"declared max not reached: {', '.join(short)}")
     notes += [f"not run here: {reason}" for reason in coverage.skipped]
     return CoverageRow(
         op=op.name,

@@ -34,6 +34,7 @@ class CoverageTally:
     capped: int = 0
     cap_examples: set[str] = field(default_factory=set)
     skipped: set[str] = field(default_factory=set)
+    declared_max: dict[str, int] = field(default_factory=dict)  # drawn dim -> its declared max
 
     def add(
         self,
@@ -83,6 +84,7 @@ class CoverageTally:
             capped=self.capped,
             cap_examples=tuple(sorted(self.cap_examples)[:MAX_CAP_EXAMPLES]),
             skipped=tuple(sorted(self.skipped)),
+            declared_max=dict(sorted(self.declared_max.items())),
         )
 
 
@@ -90,6 +92,7 @@ def merge(coverages: Sequence[Coverage]) -> Coverage:
     """The coverage of the cases of several shards together: what one run over all of them records."""
     tally = CoverageTally(max_elements=next((c.max_elements for c in coverages if c.max_elements), None))
     for c in coverages:
+        tally.declared_max.update(c.declared_max)
         for name, span in c.dims.items():
             low, high = tally.dims.get(name, (span.min, span.max))
             tally.dims[name] = (min(low, span.min), max(high, span.max))

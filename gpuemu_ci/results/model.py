@@ -165,6 +165,9 @@ class Coverage(Record, frozen=True):
     capped: Count = 0  # cases whose tool-chosen sizes the cap shrank
     cap_examples: tuple[str, ...] = ()  # e.g. "N 4097 → 2049"
     skipped: tuple[str, ...] = ()  # cases not run on this machine, each with its reason
+    # The declared max of each drawn dim whose size varies (plan/maxima.py): the quick suite puts each at its max
+    # at least once per dtype, so `dims[name].max` below it says the cap or a constraint kept it smaller.
+    declared_max: dict[str, Count] = msgspec.field(default_factory=dict)
 
 
 class GradientResult(Record, frozen=True):

@@ -107,7 +107,21 @@ def test_quick_suite_passes_scatter_add_backward_controls_and_catches_their_bugs
     check_quick_suite(tmp_path, SCATTER_CONTROLS, SCATTER_BUGS)
 
 
-def check_quick_suite(tmp_path: Path, controls: tuple[str, ...], bugs: dict[str, str]) -> None:
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_vocabulary_loop_summed_to_one_loss_is_caught_on_every_seed(tmp_path: Path, seed: int) -> None:
+    """Issue #44: the vocabulary is a dim no output keeps (one scalar loss) and no input's last (the weight is
+    [V, H]); the quick suite must still draw it past the 16384-row chunk in every dtype (it never did: the cap
+    shrank it to 8192 on 5 of 5 seeds)."""
+    check_quick_suite(
+        tmp_path,
+        ("linear_xent_sum.control",),
+        {"linear_xent_sum.bug.vocab_chunk_acc_assign": "mismatch"},
+        seed,
+    )
+
+
+def check_quick_suite(tmp_path: Path, controls: tuple[str, ...], bugs: dict[str, str], seed: int = 1) -> None:
     selected = [*controls, *bugs]
     command = [
         sys.executable,
@@ -117,7 +131,7 @@ def check_quick_suite(tmp_path: Path, controls: tuple[str, ...], bugs: dict[str,
         "--config",
         str(CORPUS),
         "--seed",
-        "1",
+        str(seed),
         "--out",
         str(tmp_path),
         *[arg for name in selected for arg in ("--op", name)],

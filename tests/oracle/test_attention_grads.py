@@ -15,7 +15,7 @@ import pytest
 from gpuemu_ci.backends import backward
 from gpuemu_ci.config.model import Family, InputSpec, Validation
 from gpuemu_ci.fuzz.values import generate
-from gpuemu_ci.oracle import attention_grads, attention_layout, bounds, gradients, precision
+from gpuemu_ci.oracle import attention_grads, attention_layout, bounds, conditioning, gradients, precision
 from gpuemu_ci.oracle.invariants import bias_z
 from gpuemu_ci.oracle.model import FailureKind
 from gpuemu_ci.plan.model import ValueMode
@@ -73,11 +73,13 @@ def _case(arrays, upstream, causal, bthd, structured=True):
     runs = []
     for measurement in precision.gradient_measurements(make_op(Family.ATTENTION, ()), "float32"):
         inputs, grad = arrays, upstream
-        if measurement.perturb:
-            moved = precision.perturbed(dict(zip("qkv", arrays, strict=True)), 1, measurement.perturb)
+        if measurement.moved_in:
+            moved = conditioning.moved(
+                dict(zip("qkv", arrays, strict=True)), 1, measurement.moved_in, "inputs"
+            )
             inputs, grad = (
                 tuple(moved[n] for n in "qkv"),
-                precision.perturbed({"g": upstream}, 2, 2.0**-24)["g"],
+                conditioning.moved({"g": upstream}, 1, "float32", "upstream")["g"],
             )
         runs.append(_grads(ref, inputs, grad, getattr(torch, measurement.dtype))[1])
     low = tuple(precision.farthest(r, [run[i] for run in runs]) for i, r in enumerate(exact))

@@ -110,6 +110,12 @@ def cross_entropy(logits: np.ndarray, target: np.ndarray, ignore_index: int = -1
     return np.where(keep, lse - picked, 0.0)
 
 
+def linear_cross_entropy_sum(
+    x: np.ndarray, weight: np.ndarray, target: np.ndarray, ignore_index: int = -100
+) -> np.ndarray:
+    return np.asarray(cross_entropy(x @ weight.T, target, ignore_index).sum())
+
+
 def row_std(x: np.ndarray, correction: int = 1) -> np.ndarray:
     mean = x.mean(axis=-1, keepdims=True)
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -41,9 +41,10 @@ def row_sum_long_acc_assign(x: np.ndarray) -> np.ndarray:
 VOCAB_CHUNK = 16384
 
 
-def _cross_entropy(
+def _row_losses(
     logits: np.ndarray, target: np.ndarray, ignore_index: int, accumulate: bool, chunk_size: int = VOCAB_CHUNK
 ) -> np.ndarray:
+    """Each row's loss in fp32 (0 where the target is ignored), the log-sum-exp over `chunk_size` chunks."""
     rows = as_rows(logits)
     running_max = np.full(rows.shape[0], -np.inf, dtype=F32)
     running_sum = np.zeros(rows.shape[0], dtype=F32)
@@ -58,20 +59,70 @@ def _cross_entropy(
     lse = running_max + np.log(running_sum)
     keep = target != ignore_index
     picked = rows[np.arange(rows.shape[0]), np.where(keep, target, 0)].astype(F32)
-    return store(np.where(keep, lse - picked, F32(0.0)), logits.dtype)
+    return np.where(keep, lse - picked, F32(0.0))
 
 
 def cross_entropy(logits: np.ndarray, target: np.ndarray, ignore_index: int = -100) -> np.ndarray:
     """Control: an online log-sum-exp over 16384-logit chunks; loss = lse - logit[target] per row (fp32);
     rows whose target is `ignore_index` get 0. With logits near 1e10 the loss is 0 in any fp32 kernel."""
     with np.errstate(invalid="ignore", over="ignore"):
-        return _cross_entropy(logits, target, ignore_index, accumulate=True)
+        return store(_row_losses(logits, target, ignore_index, accumulate=True), logits.dtype)
 
 
 def cross_entropy_last_chunk(logits: np.ndarray, target: np.ndarray, ignore_index: int = -100) -> np.ndarray:
     """Bug (vocabulary loop): the log-sum-exp keeps only the last chunk (V > 16384)."""
     with np.errstate(invalid="ignore", over="ignore"):
-        return _cross_entropy(logits, target, ignore_index, accumulate=False)
+        return store(_row_losses(logits, target, ignore_index, accumulate=False), logits.dtype)
+
+
+def _linear_losses(
+    x: np.ndarray, weight: np.ndarray, target: np.ndarray, ignore_index: int, accumulate: bool
+) -> np.ndarray:
+    """Each row's loss of cross_entropy(x @ weight.T) in fp32, the logits made one 16384-row chunk of the
+    weight at a time (never the whole [BT, V] matrix) and folded into an online log-sum-exp."""
+    rows = as_rows(x).astype(F32)
+    running_max = np.full(rows.shape[0], -np.inf, dtype=F32)
+    running_sum = np.zeros(rows.shape[0], dtype=F32)
+    keep = target != ignore_index
+    safe = np.where(keep, target, 0)
+    picked = np.zeros(rows.shape[0], dtype=F32)
+    for start in range(0, weight.shape[0], VOCAB_CHUNK):
+        chunk = np.asarray(weight[start : start + VOCAB_CHUNK], dtype=F32)
+        logits = rows @ chunk.T
+        inside = (safe >= start) & (safe < start + chunk.shape[0])
+        picked = np.where(
+            inside, logits[np.arange(rows.shape[0]), np.clip(safe - start, 0, chunk.shape[0] - 1)], picked
+        )
+        chunk_max = logits.max(axis=1)
+        new_max = np.maximum(running_max, chunk_max) if accumulate else chunk_max
+        chunk_sum = np.exp(logits - new_max[:, None]).sum(axis=1, dtype=F32)
+        # The bug: without `accumulate` the chunk's sum replaces the row's.
+        running_sum = running_sum * np.exp(running_max - new_max) + chunk_sum if accumulate else chunk_sum
+        running_max = new_max
+    return np.where(keep, running_max + np.log(running_sum) - picked, F32(0.0))
+
+
+def linear_cross_entropy_sum(
+    x: np.ndarray, weight: np.ndarray, target: np.ndarray, ignore_index: int = -100
+) -> np.ndarray:
+    """Control (reduction="sum"): the lm-head projection fused with the loss over 16384-row chunks of the
+    weight, the rows' losses summed in fp32 into one scalar. The vocabulary is a dim no output keeps, and no
+    input's last: only a case with V > 16384 runs a second chunk."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return store(
+            np.asarray(_linear_losses(x, weight, target, ignore_index, True).sum(dtype=F32)), x.dtype
+        )
+
+
+def linear_cross_entropy_sum_last_chunk(
+    x: np.ndarray, weight: np.ndarray, target: np.ndarray, ignore_index: int = -100
+) -> np.ndarray:
+    """Bug (vocabulary loop, issue #44): each row's log-sum-exp keeps only the last chunk of the weight
+    (V > 16384: the quick suite must draw a reduced-away dim past its first chunk)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return store(
+            np.asarray(_linear_losses(x, weight, target, ignore_index, False).sum(dtype=F32)), x.dtype
+        )
 
 
 def cross_entropy_bf16_path_last_chunk(
@@ -82,7 +133,8 @@ def cross_entropy_bf16_path_last_chunk(
     V > 32768 only: the quick suite must draw the declared max in every dtype row, not in the first alone."""
     bf16 = logits.dtype.name == "bfloat16"
     with np.errstate(invalid="ignore", over="ignore"):
-        return _cross_entropy(logits, target, ignore_index, accumulate=not bf16, chunk_size=2 * VOCAB_CHUNK)
+        losses = _row_losses(logits, target, ignore_index, accumulate=not bf16, chunk_size=2 * VOCAB_CHUNK)
+        return store(losses, logits.dtype)
 
 
 # --- row std ----------------------------------------------------------------------------------------------
