@@ -52,8 +52,9 @@ def moved(
 ) -> dict[str, np.ndarray]:
     """float64 copies of the float arrays, each element moved by one rounding of `precision_name`, of random
     sign (from `seed` and `draw`): u |x| for a normal number, u times the smallest normal (half the smallest
-    subnormal) below it, as rounding to that precision errs. An array named in `shifted` moves relative to its
-    distance from the largest finite value along that axis. Non-float arrays and non-finite values stay."""
+    subnormal) below it, as rounding to that precision errs; an exact zero stays. An array named in `shifted`
+    moves relative to its distance from the largest finite value along that axis. Non-float arrays and
+    non-finite values stay."""
     info = dtypes.info(precision_name)
     roundoff, smallest = info.unit_roundoff, info.min_normal
     rng = SeededRng(seed).derive(f"moved_{draw}")
@@ -72,8 +73,10 @@ def moved(
             clean = np.where(finite, x, -np.inf)
             row_max = clean.max(axis=axis, keepdims=True)
             base = np.abs(x - np.where(np.isfinite(row_max), row_max, 0.0))
-        base = np.maximum(np.where(finite, base, 0.0), smallest)
-        out[name] = np.where(finite, x + roundoff * sign * base, x)
+        base = np.where(finite, base, 0.0)
+        exact = base == 0  # an exact zero (x, or x - max) rounds to itself: no kernel errs there
+        base = np.maximum(base, smallest)
+        out[name] = np.where(finite & ~exact, x + roundoff * sign * base, x)
     return out
 
 
@@ -99,15 +102,17 @@ def moved_inputs(
 
 
 def model(
-    reference: np.ndarray, runs: list[np.ndarray], magnitude: np.ndarray | None
+    reference: np.ndarray, runs: list[np.ndarray], magnitude: np.ndarray | None, working: str | None = None
 ) -> tuple[np.ndarray, str] | None:
     """The error model the moved runs support (before c and the roundings: precision.empirical_term on the
-    run farthest from the reference, per element), and its scale; None when they moved nothing."""
+    run farthest from the reference, per element), and its scale; None when they moved nothing. Outputs below
+    the normal range of `working` (the precision the inputs were moved in) count in absolute terms."""
     r = np.asarray(reference, dtype=np.float64)
     usable = [np.asarray(run, dtype=np.float64) for run in runs if np.shape(run) == r.shape]
     if not usable:
         return None
-    return precision.empirical_term(r, precision.farthest(r, usable), magnitude)
+    below = dtypes.info(working).min_normal if working is not None else 0.0
+    return precision.empirical_term(r, precision.farthest(r, usable), magnitude, absolute_below=below)
 
 
 def gradient_inputs(

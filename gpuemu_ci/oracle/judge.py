@@ -363,7 +363,8 @@ def _with_empirical(
     if not moved:
         return allowed, None
     magnitude = precision.input_magnitude(op, _float_inputs(case), tuple(r.shape))
-    found = conditioning.model(r, moved, magnitude)
+    working = precision.working_precision(op, case.dtype) or "float32"
+    found = conditioning.model(r, moved, magnitude, working)
     if found is None:
         return allowed, None
     term, scale = found
@@ -371,7 +372,6 @@ def _with_empirical(
     term = term * factor
     c = op.error_model.bound_c
     family = np.broadcast_to(np.asarray(allowed, dtype=np.float64), r.shape)
-    working = precision.working_precision(op, case.dtype) or "float32"
     scaled = f" × {factor:.3g} for {case.dtype}" if factor != 1.0 else ""
     name = (op.error_model.family or Family.ELEMENTWISE).value
 

@@ -213,17 +213,28 @@ def _by_names(
 
 
 def empirical_term(
-    reference: np.ndarray, low: np.ndarray, magnitude: np.ndarray | None, relative: bool = True
+    reference: np.ndarray,
+    low: np.ndarray,
+    magnitude: np.ndarray | None,
+    relative: bool = True,
+    absolute_below: float = 0.0,
 ) -> tuple[np.ndarray, str] | None:
     """The error model a measured change of the reference supports (before the factor c), and which scale it
     uses; None when it measured no error. `relative = False` leaves out the |reference| model (gradients, whose
-    elements sum terms far larger than themselves: their scale is `magnitude`)."""
+    elements sum terms far larger than themselves: their scale is `magnitude`).
+
+    The fit leaves out the elements whose nonzero |reference| is below `absolute_below` (the working precision's
+    smallest normal), and the model is then evaluated there like anywhere: below the normal range rounding errs
+    in absolute terms, by half a subnormal, which the family bound's underflow term allows, and a subnormal
+    output moved by up to 100% of itself would set the relative model of every element to about 1."""
     r = np.asarray(reference, dtype=np.float64)
     w = np.asarray(low, dtype=np.float64)
     if w.shape != r.shape:
         return None
     usable = np.isfinite(r) & np.isfinite(w)
     error = np.where(usable, np.abs(w - np.where(usable, r, 0.0)), 0.0)
+    tiny = usable & (np.abs(r) > 0) & (np.abs(r) < absolute_below)
+    error = np.where(tiny, 0.0, error)
     if not np.any(error > 0):
         return None
     models = [("|reference|", np.abs(np.where(usable, r, 0.0)))] if relative else []

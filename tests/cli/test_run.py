@@ -27,9 +27,9 @@ def test_quickstart_passes_and_writes_results(tmp_path):
     assert out == ""  # machine output only with --json
     document = json.loads((tmp_path / "results.json").read_text())
     assert document["verdict"] == "passed" and document["exit_code"] == 0
-    assert document["summary"]["ops_passed"] == 6 and document["summary"]["cases_total"] == 6 * (
-        16 + 8
-    )  # quick: 16 cases in float32, the first 8 slots in bfloat16
+    # quick: 16 cases in float32, the first 8 slots in bfloat16, and one more bfloat16 tile case for attention,
+    # whose four varying dims (B, S, T, D) each reach their declared max once per dtype
+    assert document["summary"]["ops_passed"] == 6 and document["summary"]["cases_total"] == 6 * (16 + 8) + 1
     assert document["seed"] == 20261122
     assert all(op["failures"] == [] for op in document["ops"])
     assert "PASSED" in err

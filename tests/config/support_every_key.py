@@ -338,6 +338,45 @@ extern "C" __global__ void shared(const float* x, float* out, int n) {
 }
 """
 
+# A rotary embedding computing its angles in float32 from integer positions (`[ops.intermediates]`).
+KEYOPS += """
+
+def rope(x, position_offset=0):
+    t, d = x.shape
+    inv_freq = np.float32(1.0) / np.power(np.float32(10000.0), np.arange(0, d, 2, dtype=np.float32) / np.float32(d))
+    angles = (np.arange(t) + position_offset).astype(np.float32)[:, None] * inv_freq[None, :]
+    c, s, xf, half = np.cos(angles), np.sin(angles), x.astype(np.float32), d // 2
+    out = xf.copy()
+    out[:, :half] = xf[:, :half] * c - xf[:, half:] * s
+    out[:, half:] = xf[:, half:] * c + xf[:, :half] * s
+    return out.astype(x.dtype)
+
+
+def rope_ref(x, position_offset=0):
+    t, d = x.shape
+    inv_freq = 1.0 / np.power(10000.0, np.arange(0, d, 2) / d)
+    angles = (np.arange(t) + position_offset)[:, None] * inv_freq[None, :]
+    c, s, half = np.cos(angles), np.sin(angles), d // 2
+    out = x.astype(np.float64)
+    out[:, :half] = x[:, :half] * c - x[:, half:] * s
+    out[:, half:] = x[:, half:] * c + x[:, :half] * s
+    return out
+"""
+ROPE = {
+    "op": '"keyops:rope"',
+    "reference": '"keyops:rope_ref"',
+    "kwargs": "{ position_offset = 4096 }",
+    "constraints": '["D % 2 == 0"]',
+    "sub_dims": "T = [64]\nD = [16]",
+    "sub_inputs": 'x = ["T", "D"]',
+}
+
+
+def _angle(**keys: str) -> str:
+    entry = {"effect": '"rotation"', "max": '"T + position_offset"', **keys}
+    return "{ angle = { " + ", ".join(f"{k} = {v}" for k, v in entry.items()) + " } }"
+
+
 FILES: dict[str, str] = {
     "keyops.py": KEYOPS,
     "script_good.py": SCRIPT_GOOD,
@@ -1071,6 +1110,34 @@ PAIRS.update(
         "[ops].max_elements": Pair(
             _refused_op("max_elements", op("max_elements", max_elements="0")),
             _ops("max_elements", op("max_elements", max_elements="64"), P),
+        ),
+        "[ops].intermediates": _op_pair(
+            "[ops].intermediates",
+            {"precision_reference": "true"},
+            {"intermediates": _angle()},
+            "exceed",
+            ROPE,
+        ),
+        "ops.intermediates.<name>.effect": _op_pair(
+            "ops.intermediates.<name>.effect",
+            {"intermediates": _angle(effect='"scale"')},
+            {"intermediates": _angle(effect='"rotation"')},
+            "exceed",
+            ROPE,
+        ),
+        "ops.intermediates.<name>.max": _op_pair(
+            "ops.intermediates.<name>.max",
+            {"intermediates": _angle(max='"1"')},
+            {"intermediates": _angle(max='"T + position_offset"')},
+            "exceed",
+            ROPE,
+        ),
+        "ops.intermediates.<name>.dtype": _op_pair(
+            "ops.intermediates.<name>.dtype",
+            {"intermediates": _angle(dtype='"float64"')},
+            {"intermediates": _angle(dtype='"float32"')},
+            "exceed",
+            ROPE,
         ),
         "[ops].flush_to_zero": _op_pair(
             "[ops].flush_to_zero",

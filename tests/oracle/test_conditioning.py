@@ -26,10 +26,24 @@ def test_moves_are_one_rounding_of_the_precision_and_repeat_from_the_seed():
     assert not np.array_equal(moved["x"], other["x"])  # another draw, other signs
     step = moved["x"][:60] - x[:60].astype(np.float64)
     assert np.allclose(np.abs(step), U32 * np.abs(x[:60])) and (step > 0).any() and (step < 0).any()
-    # below float32's normal range a rounding is absolute: half the smallest subnormal
-    tiny = moved["x"][60:63] - x[60:63].astype(np.float64)
+    # below float32's normal range a rounding is absolute: half the smallest subnormal; an exact zero stays
+    tiny = moved["x"][60:62] - x[60:62].astype(np.float64)
     assert np.allclose(np.abs(tiny), U32 * np.finfo(np.float32).tiny)
-    assert moved["x"][63] == np.inf
+    assert moved["x"][62] == 0.0 and moved["x"][63] == np.inf
+
+
+def test_subnormal_outputs_do_not_loosen_the_model_of_the_others():
+    """Boundary values hold zeros and a few-quanta subnormals: a zero moved by half a subnormal ruled out every
+    relative model, and a subnormal moved by up to 100% of itself made it about 1 for every element, so an
+    elementwise kernel off by 50% passed. The fit now uses the normal range only."""
+    sub = np.finfo(np.float32).smallest_subnormal
+    x = np.concatenate([np.linspace(-3.0, 3.0, 64), [0.0, sub, 4 * sub, -2 * sub]]).astype(np.float32)
+    r = 2.0 * x.astype(np.float64)
+    runs = [2.0 * conditioning.moved({"x": x}, 7, "float32", str(k))["x"] for k in range(3)]
+    found = conditioning.model(r, runs, None, "float32")
+    assert found is not None
+    term, _ = found
+    assert np.all(term <= 2 * U32 * np.abs(r) + 1e-300)  # about one rounding of each element, relative
 
 
 def test_a_softmax_row_moves_relative_to_its_max():
