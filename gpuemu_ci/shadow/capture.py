@@ -75,3 +75,18 @@ def _environment() -> dict[str, Any]:
         "torch": getattr(torch, "__version__", None),
         "platform": platform.platform(),
     }
+
+
+CHECKER_ERRORS = "checker-errors.jsonl"
+
+
+def record_checker_error(directory: Path, op: str, where: str, error: str, count: int) -> None:
+    """Appends one line for a call the checker itself failed on (it was not judged). Best effort: the caller's
+    run goes on when the directory cannot be written, and the count and the warning still say it."""
+    line = {"op": op, "where": where, "error": error, "count": count, "at": utc_now()}
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with (directory / CHECKER_ERRORS).open("a", encoding="utf-8") as out:
+            out.write(json.dumps(line) + "\n")
+    except OSError:
+        pass

@@ -31,7 +31,7 @@ from gpuemu_ci.oracle import bounds, intermediates
 from gpuemu_ci.oracle.judge import CaseContext, comparator_for, judge
 from gpuemu_ci.oracle.model import CaseVerdict, Comparator
 from gpuemu_ci.pipeline.targets import reference_target
-from gpuemu_ci.shadow.capture import write_capture
+from gpuemu_ci.shadow.capture import CHECKER_ERRORS, record_checker_error, write_capture
 from gpuemu_ci.shadow.sampling import Reason, RobustOutliers, Sampler
 from gpuemu_ci.shadow.spec import dims_of, resolve_op
 from gpuemu_ci.shadow.tensors import Held, element_sample, hold, is_tensor, on_device
@@ -171,6 +171,12 @@ class Shadow:
     ) -> None:
         self.stop()
         self.drain()
+        if self.stats.internal_errors:
+            print(
+                f"gpuemu-ci shadow: WARNING: {self.op.name}: {self.stats.internal_errors} call(s) were not judged: "
+                f"the checker itself failed (last: {self.stats.last_error}); see {self.capture_dir / CHECKER_ERRORS}",
+                file=sys.stderr,
+            )
 
     # --- wrapping ---------------------------------------------------------------------------------------
     def __call__(self, fn: F) -> F:
@@ -227,8 +233,7 @@ class Shadow:
                 self.stats.reasons[reason.value] = self.stats.reasons.get(reason.value, 0) + 1
                 self._ensure_thread()
         except Exception as exc:  # the caller's training run must not die of the checker
-            self.stats.internal_errors += 1
-            self.stats.last_error = f"{type(exc).__name__}: {exc}"
+            self._checker_failed(exc, "while taking the call")
 
     def _ensure_thread(self) -> None:
         if self._thread is None or not self._thread.is_alive():
@@ -252,11 +257,27 @@ class Shadow:
                     return
                 self._check(call)
             except Exception as exc:
-                with self._lock:
-                    self.stats.internal_errors += 1
-                    self.stats.last_error = f"{type(exc).__name__}: {exc}"
+                self._checker_failed(exc, "while judging the call")
             finally:
                 self._queue.task_done()
+
+    def _checker_failed(self, exc: Exception, where: str) -> None:
+        """An exception inside the checker (a conversion, the judge): the call was not judged. Counted, said on
+        stderr (the first time and at each power of two) and appended to the capture directory's
+        `checker-errors.jsonl`, never swallowed: a checker that fails silently reports 0 mismatches on a buggy
+        kernel."""
+        error = f"{type(exc).__name__}: {exc}"
+        with self._lock:
+            self.stats.internal_errors += 1
+            self.stats.last_error = error
+            count = self.stats.internal_errors
+        record_checker_error(self.capture_dir, self.op.name, where, error, count)
+        if count & (count - 1) == 0:
+            print(
+                f"gpuemu-ci shadow: WARNING: {self.op.name}: the checker itself failed {where} ({count} call(s) "
+                f"not judged so far; see {self.capture_dir / CHECKER_ERRORS}): {error.splitlines()[0][:300]}",
+                file=sys.stderr,
+            )
 
     def _check(self, call: _Call) -> None:
         inputs = {name: held.numpy() for name, held in call.inputs.items()}

@@ -253,3 +253,26 @@ def test_every_new_shape_is_checked_even_for_tensors_larger_than_the_feature_sam
         shadowed(torch.randn(rows, 256), weight)
     checker.drain()
     assert checker.stats.reasons == {"first call": 1, "new shape or dtype": 2}, checker.stats
+
+
+def test_an_exception_inside_the_checker_is_counted_said_and_recorded(norms, tmp_path: Path, capsys) -> None:
+    """A checker that swallows its own failures reports 0 mismatches on a buggy kernel (issue 51, item 8)."""
+    config, module = norms(buggy=True)
+
+    def broken_callback(failure: object) -> None:
+        raise RuntimeError("the callback broke")
+
+    with Shadow(
+        "rmsnorm", config=config, probability=1.0, capture_dir=tmp_path / "c", on_failure=broken_callback
+    ) as checker:
+        shadowed = checker(module.rmsnorm)
+        for _ in range(3):
+            shadowed(torch.randn(8, 64) * 1000, torch.ones(64))
+    assert checker.stats.internal_errors == 3 and "RuntimeError: the callback broke" in (
+        checker.stats.last_error or ""
+    )
+    err = capsys.readouterr().err
+    assert "the checker itself failed while judging the call (1 call(s) not judged so far" in err
+    assert "rmsnorm: 3 call(s) were not judged: the checker itself failed" in err
+    lines = [json.loads(line) for line in (tmp_path / "c" / "checker-errors.jsonl").read_text().splitlines()]
+    assert [line["count"] for line in lines] == [1, 2, 3] and {line["op"] for line in lines} == {"rmsnorm"}
