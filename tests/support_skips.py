@@ -1,7 +1,7 @@
 """Skipped tests, grouped by what they were missing, so a green run says what it did not test.
 
 The last lines of every pytest run name each group of skipped tests and why (no GPU, no Chromium, ...). A group
-whose missing piece the README's test command installs (torch, Triton, JAX, the test extra) is a broken set-up,
+whose missing piece the README's test command installs (torch, Triton, JAX, TensorFlow, the test extra) is a broken set-up,
 not a property of the machine: the run fails, naming the group and the command, unless the group is listed in
 GPUEMU_TESTS_MAY_SKIP (comma-separated names, e.g. `torch,triton`) for a deliberately partial environment.
 """
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 MAY_SKIP_VARIABLE = "GPUEMU_TESTS_MAY_SKIP"
 TEST_COMMAND = (
-    'python3 -m pip install -e ".[test,test-torch]" --extra-index-url https://download.pytorch.org/whl/cpu'
+    'python3 -m pip install -e ".[test,test-torch,tensorflow]" --extra-index-url https://download.pytorch.org/whl/cpu'
 )
 
 
@@ -69,6 +69,7 @@ GROUPS: tuple[SkipGroup, ...] = (
     _installed("torch", r"'torch'|\btorch is not installed|needs torch"),
     _installed("Triton", r"'triton'|\btriton\b.*\binstall"),
     _installed("JAX", r"'jax'"),
+    _installed("TensorFlow", r"TensorFlow is not installed|'tensorflow'"),
     _installed("the test extra", r"'(cmarkgfm|jsonschema|ml_dtypes|securesystemslib|hypothesis)'|mkdocs"),
     _installed("Liger-Kernel", r"'liger_kernel'", installed=False),
 )
