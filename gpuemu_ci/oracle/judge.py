@@ -204,7 +204,8 @@ def _declared_output(op: OpSpec, case: CaseContext, outputs: int) -> tuple[int, 
         return None
     if any(isinstance(d, str) and d not in case.dims for d in declared):
         return None
-    return shape_of(declared, case.dims)
+    # `output = []` declares a scalar: the outputs reach the judge as one element, shape (1,)
+    return shape_of(declared, case.dims) or (1,)
 
 
 def _unwritten(outputs: tuple[np.ndarray, ...], reference: tuple[np.ndarray, ...]) -> int:

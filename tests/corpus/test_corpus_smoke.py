@@ -141,7 +141,9 @@ def check_quick_suite(tmp_path: Path, controls: tuple[str, ...], bugs: dict[str,
     ops = {op["name"]: op for op in json.loads((tmp_path / "results.json").read_text())["ops"]}
     for name in controls:
         assert ops[name]["status"] == "passed", (name, ops[name]["failures"][:1])
-        assert ops[name]["cases_total"] == 32  # 16 quick slots for float32, 8 for float16 and bfloat16
+        # 16 quick slots for float32, 8 for float16 and bfloat16, and in each 16-bit dtype one more tile case per
+        # varying dim past the eighth slot's, so that every dim reaches its declared max in every dtype
+        assert ops[name]["cases_total"] >= 32
     for name, kind in bugs.items():
         assert ops[name]["status"] == "failed", name
         assert kind in {f["kind"] for f in ops[name]["failures"]}, (name, ops[name]["failures"][:1])
