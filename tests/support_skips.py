@@ -1,9 +1,10 @@
 """Skipped tests, grouped by what they were missing, so a green run says what it did not test.
 
 The last lines of every pytest run name each group of skipped tests and why (no GPU, no Chromium, ...). A group
-whose missing piece the README's test command installs (torch, Triton, JAX, TensorFlow, the test extra) is a broken set-up,
-not a property of the machine: the run fails, naming the group and the command, unless the group is listed in
-GPUEMU_TESTS_MAY_SKIP (comma-separated names, e.g. `torch,triton`) for a deliberately partial environment.
+whose missing piece the README's test command installs (torch, Triton, JAX, TensorFlow, the test extra) is a
+broken set-up, not a property of the machine: the run fails, naming the group and the command, unless the group
+is listed in GPUEMU_TESTS_MAY_SKIP (comma-separated names, e.g. `torch,triton`) for a deliberately partial
+environment.
 """
 
 from __future__ import annotations
@@ -16,9 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 MAY_SKIP_VARIABLE = "GPUEMU_TESTS_MAY_SKIP"
-TEST_COMMAND = (
-    'python3 -m pip install -e ".[test,test-torch,tensorflow]" --extra-index-url https://download.pytorch.org/whl/cpu'
-)
+TEST_COMMAND = 'python3 -m pip install -e ".[test,test-torch,tensorflow]" --extra-index-url https://download.pytorch.org/whl/cpu'
 
 
 @dataclass(frozen=True)
