@@ -236,15 +236,19 @@ def test_an_ir_pattern_sees_the_functions_a_kernel_calls() -> None:
 
 
 def test_a_pattern_without_its_listing_is_not_checked_and_says_why() -> None:
+    """Not checked fails the kernel, unless `[ci] allow_unchecked` makes it a warning; either way it says why."""
     tc = dataclasses.replace(hip_toolchain(), objdump=None)
     checks = ArtifactChecks(forbidden_patterns=(PatternCheck("^scratch_", "amdgcn"),))
-    (kernel,) = lint_kernels(
-        [hip_spec("g", EXAMPLE / "kernels" / "gelu.hip", checks=checks)], hip_toolchain=tc
-    ).kernels
-    (v,) = kernel.violations
-    assert v.severity is Severity.WARNING
-    assert "NOT CHECKED: llvm-objdump was not found beside clang" in v.message
-    assert kernel.entries[0].amdgpu is not None and kernel.entries[0].amdgpu.isa_instructions is None
+    spec = hip_spec("g", EXAMPLE / "kernels" / "gelu.hip", checks=checks)
+    for allowed, severity, status in (
+        (False, Severity.ERROR, KernelStatus.FAILED),
+        (True, Severity.WARNING, KernelStatus.PASSED),
+    ):
+        (kernel,) = lint_kernels([spec], hip_toolchain=tc, allow_unchecked=allowed).kernels
+        (v,) = kernel.violations
+        assert v.severity is severity and kernel.status is status
+        assert "NOT CHECKED: llvm-objdump was not found beside clang" in v.message
+        assert kernel.entries[0].amdgpu is not None and kernel.entries[0].amdgpu.isa_instructions is None
 
 
 def test_templates_are_demangled_and_selected_by_entries() -> None:
