@@ -3,6 +3,7 @@ writes the same results document, timings aside (.ci/hashseed-check, which CI ru
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -21,4 +22,5 @@ def test_two_hash_seeds_give_the_same_results_document() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert "the same results under PYTHONHASHSEED 0 and 1 (144 cases)" in done.stdout
+    said = re.search(r"the same results under PYTHONHASHSEED 0 and 1 \((\d+) cases\)", done.stdout)
+    assert said is not None and int(said.group(1)) > 6 * 16, done.stdout  # every op's cases, not a few
