@@ -130,7 +130,7 @@ def _judge(op: OpSpec, case: CaseContext, run: CaseRun, validation: Validation) 
             )
             continue
         declared = _declared_output(op, case, len(outputs))
-        if declared is not None and tuple(y.shape) != declared:
+        if declared is not None and tuple(y.shape) not in _shapes_of(declared):
             findings.append(
                 Finding(
                     FailureKind.SHAPE,
@@ -204,8 +204,14 @@ def _declared_output(op: OpSpec, case: CaseContext, outputs: int) -> tuple[int, 
         return None
     if any(isinstance(d, str) and d not in case.dims for d in declared):
         return None
-    # `output = []` declares a scalar: the outputs reach the judge as one element, shape (1,)
-    return shape_of(declared, case.dims) or (1,)
+    return shape_of(declared, case.dims)
+
+
+def _shapes_of(declared: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+    """The output shapes a declared shape accepts: a declared scalar (`output = []`) also as shape (1,), which a
+    0-d output (a summed loss) has by the time it is judged (outputs cross between processes as contiguous
+    arrays of at least one dim, and both sides' 0-d results arrive so)."""
+    return (declared, (1,)) if declared == () else (declared,)
 
 
 def _unwritten(outputs: tuple[np.ndarray, ...], reference: tuple[np.ndarray, ...]) -> int:

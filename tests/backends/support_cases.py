@@ -109,6 +109,16 @@ def big_ref(a, b, **kw):
 def identity(x, **kw):
     return x
 
+def total(a, b, **kw):
+    # a scalar loss (reduction="sum"): a 0-d array
+    return np.asarray((a + b).sum(dtype=a.dtype))
+
+def ref_total(a, b, **kw):
+    return np.asarray((a + b).sum())
+
+def wrong_total(a, b, **kw):
+    return np.asarray((a + b)[:-1].sum(dtype=a.dtype))
+
 def ref_identity(x, **kw):
     return x
 """

@@ -130,3 +130,22 @@ def test_the_seed_alone_gives_the_same_case_on_both_sides(user_root: Path) -> No
     assert report.outcome == "failed" and report.kind == "mismatch"
     assert report.shapes == {n: a.shape for n, a in case.arrays.items()}
     assert report.dims == dict(case.dims) and report.distribution == case.stratum.mode.value
+
+
+def test_a_scalar_output_stays_a_scalar_and_matches_a_declared_empty_output(user_root: Path) -> None:
+    """A loss summed over the batch returns a 0-d array and declares `output = []`: the declared shape accepts
+    it as it reaches the judge (contiguous copies make it shape (1,) on both sides), so a right total passes
+    on every case and a wrong one is still a mismatch, never a shape failure."""
+    scalar = 'family = "reduction"\noutput = []'
+    for op, outcome in (("backend_ops:total", "passed"), ("backend_ops:wrong_total", "failed")):
+        task = op_task(user_root, op, "backend_ops:ref_total", extra=scalar)
+        for n in range(4):
+            spec = first_case(task, n)
+            side = run_op_side(task, spec)
+            assert side.op.status is CallStatus.OK and side.op.outputs[0].size == 1
+            report = _judge(task, spec, side)
+            if outcome == "passed" or report.outcome == "failed":
+                break
+        assert report.outcome == outcome, report.message
+        if outcome == "failed":
+            assert report.kind == "mismatch", report.message
