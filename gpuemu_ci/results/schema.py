@@ -11,6 +11,7 @@ gpuemu-ci itself validates documents with the model (`results.codec.from_json`),
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
 from importlib import resources
@@ -27,13 +28,30 @@ SCHEMA_ID = f"https://gpuemu.dev/schemas/results/v{SCHEMA_VERSION}.json"
 
 def generate_schema() -> dict[str, Any]:
     """The schema of the current model."""
-    schema: dict[str, Any] = msgspec.json.schema(Results)
+    schema: dict[str, Any] = _independent_of_msgspec(msgspec.json.schema(Results))
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": SCHEMA_ID,
         "title": f"gpuemu-ci results document (schema version {SCHEMA_VERSION})",
         **schema,
     }
+
+
+def _independent_of_msgspec(node: Any) -> Any:
+    """The schema as every msgspec release we accept writes it: descriptions are the docstrings cleaned as
+    `inspect.cleandoc` cleans them (0.23 dedents them, 0.22 does not), and no `propertyNames` (0.23 adds it for
+    dicts keyed by an enum; the keys are described in the description)."""
+    if isinstance(node, dict):
+        return {
+            key: inspect.cleandoc(value)
+            if key == "description" and isinstance(value, str)
+            else _independent_of_msgspec(value)
+            for key, value in node.items()
+            if key != "propertyNames"
+        }
+    if isinstance(node, list):
+        return [_independent_of_msgspec(item) for item in node]
+    return node
 
 
 def schema_text() -> str:
