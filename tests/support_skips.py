@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 MAY_SKIP_VARIABLE = "GPUEMU_TESTS_MAY_SKIP"
-TEST_COMMAND = 'python3 -m pip install -e ".[test,test-torch,tensorflow]" --extra-index-url https://download.pytorch.org/whl/cpu'
+TEST_COMMAND = 'python3 -m pip install -e ".[test,test-torch,tensorflow,lint]" --extra-index-url https://download.pytorch.org/whl/cpu'
 
 
 @dataclass(frozen=True)
