@@ -5,6 +5,8 @@ For each config (the Triton example, the corpus's Triton entries, Liger-Kernel's
 with the KernelBench-style baseline of bench/corpus/oneshape_baseline.py (5 trials per dtype at the benchmark
 shape, allclose), in this process, with the same kernel swapped in memory the same way the workers swap it.
 Prints per config: mutants, gpuemu-ci's score, the baseline's, the survivors of each by operator, wall time.
+An op that could not be scored (it fails its own suite, or cannot be imported: liger-kernel not installed) is
+named on stderr with the reason, and the exit status is 1.
 
     python bench/mutate_score.py
     python bench/mutate_score.py --liger-ops liger_rms_norm.control --max-mutants 8
@@ -122,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     options = {"max-mutants": args.max_mutants, "jobs": args.jobs, "budget": args.budget}
     extra = [f"--{name}={value}" for name, value in options.items() if value is not None]
     rows = []
+    unscored: list[str] = []  # a row of zeros must not read as a result
     for number, (label, (config, ops)) in enumerate(configs.items()):
         if args.only is not None and label not in args.only:
             continue
@@ -146,6 +149,11 @@ def main(argv: list[str] | None = None) -> int:
             verdicts = [{"op": op, "id": mutant, "caught": c} for (op, mutant), c in sorted(caught.items())]
             (args.keep / f"{number}-allclose.json").write_text(json.dumps(verdicts, indent=1))
         rows.append(_row(label, document, caught, wall, baseline_wall))
+        unscored += [
+            f"{label}: {op['op']}: {op.get('message') or 'not scored'}"
+            for op in document["mutation"]["ops"]
+            if op.get("score") is None and not op.get("lint_only_because")
+        ]
         if args.per_op:
             rows += [_row(f"  {op['op']}", _only(document, op), caught) for op in document["mutation"]["ops"]]
     print(
@@ -155,7 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         print(row)
-    return 0
+    for line in unscored:
+        print(line, file=sys.stderr)
+    return 1 if unscored else 0
 
 
 def _only(document: dict[str, Any], op: dict[str, Any]) -> dict[str, Any]:
