@@ -6,7 +6,9 @@ from enum import IntEnum
 
 
 class ExitCode(IntEnum):
-    """Exit codes shared by every command (DESIGN.md "Exit codes")."""
+    """Exit codes shared by every command (README "Exit codes", docs/cli.md): 0 passed, 1 the gate failed (a
+    validation, lint or regression failure), 2 a usage or config error, 3 an infrastructure error (could not run,
+    or ran less than it was asked to: a skip, a timeout, nothing executed)."""
 
     PASSED = 0
     GATE_FAILED = 1

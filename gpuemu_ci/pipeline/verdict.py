@@ -1,5 +1,5 @@
 """The gate's decision, in one place: ops, kernels, a cut-short run and the baseline diff -> verdict and exit
-code (DESIGN.md "Exit codes"). Never "passed" when nothing ran or when the run was cut short."""
+code (errors.ExitCode; README "Exit codes"). Never "passed" when nothing ran or when the run was cut short."""
 
 from __future__ import annotations
 
