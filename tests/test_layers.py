@@ -70,7 +70,7 @@ ALLOWED: dict[str, frozenset[str]] = {
         "corpus": "config errors plan results",
         "onboard": "dtypes errors",
         "backends": "calls config dtypes errors fuzz launch oracle plan results rng triton_cpu",
-        "render": "diff errors files results terminal",
+        "render": "errors files results terminal",
         "pipeline": f"{TOP} backends clock config corpus diff dtypes early_signals errors files fuzz lint oracle plan "
         "progress results",
         "github": f"{TOP} errors render results",

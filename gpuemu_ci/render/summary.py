@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from gpuemu_ci.render.baseline_diff import render_text
 from gpuemu_ci.render.describe import describe_inputs
 from gpuemu_ci.render.text import (
     SKIPS_REFUSED,
@@ -100,8 +101,6 @@ def print_summary(results: Results, path: Path) -> None:
             error = kernel.error
             echo(f"        {error.file}:{error.line}: {error.message}")
     if results.diff is not None:
-        from gpuemu_ci.diff.render import render_text
-
         for line in render_text(results.diff).splitlines():
             echo(f"  {line}")
     for note in results.notes:
