@@ -12,9 +12,9 @@ from gpuemu_ci.cli.options import format_option
 from gpuemu_ci.config.model import Policies
 from gpuemu_ci.diff.baseline import baseline_of, load_baseline, tagged_baseline
 from gpuemu_ci.diff.classify import baseline_info, compare
-from gpuemu_ci.render.baseline_diff import render_text
 from gpuemu_ci.errors import ExitCode, UsageError
 from gpuemu_ci.files import atomic_write, cannot_write
+from gpuemu_ci.render.baseline_diff import render_text
 from gpuemu_ci.results.codec import read_results, to_json
 from gpuemu_ci.results.model import Verdict
 
