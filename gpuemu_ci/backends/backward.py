@@ -22,12 +22,12 @@ import numpy as np
 
 from gpuemu_ci import dtypes
 from gpuemu_ci.backends.frameworks import BadOutput, to_numpy_outputs
+from gpuemu_ci.backends.loaded import Invoke
 from gpuemu_ci.config.model import Framework, InputSpec, OpSpec
 from gpuemu_ci.fuzz.values import generate
 from gpuemu_ci.plan.model import ValueMode
 from gpuemu_ci.rng.xorshift import SeededRng
 
-Invoke = Callable[[dict[str, Any], dict[str, Any]], Any]
 GRAD_OUTPUT_KWARG = "grad_output"  # how `vjp` and `vjp_reference` receive the upstream gradient(s)
 
 

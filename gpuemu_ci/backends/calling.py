@@ -19,13 +19,13 @@ from gpuemu_ci.backends.interface import (
     CaseSpec,
     OpTask,
 )
+from gpuemu_ci.backends.loaded import Invoke
 from gpuemu_ci.backends.loading import describe_exception, load_callable
 from gpuemu_ci.backends.protocol import Stage
 from gpuemu_ci.fuzz.case import CaseInputs, CaseSkipped, InputsHookError
 from gpuemu_ci.fuzz.inputs import case_inputs
 
 Stager = Callable[[Stage], None]
-Invoke = Callable[[dict[str, Any], dict[str, Any]], Any]
 
 # Errors after which a CUDA context cannot be trusted: the worker answers, then is replaced.
 _STICKY_CUDA = (

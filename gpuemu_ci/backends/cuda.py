@@ -24,6 +24,7 @@ import numpy as np
 
 from gpuemu_ci.backends.frameworks import bf16_as_bits
 from gpuemu_ci.backends.interface import CallTarget, TargetKind
+from gpuemu_ci.backends.loaded import Loaded, LoadError
 from gpuemu_ci.backends.transport import is_float_like, resolve_dtype
 from gpuemu_ci.config.expressions import ArrayInfo, LaunchError, evaluate, evaluate_int
 from gpuemu_ci.config.model import Framework, KernelSpec
@@ -288,8 +289,6 @@ def compiled_entry(code: str, program: KernelProgram) -> Any:
 
 def load_kernel(target: CallTarget) -> Any:
     """Compile the kernel (once per worker) and return a Loaded whose invoke launches it."""
-    from gpuemu_ci.backends.loading import Loaded, LoadError
-
     try:
         program = KernelProgram.decode(target.spec)
         import cupy

@@ -37,7 +37,8 @@ from gpuemu_ci.backends.interface import (
     OpTask,
     TargetKind,
 )
-from gpuemu_ci.backends.loading import Loaded, LoadError, describe_exception, load_callable, load_target
+from gpuemu_ci.backends.loaded import Loaded, LoadError
+from gpuemu_ci.backends.loading import describe_exception, load_callable, load_target
 from gpuemu_ci.backends.protocol import Stage
 from gpuemu_ci.backends.transport import is_float_like
 from gpuemu_ci.config.model import Family, Framework, OpSpec

@@ -29,7 +29,8 @@ from gpuemu_ci.backends.interface import (
     OpTask,
     TargetKind,
 )
-from gpuemu_ci.backends.loading import Loaded, LoadError, load_target
+from gpuemu_ci.backends.loaded import Loaded, LoadError
+from gpuemu_ci.backends.loading import load_target
 from gpuemu_ci.backends.protocol import Stage
 from gpuemu_ci.backends.transport import is_float_like, memory_region, region_of, resolve_dtype
 from gpuemu_ci.config.model import MaskedLanes, OpSpec

@@ -17,7 +17,8 @@ from typing import Any
 
 
 def _load(root: Path, spec: str, names: list[str]) -> Any:
-    from gpuemu_ci.backends.loading import LoadError, load_callable, load_script_function
+    from gpuemu_ci.backends.loaded import LoadError
+    from gpuemu_ci.backends.loading import load_callable, load_script_function
 
     try:
         if ":" in spec and not spec.partition(":")[0].endswith(".py"):

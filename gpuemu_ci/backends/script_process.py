@@ -21,7 +21,7 @@ from typing import IO, Any
 import numpy as np
 
 from gpuemu_ci.backends.interface import CallTarget
-from gpuemu_ci.backends.loading import Loaded, LoadError
+from gpuemu_ci.backends.loaded import Loaded, LoadError
 from gpuemu_ci.backends.script_protocol import ProtocolError, decode_reply, encode_request
 
 STDERR_TAIL = 2000  # characters of a failed script's stderr kept in the message
