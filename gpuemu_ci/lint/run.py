@@ -90,8 +90,17 @@ _NVCC_OWN = (
 )
 _PTXAS_OWN = ("-arch", "--gpu-name", "-o", "--output-file")
 _Output = TypeVar("_Output", CompileOutput, HipCompileOutput)
-# How the compiles run: (time limit per tool, unchecked rules as warnings, the stop event).
-_How = tuple[float, bool, threading.Event | None]
+
+
+@dataclass(frozen=True)
+class _How:
+    """How the compiles run and are judged."""
+
+    timeout: float  # per tool
+    allow_unchecked: bool  # a rule that cannot be checked is a warning, not a failure
+    stop: threading.Event | None  # set: the compiles under way are killed
+
+
 _ARCH_SHAPE = re.compile(r"^sm_\d+[a-z]?$")
 _INSTALL_HINT = (
     "Install the CUDA toolkit and put nvcc on PATH (or set CUDA_HOME), or install NVIDIA's NVRTC and ptxas "
@@ -425,7 +434,7 @@ def lint_kernels(
     results: dict[str, KernelResult] = {}
     compiles = 0
     if tc is not None:
-        done, compiles = _lint_cuda(cuda, tc, archs or (), jobs, root, (timeout, allow_unchecked, stop))
+        done, compiles = _lint_cuda(cuda, tc, archs or (), jobs, root, _How(timeout, allow_unchecked, stop))
         results.update(done)
     if htc is not None:
         done, count = _lint_hip(
@@ -434,7 +443,7 @@ def lint_kernels(
             archs or (),
             jobs,
             root,
-            (timeout, allow_unchecked, stop),
+            _How(timeout, allow_unchecked, stop),
             cxxfilt=tc.cxxfilt if tc else None,
         )
         results.update(done)
@@ -458,7 +467,7 @@ def _lint_cuda(
     how: _How,
 ) -> tuple[dict[str, KernelResult], int]:
     """The CUDA kernels' results by name, and how many compiles it took."""
-    timeout, allow_unchecked, stop = how
+    timeout, allow_unchecked, stop = how.timeout, how.allow_unchecked, how.stop
     kinds = {source_kind(s.source) for s in specs}
     if SourceKind.CUDA in kinds and tc.frontend is None:
         raise InfraError(
@@ -494,7 +503,7 @@ def _lint_hip(
     cxxfilt: str | None,
 ) -> tuple[dict[str, KernelResult], int]:
     """The HIP kernels' results by name, and how many compiles it took."""
-    timeout, allow_unchecked, stop = how
+    timeout, allow_unchecked, stop = how.timeout, how.allow_unchecked, how.stop
     if tc.missing:
         raise InfraError(
             f"the HIP kernels cannot be linted: {', '.join(tc.missing)} not found. {HIP_INSTALL_HINT}"

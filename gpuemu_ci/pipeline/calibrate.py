@@ -16,7 +16,7 @@ from gpuemu_ci.backends.interface import CaseSpec
 from gpuemu_ci.config.model import OpSpec
 from gpuemu_ci.errors import InputsDiffer
 from gpuemu_ci.oracle import declared_intermediates
-from gpuemu_ci.pipeline.session import Session, needs_gpu
+from gpuemu_ci.pipeline.session import Session
 from gpuemu_ci.results.base import json_float
 
 
@@ -53,7 +53,7 @@ def calibrate(
     notes: list[str] = []
     skipped: dict[str, int] = defaultdict(int)
     for op in ops:
-        if needs_gpu(op) and session.gpu is None and not op.execution.amd_gpu:  # (a HIP launch is refused)
+        if session.lacks_gpu(op):
             skipped[f"{op.name}: needs a GPU and none was found"] += 1
             continue
         groups: dict[tuple[str, str, str], list[tuple[float, float, float, float]]] = defaultdict(list)

@@ -25,7 +25,7 @@ from gpuemu_ci.lint.model import LintReport
 from gpuemu_ci.lint.run import check_kernels
 from gpuemu_ci.pipeline.environment import environment, git_info
 from gpuemu_ci.pipeline.interrupt import Interruption
-from gpuemu_ci.pipeline.session import DETECT, HIP_LAUNCH_UNSUPPORTED, Session, needs_gpu
+from gpuemu_ci.pipeline.session import DETECT, HIP_LAUNCH_UNSUPPORTED, Session
 from gpuemu_ci.pipeline.settings import RunOptions, Settings, select_ops
 from gpuemu_ci.pipeline.shard import Shard, plan_digest, select
 from gpuemu_ci.pipeline.verdict import decide
@@ -240,9 +240,7 @@ def _run_ops(
     for op in ops:
         if op.execution.amd_gpu:
             results[op.name] = _hip_launch_not_run(op, settings.require_gpu, has_amd_gpu())
-        elif (
-            needs_gpu(op) and session.gpu is None and not stop.is_set()
-        ):  # (detection may have been cut short)
+        elif session.lacks_gpu(op) and not stop.is_set():  # (detection may have been cut short)
             results[op.name] = _no_gpu(op, settings.require_gpu)
         else:
             runnable.append(op)

@@ -16,7 +16,7 @@ from gpuemu_ci.fuzz import layouts as layout_mod
 from gpuemu_ci.fuzz.case import CaseInputs
 from gpuemu_ci.fuzz.snapshot import case_from_snapshot, classify_layout, snapshot_meta, with_strides
 from gpuemu_ci.fuzz.values import GENERATOR_VERSION
-from gpuemu_ci.pipeline.session import Session, needs_gpu
+from gpuemu_ci.pipeline.session import Session
 from gpuemu_ci.results.model import FailureKind
 from gpuemu_ci.results.snapshots import write_snapshot
 
@@ -76,8 +76,7 @@ def replay(
     """Re-runs one case in the session's workers (with `target` instead of the op's own, when given).
     `inputs_digest`: the digest of the inputs the recorded case was judged on; a replay that builds other
     inputs says so (`other_inputs`) instead of a verdict about them."""
-    # A HIP kernel's launch is refused by the session, with its own reason.
-    if needs_gpu(op) and session.gpu is None and not op.execution.amd_gpu:
+    if session.lacks_gpu(op):
         raise InfraError(
             f"{op.name} runs on a GPU (a [[kernels]] launch, a cupy op or require_gpu) and this machine has none: "
             "replay it on a machine with an NVIDIA GPU, where the gate ran it"

@@ -140,6 +140,11 @@ class Session:
             )
         return task
 
+    def lacks_gpu(self, op: OpSpec) -> bool:
+        """The op needs an NVIDIA GPU and this machine has none. A HIP kernel's launch is not counted here:
+        `task` refuses it, with its own reason."""
+        return needs_gpu(op) and self.gpu is None and not op.execution.amd_gpu
+
     def _kernel_target(self, op: OpSpec) -> CallTarget | None:
         """A launchable [[kernels]] entry's CuPy launch, when `op` is one (their names differ from every op's).
         A HIP kernel's launch is refused here, for every command that would run one (InfraError, exit 3)."""

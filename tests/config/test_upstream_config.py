@@ -122,7 +122,7 @@ def test_defaults_files_precedence_project_over_user_over_daemon(make_project, t
     user.write_text('[project]\nframework = "pytorch"\n[ci]\nparallel_jobs = 3\n[validation]\nseed = 11\n')
     daemon.write_text(
         "[ci]\nparallel_jobs = 7\ncase_timeout = 9\n[validation]\nseed = 5\n"
-        '[daemon]\nsocket = "/tmp/gpuemu.sock"\n'
+        f'[daemon]\nsocket = "{tmp_path / "gpuemu.sock"}"\n'
     )
     env = {"GPUEMU_USER_CONFIG": str(user), "GPUEMU_DAEMON_CONFIG": str(daemon)}
     config = load(make_project, "[validation]\nseed = 42\n" + OP, env)
