@@ -39,8 +39,9 @@ from typing import Any
 import numpy as np
 
 from gpuemu_ci.backends import WorkerPool
-from gpuemu_ci.backends.interface import CaseReport, CaseSpec, OpTask
+from gpuemu_ci.backends.interface import CaseSpec, OpTask
 from gpuemu_ci.backends.loading import load_callable
+from gpuemu_ci.calls import CaseReport
 from gpuemu_ci.config.load import load_config
 from gpuemu_ci.config.model import Config, Suite
 from gpuemu_ci.fuzz.case import case_dims, draw_kwargs

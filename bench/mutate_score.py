@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "bench" / "corpus")]
 
 from gpuemu_ci.backends import mutant as swap  # noqa: E402
-from gpuemu_ci.backends.interface import LaunchedKernel  # noqa: E402
+from gpuemu_ci.calls import LaunchedKernel  # noqa: E402
 from gpuemu_ci.config.load import load_config  # noqa: E402
 from gpuemu_ci.mutate.plan import all_mutants, kernel_sources  # noqa: E402
 from gpuemu_ci.mutate.triton_operators import OPERATORS  # noqa: E402

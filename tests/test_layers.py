@@ -71,13 +71,13 @@ ALLOWED: dict[str, frozenset[str]] = {
         "onboard": "dtypes errors",
         "backends": "calls config dtypes errors fuzz launch oracle plan results rng triton_cpu",
         "render": "errors files results terminal",
-        "pipeline": f"{TOP} backends clock config corpus diff dtypes early_signals errors files fuzz lint oracle plan "
+        "pipeline": f"{TOP} backends calls clock config corpus diff dtypes early_signals errors files fuzz lint oracle plan "
         "progress results",
         "github": f"{TOP} errors render results",
         "api": "backends config errors pipeline plan render results",
         "shadow": f"{TOP} backends calls clock config dtypes errors fuzz oracle pipeline plan results",
         "attest": f"{TOP} clock errors files github results",
-        "mutate": f"{TOP} backends clock config errors files fuzz lint pipeline plan progress results",
+        "mutate": f"{TOP} backends calls clock config errors files fuzz lint pipeline plan progress results",
         "action": f"{TOP} attest clock config diff early_signals errors files fuzz github launch pipeline progress "
         "render results",
         "pytest_plugin": "api config errors onboard",

@@ -11,17 +11,11 @@ from typing import Any
 import numpy as np
 
 from gpuemu_ci.backends.frameworks import BadOutput, Bridge, to_numpy_outputs
-from gpuemu_ci.backends.interface import (
-    INPUTS_HOOK,
-    SETUP,
-    CallResult,
-    CallStatus,
-    CaseSpec,
-    OpTask,
-)
+from gpuemu_ci.backends.interface import INPUTS_HOOK, SETUP, CaseSpec, OpTask
 from gpuemu_ci.backends.loaded import Invoke
 from gpuemu_ci.backends.loading import describe_exception, load_callable
 from gpuemu_ci.backends.protocol import Stage
+from gpuemu_ci.calls import CallResult, CallStatus
 from gpuemu_ci.fuzz.case import CaseInputs, CaseSkipped, InputsHookError
 from gpuemu_ci.fuzz.inputs import case_inputs
 

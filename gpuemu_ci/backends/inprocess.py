@@ -11,9 +11,10 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from gpuemu_ci.backends.interface import CaseReport, CaseSpec, OpTask
+from gpuemu_ci.backends.interface import CaseSpec, OpTask
 from gpuemu_ci.backends.judge_side import OpView, run_judge_side
 from gpuemu_ci.backends.op_side import run_op_side
+from gpuemu_ci.calls import CaseReport
 
 
 class InProcessPool:

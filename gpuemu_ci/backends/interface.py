@@ -16,35 +16,16 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
 
-from gpuemu_ci.calls import (
-    CallResult,
-    CallStatus,
-    CaseReport,
-    CaseRun,
-    Count,
-    GradientFigure,
-    LaunchedKernel,
-    Outcome,
-    SnapshotPath,
-)
+from gpuemu_ci.calls import CaseReport
 from gpuemu_ci.config.model import Framework, OpSpec, Validation
 
 __all__ = [
-    "CallResult",
-    "CallStatus",
     "CallTarget",
     "CaseAborted",
-    "CaseReport",
-    "CaseRun",
     "CaseSpec",
-    "Count",
-    "GradientFigure",
     "KernelPatch",
-    "LaunchedKernel",
     "OpTask",
-    "Outcome",
     "Pool",
-    "SnapshotPath",
     "TargetKind",
 ]
 

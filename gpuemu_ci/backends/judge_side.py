@@ -26,21 +26,12 @@ from gpuemu_ci.backends.calling import (
     no_stage,
 )
 from gpuemu_ci.backends.frameworks import get_bridge
-from gpuemu_ci.backends.interface import (
-    CallResult,
-    CallStatus,
-    CallTarget,
-    CaseReport,
-    CaseRun,
-    CaseSpec,
-    LaunchedKernel,
-    OpTask,
-    TargetKind,
-)
+from gpuemu_ci.backends.interface import CallTarget, CaseSpec, OpTask, TargetKind
 from gpuemu_ci.backends.loaded import Loaded, LoadError
 from gpuemu_ci.backends.loading import describe_exception, load_callable, load_target
 from gpuemu_ci.backends.protocol import Stage
 from gpuemu_ci.backends.transport import is_float_like
+from gpuemu_ci.calls import CallResult, CallStatus, CaseReport, CaseRun, LaunchedKernel
 from gpuemu_ci.config.model import Family, Framework, OpSpec
 from gpuemu_ci.fuzz import layouts as layout_mod
 from gpuemu_ci.fuzz.case import CaseInputs, CaseSkipped

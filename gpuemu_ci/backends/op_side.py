@@ -19,20 +19,12 @@ from gpuemu_ci.backends import backward, layer_probes, mutant, triton_probe
 from gpuemu_ci.backends.calling import UNUSABLE, InputsFailed, Invoke, Stager, call, make_inputs, no_stage
 from gpuemu_ci.backends.cuda import OUTPUT_DTYPE_KWARG
 from gpuemu_ci.backends.frameworks import Bridge, get_bridge
-from gpuemu_ci.backends.interface import (
-    SETUP,
-    CallResult,
-    CallStatus,
-    CallTarget,
-    CaseSpec,
-    LaunchedKernel,
-    OpTask,
-    TargetKind,
-)
+from gpuemu_ci.backends.interface import SETUP, CallTarget, CaseSpec, OpTask, TargetKind
 from gpuemu_ci.backends.loaded import Loaded, LoadError
 from gpuemu_ci.backends.loading import load_target
 from gpuemu_ci.backends.protocol import Stage
 from gpuemu_ci.backends.transport import is_float_like, memory_region, region_of, resolve_dtype
+from gpuemu_ci.calls import CallResult, CallStatus, LaunchedKernel
 from gpuemu_ci.config.model import MaskedLanes, OpSpec
 from gpuemu_ci.fuzz.case import CaseInputs, CaseSkipped
 from gpuemu_ci.fuzz.inputs import inputs_digest

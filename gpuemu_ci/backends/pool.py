@@ -30,14 +30,7 @@ import msgspec
 from gpuemu_ci.backends import zygote
 from gpuemu_ci.backends.channel import FrameError
 from gpuemu_ci.backends.gpu import GpuInfo, detect_gpu
-from gpuemu_ci.backends.interface import (
-    CallStatus,
-    CaseAborted,
-    CaseReport,
-    CaseSpec,
-    OpTask,
-    generating_party,
-)
+from gpuemu_ci.backends.interface import CaseAborted, CaseSpec, OpTask, generating_party
 from gpuemu_ci.backends.oom import OomRecord
 from gpuemu_ci.backends.process import WorkerProcess, exit_words
 from gpuemu_ci.backends.protocol import (
@@ -60,6 +53,7 @@ from gpuemu_ci.backends.protocol import (
 )
 from gpuemu_ci.backends.transport import Arena, check_outputs
 from gpuemu_ci.backends.zygote import ForkCancelled, ForkServer, ZygoteError
+from gpuemu_ci.calls import CallStatus, CaseReport
 from gpuemu_ci.errors import InfraError
 from gpuemu_ci.launch import python_env
 

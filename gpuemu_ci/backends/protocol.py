@@ -16,7 +16,8 @@ from typing import Annotated
 
 import msgspec
 
-from gpuemu_ci.backends.interface import CaseReport, CaseSpec, LaunchedKernel, OpTask
+from gpuemu_ci.backends.interface import CaseSpec, OpTask
+from gpuemu_ci.calls import CaseReport, LaunchedKernel
 from gpuemu_ci.triton_cpu.report import TritonReport
 
 

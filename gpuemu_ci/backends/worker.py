@@ -26,7 +26,7 @@ import numpy as np
 from gpuemu_ci.backends import calling, layer_probes, op_side, triton_probe
 from gpuemu_ci.backends.channel import recv_frame, send_frame
 from gpuemu_ci.backends.hygiene import Baseline
-from gpuemu_ci.backends.interface import CallResult, CallStatus, CaseReport, OpTask
+from gpuemu_ci.backends.interface import OpTask
 from gpuemu_ci.backends.judge_side import OpView, run_judge_side
 from gpuemu_ci.backends.op_side import run_op_side
 from gpuemu_ci.backends.protocol import (
@@ -48,6 +48,7 @@ from gpuemu_ci.backends.protocol import (
     loads_request,
 )
 from gpuemu_ci.backends.transport import map_arena, place_outputs, read_outputs, span
+from gpuemu_ci.calls import CallResult, CallStatus, CaseReport
 from gpuemu_ci.results.base import without_surrogates
 from gpuemu_ci.triton_cpu import guard
 

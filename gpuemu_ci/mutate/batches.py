@@ -13,7 +13,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 
-from gpuemu_ci.backends.interface import CaseAborted, CaseReport, CaseSpec, OpTask, Pool
+from gpuemu_ci.backends.interface import CaseAborted, CaseSpec, OpTask, Pool
+from gpuemu_ci.calls import CaseReport
 from gpuemu_ci.errors import InputsDiffer
 from gpuemu_ci.plan.model import CaseRef
 

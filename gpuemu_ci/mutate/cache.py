@@ -31,7 +31,7 @@ from gpuemu_ci.results.mutation import MutantResult
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from gpuemu_ci.backends.interface import CaseReport
+    from gpuemu_ci.calls import CaseReport
     from gpuemu_ci.config.model import Config
     from gpuemu_ci.lint.model import Toolchain
     from gpuemu_ci.pipeline.settings import Settings

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from gpuemu_ci.backends.interface import CaseReport
+from gpuemu_ci.calls import CaseReport
 
 
 def _power_of_two(n: int) -> bool:

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from gpuemu_ci.backends.interface import KernelPatch, LaunchedKernel, OpTask
+from gpuemu_ci.backends.interface import KernelPatch, OpTask
+from gpuemu_ci.calls import LaunchedKernel
 from gpuemu_ci.mutate import cuda_operators
 from gpuemu_ci.mutate.cuda_operators import CudaOperator
 from gpuemu_ci.mutate.kernel import find_kernel

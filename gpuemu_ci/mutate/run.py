@@ -29,7 +29,8 @@ from pathlib import Path
 import msgspec
 
 from gpuemu_ci import __version__
-from gpuemu_ci.backends.interface import LaunchedKernel, OpTask
+from gpuemu_ci.backends.interface import OpTask
+from gpuemu_ci.calls import LaunchedKernel
 from gpuemu_ci.clock import utc_now
 from gpuemu_ci.config.model import Config, KernelSpec, OpSpec
 from gpuemu_ci.errors import ConfigError, ExitCode, InfraError, UsageError

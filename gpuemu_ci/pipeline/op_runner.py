@@ -18,7 +18,8 @@ from pathlib import Path
 
 import msgspec
 
-from gpuemu_ci.backends.interface import CaseAborted, CaseReport, CaseSpec, OpTask, Pool
+from gpuemu_ci.backends.interface import CaseAborted, CaseSpec, OpTask, Pool
+from gpuemu_ci.calls import CaseReport
 from gpuemu_ci.config.model import Config, OpSpec
 from gpuemu_ci.errors import INPUTS_NOT_FROM_SEED, inputs_differ_message
 from gpuemu_ci.pipeline.records import failure_record

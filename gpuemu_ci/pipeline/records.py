@@ -10,7 +10,7 @@ import os
 import shlex
 from pathlib import Path
 
-from gpuemu_ci.backends.interface import CaseReport
+from gpuemu_ci.calls import CaseReport
 from gpuemu_ci.config.model import Config
 from gpuemu_ci.plan.model import CaseRef
 from gpuemu_ci.results.model import Failure, FailureKind

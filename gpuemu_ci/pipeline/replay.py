@@ -9,7 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuemu_ci.backends.interface import CallTarget, CaseReport, CaseSpec
+from gpuemu_ci.backends.interface import CallTarget, CaseSpec
+from gpuemu_ci.calls import CaseReport
 from gpuemu_ci.config.model import OpSpec
 from gpuemu_ci.errors import REPORT_BUG, InfraError, InputsDiffer, UsageError
 from gpuemu_ci.fuzz import layouts as layout_mod

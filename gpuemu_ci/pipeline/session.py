@@ -8,7 +8,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 
-from gpuemu_ci.backends.interface import CallTarget, CaseReport, CaseSpec, OpTask, Pool
+from gpuemu_ci.backends.interface import CallTarget, CaseSpec, OpTask, Pool
+from gpuemu_ci.calls import CaseReport
 from gpuemu_ci.config.model import Config, Framework, OpSpec
 from gpuemu_ci.errors import InfraError
 from gpuemu_ci.pipeline.op_runner import OpPlan, SuiteRun

@@ -10,10 +10,11 @@ from typing import Any
 
 import numpy as np
 
-from gpuemu_ci.backends.interface import CallStatus, OpTask
+from gpuemu_ci.backends.interface import OpTask
 from gpuemu_ci.backends.judge_side import OpView, run_judge_side
 from gpuemu_ci.backends.op_side import run_op_side
 from gpuemu_ci.backends.transport import region_of
+from gpuemu_ci.calls import CallStatus
 from gpuemu_ci.config.model import Layout
 from gpuemu_ci.fuzz.case import build_case
 from tests.backends.support_cases import first_case, op_task, seed_where

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from gpuemu_ci.backends import WorkerPool
-from gpuemu_ci.backends.interface import CaseReport, CaseSpec, OpTask
+from gpuemu_ci.backends.interface import CaseSpec, OpTask
+from gpuemu_ci.calls import CaseReport
 from tests.backends.support_cases import first_case, op_task
 
 

@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 from gpuemu_ci.backends import WorkerPool
-from gpuemu_ci.backends.interface import CaseReport, OpTask, TargetKind
+from gpuemu_ci.backends.interface import OpTask, TargetKind
 from gpuemu_ci.backends.script_protocol import ProtocolError, decode_reply, encode_reply, encode_request
+from gpuemu_ci.calls import CaseReport
 from gpuemu_ci.config.load import load_config
 from gpuemu_ci.errors import ConfigError
 from gpuemu_ci.pipeline.targets import naive_target, op_target, reference_target

@@ -240,7 +240,7 @@ def test_judging_extreme_values_fails_the_case_without_a_numpy_warning() -> None
     caller's process)."""
     import warnings
 
-    from gpuemu_ci.backends.interface import CallResult, CallStatus, CaseRun
+    from gpuemu_ci.calls import CallResult, CallStatus, CaseRun
     from gpuemu_ci.config.model import Validation
     from gpuemu_ci.oracle.judge import CaseContext, judge
 
