@@ -8,7 +8,11 @@ their ratio, and the case counts (the corpus grows, so the per-case time is prin
 this checkout's code on the earlier revision's corpus, which separates what the code costs from what the
 corpus's new entries cost (the earlier corpus must still be a valid config for this checkout).
 
-    python bench/bench_quick_wall.py --before main --runs 3 [--seed 1] [--jobs N]
+    python bench/bench_quick_wall.py --before main --runs 3 [--seed 1] [--jobs N] [--config bench/field/gpuemu.toml]
+
+`--config` names the suite by its path inside each tree (default: the bug corpus); the cases of both sides must
+then be equal for the ratio to mean anything, and the script says when they are not. After the medians it
+prints where this checkout's last run spent its time (`gpuemu-ci run --profile`'s table, results/timings.py).
 
 Exit status: 0 when the median ratio is at most --target (2.0), 1 otherwise, 2 for a bad revision.
 """
@@ -28,6 +32,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
+CORPUS = "bench/corpus/gpuemu.toml"
+sys.path.insert(0, str(REPO))  # this checkout's renderer for the time split
 
 
 def extract(revision: str, into: Path) -> None:
@@ -44,11 +50,23 @@ def extract(revision: str, into: Path) -> None:
             tar.extractall(into, filter="data")
 
 
-def run_quick(code: Path, corpus: Path, seed: int, jobs: int | None, out: Path) -> tuple[float, int]:
-    """One quick-suite run of `corpus`'s bug corpus with `code`'s gpuemu_ci: (wall seconds, cases)."""
-    config = corpus / "bench" / "corpus" / "gpuemu.toml"
-    wall, results = quick_suite(code, config, seed, jobs, out)
-    return wall, int(results["summary"]["cases_total"])
+def run_quick(
+    code: Path, corpus: Path, seed: int, jobs: int | None, out: Path, suite: str = CORPUS
+) -> tuple[float, dict]:
+    """One quick-suite run of `corpus`'s suite (its `suite` config) with `code`'s gpuemu_ci: (wall seconds,
+    results.json)."""
+    return quick_suite(code, corpus / suite, seed, jobs, out)
+
+
+def profile(results: dict) -> str | None:
+    """The time split of a results document (None for a revision that did not record one)."""
+    from gpuemu_ci.render.timings import profile_rows
+    from gpuemu_ci.results.timings import OpTimings
+
+    if not any(op.get("timings") for op in results["ops"]):
+        return None
+    rows = [(op["name"], OpTimings(**op["timings"]) if op.get("timings") else None) for op in results["ops"]]
+    return profile_rows(rows, results["summary"]["duration_s"])
 
 
 def quick_suite(
@@ -79,6 +97,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--jobs", type=int, help="passed to gpuemu-ci run --jobs (default: the corpus's)")
     parser.add_argument("--target", type=float, default=2.0, help="the largest acceptable ratio")
+    parser.add_argument(
+        "--config", default=CORPUS, help=f"the suite, a path inside each tree (default {CORPUS})"
+    )
+    parser.add_argument(
+        "--no-cross", action="store_true", help="leave out the third side (this code on the earlier suite)"
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-quick-") as scratch:
         before = Path(scratch) / "before"
@@ -93,22 +117,34 @@ def main(argv: list[str] | None = None) -> int:
             "after": (REPO, REPO),
             "after-code-before-corpus": (REPO, before),
         }
+        if args.no_cross:
+            del sides["after-code-before-corpus"]
         walls: dict[str, list[float]] = {side: [] for side in sides}
         cases: dict[str, int] = {}
+        last: dict[str, dict] = {}
         for run in range(args.runs):
             for side, (code, corpus) in sides.items():
-                wall, count = run_quick(code, corpus, args.seed, args.jobs, Path(scratch) / f"{side}-{run}")
+                out = Path(scratch) / f"{side}-{run}"
+                wall, results = run_quick(code, corpus, args.seed, args.jobs, out, args.config)
                 walls[side].append(wall)
-                cases[side] = count
-                print(f"run {run + 1} {side:<24} {wall:6.1f} s  {count} cases", flush=True)
+                cases[side] = int(results["summary"]["cases_total"])
+                last[side] = results
+                print(f"run {run + 1} {side:<24} {wall:6.1f} s  {cases[side]} cases", flush=True)
     medians = {side: statistics.median(values) for side, values in walls.items()}
     ratio = medians["after"] / medians["before"]
     for side in sides:
         per_case = 1000 * medians[side] / max(cases[side], 1)
         print(f"median {side:<24} {medians[side]:6.1f} s  {cases[side]} cases  {per_case:.1f} ms/case")
-    same_corpus = medians["after-code-before-corpus"] / medians["before"]
+    if cases["after"] != cases["before"]:
+        print(f"note: the sides ran different cases ({cases['before']} before, {cases['after']} after)")
     print(f"ratio after / before: {ratio:.2f} (target <= {args.target:g})")
-    print(f"ratio on the earlier corpus, this code / earlier code: {same_corpus:.2f}")
+    if "after-code-before-corpus" in sides:
+        same_corpus = medians["after-code-before-corpus"] / medians["before"]
+        print(f"ratio on the earlier corpus, this code / earlier code: {same_corpus:.2f}")
+    split = profile(last["after"])
+    if split is not None:
+        print("where the last 'after' run's time went (seconds, summed over the workers):")
+        print(split)
     return 0 if ratio <= args.target else 1
 
 

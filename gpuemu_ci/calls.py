@@ -134,6 +134,8 @@ class CaseReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # "reference", "inputs hook", "setup" (gpuemu-ci's own preparation of the case), "naive implementation", ...
     party: str | None = None
     call_s: float = 0.0  # seconds inside the op, reference and naive calls (benchmarks)
+    # Seconds per phase of the case (results/timings.PHASES), both sides: filled in by the pool, never judged.
+    phases: dict[str, float] = {}
     output: str | None = None  # which output the first finding is about when not the forward's: "grad of x"
     gradients: tuple[GradientFigure, ...] = ()  # backward = true: per gradient, in grad_inputs order
     triton_launches: tuple[tuple[str, int], ...] = ()  # how its Triton launches ran (vectorised or why not)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import msgspec
 
-from gpuemu_ci.backends import zygote
+from gpuemu_ci.backends import phases, zygote
 from gpuemu_ci.backends.channel import FrameError
 from gpuemu_ci.backends.gpu import GpuInfo, detect_gpu
 from gpuemu_ci.backends.interface import CaseAborted, CaseSpec, OpTask, generating_party
@@ -96,6 +96,7 @@ class _Case:
     partial: CallReply | None = None
     op_side: OpSideResult | None = None
     op_digest: str = ""  # the digest of the inputs the op's side built (Built)
+    phases: dict[str, float] = field(default_factory=dict)  # seconds per phase, both sides (phases.py)
 
 
 @dataclass
@@ -118,6 +119,7 @@ class _Slot:
     failed_starts: int = 0
     start_error: str = ""
     oom_mark: OomRecord | None = None  # the kernel's OOM-kill counts when the side started
+    start_s: float = 0.0  # its process's start-up, not yet charged to a case (phases.py)
 
 
 class WorkerPool:
@@ -377,6 +379,9 @@ class WorkerPool:
         slot.log_mark = slot.proc.log.total
         slot.readied = False
         slot.deadline = time.monotonic() + self.load_timeout_s  # until it says Ready: importing
+        if slot.start_s:  # the first case on a new process waited for it
+            case.phases["worker_start"] = case.phases.get("worker_start", 0.0) + slot.start_s
+            slot.start_s = 0.0
 
     def _start_op(self, slot: _Slot, case: _Case) -> None:
         assert slot.proc is not None
@@ -523,6 +528,7 @@ class WorkerPool:
             if slot.ready:
                 raise ValueError("a second Hello")
             slot.ready, slot.failed_starts = True, 0
+            slot.start_s = time.monotonic() - slot.started
             return
         case = slot.case
         if case is None:
@@ -566,6 +572,7 @@ class WorkerPool:
             if call is not None:
                 self._check_call(call, case)
         slot.loaded.add((case.task.key, "op"))
+        phases.charge(case.phases, done.phases, time.monotonic() - slot.side_started)
         used = max((d.offset + d.nbytes for c in (done.op, done.rerun) if c for d in c.outputs), default=0)
         self._want[case.task.key] = max(self._want.get(case.task.key, FIRST_ARENA), used + used // 8)
         failed = any(c is not None and c.status != CallStatus.OK.value for c in (done.op, done.rerun))
@@ -597,6 +604,7 @@ class WorkerPool:
     def _verdict(self, slot: _Slot, case: _Case, verdict: Verdict) -> None:
         report = verdict.report
         slot.loaded.add((case.task.key, "judge"))
+        phases.charge(case.phases, verdict.phases, time.monotonic() - slot.side_started)
         if report.outcome == "errored" and not report.stderr_tail:
             tail = self._tail(slot)
             report = msgspec.structs.replace(report, stderr_tail=tail or None)
@@ -605,6 +613,8 @@ class WorkerPool:
 
     def _resolve(self, case: _Case, report: CaseReport) -> None:
         self._release_arena(case)
+        if case.phases:
+            report = msgspec.structs.replace(report, phases=dict(sorted(case.phases.items())))
         if not case.future.done():
             case.future.set_result(report)
 
@@ -649,6 +659,8 @@ class WorkerPool:
         slot.proc.kill()
         tail = self._tail(slot)
         self.side_s += time.monotonic() - slot.side_started
+        if case is not None:
+            phases.charge_stage(case.phases, stage, time.monotonic() - slot.side_started)
         slot.case, slot.side = None, ""
         self._spawn(slot)
         if case is None:

@@ -189,6 +189,7 @@ class OpDone(msgspec.Struct, frozen=True, tag=True, forbid_unknown_fields=True):
     triton: TritonReport | None = None  # what the GPU-faithful layer saw (gpuemu_ci/triton_cpu)
     not_run: str = ""  # who failed before the op could be called ("inputs hook", "setup"); "" when it was
     kernels: tuple[LaunchedKernel, ...] = ()  # the Triton functions the op's calls ran (triton_probe)
+    phases: dict[str, float] = {}  # seconds per phase of this side (backends/phases.py): clock readings only
 
 
 class Verdict(msgspec.Struct, frozen=True, tag=True, forbid_unknown_fields=True):
@@ -197,6 +198,7 @@ class Verdict(msgspec.Struct, frozen=True, tag=True, forbid_unknown_fields=True)
     task: int
     report: CaseReport
     retire: bool = False
+    phases: dict[str, float] = {}  # seconds per phase of this side (backends/phases.py): clock readings only
 
 
 Reply = Hello | Ready | Built | OpPartial | OpDone | Verdict

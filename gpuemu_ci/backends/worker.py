@@ -29,6 +29,7 @@ from gpuemu_ci.backends.hygiene import Baseline
 from gpuemu_ci.backends.interface import OpTask
 from gpuemu_ci.backends.judge_side import OpView, run_judge_side
 from gpuemu_ci.backends.op_side import run_op_side
+from gpuemu_ci.backends.phases import PhaseClock
 from gpuemu_ci.backends.protocol import (
     Built,
     CallReply,
@@ -70,8 +71,10 @@ class Worker:
         self.status = status
         self.tasks: dict[str, OpTask] = {}
         self.current = 0  # the number of the side being run: every reply carries it
+        self.clock = PhaseClock()
 
     def stage(self, stage: Stage) -> None:
+        self.clock.mark(stage)
         if self.status is not None:
             struct.pack_into("<q", self.status, 0, int(stage))
 
@@ -85,6 +88,7 @@ class Worker:
 
     def run_op(self, request: RunOp, fds: list[int]) -> None:
         task = self.tasks[request.key]
+        self.clock.start()
         placement = _Placement(map_arena(fds[0], request.arena.size))
         early: dict[int, CallReply] = {}
 
@@ -154,6 +158,7 @@ class Worker:
                 triton=side.triton,
                 not_run=side.not_run,
                 kernels=side.kernels,
+                phases=self.clock.reading(),
             )
         )
 
@@ -161,6 +166,7 @@ class Worker:
 
     def judge(self, request: Judge, fds: list[int]) -> None:
         task = self.tasks[request.key]
+        self.clock.start()
         side = request.op_side
         outputs: tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]] = ((), ())
         if request.arena is not None:
@@ -192,7 +198,7 @@ class Worker:
         )
         report, retire = run_judge_side(task, request.case, view, stage=self.stage, on_loaded=self.ready)
         self.stage(Stage.REPLY)
-        self.send(Verdict(self.current, _clipped(report), retire))
+        self.send(Verdict(self.current, _clipped(report), retire, self.clock.reading()))
 
 
 def _reply(result: CallResult, descs: tuple[OutputDesc, ...] = ()) -> CallReply:

@@ -26,6 +26,7 @@ from gpuemu_ci.pipeline.settings import RunOptions
 from gpuemu_ci.pipeline.shard import Shard
 from gpuemu_ci.progress import StderrReporter
 from gpuemu_ci.render.summary import print_summary
+from gpuemu_ci.render.timings import profile_table
 from gpuemu_ci.results.codec import to_json, write_results
 
 
@@ -84,6 +85,12 @@ from gpuemu_ci.results.codec import to_json, write_results
     default=None,
     help="With --baseline: whether a regression fails the gate (default: policies.fail_on_regression).",
 )
+@click.option(
+    "--profile",
+    is_flag=True,
+    help="Print where each op's seconds went (input generation, op and reference calls, judging, Triton launch "
+    "preparation, worker start-up, transport); results.json records it either way (ops[].timings).",
+)
 def run_command(
     config_path: Path | None,
     suite: str,
@@ -102,6 +109,7 @@ def run_command(
     baseline_path: Path | None,
     fail_on_regression: bool | None,
     shard_text: str | None,
+    profile: bool = False,
 ) -> int:
     """Fuzz every op against its fp64 reference, lint the kernels, and write results.json.
 
@@ -139,6 +147,8 @@ def run_command(
         results = run_gate(config, options, baseline=baseline, observer=reporter, interruption=interruption)
         path = write_results(options.out_dir, results)
     print_summary(results, path)
+    if profile:
+        click.echo(profile_table(results), err=True)
     if as_json:
         sys.stdout.buffer.write(to_json(results))
         sys.stdout.flush()

@@ -45,6 +45,7 @@ from gpuemu_ci.results.rules import (
     rows_reasons,
     triton_notes,
 )
+from gpuemu_ci.results.timings import OpTimings
 
 WINDOW_PER_JOB = 8  # cases submitted ahead per job: workers never wait, a cut-short run wastes little
 
@@ -168,8 +169,11 @@ class OpCollector:
         self.interpreter: str | None = None
         self.triton_launches: dict[str, int] = {}
         self.inputs_differ = 0  # cases whose two sides built different inputs (not judged)
+        self.timed = 0  # cases that came with a time split
+        self.phase_us: dict[str, int] = {}  # whole microseconds per phase: sums independent of arrival order
 
     def add(self, ref: CaseRef, report: CaseReport) -> None:
+        self._time(report)
         for how, count in report.triton_launches:
             self.triton_launches[how] = self.triton_launches.get(how, 0) + count
         if report.outcome == "unloadable":
@@ -201,6 +205,16 @@ class OpCollector:
             self.failing.append((ref, report))
         if report.kind == FailureKind.INPUTS_DIFFER.value:
             self.inputs_differ += 1
+
+    def _time(self, report: CaseReport) -> None:
+        if not report.phases:
+            return
+        self.timed += 1
+        for phase, seconds in report.phases.items():
+            self.phase_us[phase] = self.phase_us.get(phase, 0) + round(seconds * 1e6)
+
+    def timings(self) -> OpTimings | None:
+        return OpTimings.of_micros(self.timed, self.phase_us) if self.timed else None
 
     def wants_snapshot(self, index: int) -> bool:
         """Whether a failure of case `index` could still be among the recorded ones."""
@@ -246,6 +260,7 @@ class OpCollector:
             failures=failures,
             failures_omitted=max(0, len(self.failing) - MAX_RECORDED_FAILURES),
             cases_skipped=skipped,
+            timings=self.timings(),
         )
 
     def _message(
@@ -297,6 +312,7 @@ class OpCollector:
             cases_failed=0,
             cases_errored=0,
             import_error=True,
+            timings=self.timings(),
         )
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import msgspec
 
 from gpuemu_ci.errors import UsageError
+from gpuemu_ci.results import timings
 from gpuemu_ci.results.coverage import merge as merge_coverage
 from gpuemu_ci.results.model import (
     OTHER_SHARDS,
@@ -179,6 +180,7 @@ def _merge_op(rows: list[OpResult], planned: ShardOp | None) -> OpResult:
         dtypes=merged_rows,
         failures=tuple(failures[:MAX_RECORDED_FAILURES]),
         failures_omitted=max(0, failing - MAX_RECORDED_FAILURES),
+        timings=timings.summed(r.timings for r in ran),
     )
     return _with_message(merged, planned)
 

@@ -21,6 +21,7 @@ from gpuemu_ci.results.base import Count, Record, Seed, Sha256, check_seed
 from gpuemu_ci.results.diff import BaselineDiff, DiffStatus
 from gpuemu_ci.results.kernels import KernelResult, KernelStatus, LintInfo
 from gpuemu_ci.results.mutation import MutationReport
+from gpuemu_ci.results.timings import OpTimings
 
 SCHEMA_VERSION: Literal["2"] = "2"
 _REPO = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
@@ -238,6 +239,8 @@ class OpResult(Record, frozen=True):
     # Warnings of the Triton layer over the op's cases: outputs that depend on masked-off lanes Triton leaves
     # undefined, fp32 dots left at their default precision, interpreter faults worked around.
     triton_notes: tuple[str, ...] = ()
+    # Where the op's seconds went (results/timings.py): clock readings, never part of a verdict or a comparison.
+    timings: OpTimings | None = None
 
     def dtype_result(self, dtype: str) -> DtypeResult | None:
         return next((d for d in self.dtypes if d.dtype == dtype), None)

@@ -29,6 +29,7 @@ import functools
 import inspect
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -47,6 +48,7 @@ from gpuemu_ci.triton_cpu import (
     lowp_builder,
     numerics,
     replay,
+    spent,
     vectorised,
 )
 from gpuemu_ci.triton_cpu.memory import Allocation, Lanes, Memory, Violation
@@ -803,7 +805,10 @@ def _vectorised(
         return f"{REMEMBERED} ({backoff.why})"
     tracer = None
     if call.settings.replay:
+        tried = time.perf_counter()
         groups = _replayed(module, args, call, launch, order, signature)
+        if groups is None:
+            spent.add(time.perf_counter() - tried)  # a replay abandoned (or no tape): paid for nothing
         if groups is not None:
             _fell_back.pop(signature, None)
             call.vectorised += 1
@@ -818,10 +823,13 @@ def _vectorised(
             tracer = replay.Tracer(_site)
     patch_language()
     replay._state["tracer"] = tracer
+    passed = time.perf_counter()
     try:
         outcome = vectorised.run(executor, module, args, launch.grid, launch.memory, order, tracer)
     finally:
         replay._state["tracer"] = None
+    if tracer is not None or outcome.why is not None:  # making a tape, or a pass abandoned for per program
+        spent.add(time.perf_counter() - passed)
     if call.settings.replay:
         if tracer is not None:
             _keep_tape(key, tracer, outcome.why is None)

@@ -104,6 +104,7 @@ def _normalised(path: Path) -> dict[str, Any]:
         document.pop(key)
     document["summary"].pop("duration_s")
     for op in document["ops"]:
+        op.pop("timings", None)  # measured: every run's own
         for row in op["dtypes"]:
             row.pop("duration_s")  # measured: every run's own
     return document
@@ -199,9 +200,11 @@ def _with_times_of(path: Path, other: Path, directory: Path) -> Path:
 
     document, times = read_results(path), read_results(other)
     timed = {(op.name, row.dtype): row.duration_s for op in times.ops for row in op.dtypes}
+    clocked = {op.name: op.timings for op in times.ops}
     ops = tuple(
         msgspec.structs.replace(
             op,
+            timings=clocked[op.name],
             dtypes=tuple(
                 msgspec.structs.replace(row, duration_s=timed[(op.name, row.dtype)]) for row in op.dtypes
             ),
