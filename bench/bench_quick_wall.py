@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -51,11 +52,25 @@ def extract(revision: str, into: Path) -> None:
 
 
 def run_quick(
-    code: Path, corpus: Path, seed: int, jobs: int | None, out: Path, suite: str = CORPUS
+    code: Path,
+    corpus: Path,
+    seed: int,
+    jobs: int | None,
+    out: Path,
+    suite: str = CORPUS,
+    ops: tuple[str, ...] = (),
 ) -> tuple[float, dict]:
-    """One quick-suite run of `corpus`'s suite (its `suite` config) with `code`'s gpuemu_ci: (wall seconds,
-    results.json)."""
-    return quick_suite(code, corpus / suite, seed, jobs, out)
+    """One quick-suite run of `corpus`'s suite (its `suite` config, only `ops` when given) with `code`'s
+    gpuemu_ci: (wall seconds, results.json)."""
+    return quick_suite(code, corpus / suite, seed, jobs, out, ops)
+
+
+def prefixed(config: Path, prefix: str) -> tuple[str, ...]:
+    """The names of the config's ops that start with `prefix`."""
+    import tomllib
+
+    ops = tomllib.loads(config.read_text()).get("ops", [])
+    return tuple(op["name"] for op in ops if str(op.get("name", "")).startswith(prefix))
 
 
 def profile(results: dict) -> str | None:
@@ -67,6 +82,15 @@ def profile(results: dict) -> str | None:
         return None
     rows = [(op["name"], OpTimings(**op["timings"]) if op.get("timings") else None) for op in results["ops"]]
     return profile_rows(rows, results["summary"]["duration_s"])
+
+
+LAST_CPU = [0.0]  # CPU seconds of the last quick_suite run, its workers included
+
+
+def _children_cpu() -> float:
+    """User + system seconds of the reaped child processes (a worker's are counted when its parent reaps it)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def quick_suite(
@@ -81,9 +105,11 @@ def quick_suite(
         *(["--jobs", str(jobs)] if jobs else []),
     ]  # fmt: skip
     started = time.monotonic()
+    cpu_before = _children_cpu()
     # cwd is the code's tree: `python -m` puts the working directory first on sys.path.
     done = subprocess.run(command, cwd=code, env=env, capture_output=True, text=True, check=False)
     wall = time.monotonic() - started
+    LAST_CPU[0] = _children_cpu() - cpu_before
     results = out / "results.json"
     if done.returncode not in (0, 1) or not results.is_file():
         raise RuntimeError(f"{code} on {config}: gpuemu-ci exited {done.returncode}:\n{done.stderr[-2000:]}")
@@ -100,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--config", default=CORPUS, help=f"the suite, a path inside each tree (default {CORPUS})"
     )
+    parser.add_argument("--op", action="append", default=[], help="only this op (repeatable)")
+    parser.add_argument("--op-prefix", help="only the ops whose names start with this (e.g. liger_)")
     parser.add_argument(
         "--no-cross", action="store_true", help="leave out the third side (this code on the earlier suite)"
     )
@@ -119,22 +147,34 @@ def main(argv: list[str] | None = None) -> int:
         }
         if args.no_cross:
             del sides["after-code-before-corpus"]
+        ops = tuple(args.op) + (prefixed(REPO / args.config, args.op_prefix) if args.op_prefix else ())
         walls: dict[str, list[float]] = {side: [] for side in sides}
+        cpus: dict[str, list[float]] = {side: [] for side in sides}
         cases: dict[str, int] = {}
         last: dict[str, dict] = {}
         for run in range(args.runs):
             for side, (code, corpus) in sides.items():
                 out = Path(scratch) / f"{side}-{run}"
-                wall, results = run_quick(code, corpus, args.seed, args.jobs, out, args.config)
+                wall, results = run_quick(code, corpus, args.seed, args.jobs, out, args.config, ops)
                 walls[side].append(wall)
+                cpus[side].append(LAST_CPU[0])
                 cases[side] = int(results["summary"]["cases_total"])
                 last[side] = results
-                print(f"run {run + 1} {side:<24} {wall:6.1f} s  {cases[side]} cases", flush=True)
+                print(
+                    f"run {run + 1} {side:<24} {wall:6.1f} s  cpu {LAST_CPU[0]:6.1f} s  {cases[side]} cases",
+                    flush=True,
+                )
     medians = {side: statistics.median(values) for side, values in walls.items()}
+    cpu = {side: statistics.median(values) for side, values in cpus.items()}
     ratio = medians["after"] / medians["before"]
     for side in sides:
         per_case = 1000 * medians[side] / max(cases[side], 1)
-        print(f"median {side:<24} {medians[side]:6.1f} s  {cases[side]} cases  {per_case:.1f} ms/case")
+        print(
+            f"median {side:<24} {medians[side]:6.1f} s  cpu {cpu[side]:6.1f} s  {cases[side]} cases  "
+            f"{per_case:.1f} ms/case"
+        )
+    # CPU seconds (every process of the run) move far less than wall time with the machine's load.
+    print(f"cpu ratio after / before: {cpu['after'] / max(cpu['before'], 1e-9):.2f}")
     if cases["after"] != cases["before"]:
         print(f"note: the sides ran different cases ({cases['before']} before, {cases['after']} after)")
     print(f"ratio after / before: {ratio:.2f} (target <= {args.target:g})")
