@@ -119,6 +119,7 @@ class _Slot:
     failed_starts: int = 0
     start_error: str = ""
     oom_mark: OomRecord | None = None  # the kernel's OOM-kill counts when the side started
+    asked: float = 0.0  # when its process was asked for (started, or forked by the zygote)
     start_s: float = 0.0  # its process's start-up, not yet charged to a case (phases.py)
 
 
@@ -302,6 +303,7 @@ class WorkerPool:
         slot.sent, slot.loaded = set(), set()
         if self._aborting:
             return  # stopping: no new worker (the zygote may still be importing)
+        asked = time.monotonic()  # a fork waits for the zygote's imports: part of this worker's start
         try:
             try:
                 slot.proc = WorkerProcess(self.root, self.env, self._forkserver, self._stopping)
@@ -319,6 +321,7 @@ class WorkerPool:
             return
         self.worker_starts += 1
         slot.started = time.monotonic()
+        slot.asked = asked
 
     def _stopping(self) -> bool:
         """Whether abort() was called: a fork that waits for the zygote gives up at once."""
@@ -528,7 +531,7 @@ class WorkerPool:
             if slot.ready:
                 raise ValueError("a second Hello")
             slot.ready, slot.failed_starts = True, 0
-            slot.start_s = time.monotonic() - slot.started
+            slot.start_s = time.monotonic() - slot.asked
             return
         case = slot.case
         if case is None:
