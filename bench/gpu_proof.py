@@ -737,6 +737,7 @@ def step_bench(out: Path, timeout: float) -> dict[str, Any]:
     for name, config in (("torch", "examples/torch/gpuemu.toml"), ("triton", "examples/triton/gpuemu.toml")):
         earlier = examples.get(name, {})
         wall = earlier.get("good_wall_s") if earlier.get("good_exit") == 0 else None
+        where = out / "examples" / f"{name}-good"
         if wall is None:
             started = time.perf_counter()
             where = out / "bench" / name
@@ -752,8 +753,22 @@ def step_bench(out: Path, timeout: float) -> dict[str, Any]:
                     "why": f"the gate on {config} exited {done.returncode}",
                     "rows": rows,
                 }
-        rows.append({"example": name, **bench_row(time_example(REPO / config), float(wall))})
+        row = bench_row(time_example(REPO / config), float(wall))
+        rows.append({"example": name, **row, "gate_split_s": gate_split(where / "results.json")})
     return {"status": "passed", "rows": rows}
+
+
+def gate_split(results_path: Path) -> dict[str, float] | None:
+    """Where the gate's own seconds went on the device (results.json's per-op `timings`, summed over the ops:
+    worker start-up, imports, CUDA and Triton preparation inside the op's calls, generation, judging): what
+    wall_over_calls is made of. None when the document has no split (an older gpuemu-ci)."""
+    from gpuemu_ci.results.timings import OpTimings, summed
+
+    document = _load(results_path)
+    if document is None:
+        return None
+    split = summed(OpTimings(**op["timings"]) for op in document.get("ops", []) if op.get("timings"))
+    return None if split is None else {phase: round(s, 3) for phase, s in split.seconds().items()}
 
 
 def bench_row(timing: Mapping[str, Any], gate_wall_s: float) -> dict[str, Any]:

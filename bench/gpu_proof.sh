@@ -16,7 +16,8 @@
 #                                    without `other` (the verdicts must agree; the CPU side must warn about it)
 #   4. lint                          the device's nvcc/ptxas against the NVRTC route there, and against the
 #                                    reports in $GPU_PROOF_LINT_REFERENCES made elsewhere (lint-<frontend>.json)
-#   5. benchmark                     gate wall time vs time in op calls vs reference calls (CPU and device)
+#   5. benchmark                     gate wall time vs time in op calls vs reference calls (CPU and device),
+#                                    and the gate's own split of its time (results.json timings, per phase)
 #   6. mutate                        gpuemu-ci mutate on examples/cuda: the CUDA mutants the lint cannot judge
 #                                    run their cases through the kernel's launch (none left `not run`)
 # A step that fails is recorded and the next one still runs; the exit status is 0 only when every step passed.

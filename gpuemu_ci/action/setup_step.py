@@ -7,9 +7,9 @@ with that environment's Python. When gpuemu-ci itself runs from a virtual enviro
 on the *base* interpreter, whose site-packages lack gpuemu-ci's dependencies: a `.pth` file then adds the
 tool's own site-packages after the new environment's (what the user installs still wins).
 
-pip's download cache lives beside the environment. A workflow keeps both between runs
-with `actions/cache` on `cache_dir` (docs/action.md shows how): a restored environment made by the same Python
-is reused as it is, so an unchanged `pip install` finds everything already satisfied.
+pip's download cache and Triton's compile cache (TRITON_CACHE_DIR) live beside the environment. A workflow
+keeps them between runs with `actions/cache` on `cache_dir` (docs/action.md shows how): a restored environment
+made by the same Python is reused as it is, so an unchanged `pip install` finds everything already satisfied.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from gpuemu_ci.errors import InfraError, UsageError
 
 VENV_NAME = "venv"
 PIP_CACHE_NAME = "pip"
+TRITON_CACHE_NAME = "triton"  # Triton's compile cache (TRITON_CACHE_DIR): a GPU runner compiles a kernel once
 TOOL_PTH_NAME = "_gpuemu_ci_tool.pth"
 SEE_TOOL_PACKAGES = "let the environment see gpuemu-ci's own packages"
 
@@ -87,6 +88,9 @@ def environment_for(plan: SetupPlan, env: Mapping[str, str]) -> dict[str, str]:
         result["PATH"] = os.pathsep.join(p for p in (str(plan.venv / "bin"), env.get("PATH", "")) if p)
         result.pop("PYTHONHOME", None)
     result["PIP_CACHE_DIR"] = str(plan.cache_dir / PIP_CACHE_NAME)
+    # Triton's compiled kernels beside it, kept by the same actions/cache (the workflow templates key a cache of
+    # their own on the Triton version and the kernels' source); a TRITON_CACHE_DIR the workflow sets wins.
+    result.setdefault("TRITON_CACHE_DIR", str(plan.cache_dir / TRITON_CACHE_NAME))
     result.setdefault("PIP_DISABLE_PIP_VERSION_CHECK", "1")
     return result
 

@@ -294,3 +294,13 @@ def test_the_setup_environment_sees_the_packages_of_a_tool_installed_in_a_virtua
     venv = workspace / ".gpuemu-cache" / "venv"
     assert "gpuemu-ci setup: let the environment see gpuemu-ci's own packages" in step.stdout
     assert str(purelib) in next(venv.glob("lib/python*/site-packages/_gpuemu_ci_tool.pth")).read_text()
+
+
+def test_tritons_compile_cache_lives_in_cache_dir_unless_the_workflow_sets_one(tmp_path: Path) -> None:
+    from gpuemu_ci.action.setup_step import SetupPlan, environment_for
+
+    plan = SetupPlan(("requirements.txt",), None, tmp_path / ".gpuemu-cache")
+    env = environment_for(plan, {"PATH": "/usr/bin"})
+    assert env["TRITON_CACHE_DIR"] == str(tmp_path / ".gpuemu-cache" / "triton")
+    own = environment_for(plan, {"PATH": "/usr/bin", "TRITON_CACHE_DIR": "/mine"})
+    assert own["TRITON_CACHE_DIR"] == "/mine"

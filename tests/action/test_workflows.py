@@ -292,3 +292,22 @@ def test_nightly_runs_the_thorough_suite_on_a_schedule_with_a_fresh_seed() -> No
     assert step["with"]["mode"] == "nightly"
     assert step["with"]["suite"] == "thorough"
     assert "seed" not in step["with"], "a fixed seed would fuzz the same cases every night"
+
+
+@pytest.mark.parametrize("name", ["gpuemu-pr.yml", "gpuemu-baseline.yml", "gpuemu-nightly.yml"])
+def test_gate_templates_keep_tritons_compile_cache_keyed_on_triton_and_the_kernels(name: str) -> None:
+    from gpuemu_ci.action.inputs import DEFAULT_CACHE_DIR
+    from gpuemu_ci.action.setup_step import TRITON_CACHE_NAME
+
+    workflow = _template(name)
+    for job_id, step in _action_steps(workflow):
+        if step.get("with", {}).get("mode") == "sign":
+            continue
+        job = steps(workflow["jobs"][job_id])
+        cached = [s for s in job if action_name(uses(s)) == "actions/cache"]
+        # restored before the gate runs, where the Action points TRITON_CACHE_DIR
+        assert cached and job.index(cached[0]) < job.index(step), (name, job_id)
+        options = cached[0]["with"]
+        assert options["path"] == f"{DEFAULT_CACHE_DIR}/{TRITON_CACHE_NAME}"
+        assert "requirements*.txt" in options["key"] and "**/*.py" in options["key"]
+        assert options["key"].startswith(options["restore-keys"].strip())

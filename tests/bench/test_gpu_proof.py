@@ -394,6 +394,20 @@ def test_the_timing_loop_runs_the_planned_cases(proof: ModuleType) -> None:
     ] == ("device")
 
 
+def test_the_benchmark_reports_the_gates_own_time_split(proof: ModuleType, tmp_path: Path) -> None:
+    ops = [
+        {"name": "a", "timings": {"cases": 2, "op_s": 0.5, "worker_start_s": 2.0}},
+        {"name": "b", "timings": {"cases": 3, "op_s": 0.25, "judge_s": 0.125}},
+        {"name": "c"},  # no split: an op that did not run in workers
+    ]
+    (tmp_path / "results.json").write_text(json.dumps({"ops": ops}))
+    split = proof.gate_split(tmp_path / "results.json")
+    assert (
+        split is not None and split["op"] == 0.75 and split["worker_start"] == 2.0 and split["judge"] == 0.125
+    )
+    assert proof.gate_split(tmp_path / "missing.json") is None
+
+
 # ---- gpu-proof.json --------------------------------------------------------------------------------------------
 
 
