@@ -12,7 +12,7 @@ shared machine are not stable.
   busy       how much of jobs x wall the pool kept a case's side running: below 100% the scheduler left a job
              idle; near 100% with wall far above cpu / jobs, the processes waited for a core (a loaded machine).
 
-Targets (issue 18, on this 2-core machine): the quickstart gate with --jobs 2 at most 1.0x the anchor; the
+Targets (issues 18 and 48, on this 2-core machine): the quickstart gate with --jobs 2 at most 2.0x the anchor; the
 thorough suite's --jobs 2 speedup at least 1.8x (--thorough). --shards times one unsharded run against two
 shards run at once (`gpuemu-ci run --shard K/2`, one job each) plus their merge, as separate processes.
 bench_large.py measures wall / calls on large inputs.
@@ -51,6 +51,7 @@ from gpuemu_ci.pipeline.gate import run_gate
 from gpuemu_ci.pipeline.session import Session
 from gpuemu_ci.pipeline.settings import RunOptions, select_ops
 from gpuemu_ci.plan.expand import stratum
+from gpuemu_ci.render.timings import profile_table
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO / "examples" / "quickstart" / "gpuemu.toml"
@@ -58,7 +59,7 @@ DEFAULT_CONFIG = REPO / "examples" / "quickstart" / "gpuemu.toml"
 # time inside calls swing from run to run, and jobs 1 vs 2 would not compare like for like. NumPy reads it
 # when it loads its BLAS, so main() re-runs the script with it set.
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-QUICKSTART_TARGET = 1.0
+QUICKSTART_TARGET = 2.0  # issue 48 (issue 18 had asked for 1.0, which the measured floor below rules out)
 SPEEDUP_TARGET = 1.8
 
 
@@ -93,6 +94,7 @@ class Measured:
     child_cpu: float
     cases: int
     verdict: str
+    split: str = ""  # where the run's time went, per op (gpuemu-ci run --profile's table)
 
 
 def _children_cpu() -> float:
@@ -121,6 +123,7 @@ def gate(config: Config, jobs: int, out_dir: Path, suite: Suite = Suite.QUICK) -
         child_cpu=_children_cpu() - children,
         cases=sum(p.cases for p in pools),
         verdict=document.verdict.value,
+        split=profile_table(document),
     )
 
 
@@ -320,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
         ratio = best[2].wall / loop_wall
         verdict = "meets" if ratio <= QUICKSTART_TARGET else "misses"
         print(f"gate --jobs 2 / hand-written loop: {ratio:.2f}x; {verdict} the target <= {QUICKSTART_TARGET}")
+        print("where the best --jobs 2 run's time went (seconds per phase, summed over the workers):")
+        print(best[2].split)
         floor(config, best[2], loop_wall, args.rounds)
         if args.thorough:
             thorough: dict[int, Measured] = {}
