@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 from gpuemu_ci.config.load import load_config  # noqa: E402
 
 sys.path.insert(0, str(HERE))
-from bench_quick_wall import quick_suite  # noqa: E402  (a sibling script, not a package)
+from bench_quick_wall import profile, quick_suite  # noqa: E402  (a sibling script, not a package)
 
 TRITON_MODULES = ("triton", "liger")  # op targets whose module names say they launch Triton kernels
 
@@ -85,6 +85,10 @@ def main(argv: list[str] | None = None) -> int:
                 launches[how] = launches.get(how, 0) + int(count)
     for how, count in sorted(launches.items(), key=lambda item: -item[1]):
         print(f"  {count:5d}  {how}")
+    split = profile({**last, "ops": [op for op in last.get("ops", []) if op["name"] in triton_ops]})
+    if split is not None:
+        print("where the Triton ops' time went in the last run (seconds, summed over the workers):")
+        print(split)
     ratio = medians["with triton"] / medians["numpy only"]
     print(f"ratio with triton / numpy only: {ratio:.2f} (target <= {args.target:g})")
     return 0 if ratio <= args.target else 1
