@@ -23,11 +23,13 @@ import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 from gpuemu_ci.triton_cpu import active, lowp
+from gpuemu_ci.triton_cpu.boundary import Patch
 from gpuemu_ci.triton_cpu.touches import Access, Touches, apart, apart_between_programs
 
 MODULE = "triton.runtime.interpreter"
@@ -272,7 +274,7 @@ def _gather(self: Any, src: Any, indices: Any, axis: int) -> Any:
     return _handle(np.take_along_axis(s, i, axis=axis + 1), src.dtype.scalar)
 
 
-def builder_methods(module: Any) -> dict[str, Callable[..., Any]]:
+def builder_methods(module: ModuleType) -> dict[str, Callable[..., Any]]:
     """The InterpreterBuilder methods replaced during a vectorised launch (the layer's own wrappers of loads,
     stores and dots handle the program axis themselves). Built once per interpreter: what it lifts are the
     interpreter's own constructors, what it refuses never calls the method it replaces."""
@@ -332,7 +334,7 @@ _Reducers = dict[Any, tuple[Callable[..., Any] | None, Callable[..., Any] | None
 _reducers: dict[int, _Reducers] = {}
 
 
-def _reduce_ops(module: Any) -> _Reducers:
+def _reduce_ops(module: ModuleType) -> _Reducers:
     """The reductions the pass runs itself, by combine function (made once per Triton)."""
     import triton.language as tl
 
@@ -459,7 +461,7 @@ def _transpose(self: Any) -> Any:
     return tl.core.tensor(handle, tl.core.block_type(self.dtype, block))
 
 
-def language_patches() -> list[tuple[Any, str, Any]]:
+def language_patches() -> list[Patch]:
     """(owner, name, value) set for the launch after the interpreter's own `_patch_lang`."""
     import triton.language as tl
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -195,7 +196,7 @@ def atomic_cas(builder: Any, ptr: Any, cmp: Any, val: Any, sem: Any) -> Any:
     return _handle(np.asarray(old).view(dtype), cmp.dtype.scalar)
 
 
-def replaced(module: Any) -> list[tuple[Any, str, Wrap]]:
+def replaced(module: ModuleType) -> list[tuple[Any, str, Wrap]]:
     """(owner, name, wrap) of the interpreter methods replaced for the low-precision types."""
     builder = module.InterpreterBuilder
     found: list[tuple[Any, str, Wrap]] = [
