@@ -53,10 +53,12 @@ def _combine(method: str, short_circuit_on: bool, operands: tuple[Callable[[], A
 
 
 def logical_and(*operands: Callable[[], Any]) -> Any:
+    """Python `and` over thunks of the operands, elementwise on blocks (as the GPU compiler evaluates it)."""
     return _combine("logical_and", False, operands)
 
 
 def logical_or(*operands: Callable[[], Any]) -> Any:
+    """Python `or` over thunks of the operands, elementwise on blocks (as the GPU compiler evaluates it)."""
     return _combine("logical_or", True, operands)
 
 

@@ -84,6 +84,7 @@ class Batch:
 
     @property
     def size(self) -> int:
+        """How many programs the batch runs."""
         return int(self.pids.size)
 
 
@@ -404,6 +405,8 @@ def reduce(input: Any, axis: Any, combine_fn: Any, keep_dims: bool = False, **kw
 
 
 def scan(input: Any, axis: int, combine_fn: Any, reverse: bool = False, **kwargs: Any) -> Any:
+    """`tl.associative_scan` over each program's block (cumulative sums and products; any other combine
+    function stops the pass)."""
     import triton.language as tl
 
     values = input if isinstance(input, tuple) else (input,)

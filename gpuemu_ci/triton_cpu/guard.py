@@ -128,6 +128,7 @@ def watch(drivers: tuple[types.ModuleType, ...] = ()) -> None:
 
 
 def watching() -> bool:
+    """Whether the guarded modules have been recorded (`watch` ran in this process)."""
     return _record["now"] is not None
 
 

@@ -27,7 +27,8 @@ Patcher = Callable[[Any], Any]  # the interpreter's `_patch_lang(fn) -> scope`
 class Restorable(Protocol):
     """A patch scope: what `_patch_lang` returns."""
 
-    def restore(self) -> None: ...
+    def restore(self) -> None:
+        """Put back what the scope set."""
 
 
 class LazyPatch:

@@ -100,6 +100,8 @@ def get_bf16(original: Any) -> Any:
 
 
 def fma(original: Any) -> Any:
+    """`create_fma` on low-precision values: x * y + z rounded once to their type, as the GPU's fma (lowp.fma)."""
+
     def fma(self: Any, x: Any, y: Any, z: Any) -> Any:
         if not lowp.is_lowp(z.data.dtype):
             return original(self, x, y, z)
@@ -148,6 +150,7 @@ def plain_load(ptrs: Any, mask: Any, other: Any) -> Any:
 
 
 def plain_store(ptrs: Any, value: Any, mask: Any) -> Any:
+    """A store of low-precision values as their bits (the interpreter's C++ store takes unsigned integers)."""
     module = sys.modules[MODULE]
     return module._interpreter.store(ptrs.data, lowp.bits_of(value.data), mask.data)
 

@@ -31,6 +31,7 @@ PROVENANCE = (
 
 
 def is_pointer(handle: Any) -> bool:
+    """Whether an interpreter handle holds pointers."""
     import triton.language as tl
 
     return isinstance(getattr(handle, "dtype", None), tl.pointer_type)
@@ -52,4 +53,5 @@ def derived(original: Any) -> Any:
 
 
 def base_of(handle: Any) -> str | None:
+    """The kernel argument the pointers were derived from, when known."""
     return getattr(handle, "attr", {}).get(BASE)

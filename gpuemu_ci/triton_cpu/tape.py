@@ -78,6 +78,7 @@ _pure: dict[str, bool] = {}
 
 
 def is_pure(name: str) -> bool:
+    """Whether a builder method's result depends on its operands alone (it may be folded or shared)."""
     found = _pure.get(name)
     if found is None:
         found = _pure[name] = not any(word in name for word in _IMPURE)
@@ -93,10 +94,12 @@ class Nested:
 
 
 def outcomes(tape: Tape) -> tuple[Any, ...]:
+    """The outcomes of the tape's guards, in order: two tapes with the same outcomes are the same path."""
     return tuple(step[3] for step in tape.steps if step[0] == GUARD)
 
 
 def is_constant(spec: Any, constants: dict[int, Any]) -> bool:
+    """Whether an operand refers only to results folded into constants (or is a constant itself)."""
     if type(spec) is Ref:
         return int(spec) in constants
     if isinstance(spec, TensorRef):

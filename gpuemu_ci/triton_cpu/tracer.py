@@ -59,6 +59,7 @@ class Tracer:
     # ---- recording ---------------------------------------------------------------------------------------
 
     def stop(self, why: str) -> None:
+        """Stop recording: the pass cannot be traced (the first reason is kept)."""
         if not self.broken:
             self.broken = why
 
@@ -69,6 +70,7 @@ class Tracer:
         return slot
 
     def add_input(self, name: str, handle: Any) -> None:
+        """A lifted argument of the kernel: a slot that each replay fills with the launch's own."""
         self._arguments.append((name, handle))
         self.inputs.append((name, self._new_slot(handle)))
 
@@ -148,6 +150,7 @@ class Tracer:
         self.steps.append((kind, what, spec, kw, out))
 
     def guard(self, tensor: Any, kind: str, outcome: Any) -> None:
+        """A Python decision the kernel made on a value (`kind`: "bool" or "index"), kept with its outcome."""
         if self.broken:
             return
         slot = self.slot_of.get(id(tensor.handle))
@@ -157,6 +160,7 @@ class Tracer:
         self.steps.append((GUARD, kind, slot, outcome, None))
 
     def tape(self) -> Tape | None:
+        """The recorded steps as a tape, folded and made smaller; None when the pass could not be traced."""
         if self.broken:
             return None
         steps, constants, sites = self._folded()
@@ -311,6 +315,7 @@ class Tracer:
             self.injected.append(namespace)
 
     def unpatch(self) -> None:
+        """Take `traced_range` back out of the namespaces `patched` put it in."""
         for namespace in self.injected:
             if namespace.get("range") == self.traced_range:
                 del namespace["range"]

@@ -31,6 +31,8 @@ Shadows = dict[int, Touches]
 
 @dataclass(frozen=True)
 class Outcome:
+    """How a vectorised try of a launch ended."""
+
     why: str | None  # None: every program ran vectorised; else why the launch must run one program at a time
     groups: int = 1  # the programs ran in this many groups that agree on every divergent branch
 
@@ -365,6 +367,7 @@ def _snapshot(memory: Memory) -> list[tuple[np.ndarray, np.ndarray]]:
 
 
 def find_cause(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """The first exception of type `kind` in `exc`'s chain (its causes and contexts), None when none is."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
