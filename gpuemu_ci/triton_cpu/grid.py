@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from gpuemu_ci.triton_cpu import active, lowp
-from gpuemu_ci.triton_cpu.boundary import Patch
+from gpuemu_ci.triton_cpu.boundary import Handle, Patch
 from gpuemu_ci.triton_cpu.touches import Access, Touches, apart, apart_between_programs
 
 MODULE = "triton.runtime.interpreter"
@@ -222,7 +222,7 @@ def _program_id(self: Any, axis: int) -> Any:
     return _handle(np.ascontiguousarray(batch.coords[:, axis : axis + 1]), tl.int32)
 
 
-def _splat(self: Any, ret_ty: Any, arg: Any) -> Any:
+def _splat(self: Any, ret_ty: Any, arg: Handle) -> Any:
     module = sys.modules[MODULE]
     shape = tuple(ret_ty.shape)
     _within_budget(shape)
@@ -234,41 +234,41 @@ def _splat(self: Any, ret_ty: Any, arg: Any) -> Any:
     return _handle(out, arg.dtype.scalar)
 
 
-def _unsplat(self: Any, arg: Any) -> Any:
+def _unsplat(self: Any, arg: Handle) -> Any:
     data = arg.data.reshape(arg.data.shape[0], -1)[:, :1]
     return _handle(np.ascontiguousarray(data), arg.dtype.scalar)
 
 
-def _reshape(self: Any, arg: Any, shape: Any, allow_reorder: Any) -> Any:
+def _reshape(self: Any, arg: Handle, shape: Any, allow_reorder: Any) -> Any:
     return _handle(arg.data.reshape((arg.data.shape[0], *tuple(shape))), arg.dtype.scalar)
 
 
-def _trans(self: Any, arg: Any, perm: Any) -> Any:
+def _trans(self: Any, arg: Handle, perm: Any) -> Any:
     return _handle(np.transpose(arg.data, (0, *tuple(p + 1 for p in perm))), arg.dtype.scalar)
 
 
-def _expand_dims(self: Any, arg: Any, axis: int) -> Any:
+def _expand_dims(self: Any, arg: Handle, axis: int) -> Any:
     return _handle(np.expand_dims(arg.data, axis + 1 if axis >= 0 else axis), arg.dtype.scalar)
 
 
-def _broadcast_to(self: Any, arg: Any, shape: Any) -> Any:
+def _broadcast_to(self: Any, arg: Handle, shape: Any) -> Any:
     _within_budget(tuple(shape))
     return _handle(np.broadcast_to(arg.data, (arg.data.shape[0], *tuple(shape))), arg.dtype.scalar)
 
 
-def _cat(self: Any, lhs: Any, rhs: Any) -> Any:
+def _cat(self: Any, lhs: Handle, rhs: Handle) -> Any:
     rows = max(lhs.data.shape[0], rhs.data.shape[0])
     a = np.broadcast_to(lhs.data, (rows, *lhs.data.shape[1:]))
     b = np.broadcast_to(rhs.data, (rows, *rhs.data.shape[1:]))
     return _handle(np.concatenate([a, b], axis=1), lhs.dtype.scalar)
 
 
-def _join(self: Any, lhs: Any, rhs: Any) -> Any:
+def _join(self: Any, lhs: Handle, rhs: Handle) -> Any:
     a, b = np.broadcast_arrays(lhs.data, rhs.data)
     return _handle(np.stack([a, b], axis=-1), lhs.dtype.scalar)
 
 
-def _gather(self: Any, src: Any, indices: Any, axis: int) -> Any:
+def _gather(self: Any, src: Handle, indices: Handle, axis: int) -> Any:
     rows = max(src.data.shape[0], indices.data.shape[0])
     s = np.broadcast_to(src.data, (rows, *src.data.shape[1:]))
     i = np.broadcast_to(indices.data, (rows, *indices.data.shape[1:]))
