@@ -239,5 +239,7 @@ def _failure_text(op_name: str, result: OpResult, master: int) -> str:
             f"- {failure.kind} [{failure.dtype}] {inputs} {failure.distribution} seed {failure.case_seed}: "
             f"{failure.message.splitlines()[0][:300] if failure.message else failure.kind}"
         )
+        if failure.pattern:
+            lines.append(f"  pattern: {failure.pattern}")
         lines.append(f"  replay: {failure.replay}")
     return "\n".join(lines)

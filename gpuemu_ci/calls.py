@@ -64,6 +64,7 @@ class CaseRun:
 Outcome = Literal["passed", "failed", "errored", "unloadable", "skipped", "inputs_differ"]
 # What the results model requires of these fields, checked when a worker's report is decoded.
 SnapshotPath = Annotated[str, msgspec.Meta(pattern=r"^snapshots/[0-9a-f]{16}\.npz$")]
+ErrorMapPath = Annotated[str, msgspec.Meta(pattern=r"^snapshots/[0-9a-f]{16}\.png$")]
 Count = Annotated[int, msgspec.Meta(ge=0)]
 
 
@@ -145,3 +146,8 @@ class CaseReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         None  # of the op's outputs, bit for bit (mutate: a mutant that changed nothing)
     )
     kernels: tuple[LaunchedKernel, ...] = ()  # the Triton functions the op's calls ran (mutate's census)
+    # A failing case's explanation (backends/explain.py): the one-line shape of its errors, its error map (a PNG
+    # beside the snapshot) or why none was drawn.
+    pattern: str | None = None
+    error_map: ErrorMapPath | None = None
+    error_map_note: str | None = None

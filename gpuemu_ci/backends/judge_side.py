@@ -15,7 +15,7 @@ import msgspec
 import numpy as np
 
 from gpuemu_ci import dtypes
-from gpuemu_ci.backends import backward, triton_judging
+from gpuemu_ci.backends import backward, explain, triton_judging
 from gpuemu_ci.backends.calling import (
     InputsFailed,
     Invoke,
@@ -473,7 +473,10 @@ def _judge_case(judging: _Judging, op_view: OpView) -> CaseReport:
     report = verdict_report(
         case, run, verdict, digest=judging.digest, call_s=judging.call_s, gradient_stats=gradient_stats
     )
-    return _with_snapshot(judging, case, report) if report.outcome == "failed" else report
+    if report.outcome != "failed":
+        return report
+    wanted = task.out_dir if judging.spec.snapshot_wanted else None
+    return _with_snapshot(judging, case, explain.explained(report, verdict.stats, case.dims, wanted))
 
 
 def _not_run(judging: _Judging, case: CaseInputs, op_view: OpView) -> CaseReport:

@@ -89,6 +89,7 @@ def compare(
         exceeded=exceeded,
         total=total,
         allowed_at_worst=float(allowed[worst]) if worst is not None else None,
+        ratio=np.where(nonfinite_bad, np.inf, ratio),
     )
     if exceeded:
         assert worst is not None
@@ -126,6 +127,7 @@ def _compare_finite(
         exceeded=exceeded,
         total=total,
         allowed_at_worst=float(allowed[worst]),
+        ratio=ratio,
     )
     findings = []
     if exceeded:
@@ -165,6 +167,7 @@ def compare_exact(
         exceeded=count,
         total=total,
         allowed_at_worst=0.0 if count else None,
+        ratio=np.where(differ, np.inf, 0.0),  # no allowance: every difference is over it
     )
     findings = []
     if count and worst is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -393,18 +394,7 @@ def _with_empirical(
 
 
 def _with_bias(stats: ErrorStats | None, z: float) -> ErrorStats | None:
-    if stats is None:
-        return None
-    return ErrorStats(
-        stats.comparator,
-        stats.headroom,
-        stats.max_abs_error,
-        stats.worst_index,
-        stats.exceeded,
-        stats.total,
-        stats.allowed_at_worst,
-        z,
-    )
+    return None if stats is None else dataclasses.replace(stats, bias_z=z)
 
 
 def _determinism(outputs: tuple[np.ndarray, ...], rerun: CallResult) -> list[Finding]:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
+
+import numpy as np
 
 from gpuemu_ci.results.model import FailureKind
 
@@ -61,6 +63,9 @@ class ErrorStats:
     total: int
     allowed_at_worst: float | None = None
     bias_z: float | None = None
+    # Per element: error / allowance (inf where the non-finite class is wrong), the output's shape; drawn as the
+    # failing case's error map (results/error_map.py). None where the comparator measures no such thing.
+    ratio: np.ndarray | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,9 @@ def failure_record(config: Config, ref: CaseRef, report: CaseReport) -> Failure:
         output=report.output,
         inputs_digest=report.inputs_digest,
         party=report.party or ("op" if report.outcome == "failed" else None),
+        pattern=report.pattern,
+        error_map=report.error_map,
+        error_map_note=report.error_map_note,
     )
 
 

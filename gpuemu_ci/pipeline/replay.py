@@ -141,3 +141,24 @@ def _check_dims(op: OpSpec, dims: Mapping[str, int]) -> None:
     missing = {d.name for d in op.shapes.dims if not d.is_derived} - set(dims)
     if missing:
         raise UsageError(f"--dims must give every drawn dim of op {op.name!r}; missing {sorted(missing)}")
+
+
+def explanation(report: CaseReport, out_dir: Path) -> list[str]:
+    """`replay --explain`: what the judge found of where a failing case is wrong (backends/explain.py)."""
+    if report.outcome != "failed" or (report.pattern is None and report.error_map_note is None):
+        why = "it failed without an output to measure (a crash, a timeout, an error)"
+        if report.output is not None:
+            why = f"the failing output is a gradient ({report.output}): not mapped"
+        return [f"explain: no error map: {why}"]
+    lines = ["explain:"]
+    if report.worst_index is not None and report.headroom is not None:
+        lines.append(f"  worst element {tuple(report.worst_index)}: {report.headroom:.3g}x its allowance")
+    if report.exceeded is not None and report.total:
+        lines.append(f"  over the allowance: {report.exceeded} of {report.total} elements")
+    if report.pattern:
+        lines.append(f"  pattern: {report.pattern}")
+    if report.error_map:
+        lines.append(f"  error map: {out_dir / report.error_map}")
+    elif report.error_map_note:
+        lines.append(f"  {report.error_map_note}")
+    return lines

@@ -9,6 +9,7 @@ import click
 
 from gpuemu_ci.render.baseline_diff import render_text
 from gpuemu_ci.render.describe import describe_inputs
+from gpuemu_ci.render.error_maps import error_map_line
 from gpuemu_ci.render.text import (
     SKIPS_REFUSED,
     dot_precision,
@@ -75,6 +76,10 @@ def print_summary(results: Results, path: Path) -> None:
                 f"        {failure.kind} [{failure.dtype}] {inputs} {failure.distribution} seed {failure.case_seed}"
             )
             echo(f"          {first_line[:300]}")
+            if failure.pattern:
+                echo(f"          pattern: {failure.pattern}")
+            if (drawn := error_map_line(failure)) is not None:
+                echo(f"          {drawn}")
             echo(f"          replay: {failure.replay}")
         hidden = len(op.failures) - SHOWN_FAILURES + op.failures_omitted
         if hidden > 0:

@@ -101,6 +101,7 @@ def skipped_count(ops: Sequence[OpResult]) -> int:
 
 
 SnapshotPath = Annotated[str, msgspec.Meta(pattern=r"^snapshots/[0-9a-f]{16}\.npz$")]
+ErrorMapPath = Annotated[str, msgspec.Meta(pattern=r"^snapshots/[0-9a-f]{16}\.png$")]  # results/error_map.py
 DotPrecision = Literal["ieee", "tf32", "tf32x3"]  # a `tl.dot`'s input precision on fp32 inputs
 
 
@@ -137,6 +138,12 @@ class Failure(Record, frozen=True):
     # "reference", "inputs hook", "setup" (gpuemu-ci's own preparation of the case), "naive implementation",
     # "reference's backward" or "judge". None in documents written before it was recorded.
     party: str | None = None
+    # What explains a wrong answer (backends/explain.py): the one-line shape of the elements over the allowance
+    # ("wrong only in the last partial tile of N=1090 (cols 1088–1089, tile 64): ..."), the error map drawn
+    # beside the snapshot (results/error_map.py) or why none was drawn.
+    pattern: str | None = None
+    error_map: ErrorMapPath | None = None  # relative to the directory of results.json
+    error_map_note: str | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -420,12 +420,14 @@ def test_a_run_removes_the_snapshots_an_earlier_run_left(tmp_path):
     stale = tmp_path / "snapshots" / "0123456789abcdef.npz"
     stale.parent.mkdir(parents=True)
     stale.write_bytes(b"old")
+    stale_map = stale.with_suffix(".png")  # an error map of the earlier run (issue #47)
+    stale_map.write_bytes(b"old")
     code, _, _ = run(["--config", str(EXAMPLES / "buggy" / "gpuemu.toml"), "--out", str(tmp_path),
                       "--op", "softmax", "--iterations", "2"])  # fmt: skip
     assert code == 1
     document = json.loads((tmp_path / "results.json").read_text())
-    named = {f["snapshot"] for op in document["ops"] for f in op["failures"]}
-    assert not stale.exists()
+    named = {f[key] for op in document["ops"] for f in op["failures"] for key in ("snapshot", "error_map")}
+    assert not stale.exists() and not stale_map.exists()
     assert {f"snapshots/{p.name}" for p in (tmp_path / "snapshots").iterdir()} == named
 
 
