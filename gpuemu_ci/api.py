@@ -241,5 +241,7 @@ def _failure_text(op_name: str, result: OpResult, master: int) -> str:
         )
         if failure.pattern:
             lines.append(f"  pattern: {failure.pattern}")
+        if failure.where:
+            lines.append(f"  where: {failure.where}")
         lines.append(f"  replay: {failure.replay}")
     return "\n".join(lines)

@@ -147,7 +147,8 @@ class CaseReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     )
     kernels: tuple[LaunchedKernel, ...] = ()  # the Triton functions the op's calls ran (mutate's census)
     # A failing case's explanation (backends/explain.py): the one-line shape of its errors, its error map (a PNG
-    # beside the snapshot) or why none was drawn.
+    # beside the snapshot) or why none was drawn, and where a Triton kernel stored its worst element.
     pattern: str | None = None
     error_map: ErrorMapPath | None = None
     error_map_note: str | None = None
+    where: str | None = None

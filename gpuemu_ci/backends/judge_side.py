@@ -476,7 +476,9 @@ def _judge_case(judging: _Judging, op_view: OpView) -> CaseReport:
     if report.outcome != "failed":
         return report
     wanted = task.out_dir if judging.spec.snapshot_wanted else None
-    return _with_snapshot(judging, case, explain.explained(report, verdict.stats, case.dims, wanted))
+    return _with_snapshot(
+        judging, case, explain.explained(report, verdict.stats, case.dims, wanted, op_view.triton)
+    )
 
 
 def _not_run(judging: _Judging, case: CaseInputs, op_view: OpView) -> CaseReport:

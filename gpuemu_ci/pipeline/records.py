@@ -54,6 +54,7 @@ def failure_record(config: Config, ref: CaseRef, report: CaseReport) -> Failure:
         pattern=report.pattern,
         error_map=report.error_map,
         error_map_note=report.error_map_note,
+        where=report.where,
     )
 
 

@@ -157,6 +157,8 @@ def explanation(report: CaseReport, out_dir: Path) -> list[str]:
         lines.append(f"  over the allowance: {report.exceeded} of {report.total} elements")
     if report.pattern:
         lines.append(f"  pattern: {report.pattern}")
+    if report.where:
+        lines.append(f"  where in the kernel: {report.where}")
     if report.error_map:
         lines.append(f"  error map: {out_dir / report.error_map}")
     elif report.error_map_note:

@@ -200,6 +200,7 @@ def _details(group: FailureGroup | None) -> str:
             f"{text.pairs(failure.layouts)}; kwargs {text.kwargs(failure)}; values {failure.distribution}",
             f"  case seed {failure.case_seed}; {text.error_vs_allowed(failure)}",
             *([f"  pattern: {failure.pattern}"] if failure.pattern else []),
+            *([f"  where: {failure.where}"] if failure.where else []),
             *([f"  {drawn}"] if (drawn := error_map_line(failure)) else []),
             f"  replay: {failure.replay}",
         ]

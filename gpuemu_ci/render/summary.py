@@ -78,6 +78,8 @@ def print_summary(results: Results, path: Path) -> None:
             echo(f"          {first_line[:300]}")
             if failure.pattern:
                 echo(f"          pattern: {failure.pattern}")
+            if failure.where:
+                echo(f"          where: {failure.where}")
             if (drawn := error_map_line(failure)) is not None:
                 echo(f"          {drawn}")
             echo(f"          replay: {failure.replay}")

@@ -140,10 +140,13 @@ class Failure(Record, frozen=True):
     party: str | None = None
     # What explains a wrong answer (backends/explain.py): the one-line shape of the elements over the allowance
     # ("wrong only in the last partial tile of N=1090 (cols 1088–1089, tile 64): ..."), the error map drawn
-    # beside the snapshot (results/error_map.py) or why none was drawn.
+    # beside the snapshot (results/error_map.py) or why none was drawn, and, for a Triton kernel, where its worst
+    # element was stored: "stored by program (3, 0, 0) of `_softmax` (grid (64, 1, 1)), lane 17 of its block, at
+    # softmax.py:42 (in _softmax); its store's mask was partial in that program" (triton_cpu/where.py), or why not.
     pattern: str | None = None
     error_map: ErrorMapPath | None = None  # relative to the directory of results.json
     error_map_note: str | None = None
+    where: str | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuemu_ci.triton_cpu import accesses, active, grid, lowp, lowp_builder, numerics, sites
+from gpuemu_ci.triton_cpu import accesses, active, grid, lowp, lowp_builder, numerics, sites, where
 from gpuemu_ci.triton_cpu.call import MAX_POISON_SITES, CallRecord
 from gpuemu_ci.triton_cpu.provenance import base_of
 
@@ -100,6 +100,7 @@ def masked_store(original: Method) -> Method:
             mask = module.TensorHandle(m, mask.dtype)
         if call is not None and launch is not None:
             addresses, flat_mask = accesses.checked(call, launch, "store", ptrs.data, mask.data, base)
+            where.note_store(call.stores, launch, addresses.addresses, flat_mask, np.shape(ptrs.data))
             if batched:
                 located = accesses.watch_batched(launch, ptrs.data, flat_mask, addresses, write=True)
                 if located is not None and accesses.scattered(
