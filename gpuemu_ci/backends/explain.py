@@ -14,7 +14,7 @@ from gpuemu_ci.calls import CaseReport
 from gpuemu_ci.oracle import error_pattern
 from gpuemu_ci.oracle.model import ErrorStats
 from gpuemu_ci.results import error_map
-from gpuemu_ci.triton_cpu.report import TritonReport
+from gpuemu_ci.triton_cpu.report import MASKED_LANES, PROGRAM_ORDER, TF32, TritonReport
 from gpuemu_ci.triton_cpu.where import StoreMap
 
 
@@ -30,7 +30,7 @@ def explained(
     if report.outcome != "failed" or stats is None or stats.ratio is None or report.output is not None:
         return report  # nothing measured per element (a crash, an argmax), or a gradient's failure
     ratio = np.asarray(stats.ratio)
-    stored = _map_of(triton, ratio.shape)
+    position, stored = _map_of(triton, ratio.shape)
     tiles = stored.tiles() if stored is not None else {}
     pattern = error_pattern.describe(ratio, dims, tiles)
     where = None
@@ -41,12 +41,41 @@ def explained(
             where = stored.describe(tuple(stats.worst_index))
     elif triton is not None and triton.launches:
         where = triton.stores_note or "where not recorded: no output of the call matched a watched store"
+    decided = _decided_at(triton, position, ratio.shape, stats.worst_index)
+    if decided:
+        where = f"{where}; {decided}" if where else decided
     path, note = error_map.write_error_map(out_dir, ratio, tiles) if out_dir is not None else (None, None)
     return msgspec.structs.replace(report, pattern=pattern, error_map=path, error_map_note=note, where=where)
 
 
-def _map_of(triton: TritonReport | None, shape: tuple[int, ...]) -> StoreMap | None:
-    """The store map of the judged output: the first of the op's outputs with its shape."""
+def _map_of(triton: TritonReport | None, shape: tuple[int, ...]) -> tuple[int, StoreMap | None]:
+    """(the judged output's position among the op's outputs, its store map): the first with its shape."""
     if triton is None:
+        return 0, None
+    for position, stored in enumerate(triton.stores):
+        if stored is not None and stored.shape == tuple(shape):
+            return position, stored
+    return 0, None
+
+
+# What a probe of the layer varied (backends/layer_probes.py), as the "where" says it.
+_VARIED = {
+    MASKED_LANES: "its value changes with what the masked-off lanes read:",
+    TF32: "its value changes when the fp32 dot runs at full precision instead of TF32:",
+    PROGRAM_ORDER: "its value changes with the order of the programs",
+}
+
+
+def _decided_at(
+    triton: TritonReport | None, position: int, shape: tuple[int, ...], index: tuple[int, ...] | None
+) -> str | None:
+    """The kernel lines a probe of the call varied that changed the worst element, where one did: for a masked
+    load without `other` or a TF32 dot, the line the bug is on."""
+    if triton is None or index is None or len(index) != len(shape):
         return None
-    return next((m for m in triton.stores if m is not None and m.shape == tuple(shape)), None)
+    size = int(np.prod(shape)) if shape else 1
+    flat = int(np.ravel_multi_index(tuple(index), shape)) if shape else 0
+    for decided in triton.decided:
+        if decided.by in _VARIED and decided.at(position, size, flat):
+            return " ".join(filter(None, (_VARIED[decided.by], ", ".join(decided.sites))))
+    return None

@@ -17,8 +17,8 @@ import msgspec
 import pytest
 
 from gpuemu_ci.render.html import render_html
-from gpuemu_ci.results.model import Results
 from gpuemu_ci.results.codec import read_results
+from gpuemu_ci.results.model import Results
 from tests.support_real_runs import real_run, real_run_dir
 
 CHROMIUM = next((found for name in ("chromium", "chromium-browser") if (found := shutil.which(name))), None)
@@ -107,7 +107,7 @@ def test_each_failing_case_shows_its_error_map_decoded_and_within_the_window(
     for drawn in measured["maps"]:
         assert drawn["natural"] > 100  # the browser decoded the inlined PNG
         if drawn["open"]:  # the first case of each group is open: its map is laid out within the window
-            assert 0 < drawn["shown"] and drawn["right"] <= 480
+            assert drawn["shown"] > 0 and drawn["right"] <= 480
     assert measured["overflow"] <= 0
 
 
