@@ -6,7 +6,7 @@ entry's edited line and the first line its effect reaches (the first later line 
 The lines a failure reports: the store line and the probe's line in its `where` (backends/explain.py), and the
 line of an out-of-bounds or race finding in its message.
 
-    python bench/where_score.py                       # runs both suites (one seed each), then scores
+    python bench/where_score.py                       # runs both suites (master seed 1), then scores
     python bench/where_score.py --corpus DIR --field DIR   # scores saved runs (results.json in each)
 
 Prints one row per entry and the rate; exits 0 (a measurement, not a gate). Needs torch, triton and, for the
@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from corpus_score import run_gpuemu  # noqa: E402  # a sibling script (the bench folder is not a package)
+
+SEED = 1  # one master seed for both suites
 SITE = re.compile(r" at ([^:()]+?):(\d+) \(in (\w+)\)")
 
 # entry -> (the function the bug is in, the acceptable lines in that function's source file, why).
@@ -96,26 +98,6 @@ def score(documents: list[dict]) -> tuple[int, int, list[str]]:
     return hits, total, rows
 
 
-def run(config: Path, entries: list[str], out: Path, seed: str | None) -> dict:
-    ops = [arg for name in entries for arg in ("--op", name)]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(config.parent)])}
-    command = [
-        sys.executable,
-        "-m",
-        "gpuemu_ci",
-        "run",
-        "--config",
-        str(config),
-        "--out",
-        str(out),
-        "--jobs",
-        "1",
-    ]
-    subprocess.run(command + ops + (["--seed", seed] if seed else []), cwd=config.parent, env=env, check=False,
-                   capture_output=True)  # fmt: skip
-    return json.loads((out / "results.json").read_text())
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, help="a saved run of the corpus entries (its directory)")
@@ -123,9 +105,9 @@ def main() -> int:
     args = parser.parse_args()
     documents = []
     with tempfile.TemporaryDirectory() as scratch:
-        for name, saved, config, seed in (
-            ("corpus", args.corpus, ROOT / "bench" / "corpus" / "gpuemu.toml", None),
-            ("field", args.field, ROOT / "bench" / "field" / "gpuemu.toml", "1"),
+        for name, saved, config in (
+            ("corpus", args.corpus, ROOT / "bench" / "corpus" / "gpuemu.toml"),
+            ("field", args.field, ROOT / "bench" / "field" / "gpuemu.toml"),
         ):
             if saved is not None:
                 documents.append(json.loads((saved / "results.json").read_text()))
@@ -134,7 +116,7 @@ def main() -> int:
             entries = [
                 e for e in EXPECTED if e.startswith(prefix) and (name == "field") == e.startswith("liger_")
             ]
-            documents.append(run(config, entries, Path(scratch) / name, seed))
+            documents.append(run_gpuemu(config, SEED, Path(scratch) / name, entries))
     hits, total, rows = score(documents)
     print("\n".join(rows))
     print(f"where names the bug's line (or the first line it reaches): {hits} of {total} Triton bug entries "
