@@ -33,7 +33,11 @@ SITE = re.compile(r" at ([^:()]+?):(\d+) \(in (\w+)\)")
 # Lines are those of bench/corpus/corpus_kernels/*.py, of Liger's installed source, or of a field mutant's
 # source (the mutated function alone, as field_kernels/mutate.py registers it).
 EXPECTED: dict[str, tuple[str, frozenset[int], str]] = {
-    "rmsnorm_triton_bwd.bug.grad_acc_assign": ("_sum_rows", frozenset({55}), "`acc = ...` for `acc += ...`"),
+    "rmsnorm_triton_bwd.bug.grad_acc_assign": (
+        "_sum_rows",
+        frozenset({55, 58}),
+        "`acc =` for `acc +=`; its store",
+    ),
     "tri_row_max.bug.tail_other_missing": ("_row_max", frozenset({42, 43}), "load without other; its max"),
     "tri_scale.bug.store_past_end": ("_scale", frozenset({85}), "the unmasked store"),
     "tri_scale.bug.stride_assumption": (

@@ -24,13 +24,23 @@ def explained(
     dims: Mapping[str, int],
     out_dir: Path | None,
     triton: TritonReport | None = None,
+    gradients: tuple[tuple[str, ErrorStats], ...] = (),
+    forward_outputs: int = 1,
 ) -> CaseReport:
     """`report` (a failed case) with its pattern, error map (written under `out_dir`, when given) and, for a case
-    whose Triton launches the layer watched, where its worst element was stored."""
-    if report.outcome != "failed" or stats is None or stats.ratio is None or report.output is not None:
-        return report  # nothing measured per element (a crash, an argmax), or a gradient's failure
+    whose Triton launches the layer watched, where its worst element was stored. A failing gradient (`report.output`
+    "grad of x") is explained from its own figures (`gradients`, in the order the op returns them after its
+    `forward_outputs`)."""
+    position: int | None = None
+    if report.output is not None:  # a gradient's failure: its figures and its place among the op's outputs
+        names = [name for name, _ in gradients]
+        of = report.output.removeprefix("grad of ")
+        stats = dict(gradients).get(of)
+        position = forward_outputs + names.index(of) if of in names else None
+    if report.outcome != "failed" or stats is None or stats.ratio is None:
+        return report  # nothing measured per element (a crash, an argmax)
     ratio = np.asarray(stats.ratio)
-    position, stored = _map_of(triton, ratio.shape)
+    position, stored = _map_of(triton, ratio.shape, position)
     tiles = stored.tiles() if stored is not None else {}
     pattern = error_pattern.describe(ratio, dims, tiles)
     where = None
@@ -48,10 +58,16 @@ def explained(
     return msgspec.structs.replace(report, pattern=pattern, error_map=path, error_map_note=note, where=where)
 
 
-def _map_of(triton: TritonReport | None, shape: tuple[int, ...]) -> tuple[int, StoreMap | None]:
-    """(the judged output's position among the op's outputs, its store map): the first with its shape."""
+def _map_of(
+    triton: TritonReport | None, shape: tuple[int, ...], known: int | None
+) -> tuple[int, StoreMap | None]:
+    """(the judged output's position among the op's outputs, its store map): the one at `known` when given, else
+    the first with its shape."""
     if triton is None:
-        return 0, None
+        return known or 0, None
+    if known is not None:
+        stored = triton.stores[known] if known < len(triton.stores) else None
+        return known, stored if stored is not None and stored.shape == tuple(shape) else None
     for position, stored in enumerate(triton.stores):
         if stored is not None and stored.shape == tuple(shape):
             return position, stored

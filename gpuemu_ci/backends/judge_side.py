@@ -476,9 +476,11 @@ def _judge_case(judging: _Judging, op_view: OpView) -> CaseReport:
     if report.outcome != "failed":
         return report
     wanted = task.out_dir if judging.spec.snapshot_wanted else None
-    return _with_snapshot(
-        judging, case, explain.explained(report, verdict.stats, case.dims, wanted, op_view.triton)
+    forward_outputs = len(op_call.outputs) if op_call.status is CallStatus.OK else 1
+    explained = explain.explained(
+        report, verdict.stats, case.dims, wanted, op_view.triton, gradient_stats, forward_outputs
     )
+    return _with_snapshot(judging, case, explained)
 
 
 def _not_run(judging: _Judging, case: CaseInputs, op_view: OpView) -> CaseReport:

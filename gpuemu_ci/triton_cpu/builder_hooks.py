@@ -121,7 +121,8 @@ def _synchronised(call: CallRecord | None, ptr: Any, mask: np.ndarray | None) ->
     launch = None if call is None else call.launch
     if call is None or launch is None:
         return
-    accesses.checked(call, launch, "atomic", ptr.data, mask, base_of(ptr))
+    addresses, flat_mask = accesses.checked(call, launch, "atomic", ptr.data, mask, base_of(ptr))
+    where.note_store(call.stores, launch, addresses.addresses, flat_mask, np.shape(ptr.data))  # it writes too
     launch.synchronised = True
     call.atomics = call.atomics or int(np.prod(launch.grid)) > 1
 
