@@ -100,7 +100,8 @@ def describe(
         is not None
     ]
     if not found:
-        return f"scattered: {tally} ({100.0 * count / total:.3g}%), in every row and col"
+        spread = ", in every row and col" if bad.ndim >= 2 else ""
+        return f"scattered: {tally} ({100.0 * count / total:.3g}%){spread}"
     found.sort(key=lambda p: (p.share, p.axis))
     narrow = found[:2]
     return "wrong only in " + " and ".join(p.text for p in narrow) + f": {tally}"

@@ -9,7 +9,7 @@ import pytest
 
 from gpuemu_ci.render.html import render_html
 from gpuemu_ci.render.junit import render_junit
-from gpuemu_ci.render.markdown import render_comment
+from gpuemu_ci.render.markdown import render_comment, render_summary
 from gpuemu_ci.render.sarif import render_sarif
 from gpuemu_ci.render.summary import print_summary
 from gpuemu_ci.results.codec import read_results
@@ -42,13 +42,14 @@ def test_each_wrong_answer_records_its_pattern_and_a_map_beside_the_snapshot(
         assert (where / failure.error_map).read_bytes().startswith(b"\x89PNG")
 
 
-def test_the_comment_junit_and_sarif_carry_the_pattern(failing: tuple[Results, Path]) -> None:
+def test_the_comment_summary_junit_and_sarif_carry_the_pattern(failing: tuple[Results, Path]) -> None:
     report, _ = failing
     worst = next(g.worst for g in report.failure_groups() if g.worst is not None)
     assert worst.pattern is not None and worst.error_map is not None
     comment = render_comment(report)
     assert f"where the output is wrong: {worst.pattern}" in comment.replace("\\", "")
     assert worst.error_map in comment
+    assert f"where the output is wrong: {worst.pattern}" in render_summary(report).replace("\\", "")
     assert f"pattern: {worst.pattern}" in render_junit(report)
     assert f"Pattern: {worst.pattern}" in render_sarif(report)
 
