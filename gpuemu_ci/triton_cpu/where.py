@@ -123,6 +123,8 @@ class StoreLog:
         return tuple(self.map_of(output) for output in outputs)
 
     def map_of(self, output: np.ndarray) -> StoreMap | None:
+        """Where each element of one output was last stored; None when nothing logged wrote it, or it is strided
+        or too large for a map."""
         if self.overflowed or not self.stores or output.size > MAX_ELEMENTS or output.size == 0:
             return None
         if not output.flags.c_contiguous:
