@@ -23,6 +23,7 @@ import numpy as np
 
 from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Family, OpSpec
+from gpuemu_ci.oracle.model import Comparator
 from gpuemu_ci.oracle.precision import input_magnitude
 from gpuemu_ci.oracle.terms import Allowance, ForwardCase, GradientTermCase
 
@@ -147,8 +148,8 @@ class FlushedGradientProducts:
         return gradient_term(case.op, case.dtype, case.inputs.values(), case.upstream, case.n)
 
     def words(self, case: GradientTermCase) -> str:
-        """note(), where the gradient exceeded its allowance."""
-        return note(case.op, case.dtype) if case.mismatched else ""
+        """note(), where the structure bound judged the gradient and it exceeded its allowance."""
+        return note(case.op, case.dtype) if case.mismatched and case.rule is Comparator.BOUND else ""
 
 
 TERM = FlushedProducts()

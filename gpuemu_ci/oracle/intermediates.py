@@ -36,7 +36,7 @@ from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Family, InputSpec, OpSpec, ValueKind
 from gpuemu_ci.oracle import stored_log_sum
 from gpuemu_ci.oracle.precision import input_magnitude
-from gpuemu_ci.oracle.terms import Allowance, ForwardCase, row_axis
+from gpuemu_ci.oracle.terms import Allowance, ForwardCase, GradientTermCase, row_axis
 
 # A function value (a cos, a log), a product and a sum, each rounded once at the terms' scale.
 ROUNDINGS = 3.0
@@ -224,4 +224,26 @@ class RoundedIntermediates:
         return note(case.op, case.bound.case_dtype)
 
 
+class RoundedGradientIntermediates:
+    """The gradient's term of an elementwise op rounding its intermediates to a 16-bit case dtype
+    (rounded_terms)."""
+
+    name = "rounded_intermediates"
+    models = "an elementwise backward's intermediates rounded to a 16-bit case dtype, and its |g x| products"
+
+    def applies(self, case: GradientTermCase) -> bool:
+        """Elementwise ops."""
+        return case.op.error_model.family is Family.ELEMENTWISE
+
+    def allowance(self, case: GradientTermCase) -> Allowance:
+        """rounded_terms() at the structure bound's scale."""
+        scale = case.scale if case.scale is not None else np.abs(case.reference)
+        return rounded_terms(case.op, case.dtype, scale, case.products)
+
+    def words(self, case: GradientTermCase) -> str:
+        """Nothing: the forward's failure names them."""
+        return ""
+
+
 TERM = RoundedIntermediates()
+GRADIENT_TERM = RoundedGradientIntermediates()

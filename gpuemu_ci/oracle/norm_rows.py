@@ -42,6 +42,7 @@ from gpuemu_ci.oracle.row_statistics import (
     norm_rows,
     x_gradient_blur,
 )
+from gpuemu_ci.oracle.terms import Allowance, GradientTermCase
 
 _U64 = dtypes.info("float64").unit_roundoff
 
@@ -150,3 +151,26 @@ def words(
         return ""
     found = terms(op, case_dtype, forward, name, r)
     return "" if found is None else found.words
+
+
+class SavedNormStatistics:
+    """The words of a norm's statistics saved in the case dtype; their allowance widens the structure bound's
+    scale S (gradients.structure_bound takes terms().scale), so the term adds nothing itself."""
+
+    name = "saved_norm_statistics"
+    models = "a norm's mean and rstd saved in the case dtype (widens S, adds the saved rstd's rounding)"
+
+    def applies(self, case: GradientTermCase) -> bool:
+        """Never as an added term: it widens the scale."""
+        return False
+
+    def allowance(self, case: GradientTermCase) -> Allowance:
+        """0: see applies."""
+        return 0.0
+
+    def words(self, case: GradientTermCase) -> str:
+        """words()."""
+        return words(case.op, case.dtype, case.forward, case.name, case.reference, case.mismatched)
+
+
+TERM = SavedNormStatistics()

@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 import numpy as np
 
 from gpuemu_ci.config.model import Family, OpSpec
+from gpuemu_ci.oracle.model import Comparator
 
 if TYPE_CHECKING:  # bounds.py imports the terms; the case only names its record
     from gpuemu_ci.oracle.bounds import BoundInputs
+    from gpuemu_ci.oracle.row_statistics import Forward
 
 Allowance = np.ndarray | float  # an absolute allowance before the bound's c: per element, or one for all
 
@@ -47,22 +49,25 @@ class ForwardCase:
 
 @dataclass(frozen=True)
 class GradientTermCase:
-    """One gradient of one case, as the terms of the gradient's structure bound see it."""
+    """One gradient of one case, as the terms of the gradients' list see it. `n`, `u_acc` and `scale` are the
+    structure bound's (gradients.structure_bound); where only words are asked they keep their defaults."""
 
     op: OpSpec
     dtype: str  # the case dtype
     name: str  # the input the gradient is of
     reference: np.ndarray  # the float64 gradient
     grad_dtype: str
-    n: int  # the length each element of the gradient sums (gradients.summed_length)
-    u_acc: float
-    scale: np.ndarray  # the terms' scale S the family bound uses
+    rule: Comparator  # the rule judging the gradient (gradients.rule_for)
     dims: Mapping[str, int] = field(default_factory=dict)
     kwargs: Mapping[str, object] = field(default_factory=dict)
     inputs: Mapping[str, np.ndarray] = field(default_factory=dict)
     upstream: Sequence[np.ndarray | None] = ()
+    forward: Forward | None = None  # what the op's backward computed from (row_statistics.Forward)
+    correlated: bool = False
+    n: int = 1  # the length each element of the gradient sums (gradients.summed_length)
+    u_acc: float = 0.0
+    scale: np.ndarray | None = None  # the terms' scale S of the structure bound
     products: np.ndarray | None = None  # |g x|: the upstream gradient times the input (elementwise ops)
-    forward: object = None  # row_statistics.Forward, or None where the case carries no forward
     mismatched: bool = False  # whether the gradient exceeded its allowance (for the words)
 
 
