@@ -44,7 +44,7 @@ class ForwardCase:
     @property
     def absolute(self) -> np.ndarray:
         """|reference|."""
-        return np.abs(self.bound.reference)
+        return np.asarray(np.abs(self.bound.reference))
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import json
 import sys
 from collections.abc import Iterator
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -285,7 +286,7 @@ def _gradients(out: dict[str, Any]) -> None:
                         input_dtypes=dict.fromkeys(names, dtype),
                         reference=grads,
                         reference_abs=tuple(np.abs(g) for g in grads),
-                        low=lambda grads=grads: tuple(g * (1 + 2.0**-10) for g in grads),
+                        low=partial(_moved, grads),
                         inputs=inputs,
                         forward=(np.asarray(r),),
                         upstream=upstream,
@@ -302,6 +303,11 @@ def _gradients(out: dict[str, Any]) -> None:
                         [[f.kind.value, f.message] for f in verdict.findings],
                         [[n, s.headroom, s.max_abs_error, s.allowed_at_worst] for n, s in verdict.stats],
                     ]
+
+
+def _moved(grads: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+    """A stand-in for the reference's measured backward: each gradient moved by 2^-10 relative."""
+    return tuple(g * (1 + 2.0**-10) for g in grads)
 
 
 def grid() -> dict[str, Any]:
