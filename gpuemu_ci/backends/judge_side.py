@@ -47,8 +47,9 @@ from gpuemu_ci.oracle.case_report import (
 )
 from gpuemu_ci.oracle.decide import Backward, Measurements, decide
 from gpuemu_ci.oracle.judge import CaseContext, comparator_for
-from gpuemu_ci.oracle.model import Comparator, FailureKind
+from gpuemu_ci.oracle.model import Comparator
 from gpuemu_ci.plan.expand import stratum
+from gpuemu_ci.results.model import FailureKind
 from gpuemu_ci.results.snapshots import write_case_snapshot
 from gpuemu_ci.triton_cpu.report import TritonReport
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from gpuemu_ci import dtypes
-from gpuemu_ci.oracle.model import Comparator, ErrorStats, FailureKind, Finding
+from gpuemu_ci.oracle.model import Comparator, ErrorStats, Finding
+from gpuemu_ci.results.model import FailureKind
 
 # Defaults for allclose when neither the op nor [validation.tolerances] sets one (upstream's Python defaults).
 DEFAULT_TOLERANCES = {

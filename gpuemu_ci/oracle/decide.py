@@ -18,7 +18,8 @@ from gpuemu_ci.oracle import precision, triton_findings
 from gpuemu_ci.oracle.case_report import with_gradients
 from gpuemu_ci.oracle.gradients import GradientCase
 from gpuemu_ci.oracle.judge import CaseContext, judge
-from gpuemu_ci.oracle.model import CaseVerdict, ErrorStats, FailureKind
+from gpuemu_ci.oracle.model import CaseVerdict, ErrorStats
+from gpuemu_ci.results.model import FailureKind
 from gpuemu_ci.triton_cpu.report import TritonReport
 
 Outputs = tuple[np.ndarray, ...]

@@ -45,9 +45,10 @@ from gpuemu_ci.oracle.argmax import axis_of
 from gpuemu_ci.oracle.compare import compare
 from gpuemu_ci.oracle.gradient_terms import GRADIENT_TERMS
 from gpuemu_ci.oracle.invariants import bias_z, lean_ulp
-from gpuemu_ci.oracle.model import Comparator, ErrorStats, FailureKind, Finding
+from gpuemu_ci.oracle.model import Comparator, ErrorStats, Finding
 from gpuemu_ci.oracle.nonfinite_rules import nonfinite_rules
 from gpuemu_ci.oracle.terms import GradientTermCase, add_terms, words_of
+from gpuemu_ci.results.model import FailureKind
 
 STRUCTURED = frozenset({Family.MATMUL, Family.ELEMENTWISE, Family.SOFTMAX, Family.NORM})
 ROW_WISE = frozenset({Family.SOFTMAX, Family.NORM})

@@ -17,9 +17,10 @@ from gpuemu_ci.oracle.argmax import compare_argmax
 from gpuemu_ci.oracle.compare import DEFAULT_TOLERANCES, allclose_allowance, compare, compare_exact
 from gpuemu_ci.oracle.forward_terms import FORWARD_TERMS
 from gpuemu_ci.oracle.invariants import bias_z, check_invariants
-from gpuemu_ci.oracle.model import CaseVerdict, Comparator, ErrorStats, FailureKind, Finding
+from gpuemu_ci.oracle.model import CaseVerdict, Comparator, ErrorStats, Finding
 from gpuemu_ci.oracle.nonfinite_rules import nonfinite_rules
 from gpuemu_ci.oracle.terms import words_of
+from gpuemu_ci.results.model import FailureKind
 
 STATUS_KIND = {
     CallStatus.CRASHED: FailureKind.CRASHED,

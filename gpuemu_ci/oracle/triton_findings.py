@@ -14,7 +14,8 @@ from gpuemu_ci.calls import CaseReport, CaseRun
 from gpuemu_ci.config.model import Family, MaskedLanes, OpSpec
 from gpuemu_ci.fuzz.case import CaseInputs
 from gpuemu_ci.oracle.case_report import describe_case
-from gpuemu_ci.oracle.model import CaseVerdict, ErrorStats, FailureKind, Finding
+from gpuemu_ci.oracle.model import CaseVerdict, ErrorStats, Finding
+from gpuemu_ci.results.model import FailureKind
 from gpuemu_ci.triton_cpu.report import MASKED_LANES, PROGRAM_ORDER, TF32, Decided, TritonReport
 
 TF32_FAMILIES = (Family.MATMUL, Family.ATTENTION)  # bounds that allow for TF32 inputs (oracle/bounds.py)
