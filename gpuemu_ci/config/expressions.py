@@ -196,7 +196,9 @@ def _eval(node: ast.AST, env: Mapping[str, Value], arrays: Mapping[str, ArrayInf
     assert isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
     name = node.func.id
     if name in ("stride", "size"):
-        array, axis = node.args[0].id, _literal_int(node.args[1])  # type: ignore[attr-defined]
+        first = node.args[0]
+        assert isinstance(first, ast.Name)  # checked when parsed
+        array, axis = first.id, _literal_int(node.args[1])
         assert axis is not None  # checked when parsed
         info = arrays.get(array)
         if info is None:

@@ -13,11 +13,13 @@ import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, TypeVar
 
 from gpuemu_ci.errors import ConfigError
 
 T = TypeVar("T")
+E = TypeVar("E", bound=Enum)  # a setting spelled as one of an enum's values
 
 
 @dataclass(frozen=True)
@@ -199,7 +201,7 @@ class TableReader:
             raise self.error(spelled, "expected a list of strings")
         return tuple(value)
 
-    def choice(self, key: str, enum: type[T], default: T, spellings: Mapping[str, T] | None = None) -> T:
+    def choice(self, key: str, enum: type[E], default: E, spellings: Mapping[str, E] | None = None) -> E:
         """One of `enum`'s values; `spellings`: other accepted names of members (upstream's)."""
         spelled, value = self._take(key)
         if value is _MISSING:
@@ -208,15 +210,15 @@ class TableReader:
             return spellings[value]
         if isinstance(value, str):
             with contextlib.suppress(ValueError):  # a member's value: one lookup
-                return enum(value)  # type: ignore[call-arg]
-        members = [m.value for m in enum]  # type: ignore[attr-defined]
+                return enum(value)
+        members = [m.value for m in enum]
         if value not in members:
             raise self.error(
                 spelled,
                 f"unknown value {value!r}; expected one of {_or_list(members)}"
                 + _suggest(str(value), members),
             )
-        return enum(value)  # type: ignore[call-arg]
+        return enum(value)
 
     def table(self, key: str, aliases: Mapping[str, str] | None = None) -> TableReader | None:
         spelled, value = self._take(key)
@@ -255,7 +257,7 @@ class _Missing:
 _MISSING = _Missing()
 
 
-def _type_name(value: Any) -> str:
+def _type_name(value: object) -> str:
     names = {
         str: "a string",
         bool: "a boolean",

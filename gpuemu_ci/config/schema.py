@@ -7,7 +7,7 @@ import math
 import re
 from collections.abc import Iterable
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 from gpuemu_ci import dtypes as dtype_table
 from gpuemu_ci.config.expressions import ExpressionError, parse_expression
@@ -74,7 +74,7 @@ def dims_table(table: TableReader, key: str) -> dict[str, DimSpec]:
     return dims
 
 
-def _size(value: object) -> bool:
+def _size(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -169,8 +169,8 @@ def _typical_terms(table: TableReader, name: str, raw: object) -> tuple[int | st
     items = raw if isinstance(raw, list) else [raw]
     terms: list[int | str] = []
     for item in items:
-        if _size(item) and item >= 0:  # type: ignore[operator]
-            terms.append(item)  # type: ignore[arg-type]
+        if _size(item) and item >= 0:
+            terms.append(item)
         elif isinstance(item, str):
             terms.append(_expression(table, name, item, "`typical`"))
         else:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from math import prod, sqrt
+from typing import SupportsFloat
 
 import numpy as np
 
@@ -220,7 +221,7 @@ def _norm_scale(b: BoundInputs, r: np.ndarray) -> np.ndarray:
     scale = r.copy() if x.shape == r.shape else np.broadcast_to(r.max(axis=-1, keepdims=True), r.shape)
     if x.shape == r.shape and x.size:
         axis = row_axis(b.kwargs)
-        eps = float(b.kwargs.get("eps", 0.0) or 0.0)  # type: ignore[arg-type]
+        eps = _float_kwarg(b.kwargs, "eps")
         grouped = group_rows(x, b.kwargs)  # group_norm: statistics over groups of channels
         rows, stat_axis = (grouped, -1) if grouped is not None else (x, axis)
         mean = rows.mean(axis=stat_axis, keepdims=True)
@@ -256,6 +257,14 @@ def _attention_term(b: BoundInputs, r: np.ndarray, n: int, u_acc: float, k_f: fl
         except ValueError:
             term = term + eta_p * float(v_sum.max(initial=0.0))
     return np.asarray(term)
+
+
+def _float_kwarg(kwargs: Mapping[str, object], name: str) -> float:
+    """A numeric kwarg as a float, 0 where absent or falsy."""
+    value = kwargs.get(name, 0.0) or 0.0
+    if not isinstance(value, SupportsFloat | str):
+        raise TypeError(f"kwarg `{name}` = {value!r} is not a number")
+    return float(value)
 
 
 _SHIFT_NAMES = ("bias", "beta", "shift", "b")

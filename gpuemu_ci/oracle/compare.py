@@ -7,6 +7,8 @@ result lies within the allowance of the overflow threshold is accepted (both rou
 
 from __future__ import annotations
 
+from typing import SupportsFloat
+
 import numpy as np
 
 from gpuemu_ci import dtypes
@@ -194,7 +196,9 @@ def _argmax(values: np.ndarray) -> tuple[int, ...]:
 
 
 def _fmt(value: object) -> str:
+    if not isinstance(value, SupportsFloat | str):
+        return repr(value)
     try:
-        return f"{float(value):.9g}"  # type: ignore[arg-type]
+        return f"{float(value):.9g}"
     except (TypeError, ValueError):
         return repr(value)

@@ -23,7 +23,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from math import prod, sqrt
-from typing import Any
 
 import numpy as np
 
@@ -326,10 +325,20 @@ def structure_bound(
 
 
 def _term_case(
-    op: OpSpec, case: GradientCase, name: str, r: np.ndarray, grad_dtype: str, **derived: Any
+    op: OpSpec,
+    case: GradientCase,
+    name: str,
+    r: np.ndarray,
+    grad_dtype: str,
+    *,
+    n: int = 1,
+    u_acc: float = 0.0,
+    scale: np.ndarray | None = None,
+    products: np.ndarray | None = None,
+    mismatched: bool = False,
 ) -> GradientTermCase:
-    """One gradient as the list's terms see it (`derived`: the structure bound's n, u_acc, scale, products, or
-    whether it mismatched, for the words)."""
+    """One gradient as the list's terms see it: with the structure bound's n, u_acc, scale and products for its
+    allowance, or whether it mismatched for its words."""
     return GradientTermCase(
         op,
         case.dtype,
@@ -343,7 +352,11 @@ def _term_case(
         upstream=case.upstream,
         forward=_forward(case),
         correlated=case.correlated,
-        **derived,
+        n=n,
+        u_acc=u_acc,
+        scale=scale,
+        products=products,
+        mismatched=mismatched,
     )
 
 
