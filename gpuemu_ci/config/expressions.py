@@ -285,6 +285,7 @@ def _tree(text: str) -> ast.Expression:
 def evaluate_int(
     expr: Expr | str, env: Mapping[str, object], arrays: Mapping[str, ArrayInfo] | None = None
 ) -> int:
+    """An expression's value, which must be an integer (a size, a stride)."""
     value = evaluate(expr, env, arrays)
     if value.denominator != 1:
         text = expr.text if isinstance(expr, Expr) else expr

@@ -68,6 +68,7 @@ def find_config(cwd: Path | None = None) -> Path:
 
 
 def user_config_path(env: Mapping[str, str] | None = None) -> Path | None:
+    """The user's own settings file (the environment variable names it, "none" turns it off), else None."""
     env = os.environ if env is None else env
     explicit = env.get(USER_CONFIG_ENV)
     if explicit:
@@ -188,6 +189,7 @@ def _merge_defaults(defaults: Mapping[str, Any], project: Mapping[str, Any]) -> 
 
 
 def build_config(data: Mapping[str, Any], source: SourceText, path: Path, sha256: str) -> Config:
+    """The Config of a parsed gpuemu.toml (`data`), every key checked; ConfigError names the first problem."""
     top = TableReader(data, "gpuemu.toml", source)
     root = path.parent
     project = _project(top.table("project"))

@@ -20,6 +20,7 @@ from gpuemu_ci.results.model import FailureKind
 
 
 def axis_of(kwargs: Mapping[str, object]) -> int:
+    """The axis the scores are chosen along: the op's `axis` or `dim` kwarg (an int, not a bool), else the last."""
     for key in ("axis", "dim"):
         value = kwargs.get(key)
         if isinstance(value, int) and not isinstance(value, bool):

@@ -56,6 +56,8 @@ def accumulator_roundoff(op: OpSpec, case_dtype: str) -> float:
 
 
 def floor_term(op: OpSpec, output_dtype: str) -> float:
+    """eta: the largest rounding error at zero in the output dtype (half its smallest subnormal; its smallest
+    normal when the op declares flush_to_zero)."""
     info = dtypes.info(output_dtype)
     return info.min_normal if op.error_model.flush_to_zero else half_subnormal(info.min_subnormal)
 

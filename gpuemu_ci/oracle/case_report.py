@@ -86,6 +86,7 @@ def with_gradients(
 
 
 def gradient_figures(gradient_stats: tuple[tuple[str, ErrorStats], ...]) -> tuple[GradientFigure, ...]:
+    """The per-gradient figures a CaseReport records: the rule that judged each gradient, its headroom and error."""
     return tuple(
         GradientFigure(
             of=name,

@@ -25,6 +25,7 @@ DEFAULT_TOLERANCES = {
 
 
 def to_float64(array: np.ndarray) -> np.ndarray:
+    """The array as float64 (exact for every float dtype the tool judges)."""
     return np.asarray(array).astype(np.float64)
 
 
@@ -182,6 +183,7 @@ def compare_exact(
 
 
 def allclose_allowance(reference: np.ndarray, atol: float, rtol: float) -> np.ndarray:
+    """atol + rtol |r| per element: the ALLCLOSE comparator's allowance."""
     return atol + rtol * np.abs(np.asarray(reference, dtype=np.float64))
 
 

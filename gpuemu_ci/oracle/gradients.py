@@ -89,6 +89,8 @@ class GradientCase:
 
 @dataclass(frozen=True)
 class GradientVerdict:
+    """What judging a case's gradients found, and the figures of each gradient judged."""
+
     findings: tuple[Finding, ...]
     stats: tuple[tuple[str, ErrorStats], ...]  # (input name, stats) per judged gradient
 
@@ -100,6 +102,8 @@ def judge_gradients(
     rerun: tuple[np.ndarray, ...] | None,
     validation: Validation,
 ) -> GradientVerdict:
+    """Judge every gradient of a `backward = true` case (module docstring: the `bound` or `baseline_relative`
+    rule, the list's terms, the bias test) and the determinism of a re-run."""
     findings: list[Finding] = []
     stats: list[tuple[str, ErrorStats]] = []
     low_cache: list[tuple[np.ndarray, ...] | None] = []

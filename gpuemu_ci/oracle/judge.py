@@ -52,6 +52,8 @@ class CaseContext:
 
 
 def comparator_for(op: OpSpec, dtype: str) -> Comparator:
+    """The comparator that judges the op's outputs at this dtype: argmax, exact, allclose (tolerances, or no
+    family), baseline-relative (a naive implementation) or the family bound."""
     if op.error_model.family is Family.ARGMAX:
         return Comparator.ARGMAX
     if op.error_model.family is Family.EXACT or not dtypes.info(op.output_dtype or dtype).is_float:

@@ -49,6 +49,8 @@ _U64 = dtypes.info("float64").unit_roundoff
 
 @dataclass(frozen=True)
 class Terms:
+    """What a norm's gradient cancels and inherits from statistics saved in the case's dtype."""
+
     scale: np.ndarray  # the terms the gradient cancels (zeros where none is modelled here)
     saved: np.ndarray  # what the rstd rounded to the case's dtype moves the gradient by
     words: str

@@ -105,6 +105,8 @@ def masked_lanes_message(sites: tuple[str, ...]) -> str:
 
 
 def dot_note(site: str, family: Family | None) -> str:
+    """The note for an fp32 `tl.dot` left at its default input precision (TF32 on NVIDIA), and whether the op's
+    family bound allows for it."""
     allowed = "allows" if family in TF32_FAMILIES else "does not allow"
     bound = f"the {family.value} bound" if family is not None else "the bound"
     return (

@@ -49,6 +49,7 @@ class Shard:
 
     @property
     def info(self) -> ShardInfo:
+        """The shard's K/N and plan (check_shards keeps only documents of shards)."""
         assert self.results.shard is not None
         return self.results.shard
 
