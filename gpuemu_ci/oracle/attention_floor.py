@@ -12,7 +12,7 @@ import numpy as np
 
 from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Family, OpSpec
-from gpuemu_ci.oracle.terms import Allowance, ForwardCase
+from gpuemu_ci.oracle.terms import Allowance, ForwardCase, OfFamilies
 
 
 def underflow_term(
@@ -33,15 +33,12 @@ def underflow_term(
         return info.min_normal * float(v_sum.max(initial=0.0)) + products
 
 
-class AttentionUnderflow:
+class AttentionUnderflow(OfFamilies):
     """The bound term of attention's weights and products below the working precision's normal range."""
 
+    families = frozenset({Family.ATTENTION})
     name = "attention_underflow"
     models = "attention's exp flushed below the normal range and P v products underflowing"
-
-    def applies(self, case: ForwardCase) -> bool:
-        """Attention."""
-        return case.family is Family.ATTENTION
 
     def allowance(self, case: ForwardCase) -> Allowance:
         """underflow_term() with v the last input."""

@@ -28,7 +28,7 @@ from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Family, OpSpec, ValueKind
 from gpuemu_ci.oracle import bounds
 from gpuemu_ci.oracle.model import Comparator
-from gpuemu_ci.oracle.terms import Allowance, GradientTermCase
+from gpuemu_ci.oracle.terms import GradientTermCase, SpeaksOnly
 
 
 def index_elements(op: OpSpec, dims: Mapping[str, int], name: str) -> int:
@@ -112,20 +112,12 @@ def note(op: OpSpec, case_dtype: str, dims: Mapping[str, int], name: str, grad_d
     )
 
 
-class ScatteredTerms:
+class ScatteredTerms(SpeaksOnly):
     """The words of a scatter-added gradient; its allowance (scatter_floor) is the baseline-relative rule's
     floor (gradients.judge_gradients), not a term of the structure bound."""
 
     name = "scattered_terms"
     models = "a gather's gradient scatter-added: sqrt(n) u sum|terms|, n the terms routed to each element"
-
-    def applies(self, case: GradientTermCase) -> bool:
-        """Never inside the structure bound: the baseline-relative rule's floor."""
-        return False
-
-    def allowance(self, case: GradientTermCase) -> Allowance:
-        """0: see applies."""
-        return 0.0
 
     def words(self, case: GradientTermCase) -> str:
         """note(), for gradients judged by the baseline-relative rule."""

@@ -26,7 +26,7 @@ import numpy as np
 
 from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import INPUT_DTYPE, OpSpec
-from gpuemu_ci.oracle.terms import Allowance, GradientTermCase
+from gpuemu_ci.oracle.terms import GradientTermCase, SpeaksOnly
 
 
 def declared_dtype(op: OpSpec, name: str, grad_dtype: str) -> str | None:
@@ -83,20 +83,12 @@ def note(op: OpSpec, dims: Mapping[str, int], name: str, grad_dtype: str, correl
     )
 
 
-class DeclaredGradientAccumulators:
+class DeclaredGradientAccumulators(SpeaksOnly):
     """The words of a gradient accumulated in a declared low-precision dtype; its allowance (term()) is added by
     either rule after its own bound (gradients.judge_gradients), outside the structure bound's c."""
 
     name = "declared_grad_accumulators"
     models = "`grad_accumulators`: a gradient's sums kept in a declared low-precision dtype"
-
-    def applies(self, case: GradientTermCase) -> bool:
-        """Never inside the structure bound: both rules add term() after theirs."""
-        return False
-
-    def allowance(self, case: GradientTermCase) -> Allowance:
-        """0: see applies."""
-        return 0.0
 
     def words(self, case: GradientTermCase) -> str:
         """note()."""

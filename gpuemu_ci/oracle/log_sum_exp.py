@@ -28,7 +28,7 @@ import numpy as np
 from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Family, OpSpec
 from gpuemu_ci.oracle.intermediates import rounds_in_case_dtype
-from gpuemu_ci.oracle.terms import Allowance, ForwardCase
+from gpuemu_ci.oracle.terms import Allowance, ForwardCase, OfFamilies
 
 # How closely the float64 reference must equal the rows' log-sum-exp for the model to apply.
 FORM_TOLERANCE = 1e-9
@@ -79,15 +79,12 @@ def note(op: OpSpec, case_dtype: str, reference: np.ndarray, inputs: Mapping[str
     )
 
 
-class LogSumExpIntermediates:
+class LogSumExpIntermediates(OfFamilies):
     """The bound term of a log-sum-exp computed one rounded 16-bit intermediate at a time (module docstring)."""
 
+    families = frozenset({Family.REDUCTION})
     name = "log_sum_exp"
     models = "a log-sum-exp's x - max, exp, sum and log each rounded to a 16-bit case dtype"
-
-    def applies(self, case: ForwardCase) -> bool:
-        """Reductions."""
-        return case.family is Family.REDUCTION
 
     def allowance(self, case: ForwardCase) -> Allowance:
         """term()."""

@@ -42,7 +42,7 @@ from gpuemu_ci.oracle.row_statistics import (
     norm_rows,
     x_gradient_blur,
 )
-from gpuemu_ci.oracle.terms import Allowance, GradientTermCase
+from gpuemu_ci.oracle.terms import GradientTermCase, SpeaksOnly
 
 _U64 = dtypes.info("float64").unit_roundoff
 
@@ -155,20 +155,12 @@ def words(
     return "" if found is None else found.words
 
 
-class SavedNormStatistics:
+class SavedNormStatistics(SpeaksOnly):
     """The words of a norm's statistics saved in the case dtype; their allowance widens the structure bound's
     scale S (gradients.structure_bound takes terms().scale), so the term adds nothing itself."""
 
     name = "saved_norm_statistics"
     models = "a norm's mean and rstd saved in the case dtype (widens S, adds the saved rstd's rounding)"
-
-    def applies(self, case: GradientTermCase) -> bool:
-        """Never as an added term: it widens the scale."""
-        return False
-
-    def allowance(self, case: GradientTermCase) -> Allowance:
-        """0: see applies."""
-        return 0.0
 
     def words(self, case: GradientTermCase) -> str:
         """words()."""

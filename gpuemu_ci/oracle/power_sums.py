@@ -28,7 +28,7 @@ import numpy as np
 
 from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Family, OpSpec
-from gpuemu_ci.oracle.terms import Allowance, ForwardCase
+from gpuemu_ci.oracle.terms import Allowance, ForwardCase, OfFamilies
 
 # How closely the reference must follow a p-norm (relative, per row) for the rule to apply.
 FORM_TOLERANCE = 1e-9
@@ -150,15 +150,12 @@ def note(op: OpSpec, case_dtype: str, reference: np.ndarray, inputs: Mapping[str
     )
 
 
-class PowerSumUnderflow:
+class PowerSumUnderflow(OfFamilies):
     """The bound term of a p-norm's |x|^p terms underflowing in the working precision (module docstring)."""
 
+    families = frozenset({Family.REDUCTION})
     name = "power_sum_underflow"
     models = "a p-norm's |x|^p terms underflowing in the working precision"
-
-    def applies(self, case: ForwardCase) -> bool:
-        """Reductions."""
-        return case.family is Family.REDUCTION
 
     def allowance(self, case: ForwardCase) -> Allowance:
         """underflow_term()."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, ClassVar, Protocol, TypeVar
 
 import numpy as np
 
@@ -99,6 +99,29 @@ class BoundTerm(Protocol[Case]):
         """What a failure's message adds about it ("; the bound counts ..."), empty where it added nothing.
         Asked of every term of the list whenever a comparison by the bound failed."""
         ...
+
+
+class OfFamilies:
+    """A forward term that applies to the cases of some families (`families`), whatever else they hold."""
+
+    families: ClassVar[frozenset[Family]]
+
+    def applies(self, case: ForwardCase) -> bool:
+        """Whether the case's family is one of `families`."""
+        return case.family in self.families
+
+
+class SpeaksOnly:
+    """A gradient term that only speaks: its allowance is counted elsewhere (it widens the structure bound's
+    scale, or it is a rule's own floor), so it never applies as an added term."""
+
+    def applies(self, case: GradientTermCase) -> bool:
+        """Never: see the class."""
+        return False
+
+    def allowance(self, case: GradientTermCase) -> Allowance:
+        """0: see the class."""
+        return 0.0
 
 
 def row_axis(kwargs: Mapping[str, object]) -> int:
