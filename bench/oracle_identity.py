@@ -68,6 +68,21 @@ def fingerprint(document: dict[str, Any]) -> dict[str, Any]:
     return {"exit_code": document.get("exit_code"), "ops": ops}
 
 
+def steady(prints: dict[str, Any]) -> dict[str, Any]:
+    """The fingerprints with each op whose kernel is nondeterministic (a `nondeterministic` failure: its outputs
+    differ between two calls on the same inputs, so its cases' figures differ between two runs of the same
+    gpuemu-ci, measured on the corpus's splitk_gemm.bug.nondeterministic: 10 and 11 failed cases) reduced to its
+    status, which does not vary."""
+    out: dict[str, Any] = {}
+    for workload, printed in prints.items():
+        ops = {}
+        for name, op in printed["ops"].items():
+            racy = any(f["kind"] == "nondeterministic" for f in op["failures"])
+            ops[name] = {"status": op["status"], "volatile": True} if racy else op
+        out[workload] = {**printed, "ops": ops}
+    return out
+
+
 def run_one(root: Path, config: str, seed: int, extra: Sequence[str], out_dir: Path) -> dict[str, Any]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH", "")) if p)
@@ -133,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     recorded = json.loads(args.compare.read_text())
     if args.only:
         recorded = {name: recorded[name] for name in args.only if name in recorded}
-    found = differences(recorded, measured)
+    found = differences(steady(recorded), steady(measured))
     cases = sum(sum(op["counts"][0] for op in w["ops"].values()) for w in measured.values())
     figures = sum(
         2 + 2 * len(row.get("gradients") or ())
@@ -141,12 +156,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         for op in w["ops"].values()
         for row in op["dtypes"].values()
     )
+    volatile = sum(op.get("volatile", False) for w in steady(measured).values() for op in w["ops"].values())
     if found:
         print(f"oracle_identity: {len(found)} difference(s):\n  " + "\n  ".join(found[:200]))
         return 1
     print(
         f"oracle_identity: identical over {len(measured)} workloads, {cases} cases, "
-        f"{figures} worst-headroom/error figures"
+        f"{figures} worst-headroom/error figures ({volatile} nondeterministic op(s) compared by status)"
     )
     return 0
 
