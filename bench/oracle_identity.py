@@ -1,8 +1,9 @@
 """Proves a change to the oracle left every verdict and every measured figure as it was: runs a fixed workload
-(the examples, the torch controls, a slice of the bug corpus; fixed seeds, quick suite, no lint) with the
-gpuemu-ci of a given checkout, and writes or compares a fingerprint of its results.json files: per op and dtype
-the status, case counts, worst headroom and largest error of the output and of each gradient, and per recorded
-failure its case seed, kind, message and figures (timings, paths and the environment left out).
+(the examples, the torch controls, the bug corpus, the field evaluation's Triton kernels; fixed seeds, quick
+suite, no lint) with the gpuemu-ci of a given checkout, and writes or compares a fingerprint of its results.json
+files: per op and dtype the status, case counts, worst headroom and largest error of the output and of each
+gradient, and per recorded failure its case seed, kind, message and figures (timings, paths and the environment
+left out).
 
     nice python bench/oracle_identity.py --record before.json --root /path/to/the/old/checkout
     nice python bench/oracle_identity.py --compare before.json       # this checkout; exit 1 on any difference
@@ -35,6 +36,7 @@ WORKLOAD: tuple[tuple[str, str, int, tuple[str, ...]], ...] = (
     ("torch-controls-1", "bench/torch_controls/gpuemu.toml", 1, ()),
     ("torch-controls-2", "bench/torch_controls/gpuemu.toml", 2, ()),
     ("corpus-1", "bench/corpus/gpuemu.toml", 1, ()),
+    ("field-1", "bench/field/gpuemu.toml", 1, ()),
 )
 
 _FAILURE_FIELDS = ("case_id", "case_seed", "dtype", "kind", "message", "comparator", "headroom")
