@@ -78,6 +78,7 @@ def page_of(document: dict[str, Any]) -> str:
     return render_html(msgspec.convert(document, type=Results, strict=False))
 
 
+@pytest.mark.slow
 def test_no_number_is_split_and_no_heading_repeats_itself(tmp_path_factory: pytest.TempPathFactory) -> None:
     document = real_run(tmp_path_factory.getbasetemp(), "mixed")
     assert any(op["failures"] for op in document["ops"])  # failure sections with seeds, errors, replay lines
@@ -90,6 +91,7 @@ def test_no_number_is_split_and_no_heading_repeats_itself(tmp_path_factory: pyte
     assert measured["overflow"] <= 0  # nothing wider than the window
 
 
+@pytest.mark.slow
 def test_the_kernel_table_shows_registers_and_spills_per_entry_and_arch(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
