@@ -39,7 +39,7 @@ from gpuemu_ci.config.load import load_config  # noqa: E402
 from gpuemu_ci.config.model import Config, OpSpec  # noqa: E402
 from gpuemu_ci.pipeline.targets import naive_target, op_target, reference_target  # noqa: E402
 from gpuemu_ci.plan.expand import plan_op  # noqa: E402
-from gpuemu_ci.triton_cpu import layer, replay  # noqa: E402
+from gpuemu_ci.triton_cpu import layer  # noqa: E402
 
 DEFAULT_CONFIG = HERE / "corpus" / "gpuemu.toml"
 TRITON_MODULES = ("triton", "liger")  # op targets whose module names say they launch Triton kernels
@@ -111,10 +111,10 @@ def compare(config_path: Path, seeds: Sequence[int], only: Sequence[str] = ()) -
             for ref in plan_op(op, seed, op.dtypes, config.ci.quick_iterations, extra_iterations=extra):
                 spec = CaseSpec(ref.seed, ref.index, snapshot_wanted=False)
                 plain, plain_s = _run(task, spec, False)
-                before = dict(replay.counts)
+                before = dict(layer.PROCESS.kernels.counts)
                 fast, fast_s = _run(task, spec, True)
-                got.replayed_launches += replay.counts["replayed"] - before["replayed"]
-                got.abandoned_replays += replay.counts["abandoned"] - before["abandoned"]
+                got.replayed_launches += layer.PROCESS.kernels.counts["replayed"] - before["replayed"]
+                got.abandoned_replays += layer.PROCESS.kernels.counts["abandoned"] - before["abandoned"]
                 got.cases += 1
                 got.per_program_s += plain_s
                 got.vectorised_s += fast_s

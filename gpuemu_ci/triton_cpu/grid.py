@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuemu_ci.triton_cpu import lowp
+from gpuemu_ci.triton_cpu import active, lowp
 from gpuemu_ci.triton_cpu.touches import Access, Touches, apart, apart_between_programs
 
 MODULE = "triton.runtime.interpreter"
@@ -62,7 +62,7 @@ class TooLarge(Divergent):
 
 
 def _within_budget(shape: tuple[int, ...]) -> None:
-    batch = _state["batch"]
+    batch = active.batch()
     if batch is None or batch.size <= 1:
         return
     elements = int(np.prod(shape, dtype=np.int64))
@@ -85,17 +85,8 @@ class Batch:
         return int(self.pids.size)
 
 
-_state: dict[str, Batch | None] = {"batch": None}
-
-
-def active() -> Batch | None:
-    return _state["batch"]
-
-
-def lane_programs(shape: tuple[int, ...]) -> np.ndarray:
-    """The program id of every lane of a (B, *block) value, flat."""
-    batch = _state["batch"]
-    assert batch is not None
+def lane_programs(batch: Batch, shape: tuple[int, ...]) -> np.ndarray:
+    """The program id of every lane of a (B, *block) value of the batch, flat."""
     pids = batch.pids if shape[0] == batch.size else batch.pids[:1]
     return np.broadcast_to(pids.reshape((shape[0],) + (1,) * (len(shape) - 1)), shape).ravel()
 
@@ -126,14 +117,14 @@ _WRITE_CLASH = "programs write what other programs of the launch read or wrote"
 _READ_CLASH = "programs read what other programs of the launch wrote"
 
 
-def watch(groups: list[tuple[Any, np.ndarray, np.ndarray]], pids: np.ndarray, write: bool) -> None:
+def watch(
+    batch: Batch, groups: list[tuple[Any, np.ndarray, np.ndarray]], pids: np.ndarray, write: bool
+) -> None:
     """Record an access's lanes (grouped by buffer: allocation, lanes, element index) with their program ids;
     raises NotVectorisable where a program meets another program's access in this launch. A buffer's record
     is made at its first access of that kind: until then no program can have touched it that way, so the
     check against it is skipped (most launches read some buffers and write others). Exact, per element (an
     access spread over several buffers); `watch_rows` answers the same for an access in one buffer."""
-    batch = _state["batch"]
-    assert batch is not None
     for allocation, lanes, index in groups:
         size = (allocation.buffer_end - allocation.buffer_start) // allocation.itemsize + 1
         key = allocation.buffer_start
@@ -176,12 +167,10 @@ def _exactly(
         read.mark(index, mine)
 
 
-def watch_rows(allocation: Any, access: Access, write: bool) -> None:
+def watch_rows(batch: Batch, allocation: Any, access: Access, write: bool) -> None:
     """`watch` for an access whose active lanes all lie in one buffer (`allocation`'s), given by rows: first
     by the programs' envelopes, which prove most accesses apart from every other program's; where they
     cannot, per element, as `watch` does (the same answer either way: see touches.py)."""
-    batch = _state["batch"]
-    assert batch is not None
     size = (allocation.buffer_end - allocation.buffer_start) // allocation.itemsize + 1
     key = allocation.buffer_start
     written, read = batch.writers.get(key), batch.readers.get(key)
@@ -208,7 +197,7 @@ def _lift(original: Callable[..., Any]) -> Callable[..., Any]:
 
     def lifted(self: Any, *args: Any, **kwargs: Any) -> Any:
         made = original(self, *args, **kwargs)
-        if _state["batch"] is not None and isinstance(getattr(made, "data", None), np.ndarray):
+        if active.batch() is not None and isinstance(getattr(made, "data", None), np.ndarray):
             made.data = made.data[None]
         return made
 
@@ -223,7 +212,7 @@ def _refuse(what: str) -> Callable[..., Any]:
 
 
 def _program_id(self: Any, axis: int) -> Any:
-    batch = _state["batch"]
+    batch = active.batch()
     assert batch is not None
     import triton.language as tl
 
@@ -434,7 +423,7 @@ def scan(input: Any, axis: int, combine_fn: Any, reverse: bool = False, **kwargs
 def _uniform_scalar(self: Any, what: str) -> Any:
     data = self.handle.data
     if data.size > 1 and not np.all(data == data.flat[0]):
-        batch = _state["batch"]
+        batch = active.batch()
         why = f"{what} on a value that differs between programs"
         if batch is not None and data.shape[0] == batch.size and data.size == batch.size:
             raise Divergent(why, data.reshape(batch.size))

@@ -1,9 +1,9 @@
 """Whether the op under test changed the layer that checks it (issue #45, item 5).
 
 The layer runs in the op's own process (it patches Triton's interpreter there), so an op could switch its
-checks off from inside: rebind one of the layer's functions (`layer._patch = ...`), clear its state
-(`layer._state["call"] = None`), or put the interpreter's own methods back. `watch()` records, once, when
-the worker starts and before any user code is imported, every attribute of the modules that check a case
+checks off from inside: rebind one of the layer's functions (`accesses.checked = ...`), clear its record of the
+running call (`active.RUNNING.call = None`), or put the interpreter's own methods back. `watch()` records, once,
+when the worker starts and before any user code is imported, every attribute of the modules that check a case
 (`GUARDED`: the layer, and the op side that drives it) and of the classes they define, with each function's
 code and defaults; `changed()` names what differs now, and `restore()` puts it back. The layer (layer.py)
 asks after every op call, together with whether its own hooks on the interpreter are still in place and still
@@ -22,12 +22,18 @@ from typing import Any
 
 # The layer's own modules; the worker adds those of the op side that drive it (backends/worker.py).
 GUARDED = (
+    "gpuemu_ci.triton_cpu.accesses",
+    "gpuemu_ci.triton_cpu.active",
     "gpuemu_ci.triton_cpu.autotune",
     "gpuemu_ci.triton_cpu.boolops",
+    "gpuemu_ci.triton_cpu.builder_hooks",
+    "gpuemu_ci.triton_cpu.call",
     "gpuemu_ci.triton_cpu.grid",
     "gpuemu_ci.triton_cpu.guard",
     "gpuemu_ci.triton_cpu.imported",
     "gpuemu_ci.triton_cpu.internal",
+    "gpuemu_ci.triton_cpu.language",
+    "gpuemu_ci.triton_cpu.launch",
     "gpuemu_ci.triton_cpu.layer",
     "gpuemu_ci.triton_cpu.lowp",
     "gpuemu_ci.triton_cpu.lowp_builder",
@@ -36,7 +42,10 @@ GUARDED = (
     "gpuemu_ci.triton_cpu.provenance",
     "gpuemu_ci.triton_cpu.replay",
     "gpuemu_ci.triton_cpu.report",
+    "gpuemu_ci.triton_cpu.sites",
+    "gpuemu_ci.triton_cpu.tape",
     "gpuemu_ci.triton_cpu.touches",
+    "gpuemu_ci.triton_cpu.tracer",
     "gpuemu_ci.triton_cpu.vectorised",
 )
 _ABSENT = object()

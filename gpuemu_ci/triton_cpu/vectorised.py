@@ -15,8 +15,11 @@ from typing import Any
 import numpy as np
 
 from gpuemu_ci.triton_cpu import grid, provenance, replay
+from gpuemu_ci.triton_cpu.call import Launch
 from gpuemu_ci.triton_cpu.memory import Memory
+from gpuemu_ci.triton_cpu.tape import Tape, agrees
 from gpuemu_ci.triton_cpu.touches import Touches
+from gpuemu_ci.triton_cpu.tracer import Tracer
 
 # A launch whose programs disagree on branches is run in at most this many groups of programs that agree;
 # past it, one program at a time (groups of a program or two gain nothing over the per-program run).
@@ -34,10 +37,9 @@ def run(
     executor: Any,
     module: Any,
     args: dict[str, Any],
-    dims: tuple[int, int, int],
-    memory: Memory,
+    launch: Launch,
     order: np.ndarray,
-    tracer: replay.Tracer | None = None,
+    tracer: Tracer | None = None,
 ) -> Outcome:
     """Run the launch with every program at once (grid.py), in chunks, and where the programs diverge (a Python
     `if`/`while`/`range` on a value that differs between them) in groups of programs that agree: the diverging
@@ -45,7 +47,8 @@ def run(
     launch's order. Programs that do not touch each other's data (watched across the whole launch, every group
     included: else the launch falls back) give the same bytes in any grouping. When the launch must run one
     program at a time, its arguments' memory is as it was before it. With a `tracer`, the first chunk's pass is
-    recorded (replay.py)."""
+    recorded (tracer.py). The launch's `batch` is the chunk running meanwhile."""
+    memory = launch.memory
     batched = lifted(module, args)
     if batched is None:
         return Outcome("tuple or descriptor arguments")
@@ -59,7 +62,7 @@ def run(
         tracer.patched(executor.fn)
     readers: Shadows = {}
     writers: Shadows = {}
-    _, gy, gz = dims
+    _, gy, gz = launch.grid
     why: str | None = None
     groups = 1
     pending = deque(
@@ -73,7 +76,7 @@ def run(
             if not fresh:
                 checkpoint = (_snapshot(memory), _copied(readers), _copied(writers))
             coords = np.stack([pids // (gy * gz), (pids // gz) % gy, pids % gz], axis=1).astype(np.int32)
-            grid._state["batch"] = grid.Batch(coords, pids, readers, writers)
+            launch.batch = grid.Batch(coords, pids, readers, writers)
             try:
                 executor.fn(**batched)
                 fresh = False
@@ -104,7 +107,7 @@ def run(
         stop = find_cause(exc, grid.NotVectorisable)
         why = str(stop) if stop is not None else f"the vectorised pass raised {type(exc).__name__}"
     finally:
-        grid._state["batch"] = None
+        launch.batch = None
         _uninstall(restore)
         if tracer is not None:
             tracer.unpatch()
@@ -132,7 +135,7 @@ def lifted(module: Any, args: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def replayed(
-    tapes: list[replay.Tape], module: Any, args: dict[str, Any], dims: tuple[int, int, int], memory: Memory,
+    tapes: list[Tape], module: Any, args: dict[str, Any], launch: Launch,
     order: np.ndarray, noted: Callable[[], Callable[[], None]],
 ) -> tuple[str | None, int]:  # fmt: skip
     """Run the launch by replaying the kernel's tapes (replay.py) on its arguments, under the same batched
@@ -145,6 +148,7 @@ def replayed(
     if batched is None:
         return "tuple or descriptor arguments", 1
     inputs = {name: value.handle for name, value in batched.items() if hasattr(value, "handle")}
+    memory = launch.memory
     saved: list[list[tuple[np.ndarray, np.ndarray]]] = []  # the launch's memory, before its first store
 
     def before_store(last: bool) -> None:
@@ -156,7 +160,7 @@ def replayed(
     restore = _install(module, None, language=False)
     readers: Shadows = {}
     writers: Shadows = {}
-    _, gy, gz = dims
+    _, gy, gz = launch.grid
     builder = module.interpreter_builder
     groups = 1
     # Batches to run, each with what its programs were split on (a guard and their outcome there), if any.
@@ -172,12 +176,12 @@ def replayed(
             pids = batch_pids.astype(np.int64)
             checkpoint = None if fresh else (_snapshot(memory), _copied(readers), _copied(writers))
             coords = np.stack([pids // (gy * gz), (pids // gz) % gy, pids % gz], axis=1).astype(np.int32)
-            grid._state["batch"] = grid.Batch(coords, pids, readers, writers)
+            launch.batch = grid.Batch(coords, pids, readers, writers)
             # A group split at a guard tries first the tapes that took its way there (then the others).
-            for tape in sorted(tapes, key=lambda t: not replay.agrees(t, hint)) if hint else list(tapes):
+            for tape in sorted(tapes, key=lambda t: not agrees(t, hint)) if hint else list(tapes):
                 put_back_noted = noted()
                 try:
-                    replay.replay_steps(tape, builder, inputs, before_store)
+                    replay.replay_steps(tape, builder, inputs, before_store, launch)
                 except grid.TooLarge as exc:
                     if exc.fits >= pids.size:
                         raise
@@ -213,7 +217,7 @@ def replayed(
             view[...] = copy
         return str(exc) or type(exc).__name__, groups
     finally:
-        grid._state["batch"] = None
+        launch.batch = None
         _uninstall(restore)
     return None, groups
 
@@ -279,7 +283,7 @@ def _put_back(
     writers.update(_copied(writers_then))
 
 
-def _install(module: Any, tracer: replay.Tracer | None, language: bool = True) -> list[tuple[Any, str, Any]]:
+def _install(module: Any, tracer: Tracer | None, language: bool = True) -> list[tuple[Any, str, Any]]:
     """The batched builder (and, for a pass, language) for the launch; with a tracer, recorded; returns what to
     put back."""
     builder = module.InterpreterBuilder

@@ -26,7 +26,7 @@ KERNELS = textwrap.dedent("""
     import triton
     import triton.language as tl
 
-    from gpuemu_ci.triton_cpu import layer
+    from gpuemu_ci.triton_cpu import active, layer
 
 
     @triton.jit
@@ -51,12 +51,12 @@ KERNELS = textwrap.dedent("""
 
 
     def clears_the_call(x):
-        layer._state["call"] = None  # the launch then takes the plain interpreter's path
+        active.RUNNING.call = None  # the launch then takes the plain interpreter's path
         return launch(x, True)
 
 
     def unhooks_the_interpreter(x):
-        layer._unpatch()  # the interpreter's own methods back
+        layer.unpatch(active.call())  # the interpreter's own methods back
         return launch(x, True)
 
 
@@ -97,11 +97,11 @@ KERNELS = textwrap.dedent("""
 """)
 
 REBINDING = textwrap.dedent("""
-    from gpuemu_ci.triton_cpu import layer
+    from gpuemu_ci.triton_cpu import accesses
 
     import kernels
 
-    layer._checked = lambda *args, **kwargs: None  # at import: every bounds check a no-op
+    accesses.checked = lambda *args, **kwargs: None  # at import: every bounds check a no-op
 
 
     def rebinds_a_check(x):
@@ -162,7 +162,7 @@ def test_an_op_module_that_rebinds_a_check_at_import_fails_as_tampered(tmp_path:
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
     ops = {op["name"]: op for op in results["ops"]}
     [tampered] = [f for f in ops["rebinds_a_check"]["failures"] if f["kind"] == "tampered"][:1]
-    assert "gpuemu_ci.triton_cpu.layer._checked" in tampered["message"]
+    assert "gpuemu_ci.triton_cpu.accesses.checked" in tampered["message"]
     assert {f["kind"] for f in ops["honest"]["failures"]} == {"out_of_bounds"}
 
 

@@ -54,19 +54,15 @@ def reference(steps: list[Step], first: int) -> tuple[int, str] | None:
 def watched(steps: list[Step], pids: np.ndarray, checkpoint_at: int | None = None) -> tuple[int, str] | None:
     """The same accesses through grid.watch_rows, in one batch of `pids` (rows in the batch's order)."""
     batch = grid.Batch(np.zeros((pids.size, 3), dtype=np.int32), pids)
-    grid._state["batch"] = batch
-    try:
-        for at, (write, rows) in enumerate(steps):
-            if checkpoint_at == at:  # as a diverging batch does: the watch goes on from copies
-                batch.readers = {k: t.copy() for k, t in batch.readers.items()}
-                batch.writers = {k: t.copy() for k, t in batch.writers.items()}
-            try:
-                grid.watch_rows(Buffer(), access(rows, pids), write)
-            except grid.NotVectorisable as exc:
-                return at, "write" if str(exc).startswith("programs write") else "read"
-        return None
-    finally:
-        grid._state["batch"] = None
+    for at, (write, rows) in enumerate(steps):
+        if checkpoint_at == at:  # as a diverging batch does: the watch goes on from copies
+            batch.readers = {k: t.copy() for k, t in batch.readers.items()}
+            batch.writers = {k: t.copy() for k, t in batch.writers.items()}
+        try:
+            grid.watch_rows(batch, Buffer(), access(rows, pids), write)
+        except grid.NotVectorisable as exc:
+            return at, "write" if str(exc).startswith("programs write") else "read"
+    return None
 
 
 def access(rows: list[tuple[int | None, list[int]]], pids: np.ndarray) -> Access:

@@ -1,0 +1,35 @@
+"""Which line of the user's kernel is running: findings and notes name it (`kernel.py:42 (in _fwd)`)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from gpuemu_ci.triton_cpu.call import Launch
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _triton_dir() -> str:
+    import triton
+
+    return str(os.path.dirname(os.path.abspath(triton.__file__)))  # triton is untyped here
+
+
+def site(launch: Launch | None) -> str:
+    """`kernel.py:42 (in _fwd)`: the innermost frame of user code (the kernel or a jit helper it called); during
+    a replay of the launch, the line the traced pass was at."""
+    if launch is not None and launch.replay_site is not None:
+        return launch.replay_site
+    skip = (_triton_dir(), _HERE, os.path.dirname(np.__file__))
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = os.path.abspath(frame.f_code.co_filename)
+        if not name.startswith(skip):
+            return f"{os.path.basename(name)}:{frame.f_lineno} (in {frame.f_code.co_name})"
+        frame = frame.f_back  # type: ignore[assignment]
+    return "an unknown line"
