@@ -87,9 +87,10 @@ def main(argv: list[str] | None = None) -> int:
 
     walls = [reference() for _ in range(args.reference_runs)]
     # This checkout's code, and the fast tier's property-test budget whatever the caller selected (.ci/run
-    # selects the large one for the full suite).
+    # selects the large one for the full suite), as .ci/check runs it.
     path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": path, "HYPOTHESIS_PROFILE": "fast"}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as .ci/check runs it: with Python's bytecode cache
     command = [
         sys.executable,
         "-m",

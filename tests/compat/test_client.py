@@ -116,6 +116,7 @@ def test_inputs_that_do_not_fit_the_op_are_never_passed(client: Client) -> None:
         ctx["output"] = _gelu(x)
 
 
+@pytest.mark.slow
 def test_daemon_orchestrated_loop_get_test_batch_then_submit_output(client: Client) -> None:
     batch = client.get_test_batch("gelu", count=3, seed=7)
     assert len(batch) == 3 and {case["dtype"] for case in batch} == {"float32"}

@@ -59,6 +59,7 @@ def test_real_runs_validate(tmp_path_factory: pytest.TempPathFactory, name: str)
         assert document["cut_short"] is True and document["verdict"] in ("failed", "incomplete")
 
 
+@pytest.mark.slow
 def test_a_real_run_with_kernels_validates(tmp_path_factory: pytest.TempPathFactory) -> None:
     if shutil.which("nvcc") is None:
         pytest.skip("nvcc is not on PATH")
@@ -71,6 +72,7 @@ def test_a_real_run_with_kernels_validates(tmp_path_factory: pytest.TempPathFact
     assert any(k["violations"] for k in document["kernels"]) and any(k["error"] for k in document["kernels"])
 
 
+@pytest.mark.slow
 def test_a_run_with_a_baseline_diff_validates(
     tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
 ) -> None:
