@@ -25,13 +25,15 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "gpuemu_ci"
 
 # Parts of gpuemu_ci (a subpackage, or a top-level module without its `.py`) whose every public definition has a
-# docstring. Add a part when it reaches 100%; never remove one.
+# docstring: all but config/, oracle/, results/ and triton_cpu/ (#50: their own work is under way). Add a part
+# when it reaches 100%; never remove one.
 COVERED: tuple[str, ...] = (
     "__init__",
     "__main__",
     "action",
     "api",
     "attest",
+    "backends",
     "calls",
     "cli",
     "clock",
@@ -46,6 +48,7 @@ COVERED: tuple[str, ...] = (
     "fuzz",
     "github",
     "launch",
+    "lint",
     "mutate",
     "onboard",
     "pipeline",

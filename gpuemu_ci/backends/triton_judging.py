@@ -43,6 +43,9 @@ def masked_lanes_message(sites: tuple[str, ...]) -> str:
 
 
 def dot_note(site: str, family: Family | None) -> str:
+    """The note a `tl.dot` on fp32 inputs at the default input precision gets: where it is (`site`), that the
+    default is TF32 on NVIDIA GPUs, whether the op's family bound allows for that, and how to say which
+    precision is meant."""
     allowed = "allows" if family in TF32_FAMILIES else "does not allow"
     bound = f"the {family.value} bound" if family is not None else "the bound"
     return (
