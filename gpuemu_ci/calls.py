@@ -143,7 +143,7 @@ class CaseReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     gradients: tuple[GradientFigure, ...] = ()  # backward = true: per gradient, in grad_inputs order
     triton_launches: tuple[tuple[str, int], ...] = ()  # how its Triton launches ran (vectorised or why not)
     dot_precisions: tuple[Literal["ieee", "tf32", "tf32x3"], ...] = ()  # of its fp32 `tl.dot`s
-    triton_notes: tuple[str, ...] = ()  # warnings of the Triton layer (backends/triton_judging.case_notes)
+    triton_notes: tuple[str, ...] = ()  # warnings of the Triton layer (oracle/triton_findings.case_notes)
     inputs_digest: str | None = None  # fuzz/inputs.inputs_digest of the inputs the judge built
     op_inputs_digest: str | None = None  # inputs_differ: the digest of the op's side, which differs
     outputs_digest: str | None = (

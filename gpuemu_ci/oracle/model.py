@@ -9,6 +9,8 @@ from gpuemu_ci.results.model import FailureKind
 
 
 class Comparator(StrEnum):
+    """How an output is compared with the reference."""
+
     BOUND = "bound"  # a-priori error bound per op family
     ALLCLOSE = "allclose"  # |y - r| <= atol + rtol |r| (explicit or default tolerances)
     EXACT = "exact"  # y == r rounded to the output dtype
@@ -65,10 +67,13 @@ class ErrorStats:
 
 @dataclass(frozen=True)
 class CaseVerdict:
+    """One case's verdict: whether it passed, what failed, and its figures (the worst output's)."""
+
     passed: bool
     findings: tuple[Finding, ...]
     stats: ErrorStats | None
 
     @property
     def primary(self) -> Finding | None:
+        """The first finding, which names the case's failure kind; None for a pass."""
         return self.findings[0] if self.findings else None

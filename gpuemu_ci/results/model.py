@@ -203,6 +203,7 @@ class DtypeResult(Record, frozen=True):
 
     @property
     def cases_judged(self) -> int:
+        """The cases that ran and were judged (the skipped ones left out)."""
         return self.cases_total - self.cases_skipped
 
 
@@ -240,6 +241,7 @@ class OpResult(Record, frozen=True):
     triton_notes: tuple[str, ...] = ()
 
     def dtype_result(self, dtype: str) -> DtypeResult | None:
+        """The row of one dtype, if it ran."""
         return next((d for d in self.dtypes if d.dtype == dtype), None)
 
 
@@ -262,6 +264,8 @@ class Summary(Record, frozen=True):
 
     @classmethod
     def of(cls, ops: tuple[OpResult, ...], kernels: tuple[KernelResult, ...], duration_s: float) -> Summary:
+        """The totals over these ops and kernels."""
+
         def count(status: OpStatus) -> int:
             return sum(1 for op in ops if op.status is status)
 
@@ -283,6 +287,8 @@ class Summary(Record, frozen=True):
 
 
 class ToolInfo(Record, frozen=True):
+    """The tool that wrote the document."""
+
     name: str = "gpuemu-ci"
     version: str = ""
 
@@ -498,9 +504,11 @@ class Results(Record, frozen=True, kw_only=True):
         return self.diff if self.diff is not None and self.diff.status is DiffStatus.COMPARED else None
 
     def op(self, name: str) -> OpResult | None:
+        """The result of the op of this name, if the document has one."""
         return next((op for op in self.ops if op.name == name), None)
 
     def kernel(self, name: str) -> KernelResult | None:
+        """The result of the kernel of this name, if the document has one."""
         return next((k for k in self.kernels if k.name == name), None)
 
     def failure_groups(self) -> tuple[FailureGroup, ...]:

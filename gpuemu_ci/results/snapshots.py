@@ -86,6 +86,8 @@ _NUMERIC_KINDS = frozenset("biufc")  # bool, ints, floats, complex: no objects, 
 
 
 class SnapshotLayout(msgspec.Struct, forbid_unknown_fields=True):
+    """An input's memory layout as a snapshot records it (and the broadcast dim of a stride-0 one)."""
+
     layout: str
     broadcast_dim: int | None = None
 

@@ -1,7 +1,16 @@
 """Triton kernels on a CPU, run as a GPU would run them (as far as a CPU can tell), and fast: one interception
-layer over Triton's interpreter (layer.py) with bounds checks (memory.py, provenance.py), races between
-programs, masked lanes read as the GPU reads them and TF32 dots (numerics.py), bfloat16 and fp8 as real
-numbers rounded as the GPU rounds them (lowp.py, lowp_builder.py), the interpreter's `and`/`or` fault fixed
-(boolops.py), every launch path a library uses (autotune.py, imported.py), the layer's own errors told from
-the kernel's (internal.py), a guard against ops that switch it off (guard.py), and every program of a launch
-run at once where it can (vectorised.py, grid.py)."""
+layer over Triton's interpreter, a module per job.
+
+- layer.py: the front door (`intercepted` around an op call), installing the hooks on the interpreter and
+  checking afterwards that the op left them in place (guard.py); call.py holds the explicit state of a call and
+  of its running launch, active.py the one global (the call being watched: Triton calls the hooks with its own
+  arguments only);
+- launch.py runs each launch: the programs in a seeded order, all at once where it can (vectorised.py, grid.py;
+  later launches replay a traced tape: tracer.py, tape.py, replay.py), else one program at a time;
+- builder_hooks.py intercepts the builder's loads, stores, atomics and dots: bounds and races (accesses.py,
+  memory.py, provenance.py, touches.py), masked lanes read as the GPU reads them and TF32 dots (numerics.py),
+  bfloat16 and fp8 as real numbers rounded as the GPU rounds them (lowp.py, lowp_builder.py);
+- language.py makes the interpreter's patching of `triton.language` cheap; boolops.py fixes its `and`/`or`;
+  autotune.py and imported.py cover every launch path a library uses; internal.py tells the layer's own errors
+  from the kernel's; sites.py names the kernel's source line; report.py is what the judge reads.
+"""

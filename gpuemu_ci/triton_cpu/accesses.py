@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from gpuemu_ci.triton_cpu import grid, sites
+from gpuemu_ci.triton_cpu.boundary import Handle
 from gpuemu_ci.triton_cpu.call import CallRecord, KernelFault, Launch
 from gpuemu_ci.triton_cpu.memory import Allocation, Lanes, Memory, Violation
 from gpuemu_ci.triton_cpu.report import OUT_OF_BOUNDS, RACE
@@ -178,9 +179,9 @@ def gathered(
     memory: Memory,
     located: tuple[Allocation, Access],
     addresses: Lanes,
-    ptrs: Any,
+    ptrs: Handle,
     flat_mask: np.ndarray | None,
-    other: Any,
+    other: Handle | None,
 ) -> Any:
     """A vectorised load's result gathered by NumPy from the located element indices (the interpreter's C++
     load copies lane by lane, about 20x slower), or None where the lanes do not fit that (another item size
@@ -190,7 +191,9 @@ def gathered(
     element = ptrs.get_element_ty()
     dtype = np.dtype(module._get_np_dtype(element))
     allocation, access = located
-    if dtype.itemsize != allocation.itemsize or (flat_mask is not None and other.data.dtype != dtype):
+    if dtype.itemsize != allocation.itemsize:
+        return None
+    if flat_mask is not None and (other is None or other.data.dtype != dtype):  # `other` fills masked lanes
         return None
     items = memory.items(allocation)
     if items is None or not addresses.aligned(allocation.buffer_start, allocation.itemsize):
@@ -199,6 +202,7 @@ def gathered(
     if flat_mask is None:
         data = bits.view(dtype).reshape(np.shape(ptrs.data))
     else:
+        assert other is not None  # returned above otherwise
         data = np.array(np.broadcast_to(other.data, np.shape(ptrs.data)), dtype=dtype, order="C")
         data.reshape(-1).view(items.dtype)[flat_mask] = bits
     return module.TensorHandle(data, element)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 _AND, _OR = "_gpuemu_logical_and", "_gpuemu_logical_or"
@@ -52,17 +53,19 @@ def _combine(method: str, short_circuit_on: bool, operands: tuple[Callable[[], A
 
 
 def logical_and(*operands: Callable[[], Any]) -> Any:
+    """Python `and` over thunks of the operands, elementwise on blocks (as the GPU compiler evaluates it)."""
     return _combine("logical_and", False, operands)
 
 
 def logical_or(*operands: Callable[[], Any]) -> Any:
+    """Python `or` over thunks of the operands, elementwise on blocks (as the GPU compiler evaluates it)."""
     return _combine("logical_or", True, operands)
 
 
 def transformer_class(base: type) -> type:
     """A subclass of the interpreter's AST transformer that also rewrites `and`/`or`."""
 
-    class BoolOpTransformer(base):
+    class BoolOpTransformer(base):  # type: ignore[misc]  # the interpreter's transformer, known at run time
         def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
             node = self.generic_visit(node)
             name = _AND if isinstance(node.op, ast.And) else _OR
@@ -81,7 +84,7 @@ def transformer_class(base: type) -> type:
     return BoolOpTransformer
 
 
-def install(module: Any) -> None:
+def install(module: ModuleType) -> None:
     """Rewrite `and`/`or` in every kernel the interpreter module rewrites from now on (and forget kernels it
     rewrote before, so they are rewritten again)."""
     rewriter = getattr(module, "FunctionRewriter", None)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from gpuemu_ci.triton_cpu import accesses, active, grid, lowp, lowp_builder, numerics, sites
+from gpuemu_ci.triton_cpu.boundary import Handle
 from gpuemu_ci.triton_cpu.call import MAX_POISON_SITES, CallRecord
 from gpuemu_ci.triton_cpu.provenance import base_of
 
@@ -24,7 +25,7 @@ MODULE = "triton.runtime.interpreter"
 Method = Callable[..., Any]
 
 
-def _batched_load_operands(ptrs: Any, mask: Any, other: Any) -> tuple[Any, Any, Any]:
+def _batched_load_operands(ptrs: Handle, mask: Handle, other: Handle | None) -> tuple[Any, Any, Any]:
     """A vectorised load's pointers, mask and `other` at one (programs, *block) shape."""
     module = sys.modules[MODULE]
     arrays = [ptrs.data, mask.data] + ([] if other is None else [other.data])
@@ -41,7 +42,7 @@ def masked_load(original: Method) -> Method:
 
     # The hints after `other` (Triton 3.6: cache_modifier, eviction_policy, is_volatile; later: cache_policy,
     # is_volatile) pass through untouched, whatever this Triton's interpreter names them.
-    def load(self: Any, ptrs: Any, mask: Any, other: Any, *hints: Any, **named: Any) -> Any:
+    def load(self: Any, ptrs: Handle, mask: Handle, other: Handle | None, *hints: Any, **named: Any) -> Any:
         call = active.call()
         launch = None if call is None else call.launch
         batched = launch is not None and launch.batch is not None
@@ -67,7 +68,7 @@ def masked_load(original: Method) -> Method:
     return load
 
 
-def _masked_fill(call: CallRecord, ptrs: Any, batched: bool) -> Any:
+def _masked_fill(call: CallRecord, ptrs: Handle, batched: bool) -> Any:
     """What the masked-off lanes of a load without `other` read: 0, as NVIDIA's and AMD's lowering gives them
     (a register zeroed before the predicated load), or the poison block where the call asks for it."""
     module = sys.modules[MODULE]
@@ -88,7 +89,7 @@ def _masked_fill(call: CallRecord, ptrs: Any, batched: bool) -> Any:
 def masked_store(original: Method) -> Method:
     """`create_masked_store`, checked (bounds, races) before it writes."""
 
-    def store(self: Any, ptrs: Any, value: Any, mask: Any, *hints: Any, **named: Any) -> Any:
+    def store(self: Any, ptrs: Handle, value: Handle, mask: Handle, *hints: Any, **named: Any) -> Any:
         call = active.call()
         launch = None if call is None else call.launch
         batched = launch is not None and launch.batch is not None
@@ -115,7 +116,7 @@ def masked_store(original: Method) -> Method:
     return store
 
 
-def _synchronised(call: CallRecord | None, ptr: Any, mask: np.ndarray | None) -> None:
+def _synchronised(call: CallRecord | None, ptr: Handle, mask: np.ndarray | None) -> None:
     """An atomic, checked: the program's later reads may see other programs' writes."""
     launch = None if call is None else call.launch
     if call is None or launch is None:
@@ -128,7 +129,7 @@ def _synchronised(call: CallRecord | None, ptr: Any, mask: np.ndarray | None) ->
 def atomic_rmw(original: Method) -> Method:
     """`create_atomic_rmw`, checked, with masked-off lanes of its result as the GPU gives them."""
 
-    def rmw(self: Any, op: Any, ptr: Any, val: Any, mask: Any, sem: Any, scope: Any) -> Any:
+    def rmw(self: Any, op: Any, ptr: Handle, val: Handle, mask: Handle | None, sem: Any, scope: Any) -> Any:
         call = active.call()
         flat_mask = None if mask is None else mask.data
         _synchronised(call, ptr, flat_mask)
@@ -143,7 +144,7 @@ def atomic_rmw(original: Method) -> Method:
     return rmw
 
 
-def _masked_atomic_lanes(call: CallRecord, made: Any, mask: np.ndarray) -> Any:
+def _masked_atomic_lanes(call: CallRecord, made: Handle, mask: np.ndarray) -> Any:
     """An atomic's result at its masked-off lanes: 0 (NVIDIA zeroes the register; AMD leaves it undefined), or
     poison where the call asks for it. Noted as a site like a load without `other`."""
     masked = ~np.broadcast_to(mask, np.shape(made.data))
@@ -163,7 +164,7 @@ def _masked_atomic_lanes(call: CallRecord, made: Any, mask: np.ndarray) -> Any:
 def atomic_cas(original: Method) -> Method:
     """`create_atomic_cas`, checked."""
 
-    def cas(self: Any, ptr: Any, cmp: Any, val: Any, sem: Any, scope: Any) -> Any:
+    def cas(self: Any, ptr: Handle, cmp: Handle, val: Handle, sem: Any, scope: Any) -> Any:
         _synchronised(active.call(), ptr, None)
         if lowp.is_lowp(val.data.dtype):
             return lowp_builder.atomic_cas(self, ptr, cmp, val, sem)
@@ -177,7 +178,7 @@ def dot(original: Method) -> Method:
     otherwise), bfloat16 and fp8 products exact, accumulated in fp32; the precisions used are noted."""
 
     def create_dot(
-        self: Any, a: Any, b: Any, d: Any, input_precision: Any, max_num_imprecise_acc: Any
+        self: Any, a: Handle, b: Handle, d: Handle, input_precision: Any, max_num_imprecise_acc: Any
     ) -> Any:
         call = active.call()
         module = sys.modules[MODULE]

@@ -9,10 +9,12 @@ cannot vectorise): a cache, never part of a verdict.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gpuemu_ci.triton_cpu import sites
+from gpuemu_ci.triton_cpu.boundary import Patch
 from gpuemu_ci.triton_cpu.memory import Memory
 from gpuemu_ci.triton_cpu.report import TritonReport
 
@@ -82,10 +84,10 @@ class KernelMemory:
     them (a replay runs no Python to tell); `counts`: replayed, abandoned and traced launches, for benchmarks.
     """
 
-    tapes: dict[Any, list[Tape]] = field(default_factory=dict)
-    untraceable: dict[Any, str] = field(default_factory=dict)
-    traced_fell_back: set[Any] = field(default_factory=set)
-    per_program: dict[Any, str] = field(default_factory=dict)
+    tapes: dict[Hashable, list[Tape]] = field(default_factory=dict)
+    untraceable: dict[Hashable, str] = field(default_factory=dict)
+    traced_fell_back: set[Hashable] = field(default_factory=set)
+    per_program: dict[Hashable, str] = field(default_factory=dict)
     defaulted_dots: set[str] = field(default_factory=set)
     counts: dict[str, int] = field(default_factory=lambda: {"replayed": 0, "abandoned": 0, "traced": 0})
 
@@ -122,9 +124,9 @@ class CallRecord:
     replayed: int = 0
     # Kernels (at one launch signature) whose vectorised try fell back for a reason of their data. Per call:
     # a case's launch counts (in the results) must follow from the case alone, not from earlier cases.
-    backoff: dict[Any, Backoff] = field(default_factory=dict)
-    installed: list[tuple[Any, str, Any]] = field(default_factory=list)  # the hooks set: (owner, name, hook)
-    restore: list[tuple[Any, str, Any]] = field(default_factory=list)  # what the hooks replaced
+    backoff: dict[Hashable, Backoff] = field(default_factory=dict)
+    installed: list[Patch] = field(default_factory=list)  # the hooks set: (owner, name, hook)
+    restore: list[Patch] = field(default_factory=list)  # what the hooks replaced
     internal_error: str = ""  # the layer's own code raised (LayerError): the tool's error, not the kernel's
     patches: int = 0  # times the hooks were set during the call (once; more means someone undid them)
 

@@ -23,11 +23,13 @@ import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 from gpuemu_ci.triton_cpu import active, lowp
+from gpuemu_ci.triton_cpu.boundary import Handle, Patch
 from gpuemu_ci.triton_cpu.touches import Access, Touches, apart, apart_between_programs
 
 MODULE = "triton.runtime.interpreter"
@@ -82,6 +84,7 @@ class Batch:
 
     @property
     def size(self) -> int:
+        """How many programs the batch runs."""
         return int(self.pids.size)
 
 
@@ -219,7 +222,7 @@ def _program_id(self: Any, axis: int) -> Any:
     return _handle(np.ascontiguousarray(batch.coords[:, axis : axis + 1]), tl.int32)
 
 
-def _splat(self: Any, ret_ty: Any, arg: Any) -> Any:
+def _splat(self: Any, ret_ty: Any, arg: Handle) -> Any:
     module = sys.modules[MODULE]
     shape = tuple(ret_ty.shape)
     _within_budget(shape)
@@ -231,48 +234,48 @@ def _splat(self: Any, ret_ty: Any, arg: Any) -> Any:
     return _handle(out, arg.dtype.scalar)
 
 
-def _unsplat(self: Any, arg: Any) -> Any:
+def _unsplat(self: Any, arg: Handle) -> Any:
     data = arg.data.reshape(arg.data.shape[0], -1)[:, :1]
     return _handle(np.ascontiguousarray(data), arg.dtype.scalar)
 
 
-def _reshape(self: Any, arg: Any, shape: Any, allow_reorder: Any) -> Any:
+def _reshape(self: Any, arg: Handle, shape: Any, allow_reorder: Any) -> Any:
     return _handle(arg.data.reshape((arg.data.shape[0], *tuple(shape))), arg.dtype.scalar)
 
 
-def _trans(self: Any, arg: Any, perm: Any) -> Any:
+def _trans(self: Any, arg: Handle, perm: Any) -> Any:
     return _handle(np.transpose(arg.data, (0, *tuple(p + 1 for p in perm))), arg.dtype.scalar)
 
 
-def _expand_dims(self: Any, arg: Any, axis: int) -> Any:
+def _expand_dims(self: Any, arg: Handle, axis: int) -> Any:
     return _handle(np.expand_dims(arg.data, axis + 1 if axis >= 0 else axis), arg.dtype.scalar)
 
 
-def _broadcast_to(self: Any, arg: Any, shape: Any) -> Any:
+def _broadcast_to(self: Any, arg: Handle, shape: Any) -> Any:
     _within_budget(tuple(shape))
     return _handle(np.broadcast_to(arg.data, (arg.data.shape[0], *tuple(shape))), arg.dtype.scalar)
 
 
-def _cat(self: Any, lhs: Any, rhs: Any) -> Any:
+def _cat(self: Any, lhs: Handle, rhs: Handle) -> Any:
     rows = max(lhs.data.shape[0], rhs.data.shape[0])
     a = np.broadcast_to(lhs.data, (rows, *lhs.data.shape[1:]))
     b = np.broadcast_to(rhs.data, (rows, *rhs.data.shape[1:]))
     return _handle(np.concatenate([a, b], axis=1), lhs.dtype.scalar)
 
 
-def _join(self: Any, lhs: Any, rhs: Any) -> Any:
+def _join(self: Any, lhs: Handle, rhs: Handle) -> Any:
     a, b = np.broadcast_arrays(lhs.data, rhs.data)
     return _handle(np.stack([a, b], axis=-1), lhs.dtype.scalar)
 
 
-def _gather(self: Any, src: Any, indices: Any, axis: int) -> Any:
+def _gather(self: Any, src: Handle, indices: Handle, axis: int) -> Any:
     rows = max(src.data.shape[0], indices.data.shape[0])
     s = np.broadcast_to(src.data, (rows, *src.data.shape[1:]))
     i = np.broadcast_to(indices.data, (rows, *indices.data.shape[1:]))
     return _handle(np.take_along_axis(s, i, axis=axis + 1), src.dtype.scalar)
 
 
-def builder_methods(module: Any) -> dict[str, Callable[..., Any]]:
+def builder_methods(module: ModuleType) -> dict[str, Callable[..., Any]]:
     """The InterpreterBuilder methods replaced during a vectorised launch (the layer's own wrappers of loads,
     stores and dots handle the program axis themselves). Built once per interpreter: what it lifts are the
     interpreter's own constructors, what it refuses never calls the method it replaces."""
@@ -332,7 +335,7 @@ _Reducers = dict[Any, tuple[Callable[..., Any] | None, Callable[..., Any] | None
 _reducers: dict[int, _Reducers] = {}
 
 
-def _reduce_ops(module: Any) -> _Reducers:
+def _reduce_ops(module: ModuleType) -> _Reducers:
     """The reductions the pass runs itself, by combine function (made once per Triton)."""
     import triton.language as tl
 
@@ -402,6 +405,8 @@ def reduce(input: Any, axis: Any, combine_fn: Any, keep_dims: bool = False, **kw
 
 
 def scan(input: Any, axis: int, combine_fn: Any, reverse: bool = False, **kwargs: Any) -> Any:
+    """`tl.associative_scan` over each program's block (cumulative sums and products; any other combine
+    function stops the pass)."""
     import triton.language as tl
 
     values = input if isinstance(input, tuple) else (input,)
@@ -459,7 +464,7 @@ def _transpose(self: Any) -> Any:
     return tl.core.tensor(handle, tl.core.block_type(self.dtype, block))
 
 
-def language_patches() -> list[tuple[Any, str, Any]]:
+def language_patches() -> list[Patch]:
     """(owner, name, value) set for the launch after the interpreter's own `_patch_lang`."""
     import triton.language as tl
 

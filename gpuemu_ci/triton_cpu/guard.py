@@ -76,7 +76,7 @@ class _Entry:
             or now.__kwdefaults__ is not self.kwdefaults
         )
 
-    def restore(self, owner: Any) -> None:
+    def restore(self, owner: object) -> None:
         if self.names.get(self.name, _ABSENT) is not self.value:
             try:
                 setattr(owner, self.name, self.value)
@@ -96,7 +96,7 @@ class _Record:
 
     entries: list[tuple[Any, _Entry]] = field(default_factory=list)
 
-    def add(self, owner: Any, label: str) -> None:
+    def add(self, owner: object, label: str) -> None:
         names = owner.__dict__
         for name, value in list(names.items()):
             entry = _Entry(names, label, name, value)
@@ -128,6 +128,7 @@ def watch(drivers: tuple[types.ModuleType, ...] = ()) -> None:
 
 
 def watching() -> bool:
+    """Whether the guarded modules have been recorded (`watch` ran in this process)."""
     return _record["now"] is not None
 
 

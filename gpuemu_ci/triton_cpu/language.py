@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any, Protocol
 
 import numpy as np
 
 from gpuemu_ci.triton_cpu import active, imported
+from gpuemu_ci.triton_cpu.boundary import Patch
 
 MODULE = "triton.runtime.interpreter"
 Patcher = Callable[[Any], Any]  # the interpreter's `_patch_lang(fn) -> scope`
@@ -25,13 +27,14 @@ Patcher = Callable[[Any], Any]  # the interpreter's `_patch_lang(fn) -> scope`
 class Restorable(Protocol):
     """A patch scope: what `_patch_lang` returns."""
 
-    def restore(self) -> None: ...
+    def restore(self) -> None:
+        """Put back what the scope set."""
 
 
 class LazyPatch:
     """The interpreter's language patches for one launch, made when the kernel's Python is first to run."""
 
-    def __init__(self, module: Any, fn: Any) -> None:
+    def __init__(self, module: ModuleType, fn: Any) -> None:
         self.module, self.fn = module, fn
         self.scope: Any = None
 
@@ -118,7 +121,7 @@ def _scalar_index(self: Any) -> int:
 
 # What the interpreter's `_patch_lang` sets, per set of language modules it patches: (owner, name, value). A
 # cache of this module's own: the values are the interpreter's stateless wrappers, the same whenever made.
-_lang_patches: dict[tuple[int, ...], list[tuple[Any, str, Any]]] = {}
+_lang_patches: dict[tuple[int, ...], list[Patch]] = {}
 _ABSENT = object()
 
 

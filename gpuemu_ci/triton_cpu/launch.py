@@ -13,7 +13,8 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -153,7 +154,7 @@ def run_grid(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def _vectorised(
     executor: Any,
-    module: Any,
+    module: ModuleType,
     args: dict[str, Any],
     call: CallRecord,
     call_args: dict[str, Any],
@@ -220,7 +221,12 @@ def _vectorised(
 
 
 def _replayed(
-    module: Any, args: dict[str, Any], call: CallRecord, launch: Launch, order: np.ndarray, key: Any
+    module: ModuleType,
+    args: dict[str, Any],
+    call: CallRecord,
+    launch: Launch,
+    order: np.ndarray,
+    key: Hashable,
 ) -> int | None:
     """The number of groups the launch ran in by replaying tapes of the kernel, or None when it did not (then
     memory and what the call has noted are as before it)."""
@@ -252,7 +258,7 @@ def _replayed(
     return None
 
 
-def _keep_tape(call: CallRecord, key: Any, tracer: Tracer, vectorised_ok: bool) -> None:
+def _keep_tape(call: CallRecord, key: Hashable, tracer: Tracer, vectorised_ok: bool) -> None:
     """The traced pass's tape, kept for later launches (up to `tape.TAPES_PER_KEY` per key, for the loops'
     trip counts and branches seen); or why the kernel cannot be traced."""
     if not vectorised_ok:

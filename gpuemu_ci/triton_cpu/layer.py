@@ -27,6 +27,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from types import ModuleType
 from typing import Any
 
 from gpuemu_ci.triton_cpu import (
@@ -85,7 +86,7 @@ _NEEDED = {
 }  # fmt: skip
 
 
-def unsupported(module: Any) -> str:
+def unsupported(module: ModuleType) -> str:
     """Why the layer cannot patch this interpreter ("" when it can)."""
     for owner_name, names in _NEEDED.items():
         owner = getattr(module, owner_name) if owner_name else module
@@ -99,7 +100,7 @@ def unsupported(module: Any) -> str:
     return ""
 
 
-def _hooks(module: Any) -> list[tuple[Any, str, Wrap]]:
+def _hooks(module: ModuleType) -> list[tuple[Any, str, Wrap]]:
     """(owner, name, wrap) for every hook the layer sets on this interpreter."""
     executor = module.GridExecutor
     builder = module.InterpreterBuilder
@@ -127,7 +128,7 @@ def _hooks(module: Any) -> list[tuple[Any, str, Wrap]]:
     return replaced
 
 
-def _patch(call: CallRecord, module: Any) -> None:
+def _patch(call: CallRecord, module: ModuleType) -> None:
     """Set the hooks on the interpreter for the call (noting why not, where this interpreter cannot take them)."""
     reason = unsupported(module)
     if reason:
@@ -155,7 +156,7 @@ def unpatch(call: CallRecord) -> None:
     call.restore = []
 
 
-def on_import(module: Any) -> None:
+def on_import(module: ModuleType) -> None:
     """The interpreter module was just imported: fix its `and`/`or`, and patch it if a call is running."""
     boolops.install(module)
     if builder_hooks.boolop_note not in boolops.on_block_operands:

@@ -56,7 +56,8 @@ def bits_of(data: np.ndarray) -> np.ndarray:
 
 
 def max_finite(dtype: np.dtype) -> float:
-    return float(ml_dtypes.finfo(dtype).max)
+    """The largest finite value of a low-precision dtype."""
+    return float(ml_dtypes.finfo(dtype).max)  # type: ignore[no-untyped-call]  # ml_dtypes' finfo is untyped
 
 
 def _to_odd_fp32(data: np.ndarray) -> np.ndarray:

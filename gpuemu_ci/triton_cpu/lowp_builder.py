@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 from gpuemu_ci.triton_cpu import lowp
+from gpuemu_ci.triton_cpu.boundary import Handle
 
 MODULE = "triton.runtime.interpreter"
 Wrap = Callable[[Any], Any]
@@ -63,7 +65,7 @@ def cast_impl(original: Any) -> Any:
     """Casts from or to a low-precision type, rounded as the GPU rounds (fp32 -> bf16 to nearest even; the
     interpreter truncates); the others as the interpreter casts them."""
 
-    def cast(self: Any, src: Any, dst_type: Any) -> Any:
+    def cast(self: Any, src: Handle, dst_type: Any) -> Any:
         module = sys.modules[MODULE]
         to = np.dtype(module._get_np_dtype(dst_type))
         if lowp.is_lowp(to) or lowp.is_lowp(src.data.dtype):
@@ -78,7 +80,7 @@ def fp_to_fp(original: Any) -> Any:
     """`create_fp_to_fp` (fp8 casts, bf16 <-> fp16, a downcast with `fp_downcast_rounding`): at the rounding
     mode asked for, fp8 saturating as `cvt.rn.satfinite` does."""
 
-    def fp_to_fp(self: Any, src: Any, dst_type: Any, rounding_mode: Any) -> Any:
+    def fp_to_fp(self: Any, src: Handle, dst_type: Any, rounding_mode: Any) -> Any:
         _refuse_unmodelled(src.dtype, dst_type)
         module = sys.modules[MODULE]
         to = np.dtype(module._get_np_dtype(dst_type))
@@ -92,14 +94,16 @@ def get_bf16(original: Any) -> Any:
     """A bf16 constant rounded once from its Python value (the interpreter goes through fp32 and truncates)."""
     import triton.language as tl
 
-    def get_bf16(self: Any, value: Any) -> Any:
+    def get_bf16(self: Any, value: float) -> Any:
         return _handle(lowp.from_python(float(value), lowp.TYPES["bf16"]), tl.bfloat16)
 
     return get_bf16
 
 
 def fma(original: Any) -> Any:
-    def fma(self: Any, x: Any, y: Any, z: Any) -> Any:
+    """`create_fma` on low-precision values: x * y + z rounded once to their type, as the GPU's fma (lowp.fma)."""
+
+    def fma(self: Any, x: Handle, y: Handle, z: Handle) -> Any:
         if not lowp.is_lowp(z.data.dtype):
             return original(self, x, y, z)
         xs, ys, zs = np.broadcast_arrays(x.data, y.data, z.data)
@@ -135,7 +139,7 @@ def reduce_min_max(original: Any) -> Any:
 # ---- memory: the interpreter's C++ calls take NumPy's own types --------------------------------------------
 
 
-def plain_load(ptrs: Any, mask: Any, other: Any) -> Any:
+def plain_load(ptrs: Handle, mask: Handle, other: Handle | None) -> Any:
     """A load of low-precision items through the interpreter's C++ load, as bits."""
     module = sys.modules[MODULE]
     element = ptrs.get_element_ty()
@@ -146,12 +150,13 @@ def plain_load(ptrs: Any, mask: Any, other: Any) -> Any:
     return _handle(np.asarray(data).view(dtype), element)
 
 
-def plain_store(ptrs: Any, value: Any, mask: Any) -> Any:
+def plain_store(ptrs: Handle, value: Handle, mask: Handle) -> Any:
+    """A store of low-precision values as their bits (the interpreter's C++ store takes unsigned integers)."""
     module = sys.modules[MODULE]
     return module._interpreter.store(ptrs.data, lowp.bits_of(value.data), mask.data)
 
 
-def atomic_rmw(op: Any, ptr: Any, val: Any, mask: Any) -> Any:
+def atomic_rmw(op: Any, ptr: Handle, val: Handle, mask: Handle | None) -> Any:
     """An atomic on low-precision items (the interpreter has none): each active lane in turn, the old value
     read, combined in fp32 and rounded to the type (`atom.add.noftz.bf16`), written back; masked-off lanes
     return 0 (as NVIDIA's lowering gives them)."""
@@ -182,7 +187,7 @@ def atomic_rmw(op: Any, ptr: Any, val: Any, mask: Any) -> Any:
     return _handle(old.reshape(np.shape(ptr.data)), val.dtype.scalar)
 
 
-def atomic_cas(builder: Any, ptr: Any, cmp: Any, val: Any, sem: Any) -> Any:
+def atomic_cas(builder: Any, ptr: Handle, cmp: Handle, val: Handle, sem: Any) -> Any:
     """A compare-and-swap on low-precision items: on their bits, as the GPU compares them."""
     module = sys.modules[MODULE]
     dtype = val.data.dtype
@@ -195,7 +200,7 @@ def atomic_cas(builder: Any, ptr: Any, cmp: Any, val: Any, sem: Any) -> Any:
     return _handle(np.asarray(old).view(dtype), cmp.dtype.scalar)
 
 
-def replaced(module: Any) -> list[tuple[Any, str, Wrap]]:
+def replaced(module: ModuleType) -> list[tuple[Any, str, Wrap]]:
     """(owner, name, wrap) of the interpreter methods replaced for the low-precision types."""
     builder = module.InterpreterBuilder
     found: list[tuple[Any, str, Wrap]] = [

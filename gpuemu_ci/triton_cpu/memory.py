@@ -41,6 +41,7 @@ class Allocation:
 
     @staticmethod
     def of(name: str, tensor: Any) -> Allocation:
+        """The allocation of a framework tensor argument (`name`: the kernel's argument it was passed as)."""
         shape = tuple(int(s) for s in tensor.shape)
         strides = tuple(int(s) for s in tensor.stride())
         itemsize = int(tensor.element_size())
@@ -87,6 +88,7 @@ class Allocation:
         return np.asarray(inside & (element == 0))
 
     def describe(self) -> str:
+        """The argument, its shape and strides, as a finding names it."""
         return f"`{self.name}` (shape {list(self.shape)}, strides {list(self.strides)})"
 
 
@@ -130,9 +132,11 @@ class Lanes:
 
     @property
     def size(self) -> int:
+        """How many lanes."""
         return int(self.addresses.size)
 
     def bounds(self) -> tuple[int, int]:
+        """The lowest and highest address of the lanes (computed once)."""
         if self._bounds is None:
             self._bounds = (int(self.addresses.min()), int(self.addresses.max()))
         return self._bounds
@@ -279,6 +283,8 @@ class Memory:
         return found
 
     def shadow(self, a: Allocation) -> np.ndarray:
+        """Which program last wrote each element of the allocation's buffer in this launch (-1: none), made on
+        first use."""
         found = self.shadows.get(a.buffer_start)
         if found is None:
             found = np.full((a.buffer_end - a.buffer_start) // a.itemsize + 1, -1, dtype=np.int64)

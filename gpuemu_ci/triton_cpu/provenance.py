@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuemu_ci.triton_cpu.boundary import Handle
+
 # The kernel argument a pointer value was made from (pointer arithmetic, splats, broadcasts, reshapes keep it),
 # kept in the interpreter's TensorHandle.attr: its accesses are checked against that argument alone, so a read
 # past one tensor's end that lands in another argument's memory is still out of bounds.
@@ -30,7 +32,8 @@ PROVENANCE = (
 )
 
 
-def is_pointer(handle: Any) -> bool:
+def is_pointer(handle: Handle) -> bool:
+    """Whether an interpreter handle holds pointers."""
     import triton.language as tl
 
     return isinstance(getattr(handle, "dtype", None), tl.pointer_type)
@@ -51,5 +54,6 @@ def derived(original: Any) -> Any:
     return derived
 
 
-def base_of(handle: Any) -> str | None:
+def base_of(handle: Handle) -> str | None:
+    """The kernel argument the pointers were derived from, when known."""
     return getattr(handle, "attr", {}).get(BASE)

@@ -34,6 +34,7 @@ class Decided(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
     @property
     def any(self) -> bool:
+        """Whether the probe changed any output element."""
         return any(self.counts)
 
     def at(self, output: int, size: int, index: int) -> bool:
@@ -77,6 +78,7 @@ class TritonReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         return max((DOT_INPUT_ROUNDOFF.get(p, 0.0) for p in self.dot_precisions), default=0.0)
 
     def decided_by(self, by: str) -> Decided | None:
+        """The probe `by` (a name such as MASKED_LANES) that changed some output, if it ran and did."""
         return next((d for d in self.decided if d.by == by and d.any), None)
 
     def merged(self, other: TritonReport | None) -> TritonReport:

@@ -10,6 +10,7 @@ references, or a constant.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,6 +78,7 @@ _pure: dict[str, bool] = {}
 
 
 def is_pure(name: str) -> bool:
+    """Whether a builder method's result depends on its operands alone (it may be folded or shared)."""
     found = _pure.get(name)
     if found is None:
         found = _pure[name] = not any(word in name for word in _IMPURE)
@@ -92,10 +94,12 @@ class Nested:
 
 
 def outcomes(tape: Tape) -> tuple[Any, ...]:
+    """The outcomes of the tape's guards, in order: two tapes with the same outcomes are the same path."""
     return tuple(step[3] for step in tape.steps if step[0] == GUARD)
 
 
 def is_constant(spec: Any, constants: dict[int, Any]) -> bool:
+    """Whether an operand refers only to results folded into constants (or is a constant itself)."""
     if type(spec) is Ref:
         return int(spec) in constants
     if isinstance(spec, TensorRef):
@@ -128,13 +132,13 @@ def simplified(
     results of `_SILENT` steps that nothing uses dropped. Each remaining step computes what it computed in
     the traced pass, from the same values."""
     alias: dict[int, int] = {}
-    by_value: dict[Any, int] = {}
+    by_value: dict[Hashable, int] = {}
     for slot, value in constants.items():
         key = _constant_key(value)
         if key is not None:
             alias[slot] = by_value.setdefault(key, slot)
     kept: list[tuple[int, tuple[Any, ...]]] = []
-    seen: dict[Any, int] = {}
+    seen: dict[Hashable, int] = {}
     for index, step in enumerate(steps):
         kind, what, spec, kw, out = step
         if kind == GUARD:
@@ -255,7 +259,7 @@ def compiled(step: tuple[Any, ...]) -> tuple[Any, ...]:
     return (kind, what, spec if slow else template, kw, refs, slow, out)
 
 
-def tape_key(signature: Any, args: dict[str, Any]) -> Any:
+def tape_key(signature: Hashable, args: dict[str, Any]) -> Any:
     """What a tape is valid for: the kernel, its constexprs and argument types (`signature`), and the values of
     the arguments the interpreter passes as Python values (floats, None), which the tape holds as constants."""
     plain = tuple(repr(v) for v in args.values() if not hasattr(v, "handle"))

@@ -88,6 +88,7 @@ class Touches:
 
     @property
     def exact(self) -> bool:
+        """Whether the record is per element (shadows) rather than a log of envelopes."""
         return self.shadows is not None
 
     def make_exact(self) -> None:
@@ -103,6 +104,7 @@ class Touches:
         self.log, self.logged, self._merged = [], 0, None
 
     def add(self, access: Access) -> None:
+        """Record an access: marked in the shadows when they are exact, else logged by its envelope."""
         if self.shadows is not None:
             self.mark(access.index, access.lane_pids())
             return

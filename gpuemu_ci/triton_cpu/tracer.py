@@ -11,11 +11,13 @@ from __future__ import annotations
 import operator
 import sys
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 from gpuemu_ci.triton_cpu import active
+from gpuemu_ci.triton_cpu.boundary import Patch
 from gpuemu_ci.triton_cpu.grid import block_elements
 from gpuemu_ci.triton_cpu.tape import (
     CALL,
@@ -57,6 +59,7 @@ class Tracer:
     # ---- recording ---------------------------------------------------------------------------------------
 
     def stop(self, why: str) -> None:
+        """Stop recording: the pass cannot be traced (the first reason is kept)."""
         if not self.broken:
             self.broken = why
 
@@ -67,6 +70,7 @@ class Tracer:
         return slot
 
     def add_input(self, name: str, handle: Any) -> None:
+        """A lifted argument of the kernel: a slot that each replay fills with the launch's own."""
         self._arguments.append((name, handle))
         self.inputs.append((name, self._new_slot(handle)))
 
@@ -146,6 +150,7 @@ class Tracer:
         self.steps.append((kind, what, spec, kw, out))
 
     def guard(self, tensor: Any, kind: str, outcome: Any) -> None:
+        """A Python decision the kernel made on a value (`kind`: "bool" or "index"), kept with its outcome."""
         if self.broken:
             return
         slot = self.slot_of.get(id(tensor.handle))
@@ -155,6 +160,7 @@ class Tracer:
         self.steps.append((GUARD, kind, slot, outcome, None))
 
     def tape(self) -> Tape | None:
+        """The recorded steps as a tape, folded and made smaller; None when the pass could not be traced."""
         if self.broken:
             return None
         steps, constants, sites = self._folded()
@@ -195,7 +201,7 @@ class Tracer:
 
     # ---- what the pass runs while it is traced ------------------------------------------------------------
 
-    def builder_methods(self, builder: Any) -> list[tuple[Any, str, Any]]:
+    def builder_methods(self, builder: Any) -> list[Patch]:
         """(owner, name, value): every builder method, as installed for the pass, wrapped to be recorded (by
         the tracer of the running launch (active.py))."""
         names = _method_names.get(id(builder))
@@ -205,25 +211,27 @@ class Tracer:
                 for name in dir(builder)
                 if name.startswith("create_") or (name.startswith("get_") and not name.endswith("_ty"))
             ]  # a `get_*_ty` makes a type from types: nothing to replay (the tape holds the types it needs)
-        wrapped = []
+        wrapped: list[Patch] = []
         for name in names:
             inner = getattr(builder, name)
             if callable(inner):
                 wrapped.append((builder, name, _recording(name, inner)))
         return wrapped
 
-    def language(self, patches: list[tuple[Any, str, Any]]) -> list[tuple[Any, str, Any]]:
+    def language(self, patches: list[Patch]) -> list[Patch]:
         """The grid's language patches (reductions, scans, `bool`, `index`, `.T`) with recording around them."""
-        traced = []
+        traced: list[Patch] = []
         for owner, name, value in patches:
-            if name in ("reduce", "associative_scan"):
+            if isinstance(value, property) and name == "T" and value.fget is not None:
+                value = property(self._recorded_function(value.fget))
+            elif not callable(value):
+                pass
+            elif name in ("reduce", "associative_scan"):
                 value = self._recorded_function(value)
             elif name == "__bool__":
                 value = self._guarded(value, "bool")
             elif name == "__index__":
                 value = self._guarded(value, "index")
-            elif name == "T":
-                value = property(self._recorded_function(value.fget))
             traced.append((owner, name, value))
         import triton.language as tl
 
@@ -307,17 +315,18 @@ class Tracer:
             self.injected.append(namespace)
 
     def unpatch(self) -> None:
+        """Take `traced_range` back out of the namespaces `patched` put it in."""
         for namespace in self.injected:
             if namespace.get("range") == self.traced_range:
                 del namespace["range"]
         self.injected.clear()
 
-    def watch_handles(self, module: Any) -> list[tuple[Any, str, Any]]:
+    def watch_handles(self, module: ModuleType) -> list[Patch]:
         """A view of every value's data that stops the trace when read or written outside a recorded step."""
         tracer = self
 
         class WatchedData:
-            def __get__(self, handle: Any, owner: Any = None) -> Any:
+            def __get__(self, handle: Any, owner: object = None) -> Any:
                 if handle is None:
                     return self
                 if tracer.depth == 0:

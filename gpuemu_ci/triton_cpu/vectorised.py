@@ -10,11 +10,13 @@ import ctypes
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 from gpuemu_ci.triton_cpu import grid, provenance, replay
+from gpuemu_ci.triton_cpu.boundary import Patch
 from gpuemu_ci.triton_cpu.call import Launch
 from gpuemu_ci.triton_cpu.memory import Memory
 from gpuemu_ci.triton_cpu.tape import Tape, agrees
@@ -29,13 +31,15 @@ Shadows = dict[int, Touches]
 
 @dataclass(frozen=True)
 class Outcome:
+    """How a vectorised try of a launch ended."""
+
     why: str | None  # None: every program ran vectorised; else why the launch must run one program at a time
     groups: int = 1  # the programs ran in this many groups that agree on every divergent branch
 
 
 def run(
     executor: Any,
-    module: Any,
+    module: ModuleType,
     args: dict[str, Any],
     launch: Launch,
     order: np.ndarray,
@@ -118,7 +122,7 @@ def run(
     return Outcome(None, groups)
 
 
-def lifted(module: Any, args: dict[str, Any]) -> dict[str, Any] | None:
+def lifted(module: ModuleType, args: dict[str, Any]) -> dict[str, Any] | None:
     """The kernel's arguments with a program axis of 1 (None: tuple or descriptor arguments, not lifted)."""
     import triton.language as tl
 
@@ -135,7 +139,7 @@ def lifted(module: Any, args: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def replayed(
-    tapes: list[Tape], module: Any, args: dict[str, Any], launch: Launch,
+    tapes: list[Tape], module: ModuleType, args: dict[str, Any], launch: Launch,
     order: np.ndarray, noted: Callable[[], Callable[[], None]],
 ) -> tuple[str | None, int]:  # fmt: skip
     """Run the launch by replaying the kernel's tapes (replay.py) on its arguments, under the same batched
@@ -283,13 +287,13 @@ def _put_back(
     writers.update(_copied(writers_then))
 
 
-def _install(module: Any, tracer: Tracer | None, language: bool = True) -> list[tuple[Any, str, Any]]:
+def _install(module: ModuleType, tracer: Tracer | None, language: bool = True) -> list[Patch]:
     """The batched builder (and, for a pass, language) for the launch; with a tracer, recorded; returns what to
     put back."""
     builder = module.InterpreterBuilder
-    restore: list[tuple[Any, str, Any]] = []
+    restore: list[Patch] = []
 
-    def install(owner: Any, name: str, value: Any) -> None:
+    def install(owner: object, name: str, value: Any) -> None:
         restore.append((owner, name, owner.__dict__.get(name, _ABSENT)))
         setattr(owner, name, value)
 
@@ -325,7 +329,7 @@ def _install(module: Any, tracer: Tracer | None, language: bool = True) -> list[
 _batched_builders: dict[int, dict[str, Any]] = {}
 
 
-def _batched_builder(module: Any) -> dict[str, Any]:
+def _batched_builder(module: ModuleType) -> dict[str, Any]:
     """The grid's builder methods, those that make pointers keeping their argument (made once per builder)."""
     key = id(module.InterpreterBuilder)
     found = _batched_builders.get(key)
@@ -337,7 +341,7 @@ def _batched_builder(module: Any) -> dict[str, Any]:
     return found
 
 
-def _uninstall(restore: list[tuple[Any, str, Any]]) -> None:
+def _uninstall(restore: list[Patch]) -> None:
     for owner, name, value in reversed(restore):
         if value is _ABSENT:
             delattr(owner, name)
@@ -363,6 +367,7 @@ def _snapshot(memory: Memory) -> list[tuple[np.ndarray, np.ndarray]]:
 
 
 def find_cause(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """The first exception of type `kind` in `exc`'s chain (its causes and contexts), None when none is."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:

@@ -17,8 +17,8 @@ from gpuemu_ci.config.model import Family, InputSpec, Validation
 from gpuemu_ci.fuzz.values import generate
 from gpuemu_ci.oracle import attention_grads, attention_layout, bounds, conditioning, gradients, precision
 from gpuemu_ci.oracle.invariants import bias_z
-from gpuemu_ci.oracle.model import FailureKind
 from gpuemu_ci.plan.model import ValueMode
+from gpuemu_ci.results.model import FailureKind
 from gpuemu_ci.rng.xorshift import SeededRng
 from tests.oracle.test_working_precision import make_op
 
