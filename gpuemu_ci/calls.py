@@ -14,6 +14,8 @@ import numpy as np
 
 
 class CallStatus(StrEnum):
+    """How a call of user code in a worker ended: `ok`, or why it gave no outputs to judge."""
+
     OK = "ok"
     RAISED = "raised"  # the user code raised an exception (message holds type and text)
     IMPORT_ERROR = "import_error"  # the target could not be imported / loaded
@@ -41,6 +43,9 @@ _STATUS_WORDS = {
 
 @dataclass(frozen=True)
 class CallResult:
+    """One call of user code in a worker: how it ended, its outputs (empty unless `ok`), the message and the
+    end of its stderr when it did not end well, and its time."""
+
     status: CallStatus
     outputs: tuple[np.ndarray, ...] = ()
     message: str = ""

@@ -36,6 +36,7 @@ UNUSABLE = "not run: the GPU context is unusable"
 
 
 def no_stage(stage: Stage) -> None:
+    """The stage callback for a call whose stages no one watches: does nothing."""
     pass
 
 

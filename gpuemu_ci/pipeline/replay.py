@@ -26,6 +26,9 @@ __all__ = ["ReplayOutcome", "case_from_snapshot", "classify_layout", "replay", "
 
 @dataclass(frozen=True)
 class ReplayOutcome:
+    """One replayed case: its seed, its report, the message to print, and whether the inputs differed from the
+    recorded case's (then its verdict says nothing about that case)."""
+
     seed: int
     report: CaseReport
     message: str
@@ -52,6 +55,7 @@ class ReplayOutcome:
 
 
 def describe_outcome(report: CaseReport) -> str:
+    """A replayed case's outcome in words, as `gpuemu-ci replay` prints it."""
     if report.outcome == "errored":
         return f"could not judge: {report.message}"
     if report.outcome == "unloadable":

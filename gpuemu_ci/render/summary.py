@@ -51,6 +51,8 @@ def shown_path(path: Path) -> Path:
 
 
 def print_summary(results: Results, path: Path) -> None:
+    """Prints the end-of-run summary to stderr: one line per op and kernel with its failures, hints, skips and
+    near-limit warnings; `path` is the results file the summary points to for what it leaves out."""
     style = Style.for_stream(sys.stderr)
 
     def echo(text: str = "") -> None:

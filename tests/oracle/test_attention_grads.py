@@ -142,6 +142,7 @@ def _torch_sdpa(causal=False, bthd=False):
     return run
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("mode", "specs", "q_shape", "kv_shape", "seed", "causal", "bthd"),
     [  # cases of the torch controls that the baseline-relative rule alone flagged (bench/torch_controls)
@@ -240,6 +241,7 @@ def test_without_declared_dims_the_common_layout_is_tried_and_anything_else_keep
     assert any("rounding model was not used" in f.message for f in verdict.findings)
 
 
+@pytest.mark.slow
 def test_the_bias_test_takes_heads_as_samples_for_key_and_value_gradients():
     """torch's bf16 decode attention: the rounding of each head's logsumexp shifts every key's dV of that head the
     same way (z = -6.3 with key rows as samples, a false alarm of issue #32); with (batch, head) as the samples it

@@ -83,6 +83,7 @@ def page_of(document: dict[str, Any]) -> str:
     return render_html(msgspec.convert(document, type=Results, strict=False))
 
 
+@pytest.mark.slow
 def test_no_number_is_split_and_no_heading_repeats_itself(tmp_path_factory: pytest.TempPathFactory) -> None:
     document = real_run(tmp_path_factory.getbasetemp(), "mixed")
     assert any(op["failures"] for op in document["ops"])  # failure sections with seeds, errors, replay lines
@@ -95,6 +96,7 @@ def test_no_number_is_split_and_no_heading_repeats_itself(tmp_path_factory: pyte
     assert measured["overflow"] <= 0  # nothing wider than the window
 
 
+@pytest.mark.slow
 def test_each_failing_case_shows_its_error_map_decoded_and_within_the_window(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
@@ -111,6 +113,7 @@ def test_each_failing_case_shows_its_error_map_decoded_and_within_the_window(
     assert measured["overflow"] <= 0
 
 
+@pytest.mark.slow
 def test_the_kernel_table_shows_registers_and_spills_per_entry_and_arch(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:

@@ -263,6 +263,7 @@ def report_of(tmp_path_factory: pytest.TempPathFactory) -> Results:
     return msgspec.convert(document, type=Results, strict=False)
 
 
+@pytest.mark.slow
 def test_a_screenshot_of_the_pr_comment_as_github_shows_it(tmp_path_factory: pytest.TempPathFactory) -> None:
     page = comment_page(render_comment(report_of(tmp_path_factory), LINKS))
     where = tmp_path_factory.mktemp("comment-shot")
@@ -276,6 +277,7 @@ def test_a_screenshot_of_the_pr_comment_as_github_shows_it(tmp_path_factory: pyt
     keep(data, "pr-comment.png")
 
 
+@pytest.mark.slow
 def test_a_screenshot_of_the_html_report(tmp_path_factory: pytest.TempPathFactory) -> None:
     # With the error maps beside results.json: the first failing case's map is in the picture.
     results_dir = real_run_dir(tmp_path_factory.getbasetemp(), "failing")
@@ -337,6 +339,7 @@ def chromium_row_sums(data: bytes, where: Path) -> list[list[int]]:
     return list(json.loads(html_module.unescape(found.group(1))))
 
 
+@pytest.mark.slow
 def test_the_png_check_decodes_as_chromium_does_and_rejects_a_page_without_text(tmp_path: Path) -> None:
     """The checker itself: a screenshot with text, flat colour and gradients (so the encoder uses its several
     row filters) decodes to the pixels drawn and to what Chromium's own decoder reads; a blank page is

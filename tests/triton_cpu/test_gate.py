@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support_tiers import runs_a_gate
 from tests.triton_cpu.support_interpreter import gpuemu
 
 pytest.importorskip("torch")
@@ -129,6 +130,7 @@ def _project(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
+@runs_a_gate
 def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, subprocess.CompletedProcess[str]]:
     tmp_path = tmp_path_factory.mktemp("gate")
     config = _project(tmp_path)
@@ -136,6 +138,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, subproces
     return tmp_path, json.loads((tmp_path / "out" / "results.json").read_text()), done
 
 
+@pytest.mark.slow
 def test_a_wrong_partial_tile_is_explained_by_pattern_where_and_map(run: tuple) -> None:
     tmp_path, document, _ = run
     op = next(o for o in document["ops"] if o["name"] == "scale_tail")
@@ -154,6 +157,7 @@ def test_a_wrong_partial_tile_is_explained_by_pattern_where_and_map(run: tuple) 
         assert (tmp_path / "out" / failure["error_map"]).read_bytes().startswith(b"\x89PNG")
 
 
+@pytest.mark.slow
 def test_a_store_past_the_end_fails_the_gate_as_out_of_bounds_with_where(run: tuple) -> None:
     _, results, done = run
     assert done.returncode == 1, done.stderr[-2000:]
@@ -212,6 +216,7 @@ def test_inline_assembly_the_interpreter_cannot_run_is_not_judged_and_names_kern
     assert "in `_asm` at kernels.py:" in message and "a GPU runs it" in message
 
 
+@pytest.mark.slow
 def test_an_out_of_bounds_failure_replays_from_its_seed(run: tuple) -> None:
     tmp_path, results, _ = run
     failure = next(op for op in results["ops"] if op["name"] == "scale_unmasked")["failures"][0]
