@@ -51,6 +51,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # a fresh interpreter with Triton (about 10 s)
 def test_the_worst_element_is_traced_to_its_program_lane_and_store_line(tmp_path: Path) -> None:
     found = run_interpreted(SCRIPT, tmp_path)
     line = next(i for i, text in enumerate(SCRIPT.splitlines(), 1) if "STORE LINE" in text)
