@@ -177,6 +177,8 @@ class SharedSessions:
         self._open: dict[tuple[Path, str, int | None, int | None], Session] = {}
 
     def session(self, loaded: Config, options: RunOptions) -> Session:
+        """The open session for `loaded` with `options`' suite, seed and iterations; started (its pool up) on
+        first use."""
         key = (loaded.path.resolve(), options.suite.value, options.seed, options.iterations)
         session = self._open.get(key)
         if session is None:
@@ -186,6 +188,7 @@ class SharedSessions:
         return session
 
     def close(self) -> None:
+        """Closes every session and its worker pool."""
         while self._open:
             _, session = self._open.popitem()
             session.close()
@@ -239,5 +242,9 @@ def _failure_text(op_name: str, result: OpResult, master: int) -> str:
             f"- {failure.kind} [{failure.dtype}] {inputs} {failure.distribution} seed {failure.case_seed}: "
             f"{failure.message.splitlines()[0][:300] if failure.message else failure.kind}"
         )
+        if failure.pattern:
+            lines.append(f"  pattern: {failure.pattern}")
+        if failure.where:
+            lines.append(f"  where: {failure.where}")
         lines.append(f"  replay: {failure.replay}")
     return "\n".join(lines)

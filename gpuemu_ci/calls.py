@@ -14,6 +14,8 @@ import numpy as np
 
 
 class CallStatus(StrEnum):
+    """How a call of user code in a worker ended: `ok`, or why it gave no outputs to judge."""
+
     OK = "ok"
     RAISED = "raised"  # the user code raised an exception (message holds type and text)
     IMPORT_ERROR = "import_error"  # the target could not be imported / loaded
@@ -41,6 +43,9 @@ _STATUS_WORDS = {
 
 @dataclass(frozen=True)
 class CallResult:
+    """One call of user code in a worker: how it ended, its outputs (empty unless `ok`), the message and the
+    end of its stderr when it did not end well, and its time."""
+
     status: CallStatus
     outputs: tuple[np.ndarray, ...] = ()
     message: str = ""
@@ -64,6 +69,7 @@ class CaseRun:
 Outcome = Literal["passed", "failed", "errored", "unloadable", "skipped", "inputs_differ"]
 # What the results model requires of these fields, checked when a worker's report is decoded.
 SnapshotPath = Annotated[str, msgspec.Meta(pattern=r"^snapshots/[0-9a-f]{16}\.npz$")]
+ErrorMapPath = Annotated[str, msgspec.Meta(pattern=r"^snapshots/[0-9a-f]{16}\.png$")]
 Count = Annotated[int, msgspec.Meta(ge=0)]
 
 
@@ -140,10 +146,16 @@ class CaseReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     gradients: tuple[GradientFigure, ...] = ()  # backward = true: per gradient, in grad_inputs order
     triton_launches: tuple[tuple[str, int], ...] = ()  # how its Triton launches ran (vectorised or why not)
     dot_precisions: tuple[Literal["ieee", "tf32", "tf32x3"], ...] = ()  # of its fp32 `tl.dot`s
-    triton_notes: tuple[str, ...] = ()  # warnings of the Triton layer (backends/triton_judging.case_notes)
+    triton_notes: tuple[str, ...] = ()  # warnings of the Triton layer (oracle/triton_findings.case_notes)
     inputs_digest: str | None = None  # fuzz/inputs.inputs_digest of the inputs the judge built
     op_inputs_digest: str | None = None  # inputs_differ: the digest of the op's side, which differs
     outputs_digest: str | None = (
         None  # of the op's outputs, bit for bit (mutate: a mutant that changed nothing)
     )
     kernels: tuple[LaunchedKernel, ...] = ()  # the Triton functions the op's calls ran (mutate's census)
+    # A failing case's explanation (backends/explain.py): the one-line shape of its errors, its error map (a PNG
+    # beside the snapshot) or why none was drawn, and where a Triton kernel stored its worst element.
+    pattern: str | None = None
+    error_map: ErrorMapPath | None = None
+    error_map_note: str | None = None
+    where: str | None = None

@@ -28,6 +28,7 @@ class CorpusCase:
 
     @property
     def label(self) -> str:
+        """How results name the case: `corpus:<file name>`."""
         return f"corpus:{self.path.name}"
 
 

@@ -10,6 +10,9 @@ import numpy as np
 
 @dataclass(frozen=True)
 class DtypeInfo:
+    """What the oracle and the fuzzer need to know of a dtype: its NumPy dtype, unit roundoff, smallest
+    subnormal and normal, largest finite value and width."""
+
     name: str
     numpy: np.dtype
     is_float: bool
@@ -88,6 +91,8 @@ def canonical(name: str) -> str | None:
 
 
 def info(name: str) -> DtypeInfo:
+    """The DtypeInfo of a dtype name as gpuemu.toml spells it (`float32`, `bfloat16`, ...); KeyError for an
+    unknown name."""
     return DTYPES[name]
 
 
@@ -103,4 +108,6 @@ def name_of(dtype: np.dtype) -> str:
 
 
 def is_float_dtype(dtype: np.dtype) -> bool:
+    """Whether `dtype` is one of the floating dtypes gpuemu-ci judges with an error model (float64, float32,
+    float16, bfloat16)."""
     return name_of(dtype) in ("float64", "float32", "float16", "bfloat16")

@@ -27,6 +27,7 @@ class GpuemuError(Exception):
         self.message = message
 
     def diagnostics(self) -> str:
+        """What `cli.main` prints after `gpuemu-ci: error:`; the message, unless a subclass adds detail."""
         return self.message
 
 

@@ -26,14 +26,35 @@ REDRAW_S = 0.1  # the bar is redrawn at most ten times a second
 
 
 class Observer(Protocol):
-    def suite_planned(self, cases: dict[str, int]) -> None: ...
-    def op_started(self, op: str, cases: int) -> None: ...
-    def case_done(self, op: str, passed: bool) -> None: ...
-    def op_finished(self, op: str, status: str, detail: str) -> None: ...
-    def note(self, text: str) -> None: ...
+    """What a running suite tells whoever shows its progress. The stages call these in order (planned, then per
+    op started, its cases, finished); an implementation must not raise and must not print to stdout, which
+    belongs to the command's output."""
+
+    def suite_planned(self, cases: dict[str, int]) -> None:
+        """Every op's planned case count (op name -> cases), once, before the first case runs."""
+        ...
+
+    def op_started(self, op: str, cases: int) -> None:
+        """Op `op` starts running its `cases` cases."""
+        ...
+
+    def case_done(self, op: str, passed: bool) -> None:
+        """One case of `op` was judged; `passed` is False when it failed (or errored)."""
+        ...
+
+    def op_finished(self, op: str, status: str, detail: str) -> None:
+        """Op `op` ended with `status` (a results status value: passed, failed, error, skipped, ...) and a
+        one-line `detail` (empty when there is none)."""
+        ...
+
+    def note(self, text: str) -> None:
+        """A line for the user that is not about one case (a warning, what is happening while nothing runs)."""
+        ...
 
 
-class Silent:
+class Silent(Observer):
+    """The Observer that shows nothing: the default of library calls and tests."""
+
     def suite_planned(self, cases: dict[str, int]) -> None:
         pass
 
@@ -59,7 +80,7 @@ class _OpCount:
     finished: bool = False
 
 
-class StderrReporter:
+class StderrReporter(Observer):
     """The Observer of `gpuemu-ci run` and the Action (see the module docstring). Use it as a context manager,
     or call `close()`, to stop the CI progress thread and end the bar's line."""
 
@@ -112,6 +133,7 @@ class StderrReporter:
 
     # --- lifetime ---------------------------------------------------------------------------------------
     def close(self) -> None:
+        """Stops the CI progress thread and ends the bar's line; safe to call more than once."""
         self._stop.set()
         if self._ticker is not None:
             self._ticker.join(timeout=5)

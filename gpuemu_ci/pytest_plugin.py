@@ -37,6 +37,7 @@ MARKER = "gpuemu"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    """pytest hook: the `--gpuemu*` options and the `gpuemu_config` / `gpuemu_suite` ini keys."""
     group = parser.getgroup("gpuemu", "gpuemu-ci kernel checks")
     group.addoption(
         "--gpuemu", action="store_true", default=False, help=f"collect every op of {CONFIG_NAME} as a test"
@@ -73,6 +74,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    """pytest hook: installs the call recorder for `--gpuemu-record` (before any test imports the op's module)
+    and registers the `gpuemu` marker."""
     target = config.getoption("--gpuemu-record")
     if target:
         # Before the tests import the op's module: the import hook replaces the function as it is defined.
@@ -90,6 +93,9 @@ def pytest_configure(config: pytest.Config) -> None:
 # --- what every gpuemu test shares ------------------------------------------------------------------------
 @dataclass(frozen=True)
 class RunSettings:
+    """What every gpuemu test of one pytest run checks with: the config file (absolute), the suite, and the
+    master seed (None: the config's)."""
+
     config_path: Path
     suite: str
     seed: int | None
@@ -113,6 +119,7 @@ def run_settings(config: pytest.Config) -> RunSettings:
 
 
 def load(settings: RunSettings) -> Config:
+    """The config of `settings`; a config that cannot be loaded is a pytest usage error, not a traceback."""
     try:
         return load_config(settings.config_path)
     except GpuemuError as exc:
@@ -120,6 +127,7 @@ def load(settings: RunSettings) -> Config:
 
 
 def case_id(op: str, dtype: str) -> str:
+    """A test's id and cache key for one op at one dtype (`softmax-float32`), so `-k` selects by either."""
     return f"{op}-{dtype}"
 
 
@@ -153,6 +161,7 @@ class OpCase:
 
     @property
     def key(self) -> str:
+        """The case's id (`softmax-float32`): its test id and its key in the failing-seeds cache."""
         return case_id(self.op, self.dtype)
 
     def check(self, fn: Callable[..., Any] | None = None, **options: Any) -> api.OpResult:
@@ -199,6 +208,7 @@ class OpCase:
 
 
 def previously_failing(config: pytest.Config) -> set[str]:
+    """The case ids whose seeds failed in an earlier run (pytest's cache; empty without one)."""
     cache = getattr(config, "cache", None)
     stored = cache.get(CACHE_KEY, {}) if cache is not None else {}
     return set(stored) if isinstance(stored, dict) else set()
@@ -224,6 +234,7 @@ def shared_sessions(config: pytest.Config) -> api.SharedSessions:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    """pytest hook: stops the run's shared worker pool, if a test started one."""
     shared = config.stash.get(SHARED, None)
     if shared is not None:
         shared.close()
@@ -231,6 +242,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 # --- the fixture ----------------------------------------------------------------------------------------
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """pytest hook: a test using `gpuemu_op` runs once per (op, dtype) of the config, narrowed by its
+    `@pytest.mark.gpuemu(...)`."""
     if "gpuemu_op" not in metafunc.fixturenames:
         return
     loaded = load(run_settings(metafunc.config))
@@ -258,6 +271,8 @@ def gpuemu_op(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
 
 # --- `--gpuemu`: the config's ops as collected tests ----------------------------------------------------
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    """pytest hook: with `--gpuemu`, the run's config file is collected as one test per op and dtype (any
+    other gpuemu.toml is left alone)."""
     config = parent.config
     if not config.getoption("--gpuemu") or file_path.name != CONFIG_NAME:
         return None
@@ -267,6 +282,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
+    """pytest hook: with `--gpuemu`, a missing or broken config stops the run as a usage error."""
     # A missing or broken config is a usage error before anything runs (exit 4), not a collection error.
     if session.config.getoption("--gpuemu"):
         settings = run_settings(session.config)
@@ -278,6 +294,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
+    """pytest hook: the tests whose cases failed last time run first."""
     # Tests whose cases failed last time run first (pytest's --failed-first, for gpuemu's own failures).
     failing = previously_failing(config)
     if not failing:
@@ -299,7 +316,10 @@ def _case_key(item: pytest.Item) -> str | None:
 
 
 class ConfigFile(pytest.File):
+    """gpuemu.toml as pytest collects it under `--gpuemu`."""
+
     def collect(self) -> Iterator[pytest.Item]:
+        """One OpItem per (op, dtype) of the config."""
         settings = run_settings(self.config)
         loaded = load(settings)
         cache = getattr(self.config, "cache", None)
@@ -310,6 +330,9 @@ class ConfigFile(pytest.File):
 
 
 class OpItem(pytest.Item):
+    """One op at one dtype as a collected test (`gpuemu.toml::softmax-float32`): runs the check the gate runs,
+    in the run's shared worker pool."""
+
     def __init__(
         self, *, op: str, dtype: str, settings: RunSettings, cache: pytest.Cache | None, **kwargs: Any
     ):
@@ -318,6 +341,8 @@ class OpItem(pytest.Item):
         self.add_marker(MARKER)
 
     def runtest(self) -> None:
+        """Checks the case (remembered failing seeds first, then the suite), output in pytest's temporary
+        directory."""
         # The factory behind the tmp_path_factory fixture (a plain Item cannot request fixtures).
         factory = getattr(self.config, "_tmp_path_factory", None)
         self.case.out_dir = (
@@ -328,9 +353,11 @@ class OpItem(pytest.Item):
         self.case.check()
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        """A failed check as gpuemu-ci's own message (the failing cases and their seeds), not a traceback."""
         if isinstance(excinfo.value, api.OpCheckFailed):
             return str(excinfo.value)
         return str(super().repr_failure(excinfo, style=style))
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
+        """Where pytest's report locates the test: the config file, and `gpuemu: op [dtype]`."""
         return self.path, None, f"gpuemu: {self.case.op} [{self.case.dtype}]"

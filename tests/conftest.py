@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, settings
 from tests.github.support_fake_api import FakeGitHub
 from tests.support_cli import CliResult, run_cli
 from tests.support_skips import MAY_SKIP_VARIABLE, TEST_COMMAND, SkipSummary, reason_of
+from tests.support_tiers import mark_tests_of_costly_fixtures_slow
 
 # Fixtures for signed reports (a results document, keys, envelopes), shared by tests/attest and tests/cli.
 pytest_plugins = ["tests.support_reports", "pytester"]
@@ -21,17 +22,23 @@ pytest_plugins = ["tests.support_reports", "pytester"]
 # Property-based tests: the same examples on every run (a red CI run is red again on a laptop), no example
 # database written into the checkout, and no deadline (the machine's load must not fail a test). The autouse
 # fixture below only sets an environment variable, which may be shared by every example of a test.
-# HYPOTHESIS_PROFILE=explore searches further, with fresh random examples each run.
+# Budgets, chosen by HYPOTHESIS_PROFILE: `fast` (the default, what `.ci/check` runs) tries few examples per test
+# so the fast tier stays fast; `ci` (what `.ci/run` selects) tries many; `explore` searches further still, with
+# fresh random examples each run. A failing example is printed with its blob, so any profile can replay it.
+FAST_EXAMPLES = 25
+CI_EXAMPLES = 500
 settings.register_profile(
-    "default",
+    "fast",
     derandomize=True,
     database=None,
     deadline=None,
     print_blob=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
+    max_examples=FAST_EXAMPLES,
 )
-settings.register_profile("explore", settings.get_profile("default"), derandomize=False, max_examples=5000)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+settings.register_profile("ci", settings.get_profile("fast"), max_examples=CI_EXAMPLES)
+settings.register_profile("explore", settings.get_profile("fast"), derandomize=False, max_examples=5000)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fast"))
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
@@ -135,6 +142,13 @@ def simple_project(make_project: Callable[..., Path]) -> Callable[..., Path]:
         )
 
     return write
+
+
+# --- The fast tier: a test that uses a fixture marked `runs_a_gate` is `slow` (tests/support_tiers.py). First, so
+# that pytest's `-m` selection sees the mark.
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    mark_tests_of_costly_fixtures_slow(items)
 
 
 # --- What a green run did not test: the last lines name each group of skipped tests and why (tests/support_skips).

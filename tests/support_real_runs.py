@@ -55,6 +55,12 @@ def real_run_with_project(base: Path, name: str) -> tuple[dict[str, Any], Path]:
     return json.loads(results.read_text(encoding="utf-8")), cwd
 
 
+def real_run_dir(base: Path, name: str) -> Path:
+    """The directory run `name` wrote its results.json (and snapshots, error maps) to; runs it if need be."""
+    real_run_with_project(base, name)
+    return base / "gpuemu-real-runs" / name / "out"
+
+
 def real_run(base: Path, name: str) -> dict[str, Any]:
     """results.json of run `name`, decoded."""
     return real_run_with_project(base, name)[0]

@@ -64,7 +64,7 @@ ALLOWED: dict[str, frozenset[str]] = {
         "plan": "config rng",
         "results": "errors files",
         "fuzz": "config dtypes errors plan results rng",
-        "oracle": "calls config dtypes fuzz plan results rng",
+        "oracle": "calls config dtypes fuzz plan results rng triton_cpu",
         "lint": "config errors launch results",
         "diff": "config errors files results",
         "corpus": "config errors plan results",

@@ -12,6 +12,8 @@ BASELINE_NAME = "baseline.json"
 
 
 def run(step: ActionStep) -> int:
+    """Mode `baseline`: runs the gate, publishes it without a PR comment, and writes the baseline file for
+    later runs to diff against; returns the gate's exit code."""
     results = step.run_gate(step.config())
     code = step.publish(results, comment=False)
     atomic_write(step.out_dir / BASELINE_NAME, to_json(baseline_of(results)))

@@ -14,6 +14,8 @@ from gpuemu_ci.results.model import Results
 
 
 def run(step: ActionStep) -> int:
+    """Mode `comment`: posts (or updates) the PR comment from a results file an earlier step wrote (the PR it
+    goes to comes from the event, never from that file); returns the exit code."""
     from gpuemu_ci.github.client import GitHubError
     from gpuemu_ci.github.comments import resolve_pull_request
 

@@ -29,6 +29,8 @@ UNAVAILABLE_HINTS = {
 
 
 def run(step: ActionStep) -> int:
+    """Mode `gate` (the default): reads the baseline before any code under test runs, runs the gate, and
+    publishes it with the PR comment; returns the gate's exit code."""
     config = step.config()
     source = baseline_source(step)
     if source is not None:  # read now: code under test, which runs next, could replace the file

@@ -20,6 +20,8 @@ MAX_API_TIMEOUT_S = 6 * 3600  # a job's own limit
 
 
 class Mode(StrEnum):
+    """The Action's `mode` input: what the step does."""
+
     GATE = "gate"
     BASELINE = "baseline"
     NIGHTLY = "nightly"
@@ -54,6 +56,8 @@ class ActionInputs:
     def from_context(
         cls, ctx: ActionContext, *, signing_key: str = "", env: Mapping[str, str] | None = None
     ) -> ActionInputs:
+        """The Action's inputs read from the runner's context; a value that is not valid (mode, suite, seed,
+        ...) is a UsageError naming the input."""
         mode_text = ctx.input("mode", "gate") or "gate"
         suite_text = ctx.input("suite", "quick") or "quick"
         seed_text = ctx.input("seed")

@@ -21,6 +21,7 @@ from gpuemu_ci.results.model import ConfigInfo, OpResult, OpStatus, Results, Run
 
 
 def signal_name(number: int) -> str:
+    """A signal number's name (`SIGKILL`), or `signal N` for a number Python does not know."""
     try:
         return signal.Signals(number).name
     except ValueError:

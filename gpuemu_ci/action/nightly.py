@@ -11,6 +11,8 @@ SHOWN_FAILURES = 5
 
 
 def run(step: ActionStep) -> int:
+    """Mode `nightly`: runs the gate, publishes it, and opens or closes one issue per failing op (needs
+    github_token; without it, a warning); returns the gate's exit code."""
     from gpuemu_ci.github.issues import NightlyOp, sync_nightly_issues
 
     results = step.run_gate(step.config())

@@ -56,6 +56,8 @@ class PinnedDir:
 
     @classmethod
     def pin(cls, path: Path) -> PinnedDir:
+        """Records the directory's identity (device, inode) now; InfraError when `path` is not a directory (a
+        link to one counts as not)."""
         info = os.lstat(path)
         if not stat.S_ISDIR(info.st_mode):
             raise InfraError(f"the output directory {path} is not a directory")
@@ -71,6 +73,8 @@ class PinnedDir:
         return same and Path(os.path.realpath(self.path)) == self.path
 
     def check(self, shown: str) -> None:
+        """Raises InfraError when the directory was replaced since it was pinned (`shown` is its path as the
+        user gave it)."""
         if not self.intact():
             raise InfraError(
                 f"the output directory {shown} was replaced while the code under test ran (by a symbolic link or "

@@ -76,6 +76,7 @@ class Confinement:
     weakness: str = ""
 
     def describe(self) -> str:
+        """Who code under test runs as, in words, for the step's log."""
         if self.mode is ChildMode.OTHER_USER:
             return f"uid {self.uid}, gid {self.gid}, without privileges"
         if self.mode is ChildMode.SANDBOX_USER:
@@ -86,6 +87,7 @@ class Confinement:
 
     @property
     def switches_user(self) -> bool:
+        """Whether code under test runs as another user than this process."""
         return self.mode in (ChildMode.OTHER_USER, ChildMode.SANDBOX_USER)
 
     def owns(self, path: Path) -> None:

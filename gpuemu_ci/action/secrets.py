@@ -43,6 +43,7 @@ class Secrets:
     signing_key: str = field(default="", repr=False)
 
     def values(self) -> tuple[str, ...]:
+        """The secret values that are set, to keep out of code under test's reach and out of logs."""
         return tuple(v for v in (self.token, self.signing_key) if v)
 
 

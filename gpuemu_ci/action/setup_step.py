@@ -51,14 +51,17 @@ class SetupPlan:
 
     @property
     def wanted(self) -> bool:
+        """Whether the `setup` input asks for anything (requirements or a command)."""
         return bool(self.requirements or self.command)
 
     @property
     def venv(self) -> Path:
+        """The virtual environment the setup installs into, under the cache directory."""
         return self.cache_dir / VENV_NAME
 
     @property
     def python(self) -> Path:
+        """That environment's interpreter: what code under test then runs with."""
         return self.venv / "bin" / "python"
 
 

@@ -67,19 +67,24 @@ class ActionStep:
 
     @property
     def out_dir(self) -> Path:
+        """The output directory, under the workspace."""
         return self.workspace / self.inputs.output_dir
 
     def relative(self, path: Path) -> str:
+        """`path` relative to the workspace when it lies under it (as outputs and messages show paths), else
+        as given."""
         try:
             return path.resolve().relative_to(self.workspace.resolve()).as_posix()
         except ValueError:
             return str(path)
 
     def warn(self, text: str) -> None:
+        """A workflow warning (an annotation on the run), also kept for the step summary."""
         self.warnings.append(text)
         self.stdout.write(commands.format_command("warning", text) + "\n")
 
     def notice(self, text: str) -> None:
+        """A workflow notice (an annotation on the run)."""
         self.stdout.write(commands.format_command("notice", text) + "\n")
 
     def client(self) -> GitHubClient | None:
@@ -113,6 +118,7 @@ class ActionStep:
         return load_config(self.workspace / self.inputs.config)
 
     def run_info(self) -> RunInfo:
+        """The run's facts (repository, run id and attempt, PR, commit, ...) that results record."""
         ctx = self.ctx
         return RunInfo(
             repo=ctx.repository,
@@ -327,6 +333,8 @@ class ActionStep:
         run_url: str | None = None,
         unverified: UnverifiedSource | None = None,
     ) -> None:
+        """Posts or updates this job's comment on PR `pr` and sets the `comment_url` output; without a token, a
+        warning instead, and what the comment API reports goes out as a warning too."""
         from gpuemu_ci.github.comments import upsert_comment
         from gpuemu_ci.render.markdown import render_comment
 
@@ -343,6 +351,8 @@ class ActionStep:
             self.outputs["comment_url"] = outcome.url
 
     def write_report(self, results: Path, *, sign: bool) -> None:
+        """Writes the report of `results` (signed when `sign` and a signing_key is given, else unsigned with a
+        notice) and sets the `report_path` output; mode `sign` without a key is a UsageError."""
         from gpuemu_ci.attest import keys
         from gpuemu_ci.attest.signing import sign_results
 

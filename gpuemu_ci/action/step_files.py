@@ -64,6 +64,7 @@ class HeldFile:
     tampered: str = ""  # what was found changed, when something was
 
     def identity_at_path(self) -> os.stat_result | None:
+        """The stat of what its path names now (not following a link), or None when nothing is there."""
         try:
             return os.stat(self.name, dir_fd=self.directory, follow_symlinks=False)
         except OSError:
@@ -95,6 +96,9 @@ class StepFiles:
 
     @classmethod
     def hold(cls, env: Mapping[str, str]) -> StepFiles:
+        """Opens the runner's command files (GITHUB_OUTPUT, GITHUB_STEP_SUMMARY, ...) and the event file named
+        in `env` before code under test runs, so what the Action writes goes to those files even if code under
+        test replaces their paths."""
         held = {}
         for variable in HELD_VARIABLES:
             path = env.get(variable, "")
@@ -103,6 +107,7 @@ class StepFiles:
         return cls(held)
 
     def path_of(self, variable: str) -> str | None:
+        """The path the runner gave for `variable`, or None when it was not set."""
         held = self.held.get(variable)
         return None if held is None else held.shown
 
@@ -163,6 +168,7 @@ class StepFiles:
                 _give_back(held)
 
     def close(self) -> None:
+        """Closes every descriptor held; safe to call more than once."""
         for held in self.held.values():
             for fd in (held.handle, held.directory):
                 if fd is not None:

@@ -61,6 +61,7 @@ class PublicKey:
 
     @classmethod
     def from_key(cls, key: Ed25519PublicKey) -> PublicKey:
+        """The public key with its key id computed from the key itself."""
         return cls(key=key, keyid=keyid_for(key))
 
     @property
@@ -87,10 +88,12 @@ class SigningKey:
 
     @classmethod
     def from_key(cls, key: Ed25519PrivateKey) -> SigningKey:
+        """The signing key for an Ed25519 private key, with its public half and key id."""
         return cls(private_key=key, public=PublicKey.from_key(key.public_key()))
 
     @property
     def keyid(self) -> KeyId:
+        """The key id signatures made with this key carry (its public key's)."""
         return self.public.keyid
 
     def private_pem(self) -> bytes:

@@ -27,6 +27,9 @@ from gpuemu_ci.results.codec import from_json
 
 @dataclass(frozen=True)
 class SignedReport:
+    """A report as `gpuemu-ci sign` makes it: the DSSE envelope's JSON, the in-toto statement it carries, and
+    whether it is signed (False: an envelope without a signature, made when no key was given)."""
+
     envelope: bytes  # the DSSE envelope's JSON
     statement: dict[str, Any]
     signed: bool

@@ -53,6 +53,7 @@ class Subject:
     digest: tuple[tuple[str, str], ...]
 
     def digest_of(self, algorithm: str) -> str | None:
+        """The subject's digest for `algorithm` (`sha256`), or None when the statement gives none."""
         return dict(self.digest).get(algorithm)
 
 
@@ -112,11 +113,14 @@ class CheckResult:
 class Check(Protocol):
     """An expectation about the claims of a report whose signature already holds."""
 
-    def check(self, claims: ReportClaims) -> tuple[CheckResult, ...]: ...
+    def check(self, claims: ReportClaims) -> tuple[CheckResult, ...]:
+        """One result per expectation checked (a composite gives its children's), each saying whether it
+        held, what was expected, what the report claims, and a message for the person verifying."""
+        ...
 
 
 @dataclass(frozen=True)
-class RepoIs:
+class RepoIs(Check):
     """The report was produced in this repository (owner/name, compared case-insensitively)."""
 
     repo: str
@@ -128,7 +132,7 @@ class RepoIs:
 
 
 @dataclass(frozen=True)
-class RepoIdIs:
+class RepoIdIs(Check):
     """The report was produced in the repository with this numeric id (survives renames)."""
 
     repo_id: str
@@ -141,7 +145,7 @@ class RepoIdIs:
 
 
 @dataclass(frozen=True)
-class CommitIs:
+class CommitIs(Check):
     """The report is about this commit (full id)."""
 
     commit: str
@@ -157,7 +161,7 @@ class CommitIs:
 
 
 @dataclass(frozen=True)
-class VerdictIs:
+class VerdictIs(Check):
     """The report states this verdict (a valid signature over a failed gate is still a failed gate)."""
 
     verdict: str
@@ -173,7 +177,7 @@ class VerdictIs:
 
 
 @dataclass(frozen=True)
-class MaxAge:
+class MaxAge(Check):
     """The report was issued at most `max_age` before `now`, and not in the future beyond `skew`."""
 
     max_age: timedelta
@@ -193,7 +197,7 @@ class MaxAge:
 
 
 @dataclass(frozen=True)
-class ArtifactDigest:
+class ArtifactDigest(Check):
     """A local file is one of the report's subjects (same sha256; same name when a name matches)."""
 
     label: str
@@ -227,7 +231,7 @@ class ArtifactDigest:
 
 
 @dataclass(frozen=True)
-class AllOf:
+class AllOf(Check):
     """Every child check must hold. An empty list is refused: it would accept anything."""
 
     checks: tuple[Check, ...]
@@ -252,6 +256,7 @@ class VerifyOutcome:
 
     @property
     def failures(self) -> tuple[CheckResult, ...]:
+        """The results that did not hold."""
         return tuple(r for r in self.results if not r.ok)
 
 

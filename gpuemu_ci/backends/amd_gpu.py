@@ -38,6 +38,8 @@ def gpu_nodes(nodes_dir: Path = KFD_NODES) -> int:
 
 
 def has_amd_gpu(nodes_dir: Path = KFD_NODES) -> bool:
+    """Whether the machine has an AMD GPU the kernel driver exposes (a KFD node with a GPU); always False when
+    GPUEMU_NO_GPU=1."""
     if os.environ.get("GPUEMU_NO_GPU") == "1":
         return False
     return gpu_nodes(nodes_dir) > 0

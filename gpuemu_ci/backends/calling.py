@@ -36,6 +36,7 @@ UNUSABLE = "not run: the GPU context is unusable"
 
 
 def no_stage(stage: Stage) -> None:
+    """The stage callback for a call whose stages no one watches: does nothing."""
     pass
 
 
@@ -114,16 +115,3 @@ def call(
         message = f"{exc}" if status is CallStatus.BAD_OUTPUT else describe_exception(exc)
         return CallResult(status, (), message, "", duration), retire
     return CallResult(CallStatus.OK, tuple(outputs), "", "", duration), False
-
-
-def interpreter_reason(types: tuple[str, ...] | set[str]) -> str:
-    """Why Triton's interpreter could not compute the case as the GPU does, in words: what the layer could not
-    run (with its kernel and line), or the types the plain interpreter computes on bit patterns."""
-    gaps = sorted(t for t in types if " at " in t)  # the layer's: what, in which kernel, at which line
-    kinds = sorted(t for t in types if " at " not in t)
-    said = []
-    if gaps:
-        said.append(f"Triton's interpreter cannot run {'; '.join(gaps)}")
-    if kinds:
-        said.append(f"Triton's interpreter computes {', '.join(kinds)} on bit patterns")
-    return "; ".join(said) or "Triton's interpreter computes bfloat16 on bit patterns"

@@ -87,10 +87,13 @@ class KernelProgram:
     code: str | None = None  # compiled instead of the file's text (`gpuemu-ci mutate`: a mutant, in memory)
 
     def encode(self) -> str:
+        """The program as the JSON text a CallTarget's `spec` carries to the worker (keys sorted, so equal
+        programs encode equally)."""
         return json.dumps(asdict(self), sort_keys=True)
 
     @staticmethod
     def decode(spec: str) -> KernelProgram:
+        """The program back from `encode`'s text; a text that is not one is a LaunchError."""
         try:
             data = json.loads(spec)
             return KernelProgram(
@@ -139,6 +142,8 @@ def kernel_target(kernel: KernelSpec, root: Path) -> CallTarget:
 
 
 class ArgKind(StrEnum):
+    """What a kernel argument is: an input array, the output buffer, or a scalar."""
+
     ARRAY = "array"
     OUT = "out"
     SCALAR = "scalar"
@@ -154,11 +159,16 @@ class ArgRef:
     dtype: str = ""  # for SCALAR: a key of SCALAR_TYPES
 
     def scalar(self) -> np.generic:
+        """The scalar argument's value as the NumPy scalar type its declared dtype names (what CuPy passes by
+        value)."""
         return SCALAR_TYPES[self.dtype](self.value)
 
 
 @dataclass(frozen=True)
 class LaunchPlan:
+    """One launch of a `[[kernels]]` entry for a case: grid, block and dynamic shared memory, the arguments in
+    order, the output's shape, and the dims they were computed from."""
+
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     shared_mem: int

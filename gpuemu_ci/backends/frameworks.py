@@ -58,6 +58,10 @@ class Bridge:
     on_gpu: bool = False
 
     def to_native(self, view: np.ndarray, region: np.ndarray | None = None, data_offset: int = 0) -> Native:
+        """`view` as the framework's array, with the same values, shape and (where the framework has them)
+        strides; `region` and `data_offset` locate the view's bytes in the case's input region, so a GPU copy
+        keeps the gaps between strided elements. The result says how to copy device-side writes back, when
+        there are any."""
         return Native(view)
 
     def full_nan(self, shape: tuple[int, ...], dtype: np.dtype) -> Any:
@@ -101,6 +105,9 @@ def _poisoned(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
 
 
 class TorchBridge(Bridge):
+    """torch tensors: CPU tensors share the NumPy memory (bfloat16 through a bit view); on a GPU the region is
+    copied to the device with the same strides."""
+
     framework = Framework.TORCH
 
     def __init__(self) -> None:
@@ -163,6 +170,9 @@ class TorchBridge(Bridge):
 
 
 class CupyBridge(Bridge):
+    """CuPy arrays (GPU only): the region copied to the device, an array over it with the same byte
+    strides."""
+
     framework = Framework.CUPY
     on_gpu = True
 
@@ -195,6 +205,8 @@ class CupyBridge(Bridge):
 
 
 class JaxBridge(Bridge):
+    """JAX arrays: a contiguous copy (JAX arrays have no strides and are immutable)."""
+
     framework = Framework.JAX
 
     def __init__(self) -> None:

@@ -63,6 +63,8 @@ class Baseline:
 
     @classmethod
     def capture(cls) -> Baseline:
+        """The worker's state now, before any user code runs: what each later case's state is compared with
+        and restored to."""
         handlers = {}
         for sig in signal.valid_signals():
             if sig in _SKIP_SIGNALS:

@@ -47,6 +47,9 @@ class ToolFirst(MetaPathFinder):
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> ModuleSpec | None:
+        """Finds a top-level package that gpuemu-ci or its dependencies use outside the user's directories
+        first, so a user's file named like one (`numpy.py`) cannot replace it; anything else is left to the
+        other finders (None)."""
         if path is not None or not is_tool_package(fullname) or not self.user_dirs:
             return None  # a submodule (found through its package), or a name that is the user's to define
         outside = [entry for entry in sys.path if entry not in self.user_dirs]

@@ -40,6 +40,7 @@ class InProcessPool:
         return future
 
     def run(self, task: OpTask, case: CaseSpec) -> CaseReport:
+        """Runs one case in this process (op, reference, judge) and returns its report."""
         function = self.op_function
 
         def invoke(inputs: dict[str, Any], kwargs: dict[str, Any]) -> Any:

@@ -31,6 +31,8 @@ __all__ = [
 
 
 class TargetKind(StrEnum):
+    """How a worker finds and calls a target."""
+
     CALLABLE = (
         "callable"  # "pkg.mod:func" imported in the worker; called with inputs as keyword args + kwargs
     )
@@ -45,6 +47,9 @@ class TargetKind(StrEnum):
 
 @dataclass(frozen=True)
 class CallTarget:
+    """What a worker calls for one side of a case (the op, the reference or the naive version), and how: where
+    it is, in which framework, and for a script process whether it is kept warm."""
+
     kind: TargetKind
     spec: str  # "pkg.mod:func", or a script path relative to `root`
     root: Path  # the config's directory: on sys.path and the working directory of the worker

@@ -15,13 +15,12 @@ import msgspec
 import numpy as np
 
 from gpuemu_ci import dtypes
-from gpuemu_ci.backends import backward, triton_judging
+from gpuemu_ci.backends import backward, explain
 from gpuemu_ci.backends.calling import (
     InputsFailed,
     Invoke,
     Stager,
     call,
-    interpreter_reason,
     make_inputs,
     no_stage,
 )
@@ -37,7 +36,7 @@ from gpuemu_ci.fuzz import layouts as layout_mod
 from gpuemu_ci.fuzz.case import CaseInputs, CaseSkipped
 from gpuemu_ci.fuzz.inputs import inputs_digest
 from gpuemu_ci.fuzz.snapshot import snapshot_meta
-from gpuemu_ci.oracle import bounds, conditioning, gradients, intermediates, precision
+from gpuemu_ci.oracle import bounds, conditioning, gradients, intermediates, precision, triton_findings
 from gpuemu_ci.oracle.case_report import (
     describe_case,
     errored_report,
@@ -45,11 +44,12 @@ from gpuemu_ci.oracle.case_report import (
     skipped_report,
     statistics_rules,
     verdict_report,
-    with_gradients,
 )
-from gpuemu_ci.oracle.judge import CaseContext, comparator_for, judge
-from gpuemu_ci.oracle.model import Comparator, ErrorStats, FailureKind
+from gpuemu_ci.oracle.decide import Backward, Measurements, decide
+from gpuemu_ci.oracle.judge import CaseContext, comparator_for
+from gpuemu_ci.oracle.model import Comparator
 from gpuemu_ci.plan.expand import stratum
+from gpuemu_ci.results.model import FailureKind
 from gpuemu_ci.results.snapshots import write_case_snapshot
 from gpuemu_ci.triton_cpu.report import TritonReport
 
@@ -234,6 +234,27 @@ class _Judging:
                 runs.append(tuple(_as_reference_output(np.asarray(o)) for o in result.outputs))
         return tuple(runs)
 
+    def measurements(self, loaded: Loaded, case: CaseInputs) -> Measurements:
+        """The reference's runs the oracle may ask for when a case fails its first verdict (oracle/decide.py), each
+        under the reference's stage."""
+
+        def working() -> tuple[np.ndarray, ...] | None:
+            self.stage(Stage.REFERENCE)
+            try:
+                low = self.working_precision_reference(loaded, case)
+            finally:
+                self.stage(Stage.JUDGING)
+            return low.outputs if low.status is CallStatus.OK else None
+
+        def moved() -> tuple[tuple[np.ndarray, ...], ...]:
+            self.stage(Stage.REFERENCE)
+            try:
+                return self.moved_references(loaded, case)
+            finally:
+                self.stage(Stage.JUDGING)
+
+        return Measurements(working, moved)
+
     def naive(self, loaded: Loaded, case: CaseInputs) -> CallResult:
         """The naive same-dtype implementation, on fresh copies of the inputs in their layouts."""
         assert self.task.naive is not None
@@ -286,7 +307,7 @@ def run_judge_side(
                 report,
                 triton_launches=triton_launches(seen),
                 dot_precisions=seen.dot_precisions,
-                triton_notes=triton_judging.case_notes(task.op, seen),
+                triton_notes=triton_findings.case_notes(task.op, seen),
             )
         if report.outcome != "unloadable":
             report = msgspec.structs.replace(
@@ -353,38 +374,11 @@ def _judge_case(judging: _Judging, op_view: OpView) -> CaseReport:
     if op_view.not_run:  # the op's worker failed before calling the op: nothing of the op's to judge
         return _not_run(judging, case, op_view)
     judging.call_s += op_view.op.duration_s + (op_view.rerun.duration_s if op_view.rerun else 0.0)
-    if op_view.triton is not None and op_view.triton.internal_error:  # the tool's error: not judged
-        return CaseReport(
-            outcome="errored",
-            **describe_case(case, judging.digest),
-            interpreter=op_view.interpreter,
-            kind="raised",
-            message=op_view.triton.internal_error,
-            call_s=judging.call_s,
-        )
-    if op_view.interpreter and op_view.interpreter_types:
-        # Triton's interpreter computes these types on bit patterns (triton_probe): its numbers are the
-        # interpreter's fault, not the kernel's, so the case is not judged here. Where the kernel's memory
-        # accesses were out of bounds or raced, that is the kernel's whatever the numbers.
-        if op_view.triton is not None and op_view.triton.findings:
-            faulty = CaseReport(
-                outcome="failed",
-                **describe_case(case, judging.digest),
-                interpreter=op_view.interpreter,
-                kind=op_view.triton.findings[0][0],
-                message="\n".join(message for _, message in op_view.triton.findings),
-                findings=op_view.triton.findings,
-                call_s=judging.call_s,
-            )
-            return _with_snapshot(judging, case, faulty)
-        return CaseReport(
-            outcome="skipped",
-            **describe_case(case, judging.digest),
-            interpreter=op_view.interpreter,
-            interpreter_types=op_view.interpreter_types,
-            message=interpreter_reason(op_view.interpreter_types),
-            call_s=judging.call_s,
-        )
+    decided = triton_findings.layer_report(
+        case, judging.digest, op_view.interpreter, op_view.interpreter_types, op_view.triton, judging.call_s
+    )
+    if decided is not None:  # the layer's error, or a case the interpreter cannot compute as the GPU does
+        return _with_snapshot(judging, case, decided) if decided.outcome == "failed" else decided
     bound = comparator_for(op, case.dtype) in (Comparator.BOUND, Comparator.ARGMAX)
     probed = intermediates.probed_inputs(op, case.dtype) if bound else ()
     abs_inputs = (bounds.abs_linear_inputs(op) or probed) if bound else ()
@@ -441,30 +435,17 @@ def _judge_case(judging: _Judging, op_view: OpView) -> CaseReport:
         dot_input_roundoff=op_view.triton.dot_input_roundoff() if op_view.triton else 0.0,
     )
     stage(Stage.JUDGING)
-    gradient_stats: tuple[tuple[str, ErrorStats], ...] = ()
+
+    measurements = judging.measurements(reference_target, case)
+    gradients_given = (
+        Backward(gradient_case, op_grads, rerun_grads)
+        if gradient_case is not None and op_grads is not None
+        else None
+    )
     try:
-        verdict = judge(op, context, run, task.validation)
-        failed_bound = precision.worth_measuring(op, case.dtype, verdict, FailureKind.MISMATCH)
-        nonfinite = precision.worth_measuring(op, case.dtype, verdict, FailureKind.NONFINITE)
-        if failed_bound or nonfinite:
-            # The case fails the family bound: judge it again with the reference's change on moved inputs
-            # (oracle/conditioning.py), and where an output is non-finite with what its run in the working
-            # precision says of it (oracle/overflow.py). Cases within the family bound pass either way.
-            stage(Stage.REFERENCE)
-            low = judging.working_precision_reference(reference_target, case) if nonfinite else None
-            measured = replace(
-                context,
-                low_outputs=low.outputs if low is not None and low.status is CallStatus.OK else None,
-                moved_outputs=judging.moved_references(reference_target, case) if failed_bound else (),
-            )
-            verdict = judge(op, measured, run, task.validation)
-            stage(Stage.JUDGING)
-        if gradient_case is not None and op_grads is not None:
-            verdict, gradient_stats = with_gradients(
-                op, verdict, gradient_case, op_grads, rerun_grads, task.validation
-            )
-        if op_view.triton is not None:
-            verdict = triton_judging.with_findings(op, verdict, op_view.triton, run)
+        verdict, gradient_stats = decide(
+            op, context, run, task.validation, measurements, gradients_given, op_view.triton
+        )
     except judging.contain as exc:  # an error_scale hook that raises, or worse
         failed = CallResult(
             CallStatus.RAISED, message=f"judging the outputs failed: {describe_exception(exc)}"
@@ -473,7 +454,14 @@ def _judge_case(judging: _Judging, op_view: OpView) -> CaseReport:
     report = verdict_report(
         case, run, verdict, digest=judging.digest, call_s=judging.call_s, gradient_stats=gradient_stats
     )
-    return _with_snapshot(judging, case, report) if report.outcome == "failed" else report
+    if report.outcome != "failed":
+        return report
+    wanted = task.out_dir if judging.spec.snapshot_wanted else None
+    forward_outputs = len(op_call.outputs) if op_call.status is CallStatus.OK else 1
+    explained = explain.explained(
+        report, verdict.stats, case.dims, wanted, op_view.triton, gradient_stats, forward_outputs
+    )
+    return _with_snapshot(judging, case, explained)
 
 
 def _not_run(judging: _Judging, case: CaseInputs, op_view: OpView) -> CaseReport:

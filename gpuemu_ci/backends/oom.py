@@ -51,6 +51,7 @@ class OomRecord:
 
     @classmethod
     def now(cls) -> OomRecord:
+        """The counts now, from /proc/vmstat and the cgroup's memory events."""
         files = [Path("/proc/vmstat"), *_cgroup_files()]
         return cls(tuple(_count(p) for p in files))
 

@@ -156,16 +156,29 @@ def run_op_side(
             settings = replace(settings, **layer)
         launched = triton_probe.launches()
         poisoned = bridge.uninitialized_poisoned() if task.poison_uninitialized else contextlib.nullcontext()
+        returned: list[np.ndarray] = []
+
+        def as_returned(arr: np.ndarray) -> np.ndarray:
+            returned.append(
+                arr
+            )  # in the memory the kernels wrote: matched to their stores (triton_cpu/where.py)
+            return private(arr)
+
         with (
             mutant.applied(task.patches),
             poisoned,
             triton_layer.intercepted(settings) as watched,  # Triton kernels run as a GPU would (triton_cpu)
         ):
             result, retire = call(
-                invoke, bridge, values, kwargs, out=out, expected=resolve_dtype(out_dtype), private_of=private,
+                invoke, bridge, values, kwargs, out=out, expected=resolve_dtype(out_dtype), private_of=as_returned,
                 contain=contain,
             )  # fmt: skip
         seen = _bypassed(watched.report(), triton_probe.launches() - launched)
+        if which is Stage.OP and not layer and seen.launches:
+            seen = msgspec.structs.replace(
+                seen, stores=watched.stores.maps(returned), stores_note=watched.stores.why_none()
+            )
+        returned.clear()
         if layer and seen.internal_error:
             raise _LayerFailed(seen.internal_error)
         if not layer:

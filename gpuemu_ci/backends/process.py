@@ -60,6 +60,7 @@ class LogTail:
         self.total = 0
 
     def add(self, chunk: bytes) -> None:
+        """Appends output the worker wrote, keeping the last LOG_KEEP bytes."""
         self.total += len(chunk)
         self.data += chunk
         if len(self.data) > LOG_KEEP:

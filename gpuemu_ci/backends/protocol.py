@@ -118,6 +118,8 @@ class Shutdown:
 
 
 def dumps_request(message: object) -> bytes:
+    """A request from the pool to a worker, as the bytes of one frame (pickle: the pool is the trusted
+    side)."""
     return pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
 
 
@@ -215,6 +217,7 @@ _DECODER = msgspec.msgpack.Decoder(Reply)
 
 
 def dumps_reply(message: Reply) -> bytes:
+    """A worker's reply as the bytes of one frame (msgspec, so the pool decodes it as data, never as code)."""
     return _ENCODER.encode(message)
 
 

@@ -29,6 +29,9 @@ def _load(root: Path, spec: str, names: list[str]) -> Any:
 
 
 def main(argv: list[str]) -> int:
+    """`python -m gpuemu_ci.backends.script_host ROOT SPEC [FUNCTION...]`: hosts a script-based op or
+    reference in its own process; answers go to stdout, the user's prints to stderr. Exit 2 on bad
+    arguments."""
     if len(argv) < 2:
         print("usage: python -m gpuemu_ci.backends.script_host ROOT SPEC [FUNCTION...]", file=sys.stderr)
         return 2

@@ -32,6 +32,8 @@ class ScriptFailed(Exception):
 
 
 def load_script_process(target: CallTarget) -> Loaded:
+    """The callable that runs `target` in a script process (one kept warm, or one per call); LoadError when
+    the script is not there."""
     path = target.spec.partition(":")[0]
     is_file = path.endswith(".py") or "/" in path
     if is_file and not (target.root / path).is_file():

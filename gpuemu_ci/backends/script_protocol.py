@@ -28,6 +28,8 @@ class ProtocolError(Exception):
 
 
 def encode_tensor(array: np.ndarray) -> dict[str, Any]:
+    """An array as the script protocol's `{shape, strides, dtype, data}` object (contiguous,
+    little-endian)."""
     contiguous = np.ascontiguousarray(array)
     little = contiguous.astype(contiguous.dtype.newbyteorder("<"), copy=False)
     return {
@@ -55,6 +57,8 @@ def encode_request(inputs: Mapping[str, np.ndarray], kwargs: Mapping[str, Any]) 
 
 
 def decode_tensor(obj: Any, where: str = "the output") -> np.ndarray:
+    """An array from the script protocol's `{shape, dtype, data}` object; ProtocolError, naming `where`, for
+    anything else."""
     if not isinstance(obj, dict):
         raise ProtocolError(f"{where} is {type(obj).__name__}, not a {{shape, dtype, data}} object")
     missing = [k for k in ("shape", "dtype", "data") if k not in obj]

@@ -91,6 +91,7 @@ class Arena:
         self.size = size
 
     def close(self) -> None:
+        """Closes the arena's descriptor; safe to call more than once."""
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1

@@ -66,6 +66,10 @@ def _clip(text: str, limit: int = MESSAGE_LIMIT) -> str:
 
 
 class Worker:
+    """The worker side of the pool protocol: one per worker process, it loads tasks, runs the op and reference
+    sides of cases on the inputs mapped from the arena, and judges them, replying over `sock`; `status`
+    (shared memory) shows the pool which stage a call is in."""
+
     def __init__(self, sock: socket.socket, status: mmap.mmap | None) -> None:
         self.sock = sock
         self.status = status
@@ -74,19 +78,24 @@ class Worker:
         self.clock = PhaseClock()
 
     def stage(self, stage: Stage) -> None:
+        """Publishes the stage the current call is in, for the pool to read if the worker hangs or dies."""
         self.clock.mark(stage)
         if self.status is not None:
             struct.pack_into("<q", self.status, 0, int(stage))
 
     def send(self, message: Reply) -> None:
+        """Sends one reply frame to the pool."""
         send_frame(self.sock, dumps_reply(message))
 
     def ready(self) -> None:
+        """Tells the pool the worker is ready for its next request."""
         self.send(Ready(self.current))
 
     # ---- the op side -----------------------------------------------------------------------------------
 
     def run_op(self, request: RunOp, fds: list[int]) -> None:
+        """Runs one side of a case on the inputs in the arena (`fds[0]`), placing its outputs back in the
+        arena and replying with how the call ended."""
         task = self.tasks[request.key]
         self.clock.start()
         placement = _Placement(map_arena(fds[0], request.arena.size))
@@ -165,6 +174,8 @@ class Worker:
     # ---- the judge side --------------------------------------------------------------------------------
 
     def judge(self, request: Judge, fds: list[int]) -> None:
+        """Runs the judging side of a case (the reference, then the comparison with the op's outputs, read
+        from the arena when given) and replies with the case's report."""
         task = self.tasks[request.key]
         self.clock.start()
         side = request.op_side

@@ -44,6 +44,7 @@ class ForkCancelled(Exception):
 
 
 def available() -> bool:
+    """Whether workers can be forked from a zygote here (Linux with fork)."""
     return sys.platform.startswith("linux") and hasattr(os, "fork")
 
 
@@ -83,6 +84,7 @@ class ForkServer:
         self.broken = False
 
     def fileno(self) -> int:
+        """The control socket's descriptor, for select()."""
         return self.sock.fileno()
 
     def fork(self, fds: tuple[int, int, int], cancelled: Callable[[], bool] = lambda: False) -> int:
@@ -198,6 +200,8 @@ def _reap(control: socket.socket) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The zygote process: imports what every worker needs once, then forks a worker for each request on the
+    control socket `args[0]`; it dies with its parent `args[1]`."""
     args = sys.argv[1:] if argv is None else argv
     fd, parent = int(args[0]), int(args[1])
     _die_with(parent)

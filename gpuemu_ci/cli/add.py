@@ -69,6 +69,9 @@ def record_calls(target: str, command: tuple[str, ...], cwd: Path) -> list[CallF
 
 
 def read_calls(path: Path) -> list[CallFacts]:
+    """The calls recorded in `path` (one JSON line each, as `--gpuemu-record` or `gpuemu-ci add -- COMMAND`
+    writes them); a file that cannot be read, or a line that is not a recorded call, is a UsageError naming
+    the file and line."""
     calls = []
     try:
         lines = path.read_bytes().splitlines()

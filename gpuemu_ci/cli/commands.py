@@ -38,6 +38,7 @@ COMMANDS = (
 
 
 def all_commands() -> list[click.Command]:
+    """Every click command of `gpuemu-ci`, imported from `COMMANDS` (a new command is one line there)."""
     found: list[click.Command] = []
     for module, attribute in COMMANDS:
         value = getattr(importlib.import_module(module), attribute)

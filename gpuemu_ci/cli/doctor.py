@@ -27,6 +27,7 @@ MODES = {
 
 
 def op_lines(op: OpSpec) -> list[str]:
+    """What `gpuemu-ci doctor` says of one op: what it runs and how its target resolves, one line each."""
     targets = op.targets
     lines = [f"op {op.name!r}:"]
     if targets.op_script:
@@ -55,6 +56,8 @@ def op_lines(op: OpSpec) -> list[str]:
 
 
 def report(config: Config) -> list[str]:
+    """Every line `gpuemu-ci doctor` prints for `config`: the config's notes, the seed, and each op's
+    lines."""
     lines = [f"gpuemu-ci doctor: {config.path}"]
     lines += [f"note: {note}" for note in config.notes]
     if config.validation.seed == 0:

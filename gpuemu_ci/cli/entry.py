@@ -6,6 +6,8 @@ from gpuemu_ci import early_signals
 
 
 def main() -> int:
+    """The `gpuemu-ci` console script: installs the early signal handlers before anything heavy is imported,
+    keeps the working directory off `sys.path`, then runs the CLI and returns its exit code."""
     early_signals.install()
     from gpuemu_ci.launch import keep_working_directory_off_path
 

@@ -74,7 +74,7 @@ def render_command(
     """
     report = read_results(results)
     links = Links.for_results(report, run_url, artifact_url)
-    text = RENDERERS[Format(kind)](report, links, job, source_root)
+    text = RENDERERS[Format(kind)](report, links, job, source_root, results.parent)
     data = text.encode("utf-8")
     if output is None:
         # click.echo writes bytes to the binary stdout (click.get_binary_stream is deprecated from click 8.5).
@@ -88,14 +88,14 @@ def render_command(
     return 0
 
 
-Renderer = Callable[[Results, Links, "str | None", Path], str]
+Renderer = Callable[[Results, Links, "str | None", Path, Path], str]  # (..., source root, results dir)
 
 # One entry per Format (a test checks that none is missing).
 RENDERERS: dict[Format, Renderer] = {
-    Format.COMMENT: lambda report, links, job, root: render_comment(report, links, job=job),
-    Format.SUMMARY: lambda report, links, job, root: render_summary(report, links),
-    Format.SARIF: lambda report, links, job, root: render_sarif(report, job=job, source_root=root),
-    Format.JUNIT: lambda report, links, job, root: render_junit(report),
-    Format.HTML: lambda report, links, job, root: render_html(report, links),
-    Format.ANNOTATIONS: lambda report, links, job, root: render_annotations(report, source_root=root),
+    Format.COMMENT: lambda report, links, job, root, here: render_comment(report, links, job=job),
+    Format.SUMMARY: lambda report, links, job, root, here: render_summary(report, links),
+    Format.SARIF: lambda report, links, job, root, here: render_sarif(report, job=job, source_root=root),
+    Format.JUNIT: lambda report, links, job, root, here: render_junit(report),
+    Format.HTML: lambda report, links, job, root, here: render_html(report, links, here),
+    Format.ANNOTATIONS: lambda report, links, job, root, here: render_annotations(report, source_root=root),
 }

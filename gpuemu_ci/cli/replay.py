@@ -16,7 +16,7 @@ from gpuemu_ci.config.load import load_config
 from gpuemu_ci.config.model import Config
 from gpuemu_ci.errors import ExitCode, UsageError
 from gpuemu_ci.pipeline.minimize import minimize
-from gpuemu_ci.pipeline.replay import ReplayOutcome, replay
+from gpuemu_ci.pipeline.replay import ReplayOutcome, explanation, replay
 from gpuemu_ci.pipeline.session import Session
 from gpuemu_ci.pipeline.settings import RunOptions, select_ops
 from gpuemu_ci.render.describe import describe_arrays, describe_inputs
@@ -81,6 +81,12 @@ def _parse_dims(text: str | None) -> dict[str, int] | None:
     help="With --seed: the inputs digest of the recorded case (results.json); a replay that builds other "
     "inputs says so instead of judging them.",
 )
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="For each case that still fails, print the analysis: where in the output it is wrong (the pattern) "
+    "and the error map drawn for it (error / allowance per element, a PNG under --out).",
+)
 @out_option("Directory for the snapshots of cases that still fail.")
 def replay_command(
     results: Path | None,
@@ -94,6 +100,7 @@ def replay_command(
     scale: float | None,
     target_text: str | None,
     inputs_digest: str | None,
+    explain: bool,
     out_dir: Path,
 ) -> int:
     """Re-run failing cases and print their verdict. Exit 1 when a case still fails, 0 when none does, 3 when a
@@ -102,7 +109,7 @@ def replay_command(
     config = load_config(config_path)
     with Session(config, RunOptions(out_dir=out_dir, jobs=1)) as session:
         if results is not None:
-            tally = _replay_recorded(session, config, results, case_ids, from_snapshots)
+            tally = _replay_recorded(session, config, results, case_ids, from_snapshots, explain, out_dir)
         else:
             tally = _replay_one(
                 session,
@@ -114,6 +121,8 @@ def replay_command(
                 scale,
                 target_text,
                 inputs_digest,
+                explain,
+                out_dir,
             )
     if tally.other_inputs or tally.not_run:
         return int(
@@ -124,6 +133,8 @@ def replay_command(
 
 @dataclass
 class _Tally:
+    explain: bool = False
+    out_dir: Path = Path(".")
     still_failing: int = 0
     other_inputs: int = 0
     not_run: int = 0
@@ -132,6 +143,9 @@ class _Tally:
         self.still_failing += _report(label, outcome, recorded_kind)
         self.other_inputs += outcome.other_inputs
         self.not_run += outcome.not_run
+        if self.explain and outcome.failed:
+            for line in explanation(outcome.report, self.out_dir):
+                click.echo(f"  {line}", err=True)
 
 
 def _chosen_failures(
@@ -149,10 +163,16 @@ def _chosen_failures(
 
 
 def _replay_recorded(
-    session: Session, config: Config, results: Path, case_ids: tuple[str, ...], from_snapshots: bool
+    session: Session,
+    config: Config,
+    results: Path,
+    case_ids: tuple[str, ...],
+    from_snapshots: bool,
+    explain: bool,
+    out_dir: Path,
 ) -> _Tally:
     """Replay the failures a results file records (from their seeds, or their snapshots)."""
-    tally = _Tally()
+    tally = _Tally(explain, out_dir)
     document = read_results(results)
     failures = _chosen_failures(document, results, case_ids)
     if not failures:
@@ -187,10 +207,12 @@ def _replay_one(
     scale: float | None,
     target_text: str | None,
     inputs_digest: str | None,
+    explain: bool,
+    out_dir: Path,
 ) -> _Tally:
     """Replay one case given on the command line: an op and a seed (with the minimizer's dims and scale),
     or a snapshot; with another function as the op when `target_text` names one."""
-    tally = _Tally()
+    tally = _Tally(explain, out_dir)
     if snapshot is not None and not op_name:
         op_name = str(read_snapshot(snapshot)[1].get("op") or "")  # a snapshot knows its op
     if not op_name or (seed is None and snapshot is None):

@@ -39,9 +39,12 @@ class Stack:
 
     @property
     def needs_setup(self) -> bool:
+        """Whether the project needs packages installed before the gate can run (torch or Triton was
+        found)."""
         return self.torch is not None or self.triton is not None
 
     def packages(self) -> tuple[str, ...]:
+        """The packages to install, in install order (torch comes with Triton)."""
         return (
             ("torch", "triton") if self.triton is not None else ("torch",) if self.torch is not None else ()
         )
@@ -53,6 +56,7 @@ class Stack:
         return f"pip install --extra-index-url {CPU_WHEELS} " + " ".join(self.packages())
 
     def describe(self) -> str:
+        """The frameworks found, in words, each with the file that showed it (empty when none was)."""
         found = []
         if self.torch is not None:
             found.append(f"torch (imported in {self.torch})")

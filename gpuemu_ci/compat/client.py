@@ -72,12 +72,16 @@ class Client:
 
     @property
     def config(self) -> Config:
+        """The gpuemu.toml the client stands for, loaded on first use (from the path given, else found from
+        the working directory)."""
         if self._config is None:
             source = self._config_source
             self._config = load_config(Path(source) if isinstance(source, str | Path) else None)
         return self._config
 
     def ping(self) -> dict[str, Any]:
+        """Upstream's `ping` answer: the version, `daemon: False` (gpuemu-ci runs in-process) and the config's
+        path."""
         return {"version": f"gpuemu-ci {__version__}", "daemon": False, "config": str(self.config.path)}
 
     def _op(self, op_name: str) -> OpSpec:
@@ -229,11 +233,14 @@ class Client:
         )
 
     def reproduce(self, seed: int) -> Any:
+        """Not supported in-process: raises UsageError naming the `gpuemu-ci replay` command that re-runs the
+        case."""
         raise UsageError(
             f"Client.reproduce: run `gpuemu-ci replay --op OP --seed {seed}` (it re-runs the case)"
         )
 
     def lint_kernel(self, ptx: str, kernel_name: str | None = None) -> Any:
+        """Not supported in-process: raises UsageError naming the `gpuemu-ci lint` command that does it."""
         raise UsageError(
             "Client.lint_kernel: run `gpuemu-ci lint --kernel NAME --ptx FILE` (ptxas on the file)"
         )

@@ -76,10 +76,13 @@ class ExponentialRunningCentroidExecutionOutlierDetector:
         self.reset()
 
     def reset(self) -> None:
+        """Forgets every call seen: the next call is an outlier again."""
         self._centroid: np.ndarray | None = None
         self._distances: list[float] = []
 
     def is_outlier(self, feature: np.ndarray) -> bool:
+        """Feeds one call's feature vector and says whether it is an outlier (the first call, one of another
+        shape, or a non-finite distance always is)."""
         if self._centroid is None or self._centroid.shape != feature.shape:
             self._centroid = feature.astype(np.float64, copy=True)
             return True
@@ -125,10 +128,13 @@ class EquivalenceChecker:
 
     @classmethod
     def is_running(cls) -> bool:
+        """Whether checking is on (between `start()` and `stop()`), for every checker of the process."""
         return cls._running
 
     @classmethod
     def set_execution_sample_probability(cls, p: float) -> None:
+        """Sets the share of calls checked (0 to 1) for every checker, the existing ones and those made later;
+        UsageError outside that range."""
         _check_probability(p)
         with cls._lock:
             cls._probability = p

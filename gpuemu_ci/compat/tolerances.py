@@ -21,6 +21,9 @@ RELATIVE_FLOOR = 1e-10  # |reference| + this divides the difference (upstream's 
 
 @dataclass(frozen=True)
 class ToleranceResult:
+    """Tolerances derived from sample runs: the atol and rtol to use, and the worst absolute and relative
+    difference of each sample they were derived from."""
+
     atol: float
     rtol: float
     max_abs: tuple[float, ...]  # the worst absolute difference of each sample

@@ -15,6 +15,7 @@ import itertools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from typing import SupportsInt
 
 from gpuemu_ci.config.expressions import (
     Expr,
@@ -405,7 +406,10 @@ class Schema:
                 return None
             if high < low:
                 return None
-            trial[dim] = typical[0] if typical else min(max(int(values[dim]), low), high)  # type: ignore[call-overload]
+            current = values[dim]
+            if not isinstance(current, SupportsInt):
+                raise TypeError(f"dim {dim} = {current!r} is not a size")
+            trial[dim] = typical[0] if typical else min(max(int(current), low), high)
         return trial
 
     def _reads(self, name: str, other: str) -> bool:

@@ -196,7 +196,9 @@ def _eval(node: ast.AST, env: Mapping[str, Value], arrays: Mapping[str, ArrayInf
     assert isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
     name = node.func.id
     if name in ("stride", "size"):
-        array, axis = node.args[0].id, _literal_int(node.args[1])  # type: ignore[attr-defined]
+        first = node.args[0]
+        assert isinstance(first, ast.Name)  # checked when parsed
+        array, axis = first.id, _literal_int(node.args[1])
         assert axis is not None  # checked when parsed
         info = arrays.get(array)
         if info is None:
@@ -283,6 +285,7 @@ def _tree(text: str) -> ast.Expression:
 def evaluate_int(
     expr: Expr | str, env: Mapping[str, object], arrays: Mapping[str, ArrayInfo] | None = None
 ) -> int:
+    """An expression's value, which must be an integer (a size, a stride)."""
     value = evaluate(expr, env, arrays)
     if value.denominator != 1:
         text = expr.text if isinstance(expr, Expr) else expr

@@ -21,6 +21,8 @@ REFERENCE_FUNCTIONS = ("reference", "run", "op")  # the functions a script may d
 
 @dataclass(frozen=True)
 class Inferred:
+    """Input names read from the op's own signature, and where they were read."""
+
     names: tuple[str, ...]
     source: str  # where they were read, in words: "the parameters of my_project/ops/matmul.py:matmul"
 

@@ -19,6 +19,8 @@ from gpuemu_ci.config.model import EXECUTION_MODES, INVARIANT_NAMES
 
 @dataclass(frozen=True)
 class KeyDoc:
+    """One key of gpuemu.toml as the reference page documents it."""
+
     table: str  # the TOML table as a user writes its header: "ci", "[ops]", "ops.inputs.<name>"
     key: str
     type: str
@@ -35,6 +37,7 @@ class KeyDoc:
         return tuple(f"{self.table}.{name}" for name in (self.key, *self.aliases))
 
     def default_text(self) -> str:
+        """The default as the page shows it (the model's default where the key has one), else "(none)"."""
         if self.model is not None:
             return _model_default(self.model)
         return self.default or "(none)"

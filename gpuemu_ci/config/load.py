@@ -68,6 +68,7 @@ def find_config(cwd: Path | None = None) -> Path:
 
 
 def user_config_path(env: Mapping[str, str] | None = None) -> Path | None:
+    """The user's own settings file (the environment variable names it, "none" turns it off), else None."""
     env = os.environ if env is None else env
     explicit = env.get(USER_CONFIG_ENV)
     if explicit:
@@ -188,6 +189,7 @@ def _merge_defaults(defaults: Mapping[str, Any], project: Mapping[str, Any]) -> 
 
 
 def build_config(data: Mapping[str, Any], source: SourceText, path: Path, sha256: str) -> Config:
+    """The Config of a parsed gpuemu.toml (`data`), every key checked; ConfigError names the first problem."""
     top = TableReader(data, "gpuemu.toml", source)
     root = path.parent
     project = _project(top.table("project"))
@@ -476,14 +478,15 @@ def _kernel(
     launch = _launch(launch_table) if launch_table is not None else None
     op = None
     if launch is not None:
+        assert launch_table is not None  # the launch was read from it
         op = ops_parser.parse_kernel_op(table, name, validation, project, root, ci)
         if launch.output_dtype and op.output_dtype and launch.output_dtype != op.output_dtype:
-            raise launch_table.error(  # type: ignore[union-attr]
+            raise launch_table.error(
                 "output_dtype",
                 f"says {launch.output_dtype!r} but the kernel's `output_dtype` says {op.output_dtype!r}; "
                 "give it once",
             )
-        _check_launch_names(launch, op, launch_table)  # type: ignore[arg-type]
+        _check_launch_names(launch, op, launch_table)
         if launch.output_dtype:  # the oracle judges the output in the dtype the kernel writes
             op = dataclasses.replace(op, output_dtype=launch.output_dtype)
         # A bare pointer carries no strides: each input is drawn only in layouts its launch args can describe.

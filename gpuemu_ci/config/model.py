@@ -73,6 +73,8 @@ EXECUTION_MODES: dict[str, ExecutionMode] = {
 
 
 class Suite(StrEnum):
+    """How many cases each op runs (`--suite`)."""
+
     QUICK = "quick"
     THOROUGH = "thorough"
     NIGHTLY = "nightly"
@@ -115,6 +117,8 @@ class Tolerance:
 
 @dataclass(frozen=True)
 class Invariants:
+    """`[ops.invariants]`: properties every output must have, whatever its error."""
+
     shape_preserved: bool = False
     non_negative: bool = False
     finite: bool = False
@@ -124,6 +128,7 @@ class Invariants:
     normalized: bool = False
 
     def enabled(self) -> tuple[str, ...]:
+        """The names of the invariants turned on, in INVARIANT_NAMES's order."""
         return tuple(name for name in INVARIANT_NAMES if getattr(self, name))
 
 
@@ -160,10 +165,12 @@ class DimSpec:
 
     @property
     def is_derived(self) -> bool:
+        """Whether the dim is computed from others rather than drawn."""
         return self.derived is not None
 
     @property
     def terms(self) -> tuple[int | str, ...]:
+        """The typical sizes as written (expressions included), else the resolved ones."""
         return self.typical_terms or self.typical
 
 
@@ -244,6 +251,7 @@ class OpShapes:
     inferred: str | None = None
 
     def dim(self, name: str) -> DimSpec | None:
+        """The declared dim of this name, if any."""
         return next((d for d in self.dims if d.name == name), None)
 
 
@@ -285,6 +293,7 @@ class ErrorModel:
     intermediates: tuple[Intermediate, ...] = ()  # `[ops.intermediates]`
 
     def tolerance_for(self, dtype: str) -> Tolerance | None:
+        """The explicit tolerance for this dtype (which switches the op to allclose), if any."""
         return dict(self.tolerances).get(dtype)
 
 
@@ -321,6 +330,7 @@ class Backward:
     accumulators: tuple[tuple[str, str], ...] = ()
 
     def accumulator_of(self, name: str) -> str | None:
+        """The declared accumulator dtype of this input's gradient (`grad_accumulators`), if any."""
         return dict(self.accumulators).get(name)
 
 
@@ -406,6 +416,8 @@ class KernelLaunch:
 
 @dataclass(frozen=True)
 class KernelSpec:
+    """A `[[kernels]]` entry: a CUDA or HIP source compiled and linted per arch (and launched where it says how)."""
+
     name: str
     source: Path
     archs: tuple[str, ...]  # empty: toolchain default
@@ -433,6 +445,8 @@ class KernelDeltaOverride:
 
 @dataclass(frozen=True)
 class Policies:
+    """`[policies]`: what a regression against the baseline does, and when headroom warns."""
+
     fail_on_regression: bool = True
     # Upstream's meaning: the share of its allowance an op's worst case may use before a warning (headroom >= it).
     warn_threshold: float = 0.8
@@ -449,6 +463,8 @@ class Policies:
 
 @dataclass(frozen=True)
 class CiSettings:
+    """`[ci]`: the suites' sizes, jobs, timeouts and what a run may skip."""
+
     quick_dtypes: tuple[str, ...] | None = None  # None: every dtype each op declares
     quick_iterations: int = 16  # the 16 quick coverage slots, for an op's first dtype (plan/expand.py)
     quick_extra_dtype_iterations: int = 8  # the first 8 of them for each further dtype
@@ -468,6 +484,8 @@ class CiSettings:
 
 @dataclass(frozen=True)
 class Validation:
+    """`[validation]`: the dtypes, seed and checks that apply to every op unless it says otherwise."""
+
     dtypes: tuple[str, ...] = ("float32",)
     seed: int | None = None
     # Upstream's meaning: true fails any NaN (Inf) in an output, whatever the reference holds. Off, non-finite
@@ -480,6 +498,8 @@ class Validation:
 
 @dataclass(frozen=True)
 class Project:
+    """`[project]`: the project's name, version and default framework."""
+
     name: str = "unnamed"
     version: str | None = None
     framework: Framework = Framework.NUMPY
@@ -487,6 +507,8 @@ class Project:
 
 @dataclass(frozen=True)
 class Config:
+    """A whole gpuemu.toml, read and checked."""
+
     path: Path  # the gpuemu.toml that was read
     root: Path  # its directory: relative paths and imports resolve from here
     sha256: str  # of the file's bytes
@@ -500,6 +522,7 @@ class Config:
     notes: tuple[str, ...] = ()
 
     def op(self, name: str) -> OpSpec:
+        """The op of this name; KeyError where there is none."""
         for op in self.ops:
             if op.name == name:
                 return op

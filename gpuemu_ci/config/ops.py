@@ -183,6 +183,7 @@ TRITON_KEYS = ("sanitize", "undefined_masked_lanes")
 def parse_op(
     table: TableReader, validation: Validation, project: Project, root: Path, ci: CiSettings | None = None
 ) -> OpSpec:
+    """One `[[ops]]` table as an OpSpec, every key checked."""
     table.add_aliases(OP_ALIASES)
     table.expect_keys(OP_KEYS)
     name = table.string("name", required=True) or ""
@@ -645,6 +646,7 @@ def _triton(table: TableReader) -> tuple[bool, MaskedLanes]:
 
 
 def table_choice(table: TableReader, key: str, value: str | None, enum: type[E]) -> E | None:
+    """`value` as a member of `enum` (None stays None); a config error naming the members otherwise."""
     if value is None:
         return None
     with contextlib.suppress(ValueError):  # a member's value: one lookup

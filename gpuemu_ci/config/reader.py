@@ -13,11 +13,13 @@ import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, TypeVar
 
 from gpuemu_ci.errors import ConfigError
 
 T = TypeVar("T")
+E = TypeVar("E", bound=Enum)  # a setting spelled as one of an enum's values
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,7 @@ class TableReader:
         return self._aliases
 
     def add_aliases(self, aliases: Mapping[str, str]) -> None:
+        """Accept these other spellings of keys (alias -> canonical name)."""
         self._aliases.update(aliases)
         spellings: dict[str, tuple[str, ...]] = {}
         for alias, canonical in self._aliases.items():
@@ -108,9 +111,11 @@ class TableReader:
 
     # --- location and errors -------------------------------------------------------------------------
     def line_of(self, key: str) -> int | None:
+        """The line of gpuemu.toml where the key is written, if known."""
         return self.source.key_line(key, self.line, self.end_line)
 
     def error(self, key: str, message: str) -> ConfigError:
+        """A ConfigError about one key of this table, with its file and line."""
         return ConfigError(f"`{self.where}.{key}`: {message}", path=self.source.path, line=self.line_of(key))
 
     # --- raw access ----------------------------------------------------------------------------------
@@ -134,6 +139,7 @@ class TableReader:
         return present[0], self._data[present[0]]
 
     def has(self, key: str) -> bool:
+        """Whether the table holds the key (in any accepted spelling)."""
         return key in self._data or any(s in self._data for s in self._spellings.get(key, ()))
 
     def names(self) -> list[str]:
@@ -141,6 +147,7 @@ class TableReader:
         return [str(key) for key in self._data]
 
     def raw(self, key: str, default: Any = None) -> Any:
+        """The key's value as parsed, unchecked (`default` where absent)."""
         _, value = self._take(key)
         return default if value is _MISSING else value
 
@@ -152,6 +159,7 @@ class TableReader:
 
     # --- typed getters -------------------------------------------------------------------------------
     def string(self, key: str, default: str | None = None, *, required: bool = False) -> str | None:
+        """The key's string value (`default` where absent; an error where `required`)."""
         spelled, value = self._take(key)
         if value is _MISSING:
             if required:
@@ -162,6 +170,7 @@ class TableReader:
         return value
 
     def boolean(self, key: str, default: bool) -> bool:
+        """The key's boolean value (`default` where absent)."""
         spelled, value = self._take(key)
         if value is _MISSING:
             return default
@@ -170,6 +179,7 @@ class TableReader:
         return value
 
     def integer(self, key: str, default: int | None, *, minimum: int | None = None) -> int | None:
+        """The key's integer value, at least `minimum` (`default` where absent; a bool is no integer)."""
         spelled, value = self._take(key)
         if value is _MISSING:
             return default
@@ -180,6 +190,7 @@ class TableReader:
         return value
 
     def number(self, key: str, default: float | None, *, positive: bool = False) -> float | None:
+        """The key's numeric value, > 0 where `positive` (`default` where absent)."""
         spelled, value = self._take(key)
         if value is _MISSING:
             return default
@@ -190,6 +201,7 @@ class TableReader:
         return float(value)
 
     def string_list(self, key: str, default: Iterable[str] | None = None) -> tuple[str, ...] | None:
+        """The key's strings (one string is a list of one; `default` where absent)."""
         spelled, value = self._take(key)
         if value is _MISSING:
             return tuple(default) if default is not None else None
@@ -199,7 +211,7 @@ class TableReader:
             raise self.error(spelled, "expected a list of strings")
         return tuple(value)
 
-    def choice(self, key: str, enum: type[T], default: T, spellings: Mapping[str, T] | None = None) -> T:
+    def choice(self, key: str, enum: type[E], default: E, spellings: Mapping[str, E] | None = None) -> E:
         """One of `enum`'s values; `spellings`: other accepted names of members (upstream's)."""
         spelled, value = self._take(key)
         if value is _MISSING:
@@ -208,17 +220,18 @@ class TableReader:
             return spellings[value]
         if isinstance(value, str):
             with contextlib.suppress(ValueError):  # a member's value: one lookup
-                return enum(value)  # type: ignore[call-arg]
-        members = [m.value for m in enum]  # type: ignore[attr-defined]
+                return enum(value)
+        members = [m.value for m in enum]
         if value not in members:
             raise self.error(
                 spelled,
                 f"unknown value {value!r}; expected one of {_or_list(members)}"
                 + _suggest(str(value), members),
             )
-        return enum(value)  # type: ignore[call-arg]
+        return enum(value)
 
     def table(self, key: str, aliases: Mapping[str, str] | None = None) -> TableReader | None:
+        """The key's sub-table as a reader of its own (None where absent)."""
         spelled, value = self._take(key)
         if value is _MISSING:
             return None
@@ -235,6 +248,7 @@ class TableReader:
         self.finish()
 
     def finish(self) -> None:
+        """Refuse the keys nothing read (a misspelling gets a suggestion)."""
         unknown = [k for k in self._data if k not in self._consumed and k not in self._allowed]
         if unknown:
             key = unknown[0]
@@ -255,7 +269,7 @@ class _Missing:
 _MISSING = _Missing()
 
 
-def _type_name(value: Any) -> str:
+def _type_name(value: object) -> str:
     names = {
         str: "a string",
         bool: "a boolean",

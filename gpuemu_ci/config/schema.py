@@ -7,7 +7,7 @@ import math
 import re
 from collections.abc import Iterable
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 from gpuemu_ci import dtypes as dtype_table
 from gpuemu_ci.config.expressions import ExpressionError, parse_expression
@@ -20,10 +20,12 @@ DIM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def canonical_dtype(name: str) -> str:
+    """The dtype's canonical name (upstream's spellings accepted); unknown names unchanged."""
     return dtype_table.canonical(name) or name
 
 
 def check_dtype(name: str, where: str, source: SourceText, line: int | None = None) -> None:
+    """A ConfigError (with the closest known name) where the dtype is unknown."""
     if dtype_table.canonical(name) is None:
         import difflib
 
@@ -74,7 +76,7 @@ def dims_table(table: TableReader, key: str) -> dict[str, DimSpec]:
     return dims
 
 
-def _size(value: object) -> bool:
+def _size(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -169,8 +171,8 @@ def _typical_terms(table: TableReader, name: str, raw: object) -> tuple[int | st
     items = raw if isinstance(raw, list) else [raw]
     terms: list[int | str] = []
     for item in items:
-        if _size(item) and item >= 0:  # type: ignore[operator]
-            terms.append(item)  # type: ignore[arg-type]
+        if _size(item) and item >= 0:
+            terms.append(item)
         elif isinstance(item, str):
             terms.append(_expression(table, name, item, "`typical`"))
         else:
@@ -183,6 +185,7 @@ MAX_FIXED_ELEMENTS = 1 << 36
 
 
 def dim_list(table: TableReader, key: str, value: Any) -> tuple[str | int, ...]:
+    """A list of dim names and integer sizes; a config error otherwise."""
     if not isinstance(value, list) or not all(
         (isinstance(v, str) and DIM_NAME.match(v)) or (isinstance(v, int) and not isinstance(v, bool))
         for v in value
@@ -281,6 +284,7 @@ def _bound(table: TableReader, key: str) -> int | str | None:
 
 
 def enum_list(table: TableReader, key: str, values: tuple[str, ...], enum: type[E]) -> tuple[E, ...]:
+    """The values as members of `enum`; a config error naming the members otherwise."""
     members = [m.value for m in enum]
     for value in values:
         if value not in members:

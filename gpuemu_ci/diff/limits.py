@@ -31,10 +31,12 @@ class DeltaLimits:
     source: str = "[policies]"  # where the limits came from, for the messages
 
     def key_for(self, field_name: str) -> str:
+        """The `[policies]` key that sets the limit held in field `field_name`, for the messages."""
         return next(k for k, v in POLICY_KEYS.items() if v == field_name)
 
 
 def default_limits(policies: Policies) -> DeltaLimits:
+    """The limits `[policies]` sets for every kernel (before any per-kernel override)."""
     return DeltaLimits(
         registers=policies.max_register_increase,
         spills=policies.max_spill_increase,

@@ -40,6 +40,7 @@ class CaseBasis:
 
     @classmethod
     def of(cls, base: Results, current: Results) -> CaseBasis:
+        """Compares the case basis of the baseline run `base` with the `current` one."""
         return cls(
             generator_changed=base.generator_version != current.generator_version,
             seed_changed=base.seed != current.seed,
@@ -50,6 +51,7 @@ class CaseBasis:
 
     @property
     def same_cases(self) -> bool:
+        """Whether both runs drew the same cases, so per-case figures can be compared."""
         return not (self.generator_changed or self.seed_changed or self.suite_changed)
 
 
@@ -319,6 +321,8 @@ def change(old: float, new: float, growth: float) -> str:
 
 
 def pct(ratio: float, signed: bool = True) -> str:
+    """A ratio as a whole percentage (`+12%`, signed unless told not), clamped to seven digits so a growth
+    from almost nothing stays readable."""
     value = ratio * 100
     text = f"{value:+.0f}%" if signed else f"{value:.0f}%"
     return text if abs(value) < 1e6 else (">+999999%" if value > 0 else "<-999999%")

@@ -12,6 +12,8 @@ from gpuemu_ci.docgen.pages import PAGES, REGENERATE, stale_pages
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`python3 -m gpuemu_ci.docgen [--check] [--repo DIR]`: rewrites the generated pages (or, with --check,
+    lists the stale ones and exits 1); exit 2 outside a checkout."""
     parser = argparse.ArgumentParser(prog="python3 -m gpuemu_ci.docgen", description=__doc__)
     parser.add_argument(
         "--check", action="store_true", help="only report stale pages (exit 1), write nothing"

@@ -64,6 +64,7 @@ def config_reference(repo: Path) -> str:
 
 
 def action_reference(repo: Path) -> str:
+    """The Action's inputs and outputs as Markdown tables, from `action.yml` in `repo`."""
     action: dict[str, Any] = yaml.safe_load((repo / "action.yml").read_text(encoding="utf-8"))
     out = ["### Inputs", "", "| input | default | what it does |", "| --- | --- | --- |"]
     for name, spec in action["inputs"].items():

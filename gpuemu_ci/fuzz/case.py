@@ -46,6 +46,10 @@ class CaseSkipped(Exception):
 
 @dataclass(frozen=True)
 class CaseInputs:
+    """One case's inputs, built from its seed: the dims and kwargs drawn, each input's values in C order (what
+    the reference sees) and as the op receives them (its drawn layout), and the sizes the element cap
+    shrank."""
+
     seed: int
     stratum: CaseStratum
     dims: Mapping[str, int]
@@ -57,6 +61,7 @@ class CaseInputs:
 
     @property
     def dtype(self) -> str:
+        """The case's dtype name."""
         return self.stratum.dtype
 
     def describe(self) -> dict[str, Any]:
@@ -184,6 +189,8 @@ def _generate(
 def rebuild_from_snapshot(
     logical: Mapping[str, np.ndarray], layouts: Mapping[str, layout_mod.LayoutChoice]
 ) -> dict[str, np.ndarray]:
+    """The op's arrays rebuilt from a snapshot's logical values and layouts: what the op received when the
+    case ran."""
     return {name: layout_mod.materialize(values, layouts[name]) for name, values in logical.items()}
 
 

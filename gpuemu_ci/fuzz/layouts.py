@@ -25,11 +25,15 @@ ODD_STRIDE_ELEMENTS = 7919  # a prime: meaningless for a size-1 dim
 
 @dataclass(frozen=True)
 class LayoutChoice:
+    """The memory layout drawn for one input (and, for a broadcast, the dim that is broadcast)."""
+
     layout: Layout
     broadcast_dim: int | None = None  # for Layout.BROADCAST
 
 
 def applicable(layout: Layout, shape: tuple[int, ...]) -> bool:
+    """Whether `layout` can be given to an input of `shape` (a transpose needs two dims over 1, a broadcast a
+    dim over 1, ...)."""
     if layout is Layout.TRANSPOSED:
         return len(shape) >= 2 and shape[-1] > 1 and shape[-2] > 1
     if layout is Layout.BROADCAST:
@@ -148,4 +152,5 @@ def _row_padded(values: np.ndarray) -> np.ndarray:
 
 
 def element_strides(array: np.ndarray) -> tuple[int, ...]:
+    """The array's strides in elements rather than bytes, as frameworks report them."""
     return tuple(s // array.itemsize for s in array.strides)

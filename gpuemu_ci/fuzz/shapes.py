@@ -52,6 +52,8 @@ class CapChange:
 
 @dataclass(frozen=True)
 class DimDraw:
+    """The dims and kwargs drawn for one case, and the sizes the element cap shrank."""
+
     dims: dict[str, int]
     kwargs: dict[str, object]
     capped: tuple[CapChange, ...] = ()
@@ -89,6 +91,8 @@ def tile_ladder(low: int, high: int) -> tuple[int, ...]:
 
 
 def element_count(dims: Iterable[str | int], values: Mapping[str, object]) -> int:
+    """The number of elements of a shape given as dim names and literal sizes, with the names' sizes from
+    `values`."""
     total = 1
     for d in dims:
         size = values[d] if isinstance(d, str) else d
@@ -97,6 +101,7 @@ def element_count(dims: Iterable[str | int], values: Mapping[str, object]) -> in
 
 
 def shape_of(dims: tuple[str | int, ...], values: Mapping[str, int]) -> tuple[int, ...]:
+    """The shape of dims given as names and literal sizes, with the names' sizes from `values`."""
     return tuple(values[d] if isinstance(d, str) else d for d in dims)
 
 
@@ -132,6 +137,7 @@ class Sampler:
         return trial
 
     def free_values(self, values: Mapping[str, object]) -> dict[str, object]:
+        """The drawn values of the free dims and kwargs only (those not derived from others)."""
         return {k: v for k, v in values.items() if k in self.schema.free_kwargs or k in self.schema.free_dims}
 
     # --- kwargs -------------------------------------------------------------------------------------
@@ -259,6 +265,8 @@ class Sampler:
         return self.admits({**values, name: rng.derive(name).derive("fallback").choice(fits)})
 
     def typical_or_empty(self, name: str, values: Mapping[str, object]) -> tuple[int, ...]:
+        """The typical sizes of dim `name` given the values drawn so far; empty when the schema cannot give
+        them for these values."""
         try:
             return self.schema.typical(name, values)
         except ValueError:

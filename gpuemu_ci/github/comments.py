@@ -65,6 +65,8 @@ class CommentOutcome:
 
     @property
     def ok(self) -> bool:
+        """Whether the comment was posted, updated or deliberately left alone; False only when posting it
+        failed."""
         return self.action is not CommentAction.FAILED
 
 

@@ -89,6 +89,9 @@ class RunVariables:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> RunVariables:
+        """The run's variables from `env` (os.environ in the Action); unset or blank ones are None. Raises
+        UsageError for a numeric variable (run id, attempt, repository id) that is not a number."""
+
         def text(name: str) -> str | None:
             return env.get(name, "").strip() or None
 

@@ -53,9 +53,11 @@ class ApiBudget:
         self._clock = clock
 
     def remaining(self) -> float:
+        """Seconds left of the budget (negative once overspent)."""
         return self.total_s - self.spent_s
 
     def spend(self, seconds: float) -> None:
+        """Counts `seconds` against the budget (a negative figure counts as none)."""
         self.spent_s += max(0.0, seconds)
 
     def attempt_seconds(self, per_attempt_s: float, what: str) -> tuple[float, bool]:
@@ -67,6 +69,8 @@ class ApiBudget:
         return min(per_attempt_s, left), left < per_attempt_s
 
     def ran_out(self, what: str) -> GitHubDeadlineError:
+        """The error to raise when the budget is spent before `what` could be sent; it names the budget and
+        where it was set."""
         source = f" ({self.source})" if self.source else ""
         return GitHubDeadlineError(
             what, f"the {self.total_s:g} s allowed for GitHub API work in all{source} ran out; not sent again"

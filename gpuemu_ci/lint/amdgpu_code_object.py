@@ -91,6 +91,8 @@ class CodeObject:
     functions: dict[str, tuple[int, int]]  # symbol -> (address, size in bytes), FUNC symbols only
 
     def kernel(self, name: str) -> KernelNote | None:
+        """The metadata note of kernel `name` (its symbol), or None when the code object has no such
+        kernel."""
         return next((k for k in self.kernels if k.name == name), None)
 
 

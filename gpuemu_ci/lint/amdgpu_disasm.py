@@ -24,21 +24,27 @@ _INSTRUCTION = re.compile(r"^\s+(?P<text>\S.*?)\s*//\s*(?P<address>[0-9a-fA-F]+)
 
 @dataclass(frozen=True)
 class IsaInstruction:
+    """One instruction of an AMDGPU disassembly: its address and text as llvm-objdump prints it."""
+
     address: int
     text: str  # "v_fma_f32 v5, v4, s0, -v1"
 
     @property
     def opcode(self) -> str:
+        """The mnemonic (`v_fma_f32`), the first word of the text."""
         return self.text.split(None, 1)[0]
 
 
 @dataclass(frozen=True)
 class IsaFunction:
+    """One function of an AMDGPU disassembly: its (mangled) symbol, address and instructions."""
+
     name: str  # the symbol (mangled)
     address: int
     instructions: tuple[IsaInstruction, ...]
 
     def opcode_counts(self) -> dict[str, int]:
+        """How many times each mnemonic occurs, sorted by mnemonic."""
         return dict(sorted(Counter(i.opcode for i in self.instructions).items()))
 
 

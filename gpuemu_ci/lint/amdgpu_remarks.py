@@ -71,6 +71,8 @@ class FunctionRemarks:
 
 @dataclass(frozen=True)
 class Diagnostic:
+    """A warning or error clang printed while compiling, with where it points when it says."""
+
     level: str  # "warning", "error", "fatal error"
     message: str
     file: str | None = None
@@ -86,12 +88,15 @@ class RemarkLog:
     unparsed_lines: tuple[str, ...] = ()  # remark lines outside any function block
 
     def kernels(self) -> tuple[FunctionRemarks, ...]:
+        """The remarks of the kernels (entry points), device functions left out."""
         return tuple(f for f in self.functions if f.is_kernel)
 
     def function(self, name: str) -> FunctionRemarks | None:
+        """The remarks of function `name`, or None when the log has none."""
         return next((f for f in self.functions if f.name == name), None)
 
     def errors(self) -> tuple[Diagnostic, ...]:
+        """The diagnostics that are errors (anything but a warning)."""
         return tuple(d for d in self.diagnostics if d.level != "warning")
 
 

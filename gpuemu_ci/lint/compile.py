@@ -41,11 +41,15 @@ _FATAL = re.compile(r"^(?:nvcc|ptxas|cicc|cudafe\+\+)\s+fatal\s*:\s*(?P<msg>.+)$
 
 
 class SourceKind(StrEnum):
+    """What a kernel's source file is: CUDA C++ (compiled by NVRTC or nvcc to PTX, then by ptxas) or PTX
+    (straight to ptxas), by its suffix."""
+
     CUDA = "cu"
     PTX = "ptx"
 
 
 def source_kind(path: Path) -> SourceKind:
+    """PTX for a `.ptx` file (any case), CUDA otherwise."""
     return SourceKind.PTX if path.suffix.lower() == ".ptx" else SourceKind.CUDA
 
 
@@ -62,11 +66,15 @@ class CompileJob:
 
     @property
     def kind(self) -> SourceKind:
+        """The job's source kind, from its file's suffix."""
         return source_kind(self.source)
 
 
 @dataclass(frozen=True)
 class CompileOutput:
+    """One compile as it went: the job, the command run, its exit status and log, and the ptxas figures read
+    from the log."""
+
     job: CompileJob
     command: tuple[str, ...]
     returncode: int
@@ -81,6 +89,8 @@ class CompileOutput:
 
     @property
     def ok(self) -> bool:
+        """Whether the compile succeeded: exit 0, within its time, and nothing the front end could not compile
+        as nvcc would."""
         return self.returncode == 0 and not self.timed_out and self.unsupported is None
 
 

@@ -44,6 +44,9 @@ class HipCompileJob:
 
 @dataclass(frozen=True)
 class HipCompileOutput:
+    """One HIP compile as it went: the job, the command run, its exit status, clang's log and the remarks read
+    from it."""
+
     job: HipCompileJob
     command: tuple[str, ...]
     returncode: int
@@ -62,6 +65,8 @@ class HipCompileOutput:
 
     @property
     def ok(self) -> bool:
+        """Whether the compile succeeded and its figures could be read: exit 0, within its time, and no
+        reading tool (disassembler, ...) failed."""
         return self.returncode == 0 and not self.timed_out and self.tool_error is None
 
 

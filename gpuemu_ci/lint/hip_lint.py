@@ -59,6 +59,8 @@ HIP_INSTALL_HINT = (
 
 
 def check_hip_flags(spec: KernelSpec) -> None:
+    """Refuses (ConfigError) a kernel flag the HIP lint sets itself or that would leave no code object to
+    read, saying why."""
     for flag in spec.flags:
         for own in HIP_OWN_FLAGS:
             if flag == own or flag.startswith(own + "="):
@@ -113,6 +115,8 @@ def _why_unsupported(processor: str, toolchain: HipToolchain) -> str:
 
 
 def compile_jobs(spec: KernelSpec, archs: tuple[str, ...]) -> list[HipCompileJob]:
+    """One compile job per arch for a HIP kernel (LLVM IR asked for too when the kernel has patterns to
+    match)."""
     checks = spec.artifact_checks
     patterns = (*checks.required_patterns, *checks.forbidden_patterns)
     return [
@@ -135,6 +139,8 @@ def function_symbols(out: HipCompileOutput) -> list[str]:
 
 
 def usage(remarks: FunctionRemarks, note: KernelNote | None, isa: dict[str, int] | None) -> AmdgpuUsage:
+    """A kernel's resource usage on one arch, from clang's remarks, the code object's metadata note and the
+    ISA's opcode counts (when disassembled)."""
     return AmdgpuUsage(
         vgprs=remarks.vgprs,
         agprs=remarks.agprs,

@@ -71,6 +71,7 @@ class HipToolchain:
 
     @property
     def default_arch(self) -> str | None:
+        """The arch the lint compiles for when none is configured, or None without a clang."""
         return pick_default_arch(self.supported_archs) if self.clang else None
 
     @property
@@ -98,6 +99,7 @@ def arch_processor(arch: str) -> str:
 
 
 def is_amd_arch(arch: str) -> bool:
+    """Whether `arch` names an AMD GPU (`gfx90a`, `gfx942:xnack-`), as opposed to an NVIDIA one."""
     return _GFX.match(arch_processor(arch)) is not None
 
 

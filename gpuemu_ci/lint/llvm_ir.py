@@ -21,6 +21,9 @@ def _unquote(name: str) -> str:
 
 @dataclass(frozen=True)
 class IrFunction:
+    """A function of an LLVM IR module: its name, its instructions' text and the functions it calls by
+    name."""
+
     name: str
     instructions: tuple[str, ...]
     callees: tuple[str, ...]  # functions called by name, defined here or not
@@ -28,9 +31,12 @@ class IrFunction:
 
 @dataclass(frozen=True)
 class IrModule:
+    """The functions of an LLVM IR module, as the HIP lint's patterns are matched against them."""
+
     functions: tuple[IrFunction, ...]
 
     def function(self, name: str) -> IrFunction | None:
+        """The function `name`, or None when the module defines none."""
         return next((f for f in self.functions if f.name == name), None)
 
     def reachable(self, name: str) -> tuple[IrFunction, ...]:

@@ -87,22 +87,27 @@ class LintReport:
 
     @classmethod
     def disabled(cls, reason: str = "lint is disabled in the config ([ci] lint = false)") -> LintReport:
+        """The report of a run whose config turns the lint off."""
         return cls(status=LintStatus.DISABLED, toolchain=None, reason=reason)
 
     @classmethod
     def unavailable(cls, reason: str) -> LintReport:
+        """The report of a lint that could not run here (no toolchain), with why."""
         return cls(status=LintStatus.UNAVAILABLE, toolchain=None, reason=reason)
 
     @property
     def failed(self) -> tuple[KernelResult, ...]:
+        """The kernels that broke a rule (registers, spills, patterns, ...)."""
         return tuple(k for k in self.kernels if k.status is KernelStatus.FAILED)
 
     @property
     def errored(self) -> tuple[KernelResult, ...]:
+        """The kernels the lint could not check (a compile or tool error)."""
         return tuple(k for k in self.kernels if k.status is KernelStatus.ERROR)
 
     @property
     def exit_code(self) -> ExitCode:
+        """The lint's exit code: 1 when a kernel failed, else 3 when one could not be checked, else 0."""
         if self.failed:
             return ExitCode.GATE_FAILED
         if self.errored:

@@ -47,6 +47,7 @@ class Nvrtc:
 
     @property
     def release(self) -> tuple[int, int]:
+        """The library's (major, minor) version."""
         major, minor = [*self.version.split("."), "0"][:2]
         return int(major), int(minor)
 
@@ -204,6 +205,8 @@ def command(nvrtc: Nvrtc, source: Path, out: Path, arch: str, options: Sequence[
 
 
 def supported_archs(nvrtc: Nvrtc) -> tuple[str, ...]:
+    """The archs this NVRTC can compile for, asked in a separate process (a library that crashes cannot take
+    the run down); empty when it cannot say."""
     import subprocess
 
     try:

@@ -61,6 +61,9 @@ def _archs(library: str) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m gpuemu_ci.lint.nvrtc_process --library LIB (--version | --archs | SOURCE --out FILE
+    [OPTIONS])`: loads NVRTC in this process only and prints its version or archs, or compiles SOURCE to PTX
+    in FILE; exit 2 when the library cannot be loaded."""
     parser = argparse.ArgumentParser(prog="python -m gpuemu_ci.lint.nvrtc")
     parser.add_argument("--library", required=True)
     parser.add_argument("--version", action="store_true")

@@ -27,6 +27,9 @@ _TARGET = re.compile(r"^\s*\.target\s+([\w, ]+)", re.MULTILINE)
 
 @dataclass(frozen=True)
 class PtxInstruction:
+    """One PTX instruction: its full opcode, its operands (whitespace collapsed) and its guard predicate, if
+    any."""
+
     opcode: str  # full opcode, e.g. "ld.global.nc.f32"
     operands: str  # whitespace collapsed
     predicate: str | None = None
@@ -39,17 +42,24 @@ class PtxInstruction:
 
 @dataclass(frozen=True)
 class PtxFunction:
+    """One `.entry` or `.func` of a PTX module: its (mangled) name, its instructions, and the functions it
+    calls directly."""
+
     name: str  # mangled, as in the PTX
     is_entry: bool
     instructions: tuple[PtxInstruction, ...]
     callees: tuple[str, ...]  # direct call targets, in first-call order
 
     def opcode_counts(self) -> dict[str, int]:
+        """How many times each full opcode occurs."""
         return dict(Counter(i.opcode for i in self.instructions))
 
 
 @dataclass(frozen=True)
 class PtxModule:
+    """A PTX module as the lint reads it: its functions, the ISA version, target and producer from the header,
+    and its code without comments (equal code, equal programs)."""
+
     functions: tuple[PtxFunction, ...]
     version: str | None  # PTX ISA, ".version 9.0"
     target: str | None  # first `.target` token, e.g. "sm_80"
@@ -57,6 +67,7 @@ class PtxModule:
     code: str = ""  # the module without its comments: equal code, equal programs (labels included)
 
     def function(self, name: str) -> PtxFunction | None:
+        """The function `name` (mangled), or None when the module has none."""
         for f in self.functions:
             if f.name == name:
                 return f

@@ -37,6 +37,8 @@ _TEXTURES = re.compile(r"^(\d+) (textures|samplers|surfaces)$")
 
 
 class Level(StrEnum):
+    """How serious a ptxas diagnostic is."""
+
     INFO = "info"
     WARNING = "warning"
     ERROR = "error"
@@ -87,21 +89,28 @@ class ModuleUsage:
 
 @dataclass(frozen=True)
 class PtxasLog:
+    """What `ptxas -v` printed, read: each function's usage per arch, each module's, the diagnostics, and the
+    info lines the parser did not recognise (kept so nothing is silently ignored)."""
+
     functions: tuple[FunctionUsage, ...]
     modules: tuple[ModuleUsage, ...]
     diagnostics: tuple[Diagnostic, ...]
     unparsed_lines: tuple[str, ...]  # ptxas info lines of a shape this parser does not know
 
     def entries(self, arch: str | None = None) -> tuple[FunctionUsage, ...]:
+        """The kernels' (entry functions') usage, for `arch` only when given."""
         return tuple(f for f in self.functions if f.is_entry and (arch is None or f.arch == arch))
 
     def device_functions(self, arch: str | None = None) -> tuple[FunctionUsage, ...]:
+        """The device functions' usage, for `arch` only when given."""
         return tuple(f for f in self.functions if not f.is_entry and (arch is None or f.arch == arch))
 
     def errors(self) -> tuple[Diagnostic, ...]:
+        """The error and fatal diagnostics."""
         return tuple(d for d in self.diagnostics if d.level in (Level.ERROR, Level.FATAL))
 
     def warnings(self) -> tuple[Diagnostic, ...]:
+        """The warning diagnostics."""
         return tuple(d for d in self.diagnostics if d.level is Level.WARNING)
 
 

@@ -27,6 +27,9 @@ _INSTRUCTION_BYTES = 16  # every arch CUDA 12+ targets (sm_70 and later) has 128
 
 @dataclass(frozen=True)
 class SassInstruction:
+    """One SASS instruction as the disassembler prints it: full opcode, operands, guard predicate, address,
+    and whether it is the end-of-function trap (a branch to itself)."""
+
     opcode: str  # full, e.g. "ISETP.GE.AND"
     operands: str
     predicate: str | None = None
@@ -35,6 +38,7 @@ class SassInstruction:
 
     @property
     def base(self) -> str:
+        """The opcode without its modifiers (`ISETP` for `ISETP.GE.AND`)."""
         return self.opcode.split(".")[0]
 
     @property
@@ -45,11 +49,14 @@ class SassInstruction:
 
 @dataclass(frozen=True)
 class SassFunction:
+    """One function of a SASS disassembly: its (mangled) name and instructions."""
+
     name: str  # mangled
     instructions: tuple[SassInstruction, ...]
 
     @property
     def total(self) -> int:
+        """The number of instructions."""
         return len(self.instructions)
 
     @property

@@ -61,6 +61,8 @@ def tool_version(path: str | None, env: Mapping[str, str]) -> tuple[str | None, 
 
 
 def arch_key(arch: str) -> tuple[int, str]:
+    """A sort key that orders archs by number, then suffix (`sm_80` < `sm_90` < `sm_90a` < `sm_100`); an
+    unrecognised name sorts first."""
     m = _ARCH.match(arch)
     return (int(m.group("num")), m.group("suffix")) if m else (0, arch)
 

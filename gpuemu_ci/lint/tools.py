@@ -11,6 +11,7 @@ from gpuemu_ci.launch import run_command
 
 
 def output_of(cmd: Sequence[str], env: Mapping[str, str]) -> str | None:
+    """A tool's stdout and stderr when it exits 0 within a minute, else None (not found, failed or hung)."""
     try:
         proc = subprocess.run(
             list(cmd), capture_output=True, text=True, timeout=60, check=False, env=dict(env)

@@ -38,10 +38,13 @@ class Batch:
 
     @property
     def limit(self) -> int:
+        """How many cases the batch runs: all of them, or up to and including its first failure when it stops
+        there."""
         return len(self.cases) if self.first_failure is None else self.first_failure + 1
 
     @property
     def done(self) -> bool:
+        """Whether every case up to `limit` has been started and none is still running."""
         return not self._pending and self._next >= self.limit
 
 

@@ -39,6 +39,10 @@ if TYPE_CHECKING:
 
 
 class VerdictCache:
+    """Mutants' verdicts on disk, one JSON file per key. A key covers everything the verdict depends on
+    (versions, config, seed, suite, the original's outputs, the mutant), so a hit is the verdict a re-run
+    would give."""
+
     def __init__(self, directory: Path) -> None:
         self.directory = directory
 
@@ -78,6 +82,8 @@ class VerdictCache:
         return _digest(parts)
 
     def get(self, key: str) -> MutantResult | None:
+        """The cached verdict for `key`, or None when there is none or it cannot be read (the mutant is then
+        run again)."""
         path = self.directory / f"{key}.json"
         try:
             return msgspec.json.decode(path.read_bytes(), type=MutantResult)

@@ -42,6 +42,9 @@ class OriginalDoesNotBuild(Exception):
 
 @dataclass(frozen=True)
 class CudaMutant:
+    """One change to a CUDA source file: the file's whole changed text, compiled in the worker in place of the
+    original."""
+
     id: str
     operator: str
     kernel: str  # the function the change is in
@@ -53,6 +56,7 @@ class CudaMutant:
 
     @property
     def line(self) -> int:
+        """The line (1-based) where the change starts."""
         return self.change.span.line
 
     def task(self, base: OpTask) -> OpTask:
@@ -221,6 +225,8 @@ def lint_mutants(
 
 
 def source_display(path: Path, root: Path) -> str:
+    """The file as reports show it: relative to `root` (gpuemu.toml's directory) when it lies under it, else
+    its name."""
     try:
         return path.resolve().relative_to(root.resolve()).as_posix()
     except ValueError:

@@ -34,6 +34,8 @@ class CudaOperator:
     models: ClassVar[str]
 
     def changes(self, function: Function, source: SourceFile) -> Iterator[Change]:
+        """Every place this operator applies in `function` of `source`, as a change of the file's text; each
+        change alone makes one mutant. Yields nothing where the operator does not apply."""
         raise NotImplementedError
 
 
@@ -71,6 +73,9 @@ def _comparisons(function: Function) -> Iterator[Token]:
 
 
 class BoundFlipped(CudaOperator):
+    """Flips each relational comparison of the function (`<` and `<=`, `>` and `>=`); template brackets are
+    left alone."""
+
     name = "bound_flipped"
     models = (
         "a bounds check loosened or tightened (`i < n` ↔ `i <= n`): the element past the end touched, or "
@@ -83,6 +88,9 @@ class BoundFlipped(CudaOperator):
 
 
 class BoundShifted(CudaOperator):
+    """Subtracts one from the right-hand side of each `<` or `<=` comparison whose bound is not a literal
+    number."""
+
     name = "bound_shifted"
     models = "a bound off by one (`i < n` → `i < n - 1`): the last element never handled"
 
@@ -138,6 +146,8 @@ def _compound_targets(function: Function) -> Iterator[Token]:
 
 
 class AccumulatorReset(CudaOperator):
+    """Turns each `+=` statement inside a loop body into `=` (a `for` header's step is left alone)."""
+
     name = "accumulator_reset"
     models = "`acc += x` written `acc = x` in a loop: only the last iteration counts"
 
@@ -147,6 +157,9 @@ class AccumulatorReset(CudaOperator):
 
 
 class AccumulatorNarrowed(CudaOperator):
+    """After each `acc += ...;` in a loop on a local `float`, rounds `acc` to fp16 and back (inline PTX, so
+    the mutant needs no header)."""
+
     name = "accumulator_narrowed"
     models = "a `float` accumulator held in half precision: each partial sum rounded to fp16"
 
@@ -179,6 +192,9 @@ def _shared_arrays(function: Function) -> tuple[frozenset[str], frozenset[int]]:
 
 
 class OffsetShifted(CudaOperator):
+    """Adds one to the index of each subscript of a pointer parameter or a `__shared__` array (declarations
+    and members of the same name are left alone)."""
+
     name = "offset_shifted"
     models = "an index off by one (`x[i]` → `x[i + 1]`): every thread reads or writes its neighbour's element"
 
@@ -209,6 +225,8 @@ def _depth_zero_punctuators(tokens: list[Token], first: int, last: int) -> set[s
 
 
 class BarrierRemoved(CudaOperator):
+    """Comments out each `__syncthreads();` or `__syncwarp(...);` statement of the function."""
+
     name = "barrier_removed"
     models = (
         "a `__syncthreads()` (or `__syncwarp()`) removed: threads read shared memory before the others "
@@ -227,6 +245,9 @@ class BarrierRemoved(CudaOperator):
 
 
 class AtomicToStore(CudaOperator):
+    """Rewrites each `atomicAdd(address, value);` statement whose result is unused as the plain store
+    `*address = value`."""
+
     name = "atomic_to_store"
     models = (
         "an `atomicAdd` turned into a plain store: threads that add into the same place overwrite each other"

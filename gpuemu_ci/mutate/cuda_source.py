@@ -43,12 +43,16 @@ _LOOPS = ("for", "while", "do")
 
 @dataclass(frozen=True)
 class Token:
+    """One token of a CUDA source: its kind (`name`, `number`, `punct`, `string`, `other`, or `end` for the
+    marker after the last), text, index in the token list and span in the file."""
+
     kind: str  # "name", "number", "punct", "string", "other"
     text: str
     index: int  # position in the token list
     span: Span
 
     def is_(self, *texts: str) -> bool:
+        """Whether the token's text is one of `texts`."""
         return self.text in texts
 
 
@@ -105,6 +109,9 @@ def matching(tokens: list[Token], start: int) -> int:
 
 @dataclass(frozen=True)
 class Parameter:
+    """A parameter of a kernel, as far as the operators need it: its name, whether it points at memory,
+    whether its type is floating."""
+
     name: str
     pointer: bool  # declared with `*` (or as an array): the function indexes global memory through it
     floating: bool  # its type is float (a scalar or what the pointer points at)
@@ -130,9 +137,12 @@ class Function:
 
     @property
     def pointers(self) -> frozenset[str]:
+        """The names of the parameters declared as pointers or arrays (the global memory the function
+        indexes)."""
         return frozenset(p.name for p in self.parameters if p.pointer)
 
     def walk(self) -> Iterator[Token]:
+        """The tokens of the body, in order."""
         for index in self.body:
             yield self.tokens[index]
 

@@ -28,6 +28,7 @@ def _is_language(node: ast.expr) -> bool:
 
 
 def keyword(call: ast.Call, name: str) -> ast.keyword | None:
+    """The keyword argument `name` of `call`, or None when the call does not pass it by keyword."""
     return next((k for k in call.keywords if k.arg == name), None)
 
 
@@ -55,15 +56,18 @@ class Kernel:
 
     @property
     def name(self) -> str:
+        """The kernel function's name."""
         return self.node.name
 
     @cached_property
     def params(self) -> tuple[str, ...]:
+        """Every parameter's name, in order (positional-only, positional, keyword-only)."""
         args = self.node.args
         return tuple(a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs))
 
     @cached_property
     def constexprs(self) -> tuple[str, ...]:
+        """The parameters annotated `tl.constexpr`, in order."""
         args = self.node.args
         return tuple(
             a.arg
@@ -106,6 +110,7 @@ class Kernel:
         return inside
 
     def in_loop(self, node: ast.AST) -> bool:
+        """Whether `node` lies inside the body of a `for` or `while` loop of the kernel."""
         return id(node) in self._in_loop
 
     def walk(self) -> Iterator[ast.AST]:
@@ -114,12 +119,14 @@ class Kernel:
             yield from _ordered(statement)
 
     def calls(self, name: str | tuple[str, ...]) -> Iterator[ast.Call]:
+        """Every call of `tl.<name>` (one name or any of several) in the body, in source order."""
         for node in self.walk():
             if tl_call(node, name):
                 assert isinstance(node, ast.Call)
                 yield node
 
     def text(self, node: ast.AST) -> str:
+        """The exact source text of `node`."""
         return self.source.segment(node)
 
 

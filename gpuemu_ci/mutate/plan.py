@@ -35,11 +35,15 @@ class KernelSource:
 
     @property
     def label(self) -> str:
+        """`module.kernel`: how reports and mutant ids name the kernel."""
         return f"{self.kernel.module}.{self.kernel.name}"
 
 
 @dataclass(frozen=True)
 class Mutant:
+    """One change to a Triton kernel's source; patched into the op's module in the worker, in memory (the file
+    on disk is never written)."""
+
     id: str
     operator: str
     source: KernelSource
@@ -49,17 +53,21 @@ class Mutant:
 
     @property
     def line(self) -> int:
+        """The line (1-based) where the change starts."""
         return self.change.span.line
 
     @property
     def kernel(self) -> str:
+        """The kernel changed, as `module.kernel`."""
         return self.source.label
 
     @property
     def file(self) -> str:
+        """The changed file, as reports show it."""
         return self.source.display
 
     def patch(self) -> KernelPatch:
+        """The patch that replaces the kernel by its changed source in the worker."""
         changed = SourceFile(self.source.text).changed(self.change)
         kernel = self.source.kernel
         return KernelPatch(kernel.module, kernel.name, kernel.path, changed, f"mutant {self.id}")
@@ -73,21 +81,44 @@ class AnyMutant(Protocol):
     """What the run needs of a mutant of either language (plan.Mutant, cuda.CudaMutant)."""
 
     @property
-    def id(self) -> str: ...
-    @property
-    def operator(self) -> str: ...
-    @property
-    def kernel(self) -> str: ...
-    @property
-    def file(self) -> str: ...
-    @property
-    def line(self) -> int: ...
-    @property
-    def before(self) -> str: ...
-    @property
-    def after(self) -> str: ...
+    def id(self) -> str:
+        """A digest of the file's text, the kernel, the operator and the change: the same mutant has the same id in
+        every run of the same source (the verdict cache's key includes it)."""
+        ...
 
-    def task(self, base: OpTask) -> OpTask: ...
+    @property
+    def operator(self) -> str:
+        """The name of the operator that made it."""
+        ...
+
+    @property
+    def kernel(self) -> str:
+        """The kernel changed, as reports name it."""
+        ...
+
+    @property
+    def file(self) -> str:
+        """The changed file, as reports show it."""
+        ...
+
+    @property
+    def line(self) -> int:
+        """The line (1-based) where the change starts."""
+        ...
+
+    @property
+    def before(self) -> str:
+        """The text the change replaces."""
+        ...
+
+    @property
+    def after(self) -> str:
+        """The text put in its place."""
+        ...
+
+    def task(self, base: OpTask) -> OpTask:
+        """The op's task `base` with this mutant compiled or patched in place of the original."""
+        ...
 
 
 M = TypeVar("M", bound=AnyMutant)

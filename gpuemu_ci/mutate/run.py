@@ -78,6 +78,9 @@ TIMEOUT_FACTOR = 10.0  # a mutant's case may take this many times the original's
 
 @dataclass(frozen=True)
 class MutateOptions:
+    """What `gpuemu-ci mutate` was asked for: the run's options, and the mutation's own (how many mutants per
+    op, which operators, where verdicts are cached, the score below which the run fails)."""
+
     run: RunOptions
     max_mutants: int | None = None  # per op
     operators: tuple[str, ...] = ()  # by name; empty: all

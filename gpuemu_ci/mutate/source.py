@@ -23,6 +23,7 @@ class Span:
 
     @classmethod
     def of(cls, node: ast.AST) -> Span:
+        """The span of an AST node; raises ValueError for a node without an end position."""
         end_line, end_col = getattr(node, "end_lineno", None), getattr(node, "end_col_offset", None)
         if end_line is None or end_col is None:
             raise ValueError("the node has no end position")
@@ -50,6 +51,7 @@ class SourceFile:
         return self.span_text(Span.of(node))
 
     def span_text(self, span: Span) -> str:
+        """The exact text of `span` (columns are byte offsets, as Python's AST gives them)."""
         if span.line == span.end_line:
             return self._encoded[span.line - 1][span.col : span.end_col].decode()
         parts = [self._encoded[span.line - 1][span.col :]]

@@ -45,10 +45,15 @@ class Operator:
     models: ClassVar[str]
 
     def changes(self, kernel: Kernel) -> Iterator[Change]:
+        """Every place this operator applies in `kernel`, as a change of the file's text; each change alone
+        makes one mutant. Yields nothing where the operator does not apply."""
         raise NotImplementedError
 
 
 class BoundFlipped(Operator):
+    """Flips each single comparison of the kernel (`<` and `<=`, `>` and `>=`) unless both sides are
+    constants."""
+
     name = "bound_flipped"
     models = (
         "a bounds comparison loosened or tightened (`<` ↔ `<=`): the tail lane read or written past "
@@ -66,6 +71,8 @@ class BoundFlipped(Operator):
 
 
 class BoundShifted(Operator):
+    """Subtracts one from the right-hand side of each `<` or `<=` comparison whose bound is not a constant."""
+
     name = "bound_shifted"
     models = "a bound off by one (`cols < n` → `cols < n - 1`): the last element of every row never handled"
 
@@ -82,6 +89,8 @@ class BoundShifted(Operator):
 
 
 class OtherDropped(Operator):
+    """Removes the `other=` argument of each `tl.load` that has one (the mask stays)."""
+
     name = "other_dropped"
     models = "a masked load without `other=`: the masked-off lanes hold whatever the register held"
 
@@ -106,6 +115,8 @@ def _ends_before(node: ast.AST, other: ast.AST) -> bool:
 
 
 class OtherZeroed(Operator):
+    """Replaces a `tl.load`'s non-zero `other=` value by `0.0`."""
+
     name = "other_zeroed"
     models = (
         "masked lanes padded with 0 where the reduction needs another value (−inf before a max or an exp)"
@@ -119,6 +130,8 @@ class OtherZeroed(Operator):
 
 
 class AccumulatorReset(Operator):
+    """Turns each `acc += x` inside a loop into `acc = x`."""
+
     name = "accumulator_reset"
     models = "`acc += x` written `acc = x` in a loop: only the last block counts"
 
@@ -129,6 +142,8 @@ class AccumulatorReset(Operator):
 
 
 class OffsetShifted(Operator):
+    """Adds one to the pointer argument of each memory call (`tl.load`, `tl.store`, the atomics)."""
+
     name = "offset_shifted"
     models = "a pointer offset off by one: every lane reads or writes its neighbour's element"
 
@@ -143,6 +158,9 @@ class OffsetShifted(Operator):
 
 
 class StrideSwapped(Operator):
+    """Replaces each use of a stride parameter (a parameter named `*stride*`) by the next one; needs two or
+    more."""
+
     name = "stride_swapped"
     models = "one stride used where another belongs: right for contiguous inputs only, or for square ones"
 
@@ -157,6 +175,9 @@ class StrideSwapped(Operator):
 
 
 class AccumulatorNarrowed(Operator):
+    """Replaces `tl.float32` in `tl.zeros`/`tl.full` and in `.to(...)`/`.cast(...)` by the element type of the
+    loaded pointer (or the kernel's first pointer)."""
+
     name = "accumulator_narrowed"
     models = (
         "a float32 accumulator or upcast narrowed to the input's dtype: fp16/bf16 sums lose their precision"
@@ -192,6 +213,8 @@ def _is_float32(node: ast.expr) -> bool:
 
 
 class TermDropped(Operator):
+    """Replaces each `a + b` or `a - b` outside address arithmetic, neither side a constant, by `a`."""
+
     name = "term_dropped"
     models = (
         "a term dropped from a sum (`a + b` → `a`): an epsilon, a bias, a residual or a chain-rule term lost"
@@ -213,6 +236,9 @@ class TermDropped(Operator):
 
 
 class RescaleDropped(Operator):
+    """In a loop, drops `acc *= s` and the `acc * s` of `acc = acc * s (+ ...)`, leaving the running value
+    unscaled."""
+
     name = "rescale_dropped"
     models = (
         "the rescale of a running value dropped in a loop (online softmax's `acc * alpha`): right "
@@ -247,6 +273,9 @@ class RescaleDropped(Operator):
 
 
 class ProgramIdSwapped(Operator):
+    """Swaps the constant axes of the kernel's `tl.program_id` calls (each to the next axis the kernel uses);
+    needs two axes."""
+
     name = "program_id_swapped"
     models = "`program_id` axes swapped: right only when the grid is square"
 
@@ -265,6 +294,8 @@ class ProgramIdSwapped(Operator):
 
 
 class WhereRemoved(Operator):
+    """Replaces each three-argument `tl.where(cond, x, y)` by `x`."""
+
     name = "where_removed"
     models = (
         "the `tl.where` that masks lanes before a reduction removed: padding or garbage reaches the result"
@@ -277,6 +308,9 @@ class WhereRemoved(Operator):
 
 
 class BlockForSize(Operator):
+    """Replaces a runtime size parameter used as a divisor, modulus or loop bound by the kernel's first
+    constexpr block size."""
+
     name = "block_for_size"
     models = (
         "the constexpr block size used where the runtime size belongs (`/ BLOCK` for `/ N`): exact "
@@ -310,6 +344,9 @@ class BlockForSize(Operator):
 
 
 class AtomicToStore(Operator):
+    """Replaces each `tl.atomic_add(pointer, value[, mask])` call by a `tl.store` of the same pointer, value
+    and mask."""
+
     name = "atomic_to_store"
     models = "an `atomic_add` turned into a plain store: programs that add into the same place overwrite each other"
 

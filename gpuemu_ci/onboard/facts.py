@@ -104,10 +104,13 @@ def facts_of(value: Any) -> ArgFacts:
 
 
 def args_facts(bound: dict[str, Any]) -> dict[str, ArgFacts]:
+    """The facts (a tensor's shape, dtype, strides and, for integers, value range; a scalar's value) of each
+    bound argument of a call, by parameter name."""
     return {name: facts_of(value) for name, value in bound.items()}
 
 
 def outputs_facts(result: Any) -> tuple[ArgFacts, ...]:
+    """The facts of each output of a call (a single result counts as one output)."""
     outputs = result if isinstance(result, tuple | list) else (result,)
     return tuple(facts_of(value) for value in outputs)
 

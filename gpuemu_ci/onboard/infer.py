@@ -27,6 +27,9 @@ MAX_TYPICAL = 4
 
 @dataclass(frozen=True)
 class DimDraft:
+    """A dim of the drafted op: its name, the sizes seen, and its expression when it is derived from
+    others."""
+
     name: str
     sizes: tuple[int, ...]  # every size seen, ascending
     expr: str | None = None  # a derived dim: "KVH * G"
@@ -34,6 +37,9 @@ class DimDraft:
 
 @dataclass(frozen=True)
 class InputDraft:
+    """An input of the drafted op as `[ops.inputs]` will declare it: its dims, dtype and kind when they are
+    not the case's, value range, and why it was drafted so (`why`, shown as a comment)."""
+
     name: str
     dims: tuple[str, ...]
     dtype: str | None = None  # None: the case dtype
@@ -47,6 +53,9 @@ class InputDraft:
 
 @dataclass(frozen=True)
 class OpDraft:
+    """The `[[ops]]` entry drafted from recorded calls, before it is written as TOML: target, framework,
+    dtypes, dims, inputs, outputs and the notes for the user."""
+
     name: str
     target: str
     framework: str

@@ -66,6 +66,8 @@ class CallLog:
         self.errors = 0  # calls whose facts could not be read (the call itself is never disturbed)
 
     def add(self, facts: CallFacts) -> None:
+        """Appends one call's facts, unless the same kind of call was already written or the log is full;
+        thread-safe."""
         line = ENCODER.encode(facts)
         with self._lock:
             if line in self._seen or len(self._seen) >= self.max_calls:

@@ -40,10 +40,14 @@ def _input_line(draft: InputDraft) -> str:
 
 
 def reference_spec(draft: OpDraft) -> str:
+    """The `reference = "..."` target the drafted reference module gets (`<references
+    package>.<module>:reference`)."""
     return f"{REFERENCES}.{module_name(draft.name)}:reference"
 
 
 def module_name(op_name: str) -> str:
+    """A Python module name for an op name: non-word characters become `_`, and `op_` is put in front of one
+    that does not start with a letter."""
     name = re.sub(r"\W", "_", op_name).lower()
     return name if name[:1].isalpha() else f"op_{name}"
 

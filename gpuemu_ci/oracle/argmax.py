@@ -15,10 +15,12 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from gpuemu_ci.oracle.model import Comparator, ErrorStats, FailureKind, Finding
+from gpuemu_ci.oracle.model import Comparator, ErrorStats, Finding
+from gpuemu_ci.results.model import FailureKind
 
 
 def axis_of(kwargs: Mapping[str, object]) -> int:
+    """The axis the scores are chosen along: the op's `axis` or `dim` kwarg (an int, not a bool), else the last."""
     for key in ("axis", "dim"):
         value = kwargs.get(key)
         if isinstance(value, int) and not isinstance(value, bool):
@@ -42,7 +44,10 @@ def compare_argmax(
     outside = (index < 0) | (index >= length)
     safe = np.where(outside, 0, index).astype(np.int64)
     best = np.argmax(np.where(np.isnan(scores), -np.inf, scores), axis=axis)
-    take = lambda values, i: np.take_along_axis(values, np.expand_dims(i, axis), axis).squeeze(axis)  # noqa: E731
+
+    def take(values: np.ndarray, i: np.ndarray) -> np.ndarray:
+        return np.asarray(np.take_along_axis(values, np.expand_dims(i, axis), axis).squeeze(axis))
+
     best_score, chosen_score = take(scores, best), take(scores, safe)
     gap = np.where(outside, np.inf, best_score - chosen_score)
     room = take(allowed, best) + take(allowed, safe)

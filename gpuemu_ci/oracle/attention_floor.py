@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from gpuemu_ci import dtypes
-from gpuemu_ci.config.model import OpSpec
+from gpuemu_ci.config.model import Family, OpSpec
+from gpuemu_ci.oracle.terms import Allowance, ForwardCase, OfFamilies
 
 
 def underflow_term(
@@ -30,3 +31,24 @@ def underflow_term(
         return info.min_normal * np.broadcast_to(v_sum, shape) + products
     except ValueError:
         return info.min_normal * float(v_sum.max(initial=0.0)) + products
+
+
+class AttentionUnderflow(OfFamilies):
+    """The bound term of attention's weights and products below the working precision's normal range."""
+
+    families = frozenset({Family.ATTENTION})
+    name = "attention_underflow"
+    models = "attention's exp flushed below the normal range and P v products underflowing"
+
+    def allowance(self, case: ForwardCase) -> Allowance:
+        """underflow_term() with v the last input."""
+        b = case.bound
+        v = list(b.inputs.values())[-1]
+        return underflow_term(case.op, b.case_dtype, v, b.reference.shape, case.n)
+
+    def words(self, case: ForwardCase) -> str:
+        """Nothing: the message's allowance figure says it."""
+        return ""
+
+
+TERM = AttentionUnderflow()

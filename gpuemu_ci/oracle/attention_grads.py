@@ -47,6 +47,8 @@ UNIDENTIFIED = (
 
 @dataclass(frozen=True)
 class AttentionGradientBound:
+    """The attention backward's rounding model for one case: an allowance per input's gradient, and what it says."""
+
     allowances: Mapping[str, np.ndarray]  # input name -> allowance, in the input's own layout
     layout: AttentionLayout
     working: str  # the working precision's dtype
@@ -71,6 +73,7 @@ class AttentionGradientBound:
         return g_c.reshape(rows), r_c.reshape(rows)
 
     def words(self) -> str:
+        """What the model allows for, for a failed gradient's message."""
         rounded = f"; P, dS and the saved O rounded to {self.rounded_to}" if self.rounded_to else ""
         return (
             f"; where larger, the allowance is the attention backward's rounding model ({self.c:g} × its "

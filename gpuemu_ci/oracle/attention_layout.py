@@ -30,6 +30,8 @@ MATCH = 1e-6
 
 
 class Mask:
+    """The causal masks the attention model can reproduce."""
+
     NONE = "none"
     TOP_LEFT = "top-left"  # query i sees keys 0..i (torch's is_causal)
     BOTTOM_RIGHT = "bottom-right"  # query i sees keys 0..i + T - S (FlashAttention's, for S != T)
@@ -43,9 +45,11 @@ class AxisMap:
     shape: tuple[int, int, int, int]
 
     def to_canonical(self, x: np.ndarray) -> np.ndarray:
+        """x with its axes permuted and merged into [batch, head, sequence, feature]."""
         return np.ascontiguousarray(np.transpose(x, self.order)).reshape(self.shape)
 
     def from_canonical(self, x: np.ndarray, original_shape: tuple[int, ...]) -> np.ndarray:
+        """A canonical [batch, head, sequence, feature] array back in the layout of `original_shape`."""
         permuted = tuple(original_shape[a] for a in self.order)
         return np.transpose(x.reshape(permuted), np.argsort(self.order))
 
@@ -64,6 +68,7 @@ class AttentionLayout:
     scale: float
 
     def words(self) -> str:
+        """Which input is q, k and v, the scale and the mask, for a message."""
         mask = "" if self.mask == Mask.NONE else f", {self.mask} causal mask"
         return f"q={self.q}, k={self.k}, v={self.v}, scale {self.scale:.4g}{mask}"
 

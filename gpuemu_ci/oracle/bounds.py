@@ -9,16 +9,18 @@ output dtype's smallest subnormal (its smallest normal when the op allows flush-
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import prod, sqrt
+from typing import SupportsFloat
 
 import numpy as np
 
 from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Family, OpSpec
-from gpuemu_ci.oracle import declared_intermediates, flushed, intermediates, log_sum_exp, power_sums
-from gpuemu_ci.oracle.attention_floor import underflow_term
+from gpuemu_ci.oracle.accumulator_floor import half_subnormal
+from gpuemu_ci.oracle.forward_terms import FORWARD_TERMS
 from gpuemu_ci.oracle.precision import input_magnitude
+from gpuemu_ci.oracle.terms import ForwardCase, add_terms, row_axis
 
 
 @dataclass(frozen=True)
@@ -54,14 +56,10 @@ def accumulator_roundoff(op: OpSpec, case_dtype: str) -> float:
 
 
 def floor_term(op: OpSpec, output_dtype: str) -> float:
+    """eta: the largest rounding error at zero in the output dtype (half its smallest subnormal; its smallest
+    normal when the op declares flush_to_zero)."""
     info = dtypes.info(output_dtype)
-    return info.min_normal if op.error_model.flush_to_zero else _half_subnormal(info.min_subnormal)
-
-
-def _half_subnormal(min_subnormal: float) -> float:
-    """Half the smallest subnormal, the largest rounding error at zero; float64's own half rounds to 0 (a tie to
-    even), which would leave no allowance at all there, so it is one whole subnormal instead."""
-    return min_subnormal / 2.0 or min_subnormal
+    return info.min_normal if op.error_model.flush_to_zero else half_subnormal(info.min_subnormal)
 
 
 def abs_linear_inputs(op: OpSpec) -> tuple[str, ...]:
@@ -151,126 +149,127 @@ def statistic_rows(
     return rows.reshape(flat), np.asarray(reference).reshape(flat)
 
 
-def row_axis(kwargs: Mapping[str, object]) -> int:
-    for key in ("axis", "dim"):
-        value = kwargs.get(key)
-        if isinstance(value, int):
-            return value
-    return -1
-
-
 def allowed_error(op: OpSpec, case: BoundInputs) -> np.ndarray:
-    """Per-element allowance for the BOUND comparator (same shape as the reference)."""
+    """Per-element allowance for the BOUND comparator (same shape as the reference): the family's own term,
+    plus every term of forward_terms.FORWARD_TERMS that applies, in the list's order. The one entry point for
+    what each element of an output may err by."""
     r = np.abs(case.reference)
     u_out = dtypes.info(case.output_dtype).unit_roundoff if dtypes.info(case.output_dtype).is_float else 0.0
-    u_acc = accumulator_roundoff(op, case.case_dtype)
     eta = floor_term(op, case.output_dtype) if dtypes.info(case.output_dtype).is_float else 0.0
-    k_f = op.error_model.transcendental_ulps
-    n = contracted_length(op, case.dims, case.reference)
-    g = float(n) if case.correlated else sqrt(n)
+    term_case = forward_case(op, case)
+    term = add_terms(FORWARD_TERMS, *_family_term(term_case))
+    return np.asarray(op.error_model.bound_c * (u_out * r + term + eta))
+
+
+def forward_case(
+    op: OpSpec,
+    case: BoundInputs,
+    *,
+    words_only: bool = False,
+    output: np.ndarray | None = None,
+    first_dims: tuple[str | int, ...] | None = None,
+) -> ForwardCase:
+    """The case as the forward bound's terms see it. For the words of a failure (`words_only`, with the
+    `output` and `first_dims`), n is not worked out: no term's words read it, and a custom family's dims need
+    not give it."""
+    n = 1 if words_only else contracted_length(op, case.dims, case.reference)
     family = op.error_model.family or Family.ELEMENTWISE
+    u_acc = accumulator_roundoff(op, case.case_dtype)
+    return ForwardCase(op, case, family, u_acc, n, output=output, first_dims=first_dims)
+
+
+def _family_term(case: ForwardCase) -> tuple[ForwardCase, np.ndarray]:
+    """The family's own term (module docstring's g(n) u_acc S + k_f u_acc |r|, each family's S), and the case
+    with the family's scale S where it has one."""
+    op, b, r, n, u_acc = case.op, case.bound, case.absolute, case.n, case.u_acc
+    k_f = op.error_model.transcendental_ulps
+    g = float(n) if b.correlated else sqrt(n)
+    family = case.family
     if family is Family.ELEMENTWISE:
         # Internal cancellation is bounded by the operands' magnitude: the inputs that feed each element (by
         # shape, broadcasting or dim names), so an output shaped like no input (concat(q', k')) keeps it too.
-        magnitude = input_magnitude(op, case.inputs, r.shape)
+        magnitude = input_magnitude(op, b.inputs, r.shape)
         scale = r if magnitude is None else np.maximum(r, magnitude)
-        term = (1.0 + k_f) * u_acc * scale
-        term = term + intermediates.elementwise_term(
-            op, case.case_dtype, case.reference, case.reference_abs, case.inputs, case.linear_inputs
-        )
-    elif family in (Family.MATMUL, Family.REDUCTION, Family.SCAN, Family.ARGMAX):
-        scale = np.abs(case.reference_abs) if case.reference_abs is not None else r * n
+        return case, (1.0 + k_f) * u_acc * scale
+    if family in (Family.MATMUL, Family.REDUCTION, Family.SCAN, Family.ARGMAX):
+        scale = np.abs(b.reference_abs) if b.reference_abs is not None else r * n
         if family is Family.REDUCTION:
             # A statistic computed from a computed mean (a variance, a std) errs by the mean's error, about
             # g u mean|x|, even where the statistic is 0 (the std of a constant row): the square root does not
             # shrink it. The reference on |x| is 0 there.
-            mean = input_magnitude(op, case.inputs, r.shape, np.mean)
+            mean = input_magnitude(op, b.inputs, r.shape, np.mean)
             if mean is not None:
                 scale = np.maximum(scale, mean)
-        term = g * u_acc * scale + k_f * u_acc * r
-        term = term + intermediates.picked_term(op, case.case_dtype, case.reference, case.inputs)
-        if family is Family.REDUCTION:  # a p-norm's terms |x|^p underflowing in the working precision
-            term = term + power_sums.underflow_term(op, case.case_dtype, case.reference, case.inputs)
-        term = term + log_sum_exp.term(op, case.case_dtype, case.reference, case.inputs)
-        if family is Family.MATMUL and case.dot_input_roundoff:
-            term = term + _rounded_dot_inputs(case, scale, n)
-        term = term + flushed.dot_term(op, case.case_dtype, case.inputs, n, r.shape)  # bf16: DAZ/FTZ
-    elif family is Family.SOFTMAX:
-        x = next(iter(case.inputs.values()))
+        return replace(case, scale=scale), g * u_acc * scale + k_f * u_acc * r
+    if family is Family.SOFTMAX:
+        x = next(iter(b.inputs.values()))
         spread = np.zeros_like(r)
         if x.shape == r.shape and x.size:
-            axis = row_axis(case.kwargs)
             finite = np.where(np.isfinite(x), x, 0.0)
-            spread = np.abs(finite - finite.max(axis=axis, keepdims=True))
-        term = (k_f + 2.0 + sqrt(n)) * u_acc * r + u_acc * r * spread
-        if x.shape == r.shape and x.size:
-            term = term + intermediates.log_domain_term(
-                op, case.case_dtype, x, case.reference, row_axis(case.kwargs)
-            )
-    elif family is Family.NORM:
-        x = next(iter(case.inputs.values()))
-        # Outputs shaped unlike the normalised input (concat(q', k')): the magnitude of each output row.
-        scale = r.copy() if x.shape == r.shape else np.broadcast_to(r.max(axis=-1, keepdims=True), r.shape)
-        if x.shape == r.shape and x.size:
-            axis = row_axis(case.kwargs)
-            eps = float(case.kwargs.get("eps", 0.0) or 0.0)  # type: ignore[arg-type]
-            grouped = group_rows(x, case.kwargs)  # group_norm: statistics over groups of channels
-            rows, stat_axis = (grouped, -1) if grouped is not None else (x, axis)
-            mean = rows.mean(axis=stat_axis, keepdims=True)
-            sigma = np.sqrt(((rows - mean) ** 2).mean(axis=stat_axis, keepdims=True) + eps)
-            sigma = np.where(sigma > 0, sigma, 1.0)
-            # The computed mean errs in proportion to the row's mean |x|, not |mean| (rows can cancel).
-            mean_abs = np.abs(rows).mean(axis=stat_axis, keepdims=True)
-            gamma, shift = _affine(case.inputs, x, 1 if grouped is not None else axis)
-            scale = ((mean_abs + np.abs(rows)) / sigma).reshape(x.shape) * gamma + shift
-        term = (g + 2.0 + k_f) * u_acc * np.maximum(scale, r)
-    elif family is Family.ATTENTION:
-        tensors = list(case.inputs.values())
-        q, k = (tensors[0], tensors[1]) if len(tensors) >= 3 else (tensors[0], tensors[0])
-        qk = _max_row_norm(q) * _max_row_norm(k)
-        u_p = (
-            dtypes.info(case.case_dtype).unit_roundoff
-            if case.case_dtype in ("float16", "bfloat16")
-            else u_acc
-        )
-        pv = case.reference_abs if case.reference_abs is not None else r
-        term = (u_p + sqrt(n) * u_acc + 2.0 * u_acc * qk + k_f * u_acc) * np.abs(pv)
-        # Rounded dot inputs: the scores err by 2u|q||k| (through exp, relatively), P V by 2u|P||V|.
-        term = term + 2.0 * case.dot_input_roundoff * (1.0 + qk) * np.abs(pv)
-        # P is rounded to the input dtype before P @ V: where P is subnormal there its error is absolute
-        # (half the smallest subnormal), so add eta_p * sum_j |v_j| (v's keys run along axis -2).
-        v = tensors[-1]
-        if case.case_dtype in ("float16", "bfloat16") and v.ndim >= 2 and v.shape[-1] == r.shape[-1]:
-            eta_p = dtypes.info(case.case_dtype).min_subnormal / 2.0
-            v_sum = np.abs(np.where(np.isfinite(v), v, 0.0)).sum(axis=-2, keepdims=True)
-            try:
-                term = term + eta_p * np.broadcast_to(v_sum, r.shape)
-            except ValueError:
-                term = term + eta_p * float(v_sum.max(initial=0.0))
-        term = term + underflow_term(op, case.case_dtype, v, r.shape, n)
-        term = term + flushed.attention_term(op, case.case_dtype, n)  # bf16: DAZ/FTZ
-    else:  # CUSTOM goes through error_scale hooks (oracle/judge.py); EXACT never gets here
-        term = (1.0 + k_f) * u_acc * r
-    if family is not Family.ELEMENTWISE:
-        # Products and partial sums that underflow in the accumulator each lose up to half its smallest
-        # subnormal, in absolute terms: n of them at most.
-        term = term + n * _accumulator_floor(op, case.case_dtype)
-    term = term + declared_intermediates.term(op, u_acc, case.dims, case.kwargs, case.reference)
-    return np.asarray(op.error_model.bound_c * (u_out * r + term + eta))
+            spread = np.abs(finite - finite.max(axis=row_axis(b.kwargs), keepdims=True))
+        return case, (k_f + 2.0 + sqrt(n)) * u_acc * r + u_acc * r * spread
+    if family is Family.NORM:
+        return case, (g + 2.0 + k_f) * u_acc * np.maximum(_norm_scale(b, r), r)
+    if family is Family.ATTENTION:
+        return case, _attention_term(b, r, n, u_acc, k_f)
+    # CUSTOM goes through error_scale hooks (oracle/judge.py); EXACT never gets here
+    return case, (1.0 + k_f) * u_acc * r
+
+
+def _norm_scale(b: BoundInputs, r: np.ndarray) -> np.ndarray:
+    """A norm's S: (mean|x| + |x|) / sigma per row, times gamma, plus the shift."""
+    x = next(iter(b.inputs.values()))
+    # Outputs shaped unlike the normalised input (concat(q', k')): the magnitude of each output row.
+    scale = r.copy() if x.shape == r.shape else np.broadcast_to(r.max(axis=-1, keepdims=True), r.shape)
+    if x.shape == r.shape and x.size:
+        axis = row_axis(b.kwargs)
+        eps = _float_kwarg(b.kwargs, "eps")
+        grouped = group_rows(x, b.kwargs)  # group_norm: statistics over groups of channels
+        rows, stat_axis = (grouped, -1) if grouped is not None else (x, axis)
+        mean = rows.mean(axis=stat_axis, keepdims=True)
+        sigma = np.sqrt(((rows - mean) ** 2).mean(axis=stat_axis, keepdims=True) + eps)
+        sigma = np.where(sigma > 0, sigma, 1.0)
+        # The computed mean errs in proportion to the row's mean |x|, not |mean| (rows can cancel).
+        mean_abs = np.abs(rows).mean(axis=stat_axis, keepdims=True)
+        gamma, shift = _affine(b.inputs, x, 1 if grouped is not None else axis)
+        scale = ((mean_abs + np.abs(rows)) / sigma).reshape(x.shape) * gamma + shift
+    return scale
+
+
+def _attention_term(b: BoundInputs, r: np.ndarray, n: int, u_acc: float, k_f: float) -> np.ndarray:
+    """Attention's own term: the scores' roundings through exp and P V's, rounded dot inputs, and P rounded to a
+    16-bit input dtype before P @ V."""
+    tensors = list(b.inputs.values())
+    q, k = (tensors[0], tensors[1]) if len(tensors) >= 3 else (tensors[0], tensors[0])
+    qk = _max_row_norm(q) * _max_row_norm(k)
+    sixteen = b.case_dtype in ("float16", "bfloat16")
+    u_p = dtypes.info(b.case_dtype).unit_roundoff if sixteen else u_acc
+    pv = b.reference_abs if b.reference_abs is not None else r
+    term = (u_p + sqrt(n) * u_acc + 2.0 * u_acc * qk + k_f * u_acc) * np.abs(pv)
+    # Rounded dot inputs: the scores err by 2u|q||k| (through exp, relatively), P V by 2u|P||V|.
+    term = term + 2.0 * b.dot_input_roundoff * (1.0 + qk) * np.abs(pv)
+    # P is rounded to the input dtype before P @ V: where P is subnormal there its error is absolute
+    # (half the smallest subnormal), so add eta_p * sum_j |v_j| (v's keys run along axis -2).
+    v = tensors[-1]
+    if sixteen and v.ndim >= 2 and v.shape[-1] == r.shape[-1]:
+        eta_p = dtypes.info(b.case_dtype).min_subnormal / 2.0
+        v_sum = np.abs(np.where(np.isfinite(v), v, 0.0)).sum(axis=-2, keepdims=True)
+        try:
+            term = term + eta_p * np.broadcast_to(v_sum, r.shape)
+        except ValueError:
+            term = term + eta_p * float(v_sum.max(initial=0.0))
+    return np.asarray(term)
+
+
+def _float_kwarg(kwargs: Mapping[str, object], name: str) -> float:
+    """A numeric kwarg as a float, 0 where absent or falsy."""
+    value = kwargs.get(name, 0.0) or 0.0
+    if not isinstance(value, SupportsFloat | str):
+        raise TypeError(f"kwarg `{name}` = {value!r} is not a number")
+    return float(value)
 
 
 _SHIFT_NAMES = ("bias", "beta", "shift", "b")
-_FP32_MIN_NORMAL = 2.0**-126
-
-
-def _rounded_dot_inputs(case: BoundInputs, scale: np.ndarray, n: int) -> np.ndarray:
-    """What rounding a product's inputs (TF32) adds: 2u per product relative to |a||b|, and below fp32's
-    smallest normal an absolute u * 2^-126 per input, times the largest other operand, n times."""
-    u = case.dot_input_roundoff
-    largest = sum(
-        float(np.max(np.abs(np.where(np.isfinite(x), x, 0.0)), initial=0.0)) for x in case.inputs.values()
-    )
-    return 2.0 * u * scale + u * _FP32_MIN_NORMAL * n * largest
 
 
 def _affine(inputs: Mapping[str, np.ndarray], x: np.ndarray, axis: int) -> tuple[float, np.ndarray]:
@@ -288,12 +287,6 @@ def _affine(inputs: Mapping[str, np.ndarray], x: np.ndarray, axis: int) -> tuple
         else:
             gamma = max(gamma, float(np.abs(w).max(initial=0.0)))
     return gamma, shift
-
-
-def _accumulator_floor(op: OpSpec, case_dtype: str) -> float:
-    name = op.error_model.accumulator or ("float32" if case_dtype in ("float16", "bfloat16") else case_dtype)
-    info = dtypes.info(name)
-    return _half_subnormal(info.min_subnormal) if info.is_float else 0.0
 
 
 def _max_row_norm(x: np.ndarray) -> float:

@@ -15,9 +15,10 @@ from gpuemu_ci.config.model import Layout, OpSpec, Validation
 from gpuemu_ci.fuzz.case import CaseInputs
 from gpuemu_ci.oracle import bounds
 from gpuemu_ci.oracle.gradients import GradientCase, judge_gradients
-from gpuemu_ci.oracle.model import CaseVerdict, ErrorStats, FailureKind
+from gpuemu_ci.oracle.model import CaseVerdict, ErrorStats
 from gpuemu_ci.plan.model import CaseStratum, ValueMode
 from gpuemu_ci.results.base import json_float
+from gpuemu_ci.results.model import FailureKind
 
 Gradients = tuple[np.ndarray, ...]
 
@@ -85,6 +86,7 @@ def with_gradients(
 
 
 def gradient_figures(gradient_stats: tuple[tuple[str, ErrorStats], ...]) -> tuple[GradientFigure, ...]:
+    """The per-gradient figures a CaseReport records: the rule that judged each gradient, its headroom and error."""
     return tuple(
         GradientFigure(
             of=name,

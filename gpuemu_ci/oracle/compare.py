@@ -7,10 +7,13 @@ result lies within the allowance of the overflow threshold is accepted (both rou
 
 from __future__ import annotations
 
+from typing import SupportsFloat
+
 import numpy as np
 
 from gpuemu_ci import dtypes
-from gpuemu_ci.oracle.model import Comparator, ErrorStats, FailureKind, Finding
+from gpuemu_ci.oracle.model import Comparator, ErrorStats, Finding
+from gpuemu_ci.results.model import FailureKind
 
 # Defaults for allclose when neither the op nor [validation.tolerances] sets one (upstream's Python defaults).
 DEFAULT_TOLERANCES = {
@@ -22,6 +25,7 @@ DEFAULT_TOLERANCES = {
 
 
 def to_float64(array: np.ndarray) -> np.ndarray:
+    """The array as float64 (exact for every float dtype the tool judges)."""
     return np.asarray(array).astype(np.float64)
 
 
@@ -89,6 +93,7 @@ def compare(
         exceeded=exceeded,
         total=total,
         allowed_at_worst=float(allowed[worst]) if worst is not None else None,
+        ratio=np.where(nonfinite_bad, np.inf, ratio),
     )
     if exceeded:
         assert worst is not None
@@ -126,6 +131,7 @@ def _compare_finite(
         exceeded=exceeded,
         total=total,
         allowed_at_worst=float(allowed[worst]),
+        ratio=ratio,
     )
     findings = []
     if exceeded:
@@ -165,6 +171,7 @@ def compare_exact(
         exceeded=count,
         total=total,
         allowed_at_worst=0.0 if count else None,
+        ratio=np.where(differ, np.inf, 0.0),  # no allowance: every difference is over it
     )
     findings = []
     if count and worst is not None:
@@ -179,6 +186,7 @@ def compare_exact(
 
 
 def allclose_allowance(reference: np.ndarray, atol: float, rtol: float) -> np.ndarray:
+    """atol + rtol |r| per element: the ALLCLOSE comparator's allowance."""
     return atol + rtol * np.abs(np.asarray(reference, dtype=np.float64))
 
 
@@ -193,7 +201,9 @@ def _argmax(values: np.ndarray) -> tuple[int, ...]:
 
 
 def _fmt(value: object) -> str:
+    if not isinstance(value, SupportsFloat | str):
+        return repr(value)
     try:
-        return f"{float(value):.9g}"  # type: ignore[arg-type]
+        return f"{float(value):.9g}"
     except (TypeError, ValueError):
         return repr(value)

@@ -37,7 +37,8 @@ import numpy as np
 
 from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Family, OpSpec
-from gpuemu_ci.oracle import bounds, precision
+from gpuemu_ci.oracle import precision
+from gpuemu_ci.oracle.terms import row_axis
 from gpuemu_ci.rng import SeededRng
 
 MOVED_DRAWS = 3
@@ -86,7 +87,7 @@ def shifted_inputs(
     """The inputs that move relative to their row's largest value, with the row's axis: a softmax's first."""
     if op.error_model.family is not Family.SOFTMAX or not logical:
         return {}
-    return {next(iter(logical)): bounds.row_axis(kwargs)}
+    return {next(iter(logical)): row_axis(kwargs)}
 
 
 def moved_inputs(

@@ -25,6 +25,7 @@ import numpy as np
 from gpuemu_ci import dtypes
 from gpuemu_ci.config.expressions import LaunchError, evaluate
 from gpuemu_ci.config.model import Intermediate, IntermediateEffect, OpSpec
+from gpuemu_ci.oracle.terms import Allowance, ForwardCase, GradientTermCase
 
 ROTATION_ROUNDINGS = 4.0
 SCALE_ROUNDINGS = 2.0
@@ -159,3 +160,51 @@ def _rank_correlation(a: np.ndarray, b: np.ndarray) -> float:
     ranks_b -= ranks_b.mean()
     scale = float(np.sqrt((ranks_a**2).sum() * (ranks_b**2).sum()))
     return float((ranks_a * ranks_b).sum() / scale) if scale > 0 and np.ptp(b) > 0 else 0.0
+
+
+class DeclaredIntermediates:
+    """The bound term of the quantities an op declares it computes in a precision of its own (module
+    docstring), and, where a failure's error grows with a position, the declaration that would model it."""
+
+    name = "declared_intermediates"
+    models = "`[ops.intermediates]`: declared angles and scales the op computes in its own precision"
+
+    def applies(self, case: ForwardCase) -> bool:
+        """Every family (0 where nothing is declared)."""
+        return True
+
+    def allowance(self, case: ForwardCase) -> Allowance:
+        """term()."""
+        b = case.bound
+        return term(case.op, case.u_acc, b.dims, b.kwargs, b.reference)
+
+    def words(self, case: ForwardCase) -> str:
+        """note(), then suggestion() on the output."""
+        b = case.bound
+        said = note(case.op, case.u_acc, b.dims, b.kwargs)
+        if case.output is not None:
+            said += suggestion(case.op, case.u_acc, b.kwargs, case.first_dims, case.output, b.reference)
+        return said
+
+
+class DeclaredGradientIntermediates:
+    """The gradient's term of declared intermediates (a rotation's gradient rotates back by the same angle)."""
+
+    name = "declared_intermediates"
+    models = "`[ops.intermediates]` in the gradient: the same declared angles and scales"
+
+    def applies(self, case: GradientTermCase) -> bool:
+        """Every family (0 where nothing is declared)."""
+        return True
+
+    def allowance(self, case: GradientTermCase) -> Allowance:
+        """term() on the gradient."""
+        return term(case.op, case.u_acc, case.dims, case.kwargs, case.reference)
+
+    def words(self, case: GradientTermCase) -> str:
+        """Nothing (the forward's failure names the declaration)."""
+        return ""
+
+
+TERM = DeclaredIntermediates()
+GRADIENT_TERM = DeclaredGradientIntermediates()

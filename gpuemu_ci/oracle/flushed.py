@@ -23,7 +23,9 @@ import numpy as np
 
 from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Family, OpSpec
+from gpuemu_ci.oracle.model import Comparator
 from gpuemu_ci.oracle.precision import input_magnitude
+from gpuemu_ci.oracle.terms import Allowance, ForwardCase, GradientTermCase
 
 
 def flushes(op: OpSpec, case_dtype: str) -> bool:
@@ -107,3 +109,48 @@ def note(op: OpSpec, case_dtype: str) -> str:
         f"; it allows subnormal inputs treated as zero and products flushed below the accumulator's smallest normal "
         f"({why}: n × min_normal × the largest operands)"
     )
+
+
+class FlushedProducts:
+    """The bound term of products that treat subnormals as zero (module docstring)."""
+
+    name = "flushed_products"
+    models = "subnormal inputs and products flushed to zero (bfloat16 dot instructions, flush_to_zero)"
+
+    def applies(self, case: ForwardCase) -> bool:
+        """Matrix products (attention's among them) that flush."""
+        return flushes(case.op, case.bound.case_dtype)
+
+    def allowance(self, case: ForwardCase) -> Allowance:
+        """dot_term for a matmul, attention_term for attention."""
+        b = case.bound
+        if case.family is Family.ATTENTION:
+            return attention_term(case.op, b.case_dtype, case.n)
+        return dot_term(case.op, b.case_dtype, b.inputs, case.n, b.reference.shape)
+
+    def words(self, case: ForwardCase) -> str:
+        """note()."""
+        return note(case.op, case.bound.case_dtype)
+
+
+class FlushedGradientProducts:
+    """The gradient's bound term of products that treat subnormals as zero (gradient_term)."""
+
+    name = "flushed_products"
+    models = "a flushing product's gradient: operands and upstream gradient below the normal range as zero"
+
+    def applies(self, case: GradientTermCase) -> bool:
+        """Gradients of matrix products that flush."""
+        return flushes(case.op, case.dtype)
+
+    def allowance(self, case: GradientTermCase) -> Allowance:
+        """gradient_term()."""
+        return gradient_term(case.op, case.dtype, case.inputs.values(), case.upstream, case.n)
+
+    def words(self, case: GradientTermCase) -> str:
+        """note(), where the structure bound judged the gradient and it exceeded its allowance."""
+        return note(case.op, case.dtype) if case.mismatched and case.rule is Comparator.BOUND else ""
+
+
+TERM = FlushedProducts()
+GRADIENT_TERM = FlushedGradientProducts()

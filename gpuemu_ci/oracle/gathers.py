@@ -27,6 +27,8 @@ import numpy as np
 from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Family, OpSpec, ValueKind
 from gpuemu_ci.oracle import bounds
+from gpuemu_ci.oracle.model import Comparator
+from gpuemu_ci.oracle.terms import GradientTermCase, SpeaksOnly
 
 
 def index_elements(op: OpSpec, dims: Mapping[str, int], name: str) -> int:
@@ -108,3 +110,20 @@ def note(op: OpSpec, case_dtype: str, dims: Mapping[str, int], name: str, grad_d
         f"; the allowance includes {op.error_model.bound_c:g} × √n × u × the sum of |terms|, a scatter-add "
         f"accumulated in {where}, n {counted}{ties}"
     )
+
+
+class ScatteredTerms(SpeaksOnly):
+    """The words of a scatter-added gradient; its allowance (scatter_floor) is the baseline-relative rule's
+    floor (gradients.judge_gradients), not a term of the structure bound."""
+
+    name = "scattered_terms"
+    models = "a gather's gradient scatter-added: sqrt(n) u sum|terms|, n the terms routed to each element"
+
+    def words(self, case: GradientTermCase) -> str:
+        """note(), for gradients judged by the baseline-relative rule."""
+        if case.rule is Comparator.BOUND:
+            return ""
+        return note(case.op, case.dtype, case.dims, case.name, case.grad_dtype)
+
+
+TERM = ScatteredTerms()

@@ -26,6 +26,7 @@ import numpy as np
 
 from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import INPUT_DTYPE, OpSpec
+from gpuemu_ci.oracle.terms import GradientTermCase, SpeaksOnly
 
 
 def declared_dtype(op: OpSpec, name: str, grad_dtype: str) -> str | None:
@@ -80,3 +81,18 @@ def note(op: OpSpec, dims: Mapping[str, int], name: str, grad_dtype: str, correl
         f"; it includes the declared {declared} accumulator of this gradient (grad_accumulators): "
         f"{'n' if correlated else 'sqrt(n)'} u S, n = {n} terms, S the sum of their magnitudes"
     )
+
+
+class DeclaredGradientAccumulators(SpeaksOnly):
+    """The words of a gradient accumulated in a declared low-precision dtype; its allowance (term()) is added by
+    either rule after its own bound (gradients.judge_gradients), outside the structure bound's c."""
+
+    name = "declared_grad_accumulators"
+    models = "`grad_accumulators`: a gradient's sums kept in a declared low-precision dtype"
+
+    def words(self, case: GradientTermCase) -> str:
+        """note()."""
+        return note(case.op, case.dims, case.name, case.grad_dtype, case.correlated)
+
+
+TERM = DeclaredGradientAccumulators()

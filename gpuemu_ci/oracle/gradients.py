@@ -32,23 +32,22 @@ from gpuemu_ci.oracle import (
     attention_grads,
     bounds,
     constant_rows,
-    declared_intermediates,
-    flushed,
     gathers,
     gradient_accumulators,
-    intermediates,
     norm_rows,
     overflow,
     precision,
     row_statistics,
-    saved_softmax,
     ties,
 )
 from gpuemu_ci.oracle.argmax import axis_of
 from gpuemu_ci.oracle.compare import compare
+from gpuemu_ci.oracle.gradient_terms import GRADIENT_TERMS
 from gpuemu_ci.oracle.invariants import bias_z, lean_ulp
-from gpuemu_ci.oracle.model import Comparator, ErrorStats, FailureKind, Finding
+from gpuemu_ci.oracle.model import Comparator, ErrorStats, Finding
 from gpuemu_ci.oracle.nonfinite_rules import nonfinite_rules
+from gpuemu_ci.oracle.terms import GradientTermCase, add_terms, words_of
+from gpuemu_ci.results.model import FailureKind
 
 STRUCTURED = frozenset({Family.MATMUL, Family.ELEMENTWISE, Family.SOFTMAX, Family.NORM})
 ROW_WISE = frozenset({Family.SOFTMAX, Family.NORM})
@@ -90,6 +89,8 @@ class GradientCase:
 
 @dataclass(frozen=True)
 class GradientVerdict:
+    """What judging a case's gradients found, and the figures of each gradient judged."""
+
     findings: tuple[Finding, ...]
     stats: tuple[tuple[str, ErrorStats], ...]  # (input name, stats) per judged gradient
 
@@ -101,6 +102,8 @@ def judge_gradients(
     rerun: tuple[np.ndarray, ...] | None,
     validation: Validation,
 ) -> GradientVerdict:
+    """Judge every gradient of a `backward = true` case (module docstring: the `bound` or `baseline_relative`
+    rule, the list's terms, the bias test) and the determinism of a re-run."""
     findings: list[Finding] = []
     stats: list[tuple[str, ErrorStats]] = []
     low_cache: list[tuple[np.ndarray, ...] | None] = []
@@ -188,13 +191,7 @@ def judge_gradients(
         said = _measured_words(op, case.dtype) if low_cache and low_cache[0] is not None else ""
         said += saved.words
         mismatched = any(f.kind is FailureKind.MISMATCH for f in found)
-        said += saved_softmax.words(op, op.output_dtype or case.dtype, _forward(case), name, r, mismatched)
-        said += gradient_accumulators.note(op, case.dims, name, expected_dtype, case.correlated)
-        said += norm_rows.words(op, case.dtype, _forward(case), name, r, mismatched)
-        if rule is Comparator.BOUND and mismatched:
-            said += flushed.note(op, case.dtype)
-        if rule is not Comparator.BOUND:
-            said += gathers.note(op, case.dtype, case.dims, name, expected_dtype)
+        said += words_of(GRADIENT_TERMS, _term_case(op, case, name, r, expected_dtype, mismatched=mismatched))
         model = attention_cache[0] if attention_cache else None
         if model is not None and name in model.allowances:
             said += model.words()
@@ -318,21 +315,53 @@ def structure_bound(
         term = (g + 2.0 + k_f) * u_acc * scale
     elif op.error_model.family is Family.ELEMENTWISE:
         term = (1.0 + k_f) * u_acc * scale  # as the forward's elementwise bound, at the terms' scale
-        # ... and its 16-bit intermediates (kl_div's log(target) rounded to float16 before `- logp + 1`, and its
-        # `g * target` below float16's normal range).
-        term = term + intermediates.rounded_terms(op, case.dtype, scale, _upstream_times_input(case, name, r))
-    term = term + declared_intermediates.term(op, u_acc, case.dims, case.kwargs, r)  # a rotation's gradient
     eta = row_statistics.gradient_floor(op, case.dtype, grad_dtype)
     eta += n * dtypes.info("float32").min_subnormal / 2.0
     saved_mean = norm.saved_mean if norm is not None else 0.0
     saved_mean = saved_mean + (rstd.saved if rstd is not None else 0.0)
-    saved_output = saved_softmax.term(op, op.output_dtype or case.dtype, _forward(case), name, r)
-    if saved_output is not None:
-        term = term + saved_output
-    term = term + flushed.gradient_term(
-        op, case.dtype, case.inputs.values(), case.upstream, n
-    )  # bf16: DAZ/FTZ
+    # ... then the list's terms: an elementwise op's 16-bit intermediates (kl_div's log(target) rounded to
+    # float16 before `- logp + 1`, its `g * target` below float16's normal range), a rotation's gradient, the
+    # saved softmax output, flushed products (bf16: DAZ/FTZ).
+    products = _upstream_times_input(case, name, r) if op.error_model.family is Family.ELEMENTWISE else None
+    term_case = _term_case(op, case, name, r, grad_dtype, n=n, u_acc=u_acc, scale=scale, products=products)
+    term = add_terms(GRADIENT_TERMS, term_case, term)
     return op.error_model.bound_c * (u_g * magnitude + term + eta + saved_mean)
+
+
+def _term_case(
+    op: OpSpec,
+    case: GradientCase,
+    name: str,
+    r: np.ndarray,
+    grad_dtype: str,
+    *,
+    n: int = 1,
+    u_acc: float = 0.0,
+    scale: np.ndarray | None = None,
+    products: np.ndarray | None = None,
+    mismatched: bool = False,
+) -> GradientTermCase:
+    """One gradient as the list's terms see it: with the structure bound's n, u_acc, scale and products for its
+    allowance, or whether it mismatched for its words."""
+    return GradientTermCase(
+        op,
+        case.dtype,
+        name,
+        r,
+        grad_dtype,
+        rule_for(op),
+        dims=case.dims,
+        kwargs=case.kwargs,
+        inputs=case.inputs,
+        upstream=case.upstream,
+        forward=_forward(case),
+        correlated=case.correlated,
+        n=n,
+        u_acc=u_acc,
+        scale=scale,
+        products=products,
+        mismatched=mismatched,
+    )
 
 
 def _upstream_times_input(case: GradientCase, name: str, r: np.ndarray) -> np.ndarray | None:

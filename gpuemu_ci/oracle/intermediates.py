@@ -36,6 +36,7 @@ from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Family, InputSpec, OpSpec, ValueKind
 from gpuemu_ci.oracle import stored_log_sum
 from gpuemu_ci.oracle.precision import input_magnitude
+from gpuemu_ci.oracle.terms import Allowance, ForwardCase, GradientTermCase, row_axis
 
 # A function value (a cos, a log), a product and a sum, each rounded once at the terms' scale.
 ROUNDINGS = 3.0
@@ -187,3 +188,62 @@ def note(op: OpSpec, case_dtype: str) -> str:
             "x_t - lse (no accumulator declared) at |r| + 2 max|x|"
         )
     return ""
+
+
+_PICKING = frozenset({Family.MATMUL, Family.REDUCTION, Family.SCAN, Family.ARGMAX})
+
+
+class RoundedIntermediates:
+    """The bound term of an op rounding its intermediates to a 16-bit case dtype (module docstring): an
+    elementwise op's terms, a reduction's picked values, a log-softmax row's x - lse."""
+
+    name = "rounded_intermediates"
+    models = "intermediates rounded to a 16-bit case dtype (no accumulator declared)"
+
+    def applies(self, case: ForwardCase) -> bool:
+        """Elementwise, matmul-like families, and softmax rows shaped like their input."""
+        if case.family is Family.SOFTMAX:
+            x = next(iter(case.bound.inputs.values()))
+            return bool(x.shape == case.bound.reference.shape and x.size)
+        return case.family is Family.ELEMENTWISE or case.family in _PICKING
+
+    def allowance(self, case: ForwardCase) -> Allowance:
+        """The family's own model of those roundings."""
+        b = case.bound
+        if case.family is Family.ELEMENTWISE:
+            return elementwise_term(
+                case.op, b.case_dtype, b.reference, b.reference_abs, b.inputs, b.linear_inputs
+            )
+        if case.family is Family.SOFTMAX:
+            x = next(iter(b.inputs.values()))
+            return log_domain_term(case.op, b.case_dtype, x, b.reference, row_axis(b.kwargs))
+        return picked_term(case.op, b.case_dtype, b.reference, b.inputs)
+
+    def words(self, case: ForwardCase) -> str:
+        """note()."""
+        return note(case.op, case.bound.case_dtype)
+
+
+class RoundedGradientIntermediates:
+    """The gradient's term of an elementwise op rounding its intermediates to a 16-bit case dtype
+    (rounded_terms)."""
+
+    name = "rounded_intermediates"
+    models = "an elementwise backward's intermediates rounded to a 16-bit case dtype, and its |g x| products"
+
+    def applies(self, case: GradientTermCase) -> bool:
+        """Elementwise ops."""
+        return case.op.error_model.family is Family.ELEMENTWISE
+
+    def allowance(self, case: GradientTermCase) -> Allowance:
+        """rounded_terms() at the structure bound's scale."""
+        scale = case.scale if case.scale is not None else np.abs(case.reference)
+        return rounded_terms(case.op, case.dtype, scale, case.products)
+
+    def words(self, case: GradientTermCase) -> str:
+        """Nothing: the forward's failure names them."""
+        return ""
+
+
+TERM = RoundedIntermediates()
+GRADIENT_TERM = RoundedGradientIntermediates()

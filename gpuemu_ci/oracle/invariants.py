@@ -9,7 +9,8 @@ import numpy as np
 
 from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Invariants
-from gpuemu_ci.oracle.model import FailureKind, Finding
+from gpuemu_ci.oracle.model import Finding
+from gpuemu_ci.results.model import FailureKind
 
 
 def check_invariants(

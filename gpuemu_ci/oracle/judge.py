@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -11,24 +12,16 @@ from gpuemu_ci import dtypes
 from gpuemu_ci.calls import CallResult, CallStatus, CaseRun
 from gpuemu_ci.config.model import Family, OpSpec, Validation
 from gpuemu_ci.fuzz.shapes import shape_of
-from gpuemu_ci.oracle import (
-    bounds,
-    conditioning,
-    declared_intermediates,
-    flushed,
-    intermediates,
-    log_sum_exp,
-    overflow,
-    power_sums,
-    precision,
-    tolerance_hint,
-)
+from gpuemu_ci.oracle import bounds, conditioning, overflow, precision, tolerance_hint
 from gpuemu_ci.oracle.argmax import axis_of as argmax_axis
 from gpuemu_ci.oracle.argmax import compare_argmax
 from gpuemu_ci.oracle.compare import DEFAULT_TOLERANCES, allclose_allowance, compare, compare_exact
+from gpuemu_ci.oracle.forward_terms import FORWARD_TERMS
 from gpuemu_ci.oracle.invariants import bias_z, check_invariants
-from gpuemu_ci.oracle.model import CaseVerdict, Comparator, ErrorStats, FailureKind, Finding
+from gpuemu_ci.oracle.model import CaseVerdict, Comparator, ErrorStats, Finding
 from gpuemu_ci.oracle.nonfinite_rules import nonfinite_rules
+from gpuemu_ci.oracle.terms import words_of
+from gpuemu_ci.results.model import FailureKind
 
 STATUS_KIND = {
     CallStatus.CRASHED: FailureKind.CRASHED,
@@ -60,6 +53,8 @@ class CaseContext:
 
 
 def comparator_for(op: OpSpec, dtype: str) -> Comparator:
+    """The comparator that judges the op's outputs at this dtype: argmax, exact, allclose (tolerances, or no
+    family), baseline-relative (a naive implementation) or the family bound."""
     if op.error_model.family is Family.ARGMAX:
         return Comparator.ARGMAX
     if op.error_model.family is Family.EXACT or not dtypes.info(op.output_dtype or dtype).is_float:
@@ -276,26 +271,24 @@ def _compare_one(
             Finding(f.kind, f.message + explain(stats.worst_index)) if f.kind is FailureKind.MISMATCH else f
             for f in findings
         ]
-    said = (
-        intermediates.note(op, case.dtype)
-        + flushed.note(op, case.dtype)
-        + power_sums.note(op, case.dtype, r, _float_inputs(case))
-        + log_sum_exp.note(op, case.dtype, r, _float_inputs(case))
-        + declared_intermediates.note(op, bounds.accumulator_roundoff(op, case.dtype), case.dims, case.kwargs)
-        if comparator is Comparator.BOUND and any(f.kind is FailureKind.MISMATCH for f in findings)
-        else ""
-    )
-    if comparator is Comparator.ALLCLOSE and any(f.kind is FailureKind.MISMATCH for f in findings):
-        said += tolerance_hint.note(op)
-    if comparator is Comparator.BOUND and any(f.kind is FailureKind.MISMATCH for f in findings):
-        said += declared_intermediates.suggestion(
-            op, bounds.accumulator_roundoff(op, case.dtype), case.kwargs, _dims_like(op, case, r), y, r
-        )
+    mismatched = any(f.kind is FailureKind.MISMATCH for f in findings)
+    said = ""
+    if comparator is Comparator.BOUND and mismatched:
+        said = _bound_words(op, case, y, r, output_dtype)
+    elif comparator is Comparator.ALLCLOSE and mismatched:
+        said = tolerance_hint.note(op)
     if said:
         findings = [
             Finding(f.kind, f.message + said) if f.kind is FailureKind.MISMATCH else f for f in findings
         ]
     return stats, findings
+
+
+def _bound_words(op: OpSpec, case: CaseContext, y: np.ndarray, r: np.ndarray, output_dtype: str) -> str:
+    """What the forward bound's terms (forward_terms.FORWARD_TERMS) say about a failed output."""
+    bound = bounds.BoundInputs(r, _float_inputs(case), None, case.dims, case.kwargs, output_dtype, case.dtype)
+    term_case = bounds.forward_case(op, bound, words_only=True, output=y, first_dims=_dims_like(op, case, r))
+    return words_of(FORWARD_TERMS, term_case)
 
 
 def _family_allowance(
@@ -393,18 +386,7 @@ def _with_empirical(
 
 
 def _with_bias(stats: ErrorStats | None, z: float) -> ErrorStats | None:
-    if stats is None:
-        return None
-    return ErrorStats(
-        stats.comparator,
-        stats.headroom,
-        stats.max_abs_error,
-        stats.worst_index,
-        stats.exceeded,
-        stats.total,
-        stats.allowed_at_worst,
-        z,
-    )
+    return None if stats is None else dataclasses.replace(stats, bias_z=z)
 
 
 def _determinism(outputs: tuple[np.ndarray, ...], rerun: CallResult) -> list[Finding]:

@@ -28,6 +28,7 @@ import numpy as np
 from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Family, OpSpec
 from gpuemu_ci.oracle.intermediates import rounds_in_case_dtype
+from gpuemu_ci.oracle.terms import Allowance, ForwardCase, OfFamilies
 
 # How closely the float64 reference must equal the rows' log-sum-exp for the model to apply.
 FORM_TOLERANCE = 1e-9
@@ -76,3 +77,24 @@ def note(op: OpSpec, case_dtype: str, reference: np.ndarray, inputs: Mapping[str
         f"; the bound counts the {case_dtype} roundings of a log-sum-exp's intermediates (no accumulator "
         "declared): x - max, exp, the sum and its log, u (log s + sum p (max - x) + 2) per row"
     )
+
+
+class LogSumExpIntermediates(OfFamilies):
+    """The bound term of a log-sum-exp computed one rounded 16-bit intermediate at a time (module docstring)."""
+
+    families = frozenset({Family.REDUCTION})
+    name = "log_sum_exp"
+    models = "a log-sum-exp's x - max, exp, sum and log each rounded to a 16-bit case dtype"
+
+    def allowance(self, case: ForwardCase) -> Allowance:
+        """term()."""
+        b = case.bound
+        return term(case.op, b.case_dtype, b.reference, b.inputs)
+
+    def words(self, case: ForwardCase) -> str:
+        """note()."""
+        b = case.bound
+        return note(case.op, b.case_dtype, b.reference, b.inputs)
+
+
+TERM = LogSumExpIntermediates()

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
+
+import numpy as np
 
 from gpuemu_ci.results.model import FailureKind
 
 
 class Comparator(StrEnum):
+    """How an output is compared with the reference."""
+
     BOUND = "bound"  # a-priori error bound per op family
     ALLCLOSE = "allclose"  # |y - r| <= atol + rtol |r| (explicit or default tolerances)
     EXACT = "exact"  # y == r rounded to the output dtype
@@ -61,14 +65,20 @@ class ErrorStats:
     total: int
     allowed_at_worst: float | None = None
     bias_z: float | None = None
+    # Per element: error / allowance (inf where the non-finite class is wrong), the output's shape; drawn as the
+    # failing case's error map (results/error_map.py). None where the comparator measures no such thing.
+    ratio: np.ndarray | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
 class CaseVerdict:
+    """One case's verdict: whether it passed, what failed, and its figures (the worst output's)."""
+
     passed: bool
     findings: tuple[Finding, ...]
     stats: ErrorStats | None
 
     @property
     def primary(self) -> Finding | None:
+        """The first finding, which names the case's failure kind; None for a pass."""
         return self.findings[0] if self.findings else None

@@ -9,7 +9,8 @@ from collections.abc import Callable
 import numpy as np
 
 from gpuemu_ci.config.model import Validation
-from gpuemu_ci.oracle.model import FailureKind, Finding
+from gpuemu_ci.oracle.model import Finding
+from gpuemu_ci.results.model import FailureKind
 
 
 def nonfinite_rules(output: np.ndarray, reference: np.ndarray, validation: Validation) -> list[Finding]:

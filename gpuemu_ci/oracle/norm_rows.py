@@ -42,12 +42,15 @@ from gpuemu_ci.oracle.row_statistics import (
     norm_rows,
     x_gradient_blur,
 )
+from gpuemu_ci.oracle.terms import GradientTermCase, SpeaksOnly
 
 _U64 = dtypes.info("float64").unit_roundoff
 
 
 @dataclass(frozen=True)
 class Terms:
+    """What a norm's gradient cancels and inherits from statistics saved in the case's dtype."""
+
     scale: np.ndarray  # the terms the gradient cancels (zeros where none is modelled here)
     saved: np.ndarray  # what the rstd rounded to the case's dtype moves the gradient by
     words: str
@@ -150,3 +153,18 @@ def words(
         return ""
     found = terms(op, case_dtype, forward, name, r)
     return "" if found is None else found.words
+
+
+class SavedNormStatistics(SpeaksOnly):
+    """The words of a norm's statistics saved in the case dtype; their allowance widens the structure bound's
+    scale S (gradients.structure_bound takes terms().scale), so the term adds nothing itself."""
+
+    name = "saved_norm_statistics"
+    models = "a norm's mean and rstd saved in the case dtype (widens S, adds the saved rstd's rounding)"
+
+    def words(self, case: GradientTermCase) -> str:
+        """words()."""
+        return words(case.op, case.dtype, case.forward, case.name, case.reference, case.mismatched)
+
+
+TERM = SavedNormStatistics()

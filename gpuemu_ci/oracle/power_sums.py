@@ -28,6 +28,7 @@ import numpy as np
 
 from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Family, OpSpec
+from gpuemu_ci.oracle.terms import Allowance, ForwardCase, OfFamilies
 
 # How closely the reference must follow a p-norm (relative, per row) for the rule to apply.
 FORM_TOLERANCE = 1e-9
@@ -147,3 +148,24 @@ def note(op: OpSpec, case_dtype: str, reference: np.ndarray, inputs: Mapping[str
         f"; the reference is a {found[1]:g}-norm of each row: the bound lets its |x|^p terms underflow in "
         f"{working} (half its smallest subnormal per product, r (1 - (1 - rho)^(1/p)))"
     )
+
+
+class PowerSumUnderflow(OfFamilies):
+    """The bound term of a p-norm's |x|^p terms underflowing in the working precision (module docstring)."""
+
+    families = frozenset({Family.REDUCTION})
+    name = "power_sum_underflow"
+    models = "a p-norm's |x|^p terms underflowing in the working precision"
+
+    def allowance(self, case: ForwardCase) -> Allowance:
+        """underflow_term()."""
+        b = case.bound
+        return underflow_term(case.op, b.case_dtype, b.reference, b.inputs)
+
+    def words(self, case: ForwardCase) -> str:
+        """note()."""
+        b = case.bound
+        return note(case.op, b.case_dtype, b.reference, b.inputs)
+
+
+TERM = PowerSumUnderflow()

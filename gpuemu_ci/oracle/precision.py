@@ -26,7 +26,8 @@ import numpy as np
 
 from gpuemu_ci import dtypes
 from gpuemu_ci.config.model import Family, OpSpec
-from gpuemu_ci.oracle.model import CaseVerdict, FailureKind
+from gpuemu_ci.oracle.model import CaseVerdict
+from gpuemu_ci.results.model import FailureKind
 
 FAMILIES = frozenset(Family) - {Family.EXACT}
 # A kernel rounds an internal quantity (an angle, a mean) in its own order, often a few more times than the

@@ -71,6 +71,8 @@ def gradient_floor(op: OpSpec, case_dtype: str, grad_dtype: str) -> float:
 
 @dataclass(frozen=True)
 class Allowance:
+    """What a saved row statistic adds to a gradient's allowance, and what it says."""
+
     term: np.ndarray | float  # before the bound's c
     words: str  # what it includes, for the failure message
     zero_excused: np.ndarray | None = None  # where a gradient of exactly 0 is the backward's subgradient
@@ -514,6 +516,8 @@ SHIFT_NAMES = ("bias", "beta", "shift", "b")  # a norm's per-column shift, never
 
 @dataclass(frozen=True)
 class NormTerms:
+    """A layer norm's gradient terms: the scale of what it cancels, and a rounded mean's effect."""
+
     scale: np.ndarray  # the terms the gradient cancels (zeros where they are the gradient's own scale)
     saved_mean: np.ndarray  # what x_hat computed from a rounded mean moves the gradient by
 

@@ -20,9 +20,10 @@ from __future__ import annotations
 import numpy as np
 
 from gpuemu_ci import dtypes
-from gpuemu_ci.config.model import OpSpec
+from gpuemu_ci.config.model import Family, OpSpec
 from gpuemu_ci.oracle import row_statistics
 from gpuemu_ci.oracle.row_statistics import Forward
+from gpuemu_ci.oracle.terms import Allowance, GradientTermCase
 
 
 def term(
@@ -54,3 +55,31 @@ def words(
         f"; it includes the rounding of the saved softmax output to {output_dtype}, which the backward computes "
         "from (u_y (|g_ref| + y sum |g| y) for softmax, u_y |y| exp(y) |sum g| for log-softmax)"
     )
+
+
+class SavedSoftmaxOutput:
+    """The gradient's term of the softmax output saved in its dtype, which the backward computes from."""
+
+    name = "saved_softmax_output"
+    models = "a softmax's or log-softmax's output rounded to its dtype and read back by the backward"
+
+    def applies(self, case: GradientTermCase) -> bool:
+        """Gradients of the softmax family."""
+        return case.op.error_model.family is Family.SOFTMAX
+
+    def allowance(self, case: GradientTermCase) -> Allowance:
+        """term(); 0 where the reference's gradient has neither softmax form."""
+        found = term(case.op, _output_dtype(case), case.forward, case.name, case.reference)
+        return 0.0 if found is None else found
+
+    def words(self, case: GradientTermCase) -> str:
+        """words()."""
+        return words(case.op, _output_dtype(case), case.forward, case.name, case.reference, case.mismatched)
+
+
+def _output_dtype(case: GradientTermCase) -> str:
+    """The dtype the forward's output was saved in."""
+    return case.op.output_dtype or case.dtype
+
+
+TERM = SavedSoftmaxOutput()

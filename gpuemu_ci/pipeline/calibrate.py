@@ -38,6 +38,9 @@ class CalibrationRow:
 
 @dataclass(frozen=True)
 class Calibration:
+    """What `gpuemu-ci calibrate` measured: one row per op and dtype, how many cases could not be used, what
+    failures say about the reference, and what was not measured here and why."""
+
     rows: tuple[CalibrationRow, ...]
     unusable: int  # cases that failed or could not be judged: calibrate on a correct kernel
     notes: tuple[str, ...] = ()  # what the failures say about the reference (one per op)

@@ -13,6 +13,8 @@ from gpuemu_ci.results.model import Environment, GitInfo, GpuInfo
 
 
 def environment(gpu: GpuInfo | None) -> Environment:
+    """The environment results record: Python and NumPy versions, platform, interpreter name, and `gpu` (None
+    without one)."""
     return Environment(
         python=platform.python_version(),
         numpy=np.__version__,

@@ -19,6 +19,11 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class Interruption:
+    """SIGINT and SIGTERM turned into a request to stop: used as a context manager around a run, it sets
+    `event` and records the first signal, so the run stops starting cases and writes what it has. A signal
+    that came while the process started counts too. Handlers are installed only from the main thread and
+    restored on exit."""
+
     def __init__(self) -> None:
         self.event = threading.Event()
         self.signal: int | None = None
@@ -26,6 +31,7 @@ class Interruption:
 
     @property
     def name(self) -> str:
+        """The first signal's name (`SIGINT`), or "" when none came."""
         return signal.Signals(self.signal).name if self.signal is not None else ""
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:

@@ -70,6 +70,7 @@ class OpTally:
     gradients: dict[str, GradientResult] = field(default_factory=dict)  # input name -> worst so far
 
     def add(self, ref: CaseRef, report: CaseReport) -> None:
+        """Counts one judged case of this dtype (its outcome, time, headroom and coverage)."""
         self.cases += 1
         self.from_corpus += ref.snapshot is not None
         self.call_us += round(report.call_s * 1e6)
@@ -109,6 +110,7 @@ class OpTally:
             self.max_abs_error = max(self.max_abs_error or 0.0, report.max_abs_error)
 
     def row(self, dtype: str) -> DtypeResult:
+        """The dtype's row of the results: status, counts, worst headroom and coverage."""
         return DtypeResult(
             dtype=dtype,
             status=op_status(self.cases, self.failed, self.errored, self.skipped),
@@ -136,10 +138,13 @@ def skip_summary(report: CaseReport) -> str:
 
 
 def family_of(op: OpSpec) -> str | None:
+    """The op's error-model family as results name it, or None when it declares none."""
     return op.error_model.family.value if op.error_model.family else None
 
 
 def op_detail(total: int, failed: int, errored: int, skipped: int = 0) -> str:
+    """The one-line count of an op's cases, as the summary and progress show it (`7/8 cases passed, 1
+    failed`)."""
     detail = f"{total - failed - errored - skipped}/{total} cases passed"
     if skipped:
         detail += f", {skipped} not judged here"
@@ -173,6 +178,8 @@ class OpCollector:
         self.phase_us: dict[str, int] = {}  # whole microseconds per phase: sums independent of arrival order
 
     def add(self, ref: CaseRef, report: CaseReport) -> None:
+        """Takes one case's report, in any order: counts it per dtype, keeps it if it failed, and notes an op
+        that could not be loaded."""
         self._time(report)
         for how, count in report.triton_launches:
             self.triton_launches[how] = self.triton_launches.get(how, 0) + count
@@ -222,6 +229,9 @@ class OpCollector:
         return earlier < MAX_RECORDED_FAILURES
 
     def result(self, *, cut_short: bool = False) -> OpResult:
+        """The op's result from every report added: the failures in plan order (the first
+        MAX_RECORDED_FAILURES recorded, the others' snapshots deleted), one row per dtype, and the status;
+        `cut_short` when the deadline stopped it."""
         if self.unloadable is not None:
             return self._unloadable(self.unloadable[1])
         self.failing.sort(key=lambda item: item[0].index)
@@ -365,11 +375,14 @@ class SuiteRun:
 
     @property
     def pool(self) -> Pool:
+        """The worker pool, started on first use."""
         if self._pool is None:
             self._pool = self._pool_of()
         return self._pool
 
     def run(self, plans: Sequence[OpPlan]) -> dict[str, OpResult]:
+        """Runs every plan's cases through one pool, all workers busy, and returns each op's result by name;
+        stops starting cases at the deadline or on a signal, and reports progress to the observer."""
         states = [
             _OpState(plan, OpCollector(self.config, plan.op, plan.task.out_dir, require_gpu=self.require_gpu))
             for plan in plans

@@ -51,10 +51,16 @@ def failure_record(config: Config, ref: CaseRef, report: CaseReport) -> Failure:
         output=report.output,
         inputs_digest=report.inputs_digest,
         party=report.party or ("op" if report.outcome == "failed" else None),
+        pattern=report.pattern,
+        error_map=report.error_map,
+        error_map_note=report.error_map_note,
+        where=report.where,
     )
 
 
 def replay_command(config: Config, op_name: str, seed: int, snapshot: Path | None = None) -> str:
+    """The `gpuemu-ci replay` command line that re-runs one case, paths relative to the working directory so
+    it can be pasted where the run ran."""
     # Relative to where the command ran (the repository root in Actions), so it is copy-pasteable there.
     config_arg = os.path.relpath(config.path, Path.cwd())
     command = f"gpuemu-ci replay --config {shlex.quote(config_arg)} --op {shlex.quote(op_name)}"

@@ -26,6 +26,9 @@ __all__ = ["ReplayOutcome", "case_from_snapshot", "classify_layout", "replay", "
 
 @dataclass(frozen=True)
 class ReplayOutcome:
+    """One replayed case: its seed, its report, the message to print, and whether the inputs differed from the
+    recorded case's (then its verdict says nothing about that case)."""
+
     seed: int
     report: CaseReport
     message: str
@@ -52,6 +55,7 @@ class ReplayOutcome:
 
 
 def describe_outcome(report: CaseReport) -> str:
+    """A replayed case's outcome in words, as `gpuemu-ci replay` prints it."""
     if report.outcome == "errored":
         return f"could not judge: {report.message}"
     if report.outcome == "unloadable":
@@ -141,3 +145,26 @@ def _check_dims(op: OpSpec, dims: Mapping[str, int]) -> None:
     missing = {d.name for d in op.shapes.dims if not d.is_derived} - set(dims)
     if missing:
         raise UsageError(f"--dims must give every drawn dim of op {op.name!r}; missing {sorted(missing)}")
+
+
+def explanation(report: CaseReport, out_dir: Path) -> list[str]:
+    """`replay --explain`: what the judge found of where a failing case is wrong (backends/explain.py)."""
+    if report.outcome != "failed" or (report.pattern is None and report.error_map_note is None):
+        why = "it failed without an output to measure (a crash, a timeout, an error)"
+        if report.output is not None:
+            why = f"the failing output is a gradient ({report.output}): not mapped"
+        return [f"explain: no error map: {why}"]
+    lines = ["explain:"]
+    if report.worst_index is not None and report.headroom is not None:
+        lines.append(f"  worst element {tuple(report.worst_index)}: {report.headroom:.3g}x its allowance")
+    if report.exceeded is not None and report.total:
+        lines.append(f"  over the allowance: {report.exceeded} of {report.total} elements")
+    if report.pattern:
+        lines.append(f"  pattern: {report.pattern}")
+    if report.where:
+        lines.append(f"  where in the kernel: {report.where}")
+    if report.error_map:
+        lines.append(f"  error map: {out_dir / report.error_map}")
+    elif report.error_map_note:
+        lines.append(f"  {report.error_map_note}")
+    return lines

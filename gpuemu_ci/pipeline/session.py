@@ -31,6 +31,7 @@ HIP_LAUNCH_UNSUPPORTED = (
 
 
 def needs_gpu(op: OpSpec) -> bool:
+    """Whether the op cannot run without an NVIDIA GPU (it asks for one, or runs on CuPy)."""
     return op.execution.require_gpu or op.targets.framework is Framework.CUPY
 
 
@@ -64,6 +65,7 @@ class Session:
 
     @property
     def out_dir(self) -> Path:
+        """Where the run writes results.json, snapshots and reports."""
         return self.settings.out_dir
 
     @property

@@ -65,6 +65,8 @@ class Settings:
 
     @classmethod
     def resolve(cls, config: Config, options: RunOptions) -> Settings:
+        """The run's settings: the command line's options over the config's values over the defaults (suite,
+        master seed, iterations, deadline, jobs, output directory, ...)."""
         suite = options.suite
         default_iterations = (
             config.ci.quick_iterations if suite is Suite.QUICK else config.ci.thorough_iterations

@@ -30,11 +30,14 @@ _SHARD = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
 @dataclass(frozen=True)
 class Shard:
+    """One shard of a run split across jobs (`--shard K/N`: the K-th of N, 1-based)."""
+
     index: int  # 1-based
     count: int
 
     @classmethod
     def parse(cls, text: str) -> Shard:
+        """Reads `K/N`; a UsageError for anything else, for K outside 1..N, or for N over 10,000."""
         match = _SHARD.match(text)
         if match is None:
             raise UsageError(f"--shard expects K/N (for example 2/4), got {text!r}")

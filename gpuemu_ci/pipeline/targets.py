@@ -26,6 +26,8 @@ def _is_script(spec: str) -> bool:
 
 
 def op_target(op: OpSpec, root: Path) -> CallTarget:
+    """How the worker calls the op: its declared callable, op script or protocol mode, resolved against the
+    project root `root`."""
     framework = op.targets.framework
     script = op.targets.op_script
     if script:
@@ -41,6 +43,8 @@ def op_target(op: OpSpec, root: Path) -> CallTarget:
 
 
 def reference_target(op: OpSpec, root: Path) -> CallTarget:
+    """How the worker calls the reference: a callable or a reference script, always given NumPy float64 arrays
+    (or the protocol target in upstream's protocol modes)."""
     # The reference always receives NumPy float64 arrays, whatever the op's framework.
     spec = op.targets.reference
     if op.targets.execution_mode in PROTOCOL_MODES:
@@ -62,6 +66,7 @@ def _protocol_target(spec: str, root: Path, function: str) -> CallTarget:
 
 
 def naive_target(op: OpSpec, root: Path) -> CallTarget | None:
+    """How the worker calls the op's naive version, or None when the op declares none."""
     if not op.targets.naive:
         return None
     kind = TargetKind.CALLABLE if _is_callable(op.targets.naive) else TargetKind.OP_SCRIPT

@@ -96,6 +96,8 @@ _OCCURRENCE, _CLASS_COUNT = _occurrences()
 
 
 def value_modes(op: OpSpec) -> tuple[ValueMode, ...]:
+    """The value modes the op's cases draw from, in plan order: regular, boundary and every adversarial mode,
+    as far as the op's declared distributions include them."""
     modes: list[ValueMode] = []
     if Distribution.REGULAR in op.shapes.distributions:
         modes.append(ValueMode.REGULAR)

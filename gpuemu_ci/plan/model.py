@@ -26,6 +26,8 @@ class ValueMode(StrEnum):
 
     @property
     def distribution(self) -> str:
+        """The distribution the mode belongs to (`regular`, `boundary` or `adversarial`), as gpuemu.toml names
+        it."""
         return self.value.split(":", 1)[0]
 
 
@@ -70,6 +72,7 @@ class CaseRef:
 
     @property
     def case_id(self) -> str:
+        """The case's id in results and replays: `op/index`, or `op/corpus:<file>` for a pinned case."""
         return (
             f"{self.op}/corpus:{self.snapshot.name}"
             if self.snapshot is not None

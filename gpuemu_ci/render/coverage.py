@@ -14,6 +14,8 @@ MAX_TILE_SIZES_SHOWN = 8
 
 @dataclass(frozen=True)
 class CoverageRow:
+    """One row of a coverage table (one op at one dtype), each cell plain text that the renderer escapes."""
+
     op: str
     dtype: str
     dims: str
@@ -51,6 +53,8 @@ def _sizes(coverage: Coverage) -> str:
 
 
 def coverage_row(op: OpResult, dtype: str, coverage: Coverage) -> CoverageRow:
+    """The coverage row of `op` at `dtype`: the dims' ranges (and the declared maximums the suite never
+    reached), sizes, layouts, value modes and kwargs seen, and notes on caps and cases not run here."""
     declared = coverage.declared_max
     dims = ", ".join(
         (f"{name} {r.min}" if r.min == r.max else f"{name} {r.min}–{r.max}")

@@ -6,10 +6,13 @@ are only emitted for URLs that `escape.safe_url` accepts. Unlike the PR comment,
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import jinja2
 
 from gpuemu_ci.render import escape, text
 from gpuemu_ci.render.coverage import coverage_rows, dtypes_not_run
+from gpuemu_ci.render.error_maps import shown_maps
 from gpuemu_ci.render.links import Links
 from gpuemu_ci.render.templates import compiled_environment
 from gpuemu_ci.results.kernels import KernelStatus
@@ -43,8 +46,9 @@ def _environment() -> jinja2.Environment:
 _ENVIRONMENT = _environment()
 
 
-def render_html(report: Results, links: Links | None = None) -> str:
-    """The whole report as one HTML page."""
+def render_html(report: Results, links: Links | None = None, results_dir: Path | None = None) -> str:
+    """The whole report as one HTML page; the failures' error maps are read from `results_dir` (the directory
+    of results.json) and inlined."""
     links = links or Links()
     return _ENVIRONMENT.get_template("report.html.j2").render(
         report=report,
@@ -68,4 +72,5 @@ def render_html(report: Results, links: Links | None = None) -> str:
         passes=[(op, row) for op in report.ops for row in op.dtypes if row.status is OpStatus.PASSED],
         not_run=dtypes_not_run(report),
         coverage=coverage_rows(report),
+        maps=shown_maps((f for op in report.ops for f in op.failures), results_dir),
     )

@@ -12,6 +12,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
 from gpuemu_ci.render import text
+from gpuemu_ci.render.error_maps import error_map_line
 from gpuemu_ci.render.escape import xml_text
 from gpuemu_ci.results.kernels import KernelResult, KernelStatus
 from gpuemu_ci.results.model import DtypeResult, FailureGroup, OpResult, OpStatus, Results
@@ -198,6 +199,9 @@ def _details(group: FailureGroup | None) -> str:
             f"  shapes {text.dims(failure.shapes)}; strides {text.dims(failure.strides)}; layouts "
             f"{text.pairs(failure.layouts)}; kwargs {text.kwargs(failure)}; values {failure.distribution}",
             f"  case seed {failure.case_seed}; {text.error_vs_allowed(failure)}",
+            *([f"  pattern: {failure.pattern}"] if failure.pattern else []),
+            *([f"  where: {failure.where}"] if failure.where else []),
+            *([f"  {drawn}"] if (drawn := error_map_line(failure)) else []),
             f"  replay: {failure.replay}",
         ]
     if group.unrecorded:

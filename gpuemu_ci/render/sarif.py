@@ -214,6 +214,8 @@ def _op_result(
     if worst is not None:
         message += f"; worst case {worst.case_id}: {text.error_vs_allowed(worst)}"
         message += f" ({text.first_line(worst.message, 300)})" if worst.message else ""
+        message += f". Pattern: {worst.pattern}" if worst.pattern else ""
+        message += f". Where: {worst.where}" if worst.where else ""
         message += f". Replay: {worst.replay}"
     properties: dict[str, Any] = {
         "op": group.op.name,

@@ -9,6 +9,7 @@ import click
 
 from gpuemu_ci.render.baseline_diff import render_text
 from gpuemu_ci.render.describe import describe_inputs
+from gpuemu_ci.render.error_maps import error_map_line
 from gpuemu_ci.render.text import (
     SKIPS_REFUSED,
     dot_precision,
@@ -50,6 +51,8 @@ def shown_path(path: Path) -> Path:
 
 
 def print_summary(results: Results, path: Path) -> None:
+    """Prints the end-of-run summary to stderr: one line per op and kernel with its failures, hints, skips and
+    near-limit warnings; `path` is the results file the summary points to for what it leaves out."""
     style = Style.for_stream(sys.stderr)
 
     def echo(text: str = "") -> None:
@@ -75,6 +78,12 @@ def print_summary(results: Results, path: Path) -> None:
                 f"        {failure.kind} [{failure.dtype}] {inputs} {failure.distribution} seed {failure.case_seed}"
             )
             echo(f"          {first_line[:300]}")
+            if failure.pattern:
+                echo(f"          pattern: {failure.pattern}")
+            if failure.where:
+                echo(f"          where: {failure.where}")
+            if (drawn := error_map_line(failure)) is not None:
+                echo(f"          {drawn}")
             echo(f"          replay: {failure.replay}")
         hidden = len(op.failures) - SHOWN_FAILURES + op.failures_omitted
         if hidden > 0:

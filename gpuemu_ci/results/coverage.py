@@ -24,6 +24,8 @@ TILE = "tile"  # the size class whose sizes are listed (plan.model.SizeClass.TIL
 
 @dataclass
 class CoverageTally:
+    """The coverage of an op's cases, gathered case by case (dims, size classes, tiles, layouts, kwargs)."""
+
     max_elements: int | None = None
     dims: dict[str, tuple[int, int]] = field(default_factory=dict)
     size_classes: Counter[str] = field(default_factory=Counter)
@@ -65,9 +67,11 @@ class CoverageTally:
             self.cap_examples.add(", ".join(capped))
 
     def skip(self, reason: str) -> None:
+        """Record why a case's coverage could not be counted."""
         self.skipped.add(reason)
 
     def result(self) -> Coverage:
+        """The tally as the results document's Coverage record."""
         return Coverage(
             dims={name: DimRange(min=low, max=high) for name, (low, high) in self.dims.items()},
             size_classes=dict(sorted(self.size_classes.items())),

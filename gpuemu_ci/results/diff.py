@@ -41,6 +41,8 @@ class Classification(StrEnum):
 
 
 class EntryKind(StrEnum):
+    """What a diff entry compares: an op or a kernel."""
+
     OP = "op"
     KERNEL = "kernel"
 
@@ -135,10 +137,12 @@ class BaselineDiff(Record, frozen=True):
         msgspec.structs.force_setattr(self, "entries", ordered)
 
     def count(self, classification: Classification) -> int:
+        """How many entries have this classification."""
         return self.counts.get(classification, 0)
 
     @property
     def compared(self) -> bool:
+        """Whether a baseline was compared at all."""
         return self.status is DiffStatus.COMPARED
 
     def changed(self) -> tuple[DiffEntry, ...]:

@@ -86,6 +86,7 @@ class AmdgpuUsage(Record, frozen=True):
 
     @property
     def isa_total(self) -> int | None:
+        """The kernel's instructions counted over every class; None where they were not counted."""
         return None if self.isa_instructions is None else sum(self.isa_instructions.values())
 
 
@@ -176,6 +177,7 @@ class CompileError(Record, frozen=True):
 
     @property
     def location(self) -> str:
+        """file:line where the compiler gave both, else the file, else empty."""
         if self.file and self.line:
             return f"{self.file}:{self.line}"
         return self.file or ""
@@ -198,13 +200,16 @@ class KernelResult(Record, frozen=True):
 
     @property
     def warnings(self) -> tuple[Violation, ...]:
+        """The violations of warning severity."""
         return tuple(v for v in self.violations if v.severity is Severity.WARNING)
 
     @property
     def errors(self) -> tuple[Violation, ...]:
+        """The violations of error severity (they fail the gate)."""
         return tuple(v for v in self.violations if v.severity is Severity.ERROR)
 
     def entry(self, kernel: str, arch: str) -> KernelMetrics | None:
+        """The metrics of one kernel function for one arch, if it was compiled."""
         return next((e for e in self.entries if e.kernel == kernel and e.arch == arch), None)
 
 

@@ -11,7 +11,7 @@ shards as documented below. Shards of different plans, a missing shard or a shar
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import msgspec
@@ -50,6 +50,7 @@ class Shard:
 
     @property
     def info(self) -> ShardInfo:
+        """The shard's K/N and plan (check_shards keeps only documents of shards)."""
         assert self.results.shard is not None
         return self.results.shard
 
@@ -69,7 +70,7 @@ def check_shards(shards: Sequence[Shard]) -> list[Shard]:
                 f"{shard.source} is not the document of a shard (it was not run with --shard K/N)"
             )
     first = shards[0]
-    same = (
+    same: tuple[tuple[str, Callable[[Results], object]], ...] = (
         ("shard count", lambda r: r.shard.count if r.shard else None),
         ("config", lambda r: r.config.sha256),
         ("master seed", lambda r: r.seed),

@@ -102,6 +102,7 @@ def skipped_count(ops: Sequence[OpResult]) -> int:
 
 
 SnapshotPath = Annotated[str, msgspec.Meta(pattern=r"^snapshots/[0-9a-f]{16}\.npz$")]
+ErrorMapPath = Annotated[str, msgspec.Meta(pattern=r"^snapshots/[0-9a-f]{16}\.png$")]  # results/error_map.py
 DotPrecision = Literal["ieee", "tf32", "tf32x3"]  # a `tl.dot`'s input precision on fp32 inputs
 
 
@@ -138,6 +139,15 @@ class Failure(Record, frozen=True):
     # "reference", "inputs hook", "setup" (gpuemu-ci's own preparation of the case), "naive implementation",
     # "reference's backward" or "judge". None in documents written before it was recorded.
     party: str | None = None
+    # What explains a wrong answer (backends/explain.py): the one-line shape of the elements over the allowance
+    # ("wrong only in the last partial tile of N=1090 (cols 1088–1089, tile 64): ..."), the error map drawn
+    # beside the snapshot (results/error_map.py) or why none was drawn, and, for a Triton kernel, where its worst
+    # element was stored: "stored by program (3, 0, 0) of `_softmax` (grid (64, 1, 1)), lane 17 of its block, at
+    # softmax.py:42 (in _softmax); its store's mask was partial in that program" (triton_cpu/where.py), or why not.
+    pattern: str | None = None
+    error_map: ErrorMapPath | None = None  # relative to the directory of results.json
+    error_map_note: str | None = None
+    where: str | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -204,6 +214,7 @@ class DtypeResult(Record, frozen=True):
 
     @property
     def cases_judged(self) -> int:
+        """The cases that ran and were judged (the skipped ones left out)."""
         return self.cases_total - self.cases_skipped
 
 
@@ -243,6 +254,7 @@ class OpResult(Record, frozen=True):
     timings: OpTimings | None = None
 
     def dtype_result(self, dtype: str) -> DtypeResult | None:
+        """The row of one dtype, if it ran."""
         return next((d for d in self.dtypes if d.dtype == dtype), None)
 
 
@@ -265,6 +277,8 @@ class Summary(Record, frozen=True):
 
     @classmethod
     def of(cls, ops: tuple[OpResult, ...], kernels: tuple[KernelResult, ...], duration_s: float) -> Summary:
+        """The totals over these ops and kernels."""
+
         def count(status: OpStatus) -> int:
             return sum(1 for op in ops if op.status is status)
 
@@ -286,6 +300,8 @@ class Summary(Record, frozen=True):
 
 
 class ToolInfo(Record, frozen=True):
+    """The tool that wrote the document."""
+
     name: str = "gpuemu-ci"
     version: str = ""
 
@@ -501,9 +517,11 @@ class Results(Record, frozen=True, kw_only=True):
         return self.diff if self.diff is not None and self.diff.status is DiffStatus.COMPARED else None
 
     def op(self, name: str) -> OpResult | None:
+        """The result of the op of this name, if the document has one."""
         return next((op for op in self.ops if op.name == name), None)
 
     def kernel(self, name: str) -> KernelResult | None:
+        """The result of the kernel of this name, if the document has one."""
         return next((k for k in self.kernels if k.name == name), None)
 
     def failure_groups(self) -> tuple[FailureGroup, ...]:

@@ -25,6 +25,8 @@ MIN_SCORE_NOTE = "mutation score under --min-score"  # the note of a run that --
 
 
 class MutantStatus(StrEnum):
+    """What became of a mutant: killed, survived, equivalent (no output changed), errored or not run."""
+
     KILLED = "killed"
     SURVIVED = "survived"
     EQUIVALENT = "equivalent?"
@@ -91,10 +93,12 @@ class OpMutation(Record, frozen=True):
 
     @property
     def lint_only(self) -> bool:
+        """Whether the op's mutants were judged by the lint alone (its score could not be measured here)."""
         return self.lint_only_because is not None
 
     @property
     def survivors(self) -> tuple[MutantResult, ...]:
+        """The mutants the suite did not kill."""
         return tuple(m for m in self.mutants if m.status is MutantStatus.SURVIVED)
 
 
@@ -120,10 +124,12 @@ class MutationReport(Record, frozen=True):
 
     @property
     def killed(self) -> int:
+        """The mutants killed, over every op."""
         return sum(op.killed for op in self.ops)
 
     @property
     def decided(self) -> int:
+        """The mutants killed or survived (those that count toward a score), over every op."""
         return sum(op.killed + op.survived for op in self.ops)
 
     def below_min_score(self) -> tuple[OpMutation, ...]:

@@ -65,6 +65,7 @@ def published_schema_text() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`python -m gpuemu_ci.results.schema`: print the JSON Schema, or rewrite the packaged copy (--write)."""
     parser = argparse.ArgumentParser(description="Print (or --write) the results.json JSON Schema.")
     parser.add_argument("--write", action="store_true", help="Rewrite the copy shipped in the package.")
     args = parser.parse_args(argv)

@@ -27,8 +27,12 @@ def clear_snapshots(out_dir: Path) -> None:
     """Remove the snapshots an earlier run left in `out_dir`: results.json names only this run's."""
     folder = out_dir / SNAPSHOT_DIR
     if folder.is_dir():
-        for path in folder.glob("*.npz"):
-            path.unlink(missing_ok=True)
+        for pattern in (
+            "*.npz",
+            "*.png",
+        ):  # the inputs, and the error maps beside them (results/error_map.py)
+            for path in folder.glob(pattern):
+                path.unlink(missing_ok=True)
 
 
 MAX_CASE_SNAPSHOT_BYTES = (
@@ -86,6 +90,8 @@ _NUMERIC_KINDS = frozenset("biufc")  # bool, ints, floats, complex: no objects, 
 
 
 class SnapshotLayout(msgspec.Struct, forbid_unknown_fields=True):
+    """An input's memory layout as a snapshot records it (and the broadcast dim of a stride-0 one)."""
+
     layout: str
     broadcast_dim: int | None = None
 

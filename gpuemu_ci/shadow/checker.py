@@ -148,12 +148,14 @@ class Shadow:
         self._running = False
 
     def set_probability(self, probability: float) -> None:
+        """Changes the share of calls that are checked (0 to 1) from now on; UsageError outside that range."""
         if not 0.0 <= probability <= 1.0:
             raise UsageError(f"probability must be in [0, 1], not {probability}")
         self._sampler.probability = probability
 
     @property
     def probability(self) -> float:
+        """The share of calls that are checked (0 to 1)."""
         return self._sampler.probability
 
     def drain(self, timeout: float | None = None) -> None:
@@ -403,6 +405,7 @@ class DetachedContext:
     saved_tensors: tuple[Any, ...] = ()
 
     def save_for_backward(self, *tensors: Any) -> None:
+        """Keeps the tensors on this context only (`saved_tensors`); the real context is untouched."""
         self.saved_tensors = tensors
 
     def mark_dirty(self, *tensors: Any) -> None:

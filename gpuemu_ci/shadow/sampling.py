@@ -118,6 +118,8 @@ class RobustOutliers:
         return score
 
     def is_outlier(self, feature: np.ndarray) -> bool:
+        """Whether the call's feature vector scores at or above the threshold against the recent calls (see
+        `score`)."""
         return self.score(feature) >= self.threshold
 
 

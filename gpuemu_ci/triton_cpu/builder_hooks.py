@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuemu_ci.triton_cpu import accesses, active, grid, lowp, lowp_builder, numerics, sites
+from gpuemu_ci.triton_cpu import accesses, active, grid, lowp, lowp_builder, numerics, sites, where
 from gpuemu_ci.triton_cpu.boundary import Handle
 from gpuemu_ci.triton_cpu.call import MAX_POISON_SITES, CallRecord
 from gpuemu_ci.triton_cpu.provenance import base_of
@@ -101,6 +101,7 @@ def masked_store(original: Method) -> Method:
             mask = module.TensorHandle(m, mask.dtype)
         if call is not None and launch is not None:
             addresses, flat_mask = accesses.checked(call, launch, "store", ptrs.data, mask.data, base)
+            where.note_store(call.stores, launch, addresses.addresses, flat_mask, np.shape(ptrs.data))
             if batched:
                 located = accesses.watch_batched(launch, ptrs.data, flat_mask, addresses, write=True)
                 if located is not None and accesses.scattered(
@@ -121,7 +122,8 @@ def _synchronised(call: CallRecord | None, ptr: Handle, mask: np.ndarray | None)
     launch = None if call is None else call.launch
     if call is None or launch is None:
         return
-    accesses.checked(call, launch, "atomic", ptr.data, mask, base_of(ptr))
+    addresses, flat_mask = accesses.checked(call, launch, "atomic", ptr.data, mask, base_of(ptr))
+    where.note_store(call.stores, launch, addresses.addresses, flat_mask, np.shape(ptr.data))  # it writes too
     launch.synchronised = True
     call.atomics = call.atomics or int(np.prod(launch.grid)) > 1
 

@@ -17,6 +17,7 @@ from gpuemu_ci.triton_cpu import sites
 from gpuemu_ci.triton_cpu.boundary import Patch
 from gpuemu_ci.triton_cpu.memory import Memory
 from gpuemu_ci.triton_cpu.report import TritonReport
+from gpuemu_ci.triton_cpu.where import StoreLog
 
 if TYPE_CHECKING:
     from gpuemu_ci.triton_cpu.grid import Batch
@@ -129,6 +130,7 @@ class CallRecord:
     restore: list[Patch] = field(default_factory=list)  # what the hooks replaced
     internal_error: str = ""  # the layer's own code raised (LayerError): the tool's error, not the kernel's
     patches: int = 0  # times the hooks were set during the call (once; more means someone undid them)
+    stores: StoreLog = field(default_factory=StoreLog)  # where each store wrote (where.py)
 
     def looked_up(self) -> bool:
         """Whether there is room for one more source-line lookup in this call (they walk the stack)."""

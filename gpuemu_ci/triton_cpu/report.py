@@ -7,6 +7,8 @@ from typing import TypeVar
 import msgspec
 import numpy as np
 
+from gpuemu_ci.triton_cpu.where import StoreMap
+
 K = TypeVar("K", str, int)
 
 OUT_OF_BOUNDS = "out_of_bounds"
@@ -72,6 +74,9 @@ class TritonReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     atomics: bool = False  # an atomic ran in a launch of several programs
     decided: tuple[Decided, ...] = ()
     internal_error: str = ""  # the layer's own code raised: the tool's error (the case is not judged)
+    # Per output of the op call: where each element was stored (where.py); None for an output no map covers.
+    stores: tuple[StoreMap | None, ...] = ()
+    stores_note: str = ""  # why no output has a map ("" when they have, or the call stored nothing watched)
 
     def dot_input_roundoff(self) -> float:
         """The largest input roundoff among the dots the kernels ran (0.0: none, or all ieee)."""
@@ -106,6 +111,8 @@ class TritonReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             self.atomics or other.atomics,
             self.decided,
             self.internal_error or other.internal_error,
+            self.stores,  # this call's: the outputs judged are its own
+            self.stores_note,
         )
 
 

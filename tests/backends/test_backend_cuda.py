@@ -204,6 +204,7 @@ XY = (
 )
 
 
+@pytest.mark.slow
 def test_a_kernel_without_gpu_is_an_import_error(tmp_path: Path) -> None:
     (tmp_path / "refs.py").write_text("def add(x, y):\n    return x + y\n")
     try:

@@ -161,6 +161,7 @@ def test_torch_inplace_write_is_detected(pool: WorkerPool, fw_root: Path) -> Non
     assert "wrote into its input(s) a" in report.message
 
 
+@pytest.mark.slow
 def test_torch_out_buffer_and_bfloat16_results(pool: WorkerPool, fw_root: Path) -> None:
     pytest.importorskip("torch")
     into = op_task(

@@ -57,6 +57,7 @@ def test_segfault_stderr_tail_has_the_python_traceback(pool: WorkerPool, user_ro
     assert "backend_ops.py" in (report.stderr_tail or "") and "in segfault" in (report.stderr_tail or "")
 
 
+@pytest.mark.slow
 def test_hang_past_the_case_timeout_is_killed(pool: WorkerPool, user_root: Path) -> None:
     _assert_pool_still_works(pool, user_root)  # loaded: the timeout is the case's, not the first load's
     report = _run(
@@ -68,6 +69,7 @@ def test_hang_past_the_case_timeout_is_killed(pool: WorkerPool, user_root: Path)
     _assert_pool_still_works(pool, user_root)
 
 
+@pytest.mark.slow
 def test_timeout_in_the_reference_means_the_case_could_not_be_judged(
     pool: WorkerPool, user_root: Path
 ) -> None:
@@ -176,6 +178,7 @@ def test_nothing_of_a_worker_lives_in_the_file_system(user_root: Path, tmp_path:
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_an_ops_cases_spread_over_every_worker_from_threads(user_root: Path) -> None:
     task = op_task(user_root, "backend_ops:add")
     crash = op_task(user_root, "backend_ops:segfault")
@@ -198,6 +201,7 @@ def test_an_ops_cases_spread_over_every_worker_from_threads(user_root: Path) -> 
         assert p.worker_starts == 4  # three slots (two jobs and a spare for judges), one replacement
 
 
+@pytest.mark.slow
 def test_closed_pool_refuses_work(user_root: Path) -> None:
     p = WorkerPool(1, user_root, gpu=None)
     p.close()

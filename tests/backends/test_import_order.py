@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.metadata as metadata
 
+import pytest
 from packaging.requirements import Requirement
 
 from gpuemu_ci.backends.import_order import TOOL_PACKAGES, is_tool_package
@@ -29,6 +30,7 @@ def _required_distributions() -> set[str]:
     return seen
 
 
+@pytest.mark.slow
 def test_every_top_level_module_of_the_tool_and_its_dependencies_is_protected() -> None:
     wanted = _required_distributions()
     modules = {

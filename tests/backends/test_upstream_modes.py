@@ -134,6 +134,7 @@ def test_script_based_runs_a_stdin_script_once_per_case(pool: WorkerPool, root: 
     assert len(set(pids(root, "stdin.log"))) == 3  # upstream's way: one process per case
 
 
+@pytest.mark.slow
 def test_script_based_keeps_a_function_script_warm(pool: WorkerPool, root: Path) -> None:
     t = task(
         root,
@@ -181,6 +182,7 @@ def test_client_side_calls_an_upstream_style_reference_in_process(pool: WorkerPo
     assert report.outcome == "passed", report.message
 
 
+@pytest.mark.slow
 def test_the_op_is_really_run_in_every_mode(pool: WorkerPool, root: Path) -> None:
     """A wrong op fails against each mode's reference (never upstream's "output = reference")."""
     (root / "wrong_ops.py").write_text("def scaled(x, scale=1.0):\n    return x * scale + 1e-3\n")
@@ -220,6 +222,7 @@ def test_a_reference_that_fails_is_a_reference_error_never_the_ops_failure(
         assert "bad input shape" in report.message  # the script's stderr is in the message
 
 
+@pytest.mark.slow
 def test_protocol_bytes_are_upstreams() -> None:
     """The request is upstream's JSON: element strides, base64 of the little-endian C-order bytes, kwargs as
     strings; a reply in upstream's {shape, dtype, data} decodes (strides, when present, are not read)."""

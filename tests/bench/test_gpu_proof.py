@@ -108,6 +108,7 @@ def test_what_nvidia_smi_says_is_read(proof: ModuleType) -> None:
         )
 
 
+@pytest.mark.slow
 def test_a_run_past_its_limit_ends_with_its_children(proof: ModuleType, tmp_path: Path) -> None:
     """A hung gate must not leave its worker processes running into the next step."""
     pid_file = tmp_path / "child.pid"
@@ -128,6 +129,7 @@ def test_a_run_past_its_limit_ends_with_its_children(proof: ModuleType, tmp_path
 # ---- pytest -m gpu: a skip is a failure ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_skipped_gpu_test_fails_the_step(proof: ModuleType, tmp_path: Path) -> None:
     (tmp_path / "test_x.py").write_text(
         "import pytest\n"
@@ -331,6 +333,7 @@ def test_the_locked_wheels_come_with_their_hashes(proof: ModuleType) -> None:
         proof.lock_subset(lock, ["cupy-cuda13x"])
 
 
+@pytest.mark.slow
 def test_the_lint_step_runs_both_compilers_here(proof: ModuleType, tmp_path: Path) -> None:
     """The lint needs no GPU: where nvcc and an NVRTC wheel are installed, the step runs for real."""
     from gpuemu_ci.lint.toolchain import discover_toolchain
@@ -379,6 +382,7 @@ def test_the_mutate_step_passes_a_scored_run_and_fails_what_this_cpu_machine_wri
 # ---- the benchmark's loop --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_timing_loop_runs_the_planned_cases(proof: ModuleType) -> None:
     pytest.importorskip("torch", reason="the benchmark times torch ops")
     from gpu_proof_timing import time_example  # type: ignore[import-not-found]  # bench/, on sys.path now

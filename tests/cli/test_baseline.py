@@ -16,6 +16,7 @@ from gpuemu_ci.pipeline.gate import with_diff
 from gpuemu_ci.results.codec import from_json, to_builtins
 from tests.diff.support_diff import diff_cli, dtype_result, gpuemu, load, save, valid_diff
 from tests.support_cli import run_cli
+from tests.support_tiers import runs_a_gate
 
 
 def apply_baseline(document: dict, baseline: Path, policies: Policies) -> dict:
@@ -66,6 +67,7 @@ class Project:
 
 
 @pytest.fixture(scope="module")
+@runs_a_gate
 def project(tmp_path_factory: pytest.TempPathFactory) -> Project:
     root = tmp_path_factory.mktemp("scale")
     (root / "gpuemu.toml").write_text(CONFIG)
@@ -126,6 +128,7 @@ def test_a_baseline_file_and_its_results_json_diff_the_same(project: Project) ->
     assert from_baseline["baseline"]["commit"] == project.commit
 
 
+@pytest.mark.slow
 def test_create_to_stdout(project: Project) -> None:
     code, stdout, _ = _create("--from", project.results, "-o", "-")
     assert code == 0 and json.loads(stdout)["schema_version"] == load(project.results)["schema_version"]

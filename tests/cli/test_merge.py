@@ -219,6 +219,7 @@ def _with_times_of(path: Path, other: Path, directory: Path) -> Path:
     return write_results(directory, document)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("change", "words"),
     [

@@ -15,11 +15,13 @@ import pytest
 
 from gpuemu_ci.cli.render import RENDERERS, Format
 from tests.support_cli import CliResult
+from tests.support_tiers import runs_a_gate
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
+@runs_a_gate
 def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """results.json of tests/fixtures/render-project (shared with the other render tests)."""
     out = tmp_path_factory.getbasetemp() / "gpuemu-real-runs" / "mixed"
@@ -116,6 +118,7 @@ def test_bad_results_exit_2(
     assert message in err and "Traceback" not in err and err.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_unknown_format_and_unwritable_output_exit_2(
     results: Path, tmp_path: Path, cli: Callable[..., CliResult]
 ) -> None:

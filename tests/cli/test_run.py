@@ -64,6 +64,7 @@ def test_buggy_example_fails_with_a_replayable_seed(tmp_path):
     assert "REPRODUCED" in replayed.stderr
 
 
+@pytest.mark.slow
 def test_json_flag_prints_exactly_the_results_file(tmp_path):
     code, out, _ = run(
         [
@@ -82,6 +83,7 @@ def test_json_flag_prints_exactly_the_results_file(tmp_path):
     assert json.loads(out) == json.loads((tmp_path / "results.json").read_text())
 
 
+@pytest.mark.slow
 def test_seed_dtype_and_iterations_flags(tmp_path):
     code, _, _ = run(
         [
@@ -106,6 +108,7 @@ def test_seed_dtype_and_iterations_flags(tmp_path):
     assert [d["dtype"] for d in op["dtypes"]] == ["float16"]
 
 
+@pytest.mark.slow
 def test_thorough_suite_runs_every_dtype(tmp_path, simple_project):
     config = simple_project()
     # The large class (past 2^31 elements) may not fit this machine: skipped, allowed here, said in the verdict.
@@ -118,6 +121,7 @@ def test_thorough_suite_runs_every_dtype(tmp_path, simple_project):
     assert sorted(d["dtype"] for d in op["dtypes"]) == ["float16", "float32"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("op", "reference", "code", "kind", "text"),
     [
@@ -133,6 +137,7 @@ def test_op_returning_wrong_shape_or_dtype_fails(tmp_path, simple_project, op, r
     assert "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_reference_that_raises_is_an_error_not_a_pass(tmp_path, simple_project):
     code, _, err = run(
         ["--config", str(simple_project(reference="myops.ops:raises")), "--out", str(tmp_path)]
@@ -144,6 +149,7 @@ def test_reference_that_raises_is_an_error_not_a_pass(tmp_path, simple_project):
     assert "could not be judged" in err
 
 
+@pytest.mark.slow
 def test_op_that_does_not_import_is_a_config_error(tmp_path, simple_project):
     code, _, err = run(["--config", str(simple_project(op="myops.nothere:scale")), "--out", str(tmp_path)])
     assert code == 2
@@ -205,6 +211,7 @@ def test_config_errors_through_the_real_entry_point(tmp_path):
     assert "Traceback" not in result.stderr and result.stdout == ""
 
 
+@pytest.mark.slow
 def test_suite_timeout_writes_partial_results_and_never_passes(tmp_path):
     code, _, err = run(
         [
@@ -378,6 +385,7 @@ def test_a_config_with_nothing_to_test_is_a_config_error(tmp_path, text):
     assert not (tmp_path / "out" / "results.json").exists()
 
 
+@pytest.mark.slow
 def test_a_run_cut_short_by_timeout_that_found_a_failure_exits_1_and_names_the_setting(tmp_path):
     config = EXAMPLES / "buggy" / "gpuemu.toml"
     code, _, _ = run(
@@ -416,16 +424,19 @@ def test_every_option_of_every_command_says_what_it_does():
     assert missing == []
 
 
+@pytest.mark.slow
 def test_a_run_removes_the_snapshots_an_earlier_run_left(tmp_path):
     stale = tmp_path / "snapshots" / "0123456789abcdef.npz"
     stale.parent.mkdir(parents=True)
     stale.write_bytes(b"old")
+    stale_map = stale.with_suffix(".png")  # an error map of the earlier run (issue #47)
+    stale_map.write_bytes(b"old")
     code, _, _ = run(["--config", str(EXAMPLES / "buggy" / "gpuemu.toml"), "--out", str(tmp_path),
                       "--op", "softmax", "--iterations", "2"])  # fmt: skip
     assert code == 1
     document = json.loads((tmp_path / "results.json").read_text())
-    named = {f["snapshot"] for op in document["ops"] for f in op["failures"]}
-    assert not stale.exists()
+    named = {f[key] for op in document["ops"] for f in op["failures"] for key in ("snapshot", "error_map")}
+    assert not stale.exists() and not stale_map.exists()
     assert {f"snapshots/{p.name}" for p in (tmp_path / "snapshots").iterdir()} == named
 
 
@@ -490,6 +501,7 @@ def test_a_launchable_kernel_is_named_like_an_op_and_its_replay_without_a_gpu_sa
     assert "runs on a GPU" in replayed.stderr and "has none" in replayed.stderr
 
 
+@pytest.mark.slow
 def test_the_replay_of_an_op_that_no_longer_loads_says_it_could_not_run(make_project, tmp_path):
     config = make_project(
         '[[ops]]\nname = "scale"\nop = "ops_mod:missing"\nreference = "ops_mod:ref"\nfamily = "elementwise"\n'

@@ -13,6 +13,8 @@ import pytest
 from tests.conftest import EXAMPLES
 from tests.support_cli import CliResult
 
+pytestmark = pytest.mark.slow
+
 EDITS = {
     "reference": ("kernels/reference.py", "def softmax(x: np.ndarray)", "def softmax(inp: np.ndarray)"),
     "op": ("kernels/softmax.py", "def softmax(x: np.ndarray", "def softmax(logits: np.ndarray"),

@@ -109,12 +109,14 @@ def test_validate_pytorch_with_per_call_tolerances(client: Client) -> None:
         pass
 
 
+@pytest.mark.slow
 def test_inputs_that_do_not_fit_the_op_are_never_passed(client: Client) -> None:
     x = np.ones((4,), dtype=np.float32)  # rank 1; the op's inputs are [B, S, H]
     with pytest.raises(ValidationError, match="not judged"), validate_op(client, "gelu", {"x": x}) as ctx:
         ctx["output"] = _gelu(x)
 
 
+@pytest.mark.slow
 def test_daemon_orchestrated_loop_get_test_batch_then_submit_output(client: Client) -> None:
     batch = client.get_test_batch("gelu", count=3, seed=7)
     assert len(batch) == 3 and {case["dtype"] for case in batch} == {"float32"}

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from itertools import product
 from pathlib import Path
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from gpuemu_ci.config.load import load_config
@@ -111,7 +111,6 @@ def load(schema: Schema) -> OpSpec:
         return load_config(path).ops[0]
 
 
-@settings(max_examples=60)
 @given(schemas, st.lists(st.integers(0, 2**63), min_size=1, max_size=6))
 def test_every_drawn_case_meets_the_schema(schema: Schema, seeds: list[int]) -> None:
     try:

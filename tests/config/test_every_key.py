@@ -105,6 +105,7 @@ def _cases(outcome: Outcome) -> Iterator[Any]:
                 yield pytest.param(case, id=f"{name}-{side}", marks=marks)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(_cases(Outcome.REFUSED)))
 def test_a_config_that_breaks_the_key_is_refused(case: Case, tmp_path: Path) -> None:
     _skip_unless_runnable(case)

@@ -54,6 +54,7 @@ def test_a_hook_without_declared_inputs_is_refused_in_a_structured_family(make_p
     assert "Traceback" not in message
 
 
+@pytest.mark.slow
 def test_the_same_hook_with_declared_inputs_runs(make_project, cli):
     config = make_project(
         CONFIG.format(family="attention", hook="inputs_hook", inputs=DECLARED), {"hooks.py": HOOKS}
@@ -62,6 +63,7 @@ def test_the_same_hook_with_declared_inputs_runs(make_project, cli):
     assert result.code in (0, 1), result.stderr  # judged (the op is not attention), not refused
 
 
+@pytest.mark.slow
 def test_an_elementwise_hook_needs_no_declared_inputs(make_project, cli):
     config = make_project(CONFIG.format(family="elementwise", hook="inputs", inputs=""), {"hooks.py": HOOKS})
     result = cli("run", "--config", config, "--out", config.parent / "out", "--no-lint")

@@ -98,6 +98,7 @@ def _names_the_loader_mentions() -> set[str]:
     }
 
 
+@pytest.mark.slow
 def test_every_documented_key_is_one_the_loader_reads() -> None:
     stale = {k.key for k in KEYS if not k.key.startswith("<")} - _names_the_loader_mentions()
     assert not stale, f"listed in gpuemu_ci/config/keys.py but read nowhere: {sorted(stale)}"

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from gpuemu_ci.docgen.pages import PAGES, REGENERATE, stale_pages
 
 REPO = Path(__file__).resolve().parents[2]
@@ -35,6 +37,7 @@ def _copy_sources(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow
 def test_a_changed_action_yml_makes_check_fail_and_a_rerun_fixes_it(tmp_path: Path) -> None:
     repo = _copy_sources(tmp_path)
     action = repo / "action.yml"

@@ -17,6 +17,8 @@ from tests.github.support_fake_api import FakeGitHub
 from tests.hostile.support_hostile import environment, op_table, write_project
 from tests.support_reports import results_document
 
+pytestmark = pytest.mark.slow
+
 NOT_UTF8 = b'{"schema_version":"\xf9"}'  # 0xf9 at byte 19 starts no UTF-8 sequence
 BAD_BYTE = 19
 OPS = """

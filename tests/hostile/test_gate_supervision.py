@@ -31,6 +31,8 @@ from tests.action.support_runner import (
 from tests.github.support_fake_api import FakeGitHub
 from tests.hostile.support_uids import chown_tree, make_user
 
+pytestmark = pytest.mark.slow
+
 HEAD, BASE, MERGE = "7" * 40, "8" * 40, "9" * 40
 OWNER = "gpuemu-test-owner"
 

@@ -132,6 +132,7 @@ def test_a_trickling_server_is_cut_off_at_the_overall_deadline(attempts: int) ->
         assert all(sent < len(SLOW_ANSWER) for sent in server.sent_before_hangup)
 
 
+@pytest.mark.slow
 def test_a_trickling_download_is_cut_off_too(tmp_path: Path) -> None:
     payload = b"PK" + b"\0" * 2000
     answer = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(payload), payload)

@@ -20,6 +20,8 @@ from tests.action.support_runner import ENTRYPOINT, pull_request_event, runner_e
 from tests.github.support_fake_api import FakeGitHub
 from tests.hostile.support_hostile import environment, op_table, write_project
 
+pytestmark = pytest.mark.slow
+
 OPS = """
 def scale(x):
     return x.copy()

@@ -8,6 +8,8 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
+
 from gpuemu_ci.lint.hip_toolchain import (
     HipToolchain,
     device_libs_clang,
@@ -33,6 +35,7 @@ def test_the_toolchain_of_this_machine() -> None:
         assert set(tc.supported_archs) <= set(tc.library_archs)
 
 
+@pytest.mark.slow
 @requires_hip
 def test_hip_clang_path_pins_the_clang(tmp_path: Path) -> None:
     tc = hip_toolchain()

@@ -17,6 +17,7 @@ from gpuemu_ci.lint import LintReport, discover_toolchain, lint_kernels
 from gpuemu_ci.results.base import Severity
 from gpuemu_ci.results.kernels import ArchSource, KernelStatus
 from tests.lint.support_lint import PTX, SRC, ptx_pattern, requires_nvcc, sass_pattern, spec
+from tests.support_tiers import runs_a_gate
 
 pytestmark = requires_nvcc
 
@@ -87,6 +88,7 @@ def no_sass_toolchain():
 
 
 @pytest.fixture(scope="module")
+@runs_a_gate
 def report(no_sass_toolchain) -> LintReport:
     return lint_kernels(CASES, jobs=2, root=SRC.parent, toolchain=no_sass_toolchain)
 
@@ -130,6 +132,7 @@ def test_spills_differ_by_arch_and_fail_the_cap(report: LintReport) -> None:
     assert (v.kernel, v.arch, v.metric, v.limit, v.value) == ("spill_regs", "sm_80", "spills", 0, 1212)
 
 
+@pytest.mark.slow
 def test_register_cap_fails_the_kernel_with_a_precise_message(report: LintReport) -> None:
     gelu = _kernel(report, "gelu")
     assert gelu.status is KernelStatus.FAILED
@@ -192,6 +195,7 @@ def test_templ_entries_are_demangled_and_selected(report: LintReport) -> None:
     assert doc["kernels"][0]["source"] == "src/spill.cu"
 
 
+@pytest.mark.slow
 def test_ambiguous_overload_entry_is_a_config_error(no_sass_toolchain) -> None:
     with pytest.raises(ConfigError) as info:
         lint_kernels([spec("templ", SRC / "templ.cu", entries=("add",))], toolchain=no_sass_toolchain)

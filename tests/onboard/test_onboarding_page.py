@@ -16,6 +16,8 @@ import pytest
 
 from tests.docs.test_transcripts import unmatched
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "onboarding.md"
 FIXTURE = REPO / "tests" / "fixtures" / "onboard"

@@ -17,8 +17,8 @@ from gpuemu_ci.config.model import Family, InputSpec, Validation
 from gpuemu_ci.fuzz.values import generate
 from gpuemu_ci.oracle import attention_grads, attention_layout, bounds, conditioning, gradients, precision
 from gpuemu_ci.oracle.invariants import bias_z
-from gpuemu_ci.oracle.model import FailureKind
 from gpuemu_ci.plan.model import ValueMode
+from gpuemu_ci.results.model import FailureKind
 from gpuemu_ci.rng.xorshift import SeededRng
 from tests.oracle.test_working_precision import make_op
 
@@ -142,6 +142,7 @@ def _torch_sdpa(causal=False, bthd=False):
     return run
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("mode", "specs", "q_shape", "kv_shape", "seed", "causal", "bthd"),
     [  # cases of the torch controls that the baseline-relative rule alone flagged (bench/torch_controls)
@@ -240,6 +241,7 @@ def test_without_declared_dims_the_common_layout_is_tried_and_anything_else_keep
     assert any("rounding model was not used" in f.message for f in verdict.findings)
 
 
+@pytest.mark.slow
 def test_the_bias_test_takes_heads_as_samples_for_key_and_value_gradients():
     """torch's bf16 decode attention: the rounding of each head's logsumexp shifts every key's dV of that head the
     same way (z = -6.3 with key rows as samples, a false alarm of issue #32); with (batch, head) as the samples it

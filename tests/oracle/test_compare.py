@@ -10,7 +10,8 @@ from gpuemu_ci.config.model import ErrorModel, Family, InputSpec, Invariants, Op
 from gpuemu_ci.oracle import bounds
 from gpuemu_ci.oracle.compare import compare, compare_exact
 from gpuemu_ci.oracle.invariants import bias_z, check_invariants
-from gpuemu_ci.oracle.model import Comparator, FailureKind
+from gpuemu_ci.oracle.model import Comparator
+from gpuemu_ci.results.model import FailureKind
 
 
 def make_op(family: Family, inputs: tuple[InputSpec, ...], output=None) -> OpSpec:

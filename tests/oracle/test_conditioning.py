@@ -10,7 +10,7 @@ from gpuemu_ci.calls import CallResult, CallStatus, CaseRun
 from gpuemu_ci.config.model import Family, InputSpec, Validation
 from gpuemu_ci.oracle import conditioning
 from gpuemu_ci.oracle.judge import CaseContext, judge
-from gpuemu_ci.oracle.model import FailureKind
+from gpuemu_ci.results.model import FailureKind
 from tests.oracle.test_working_precision import make_op
 
 U32 = 2.0**-24

@@ -11,7 +11,7 @@ import pytest
 
 from gpuemu_ci.config.model import Validation
 from gpuemu_ci.oracle import gradients, precision
-from gpuemu_ci.oracle.model import FailureKind
+from gpuemu_ci.results.model import FailureKind
 from tests.oracle.test_row_statistics import DTYPES, _reduction_op, _reference_var, _vjp
 
 torch = pytest.importorskip("torch")

@@ -12,7 +12,7 @@ import pytest
 
 from gpuemu_ci.config.model import Backward, Family, InputSpec, Validation
 from gpuemu_ci.oracle import gradient_accumulators, gradients, precision
-from gpuemu_ci.oracle.model import FailureKind
+from gpuemu_ci.results.model import FailureKind
 from tests.oracle.test_working_precision import make_op
 
 torch = pytest.importorskip("torch")
@@ -97,6 +97,7 @@ def test_torch_sums_the_bias_gradient_in_running_sums_of_the_input_dtype():
         assert float(b.grad.max()) < 8192
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_torch_layer_norm_parameter_gradients_fail_undeclared_and_pass_declared(dtype):
     # 256 rows: the running sums are rounded 128 times per thread (the gate's own cases, 64 rows, exceed the
@@ -107,6 +108,7 @@ def test_torch_layer_norm_parameter_gradients_fail_undeclared_and_pass_declared(
     assert not _verdict(_op(True), arrays, g, dtype).findings
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_a_dropped_partial_sum_still_fails_with_the_declaration(dtype):
     """The two-pass design's own bug: the second pass drops one thread's buffer (half the rows)."""

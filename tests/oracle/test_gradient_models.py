@@ -215,7 +215,7 @@ def test_a_lean_the_reference_shows_in_the_same_16bit_dtype_is_not_a_truncating_
     explains it; the same gradient computed in float32 and stored by truncation is still reported, and so is a
     truncating store behind the rounded factor."""
     from gpuemu_ci.config.model import Validation
-    from gpuemu_ci.oracle.model import FailureKind
+    from gpuemu_ci.results.model import FailureKind
 
     op = make_op(Family.REDUCTION, ())
     fired = 0

@@ -11,7 +11,7 @@ import pytest
 
 from gpuemu_ci.config.model import Family, InputSpec, Validation
 from gpuemu_ci.oracle import gradients, power_sums
-from gpuemu_ci.oracle.model import FailureKind
+from gpuemu_ci.results.model import FailureKind
 from tests.oracle.test_working_precision import allowance, make_op
 
 torch = pytest.importorskip("torch")

@@ -13,7 +13,7 @@ import pytest
 
 from gpuemu_ci.config.model import Family, InputSpec, Validation
 from gpuemu_ci.oracle import gradients, precision, row_statistics
-from gpuemu_ci.oracle.model import FailureKind
+from gpuemu_ci.results.model import FailureKind
 from tests.oracle.test_working_precision import make_op
 
 torch = pytest.importorskip("torch")
@@ -256,6 +256,7 @@ def _layer_norm_verdict(x, w, b, g, dtype: str, forward: bool, wrong: np.ndarray
     return gradients.judge_gradients(op, case, tuple(a.astype(x.dtype) for a in grads), None, Validation())
 
 
+@pytest.mark.slow
 def test_layer_norm_backward_from_a_mean_saved_in_float16_passes_and_a_dropped_term_fails():
     """Ascending float16 rows (|mean| / sigma ~ 100): PyTorch saves the mean in float16, x_hat moves by its
     rounding times rstd in every element, and x's gradient errs by ~10 where it is ~0.1."""
@@ -391,6 +392,7 @@ def _group_norm_verdict(
     return gradients.judge_gradients(op, case, result, None, Validation()), exact
 
 
+@pytest.mark.slow
 def test_group_norm_statistics_run_over_groups_of_channels_and_a_dropped_term_still_fails():
     rng = np.random.default_rng(6)
     x = np.sort(1.5 * rng.random((3, 63, 257)), axis=None).reshape(3, 63, 257).astype(np.float16)
@@ -486,6 +488,7 @@ def _std_bias_findings(x: np.ndarray, g: np.ndarray, correction: int, grad: np.n
     return [f for f in verdict.findings if f.kind is FailureKind.BIAS], exact
 
 
+@pytest.mark.slow
 def test_a_std_backward_evaluated_in_bfloat16_as_autograd_writes_it_passes_and_a_truncating_store_fails():
     """torch's bfloat16 std backward is (2/(n - c)) (g / (2 std)) (x - mean), each product rounded: with n - c =
     1022, 2/1022 lies 0.2% above 2^-9 and times a bfloat16 value rounds back to 2^-9 times it, in every row, so

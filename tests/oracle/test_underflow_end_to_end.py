@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+pytestmark = pytest.mark.slow
+
 OPS = """
 import numpy as np
 

@@ -10,7 +10,8 @@ from gpuemu_ci.config.model import ErrorModel, Family, InputSpec, OpShapes, OpSp
 from gpuemu_ci.oracle import bounds, precision
 from gpuemu_ci.oracle.argmax import compare_argmax
 from gpuemu_ci.oracle.compare import compare
-from gpuemu_ci.oracle.model import Comparator, FailureKind
+from gpuemu_ci.oracle.model import Comparator
+from gpuemu_ci.results.model import FailureKind
 
 F32 = np.float32
 

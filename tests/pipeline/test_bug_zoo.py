@@ -95,6 +95,7 @@ def test_every_failure_replays_from_seed_and_snapshot(zoo):
                 assert saved.arrays[name].strides == regenerated.arrays[name].strides
 
 
+@pytest.mark.slow
 def test_replay_refuses_another_generator_version(zoo):
     config, document, _out, session = zoo
     failure = document["ops"][0]["failures"][0]
@@ -120,6 +121,7 @@ def test_minimize_shrinks_to_a_smaller_failing_case(zoo):
     assert again.failed and again.kind is result.kind
 
 
+@pytest.mark.slow
 def test_minimize_keeps_the_layout_a_stride_bug_needs(zoo):
     config, document, _out, session = zoo
     op_record = next(o for o in document["ops"] if o["name"] == "rmsnorm_ignores_strides")

@@ -64,6 +64,7 @@ def test_an_ops_result_does_not_depend_on_the_order_its_cases_finish(tmp_path: P
     assert [d.dtype for d in outcomes[0].dtypes] == ["float32", "bfloat16"]  # config order, not arrival
 
 
+@pytest.mark.slow
 def test_the_deadline_stops_queued_cases_that_have_not_started(tmp_path: Path, make_project) -> None:
     calls = tmp_path / "calls.log"
     config_path = make_project(

@@ -13,6 +13,8 @@ from gpuemu_ci.plan.expand import QUICK_SLOTS, SLOT_TABLE
 from gpuemu_ci.plan.model import SizeClass
 from tests.conftest import EXAMPLES
 
+pytestmark = pytest.mark.slow
+
 SHAPES = EXAMPLES / "shapes" / "gpuemu.toml"
 
 

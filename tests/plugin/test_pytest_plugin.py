@@ -150,6 +150,7 @@ def test_no_config_anywhere_is_a_usage_error(pytester: pytest.Pytester, tmp_path
     assert result.ret == pytest.ExitCode.USAGE_ERROR and "no gpuemu.toml found" in result.stderr.str()
 
 
+@pytest.mark.slow
 def test_every_collected_op_is_checked_in_one_worker_pool(pytester: pytest.Pytester) -> None:
     """`pytest --gpuemu` shares one session and worker pool across its items, as `gpuemu-ci run` does, instead
     of starting (and importing into) a pool per item (issue #27: it was about 5x slower). Every case of every

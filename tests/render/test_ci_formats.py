@@ -22,6 +22,7 @@ from gpuemu_ci.render.junit import render_junit
 from gpuemu_ci.render.sarif import FINGERPRINT_KEY, render_sarif, sarif_log
 from gpuemu_ci.results.model import Results
 from tests.support_real_runs import real_run_with_project as real_run
+from tests.support_tiers import runs_a_gate
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = "<img src=x onerror=alert(1)>|**bold**"
@@ -34,12 +35,14 @@ def report_of(document: dict[str, Any]) -> Results:
 
 
 @pytest.fixture(scope="module")
+@runs_a_gate
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[dict[str, Any], Path]]:
     base = tmp_path_factory.getbasetemp()
     return {name: real_run(base, name) for name in ("passing", "failing", "mixed")}
 
 
 @pytest.fixture(scope="module")
+@runs_a_gate
 def kernel_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
     if shutil.which("nvcc") is None:
         pytest.skip("nvcc is not on PATH")
@@ -95,6 +98,7 @@ def test_sarif_skips_and_errors_are_stated(runs: dict[str, tuple[dict[str, Any],
     assert [r["ruleId"] for r in refbad] == ["op/not-judged"] and refbad[0]["level"] == "warning"
 
 
+@pytest.mark.slow
 def test_sarif_fingerprints_follow_the_finding_not_the_seed(
     runs: dict[str, tuple[dict[str, Any], Path]],
 ) -> None:
@@ -239,6 +243,7 @@ def test_annotations_are_capped_with_a_notice(runs: dict[str, tuple[dict[str, An
     assert lines[-1].startswith("::notice title=gpuemu-ci::15 more annotation(s) not shown")
 
 
+@pytest.mark.slow
 def test_annotations_of_kernel_lint(kernel_run: tuple[dict[str, Any], Path]) -> None:
     document, project = kernel_run
     lines = render_annotations(report_of(document), source_root=project).splitlines()

@@ -17,8 +17,9 @@ import msgspec
 import pytest
 
 from gpuemu_ci.render.html import render_html
+from gpuemu_ci.results.codec import read_results
 from gpuemu_ci.results.model import Results
-from tests.support_real_runs import real_run
+from tests.support_real_runs import real_run, real_run_dir
 
 CHROMIUM = next((found for name in ("chromium", "chromium-browser") if (found := shutil.which(name))), None)
 pytestmark = pytest.mark.skipif(
@@ -52,6 +53,10 @@ document.body.setAttribute("data-layout", JSON.stringify({
   headings: [...document.querySelectorAll("h3")].map(h => h.textContent.trim()),
   tables: tables,
   overflow: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+  maps: [...document.querySelectorAll("img.error-map")].map(i => ({
+    natural: i.naturalWidth, shown: Math.round(i.getBoundingClientRect().width),
+    right: Math.round(i.getBoundingClientRect().right), open: i.closest("details").open,
+  })),
 }));
 </script>
 """
@@ -78,6 +83,7 @@ def page_of(document: dict[str, Any]) -> str:
     return render_html(msgspec.convert(document, type=Results, strict=False))
 
 
+@pytest.mark.slow
 def test_no_number_is_split_and_no_heading_repeats_itself(tmp_path_factory: pytest.TempPathFactory) -> None:
     document = real_run(tmp_path_factory.getbasetemp(), "mixed")
     assert any(op["failures"] for op in document["ops"])  # failure sections with seeds, errors, replay lines
@@ -90,6 +96,24 @@ def test_no_number_is_split_and_no_heading_repeats_itself(tmp_path_factory: pyte
     assert measured["overflow"] <= 0  # nothing wider than the window
 
 
+@pytest.mark.slow
+def test_each_failing_case_shows_its_error_map_decoded_and_within_the_window(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    where = real_run_dir(tmp_path_factory.getbasetemp(), "failing")  # examples/buggy: softmax fails
+    report = read_results(where / "results.json")
+    maps = [f for op in report.ops for f in op.failures if f.error_map]
+    assert maps
+    measured = layout(render_html(report, results_dir=where), tmp_path_factory.mktemp("maps"))
+    assert len(measured["maps"]) == len(maps)
+    for drawn in measured["maps"]:
+        assert drawn["natural"] > 100  # the browser decoded the inlined PNG
+        if drawn["open"]:  # the first case of each group is open: its map is laid out within the window
+            assert drawn["shown"] > 0 and drawn["right"] <= 480
+    assert measured["overflow"] <= 0
+
+
+@pytest.mark.slow
 def test_the_kernel_table_shows_registers_and_spills_per_entry_and_arch(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:

@@ -30,6 +30,7 @@ from gpuemu_ci.render.markdown import (
 )
 from gpuemu_ci.results.model import Headline, Results
 from tests.support_real_runs import real_run
+from tests.support_tiers import runs_a_gate
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = "<img src=x onerror=alert(1)>|**bold**"
@@ -68,6 +69,7 @@ def report_of(document: dict[str, Any]) -> Results:
 
 
 @pytest.fixture(scope="module")
+@runs_a_gate
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     base = tmp_path_factory.getbasetemp()
     return {name: real_run(base, name) for name in ("passing", "failing", "mixed")}

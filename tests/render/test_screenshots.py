@@ -31,7 +31,7 @@ from gpuemu_ci.render.html import render_html
 from gpuemu_ci.render.links import Links
 from gpuemu_ci.render.markdown import render_comment
 from gpuemu_ci.results.model import Results
-from tests.support_real_runs import real_run
+from tests.support_real_runs import real_run, real_run_dir
 
 CHROMIUM = next((found for name in ("chromium", "chromium-browser") if (found := shutil.which(name))), None)
 pytestmark = pytest.mark.skipif(
@@ -263,6 +263,7 @@ def report_of(tmp_path_factory: pytest.TempPathFactory) -> Results:
     return msgspec.convert(document, type=Results, strict=False)
 
 
+@pytest.mark.slow
 def test_a_screenshot_of_the_pr_comment_as_github_shows_it(tmp_path_factory: pytest.TempPathFactory) -> None:
     page = comment_page(render_comment(report_of(tmp_path_factory), LINKS))
     where = tmp_path_factory.mktemp("comment-shot")
@@ -276,8 +277,11 @@ def test_a_screenshot_of_the_pr_comment_as_github_shows_it(tmp_path_factory: pyt
     keep(data, "pr-comment.png")
 
 
+@pytest.mark.slow
 def test_a_screenshot_of_the_html_report(tmp_path_factory: pytest.TempPathFactory) -> None:
-    page = render_html(report_of(tmp_path_factory), LINKS)
+    # With the error maps beside results.json: the first failing case's map is in the picture.
+    results_dir = real_run_dir(tmp_path_factory.getbasetemp(), "failing")
+    page = render_html(report_of(tmp_path_factory), LINKS, results_dir)
     where = tmp_path_factory.mktemp("report-shot")
     width = 900
     measured = measure(page, where, width)
@@ -286,6 +290,15 @@ def test_a_screenshot_of_the_html_report(tmp_path_factory: pytest.TempPathFactor
     height = crop_height(measured, 1700)  # the verdict, the failures, the passes; what follows is cut
     data = screenshot(page, where, width, height)
     check_picture(data, width, height)
+    # The map shows under the report's Content-Security-Policy (img-src data:): the red cells of the first
+    # failing case's map (colours nothing else on the page has) are in the picture.
+    report = report_of(tmp_path_factory)
+    first = next(g.worst for g in report.failure_groups() if g.worst is not None)
+    assert first.error_map is not None
+    drawn = png_pixels((results_dir / first.error_map).read_bytes())[..., :3].reshape(-1, 3)
+    red = {tuple(c) for c in np.unique(drawn, axis=0) if c[0] > 150 and c[2] < 120 and c[1] < 150}
+    shot = png_pixels(data)[..., :3].reshape(-1, 3)
+    assert sum(tuple(c) in red for c in np.unique(shot, axis=0)) >= 1 and red
     keep(data, "html-report.png")
 
 
@@ -326,6 +339,7 @@ def chromium_row_sums(data: bytes, where: Path) -> list[list[int]]:
     return list(json.loads(html_module.unescape(found.group(1))))
 
 
+@pytest.mark.slow
 def test_the_png_check_decodes_as_chromium_does_and_rejects_a_page_without_text(tmp_path: Path) -> None:
     """The checker itself: a screenshot with text, flat colour and gradients (so the encoder uses its several
     row filters) decodes to the pixels drawn and to what Chromium's own decoder reads; a blank page is

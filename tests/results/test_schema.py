@@ -16,6 +16,7 @@ from gpuemu_ci.errors import ExitCode, UsageError
 from gpuemu_ci.results.codec import from_json, read_results, to_builtins, to_json
 from gpuemu_ci.results.schema import generate_schema, published_schema_text, schema_text
 from tests.support_real_runs import real_run
+from tests.support_tiers import runs_a_gate
 
 
 def schema_errors(document: dict[str, Any]) -> list[str]:
@@ -26,6 +27,7 @@ def schema_errors(document: dict[str, Any]) -> list[str]:
 
 
 @pytest.fixture(scope="module")
+@runs_a_gate
 def failing(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return real_run(tmp_path_factory.getbasetemp(), "failing")
 
@@ -57,6 +59,7 @@ def test_real_runs_validate(tmp_path_factory: pytest.TempPathFactory, name: str)
         assert document["cut_short"] is True and document["verdict"] in ("failed", "incomplete")
 
 
+@pytest.mark.slow
 def test_a_real_run_with_kernels_validates(tmp_path_factory: pytest.TempPathFactory) -> None:
     if shutil.which("nvcc") is None:
         pytest.skip("nvcc is not on PATH")
@@ -69,6 +72,7 @@ def test_a_real_run_with_kernels_validates(tmp_path_factory: pytest.TempPathFact
     assert any(k["violations"] for k in document["kernels"]) and any(k["error"] for k in document["kernels"])
 
 
+@pytest.mark.slow
 def test_a_run_with_a_baseline_diff_validates(
     tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
 ) -> None:
@@ -141,6 +145,7 @@ def _nested(depth: int) -> Any:
     return value
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("what", "edit", "message"), MISTAKES, ids=[m[0] for m in MISTAKES])
 def test_mistakes_are_caught_and_named(failing: dict[str, Any], what: str, edit: Any, message: str) -> None:
     document = copy.deepcopy(failing)

@@ -234,6 +234,7 @@ SIZES = sorted(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", SIZES)
 def test_u64_array_equals_spec_stream_and_state(n: int, reference: tuple[np.ndarray, np.ndarray]) -> None:
     outs, z = reference

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support_tiers import runs_a_gate
 from tests.triton_cpu.support_interpreter import gpuemu
 
 pytest.importorskip("torch")
@@ -43,6 +44,20 @@ KERNELS = textwrap.dedent("""
 
     def scale(x):
         return _launch(x.contiguous(), True)
+
+    @triton.jit
+    def _scale_tail(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+        factor = tl.where(tl.sum(mask.to(tl.int32), axis=0) == BLOCK, 2.0, 2.5)  # the bug: the partial tile's
+        tl.store(y_ptr + offs, x * factor, mask=mask)  # TAIL STORE
+
+    def scale_tail(x):
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        _scale_tail[(triton.cdiv(x.numel(), 64),)](x, y, x.numel(), BLOCK=64)
+        return y
 
     def scale_unmasked(x):
         return _launch(x.contiguous(), False)
@@ -100,6 +115,7 @@ def _project(tmp_path: Path) -> Path:
             name="scale_unmasked", op="scale_unmasked", ref="ref_scale", family="elementwise", extra=""
         ),
         OP.format(name="asm", op="asm", ref="ref_same", family="elementwise", extra=""),
+        OP.format(name="scale_tail", op="scale_tail", ref="ref_scale", family="elementwise", extra=""),
         OP.format(
             name="scale_unmasked_bf16", op="scale_unmasked", ref="ref_scale", family="elementwise", extra=""
         ).replace('dtypes = ["float32"]', 'dtypes = ["bfloat16"]'),
@@ -114,6 +130,7 @@ def _project(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
+@runs_a_gate
 def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, subprocess.CompletedProcess[str]]:
     tmp_path = tmp_path_factory.mktemp("gate")
     config = _project(tmp_path)
@@ -121,6 +138,26 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, subproces
     return tmp_path, json.loads((tmp_path / "out" / "results.json").read_text()), done
 
 
+@pytest.mark.slow
+def test_a_wrong_partial_tile_is_explained_by_pattern_where_and_map(run: tuple) -> None:
+    tmp_path, document, _ = run
+    op = next(o for o in document["ops"] if o["name"] == "scale_tail")
+    assert op["status"] == "failed"
+    line = next(i for i, text in enumerate(KERNELS.splitlines(), 1) if "TAIL STORE" in text)
+    for failure in op["failures"]:
+        n = failure["shapes"]["x"][0]
+        start = n - n % 64
+        assert failure["pattern"].startswith(
+            f"wrong only in the last partial tile of N={n} (cols {start}–{n - 1}, tile 64)"
+            if n > 64
+            else "everywhere"
+        ), failure["pattern"]
+        assert failure["where"].startswith(f"stored by program ({n // 64}, 0, 0) of `_scale_tail`")
+        assert f"at kernels.py:{line} (in _scale_tail); its store's mask was partial" in failure["where"]
+        assert (tmp_path / "out" / failure["error_map"]).read_bytes().startswith(b"\x89PNG")
+
+
+@pytest.mark.slow
 def test_a_store_past_the_end_fails_the_gate_as_out_of_bounds_with_where(run: tuple) -> None:
     _, results, done = run
     assert done.returncode == 1, done.stderr[-2000:]
@@ -179,6 +216,7 @@ def test_inline_assembly_the_interpreter_cannot_run_is_not_judged_and_names_kern
     assert "in `_asm` at kernels.py:" in message and "a GPU runs it" in message
 
 
+@pytest.mark.slow
 def test_an_out_of_bounds_failure_replays_from_its_seed(run: tuple) -> None:
     tmp_path, results, _ = run
     failure = next(op for op in results["ops"] if op["name"] == "scale_unmasked")["failures"][0]

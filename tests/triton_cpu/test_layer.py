@@ -11,6 +11,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("triton")
 
+from tests.support_tiers import runs_a_gate
 from tests.triton_cpu.support_interpreter import run_interpreted
 
 SCRIPT = textwrap.dedent("""
@@ -161,10 +162,12 @@ SCRIPT = textwrap.dedent("""
 
 
 @pytest.fixture(scope="module")
+@runs_a_gate
 def seen(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return run_interpreted(SCRIPT, tmp_path_factory.mktemp("layer"))
 
 
+@pytest.mark.slow
 def test_a_store_past_a_views_end_stops_before_writing_and_names_program_tensor_and_distance(
     seen: dict,
 ) -> None:

@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("triton")
 
+from tests.support_tiers import runs_a_gate
 from tests.triton_cpu.support_interpreter import run_interpreted
 
 SCRIPT = textwrap.dedent('''
@@ -140,10 +141,12 @@ SCRIPT = textwrap.dedent('''
 
 
 @pytest.fixture(scope="module")
+@runs_a_gate
 def seen(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return run_interpreted(SCRIPT, tmp_path_factory.mktemp("replay"))
 
 
+@pytest.mark.slow
 def test_every_launch_gives_bitwise_the_outputs_and_findings_of_the_per_program_interpreter(
     seen: dict,
 ) -> None:

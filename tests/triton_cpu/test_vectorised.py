@@ -15,6 +15,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("triton")
 
+from tests.support_tiers import runs_a_gate
 from tests.triton_cpu.support_interpreter import ROOT, checkout_env, run_interpreted
 
 SCRIPT = textwrap.dedent('''
@@ -253,10 +254,12 @@ SCRIPT = textwrap.dedent('''
 
 
 @pytest.fixture(scope="module")
+@runs_a_gate
 def seen(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return run_interpreted(SCRIPT, tmp_path_factory.mktemp("grid"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "kernel",
     [

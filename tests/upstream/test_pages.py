@@ -252,6 +252,7 @@ def test_verifier_quick_start(run_example) -> None:
     run_example(HERE / "verifier", HERE / "verifier" / "quick_start.py")
 
 
+@pytest.mark.slow
 def test_verifier_autograd_function_and_outlier_detector(run_example, tmp_path: Path) -> None:
     pytest.importorskip("torch")
     folder = tmp_path / "verifier"

@@ -1,5 +1,6 @@
-"""What the GPU-faithful Triton layer saw, folded into a case's verdict and notes on the judge's side: its
-findings (out of bounds, races, a tampered layer), outputs that depend on masked-off lanes Triton leaves
+"""What the GPU-faithful Triton layer saw, decided into a case's verdict and notes: a case Triton's interpreter
+cannot compute as the GPU does is skipped (or failed, where the layer caught the kernel's memory accesses), and
+otherwise its findings (out of bounds, races, a tampered layer), outputs that depend on masked-off lanes Triton leaves
 undefined (`[ops.triton] undefined_masked_lanes`), where a mismatch's worst element came from what the layer
 changed (masked lanes, program order, TF32), and the notes a case carries to its op (triton_cpu/report.py,
 backends/layer_probes.py)."""
@@ -9,13 +10,74 @@ from __future__ import annotations
 import numpy as np
 
 from gpuemu_ci import dtypes
-from gpuemu_ci.calls import CaseRun
+from gpuemu_ci.calls import CaseReport, CaseRun
 from gpuemu_ci.config.model import Family, MaskedLanes, OpSpec
-from gpuemu_ci.oracle.model import CaseVerdict, ErrorStats, FailureKind, Finding
+from gpuemu_ci.fuzz.case import CaseInputs
+from gpuemu_ci.oracle.case_report import describe_case
+from gpuemu_ci.oracle.model import CaseVerdict, ErrorStats, Finding
+from gpuemu_ci.results.model import FailureKind
 from gpuemu_ci.triton_cpu.report import MASKED_LANES, PROGRAM_ORDER, TF32, Decided, TritonReport
 
 TF32_FAMILIES = (Family.MATMUL, Family.ATTENTION)  # bounds that allow for TF32 inputs (oracle/bounds.py)
 _ATOMIC = " (an atomic's result)"  # how layer.py marks the site of an atomic's masked-off lanes
+
+
+def layer_report(
+    case: CaseInputs,
+    digest: str | None,
+    interpreter: str | None,
+    interpreter_types: tuple[str, ...],
+    seen: TritonReport | None,
+    call_s: float,
+) -> CaseReport | None:
+    """The report of a case the oracle does not judge by its numbers, or None to judge it: the Triton layer's own
+    error (errored: the tool's fault); a case Triton's interpreter computes on bit patterns or cannot run as the
+    GPU does (`interpreter_types`: skipped, its numbers are the interpreter's, not the kernel's), unless the layer
+    caught the kernel's memory accesses out of bounds or racing (failed: the kernel's whatever the numbers; the
+    caller snapshots it)."""
+    described = describe_case(case, digest)
+    if seen is not None and seen.internal_error:
+        return CaseReport(
+            outcome="errored",
+            **described,
+            interpreter=interpreter,
+            kind="raised",
+            message=seen.internal_error,
+            call_s=call_s,
+        )
+    if not interpreter or not interpreter_types:
+        return None
+    if seen is not None and seen.findings:
+        return CaseReport(
+            outcome="failed",
+            **described,
+            interpreter=interpreter,
+            kind=seen.findings[0][0],
+            message="\n".join(message for _, message in seen.findings),
+            findings=seen.findings,
+            call_s=call_s,
+        )
+    return CaseReport(
+        outcome="skipped",
+        **described,
+        interpreter=interpreter,
+        interpreter_types=interpreter_types,
+        message=interpreter_reason(interpreter_types),
+        call_s=call_s,
+    )
+
+
+def interpreter_reason(types: tuple[str, ...] | set[str]) -> str:
+    """Why Triton's interpreter could not compute the case as the GPU does, in words: what the layer could not
+    run (with its kernel and line), or the types the plain interpreter computes on bit patterns."""
+    gaps = sorted(t for t in types if " at " in t)  # the layer's: what, in which kernel, at which line
+    kinds = sorted(t for t in types if " at " not in t)
+    said = []
+    if gaps:
+        said.append(f"Triton's interpreter cannot run {'; '.join(gaps)}")
+    if kinds:
+        said.append(f"Triton's interpreter computes {', '.join(kinds)} on bit patterns")
+    return "; ".join(said) or "Triton's interpreter computes bfloat16 on bit patterns"
 
 
 def masked_lanes_message(sites: tuple[str, ...]) -> str:
@@ -43,6 +105,8 @@ def masked_lanes_message(sites: tuple[str, ...]) -> str:
 
 
 def dot_note(site: str, family: Family | None) -> str:
+    """The note for an fp32 `tl.dot` left at its default input precision (TF32 on NVIDIA), and whether the op's
+    family bound allows for it."""
     allowed = "allows" if family in TF32_FAMILIES else "does not allow"
     bound = f"the {family.value} bound" if family is not None else "the bound"
     return (

@@ -1,0 +1,97 @@
+"""What the judge adds to a failing case to explain it: the one-line pattern of its errors (oracle/error_pattern.py),
+its error map beside the snapshot (results/error_map.py), and for a Triton kernel where its worst element was
+stored (the program, lane and line, triton_cpu/where.py), whose programs' tiles also mark the map."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import msgspec
+import numpy as np
+
+from gpuemu_ci.calls import CaseReport
+from gpuemu_ci.oracle import error_pattern
+from gpuemu_ci.oracle.model import ErrorStats
+from gpuemu_ci.results import error_map
+from gpuemu_ci.triton_cpu.report import MASKED_LANES, PROGRAM_ORDER, TF32, TritonReport
+from gpuemu_ci.triton_cpu.where import StoreMap
+
+
+def explained(
+    report: CaseReport,
+    stats: ErrorStats | None,
+    dims: Mapping[str, int],
+    out_dir: Path | None,
+    triton: TritonReport | None = None,
+    gradients: tuple[tuple[str, ErrorStats], ...] = (),
+    forward_outputs: int = 1,
+) -> CaseReport:
+    """`report` (a failed case) with its pattern, error map (written under `out_dir`, when given) and, for a case
+    whose Triton launches the layer watched, where its worst element was stored. A failing gradient (`report.output`
+    "grad of x") is explained from its own figures (`gradients`, in the order the op returns them after its
+    `forward_outputs`)."""
+    position: int | None = None
+    if report.output is not None:  # a gradient's failure: its figures and its place among the op's outputs
+        names = [name for name, _ in gradients]
+        of = report.output.removeprefix("grad of ")
+        stats = dict(gradients).get(of)
+        position = forward_outputs + names.index(of) if of in names else None
+    if report.outcome != "failed" or stats is None or stats.ratio is None:
+        return report  # nothing measured per element (a crash, an argmax)
+    ratio = np.asarray(stats.ratio)
+    position, stored = _map_of(triton, ratio.shape, position)
+    tiles = stored.tiles() if stored is not None else {}
+    pattern = error_pattern.describe(ratio, dims, tiles)
+    where = None
+    if stored is not None:
+        if stored.partial_only(ratio > 1.0):
+            pattern += "; only where the store's mask is partial"
+        if stats.worst_index is not None:
+            where = stored.describe(tuple(stats.worst_index))
+    elif triton is not None and triton.launches:
+        where = triton.stores_note or "where not recorded: no output of the call matched a watched store"
+    decided = _decided_at(triton, position, ratio.shape, stats.worst_index)
+    if decided:
+        where = f"{where}; {decided}" if where else decided
+    path, note = error_map.write_error_map(out_dir, ratio, tiles) if out_dir is not None else (None, None)
+    return msgspec.structs.replace(report, pattern=pattern, error_map=path, error_map_note=note, where=where)
+
+
+def _map_of(
+    triton: TritonReport | None, shape: tuple[int, ...], known: int | None
+) -> tuple[int, StoreMap | None]:
+    """(the judged output's position among the op's outputs, its store map): the one at `known` when given, else
+    the first with its shape."""
+    if triton is None:
+        return known or 0, None
+    if known is not None:
+        stored = triton.stores[known] if known < len(triton.stores) else None
+        return known, stored if stored is not None and stored.shape == tuple(shape) else None
+    for position, stored in enumerate(triton.stores):
+        if stored is not None and stored.shape == tuple(shape):
+            return position, stored
+    return 0, None
+
+
+# What a probe of the layer varied (backends/layer_probes.py), as the "where" says it.
+_VARIED = {
+    MASKED_LANES: "its value changes with what the masked-off lanes read:",
+    TF32: "its value changes when the fp32 dot runs at full precision instead of TF32:",
+    PROGRAM_ORDER: "its value changes with the order of the programs",
+}
+
+
+def _decided_at(
+    triton: TritonReport | None, position: int, shape: tuple[int, ...], index: tuple[int, ...] | None
+) -> str | None:
+    """The kernel lines a probe of the call varied that changed the worst element, where one did: for a masked
+    load without `other` or a TF32 dot, the line the bug is on."""
+    if triton is None or index is None or len(index) != len(shape):
+        return None
+    size = int(np.prod(shape)) if shape else 1
+    flat = int(np.ravel_multi_index(tuple(index), shape)) if shape else 0
+    for decided in triton.decided:
+        if decided.by in _VARIED and decided.at(position, size, flat):
+            return " ".join(filter(None, (_VARIED[decided.by], ", ".join(decided.sites))))
+    return None

@@ -1,0 +1,78 @@
+"""What the judge adds to a failed case (backends/explain.py): the pattern, the map, and where, for the forward's
+output and for a failing gradient, from a store log the layer's own code builds (triton_cpu/where.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from gpuemu_ci.backends.explain import explained
+from gpuemu_ci.calls import CaseReport
+from gpuemu_ci.oracle.model import Comparator, ErrorStats
+from gpuemu_ci.triton_cpu.report import TritonReport
+from gpuemu_ci.triton_cpu.where import StoreLog
+
+
+def _stats(ratio: np.ndarray) -> ErrorStats:
+    worst = tuple(int(i) for i in np.unravel_index(int(np.argmax(ratio)), ratio.shape))
+    return ErrorStats(Comparator.BOUND, float(ratio.max()), 1.0, worst, int((ratio > 1).sum()), ratio.size, 1.0,
+                      ratio=ratio)  # fmt: skip
+
+
+def _stored(outputs: list[np.ndarray], *blocks: int) -> TritonReport:
+    """The report of a call whose programs stored each output in blocks of its `blocks` elements, the last one
+    masked (a partial tile), as the store hook logs them."""
+    log = StoreLog()
+    for out, block in zip(outputs, blocks, strict=True):
+        start = int(out.__array_interface__["data"][0])
+        programs = -(-out.size // block)
+        for pid in range(programs):
+            lanes = pid * block + np.arange(block)
+            mask = lanes < out.size
+            addresses = start + lanes[mask] * out.itemsize
+            log.note(
+                "k", (programs, 1, 1), "k.py:7 (in k)", addresses, None if mask.all() else mask, (block,), pid
+            )
+    return TritonReport(launches=1, stores=log.maps(outputs))
+
+
+def test_a_wrong_tail_is_explained_with_tile_partial_mask_program_and_line(tmp_path: Path) -> None:
+    out = np.zeros(100, dtype=np.float32)
+    ratio = np.full(100, 0.5)
+    ratio[96:] = 40.0  # the last, partial tile of 32: elements 96-99
+    report = explained(CaseReport(outcome="failed"), _stats(ratio), {"N": 100}, tmp_path, _stored([out], 32))
+    assert report.pattern == (
+        "wrong only in the last partial tile of N=100 (cols 96–99, tile 32): 4 of 100 elements over the "
+        "allowance; only where the store's mask is partial"
+    )
+    assert report.where == (
+        "stored by program (3, 0, 0) of `k` (grid (4, 1, 1)), lane 0 of its block, at k.py:7 (in k); its store's "
+        "mask was partial in that program"
+    )
+    assert report.error_map is not None and (tmp_path / report.error_map).is_file()
+
+
+def test_a_failing_gradient_is_explained_from_its_own_figures_and_output(tmp_path: Path) -> None:
+    forward, grad = np.zeros(64, dtype=np.float32), np.zeros(64, dtype=np.float32)
+    wrong = np.zeros(64)
+    wrong[37] = 9.0
+    report = explained(
+        CaseReport(outcome="failed", output="grad of w"),
+        _stats(np.zeros(64)),  # the forward passed
+        {},
+        tmp_path,
+        _stored([forward, grad], 64, 16),  # the gradient's programs are 16 wide, the forward's 64
+        gradients=(("w", _stats(wrong)),),
+        forward_outputs=1,
+    )
+    assert report.pattern is not None and report.pattern.startswith("wrong only in col 37 of 64")
+    assert report.where is not None and report.where.startswith(
+        "stored by program (2, 0, 0) of `k` (grid (4, 1, 1))"
+    )
+    assert "lane 5 of its block" in report.where
+
+
+def test_a_crash_is_not_explained() -> None:
+    report = CaseReport(outcome="failed", kind="crashed")
+    assert explained(report, None, {}, None) is report
