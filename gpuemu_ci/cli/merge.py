@@ -98,9 +98,10 @@ def _policies(config_path: Path | None, merged: Results) -> Policies:
 
 
 def _copy_snapshots(merged: Results, shards: tuple[Path, ...], out_dir: Path) -> None:
-    """The input snapshots of the recorded failures, from the shard that wrote each, next to the output (the
-    snapshots an earlier merge left there are removed first, as a run does)."""
-    wanted = {f.snapshot for op in merged.ops for f in op.failures if f.snapshot}
+    """The input snapshots and error maps of the recorded failures, from the shard that wrote each, next to the
+    output (the snapshots an earlier merge left there are removed first, as a run does)."""
+    failures = [f for op in merged.ops for f in op.failures]
+    wanted = {f.snapshot for f in failures if f.snapshot} | {f.error_map for f in failures if f.error_map}
     if all(out_dir.resolve() != p.parent.resolve() for p in shards):
         clear_snapshots(out_dir)
     for name in sorted(wanted):
@@ -108,9 +109,7 @@ def _copy_snapshots(merged: Results, shards: tuple[Path, ...], out_dir: Path) ->
         source = next((p.parent / name for p in shards if (p.parent / name).is_file()), None)
         if source is None:
             if not target.is_file():
-                click.echo(
-                    f"gpuemu-ci: warning: snapshot {name} is in none of the shards' directories", err=True
-                )
+                click.echo(f"gpuemu-ci: warning: {name} is in none of the shards' directories", err=True)
             continue
         if source.resolve() != target.resolve():
             target.parent.mkdir(parents=True, exist_ok=True)
