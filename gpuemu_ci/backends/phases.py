@@ -39,10 +39,12 @@ class PhaseClock:
         self._since = time.perf_counter()
 
     def start(self) -> None:
+        """Begins a side: forgets the previous side's seconds and any launch preparation counted before it."""
         self._seconds, self._phase, self._since = {}, None, time.perf_counter()
         spent.take()  # what an earlier side left uncounted is not this one's
 
     def mark(self, stage: Stage) -> None:
+        """Closes the current phase at `stage`: its seconds so far go to its total, and `stage`'s phase begins."""
         now = time.perf_counter()
         if self._phase is not None:
             self._seconds[self._phase] = self._seconds.get(self._phase, 0.0) + now - self._since

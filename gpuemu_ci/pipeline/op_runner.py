@@ -221,6 +221,7 @@ class OpCollector:
             self.phase_us[phase] = self.phase_us.get(phase, 0) + round(seconds * 1e6)
 
     def timings(self) -> OpTimings | None:
+        """The op's time split over the reports that carried one; None when none did (a run cut short early)."""
         return OpTimings.of_micros(self.timed, self.phase_us) if self.timed else None
 
     def wants_snapshot(self, index: int) -> bool:

@@ -49,6 +49,7 @@ class OpTimings(Record, frozen=True):
 
     @property
     def total_s(self) -> float:
+        """The seconds of every phase together (the work the split accounts for, not the op's wall time)."""
         return sum(self.seconds().values())
 
 

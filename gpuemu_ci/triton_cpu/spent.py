@@ -12,6 +12,7 @@ _spent = [0.0]
 
 
 def add(seconds: float) -> None:
+    """Counts `seconds` measured elsewhere (a pass timed by its caller) as launch preparation."""
     _spent[0] += seconds
 
 
