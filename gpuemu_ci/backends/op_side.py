@@ -159,9 +159,8 @@ def run_op_side(
         returned: list[np.ndarray] = []
 
         def as_returned(arr: np.ndarray) -> np.ndarray:
-            returned.append(
-                arr
-            )  # in the memory the kernels wrote: matched to their stores (triton_cpu/where.py)
+            # Kept in the memory the kernels wrote, to be matched to their stores (triton_cpu/where.py).
+            returned.append(arr)
             return private(arr)
 
         with (

@@ -23,7 +23,7 @@ def preparing() -> Iterator[None]:
     try:
         yield
     finally:
-        _spent[0] += time.perf_counter() - started
+        add(time.perf_counter() - started)
 
 
 def take() -> float:

@@ -82,14 +82,14 @@ class StoreLog:
             self.stores.clear()
             return
         total = int(np.prod(shape)) if shape else 1
-        rows = int(np.size(row_pids)) if not isinstance(row_pids, int) else 1
-        per_row = max(1, total // max(rows, 1)) if not isinstance(row_pids, int) else total
         partial: np.ndarray
         if isinstance(row_pids, int):
             pids = np.full(total, row_pids, dtype=np.int32)
             lanes = np.arange(total, dtype=np.int32)
             partial = np.full(total, flat_mask is not None and not bool(flat_mask.all()))
         else:
+            rows = int(np.size(row_pids))
+            per_row = max(1, total // max(rows, 1))
             row_of = np.arange(total, dtype=np.int64) // per_row
             pids = np.asarray(row_pids, dtype=np.int32)[np.minimum(row_of, rows - 1)]
             lanes = (np.arange(total, dtype=np.int64) % per_row).astype(np.int32)
