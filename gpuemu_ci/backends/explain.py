@@ -61,11 +61,12 @@ def explained(
             where = stored.describe(tuple(stats.worst_index))
     elif explain and triton is not None and triton.launches:
         where = triton.stores_note or "where not recorded: no output of the call matched a watched store"
-    found = [_decided_at(triton, position, ratio.shape, stats.worst_index)]
+    found = [where, _decided_at(triton, position, ratio.shape, stats.worst_index)]
     if explain and triton is not None and report.output is None:
-        found.extend(_probed(triton.explained, ratio > 1.0, rejudge))
-    for said in filter(None, found):
-        where = f"{where}; {said}" if where else said
+        found[:0] = _probed(
+            triton.explained, ratio > 1.0, rejudge
+        )  # the cause first: the comment shows one line
+    where = "; ".join(filter(None, found)) or None
     path, note = error_map.write_error_map(out_dir, ratio, tiles) if out_dir is not None else (None, None)
     return msgspec.structs.replace(report, pattern=pattern, error_map=path, error_map_note=note, where=where)
 
@@ -113,14 +114,16 @@ def _probed(found: tuple[Explained, ...], bad: np.ndarray, rejudge: Rejudge | No
     """What the explain probes found that holds: a finding without outputs as it is; a what-if only where its
     outputs, judged with the case's reference, pass or bring every element over its allowance within it."""
     said = []
+    named: set[tuple[str, str]] = set()  # a what-if's line is named once, by the first value that fixes it
     for item in found:
         if not item.outputs:
             said.append(item.text)
             continue
-        if rejudge is None:
+        if rejudge is None or (item.by, item.site) in named:
             continue
         ratio, passed = rejudge(item)
         fixed = ratio is not None and ratio.shape == bad.shape and bool(np.all(ratio[bad] <= 1.0))
         if passed or fixed:
             said.append(item.text)
+            named.add((item.by, item.site))
     return said

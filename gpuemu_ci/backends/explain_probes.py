@@ -12,19 +12,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import numpy as np
-
+from gpuemu_ci.backends import masked_other
 from gpuemu_ci.backends.layer_probes import Caller
 from gpuemu_ci.calls import CallResult
 from gpuemu_ci.config.model import OpSpec
 from gpuemu_ci.triton_cpu.report import Explained, TritonReport
 
 FAILED = "failed"  # an Explained that says a probe could not run (the layer's own error)
-MAX_OUTPUT_BYTES = 1 << 26  # a what-if's outputs that travel to the judge at most (the rest: not sent)
 
 Probe = Callable[[OpSpec, TritonReport, CallResult, Caller], tuple[tuple[Explained, ...], bool]]
 
-EXPLAIN_PROBES: tuple[Probe, ...] = ()
+EXPLAIN_PROBES: tuple[Probe, ...] = (masked_other.probe,)
 
 
 def run(
@@ -39,17 +37,3 @@ def run(
         if retire:
             return tuple(found), True
     return tuple(found), False
-
-
-def output_bytes(result: CallResult, like: CallResult) -> tuple[bytes, ...] | None:
-    """A what-if call's outputs as an `Explained` carries them, or None where they cannot stand for the judged
-    call's (another count, shape or dtype) or are too large to send."""
-    if len(result.outputs) != len(like.outputs):
-        return None
-    sent = []
-    for got, judged in zip(result.outputs, like.outputs, strict=True):
-        a, b = np.asarray(got), np.asarray(judged)
-        if a.shape != b.shape or a.dtype != b.dtype:
-            return None
-        sent.append(np.ascontiguousarray(a).tobytes())
-    return tuple(sent) if sum(len(b) for b in sent) <= MAX_OUTPUT_BYTES else None

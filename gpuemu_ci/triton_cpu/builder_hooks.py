@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuemu_ci.triton_cpu import accesses, active, grid, lowp, lowp_builder, numerics, sites, where
+from gpuemu_ci.triton_cpu import accesses, active, grid, lowp, lowp_builder, numerics, sites, what_if, where
 from gpuemu_ci.triton_cpu.boundary import Handle
 from gpuemu_ci.triton_cpu.call import MAX_POISON_SITES, CallRecord
 from gpuemu_ci.triton_cpu.provenance import base_of
@@ -57,6 +57,10 @@ def masked_load(original: Method) -> Method:
                 accesses.watch_read(call, launch, addresses.addresses)
             if other is None and flat_mask is not None:  # some lane masked off (`active_lanes`)
                 other = _masked_fill(call, ptrs, batched)
+            elif (
+                other is not None and flat_mask is not None
+            ):  # an explain re-run notes it, a what-if replaces it (what_if.py)
+                other = what_if.masked_other(call, launch, other)
             if located is not None and np.ndim(ptrs.data) > 0:
                 found = accesses.gathered(launch.memory, located, addresses, ptrs, flat_mask, other)
                 if found is not None:

@@ -48,6 +48,9 @@ class CallSettings:
     seeded_order: bool = True  # False: the programs of a launch in their plain order (a probe, probes.py)
     ieee_dots: bool = False  # True: every fp32 `tl.dot` at full precision, whatever it asked (a probe)
     log_stores: bool = False  # log where each store wrote (where.py): only in an explain re-run
+    # A what-if of the explain re-run (what_if.py): masked-off lanes of the loads with `other` at this line
+    # read this value instead.
+    other_override: tuple[str, float] | None = None
 
 
 @dataclass
@@ -132,6 +135,7 @@ class CallRecord:
     internal_error: str = ""  # the layer's own code raised (LayerError): the tool's error, not the kernel's
     patches: int = 0  # times the hooks were set during the call (once; more means someone undid them)
     stores: StoreLog = field(default_factory=StoreLog)  # where each store wrote (where.py)
+    masked_others: dict[str, float] = field(default_factory=dict)  # loads with `other` and masked lanes
 
     def looked_up(self) -> bool:
         """Whether there is room for one more source-line lookup in this call (they walk the stack)."""
@@ -156,6 +160,7 @@ class CallRecord:
             self.settings.masked_lanes,
             self.atomics,
             internal_error=self.internal_error,
+            masked_others=tuple(self.masked_others.items()),
         )
 
     def poisons(self, site: str) -> bool:

@@ -91,6 +91,8 @@ class TritonReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     stores: tuple[StoreMap | None, ...] = ()
     stores_note: str = ""  # why no output has a map ("" when they have, or the call stored nothing watched)
     explained: tuple[Explained, ...] = ()  # what the explain probes found (an explain re-run only)
+    # Loads with `other` that had masked-off lanes: (line, `other`), noted in an explain re-run (what_if.py).
+    masked_others: tuple[tuple[str, float], ...] = ()
 
     def dot_input_roundoff(self) -> float:
         """The largest input roundoff among the dots the kernels ran (0.0: none, or all ieee)."""
@@ -128,6 +130,7 @@ class TritonReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             self.stores,  # this call's: the outputs judged are its own
             self.stores_note,
             self.explained,
+            self.masked_others,
         )
 
 
