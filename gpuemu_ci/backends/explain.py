@@ -47,7 +47,7 @@ def explained(
         stats = dict(gradients).get(of)
         position = forward_outputs + names.index(of) if of in names else None
     if report.outcome != "failed" or stats is None or stats.ratio is None:
-        return report  # nothing measured per element (a crash, an argmax)
+        return found_by_layer(report, triton, explain)  # nothing measured per element (a crash, an argmax)
     ratio = np.asarray(stats.ratio)
     position, stored = _map_of(triton, ratio.shape, position)
     stored = stored if explain else None  # a store map is the explain re-run's (the first run logs no store)
@@ -127,3 +127,14 @@ def _probed(found: tuple[Explained, ...], bad: np.ndarray, rejudge: Rejudge | No
             said.append(item.text)
             named.add((item.by, item.site))
     return said
+
+
+def found_by_layer(report: CaseReport, triton: TritonReport | None, explain: bool) -> CaseReport:
+    """A failure without figures per element (the kernel stopped at an out-of-bounds access) with what the explain
+    re-run's layer and probes found that stands on its own (the lines an out-of-bounds pointer was offset at)."""
+    if not explain or triton is None or report.outcome != "failed":
+        return report
+    said = [item.text for item in triton.explained if not item.outputs]
+    if not said:
+        return report
+    return msgspec.structs.replace(report, where="; ".join(filter(None, [report.where, *said])))

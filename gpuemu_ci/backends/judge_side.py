@@ -378,7 +378,11 @@ def _judge_case(judging: _Judging, op_view: OpView) -> CaseReport:
         case, judging.digest, op_view.interpreter, op_view.interpreter_types, op_view.triton, judging.call_s
     )
     if decided is not None:  # the layer's error, or a case the interpreter cannot compute as the GPU does
-        return _with_snapshot(judging, case, decided) if decided.outcome == "failed" else decided
+        if decided.outcome != "failed":
+            return decided
+        return _with_snapshot(
+            judging, case, explain.found_by_layer(decided, op_view.triton, judging.spec.explain)
+        )
     bound = comparator_for(op, case.dtype) in (Comparator.BOUND, Comparator.ARGMAX)
     probed = intermediates.probed_inputs(op, case.dtype) if bound else ()
     abs_inputs = (bounds.abs_linear_inputs(op) or probed) if bound else ()

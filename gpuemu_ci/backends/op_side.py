@@ -243,7 +243,7 @@ def run_op_side(
     if triton is not None and decided:
         triton = msgspec.structs.replace(triton, decided=decided)
     if triton is not None and explained:
-        triton = msgspec.structs.replace(triton, explained=explained)
+        triton = msgspec.structs.replace(triton, explained=(*triton.explained, *explained))
     if triton is not None and triton.sanitized:
         # The layer computed bf16 and fp8 as the GPU does: only what it could not run is not judged.
         unmodelled = [t for t in interpreter_types if t in triton_probe.UNMODELLED]

@@ -19,7 +19,7 @@ import numpy as np
 from gpuemu_ci.triton_cpu import accesses, active, grid, lowp, lowp_builder, numerics, sites, what_if, where
 from gpuemu_ci.triton_cpu.boundary import Handle
 from gpuemu_ci.triton_cpu.call import MAX_POISON_SITES, CallRecord
-from gpuemu_ci.triton_cpu.provenance import base_of
+from gpuemu_ci.triton_cpu.provenance import base_of, offset_at
 
 MODULE = "triton.runtime.interpreter"
 Method = Callable[..., Any]
@@ -49,7 +49,9 @@ def masked_load(original: Method) -> Method:
         if batched:
             ptrs, mask, other = _batched_load_operands(ptrs, mask, other)
         if call is not None and launch is not None:
-            addresses, flat_mask = accesses.checked(call, launch, "load", ptrs.data, mask.data, base_of(ptrs))
+            addresses, flat_mask = accesses.checked(
+                call, launch, "load", ptrs.data, mask.data, base_of(ptrs), offset_at(ptrs)
+            )
             located = None
             if batched:
                 located = accesses.watch_batched(launch, ptrs.data, flat_mask, addresses, write=False)
@@ -97,14 +99,16 @@ def masked_store(original: Method) -> Method:
         call = active.call()
         launch = None if call is None else call.launch
         batched = launch is not None and launch.batch is not None
-        base = base_of(ptrs)
+        base, offsets = base_of(ptrs), offset_at(ptrs)
         if batched:
             module = sys.modules[MODULE]
             p, v, m = grid.broadcast(ptrs.data, value.data, mask.data)
             ptrs, value = module.TensorHandle(p, ptrs.dtype), module.TensorHandle(v, value.dtype)
             mask = module.TensorHandle(m, mask.dtype)
         if call is not None and launch is not None:
-            addresses, flat_mask = accesses.checked(call, launch, "store", ptrs.data, mask.data, base)
+            addresses, flat_mask = accesses.checked(
+                call, launch, "store", ptrs.data, mask.data, base, offsets
+            )
             if call.settings.log_stores:
                 where.note_store(call.stores, launch, addresses.addresses, flat_mask, np.shape(ptrs.data))
             if batched:
@@ -127,7 +131,9 @@ def _synchronised(call: CallRecord | None, ptr: Handle, mask: np.ndarray | None)
     launch = None if call is None else call.launch
     if call is None or launch is None:
         return
-    addresses, flat_mask = accesses.checked(call, launch, "atomic", ptr.data, mask, base_of(ptr))
+    addresses, flat_mask = accesses.checked(
+        call, launch, "atomic", ptr.data, mask, base_of(ptr), offset_at(ptr)
+    )
     if call.settings.log_stores:  # it writes too
         where.note_store(call.stores, launch, addresses.addresses, flat_mask, np.shape(ptr.data))
     launch.synchronised = True

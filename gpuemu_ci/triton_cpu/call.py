@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from gpuemu_ci.triton_cpu import sites
 from gpuemu_ci.triton_cpu.boundary import Patch
 from gpuemu_ci.triton_cpu.memory import Memory
-from gpuemu_ci.triton_cpu.report import TritonReport
+from gpuemu_ci.triton_cpu.report import Explained, TritonReport
 from gpuemu_ci.triton_cpu.where import StoreLog
 
 if TYPE_CHECKING:
@@ -136,6 +136,7 @@ class CallRecord:
     patches: int = 0  # times the hooks were set during the call (once; more means someone undid them)
     stores: StoreLog = field(default_factory=StoreLog)  # where each store wrote (where.py)
     masked_others: dict[str, float] = field(default_factory=dict)  # loads with `other` and masked lanes
+    explained: list[Explained] = field(default_factory=list)  # what the layer itself found to explain
 
     def looked_up(self) -> bool:
         """Whether there is room for one more source-line lookup in this call (they walk the stack)."""
@@ -161,6 +162,7 @@ class CallRecord:
             self.atomics,
             internal_error=self.internal_error,
             masked_others=tuple(self.masked_others.items()),
+            explained=tuple(self.explained),
         )
 
     def poisons(self, site: str) -> bool:

@@ -10,14 +10,22 @@ every argument.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from gpuemu_ci.triton_cpu import active, sites
 from gpuemu_ci.triton_cpu.boundary import Handle
+
+if TYPE_CHECKING:
+    from gpuemu_ci.triton_cpu.call import Launch
 
 # The kernel argument a pointer value was made from (pointer arithmetic, splats, broadcasts, reshapes keep it),
 # kept in the interpreter's TensorHandle.attr: its accesses are checked against that argument alone, so a read
 # past one tensor's end that lands in another argument's memory is still out of bounds.
 BASE = "gpuemu_base"
+# In an explain re-run, the lines whose pointer arithmetic (`create_addptr`) made a pointer value, in order: an
+# out-of-bounds finding then names where its pointer's offset was computed, not only the access.
+OFFSET_AT = "gpuemu_offset_at"
+MAX_OFFSET_LINES = 4
 PROVENANCE = (
     "create_addptr",
     "create_splat",
@@ -39,19 +47,41 @@ def is_pointer(handle: Handle) -> bool:
     return isinstance(getattr(handle, "dtype", None), tl.pointer_type)
 
 
-def derived(original: Any) -> Any:
-    """A builder method whose pointer result keeps the argument its pointer operands came from."""
+def derived(original: Any, name: str = "") -> Any:
+    """A builder method whose pointer result keeps the argument its pointer operands came from (and, in an
+    explain re-run, the lines whose pointer arithmetic made it)."""
+    adds = (name or getattr(original, "__name__", "")) == "create_addptr"
 
     def derived(self: Any, *args: Any, **kwargs: Any) -> Any:
         made = original(self, *args, **kwargs)
+        if not isinstance(getattr(made, "attr", None), dict):
+            return made
         bases = {getattr(a, "attr", {}).get(BASE) for a in args if is_pointer(a)}
-        if len(bases) == 1 and isinstance(getattr(made, "attr", None), dict):
+        if len(bases) == 1:
             base = bases.pop()
             if base is not None:
                 made.attr[BASE] = base
+        call = active.call()
+        if call is not None and call.settings.log_stores:
+            _offset(made, args, call.launch, adds)
         return made
 
     return derived
+
+
+def _offset(made: Any, args: tuple[Any, ...], launch: Launch | None, adds: bool) -> None:
+    """Keeps on `made` the lines whose pointer arithmetic its pointer operands came from, and this one's when it
+    adds an offset (the line that pointer arithmetic runs on)."""
+    lines = [line for a in args if is_pointer(a) for line in getattr(a, "attr", {}).get(OFFSET_AT, ())]
+    if adds:
+        lines.append(sites.site(launch))
+    if lines:
+        made.attr[OFFSET_AT] = tuple(dict.fromkeys(lines))[-MAX_OFFSET_LINES:]
+
+
+def offset_at(handle: Handle) -> tuple[str, ...]:
+    """The lines whose pointer arithmetic made these pointers, first first (noted in an explain re-run only)."""
+    return tuple(getattr(handle, "attr", {}).get(OFFSET_AT, ()))
 
 
 def base_of(handle: Handle) -> str | None:

@@ -23,6 +23,9 @@ DOT_INPUT_ROUNDOFF = {"tf32": 2.0**-11, "tf32x3": 2.0**-21, "ieee": 0.0}
 MASKED_LANES = "masked_lanes"  # masked-off lanes of loads without `other` read something else
 PROGRAM_ORDER = "program_order"  # the launch's programs in their plain order instead of the seeded one
 TF32 = "tf32"  # every fp32 `tl.dot` at full precision
+POINTER = (
+    "pointer"  # an explain re-run's out-of-bounds access: the lines its pointer's offset was computed on
+)
 
 
 class Decided(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -335,7 +335,7 @@ def _batched_builder(module: ModuleType) -> dict[str, Any]:
     found = _batched_builders.get(key)
     if found is None:
         found = _batched_builders[key] = {
-            n: provenance.derived(f) if n in provenance.PROVENANCE else f
+            n: provenance.derived(f, n) if n in provenance.PROVENANCE else f
             for n, f in grid.builder_methods(module).items()
         }
     return found

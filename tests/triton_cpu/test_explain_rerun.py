@@ -68,6 +68,27 @@ def softmax_flaky(x):
     return y
 
 
+@triton.jit
+def _row_copy(x_ptr, y_ptr, n, stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    x_ptr += row * stride  # ROW OFFSET
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + cols, mask=cols < n, other=0.0)  # ROW LOAD
+    tl.store(y_ptr + row * n + cols, x, mask=cols < n)
+
+
+def row_copy_wrong_stride(x):
+    x = x.contiguous()
+    y = torch.empty_like(x)
+    rows, n = x.shape
+    _row_copy[(rows,)](x, y, n, n + 1, BLOCK=triton.next_power_of_2(n))  # the bug: one past each row
+    return y
+
+
+def ref_copy(x):
+    return x.copy()
+
+
 def ref_softmax(x):
     import numpy as np
     e = np.exp(x - x.max(axis=-1, keepdims=True))
@@ -78,9 +99,9 @@ OP = """
 [[ops]]
 name = "{name}"
 op = "kernels:{name}"
-reference = "kernels:ref_softmax"
+reference = "kernels:{ref}"
 framework = "torch"
-family = "softmax"
+family = "{family}"
 dtypes = ["float32"]
 [ops.dims]
 M = {{ min = 2, max = 6, typical = [3] }}
@@ -88,7 +109,12 @@ N = {{ min = 20, max = 60, typical = [37] }}
 [ops.inputs]
 x = ["M", "N"]
 """
-OPS = ("softmax_other_zero", "softmax_wrong_scale", "softmax_flaky")
+OPS = {
+    "softmax_other_zero": ("ref_softmax", "softmax"),
+    "softmax_wrong_scale": ("ref_softmax", "softmax"),
+    "softmax_flaky": ("ref_softmax", "softmax"),
+    "row_copy_wrong_stride": ("ref_copy", "exact"),
+}
 
 
 def _line(marker: str) -> int:
@@ -100,7 +126,9 @@ def _line(marker: str) -> int:
 def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, subprocess.CompletedProcess[str]]:
     tmp_path = tmp_path_factory.mktemp("explain")
     (tmp_path / "kernels.py").write_text(KERNELS)
-    config = '[project]\nname = "t"\n[ci]\nquick_iterations = 4\n' + "".join(OP.format(name=n) for n in OPS)
+    config = '[project]\nname = "t"\n[ci]\nquick_iterations = 4\n' + "".join(
+        OP.format(name=name, ref=ref, family=family) for name, (ref, family) in OPS.items()
+    )
     (tmp_path / "gpuemu.toml").write_text(config)
     done = gpuemu(
         "run", "--config", "gpuemu.toml", "--seed", "3", "--out", "out", "--jobs", "2", cwd=tmp_path
@@ -142,6 +170,19 @@ def test_a_failure_whose_rerun_fails_elsewhere_keeps_its_first_verdict_and_says_
         assert failure["kind"] == "mismatch"
         assert failure["where"].startswith(
             "the re-run did not fail the same way (it failed with its worst element at"
+        )
+
+
+@pytest.mark.slow
+def test_an_out_of_bounds_access_names_the_lines_its_pointer_was_offset_at(run: tuple) -> None:
+    _, document, _ = run
+    offset, load = _line("ROW OFFSET"), _line("ROW LOAD")
+    for failure in _failures(document, "row_copy_wrong_stride"):
+        assert failure["kind"] == "out_of_bounds"
+        assert f"at kernels.py:{load} (in _row_copy)" in failure["message"]  # the finding names the access
+        assert failure["where"] == (
+            f"the load's pointer was offset at kernels.py:{offset} (in _row_copy), then at kernels.py:{load} "
+            f"(in _row_copy), before its load at kernels.py:{load} (in _row_copy)"
         )
 
 
