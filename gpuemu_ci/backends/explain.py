@@ -111,22 +111,26 @@ def _decided_at(
 
 
 def _probed(found: tuple[Explained, ...], bad: np.ndarray, rejudge: Rejudge | None) -> list[str]:
-    """What the explain probes found that holds: a finding without outputs as it is; a what-if only where its
-    outputs, judged with the case's reference, pass or bring every element over its allowance within it."""
-    said = []
-    named: set[tuple[str, str]] = set()  # a what-if's line is named once, by the first value that fixes it
+    """What the explain probes found that holds: a finding without outputs as it is; the what-ifs of one line
+    only where exactly one of them fixes the failing elements (its outputs, judged with the case's reference,
+    pass or bring every element over its allowance within it). Where several of a line's values fix them, the
+    failing elements depend on the masked lanes only through something else gone wrong (a row of zeros whose
+    norm divides by 0 comes out right whatever makes the norm nonzero): the line is not named."""
+    said: list[str] = []
+    fixes: dict[tuple[str, str], list[str]] = {}
     for item in found:
         if not item.outputs:
             said.append(item.text)
             continue
-        if rejudge is None or (item.by, item.site) in named:
-            continue
-        ratio, passed = rejudge(item)
-        fixed = ratio is not None and ratio.shape == bad.shape and bool(np.all(ratio[bad] <= 1.0))
-        if passed or fixed:
-            said.append(item.text)
-            named.add((item.by, item.site))
-    return said
+        fixing = fixes.setdefault((item.by, item.site), [])
+        if rejudge is not None and _fixes(rejudge(item), bad):
+            fixing.append(item.text)
+    return said + [texts[0] for texts in fixes.values() if len(texts) == 1]
+
+
+def _fixes(rejudged: tuple[np.ndarray | None, bool], bad: np.ndarray) -> bool:
+    ratio, passed = rejudged
+    return passed or (ratio is not None and ratio.shape == bad.shape and bool(np.all(ratio[bad] <= 1.0)))
 
 
 def found_by_layer(report: CaseReport, triton: TritonReport | None, explain: bool) -> CaseReport:

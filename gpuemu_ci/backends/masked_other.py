@@ -3,7 +3,8 @@ lanes read its `other=` in the failing call (triton_cpu/what_if.py), the op is c
 masked lanes reading each other reduction-neutral value in turn (0, -inf, +inf, 1: the identities of a sum, a
 max, a min and a product), one load at a time. Each call whose outputs differ travels to the judge, which names
 the load only where those outputs, judged with the same reference, bring the failing elements within their
-allowance: a load whose `other` is not the cause is never named, whatever else is wrong."""
+allowance, and for exactly one of the values (backends/explain.py): a load whose `other` merely changes the
+outputs is never named, nor one that any value would do for (a zero row whose norm divides by zero)."""
 
 from __future__ import annotations
 

@@ -15,6 +15,7 @@ failure then says "where: not recorded" and why).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -123,30 +124,23 @@ class StoreLog:
         return tuple(self.map_of(output) for output in outputs)
 
     def map_of(self, output: np.ndarray) -> StoreMap | None:
-        """Where each element of one output was last stored; None when nothing logged wrote it, or it is strided
-        or too large for a map."""
+        """Where each element of one output (C-contiguous or a strided view of what the kernels wrote) was last
+        stored; None when nothing logged wrote it, or it is too large for a map."""
         if self.overflowed or not self.stores or output.size > MAX_ELEMENTS or output.size == 0:
             return None
-        if not output.flags.c_contiguous:
-            return None  # a strided output: its element of an address is not a plain offset
-        start = int(output.__array_interface__["data"][0])
-        itemsize = output.dtype.itemsize
-        end = start + output.size * itemsize
+        locate = _contiguous(output) if output.flags.c_contiguous else _strided(output)
         pid = np.full(output.size, -1, dtype=np.int32)
         lane = np.zeros(output.size, dtype=np.int32)
         site = np.zeros(output.size, dtype=np.int16)
         kernel = np.zeros(output.size, dtype=np.int16)
         partial = np.zeros(output.size, dtype=bool)
         for store in self.stores:  # in order: a later store of an element wins, as in memory
-            inside = (store.addresses >= start) & (store.addresses < end)
-            if not inside.any():
+            lanes, index = locate(store.addresses)
+            if index.size == 0:
                 continue
-            offset = store.addresses[inside] - start
-            aligned = offset % itemsize == 0
-            index = (offset[aligned] // itemsize).astype(np.int64)
-            pid[index] = store.pids[inside][aligned]
-            lane[index] = store.lanes[inside][aligned]
-            partial[index] = store.partial[inside][aligned]
+            pid[index] = store.pids[lanes]
+            lane[index] = store.lanes[lanes]
+            partial[index] = store.partial[lanes]
             site[index] = store.site
             kernel[index] = store.kernel
         if not (pid >= 0).any():
@@ -162,6 +156,45 @@ class StoreLog:
             kernel=kernel.tobytes(),
             partial=np.packbits(partial).tobytes(),
         )
+
+
+# The stored lanes that wrote elements of an output, and those elements' flat (C order) indices.
+Locate = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
+def _contiguous(output: np.ndarray) -> Locate:
+    """Lanes to elements of a C-contiguous output: an address's element is its offset over the item size."""
+    start = int(output.__array_interface__["data"][0])
+    itemsize = output.dtype.itemsize
+    end = start + output.size * itemsize
+
+    def locate(addresses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        offset = addresses - start
+        lanes = np.flatnonzero((addresses >= start) & (addresses < end) & (offset % itemsize == 0))
+        return lanes, (offset[lanes] // itemsize).astype(np.int64)
+
+    return locate
+
+
+def _strided(output: np.ndarray) -> Locate:
+    """Lanes to elements of a strided output (a transposed view of what the kernel wrote): each element's
+    address, sorted, looked up (an address two elements share, a stride of 0, counts for the first)."""
+    start = int(output.__array_interface__["data"][0])
+    addresses = np.full(output.shape, start, dtype=np.int64)
+    for axis, (n, stride) in enumerate(zip(output.shape, output.strides, strict=True)):
+        shape = [1] * output.ndim
+        shape[axis] = n
+        addresses = addresses + (np.arange(n, dtype=np.int64) * stride).reshape(shape)
+    flat = addresses.reshape(-1)
+    order = np.argsort(flat, kind="stable")
+    ordered = flat[order]
+
+    def locate(stored: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        at = np.minimum(np.searchsorted(ordered, stored), ordered.size - 1)
+        lanes = np.flatnonzero(ordered[at] == stored)
+        return lanes, order[at[lanes]].astype(np.int64)
+
+    return locate
 
 
 class StoreMap(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -10,7 +10,7 @@ import numpy as np
 from gpuemu_ci.backends.explain import explained
 from gpuemu_ci.calls import CaseReport
 from gpuemu_ci.oracle.model import Comparator, ErrorStats
-from gpuemu_ci.triton_cpu.report import TritonReport
+from gpuemu_ci.triton_cpu.report import Explained, TritonReport
 from gpuemu_ci.triton_cpu.where import StoreLog
 
 
@@ -89,3 +89,35 @@ def test_a_failure_outside_an_explain_rerun_gets_no_where_from_the_store_log(tmp
     assert report.where is None  # the pool's first run judges; only the explain re-run says where
     # without the store map the tiles are unknown: the pattern names the columns
     assert report.pattern == "wrong only in cols 96–99 of N=100: 4 of 100 elements over the allowance"
+
+
+def _what_if(value: float, outputs: np.ndarray) -> Explained:
+    return Explained("masked_other", "k.py:9 (in k)", f"reading {value:g} fixes it", (outputs.tobytes(),))
+
+
+def test_a_masked_load_is_named_only_when_exactly_one_value_fixes_the_failing_elements(
+    tmp_path: Path,
+) -> None:
+    reference = np.array([0.25, 0.25, 0.25, 0.25], dtype=np.float32)
+    got = np.array([0.2, 0.2, 0.2, 0.2], dtype=np.float32)  # the masked lanes added to the sum
+    ratio = np.abs(got - reference) / 1e-6
+
+    def rejudge(found: Explained) -> tuple[np.ndarray | None, bool]:
+        outputs = np.frombuffer(found.outputs[0], dtype=np.float32)
+        ratio = np.abs(outputs - reference) / 1e-6
+        return ratio, bool(np.all(ratio <= 1.0))
+
+    def where(*what_ifs: Explained) -> str:
+        triton = TritonReport(launches=1, explained=what_ifs)
+        report = explained(CaseReport(outcome="failed"), _stats(ratio), {}, tmp_path, triton, explain=True,
+                           rejudge=rejudge)  # fmt: skip
+        return (report.where or "").split("; ")[0]  # the rest: no store was logged here
+
+    # -inf alone fixes them: named; +inf and 1 change the outputs and fix nothing
+    assert (
+        where(_what_if(-np.inf, reference), _what_if(np.inf, got * 0), _what_if(1.0, got))
+        == "reading -inf fixes it"
+    )
+    # every value fixes them (a degenerate row): not the load's doing
+    assert "fixes" not in where(_what_if(-np.inf, reference), _what_if(1.0, reference))
+    assert "fixes" not in where(_what_if(1.0, got))  # nothing fixes them
