@@ -64,7 +64,7 @@ def explained(
     found = [where, _decided_at(triton, position, ratio.shape, stats.worst_index)]
     if explain and triton is not None and report.output is None:
         found[:0] = _probed(
-            triton.explained, ratio > 1.0, rejudge
+            _for(triton, report), ratio > 1.0, rejudge
         )  # the cause first: the comment shows one line
     where = "; ".join(filter(None, found)) or None
     path, note = error_map.write_error_map(out_dir, ratio, tiles) if out_dir is not None else (None, None)
@@ -138,7 +138,12 @@ def found_by_layer(report: CaseReport, triton: TritonReport | None, explain: boo
     re-run's layer and probes found that stands on its own (the lines an out-of-bounds pointer was offset at)."""
     if not explain or triton is None or report.outcome != "failed":
         return report
-    said = [item.text for item in triton.explained if not item.outputs]
+    said = [item.text for item in _for(triton, report) if not item.outputs]
     if not said:
         return report
     return msgspec.structs.replace(report, where="; ".join(filter(None, [report.where, *said])))
+
+
+def _for(triton: TritonReport, report: CaseReport) -> tuple[Explained, ...]:
+    """What the explain re-run found that explains a failure of this kind."""
+    return tuple(e for e in triton.explained if not e.kinds or report.kind in e.kinds)

@@ -22,6 +22,7 @@ from gpuemu_ci.backends.frameworks import Bridge, get_bridge
 from gpuemu_ci.backends.interface import SETUP, CallTarget, CaseSpec, OpTask, TargetKind
 from gpuemu_ci.backends.loaded import Loaded, LoadError
 from gpuemu_ci.backends.loading import load_target
+from gpuemu_ci.backends.probe_caller import ProbeCaller
 from gpuemu_ci.backends.protocol import Stage
 from gpuemu_ci.backends.transport import is_float_like, memory_region, region_of, resolve_dtype
 from gpuemu_ci.calls import CallResult, CallStatus, LaunchedKernel
@@ -182,6 +183,7 @@ def run_op_side(
         returned.clear()
         if layer and seen.internal_error:
             raise _LayerFailed(seen.internal_error)
+        probed[:] = [seen] if layer else []
         if not layer:
             kept = seen.launches or seen.notes or seen.interpreter_gaps or seen.findings
             reports.append(seen if kept else None)
@@ -201,6 +203,7 @@ def run_op_side(
         return one_call(Stage.PROBE, **layer)
 
     reports: list[TritonReport | None] = []
+    probed: list[TritonReport] = []  # the layer's report of the last probe call
     launches_before = triton_probe.mark()
     first, retire = one_call(Stage.OP)
     modified = tuple(
@@ -225,7 +228,8 @@ def run_op_side(
         and first.status is CallStatus.OK
     ):
         try:
-            explained, retire = explain_probes.run(op, judged, first, probe_call)
+            last = ProbeCaller(probe_call, lambda: probed[0] if probed else None)
+            explained, retire = explain_probes.run(op, judged, first, last)
         except _LayerFailed as exc:  # the tool's error in an explain probe: the failure stands, unexplained
             explained = (Explained(explain_probes.FAILED, "", f"an explain probe could not run: {exc}"),)
     rerun: CallResult | None = None

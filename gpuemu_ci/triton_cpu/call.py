@@ -51,6 +51,7 @@ class CallSettings:
     # A what-if of the explain re-run (what_if.py): masked-off lanes of the loads with `other` at this line
     # read this value instead.
     other_override: tuple[str, float] | None = None
+    first_nonfinite: bool = False  # an explain probe: note the first non-finite value made (nonfinite.py)
 
 
 @dataclass

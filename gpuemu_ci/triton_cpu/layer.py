@@ -24,6 +24,7 @@ once when the interpreter module is imported (backends/triton_probe.py).
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -39,6 +40,7 @@ from gpuemu_ci.triton_cpu import (
     language,
     launch,
     lowp_builder,
+    nonfinite,
 )
 from gpuemu_ci.triton_cpu.call import POISON, ZERO, CallRecord, CallSettings, KernelFault, KernelMemory
 from gpuemu_ci.triton_cpu.provenance import PROVENANCE, derived
@@ -100,8 +102,8 @@ def unsupported(module: ModuleType) -> str:
     return ""
 
 
-def _hooks(module: ModuleType) -> list[tuple[Any, str, Wrap]]:
-    """(owner, name, wrap) for every hook the layer sets on this interpreter."""
+def _hooks(module: ModuleType, settings: CallSettings) -> list[tuple[Any, str, Wrap]]:
+    """(owner, name, wrap) for every hook the layer sets on this interpreter for a call with these settings."""
     executor = module.GridExecutor
     builder = module.InterpreterBuilder
     replaced: list[tuple[Any, str, Wrap]] = [
@@ -125,6 +127,9 @@ def _hooks(module: ModuleType) -> list[tuple[Any, str, Wrap]]:
     }
     replaced.extend((builder, name, wrap) for name, wrap in gaps.items() if name in builder.__dict__)
     replaced.extend(autotune.replaced(_autotune_draw))
+    if settings.first_nonfinite:  # an explain probe's call alone
+        found = [name for name in nonfinite.FLOAT_OPS if name in builder.__dict__]
+        replaced.extend((builder, name, functools.partial(nonfinite.watched, name=name)) for name in found)
     return replaced
 
 
@@ -134,7 +139,7 @@ def _patch(call: CallRecord, module: ModuleType) -> None:
     if reason:
         call.unsupported = reason
         return
-    for owner, name, wrap in _hooks(module):
+    for owner, name, wrap in _hooks(module, call.settings):
         original = owner.__dict__[name]
         wrapper = wrap(original)
         setattr(owner, name, wrapper)

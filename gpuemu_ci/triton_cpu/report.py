@@ -26,6 +26,7 @@ TF32 = "tf32"  # every fp32 `tl.dot` at full precision
 POINTER = (
     "pointer"  # an explain re-run's out-of-bounds access: the lines its pointer's offset was computed on
 )
+NONFINITE = "nonfinite"  # an explain probe's: the first non-finite value made from finite operands
 
 
 class Decided(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -61,6 +62,7 @@ class Explained(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     site: str
     text: str
     outputs: tuple[bytes, ...] = ()
+    kinds: tuple[str, ...] = ()  # the failure kinds it explains (empty: any)
 
 
 class TritonReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -85,6 +85,23 @@ def row_copy_wrong_stride(x):
     return y
 
 
+@triton.jit
+def _scaled_by_sum(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n + cols, mask=cols < n, other=0.0)
+    inv = 1.0 / tl.sum(x * 0.0, axis=0)  # DIV BY ZERO (the bug: a sum that is always 0)
+    tl.store(y_ptr + row * n + cols, x * inv * 0.0 + x, mask=cols < n)
+
+
+def copy_div_zero(x):
+    x = x.contiguous()
+    y = torch.empty_like(x)
+    rows, n = x.shape
+    _scaled_by_sum[(rows,)](x, y, n, BLOCK=triton.next_power_of_2(n))
+    return y
+
+
 def ref_copy(x):
     return x.copy()
 
@@ -114,6 +131,7 @@ OPS = {
     "softmax_wrong_scale": ("ref_softmax", "softmax"),
     "softmax_flaky": ("ref_softmax", "softmax"),
     "row_copy_wrong_stride": ("ref_copy", "exact"),
+    "copy_div_zero": ("ref_copy", "exact"),
 }
 
 
@@ -184,6 +202,17 @@ def test_an_out_of_bounds_access_names_the_lines_its_pointer_was_offset_at(run: 
             f"the load's pointer was offset at kernels.py:{offset} (in _row_copy), then at kernels.py:{load} "
             f"(in _row_copy), before its load at kernels.py:{load} (in _row_copy)"
         )
+
+
+@pytest.mark.slow
+def test_a_non_finite_output_names_the_first_operation_that_made_one_from_finite_operands(run: tuple) -> None:
+    _, document, _ = run
+    for failure in _failures(document, "copy_div_zero"):
+        assert failure["kind"] == "mismatch"  # the exact comparison's name for a NaN where a value belongs
+        assert failure["where"].startswith(
+            "the first non-finite value the kernels made from finite operands: `fdiv` at "
+            f"kernels.py:{_line('DIV BY ZERO')} (in _scaled_by_sum), program ("
+        ), failure["where"]
 
 
 NOT_EXPLAINED = textwrap.dedent("""
