@@ -19,7 +19,7 @@ from gpuemu_ci.triton_cpu import grid, sites
 from gpuemu_ci.triton_cpu.boundary import Handle
 from gpuemu_ci.triton_cpu.call import CallRecord, KernelFault, Launch
 from gpuemu_ci.triton_cpu.memory import Allocation, Lanes, Memory, Violation
-from gpuemu_ci.triton_cpu.report import OUT_OF_BOUNDS, POINTER, RACE, Explained
+from gpuemu_ci.triton_cpu.report import OUT_OF_BOUNDS, RACE
 from gpuemu_ci.triton_cpu.touches import Access
 
 MODULE = "triton.runtime.interpreter"
@@ -36,24 +36,13 @@ def active_lanes(pointers: np.ndarray, mask: np.ndarray | None) -> tuple[np.ndar
     return flat[m], m
 
 
-def _out_of_bounds(
-    call: CallRecord,
-    launch: Launch,
-    access: str,
-    violation: Violation,
-    active: int,
-    offset_at: tuple[str, ...],
-) -> None:
-    site = sites.site(launch)
+def _out_of_bounds(call: CallRecord, launch: Launch, access: str, violation: Violation, active: int) -> None:
     message = (
         f"{access} out of bounds in kernel `{launch.kernel}`, program {launch.program} of grid {launch.grid}, "
-        f"at {site}: {violation.where}; {violation.lanes_out} of {active} active lanes out of bounds"
+        f"at {sites.site(launch)}: {violation.where}; {violation.lanes_out} of {active} active lanes out of "
+        "bounds"
     )
     call.findings.append((OUT_OF_BOUNDS, message))
-    if any(line != site for line in offset_at):  # an explain re-run: where the pointer's offset was computed
-        lines = ", then at ".join(offset_at)
-        said = f"the {access}'s pointer was offset at {lines}"
-        call.explained.append(Explained(POINTER, offset_at[0], f"{said}, before its {access} at {site}"))
     raise KernelFault(message)
 
 
@@ -64,7 +53,6 @@ def checked(
     pointers: np.ndarray,
     mask: np.ndarray | None,
     base: str | None = None,
-    offset_at: tuple[str, ...] = (),
 ) -> tuple[Lanes, np.ndarray | None]:
     """Bounds-check an access's active lanes (against `base`, the argument the pointers come from, when
     known); returns their addresses and the flat mask as `active_lanes` does, so that the race checks need
@@ -75,7 +63,7 @@ def checked(
     if violation is not None:
         if launch.batch is not None:  # reported by the per-program run, in its order
             raise grid.NotVectorisable("an access out of bounds")
-        _out_of_bounds(call, launch, access, violation, addresses.size, offset_at)
+        _out_of_bounds(call, launch, access, violation, addresses.size)
     return addresses, flat_mask
 
 

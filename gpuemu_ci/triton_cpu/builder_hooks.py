@@ -16,10 +16,22 @@ from typing import Any
 
 import numpy as np
 
-from gpuemu_ci.triton_cpu import accesses, active, grid, lowp, lowp_builder, numerics, sites, what_if, where
+from gpuemu_ci.triton_cpu import (
+    accesses,
+    active,
+    grid,
+    lowp,
+    lowp_builder,
+    numerics,
+    provenance,
+    sites,
+    what_if,
+    where,
+)
 from gpuemu_ci.triton_cpu.boundary import Handle
-from gpuemu_ci.triton_cpu.call import MAX_POISON_SITES, CallRecord
-from gpuemu_ci.triton_cpu.provenance import base_of, offset_at
+from gpuemu_ci.triton_cpu.call import MAX_POISON_SITES, CallRecord, KernelFault, Launch
+from gpuemu_ci.triton_cpu.memory import Lanes
+from gpuemu_ci.triton_cpu.provenance import base_of
 
 MODULE = "triton.runtime.interpreter"
 Method = Callable[..., Any]
@@ -37,6 +49,25 @@ def _batched_load_operands(ptrs: Handle, mask: Handle, other: Handle | None) -> 
     return ptrs, mask, other
 
 
+def _checked(
+    call: CallRecord,
+    launch: Launch,
+    access: str,
+    ptrs: Handle,
+    mask: np.ndarray | None,
+    base: str | None,
+    made: Handle | None = None,
+) -> tuple[Lanes, np.ndarray | None]:
+    """`accesses.checked` on the pointers' lanes; an out-of-bounds access of an explain re-run also notes the
+    lines its pointer (`made`, before a vectorised pass broadcast it; else `ptrs`) was offset at."""
+    try:
+        return accesses.checked(call, launch, access, ptrs.data, mask, base)
+    except KernelFault:
+        if call.settings.log_stores:
+            provenance.note_fault(call, launch, access, made if made is not None else ptrs)
+        raise
+
+
 def masked_load(original: Method) -> Method:
     """`create_masked_load`, checked, with masked-off lanes read as the GPU reads them."""
 
@@ -49,9 +80,7 @@ def masked_load(original: Method) -> Method:
         if batched:
             ptrs, mask, other = _batched_load_operands(ptrs, mask, other)
         if call is not None and launch is not None:
-            addresses, flat_mask = accesses.checked(
-                call, launch, "load", ptrs.data, mask.data, base_of(ptrs), offset_at(ptrs)
-            )
+            addresses, flat_mask = _checked(call, launch, "load", ptrs, mask.data, base_of(ptrs))
             located = None
             if batched:
                 located = accesses.watch_batched(launch, ptrs.data, flat_mask, addresses, write=False)
@@ -99,16 +128,14 @@ def masked_store(original: Method) -> Method:
         call = active.call()
         launch = None if call is None else call.launch
         batched = launch is not None and launch.batch is not None
-        base, offsets = base_of(ptrs), offset_at(ptrs)
+        base, given = base_of(ptrs), ptrs
         if batched:
             module = sys.modules[MODULE]
             p, v, m = grid.broadcast(ptrs.data, value.data, mask.data)
             ptrs, value = module.TensorHandle(p, ptrs.dtype), module.TensorHandle(v, value.dtype)
             mask = module.TensorHandle(m, mask.dtype)
         if call is not None and launch is not None:
-            addresses, flat_mask = accesses.checked(
-                call, launch, "store", ptrs.data, mask.data, base, offsets
-            )
+            addresses, flat_mask = _checked(call, launch, "store", ptrs, mask.data, base, given)
             if call.settings.log_stores:
                 where.note_store(call.stores, launch, addresses.addresses, flat_mask, np.shape(ptrs.data))
             if batched:
@@ -131,9 +158,7 @@ def _synchronised(call: CallRecord | None, ptr: Handle, mask: np.ndarray | None)
     launch = None if call is None else call.launch
     if call is None or launch is None:
         return
-    addresses, flat_mask = accesses.checked(
-        call, launch, "atomic", ptr.data, mask, base_of(ptr), offset_at(ptr)
-    )
+    addresses, flat_mask = _checked(call, launch, "atomic", ptr, mask, base_of(ptr))
     if call.settings.log_stores:  # it writes too
         where.note_store(call.stores, launch, addresses.addresses, flat_mask, np.shape(ptr.data))
     launch.synchronised = True

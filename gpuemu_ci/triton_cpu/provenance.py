@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from gpuemu_ci.triton_cpu import active, sites
 from gpuemu_ci.triton_cpu.boundary import Handle
+from gpuemu_ci.triton_cpu.report import POINTER, Explained
 
 if TYPE_CHECKING:
-    from gpuemu_ci.triton_cpu.call import Launch
+    from gpuemu_ci.triton_cpu.call import CallRecord, Launch
 
 # The kernel argument a pointer value was made from (pointer arithmetic, splats, broadcasts, reshapes keep it),
 # kept in the interpreter's TensorHandle.attr: its accesses are checked against that argument alone, so a read
@@ -87,3 +88,14 @@ def offset_at(handle: Handle) -> tuple[str, ...]:
 def base_of(handle: Handle) -> str | None:
     """The kernel argument the pointers were derived from, when known."""
     return getattr(handle, "attr", {}).get(BASE)
+
+
+def note_fault(call: CallRecord, launch: Launch, access: str, pointers: Handle) -> None:
+    """An access out of bounds in an explain re-run: the lines its pointer's offset was computed on, where one
+    is not the access's own line."""
+    site, lines = sites.site(launch), offset_at(pointers)
+    if any(line != site for line in lines):
+        said = (
+            f"the {access}'s pointer was offset at {', then at '.join(lines)}, before its {access} at {site}"
+        )
+        call.explained.append(Explained(POINTER, lines[0], said))
