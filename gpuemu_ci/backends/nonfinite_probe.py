@@ -12,6 +12,7 @@ import numpy as np
 
 from gpuemu_ci.backends.masked_other import output_bytes
 from gpuemu_ci.backends.probe_caller import ProbeCaller
+from gpuemu_ci.backends.transport import is_float_like
 from gpuemu_ci.calls import CallResult
 from gpuemu_ci.config.model import OpSpec
 from gpuemu_ci.results.model import FailureKind
@@ -38,4 +39,4 @@ def probe(
 
 def _nonfinite(y: object) -> bool:
     a = np.asarray(y)
-    return a.dtype.kind == "f" and not bool(np.isfinite(a).all())
+    return is_float_like(a.dtype) and not bool(np.isfinite(a.astype(np.float64)).all())

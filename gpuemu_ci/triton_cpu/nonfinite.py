@@ -50,15 +50,15 @@ def watched(original: Any, name: str) -> Any:
         call = active.call()
         if call is None or call.launch is None or any(e.by == NONFINITE for e in call.explained):
             return made
-        data = getattr(made, "data", None)
-        if not isinstance(data, np.ndarray) or data.dtype.kind != "f":
+        finite = _finite(getattr(made, "data", None))
+        if finite is None:
             return made
-        fresh = ~np.isfinite(data)
+        fresh = ~finite
         for operand in args:
-            value = getattr(operand, "data", None)
-            if fresh.any() and isinstance(value, np.ndarray) and value.dtype.kind == "f":
+            value = _finite(getattr(operand, "data", None))
+            if fresh.any() and value is not None:
                 with contextlib.suppress(ValueError):  # not elementwise with the result: nothing per lane
-                    fresh &= np.broadcast_to(np.isfinite(value), fresh.shape)
+                    fresh &= np.broadcast_to(value, fresh.shape)
         if fresh.any():
             launch = call.launch
             site = sites.site(launch)
@@ -70,3 +70,14 @@ def watched(original: Any, name: str) -> Any:
         return made
 
     return op
+
+
+def _finite(data: object) -> np.ndarray | None:
+    """Per element, whether a float value is finite (bfloat16 and fp8 included); None for anything else."""
+    if not isinstance(data, np.ndarray):
+        return None
+    if data.dtype.kind == "f":
+        return np.isfinite(data)
+    if data.dtype.name.startswith(("bfloat16", "float8")):
+        return np.isfinite(data.astype(np.float32))
+    return None
