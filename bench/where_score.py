@@ -3,8 +3,9 @@
 For every Triton bug entry of the corpus (bench/corpus) and of the field mutants (bench/field, Liger-Kernel's
 kernels with one edit each), the line a run reports for the entry's worst recorded failure is compared with the
 entry's edited line and the first line its effect reaches (the first later line whose value the edit changes).
-The lines a failure reports: the store line and the probe's line in its `where` (backends/explain.py), and the
-line of an out-of-bounds or race finding in its message.
+The lines a failure reports: every line its `where` names (the store's, a layer probe's, and what the explain
+re-run of the failure found: a masked load's `other`, an out-of-bounds pointer's offsets, the first non-finite
+value; backends/explain.py), and the line of an out-of-bounds or race finding in its message.
 
     python bench/where_score.py                       # runs both suites (master seed 1), then scores
     python bench/where_score.py --corpus DIR --field DIR   # scores saved runs (results.json in each)
