@@ -46,6 +46,8 @@ SCRIPT = textwrap.dedent("""
             "partial_only": stored.partial_only(bad),
             "not_only": stored.partial_only(np.ones((10, 70), dtype=bool)),
             "other": call.stores.maps([x.numpy()])[0] is None,  # only read: no store matched
+            # a transposed view of what the kernel wrote (Liger's RoPE returns such views): matched by address
+            "transposed": call.stores.maps([y.numpy().T])[0].describe((65, 9)),
         }
     print(json.dumps(found))
 """)
@@ -69,3 +71,4 @@ def test_the_worst_element_is_traced_to_its_program_lane_and_store_line(tmp_path
         assert seen["tiles"] == {"-1": 32, "-2": 4}
         assert seen["partial_only"] is True and seen["not_only"] is False
         assert seen["other"] is True
+        assert seen["transposed"] == seen["describe"]
