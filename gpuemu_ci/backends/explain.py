@@ -62,10 +62,10 @@ def explained(
     elif explain and triton is not None and triton.launches:
         where = triton.stores_note or "where not recorded: no output of the call matched a watched store"
     found = [where, _decided_at(triton, position, ratio.shape, stats.worst_index)]
-    if explain and triton is not None and report.output is None:
-        found[:0] = _probed(
-            _for(triton, report), ratio > 1.0, rejudge
-        )  # the cause first: the comment shows one line
+    if (
+        explain and triton is not None and report.output is None
+    ):  # the cause first: the comment shows one line
+        found[:0] = _probed(_for(triton, report), ratio > 1.0, rejudge)
     where = "; ".join(filter(None, found)) or None
     path, note = error_map.write_error_map(out_dir, ratio, tiles) if out_dir is not None else (None, None)
     return msgspec.structs.replace(report, pattern=pattern, error_map=path, error_map_note=note, where=where)

@@ -178,7 +178,6 @@ class OpCollector:
         self.inputs_differ = 0  # cases whose two sides built different inputs (not judged)
         self.timed = 0  # cases that came with a time split
         self.phase_us: dict[str, int] = {}  # whole microseconds per phase: sums independent of arrival order
-        self.explained: set[int] = set()  # case indices whose explain re-run was taken (or given up)
 
     def add(self, ref: CaseRef, report: CaseReport) -> None:
         """Takes one case's report, in any order: counts it per dtype, keeps it if it failed, and notes an op
@@ -244,7 +243,6 @@ class OpCollector:
                 continue
             now = explain_rerun.with_explanation(report, rerun, why_not)
             self.failing[position] = (known, now)
-            self.explained.add(ref.index)
             if report.error_map and report.error_map != now.error_map:
                 self._drop_map(report.error_map)
             return
