@@ -15,6 +15,7 @@ from gpuemu_ci.oracle import error_pattern
 from gpuemu_ci.oracle.model import ErrorStats
 from gpuemu_ci.results import error_map
 from gpuemu_ci.triton_cpu.report import MASKED_LANES, PROGRAM_ORDER, TF32, TritonReport
+from gpuemu_ci.triton_cpu.shadow import ShadowFinding
 from gpuemu_ci.triton_cpu.where import StoreMap
 
 
@@ -54,6 +55,9 @@ def explained(
     decided = _decided_at(triton, position, ratio.shape, stats.worst_index)
     if decided:
         where = f"{where}; {decided}" if where else decided
+    parted = _parted_at(triton, stored, stats.worst_index)
+    if parted:
+        where = f"{where}; {parted}" if where else parted
     path, note = error_map.write_error_map(out_dir, ratio, tiles) if out_dir is not None else (None, None)
     return msgspec.structs.replace(report, pattern=pattern, error_map=path, error_map_note=note, where=where)
 
@@ -95,3 +99,18 @@ def _decided_at(
         if decided.by in _VARIED and decided.at(position, size, flat):
             return " ".join(filter(None, (_VARIED[decided.by], ", ".join(decided.sites))))
     return None
+
+
+def _parted_at(
+    triton: TritonReport | None, stored: StoreMap | None, index: tuple[int, ...] | None
+) -> str | None:
+    """Where the float64 shadow run (triton_cpu/shadow.py) saw the kernel first part from float64 in the program
+    that stored the worst element (in the program that parted most, where no map says which); nothing where that
+    program agreed with its shadow within rounding."""
+    if triton is None or not triton.shadow:
+        return None
+    found: ShadowFinding | None = triton.shadow[0]
+    if stored is not None and index is not None:
+        program = stored.program_at(tuple(index))
+        found = next((f for f in triton.shadow if (f.kernel, f.pid) == program), None)
+    return None if found is None else found.describe()

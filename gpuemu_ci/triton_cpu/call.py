@@ -17,6 +17,7 @@ from gpuemu_ci.triton_cpu import sites
 from gpuemu_ci.triton_cpu.boundary import Patch
 from gpuemu_ci.triton_cpu.memory import Memory
 from gpuemu_ci.triton_cpu.report import TritonReport
+from gpuemu_ci.triton_cpu.shadow import ShadowRun
 from gpuemu_ci.triton_cpu.where import StoreLog
 
 if TYPE_CHECKING:
@@ -47,6 +48,9 @@ class CallSettings:
     poison_sites: frozenset[str] | None = None
     seeded_order: bool = True  # False: the programs of a launch in their plain order (a probe, probes.py)
     ieee_dots: bool = False  # True: every fp32 `tl.dot` at full precision, whatever it asked (a probe)
+    # True: a float64 shadow of every float value, compared operation by operation (shadow.py); programs run one
+    # at a time. Only while a failure is being explained: it costs several times the call.
+    shadow64: bool = False
 
 
 @dataclass
@@ -131,6 +135,7 @@ class CallRecord:
     internal_error: str = ""  # the layer's own code raised (LayerError): the tool's error, not the kernel's
     patches: int = 0  # times the hooks were set during the call (once; more means someone undid them)
     stores: StoreLog = field(default_factory=StoreLog)  # where each store wrote (where.py)
+    shadow: ShadowRun | None = None  # the float64 shadow run, when the settings ask for it (shadow.py)
 
     def looked_up(self) -> bool:
         """Whether there is room for one more source-line lookup in this call (they walk the stack)."""
@@ -155,6 +160,8 @@ class CallRecord:
             self.settings.masked_lanes,
             self.atomics,
             internal_error=self.internal_error,
+            shadow=() if self.shadow is None else self.shadow.findings(),
+            shadowed=0 if self.shadow is None else self.shadow.programs,
         )
 
     def poisons(self, site: str) -> bool:

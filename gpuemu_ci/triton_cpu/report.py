@@ -7,6 +7,7 @@ from typing import TypeVar
 import msgspec
 import numpy as np
 
+from gpuemu_ci.triton_cpu.shadow import ShadowFinding
 from gpuemu_ci.triton_cpu.where import StoreMap
 
 K = TypeVar("K", str, int)
@@ -77,6 +78,11 @@ class TritonReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # Per output of the op call: where each element was stored (where.py); None for an output no map covers.
     stores: tuple[StoreMap | None, ...] = ()
     stores_note: str = ""  # why no output has a map ("" when they have, or the call stored nothing watched)
+    # The float64 shadow run (CallSettings.shadow64, shadow.py): per program whose stores parted from float64
+    # beyond rounding, the first operation that made them part (those that parted most first); `shadowed`: the
+    # programs shadowed (0: no shadow ran).
+    shadow: tuple[ShadowFinding, ...] = ()
+    shadowed: int = 0
 
     def dot_input_roundoff(self) -> float:
         """The largest input roundoff among the dots the kernels ran (0.0: none, or all ieee)."""
@@ -113,6 +119,8 @@ class TritonReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             self.internal_error or other.internal_error,
             self.stores,  # this call's: the outputs judged are its own
             self.stores_note,
+            shadow=self.shadow,
+            shadowed=self.shadowed,
         )
 
 

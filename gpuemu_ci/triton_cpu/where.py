@@ -209,6 +209,17 @@ class StoreMap(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         mask = "its store's mask was partial in that program" if partial else "a full (unmasked) tile"
         return f"stored by program {program} of `{kernel}` (grid {grid}), lane {lane} of its block, at {site}; {mask}"
 
+    def program_at(self, index: tuple[int, ...]) -> tuple[str, int] | None:
+        """(kernel, linear program id) of the store that wrote element `index` last; None when none watched did."""
+        shape = self.shape
+        if len(index) != len(shape) or any(not 0 <= i < n for i, n in zip(index, shape, strict=True)):
+            return None
+        flat = int(np.ravel_multi_index(index, shape)) if shape else 0
+        pid = int(np.frombuffer(self.pid, dtype=np.int32)[flat])
+        if pid < 0:
+            return None
+        return self.kernels[int(np.frombuffer(self.kernel, dtype=np.int16)[flat])], pid
+
     def tiles(self) -> dict[int, int]:
         """The extent of one program's stores along the last two axes, where the programs tile them evenly
         (boundaries every t elements, from the start): axis (-1, -2) -> t."""
