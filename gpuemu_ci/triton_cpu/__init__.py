@@ -13,5 +13,7 @@ layer over Triton's interpreter, a module per job.
 - language.py makes the interpreter's patching of `triton.language` cheap; boolops.py fixes its `and`/`or`;
   autotune.py and imported.py cover every launch path a library uses; internal.py tells the layer's own errors
   from the kernel's; sites.py names the kernel's source line; report.py is what the judge reads; spent.py meters
-  the seconds spent preparing launches, for the run's time split (never read by a check).
+  the seconds spent preparing launches, for the run's time split (never read by a check);
+- shadow.py and shadow_ops.py: the float64 shadow run that explains a failure (`CallSettings.shadow64`): where a
+  kernel's values first parted from float64 beyond rounding.
 """

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import linecache
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -221,12 +222,12 @@ class ShadowRun:
             ):
                 kind = "underflow"
                 at = int(np.argmax(lost.reshape(-1)))
-        assert at is not None
+        at = 0 if at is None else at
         frame = sites.user_frame()
         site, source = "an unknown line", ""
         if frame is not None:
             path, line, function = frame
-            site = f"{path.rsplit('/', 1)[-1]}:{line} (in {function})"
+            site = f"{os.path.basename(path)}:{line} (in {function})"
             source = linecache.getline(path, line).strip()
         factor = parted / allowed if allowed > 0 else math.inf
         program.candidates.append(
