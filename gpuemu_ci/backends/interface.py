@@ -111,6 +111,9 @@ class CaseSpec:
     scale: float | None = None
     snapshot: Path | None = None
     snapshot_wanted: bool = True  # write an input snapshot when the case fails
+    # The explain re-run of a recorded failure (pipeline/op_runner.py, `replay --explain`): the op side logs
+    # where each store wrote and runs the explain probes (backends/explain_probes.py); never for a verdict.
+    explain: bool = False
 
 
 class CaseAborted(Exception):

@@ -43,7 +43,9 @@ def test_a_wrong_tail_is_explained_with_tile_partial_mask_program_and_line(tmp_p
     out = np.zeros(100, dtype=np.float32)
     ratio = np.full(100, 0.5)
     ratio[96:] = 40.0  # the last, partial tile of 32: elements 96-99
-    report = explained(CaseReport(outcome="failed"), _stats(ratio), {"N": 100}, tmp_path, _stored([out], 32))
+    report = explained(
+        CaseReport(outcome="failed"), _stats(ratio), {"N": 100}, tmp_path, _stored([out], 32), explain=True
+    )
     assert report.pattern == (
         "wrong only in the last partial tile of N=100 (cols 96–99, tile 32): 4 of 100 elements over the "
         "allowance; only where the store's mask is partial"
@@ -67,6 +69,7 @@ def test_a_failing_gradient_is_explained_from_its_own_figures_and_output(tmp_pat
         _stored([forward, grad], 64, 16),  # the gradient's programs are 16 wide, the forward's 64
         gradients=(("w", _stats(wrong)),),
         forward_outputs=1,
+        explain=True,
     )
     assert report.pattern is not None and report.pattern.startswith("wrong only in col 37 of 64")
     assert report.where is not None and report.where.startswith(
@@ -78,6 +81,16 @@ def test_a_failing_gradient_is_explained_from_its_own_figures_and_output(tmp_pat
 def test_a_crash_is_not_explained() -> None:
     report = CaseReport(outcome="failed", kind="crashed")
     assert explained(report, None, {}, None) is report
+
+
+def test_a_failure_outside_an_explain_rerun_gets_no_where_from_the_store_log(tmp_path: Path) -> None:
+    out = np.zeros(100, dtype=np.float32)
+    ratio = np.full(100, 0.5)
+    ratio[96:] = 40.0
+    report = explained(CaseReport(outcome="failed"), _stats(ratio), {"N": 100}, tmp_path, _stored([out], 32))
+    assert report.where is None  # the pool's first run judges; only the explain re-run says where
+    # without the store map the tiles are unknown: the pattern names the columns
+    assert report.pattern == "wrong only in cols 96–99 of N=100: 4 of 100 elements over the allowance"
 
 
 def _parted(pid: int, line: int) -> ShadowFinding:
@@ -92,7 +105,7 @@ def test_the_shadow_names_the_line_where_the_worst_elements_program_parted_from_
     ratio = np.full(100, 0.5)
     ratio[40] = 9.0  # stored by program 1 (blocks of 32)
     triton = msgspec.structs.replace(_stored([out], 32), shadow=(_parted(3, 9), _parted(1, 50)), shadowed=4)
-    report = explained(CaseReport(outcome="failed"), _stats(ratio), {"N": 100}, None, triton)
+    report = explained(CaseReport(outcome="failed"), _stats(ratio), {"N": 100}, None, triton, explain=True)
     assert report.where is not None
     assert report.where.endswith(
         "; first parted from float64 at k.py:50 (in k) `var = a - b`: ×3.1e+04 at program (1, 0, 0) (kernel 1.25, "
@@ -100,5 +113,5 @@ def test_the_shadow_names_the_line_where_the_worst_elements_program_parted_from_
     )
     # The worst element's program agreed with its shadow (no finding for it): nothing is said, not another's.
     ratio[40], ratio[70] = 0.5, 9.0  # program 2
-    report = explained(CaseReport(outcome="failed"), _stats(ratio), {"N": 100}, None, triton)
+    report = explained(CaseReport(outcome="failed"), _stats(ratio), {"N": 100}, None, triton, explain=True)
     assert report.where is not None and "float64" not in report.where
