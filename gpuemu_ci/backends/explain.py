@@ -65,7 +65,7 @@ def explained(
     found = [_decided_at(triton, position, ratio.shape, stats.worst_index)]
     if explain and triton is not None and report.output is None:
         found.extend(_probed(triton.explained, ratio > 1.0, rejudge))
-    found.append(_parted_at(triton, stored, stats.worst_index))
+    found.append(_parted_at(triton, stored, ratio, stats.worst_index))
     for said in filter(None, found):
         where = f"{where}; {said}" if where else said
     path, note = error_map.write_error_map(out_dir, ratio, tiles) if out_dir is not None else (None, None)
@@ -112,18 +112,23 @@ def _decided_at(
 
 
 def _parted_at(
-    triton: TritonReport | None, stored: StoreMap | None, index: tuple[int, ...] | None
+    triton: TritonReport | None, stored: StoreMap | None, ratio: np.ndarray, index: tuple[int, ...] | None
 ) -> str | None:
-    """Where the float64 shadow run (triton_cpu/shadow.py) saw the kernel first part from float64 in the program
-    that stored the worst element (in the program that parted most, where no map says which); nothing where that
-    program agreed with its shadow within rounding."""
+    """Where the float64 shadow run (triton_cpu/shadow.py) saw the kernel first part from float64: in the program
+    that stored the worst element, else in the first program (largest error first) that stored an element over
+    its allowance; in the program that parted most where no map says which. Nothing where those programs agreed
+    with their shadows within rounding."""
     if triton is None or not triton.shadow:
         return None
-    found: ShadowFinding | None = triton.shadow[0]
-    if stored is not None and index is not None:
-        program = stored.program_at(tuple(index))
-        found = next((f for f in triton.shadow if (f.kernel, f.pid) == program), None)
-    return None if found is None else found.describe()
+    if stored is None:
+        return triton.shadow[0].describe()
+    findings = {(f.kernel, f.pid): f for f in triton.shadow}
+    worst = stored.program_at(tuple(index)) if index is not None else None
+    for program in ([worst] if worst is not None else []) + stored.programs_over(ratio):
+        found: ShadowFinding | None = findings.get(program)
+        if found is not None:
+            return found.describe()
+    return None
 
 
 def _probed(found: tuple[Explained, ...], bad: np.ndarray, rejudge: Rejudge | None) -> list[str]:

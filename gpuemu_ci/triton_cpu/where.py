@@ -223,6 +223,19 @@ class StoreMap(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             return None
         return self.kernels[int(np.frombuffer(self.kernel, dtype=np.int16)[flat])], pid
 
+    def programs_over(self, ratio: np.ndarray) -> list[tuple[str, int]]:
+        """(kernel, linear program id) of the programs that stored the elements whose `ratio` (error / allowance,
+        the output's shape) is over 1, the program of the largest ratio first."""
+        if tuple(ratio.shape) != self.shape:
+            return []
+        flat = np.asarray(ratio, dtype=np.float64).reshape(-1)
+        pids = np.frombuffer(self.pid, dtype=np.int32)
+        kernels = np.frombuffer(self.kernel, dtype=np.int16)
+        bad = np.flatnonzero((flat > 1.0) & (pids >= 0))
+        order = bad[np.argsort(-flat[bad], kind="stable")]
+        found = dict.fromkeys(zip(kernels[order].tolist(), pids[order].tolist(), strict=True))
+        return [(self.kernels[kernel], pid) for kernel, pid in found]
+
     def tiles(self) -> dict[int, int]:
         """The extent of one program's stores along the last two axes, where the programs tile them evenly
         (boundaries every t elements, from the start): axis (-1, -2) -> t."""

@@ -115,3 +115,17 @@ def test_the_shadow_names_the_line_where_the_worst_elements_program_parted_from_
     ratio[40], ratio[70] = 0.5, 9.0  # program 2
     report = explained(CaseReport(outcome="failed"), _stats(ratio), {"N": 100}, None, triton, explain=True)
     assert report.where is not None and "float64" not in report.where
+
+
+def test_a_non_finite_failure_is_traced_to_a_failing_programs_shadow_when_the_worst_index_agreed() -> None:
+    out = np.zeros(100, dtype=np.float32)
+    ratio = np.full(100, 0.5)
+    ratio[40], ratio[70] = np.inf, 2.0  # element 40 (program 1) has the wrong non-finite class
+    stats = ErrorStats(Comparator.BOUND, 2.0, 1.0, (70,), 2, 100, 1.0, ratio=ratio)  # figures of finite ones
+    triton = msgspec.structs.replace(_stored([out], 32), shadow=(_parted(1, 50),), shadowed=4)
+    report = explained(CaseReport(outcome="failed"), stats, {"N": 100}, None, triton, explain=True)
+    assert report.where is not None and report.where.startswith("stored by program (2, 0, 0)")
+    assert (
+        "first parted from float64 at k.py:50 (in k) `var = a - b`: ×3.1e+04 at program (1, 0, 0)"
+        in report.where
+    )
