@@ -60,10 +60,16 @@ SCRIPT = textwrap.dedent("""
         e = tl.exp(x - m)  # EXP LINE
         tl.store(y_ptr + row, tl.log(tl.sum(e, axis=0)) + m)
 
+    same_outputs = []
+
     def shadowed(kernel, x, y, N, BLOCK, shadow=True):
         with intercepted(CallSettings(seed=3, shadow64=shadow)) as call:
             kernel[(x.shape[0],)](x, y, N, BLOCK=BLOCK)
         report = call.report()
+        plain = torch.empty_like(y)
+        with intercepted(CallSettings(seed=3)):  # vectorised, as a gate's call runs
+            kernel[(x.shape[0],)](x, plain, N, BLOCK=BLOCK)
+        same_outputs.append(bool(torch.equal(plain.view(torch.uint8), y.view(torch.uint8))))
         return {
             "shadowed": report.shadowed,
             "findings": [[f.site, f.source, f.kind, f.factor, list(f.program), f.describe()] for f in report.shadow],
@@ -82,6 +88,7 @@ SCRIPT = textwrap.dedent("""
     found["logsumexp"] = shadowed(logsumexp_max_at_zero, x, y, 100, 128)
     found["logsumexp output"] = str(float(y[0]))
     found["no shadow"] = shadowed(one_pass, (1000.0 + torch.randn(6, 1000)), torch.empty(6, 1000), 1000, 1024, False)
+    found["same outputs"] = same_outputs
     print(json.dumps(found))
 """)
 
@@ -118,3 +125,5 @@ def test_the_shadow_names_the_first_line_that_parts_from_float64_and_nothing_els
         assert kind == "underflow" and source.startswith("e = tl.exp(x - m)")
         assert "underflowed to 0 where float64 gives" in line
     assert found["no shadow"] == {"shadowed": 0, "findings": []}  # only when asked for
+    # The shadow changes no output: bit for bit those of the call a gate makes.
+    assert found["same outputs"] == [True] * 9
