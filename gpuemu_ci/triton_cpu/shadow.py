@@ -40,7 +40,7 @@ SHARE = 16.0  # ... and the finding when its divergence is at least 1/SHARE of i
 AGREE_FP32_BITS = 14  # a store within 2^-14 of its twin (about 10 bits lost in fp32) agrees with it ...
 AGREE_UNITS = 4.0  # ... or within 4 units of rounding of its own type, where that is wider (fp16, bf16, fp8)
 MAX_CANDIDATES = 64  # candidates a program keeps (the earliest)
-MAX_REPORTED = 32  # programs whose findings the report carries (those whose stores parted most)
+MAX_REPORTED = 256  # programs whose findings the report carries (those whose stores parted most)
 
 
 class ShadowFinding(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
