@@ -62,6 +62,18 @@ SCRIPT = textwrap.dedent("""
 
     same_outputs = []
 
+    @triton.jit
+    def matmul(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+        rm = tl.program_id(0) * BM + tl.arange(0, BM)
+        rn = tl.program_id(1) * BN + tl.arange(0, BN)
+        rk = tl.arange(0, BK)
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k in range(0, K, BK):
+            a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :])
+            b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :])
+            acc += tl.dot(a, b)  # TF32 inputs, as on the GPU
+        tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc)
+
     def shadowed(kernel, x, y, N, BLOCK, shadow=True):
         with intercepted(CallSettings(seed=3, shadow64=shadow)) as call:
             kernel[(x.shape[0],)](x, y, N, BLOCK=BLOCK)
@@ -88,6 +100,10 @@ SCRIPT = textwrap.dedent("""
     found["logsumexp"] = shadowed(logsumexp_max_at_zero, x, y, 100, 128)
     found["logsumexp output"] = str(float(y[0]))
     found["no shadow"] = shadowed(one_pass, (1000.0 + torch.randn(6, 1000)), torch.empty(6, 1000), 1000, 1024, False)
+    a, b, c = torch.randn(64, 96), torch.randn(96, 64), torch.empty(64, 64)
+    with intercepted(CallSettings(seed=3, shadow64=True)) as call:
+        matmul[(2, 2)](a, b, c, 64, 64, 96, BM=32, BN=32, BK=32)
+    found["matmul"] = [call.report().shadowed, len(call.report().shadow)]
     found["same outputs"] = same_outputs
     print(json.dumps(found))
 """)
@@ -125,5 +141,7 @@ def test_the_shadow_names_the_first_line_that_parts_from_float64_and_nothing_els
         assert kind == "underflow" and source.startswith("e = tl.exp(x - m)")
         assert "underflowed to 0 where float64 gives" in line
     assert found["no shadow"] == {"shadowed": 0, "findings": []}  # only when asked for
+    # A correct TF32 matmul: the dots' input rounding is their own (allowed), nothing parted beyond it.
+    assert found["matmul"] == [4, 0]
     # The shadow changes no output: bit for bit those of the call a gate makes.
     assert found["same outputs"] == [True] * 9
