@@ -114,6 +114,19 @@ def _tiny(data: np.ndarray) -> float:
     return float(np.finfo(dtype).smallest_normal)
 
 
+def _finite_operands(operands: list[Any], shape: tuple[int, ...]) -> np.ndarray:
+    """Where every operand is finite: elementwise for operands of the result's shape (after broadcasting), over
+    the whole block for the others (a reduction's, a dot's)."""
+    finite = np.ones(shape, dtype=bool)
+    for operand in operands:
+        data = np.isfinite(np.asarray(operand.data).astype(np.float64))
+        try:
+            finite &= np.broadcast_to(data, shape)
+        except ValueError:
+            finite &= bool(data.all())
+    return finite
+
+
 def agrees(divergence: float, dtype: np.dtype) -> bool:
     """Whether a stored value that parts from its twin by `divergence` agrees with it within rounding."""
     return divergence <= max(2.0**-AGREE_FP32_BITS, AGREE_UNITS * unit_roundoff(dtype))
@@ -207,7 +220,8 @@ class ShadowRun:
         if parted < GROW * allowed:
             return
         if math.isinf(parted):
-            if not all(np.isfinite(np.asarray(o.data).astype(np.float64)).all() for o in operands):
+            broke = broke & _finite_operands(operands, kernel.shape)
+            if not broke.any():
                 return  # non-finite operands: not this operation's doing
             at = int(np.argmax(broke.reshape(-1)))
             kind = "non_finite"

@@ -74,6 +74,15 @@ SCRIPT = textwrap.dedent("""
             acc += tl.dot(a, b)  # TF32 inputs, as on the GPU
         tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc)
 
+    @triton.jit
+    def softmax_unshifted(x_ptr, y_ptr, N, BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        cols = tl.arange(0, BLOCK)
+        mask = cols < N
+        x = tl.load(x_ptr + row * N + cols, mask=mask, other=float("-inf"))
+        e = tl.exp(x)  # OVERFLOW LINE: no max subtracted
+        tl.store(y_ptr + row * N + cols, e / tl.sum(e, axis=0), mask=mask)
+
     def shadowed(kernel, x, y, N, BLOCK, shadow=True):
         with intercepted(CallSettings(seed=3, shadow64=shadow)) as call:
             kernel[(x.shape[0],)](x, y, N, BLOCK=BLOCK)
@@ -100,6 +109,8 @@ SCRIPT = textwrap.dedent("""
     found["logsumexp"] = shadowed(logsumexp_max_at_zero, x, y, 100, 128)
     found["logsumexp output"] = str(float(y[0]))
     found["no shadow"] = shadowed(one_pass, (1000.0 + torch.randn(6, 1000)), torch.empty(6, 1000), 1000, 1024, False)
+    x = 95.0 + torch.rand(3, 50)  # exp(x) over fp32's largest value, finite in float64
+    found["softmax"] = shadowed(softmax_unshifted, x, torch.empty_like(x), 50, 64)
     a, b, c = torch.randn(64, 96), torch.randn(96, 64), torch.empty(64, 64)
     with intercepted(CallSettings(seed=3, shadow64=True)) as call:
         matmul[(2, 2)](a, b, c, 64, 64, 96, BM=32, BN=32, BK=32)
@@ -144,4 +155,10 @@ def test_the_shadow_names_the_first_line_that_parts_from_float64_and_nothing_els
     # A correct TF32 matmul: the dots' input rounding is their own (allowed), nothing parted beyond it.
     assert found["matmul"] == [4, 0]
     # The shadow changes no output: bit for bit those of the call a gate makes.
-    assert found["same outputs"] == [True] * 9
+    # exp of finite values gave inf where float64 stays finite (the row then stores NaN): named at the exp.
+    seen = found["softmax"]["findings"]
+    assert len(seen) == 3
+    for site, _source, kind, _factor, _program, line in seen:
+        assert (site, kind) == (f"kernels.py:{_line('# OVERFLOW LINE')} (in softmax_unshifted)", "non_finite")
+        assert "finite operands gave inf where float64 gives" in line
+    assert found["same outputs"] == [True] * 10
