@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
@@ -111,6 +111,9 @@ class CaseSpec:
     scale: float | None = None
     snapshot: Path | None = None
     snapshot_wanted: bool = True  # write an input snapshot when the case fails
+    # The case's inputs as the pool built them (backends/shipped_inputs.py), each worker unpacking its own
+    # copy; None: each worker builds them from the seed (or snapshot).
+    inputs: bytes | None = field(default=None, repr=False, compare=False)
 
 
 class CaseAborted(Exception):
