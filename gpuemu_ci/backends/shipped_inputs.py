@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import io
+import math
 import pickle
 import time
 from dataclasses import replace
@@ -29,12 +30,19 @@ import numpy as np
 
 from gpuemu_ci.backends.interface import CaseSpec, OpTask
 from gpuemu_ci.backends.transport import memory_region
-from gpuemu_ci.fuzz.case import CaseInputs
+from gpuemu_ci.config.model import OpSpec
+from gpuemu_ci.fuzz.case import CaseInputs, case_dims
 from gpuemu_ci.fuzz.inputs import case_inputs
+from gpuemu_ci.fuzz.shapes import shape_of
 from gpuemu_ci.plan.expand import stratum
 from gpuemu_ci.plan.model import SizeClass
 
-SHIP_LIMIT = 16 << 20  # bytes of inputs the pool sends inline; larger cases are built by each worker
+# Elements of a case's inputs the pool builds: a small case's cost is the generator's fixed cost per array,
+# which shipping saves; a large one's is its bytes, which the pool would build on one core (each worker builds
+# its own copy in parallel) and then copy three times (pickle, socket, unpickle). 2^17 elements is the
+# quickstart's largest case; the Liger field suite's are larger, and ran slower shipped (docs/benchmarks.md).
+SHIP_ELEMENTS = 1 << 17
+SHIP_LIMIT = 8 * SHIP_ELEMENTS  # bytes of memory behind the arrays (gaps and padding included)
 
 
 def ship(task: OpTask, spec: CaseSpec) -> tuple[CaseSpec, float]:
@@ -45,14 +53,20 @@ def ship(task: OpTask, spec: CaseSpec) -> tuple[CaseSpec, float]:
         return spec, 0.0
     started = time.perf_counter()
     try:
-        if stratum(op, spec.seed).size_class is SizeClass.LARGE:
-            return spec, 0.0
+        if stratum(op, spec.seed).size_class is SizeClass.LARGE or _elements(op, spec) > SHIP_ELEMENTS:
+            return spec, time.perf_counter() - started
         case = case_inputs(op, spec.seed, task.root, _no_hooks, dims=spec.dims, scale=spec.scale)
         packed = pack(case, SHIP_LIMIT)
     except Exception:  # the workers build it, and report what goes wrong as they always did
         return spec, time.perf_counter() - started
     seconds = time.perf_counter() - started
     return (replace(spec, inputs=packed) if packed is not None else spec), seconds
+
+
+def _elements(op: OpSpec, spec: CaseSpec) -> int:
+    """How many elements the case's inputs hold, from its dims alone (before any is built)."""
+    dims = spec.dims if spec.dims is not None else case_dims(op, spec.seed)
+    return sum(math.prod(shape_of(item.dims, dims)) for item in op.shapes.inputs)
 
 
 def _no_hooks(reference: str, root: Path) -> Any:

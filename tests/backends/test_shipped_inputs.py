@@ -13,7 +13,7 @@ import pytest
 
 from gpuemu_ci.backends import WorkerPool
 from gpuemu_ci.backends.interface import CaseSpec, OpTask
-from gpuemu_ci.backends.shipped_inputs import pack, ship, unpack
+from gpuemu_ci.backends.shipped_inputs import SHIP_ELEMENTS, pack, ship, unpack
 from gpuemu_ci.backends.transport import region_of
 from gpuemu_ci.config.model import Layout
 from gpuemu_ci.fuzz.case import build_case
@@ -114,6 +114,10 @@ def test_the_pool_leaves_hooks_snapshots_and_overrides_it_cannot_build_to_the_wo
     )
     unchanged, _ = ship(hooked, spec)
     assert unchanged.inputs is None  # the hook is user code: it runs in the workers only
+    large = op_task(user_root, "backend_ops:add", schema=f"[ops.dims]\nM = [2]\nN = [{SHIP_ELEMENTS}]\n"
+                    '[ops.inputs]\na = ["M", "N"]\nb = ["M", "N"]\n')  # fmt: skip
+    unchanged, _ = ship(large, _cases(large, 1)[0])
+    assert unchanged.inputs is None  # each worker builds its own copy of a large case, in parallel
 
 
 @pytest.mark.slow
