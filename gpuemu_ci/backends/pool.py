@@ -75,6 +75,12 @@ def _settle(future: Future[CaseReport], error: BaseException, *, cancel_queued: 
     future.set_exception(error)
 
 
+def _cores() -> int:
+    """The cores this process may run on."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+
+
 def _worker_env(extra: Mapping[str, str] | None, gpu: GpuInfo | None, jobs: int) -> dict[str, str]:
     env = python_env({**os.environ, **(extra or {})})  # a source checkout must be importable by `python -m`
     env["PYTHONUNBUFFERED"] = "1"  # user prints reach the log before a crash
@@ -143,7 +149,7 @@ class WorkerPool:
         load_timeout_s: float = 300.0,
         tail_bytes: int = 4000,
         fork_workers: bool = True,
-        ship_inputs: bool = True,
+        ship_inputs: bool | None = None,
     ) -> None:
         self.jobs = max(1, int(jobs))
         self.root = Path(root if root is not None else Path.cwd()).resolve()
@@ -153,7 +159,10 @@ class WorkerPool:
         self.load_timeout_s = load_timeout_s
         self.tail_bytes = tail_bytes
         self.fork_workers = fork_workers  # from a zygote (zygote.py), where the platform allows
-        self.ship_inputs = ship_inputs  # build a case's inputs here once for both sides (shipped_inputs.py)
+        # Build a small case's inputs here once for both sides (shipped_inputs.py). By default only where a core
+        # is left for this process: with as many jobs as cores, building here delays every dispatch behind
+        # the workers, and the run is slower although it computes less (docs/benchmarks.md, issue #48).
+        self.ship_inputs = self.jobs < _cores() if ship_inputs is None else ship_inputs
         self.worker_starts = 0
         self.side_s = 0.0  # seconds sides ran, summed over slots: side_s / (jobs x wall) is how busy it kept
         self._lock = threading.Lock()
