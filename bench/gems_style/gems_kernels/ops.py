@@ -1,8 +1,9 @@
 """FlagGems-style operators: one `@triton.jit` kernel per pass, launched from a torch.autograd.Function, as
-FlagGems writes softmax, layer_norm, rms_norm, bmm and attention (a row per program for the row-wise ops,
-tiles with a K loop for bmm, an online-softmax loop over key blocks for attention). float32 math, results
-stored in the input dtype. Backward kernels for softmax, the norms and bmm; attention is forward only, as
-FlagGems' scaled_dot_product_attention was when this suite was written.
+FlagGems writes softmax, layer_norm, bmm and attention (a row per program for the row-wise ops, tiles with a
+K loop for bmm, an online-softmax loop over key blocks for attention). float32 math, results stored in the
+input dtype. Backward kernels for softmax, layer_norm and bmm (an RMSNorm with its backward is
+examples/triton's); attention is forward only, as FlagGems' scaled_dot_product_attention was when this suite
+was written.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     return _Softmax.apply(x)
 
 
-# ---- layer_norm and rms_norm over the last dim ----------------------------------------------------------------
+# ---- layer_norm over the last dim ----------------------------------------------------------------
 
 
 @triton.jit
@@ -139,62 +140,6 @@ class _LayerNorm(torch.autograd.Function):
 
 def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
     return _LayerNorm.apply(x, weight, bias, eps)
-
-
-@triton.jit
-def _rms_norm_forward(x_ptr, w_ptr, y_ptr, rstd_ptr, N, eps, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    mask = cols < N
-    x = tl.load(x_ptr + row * N + cols, mask=mask, other=0.0).to(tl.float32)
-    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / N + eps)
-    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-    tl.store(rstd_ptr + row, rstd)
-    tl.store(y_ptr + row * N + cols, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
-
-
-@triton.jit
-def _rms_norm_backward(g_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, dw_rows_ptr, N, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    mask = cols < N
-    g = tl.load(g_ptr + row * N + cols, mask=mask, other=0.0).to(tl.float32)
-    x = tl.load(x_ptr + row * N + cols, mask=mask, other=0.0).to(tl.float32)
-    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-    rstd = tl.load(rstd_ptr + row)
-    xhat = x * rstd
-    gw = g * w
-    dx = rstd * (gw - xhat * (tl.sum(gw * xhat, axis=0) / N))
-    tl.store(dx_ptr + row * N + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
-    tl.store(dw_rows_ptr + row * N + cols, g * xhat, mask=mask)
-
-
-class _RmsNorm(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor, eps: float) -> Any:
-        rows, w = _rows(x), weight.contiguous()
-        m, n = rows.shape
-        y = torch.empty_like(rows)
-        rstd = torch.empty(m, dtype=torch.float32, device=rows.device)
-        if m and n:
-            _rms_norm_forward[(m,)](rows, w, y, rstd, n, eps, BLOCK=triton.next_power_of_2(n))
-        ctx.save_for_backward(rows, w, rstd)
-        return y.view(x.shape)
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> Any:
-        rows, w, rstd = ctx.saved_tensors
-        g = _rows(grad)
-        m, n = rows.shape
-        dx = torch.empty_like(rows)
-        dw_rows = torch.zeros((m, n), dtype=torch.float32, device=rows.device)
-        if m and n:
-            _rms_norm_backward[(m,)](g, rows, w, rstd, dx, dw_rows, n, BLOCK=triton.next_power_of_2(n))
-        return dx.view(grad.shape), dw_rows.sum(dim=0).to(w.dtype), None
-
-
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    return _RmsNorm.apply(x, weight, eps)
 
 
 # ---- bmm: tiles with a K loop, the batch in the grid's third axis ----------------------------------------------

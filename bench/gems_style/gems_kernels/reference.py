@@ -28,11 +28,6 @@ def layer_norm(x: Any, weight: Any, bias: Any, eps: float = 1e-5) -> torch.Tenso
     return (x - mean) / torch.sqrt(var + eps) * _t(weight) + _t(bias)
 
 
-def rms_norm(x: Any, weight: Any, eps: float = 1e-6) -> torch.Tensor:
-    x = _t(x)
-    return x / torch.sqrt((x * x).mean(dim=-1, keepdim=True) + eps) * _t(weight)
-
-
 def bmm(a: Any, b: Any) -> torch.Tensor:
     return torch.matmul(_t(a), _t(b))
 
