@@ -111,6 +111,9 @@ class CaseSpec:
     scale: float | None = None
     snapshot: Path | None = None
     snapshot_wanted: bool = True  # write an input snapshot when the case fails
+    # The explain re-run of a recorded failure (pipeline/op_runner.py, `replay --explain`): the op side logs
+    # where each store wrote and runs the explain probes (backends/explain_probes.py); never for a verdict.
+    explain: bool = False
     # The case's inputs as the pool built them (backends/shipped_inputs.py), each worker unpacking its own
     # copy; None: each worker builds them from the seed (or snapshot).
     inputs: bytes | None = field(default=None, repr=False, compare=False)

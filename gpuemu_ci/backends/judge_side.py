@@ -51,7 +51,7 @@ from gpuemu_ci.oracle.model import Comparator
 from gpuemu_ci.plan.expand import stratum
 from gpuemu_ci.results.model import FailureKind
 from gpuemu_ci.results.snapshots import write_case_snapshot
-from gpuemu_ci.triton_cpu.report import TritonReport
+from gpuemu_ci.triton_cpu.report import Explained, TritonReport
 
 
 @dataclass(frozen=True)
@@ -473,11 +473,26 @@ def _judge_case(judging: _Judging, op_view: OpView) -> CaseReport:
     )
     if report.outcome != "failed":
         return report
-    wanted = task.out_dir if judging.spec.snapshot_wanted else None
+    explaining = judging.spec.explain
+    wanted = task.out_dir if judging.spec.snapshot_wanted or explaining else None
     forward_outputs = len(op_call.outputs) if op_call.status is CallStatus.OK else 1
+
+    def rejudge(found: Explained) -> tuple[np.ndarray | None, bool]:
+        """A what-if's forward outputs judged as the op's with the same reference (explain only)."""
+        outputs = _what_if_outputs(found, op_call)
+        if outputs is None:
+            return None, False
+        what_if = replace(run, op=CallResult(CallStatus.OK, outputs), rerun=None)
+        try:
+            seen, _ = decide(op, context, what_if, task.validation, measurements, None, op_view.triton)
+        except judging.contain:
+            return None, False
+        return (seen.stats.ratio if seen.stats is not None else None), seen.passed
+
     explained = explain.explained(
-        report, verdict.stats, case.dims, wanted, op_view.triton, gradient_stats, forward_outputs
-    )
+        report, verdict.stats, case.dims, wanted, op_view.triton, gradient_stats, forward_outputs,
+        explain=explaining, rejudge=rejudge,
+    )  # fmt: skip
     return _with_snapshot(judging, case, explained)
 
 
@@ -643,6 +658,20 @@ def _reference_gradients(
         probe=probe,
         working=working,
     )
+
+
+def _what_if_outputs(found: Explained, like: CallResult) -> tuple[np.ndarray, ...] | None:
+    """An explain probe's outputs at the judged call's forward outputs' shapes and dtypes; None where they do
+    not fit them."""
+    if like.status is not CallStatus.OK or len(found.outputs) < len(like.outputs):
+        return None
+    arrays = []
+    for data, y in zip(found.outputs, like.outputs, strict=False):
+        y = np.asarray(y)
+        if len(data) != y.nbytes:
+            return None
+        arrays.append(np.frombuffer(data, dtype=y.dtype).reshape(y.shape))
+    return tuple(arrays)
 
 
 def _with_snapshot(judging: _Judging, case: CaseInputs, report: CaseReport) -> CaseReport:

@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from gpuemu_ci.backends import backward, layer_probes, mutant, triton_probe
+from gpuemu_ci.backends import backward, explain_probes, layer_probes, mutant, triton_probe
 from gpuemu_ci.backends.calling import UNUSABLE, InputsFailed, Invoke, Stager, call, make_inputs, no_stage
 from gpuemu_ci.backends.cuda import OUTPUT_DTYPE_KWARG
 from gpuemu_ci.backends.frameworks import Bridge, get_bridge
@@ -30,7 +30,7 @@ from gpuemu_ci.fuzz.case import CaseInputs, CaseSkipped
 from gpuemu_ci.fuzz.inputs import inputs_digest
 from gpuemu_ci.fuzz.shapes import shape_of
 from gpuemu_ci.triton_cpu import layer as triton_layer
-from gpuemu_ci.triton_cpu.report import TAMPERED, Decided, TritonReport
+from gpuemu_ci.triton_cpu.report import TAMPERED, Decided, Explained, TritonReport
 
 
 @dataclass(frozen=True)
@@ -151,6 +151,8 @@ def run_op_side(
             int(which is Stage.RERUN),
             op.execution.triton_sanitize,
             masked_lanes=triton_layer.POISON if poison else triton_layer.ZERO,
+            # Where each store wrote: only the explain re-run's judged call maps its outputs to their stores.
+            log_stores=spec.explain and which is Stage.OP and not layer,
         )
         if layer:
             settings = replace(settings, **layer)
@@ -173,7 +175,7 @@ def run_op_side(
                 contain=contain,
             )  # fmt: skip
         seen = _bypassed(watched.report(), triton_probe.launches() - launched)
-        if which is Stage.OP and not layer and seen.launches:
+        if settings.log_stores and seen.launches:
             seen = msgspec.structs.replace(
                 seen, stores=watched.stores.maps(returned), stores_note=watched.stores.why_none()
             )
@@ -213,6 +215,19 @@ def run_op_side(
             decided, retire = layer_probes.run(op, judged, first, probe_call)
         except _LayerFailed as exc:  # the tool's error in a probe: the case is not judged
             reports[0] = msgspec.structs.replace(judged, internal_error=str(exc))
+    explained: tuple[Explained, ...] = ()
+    judged = reports[0] if reports else None
+    if (
+        spec.explain
+        and judged is not None
+        and judged.sanitized
+        and not retire
+        and first.status is CallStatus.OK
+    ):
+        try:
+            explained, retire = explain_probes.run(op, judged, first, probe_call)
+        except _LayerFailed as exc:  # the tool's error in an explain probe: the failure stands, unexplained
+            explained = (Explained(explain_probes.FAILED, "", f"an explain probe could not run: {exc}"),)
     rerun: CallResult | None = None
     if op.execution.deterministic:
         if retire:
@@ -227,6 +242,8 @@ def run_op_side(
     triton = seen[0].merged(seen[1] if len(seen) > 1 else None) if seen else None
     if triton is not None and decided:
         triton = msgspec.structs.replace(triton, decided=decided)
+    if triton is not None and explained:
+        triton = msgspec.structs.replace(triton, explained=explained)
     if triton is not None and triton.sanitized:
         # The layer computed bf16 and fp8 as the GPU does: only what it could not run is not judged.
         unmodelled = [t for t in interpreter_types if t in triton_probe.UNMODELLED]

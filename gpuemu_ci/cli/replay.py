@@ -192,6 +192,7 @@ def _replay_recorded(
             snapshot=snap,
             generator_version=document.generator_version,
             inputs_digest=failure.inputs_digest,
+            explain=explain,
         )
         tally.add(failure.case_id, outcome, failure.kind)
     return tally
@@ -231,6 +232,7 @@ def _replay_one(
         scale=scale,
         target=target,
         inputs_digest=inputs_digest,
+        explain=explain,
     )
     tally.add(f"{op_name} seed {outcome.seed}", outcome, None)
     report = outcome.report

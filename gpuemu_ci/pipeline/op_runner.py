@@ -22,6 +22,7 @@ from gpuemu_ci.backends.interface import CaseAborted, CaseSpec, OpTask, Pool
 from gpuemu_ci.calls import CaseReport
 from gpuemu_ci.config.model import Config, OpSpec
 from gpuemu_ci.errors import INPUTS_NOT_FROM_SEED, inputs_differ_message
+from gpuemu_ci.pipeline import explain_rerun
 from gpuemu_ci.pipeline.records import failure_record
 from gpuemu_ci.plan.maxima import declared_maxima
 from gpuemu_ci.plan.model import CaseRef
@@ -47,6 +48,7 @@ from gpuemu_ci.results.rules import (
 )
 from gpuemu_ci.results.timings import OpTimings
 
+STOPPED_BEFORE_EXPLAINING = "the run stopped before the failure's explain re-run"
 WINDOW_PER_JOB = 8  # cases submitted ahead per job: workers never wait, a cut-short run wastes little
 
 
@@ -176,6 +178,7 @@ class OpCollector:
         self.inputs_differ = 0  # cases whose two sides built different inputs (not judged)
         self.timed = 0  # cases that came with a time split
         self.phase_us: dict[str, int] = {}  # whole microseconds per phase: sums independent of arrival order
+        self.explained: set[int] = set()  # case indices whose explain re-run was taken (or given up)
 
     def add(self, ref: CaseRef, report: CaseReport) -> None:
         """Takes one case's report, in any order: counts it per dtype, keeps it if it failed, and notes an op
@@ -224,6 +227,34 @@ class OpCollector:
         """The op's time split over the reports that carried one; None when none did (a run cut short early)."""
         return OpTimings.of_micros(self.timed, self.phase_us) if self.timed else None
 
+    def recorded(self) -> list[tuple[CaseRef, CaseReport]]:
+        """The failures the result records (the first MAX_RECORDED_FAILURES in plan order)."""
+        self.failing.sort(key=lambda item: item[0].index)
+        return self.failing[:MAX_RECORDED_FAILURES]
+
+    def to_explain(self) -> list[CaseRef]:
+        """The recorded failures that get an explain re-run (pipeline/explain_rerun.py)."""
+        return [ref for ref, report in self.recorded() if explain_rerun.wants_explaining(report)]
+
+    def take_explanation(self, ref: CaseRef, rerun: CaseReport | None, why_not: str = "") -> None:
+        """Case `ref`'s failure with what its explain re-run found (`rerun`; None: it did not finish, `why_not`).
+        The error map the first run drew gives way to the explained one's (it marks the tiles)."""
+        for position, (known, report) in enumerate(self.failing):
+            if known.index != ref.index:
+                continue
+            now = explain_rerun.with_explanation(report, rerun, why_not)
+            self.failing[position] = (known, now)
+            self.explained.add(ref.index)
+            if report.error_map and report.error_map != now.error_map:
+                self._drop_map(report.error_map)
+            return
+
+    def _drop_map(self, path: str) -> None:
+        if self.out_dir is None or any(r.error_map == path for _, r in self.failing):
+            return
+        with contextlib.suppress(OSError):
+            (self.out_dir / path).unlink()
+
     def wants_snapshot(self, index: int) -> bool:
         """Whether a failure of case `index` could still be among the recorded ones."""
         earlier = sum(1 for ref, _ in self.failing if ref.index < index)
@@ -235,8 +266,7 @@ class OpCollector:
         `cut_short` when the deadline stopped it."""
         if self.unloadable is not None:
             return self._unloadable(self.unloadable[1])
-        self.failing.sort(key=lambda item: item[0].index)
-        recorded = self.failing[:MAX_RECORDED_FAILURES]
+        recorded = self.recorded()
         failures = tuple(failure_record(self.config, ref, report) for ref, report in recorded)
         self._drop_unrecorded_snapshots(failures)
         order = [d for d in self.op.dtypes if d in self.tallies] + sorted(
@@ -345,6 +375,8 @@ class _OpState:
     pending: set[Future[CaseReport]] = field(default_factory=set)
     skipped: bool = False  # unloadable: its remaining cases are not run
     done: bool = False
+    explaining: dict[Future[CaseReport], CaseRef] = field(default_factory=dict)  # explain re-runs in flight
+    explain_started: bool = False
 
 
 class SuiteRun:
@@ -403,7 +435,7 @@ class SuiteRun:
                         future.cancel()  # queued cases never start
                 if not stopped:
                     self._submit(states, owner, started)
-                self._finish_ops(states, results, stopped)
+                self._finish_ops(states, results, stopped, owner)
                 if not owner:
                     break
                 timeout = (
@@ -413,8 +445,11 @@ class SuiteRun:
                 for future in done:
                     state, ref = owner.pop(future)
                     state.pending.discard(future)
-                    self._collect(state, ref, future)
-            self._finish_ops(states, results, stopped)
+                    if state.explaining.pop(future, None) is not None:
+                        self._take_explanation(state, ref, future)
+                    else:
+                        self._collect(state, ref, future)
+            self._finish_ops(states, results, stopped, owner)
         finally:
             for future in owner:
                 future.cancel()
@@ -473,13 +508,45 @@ class SuiteRun:
         if report.outcome not in ("unloadable", "skipped"):
             self.observer.case_done(state.plan.op.name, report.outcome == "passed")
 
-    def _finish_ops(self, states: list[_OpState], results: dict[str, OpResult], stopped: bool) -> None:
+    def _take_explanation(self, state: _OpState, ref: CaseRef, future: Future[CaseReport]) -> None:
+        if future.cancelled() or isinstance(future.exception(), CaseAborted):
+            state.collector.take_explanation(ref, None, STOPPED_BEFORE_EXPLAINING)
+            return
+        error = future.exception()
+        if error is not None:
+            raise error  # the pool could not run anything (InfraError)
+        state.collector.take_explanation(ref, future.result())
+
+    def _explain(self, state: _OpState, owner: dict[Future[CaseReport], tuple[_OpState, CaseRef]]) -> None:
+        """Submits the explain re-runs of the op's recorded failures, once, when all its cases are judged."""
+        state.explain_started = True
+        for ref in state.collector.to_explain():
+            future = self.pool.submit(state.plan.task, explain_rerun.explain_spec(ref))
+            state.pending.add(future)
+            state.explaining[future] = ref
+            owner[future] = (state, ref)
+
+    def _finish_ops(
+        self,
+        states: list[_OpState],
+        results: dict[str, OpResult],
+        stopped: bool,
+        owner: dict[Future[CaseReport], tuple[_OpState, CaseRef]],
+    ) -> None:
         for state in states:
             if state.done or state.pending:
                 continue
             complete = state.skipped or state.submitted == len(state.plan.cases)
             if not complete and not stopped:
                 continue
+            if not state.explain_started and not state.skipped:
+                if complete and not stopped:
+                    self._explain(state, owner)
+                    if state.pending:
+                        continue
+                else:
+                    for ref in state.collector.to_explain():
+                        state.collector.take_explanation(ref, None, STOPPED_BEFORE_EXPLAINING)
             state.done = True
             short = state.finished < len(state.plan.cases) and not state.skipped
             result = state.collector.result(cut_short=short)

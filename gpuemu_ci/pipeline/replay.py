@@ -77,10 +77,12 @@ def replay(
     generator_version: str | None = None,
     target: CallTarget | None = None,
     inputs_digest: str | None = None,
+    explain: bool = False,
 ) -> ReplayOutcome:
     """Re-runs one case in the session's workers (with `target` instead of the op's own, when given).
     `inputs_digest`: the digest of the inputs the recorded case was judged on; a replay that builds other
-    inputs says so (`other_inputs`) instead of a verdict about them."""
+    inputs says so (`other_inputs`) instead of a verdict about them. `explain`: run it as an explain re-run
+    (the stores logged, the explain probes run: pipeline/explain_rerun.py)."""
     if session.lacks_gpu(op):
         raise InfraError(
             f"{op.name} runs on a GPU (a [[kernels]] launch, a cupy op or require_gpu) and this machine has none: "
@@ -88,7 +90,7 @@ def replay(
         )
     if snapshot is not None:
         seed = case_from_snapshot(op, snapshot).seed  # a bad snapshot is refused here, before any worker runs
-        case = CaseSpec(seed, snapshot=snapshot.resolve())
+        case = CaseSpec(seed, snapshot=snapshot.resolve(), explain=explain)
     else:
         if seed is None:
             raise UsageError("replay needs --seed or --snapshot")
@@ -100,7 +102,7 @@ def replay(
             )
         if dims is not None:
             _check_dims(op, dims)
-        case = CaseSpec(seed, dims=dims, scale=scale)
+        case = CaseSpec(seed, dims=dims, scale=scale, explain=explain)
     report = session.run_case(op, case, target=target)
     return _checked(op, seed, report, inputs_digest)
 

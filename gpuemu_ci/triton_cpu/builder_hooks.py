@@ -101,7 +101,8 @@ def masked_store(original: Method) -> Method:
             mask = module.TensorHandle(m, mask.dtype)
         if call is not None and launch is not None:
             addresses, flat_mask = accesses.checked(call, launch, "store", ptrs.data, mask.data, base)
-            where.note_store(call.stores, launch, addresses.addresses, flat_mask, np.shape(ptrs.data))
+            if call.settings.log_stores:
+                where.note_store(call.stores, launch, addresses.addresses, flat_mask, np.shape(ptrs.data))
             if batched:
                 located = accesses.watch_batched(launch, ptrs.data, flat_mask, addresses, write=True)
                 if located is not None and accesses.scattered(
@@ -123,7 +124,8 @@ def _synchronised(call: CallRecord | None, ptr: Handle, mask: np.ndarray | None)
     if call is None or launch is None:
         return
     addresses, flat_mask = accesses.checked(call, launch, "atomic", ptr.data, mask, base_of(ptr))
-    where.note_store(call.stores, launch, addresses.addresses, flat_mask, np.shape(ptr.data))  # it writes too
+    if call.settings.log_stores:  # it writes too
+        where.note_store(call.stores, launch, addresses.addresses, flat_mask, np.shape(ptr.data))
     launch.synchronised = True
     call.atomics = call.atomics or int(np.prod(launch.grid)) > 1
 

@@ -47,6 +47,7 @@ class CallSettings:
     poison_sites: frozenset[str] | None = None
     seeded_order: bool = True  # False: the programs of a launch in their plain order (a probe, probes.py)
     ieee_dots: bool = False  # True: every fp32 `tl.dot` at full precision, whatever it asked (a probe)
+    log_stores: bool = False  # log where each store wrote (where.py): only in an explain re-run
 
 
 @dataclass

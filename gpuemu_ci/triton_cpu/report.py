@@ -47,6 +47,19 @@ class Decided(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         return bool(bits[index])
 
 
+class Explained(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What one explain probe (backends/explain_probes.py) found in an explain re-run: `by` names the probe,
+    `site` the kernel line it names, `text` says what it found there. `outputs`: the op's outputs with the
+    probe's change made (each output's bytes, C order, at the judged call's shapes and dtypes): the finding holds
+    only where the judge, with the same reference, finds they bring the failing elements within their allowance.
+    Empty: the finding stands as it is."""
+
+    by: str
+    site: str
+    text: str
+    outputs: tuple[bytes, ...] = ()
+
+
 class TritonReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Findings are (kind, message) pairs: `out_of_bounds` or `race`. `dot_precisions`: the input precisions
     of the fp32 `tl.dot`s the kernels ran (`tf32` unless the kernel asked otherwise); `dot_sites`: (line,
@@ -77,6 +90,7 @@ class TritonReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # Per output of the op call: where each element was stored (where.py); None for an output no map covers.
     stores: tuple[StoreMap | None, ...] = ()
     stores_note: str = ""  # why no output has a map ("" when they have, or the call stored nothing watched)
+    explained: tuple[Explained, ...] = ()  # what the explain probes found (an explain re-run only)
 
     def dot_input_roundoff(self) -> float:
         """The largest input roundoff among the dots the kernels ran (0.0: none, or all ieee)."""
@@ -113,6 +127,7 @@ class TritonReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             self.internal_error or other.internal_error,
             self.stores,  # this call's: the outputs judged are its own
             self.stores_note,
+            self.explained,
         )
 
 

@@ -41,7 +41,9 @@ def test_a_wrong_tail_is_explained_with_tile_partial_mask_program_and_line(tmp_p
     out = np.zeros(100, dtype=np.float32)
     ratio = np.full(100, 0.5)
     ratio[96:] = 40.0  # the last, partial tile of 32: elements 96-99
-    report = explained(CaseReport(outcome="failed"), _stats(ratio), {"N": 100}, tmp_path, _stored([out], 32))
+    report = explained(
+        CaseReport(outcome="failed"), _stats(ratio), {"N": 100}, tmp_path, _stored([out], 32), explain=True
+    )
     assert report.pattern == (
         "wrong only in the last partial tile of N=100 (cols 96–99, tile 32): 4 of 100 elements over the "
         "allowance; only where the store's mask is partial"
@@ -65,6 +67,7 @@ def test_a_failing_gradient_is_explained_from_its_own_figures_and_output(tmp_pat
         _stored([forward, grad], 64, 16),  # the gradient's programs are 16 wide, the forward's 64
         gradients=(("w", _stats(wrong)),),
         forward_outputs=1,
+        explain=True,
     )
     assert report.pattern is not None and report.pattern.startswith("wrong only in col 37 of 64")
     assert report.where is not None and report.where.startswith(
@@ -76,3 +79,13 @@ def test_a_failing_gradient_is_explained_from_its_own_figures_and_output(tmp_pat
 def test_a_crash_is_not_explained() -> None:
     report = CaseReport(outcome="failed", kind="crashed")
     assert explained(report, None, {}, None) is report
+
+
+def test_a_failure_outside_an_explain_rerun_gets_no_where_from_the_store_log(tmp_path: Path) -> None:
+    out = np.zeros(100, dtype=np.float32)
+    ratio = np.full(100, 0.5)
+    ratio[96:] = 40.0
+    report = explained(CaseReport(outcome="failed"), _stats(ratio), {"N": 100}, tmp_path, _stored([out], 32))
+    assert report.where is None  # the pool's first run judges; only the explain re-run says where
+    # without the store map the tiles are unknown: the pattern names the columns
+    assert report.pattern == "wrong only in cols 96–99 of N=100: 4 of 100 elements over the allowance"

@@ -34,7 +34,7 @@ SCRIPT = textwrap.dedent("""
     for vectorise in (True, False):
         x = torch.arange(10 * 70, dtype=torch.float32).reshape(10, 70)
         y = torch.empty_like(x)
-        with intercepted(CallSettings(seed=5, vectorise=vectorise)) as call:
+        with intercepted(CallSettings(seed=5, vectorise=vectorise, log_stores=True)) as call:
             tiles[(3, 3)](x, y, 10, 70, BM=4, BN=32)
         (stored,) = call.stores.maps([y.numpy()])
         bad = np.zeros((10, 70), dtype=bool)

@@ -1,0 +1,75 @@
+"""The explain re-run of a recorded failure: a failing case whose op ran Triton kernels under the layer runs once
+more with `CaseSpec.explain`, where the op side logs where each store wrote and runs the explain probes
+(backends/explain_probes.py), and the failure record takes that run's pattern, error map and "where". Only the
+recorded failures pay for it; a passing case never logs a store.
+
+The re-run explains the recorded failure only when it failed the same way (same kind, same failing output, same
+worst element): a kernel whose outputs change from run to run keeps its first failure, and says so."""
+
+from __future__ import annotations
+
+import msgspec
+
+from gpuemu_ci.backends.interface import CaseSpec
+from gpuemu_ci.calls import CaseReport
+from gpuemu_ci.plan.model import CaseRef
+from gpuemu_ci.results.model import FailureKind
+
+NOT_SAME = "the re-run did not fail the same way"
+# Failures without outputs to explain: the re-run would only repeat them.
+_NOTHING_TO_EXPLAIN = {
+    FailureKind.CRASHED.value,
+    FailureKind.TIMEOUT.value,
+    FailureKind.OOM.value,
+    FailureKind.RAISED.value,
+    FailureKind.BAD_OUTPUT.value,
+    FailureKind.SHAPE.value,
+    FailureKind.DTYPE.value,
+    FailureKind.TAMPERED.value,
+}
+
+
+def wants_explaining(report: CaseReport) -> bool:
+    """Whether a recorded failure gets an explain re-run: a wrong output (not a crash or timeout, which the
+    re-run would only repeat) of an op whose Triton kernels ran under the layer."""
+    explainable = report.kind is not None and report.kind not in _NOTHING_TO_EXPLAIN
+    ran_triton = bool(
+        report.kernels or report.triton_launches
+    )  # a one-program launch counts in neither alone
+    return report.outcome == "failed" and ran_triton and explainable
+
+
+def explain_spec(ref: CaseRef) -> CaseSpec:
+    """The case again, from its seed or its corpus snapshot, explained; its inputs' snapshot is already
+    written."""
+    return CaseSpec(ref.seed, ref.index, snapshot=ref.snapshot, snapshot_wanted=False, explain=True)
+
+
+def with_explanation(original: CaseReport, rerun: CaseReport | None, why_not: str = "") -> CaseReport:
+    """The recorded failure with what its explain re-run found, when it failed the same way; else the failure
+    as it was, its "where" saying why it is not explained (`why_not`: the re-run did not finish)."""
+    if rerun is None:
+        return msgspec.structs.replace(original, where=f"where not recorded: {why_not}")
+    same = (
+        rerun.outcome == original.outcome
+        and rerun.kind == original.kind
+        and rerun.output == original.output
+        and rerun.worst_index == original.worst_index
+    )
+    if not same:
+        return msgspec.structs.replace(original, where=f"{NOT_SAME} ({_how(rerun)})")
+    return msgspec.structs.replace(
+        original,
+        pattern=rerun.pattern,
+        error_map=rerun.error_map,
+        error_map_note=rerun.error_map_note,
+        where=rerun.where,
+    )
+
+
+def _how(rerun: CaseReport) -> str:
+    if rerun.outcome == "passed":
+        return "it passed: the op's outputs change from run to run"
+    if rerun.outcome == "failed" and rerun.worst_index is not None:
+        return f"it failed with its worst element at {tuple(rerun.worst_index)}: the outputs change from run to run"
+    return f"it {rerun.outcome}: {rerun.kind or ''} {rerun.message or ''}".strip()
