@@ -9,6 +9,10 @@ Autograd saves softmax's output y, rounded to its dtype, and computes the gradie
   and PyTorch's CPU backward makes exactly it (its result equals y_saved (g - sum g y_saved) evaluated exactly,
   to 1e-6).
 - log-softmax, `g - exp(y) sum_j g_j`: y errs by u_y |y|, exp(y) relatively as much: u_y |y| exp(y) |sum g|.
+- A y stored below the dtype's normal range (a float16 softmax output under 6.1e-5) errs by up to half the
+  subnormal spacing, more than u_y |y|: each term takes that absolute error where it is the larger, e_i =
+  max(u_y |y_i|, eta_y / 2), as e_i |g_i - s| + y_i sum_j |g_j| e_j (a correct float16 softmax backward erred
+  by 1.2x the relative-only allowance on a row whose y held float16 subnormals).
 
 oracle/row_statistics.softmax_form tells the two forms apart and gives the scale of the terms a float32
 backward rounds; this is the rounding of the saved output itself, which is the output dtype's, not the
@@ -34,14 +38,26 @@ def term(
     form = row_statistics.softmax_form(op, forward, name, r)
     if form is None or not dtypes.info(output_dtype).is_float:
         return None
-    u_y = dtypes.info(output_dtype).unit_roundoff
+    info = dtypes.info(output_dtype)
+    u_y = info.unit_roundoff
     y, g = form.y, form.g
     with np.errstate(all="ignore"):
+        # Below the dtype's normal range a stored y errs by up to half its subnormal spacing, not u_y |y|:
+        # `beyond` is what that adds to u_y |y| (0 for every normal y, so the normal-range terms are unchanged).
+        beyond = np.maximum(info.min_subnormal / 2.0 - u_y * np.abs(y), 0.0)
         if not form.log:
             magnitude = np.abs(np.where(np.isfinite(r), r, 0.0))
             weighted = (np.abs(g) * np.abs(y)).sum(axis=-1, keepdims=True)
-            return np.asarray(u_y * (magnitude + np.abs(y) * weighted))
-        found = u_y * np.abs(y) * np.exp(y) * np.abs(g.sum(axis=-1, keepdims=True))
+            found = u_y * (magnitude + np.abs(y) * weighted)
+            if np.any(beyond):
+                s = (g * y).sum(axis=-1, keepdims=True)
+                found = (
+                    found
+                    + beyond * np.abs(g - s)
+                    + np.abs(y) * (np.abs(g) * beyond).sum(axis=-1, keepdims=True)
+                )
+            return np.asarray(found)
+        found = (u_y * np.abs(y) + beyond) * np.exp(y) * np.abs(g.sum(axis=-1, keepdims=True))
         return np.asarray(np.where(np.isfinite(found), found, 0.0))
 
 

@@ -117,3 +117,37 @@ def test_16_bit_log_softmax_backward_from_its_saved_output_passes(dtype):
     assert not _findings(op, case, got, dtype)
     # The sum of g dropped (g alone): wrong by exp(y) sum g.
     assert _findings(op, case, g, dtype)
+
+
+# A float16 boundary row the gate drew (bench/gems_style's softmax, seed 1): one dominant value, so most saved y
+# are float16 subnormals or 0, each off by up to half the subnormal spacing rather than u_y |y|.
+SUBNORMAL_ROW = [-1.0, -0.3933, -1.0, -0.3113, 1.747, 2.384e-07, -1.788e-07, -2.384e-07, -0.8403, -2.104, 0.5,
+                 -0.3811, -10.5, 1.0, 1.536, -0.5, 16.0, -0.6899, -1.561, 0.6846, 0.3425, -32.0, 2.0, 2.384e-07,
+                 0.0827, -0.6826, -0.1782, -0.7212, -1.788e-07, -10.5, 0.686, -0.6963, 6.104e-05]  # fmt: skip
+
+
+@pytest.mark.parametrize("upstream_seed", [0, 2, 4])
+def test_float16_softmax_backward_from_a_saved_output_of_subnormals_passes(upstream_seed):
+    """y saved in float16 below its normal range errs by half the subnormal spacing: a correct kernel-style
+    backward (float32 arithmetic on the saved float16 y, dx stored in float16) stays inside the bound, where the
+    relative-only term (u_y |y|) put it at 1.2-1.4x; the dropped chain term still fails."""
+    op = make_op(Family.SOFTMAX, (InputSpec("x", ("M", "N")),))
+    x = np.array([SUBNORMAL_ROW]).astype(np.float16).astype(np.float64)
+    g = np.random.default_rng(upstream_seed).uniform(-4, 4, x.shape).astype(np.float16).astype(np.float64)
+    case = _case(op, x, g, "float16")
+    y16 = torch.softmax(torch.from_numpy(x).to(torch.float16).float(), dim=-1).half().float()
+    g32 = torch.from_numpy(g).float()
+    got = (y16 * (g32 - (g32 * y16).sum(-1, keepdim=True))).half().double().numpy()
+    r = case.reference[0]
+    bound = gradients.structure_bound(op, case, "x", r, None, "float16")
+    assert float(np.max(np.abs(got - r) / bound)) < 1
+    assert not _findings(op, case, got, "float16")
+    # The relative-only term in its place: this correct backward is over the bound.
+    y = gradients._forward(case).reference[0]
+    u_y = float(np.finfo(np.float16).eps) / 2
+    relative_only = u_y * (np.abs(r) + np.abs(y) * (np.abs(g) * np.abs(y)).sum(axis=-1, keepdims=True))
+    term = saved_softmax.term(op, "float16", gradients._forward(case), "x", r)
+    assert term is not None
+    without = bound - op.error_model.bound_c * (term - relative_only)
+    assert float(np.max(np.abs(got - r) / without)) > 1
+    assert _findings(op, case, (y16 * g32).half().double().numpy(), "float16")  # the chain term dropped
