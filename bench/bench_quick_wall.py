@@ -9,6 +9,7 @@ this checkout's code on the earlier revision's corpus, which separates what the 
 corpus's new entries cost (the earlier corpus must still be a valid config for this checkout).
 
     python bench/bench_quick_wall.py --before main --runs 3 [--seed 1] [--jobs N] [--config bench/field/gpuemu.toml]
+    python bench/bench_quick_wall.py --before c746ac6 --config bench/gems_style/gpuemu.toml --suite-here
 
 `--config` names the suite by its path inside each tree (default: the bug corpus); the cases of both sides must
 then be equal for the ratio to mean anything, and the script says when they are not. After the medians it
@@ -131,6 +132,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-cross", action="store_true", help="leave out the third side (this code on the earlier suite)"
     )
+    parser.add_argument(
+        "--suite-here",
+        action="store_true",
+        help="both sides run this checkout's suite (one the earlier revision does not have: bench/gems_style)",
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-quick-") as scratch:
         before = Path(scratch) / "before"
@@ -145,7 +151,9 @@ def main(argv: list[str] | None = None) -> int:
             "after": (REPO, REPO),
             "after-code-before-corpus": (REPO, before),
         }
-        if args.no_cross:
+        if args.suite_here:
+            sides = {"before": (before, REPO), "after": (REPO, REPO)}
+        elif args.no_cross:
             del sides["after-code-before-corpus"]
         ops = tuple(args.op) + (prefixed(REPO / args.config, args.op_prefix) if args.op_prefix else ())
         walls: dict[str, list[float]] = {side: [] for side in sides}

@@ -15,6 +15,7 @@ from gpuemu_ci.backends.interface import INPUTS_HOOK, SETUP, CaseSpec, OpTask
 from gpuemu_ci.backends.loaded import Invoke
 from gpuemu_ci.backends.loading import describe_exception, load_callable
 from gpuemu_ci.backends.protocol import Stage
+from gpuemu_ci.backends.shipped_inputs import unpack
 from gpuemu_ci.calls import CallResult, CallStatus
 from gpuemu_ci.fuzz.case import CaseInputs, CaseSkipped, InputsHookError
 from gpuemu_ci.fuzz.inputs import case_inputs
@@ -53,7 +54,10 @@ class InputsFailed(Exception):
 
 def make_inputs(task: OpTask, case: CaseSpec, contain: type[BaseException] = BaseException) -> CaseInputs:
     """The case's inputs (fuzz/inputs.case_inputs: from its seed, byte for byte what any process builds, or
-    from its snapshot), with what user code may raise while making them turned into InputsFailed."""
+    from its snapshot, or as the pool built and shipped them), with what user code may raise while making them
+    turned into InputsFailed."""
+    if case.inputs is not None:
+        return unpack(case.inputs)  # this process's own copy: what the op does to it reaches no other side
     try:
         return case_inputs(
             task.op,

@@ -15,6 +15,7 @@ from gpuemu_ci.oracle import error_pattern
 from gpuemu_ci.oracle.model import ErrorStats
 from gpuemu_ci.results import error_map
 from gpuemu_ci.triton_cpu.report import MASKED_LANES, PROGRAM_ORDER, TF32, Explained, TritonReport
+from gpuemu_ci.triton_cpu.shadow import ShadowFinding
 from gpuemu_ci.triton_cpu.where import StoreMap
 
 # Judges a what-if's outputs (an explain probe's, `Explained.outputs`) with the case's reference: the per-element
@@ -66,6 +67,7 @@ def explained(
         explain and triton is not None and report.output is None
     ):  # the cause first: the comment shows one line
         found[:0] = _probed(_for(triton, report), ratio > 1.0, rejudge)
+    found.append(_parted_at(triton, stored, ratio, stats.worst_index))
     where = "; ".join(filter(None, found)) or None
     path, note = error_map.write_error_map(out_dir, ratio, tiles) if out_dir is not None else (None, None)
     return msgspec.structs.replace(report, pattern=pattern, error_map=path, error_map_note=note, where=where)
@@ -107,6 +109,26 @@ def _decided_at(
     for decided in triton.decided:
         if decided.by in _VARIED and decided.at(position, size, flat):
             return " ".join(filter(None, (_VARIED[decided.by], ", ".join(decided.sites))))
+    return None
+
+
+def _parted_at(
+    triton: TritonReport | None, stored: StoreMap | None, ratio: np.ndarray, index: tuple[int, ...] | None
+) -> str | None:
+    """Where the float64 shadow run (triton_cpu/shadow.py) saw the kernel first part from float64: in the program
+    that stored the worst element, else in the first program (largest error first) that stored an element over
+    its allowance; in the program that parted most where no map says which. Nothing where those programs agreed
+    with their shadows within rounding."""
+    if triton is None or not triton.shadow:
+        return None
+    if stored is None:
+        return triton.shadow[0].describe()
+    findings = {(f.kernel, f.pid): f for f in triton.shadow}
+    worst = stored.program_at(tuple(index)) if index is not None else None
+    for program in ([worst] if worst is not None else []) + stored.programs_over(ratio):
+        found: ShadowFinding | None = findings.get(program)
+        if found is not None:
+            return found.describe()
     return None
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
@@ -114,6 +114,9 @@ class CaseSpec:
     # The explain re-run of a recorded failure (pipeline/op_runner.py, `replay --explain`): the op side logs
     # where each store wrote and runs the explain probes (backends/explain_probes.py); never for a verdict.
     explain: bool = False
+    # The case's inputs as the pool built them (backends/shipped_inputs.py), each worker unpacking its own
+    # copy; None: each worker builds them from the seed (or snapshot).
+    inputs: bytes | None = field(default=None, repr=False, compare=False)
 
 
 class CaseAborted(Exception):

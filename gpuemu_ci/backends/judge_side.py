@@ -330,6 +330,23 @@ def outputs_digest(result: CallResult) -> str | None:
     return digest.hexdigest()
 
 
+def _once_per_output(hook: Callable[..., Any]) -> Callable[..., Any]:
+    """The `error_scale` hook called once per reference output of a case: a case that fails the family bound
+    is judged again with measurements (oracle/decide.py) on the same inputs and reference outputs, and a hook
+    may cost more than the case itself (liger_linear_cross_entropy's multiplies a vocabulary-sized weight in
+    float64). Keyed by the reference output itself, kept alive here so its identity cannot be reused."""
+    given: dict[int, tuple[np.ndarray, Any]] = {}
+
+    def hook_once(*, inputs: Any, reference: np.ndarray, dims: Any, kwargs: Any) -> Any:
+        kept = given.get(id(reference))
+        if kept is None or kept[0] is not reference:
+            kept = (reference, hook(inputs=inputs, reference=reference, dims=dims, kwargs=kwargs))
+            given[id(reference)] = kept
+        return kept[1]
+
+    return hook_once
+
+
 def triton_launches(seen: TritonReport) -> tuple[tuple[str, int], ...]:
     """How the case's Triton launches ran: ("vectorised", n), ("vectorised in k groups", n) for launches whose
     programs diverged, and ("one program at a time: <why>", n)."""
@@ -352,7 +369,7 @@ def _judge_case(judging: _Judging, op_view: OpView) -> CaseReport:
     naive_target = judging.load("naive implementation", task.naive) if task.naive is not None else None
     error_scale = None
     if op.targets.error_scale is not None:
-        error_scale = judging.load_hook("error_scale hook", op.targets.error_scale)
+        error_scale = _once_per_output(judging.load_hook("error_scale hook", op.targets.error_scale))
     judging.on_loaded()
     if op_view.skipped:  # the op's side could not hold the case: neither side runs it
         return skipped_report(stratum(op, judging.spec.seed), op_view.skipped)

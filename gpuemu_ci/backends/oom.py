@@ -8,6 +8,7 @@ when one of these counts rose while the side ran.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,24 +16,28 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
 def _count(path: Path, key: str = "oom_kill") -> int | None:
-    """The `key N` line's N in a kernel counter file, None when it cannot be read."""
+    """The `key N` line's N in a kernel counter file, None when it cannot be read. Read as bytes and searched,
+    not split into lines: the pool reads these at every side it starts (/proc/vmstat has some 180 lines)."""
     try:
-        for line in path.read_text().splitlines():
-            name, _, value = line.partition(" ")
-            if name == key:
-                return int(value)
+        text = b"\n" + path.read_bytes()
+        start = text.find(b"\n" + key.encode() + b" ")
+        if start < 0:
+            return None
+        line = text[start + len(key) + 2 :].split(b"\n", 1)[0]
+        return int(line)
     except (OSError, ValueError):
-        pass
-    return None
+        return None
 
 
-def _cgroup_files() -> list[Path]:
-    """This process's memory cgroup counter files (v2 and v1), those that exist."""
+@functools.cache
+def _cgroup_files() -> tuple[Path, ...]:
+    """This process's memory cgroup counter files (v2 and v1), those that exist. Found once: a process's
+    cgroup is where it was started, and the pool asks at every side."""
     found: list[Path] = []
     try:
         lines = Path("/proc/self/cgroup").read_text().splitlines()
     except OSError:
-        return found
+        return ()
     for line in lines:
         _, controllers, path = line.split(":", 2)
         relative = path.lstrip("/")
@@ -40,7 +45,7 @@ def _cgroup_files() -> list[Path]:
             found.append(CGROUP_ROOT / relative / "memory.events")
         elif "memory" in controllers.split(","):
             found.append(CGROUP_ROOT / "memory" / relative / "memory.oom_control")
-    return [p for p in found if p.is_file()]
+    return tuple(p for p in found if p.is_file())
 
 
 @dataclass(frozen=True)

@@ -154,6 +154,9 @@ def run_op_side(
             masked_lanes=triton_layer.POISON if poison else triton_layer.ZERO,
             # Where each store wrote: only the explain re-run's judged call maps its outputs to their stores.
             log_stores=spec.explain and which is Stage.OP and not layer,
+            # ... and runs beside a float64 shadow (triton_cpu/shadow.py): its outputs are the same, programs run
+            # one at a time, and the report says where each program first parted from float64.
+            shadow64=spec.explain and which is Stage.OP and not layer,
         )
         if layer:
             settings = replace(settings, **layer)

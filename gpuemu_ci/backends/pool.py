@@ -27,7 +27,7 @@ from pathlib import Path
 
 import msgspec
 
-from gpuemu_ci.backends import phases, zygote
+from gpuemu_ci.backends import phases, shipped_inputs, zygote
 from gpuemu_ci.backends.channel import FrameError
 from gpuemu_ci.backends.gpu import GpuInfo, detect_gpu
 from gpuemu_ci.backends.interface import CaseAborted, CaseSpec, OpTask, generating_party
@@ -75,6 +75,12 @@ def _settle(future: Future[CaseReport], error: BaseException, *, cancel_queued: 
     future.set_exception(error)
 
 
+def _cores() -> int:
+    """The cores this process may run on."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+
+
 def _worker_env(extra: Mapping[str, str] | None, gpu: GpuInfo | None, jobs: int) -> dict[str, str]:
     env = python_env({**os.environ, **(extra or {})})  # a source checkout must be importable by `python -m`
     env["PYTHONUNBUFFERED"] = "1"  # user prints reach the log before a crash
@@ -97,6 +103,7 @@ class _Case:
     op_side: OpSideResult | None = None
     op_digest: str = ""  # the digest of the inputs the op's side built (Built)
     phases: dict[str, float] = field(default_factory=dict)  # seconds per phase, both sides (phases.py)
+    built: bool = False  # the pool tried to build its inputs (shipped_inputs.py)
 
 
 @dataclass
@@ -142,6 +149,7 @@ class WorkerPool:
         load_timeout_s: float = 300.0,
         tail_bytes: int = 4000,
         fork_workers: bool = True,
+        ship_inputs: bool | None = None,
     ) -> None:
         self.jobs = max(1, int(jobs))
         self.root = Path(root if root is not None else Path.cwd()).resolve()
@@ -151,6 +159,10 @@ class WorkerPool:
         self.load_timeout_s = load_timeout_s
         self.tail_bytes = tail_bytes
         self.fork_workers = fork_workers  # from a zygote (zygote.py), where the platform allows
+        # Build a small case's inputs here once for both sides (shipped_inputs.py). By default only where a core
+        # is left for this process: with as many jobs as cores, building here delays every dispatch behind
+        # the workers, and the run is slower although it computes less (docs/benchmarks.md, issue #48).
+        self.ship_inputs = self.jobs < _cores() if ship_inputs is None else ship_inputs
         self.worker_starts = 0
         self.side_s = 0.0  # seconds sides ran, summed over slots: side_s / (jobs x wall) is how busy it kept
         self._lock = threading.Lock()
@@ -241,7 +253,7 @@ class WorkerPool:
                 if closing and not busy and not self._op_queue and not self._judge_queue:
                     break
                 self._dispatch()
-                self._wait_and_handle()
+                self._wait_and_handle(busy=self._build_ahead())
                 self._check_deadlines()
         except BaseException as exc:  # a bug here must not hang the caller's futures
             self._fail_all(
@@ -390,11 +402,29 @@ class WorkerPool:
         assert slot.proc is not None
         case.arena = self._take_arena(self._want.get(case.task.key, FIRST_ARENA))
         case.op_pid = slot.proc.pid
+        self._build(case)
         self._begin(slot, case, "op")
         request = RunOp(
             slot.task, case.task.key, case.spec, ArenaGrant(case.arena.size), self._tasks_for(slot, case.task)
         )
         self._send(slot, request, (case.arena.fd,))
+
+    def _build(self, case: _Case) -> None:
+        """The case's inputs built here once for both sides (shipped_inputs.py), unless already tried."""
+        if self.ship_inputs and not case.built:
+            case.built = True
+            case.spec, seconds = shipped_inputs.ship(case.task, case.spec)
+            if seconds:
+                case.phases["inputs"] = case.phases.get("inputs", 0.0) + seconds
+
+    def _build_ahead(self) -> bool:
+        """Build the inputs of one of the next queued cases while the workers compute, so that a free worker
+        gets its next case at once; whether there are more to build."""
+        ahead = [c for c in list(self._op_queue)[: self.jobs] if not c.built] if self.ship_inputs else []
+        if not ahead or not any(s.case is not None for s in self._slots):
+            return False
+        self._build(ahead[0])
+        return len(ahead) > 1
 
     def _start_judge(self, slot: _Slot, case: _Case) -> None:
         assert case.op_side is not None
@@ -439,13 +469,14 @@ class WorkerPool:
 
     # ---- events ------------------------------------------------------------------------------------------
 
-    def _wait_and_handle(self) -> None:
+    def _wait_and_handle(self, *, busy: bool = False) -> None:
+        """Handle what the workers sent; `busy`: there is more to do here, so only what has arrived."""
         now = time.monotonic()
         waits = [s.deadline - now for s in self._slots if s.case is not None]
         waits += [
             s.started + self.start_timeout_s - now for s in self._slots if s.proc is not None and not s.ready
         ]
-        timeout = max(0.0, min([0.5, *waits]))
+        timeout = 0.0 if busy else max(0.0, min([0.5, *waits]))
         poller = select.poll()
         routes: dict[int, tuple[_Slot, str]] = {}
         for slot in self._slots:

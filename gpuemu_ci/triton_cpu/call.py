@@ -17,6 +17,7 @@ from gpuemu_ci.triton_cpu import sites
 from gpuemu_ci.triton_cpu.boundary import Patch
 from gpuemu_ci.triton_cpu.memory import Memory
 from gpuemu_ci.triton_cpu.report import Explained, TritonReport
+from gpuemu_ci.triton_cpu.shadow import ShadowRun
 from gpuemu_ci.triton_cpu.where import StoreLog
 
 if TYPE_CHECKING:
@@ -52,6 +53,9 @@ class CallSettings:
     # read this value instead.
     other_override: tuple[str, float] | None = None
     first_nonfinite: bool = False  # an explain probe: note the first non-finite value made (nonfinite.py)
+    # True: a float64 shadow of every float value, compared operation by operation (shadow.py); programs run one
+    # at a time. Only while a failure is being explained: it costs several times the call.
+    shadow64: bool = False
 
 
 @dataclass
@@ -138,6 +142,7 @@ class CallRecord:
     stores: StoreLog = field(default_factory=StoreLog)  # where each store wrote (where.py)
     masked_others: dict[str, float] = field(default_factory=dict)  # loads with `other` and masked lanes
     explained: list[Explained] = field(default_factory=list)  # what the layer itself found to explain
+    shadow: ShadowRun | None = None  # the float64 shadow run, when the settings ask for it (shadow.py)
 
     def looked_up(self) -> bool:
         """Whether there is room for one more source-line lookup in this call (they walk the stack)."""
@@ -164,6 +169,8 @@ class CallRecord:
             internal_error=self.internal_error,
             masked_others=tuple(self.masked_others.items()),
             explained=tuple(self.explained),
+            shadow=() if self.shadow is None else self.shadow.findings(),
+            shadowed=0 if self.shadow is None else self.shadow.programs,
         )
 
     def poisons(self, site: str) -> bool:

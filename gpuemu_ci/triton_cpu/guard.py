@@ -42,6 +42,8 @@ GUARDED = (
     "gpuemu_ci.triton_cpu.provenance",
     "gpuemu_ci.triton_cpu.replay",
     "gpuemu_ci.triton_cpu.report",
+    "gpuemu_ci.triton_cpu.shadow",
+    "gpuemu_ci.triton_cpu.shadow_ops",
     "gpuemu_ci.triton_cpu.sites",
     "gpuemu_ci.triton_cpu.tape",
     "gpuemu_ci.triton_cpu.touches",

@@ -41,10 +41,12 @@ from gpuemu_ci.triton_cpu import (
     launch,
     lowp_builder,
     nonfinite,
+    shadow_ops,
 )
 from gpuemu_ci.triton_cpu.call import POISON, ZERO, CallRecord, CallSettings, KernelFault, KernelMemory
 from gpuemu_ci.triton_cpu.provenance import PROVENANCE, derived
 from gpuemu_ci.triton_cpu.report import TAMPERED
+from gpuemu_ci.triton_cpu.shadow import ShadowRun
 
 # The layer's entry points, imported by the op side (backends/) from here.
 __all__ = [
@@ -139,7 +141,10 @@ def _patch(call: CallRecord, module: ModuleType) -> None:
     if reason:
         call.unsupported = reason
         return
-    for owner, name, wrap in _hooks(module, call.settings):
+    hooks = _hooks(module, call.settings)
+    if call.shadow is not None:  # around the layer's own hooks: the shadow sees what the kernel got
+        hooks.extend(shadow_ops.replaced(module))
+    for owner, name, wrap in hooks:
         original = owner.__dict__[name]
         wrapper = wrap(original)
         setattr(owner, name, wrapper)
@@ -175,7 +180,11 @@ def on_import(module: ModuleType) -> None:
 def intercepted(settings: CallSettings) -> Iterator[CallRecord]:
     """The layer around one op call; the yielded record's `report()` says what it saw."""
     vectorise = PROCESS.vectorise if settings.vectorise is None else settings.vectorise
+    if settings.shadow64:
+        vectorise = False  # the shadow follows one program at a time
     call = CallRecord(settings, PROCESS.kernels, vectorise)
+    if settings.shadow64:
+        call.shadow = ShadowRun()
     if not settings.sanitize or active.call() is not None:
         yield call
         return
@@ -203,8 +212,9 @@ def _tampering(call: CallRecord) -> str:
     elif call.patches > 1:
         why = "it was installed on the interpreter more than once during the call"
     else:
+        last = {(id(o), n): (o, n, w) for o, n, w in call.installed}  # a shadow run wraps some hooks again
         moved = [
-            f"{getattr(o, '__name__', o)}.{n}" for o, n, w in call.installed if o.__dict__.get(n) is not w
+            f"{getattr(o, '__name__', o)}.{n}" for o, n, w in last.values() if o.__dict__.get(n) is not w
         ]
         changed = moved or guard.changed()
         if changed:

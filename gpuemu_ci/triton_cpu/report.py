@@ -7,6 +7,7 @@ from typing import TypeVar
 import msgspec
 import numpy as np
 
+from gpuemu_ci.triton_cpu.shadow import ShadowFinding
 from gpuemu_ci.triton_cpu.where import StoreMap
 
 K = TypeVar("K", str, int)
@@ -98,6 +99,11 @@ class TritonReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     explained: tuple[Explained, ...] = ()  # what the explain probes found (an explain re-run only)
     # Loads with `other` that had masked-off lanes: (line, `other`), noted in an explain re-run (what_if.py).
     masked_others: tuple[tuple[str, float], ...] = ()
+    # The float64 shadow run (CallSettings.shadow64, shadow.py): per program whose stores parted from float64
+    # beyond rounding, the first operation that made them part (those that parted most first); `shadowed`: the
+    # programs shadowed (0: no shadow ran).
+    shadow: tuple[ShadowFinding, ...] = ()
+    shadowed: int = 0
 
     def dot_input_roundoff(self) -> float:
         """The largest input roundoff among the dots the kernels ran (0.0: none, or all ieee)."""
@@ -136,6 +142,8 @@ class TritonReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             self.stores_note,
             self.explained,
             self.masked_others,
+            shadow=self.shadow,
+            shadowed=self.shadowed,
         )
 
 

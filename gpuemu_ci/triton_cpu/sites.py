@@ -25,11 +25,20 @@ def site(launch: Launch | None) -> str:
     a replay of the launch, the line the traced pass was at."""
     if launch is not None and launch.replay_site is not None:
         return launch.replay_site
+    found = user_frame()
+    if found is None:
+        return "an unknown line"
+    path, line, function = found
+    return f"{os.path.basename(path)}:{line} (in {function})"
+
+
+def user_frame() -> tuple[str, int, str] | None:
+    """(file, line, function) of the innermost frame of user code running now, None when there is none."""
     skip = (_triton_dir(), _HERE, os.path.dirname(np.__file__))
     frame = sys._getframe(1)
     while frame is not None:
         name = os.path.abspath(frame.f_code.co_filename)
         if not name.startswith(skip):
-            return f"{os.path.basename(name)}:{frame.f_lineno} (in {frame.f_code.co_name})"
+            return name, frame.f_lineno, frame.f_code.co_name
         frame = frame.f_back  # type: ignore[assignment]
-    return "an unknown line"
+    return None

@@ -222,13 +222,19 @@ class StoreMap(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             .reshape(self.shape)
         )
 
-    def describe(self, index: tuple[int, ...]) -> str | None:
-        """Where element `index` was stored: "stored by program (3, 0, 0) of `_softmax` (grid (64, 1, 1)), lane
-        17, at softmax.py:42 (in _softmax); its mask was partial"."""
+    def _flat(self, index: tuple[int, ...]) -> int | None:
+        """The flat position of element `index` (None when it is not an element of the output)."""
         shape = self.shape
         if len(index) != len(shape) or any(not 0 <= i < n for i, n in zip(index, shape, strict=True)):
             return None
-        flat = int(np.ravel_multi_index(index, shape)) if shape else 0
+        return int(np.ravel_multi_index(index, shape)) if shape else 0
+
+    def describe(self, index: tuple[int, ...]) -> str | None:
+        """Where element `index` was stored: "stored by program (3, 0, 0) of `_softmax` (grid (64, 1, 1)), lane
+        17, at softmax.py:42 (in _softmax); its mask was partial"."""
+        flat = self._flat(index)
+        if flat is None:
+            return None
         pid = int(np.frombuffer(self.pid, dtype=np.int32)[flat])
         if pid < 0:
             return f"element {tuple(index)} was written by no watched Triton store (another kernel, or torch)"
@@ -241,6 +247,27 @@ class StoreMap(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         partial = bool(self._partial().reshape(-1)[flat])
         mask = "its store's mask was partial in that program" if partial else "a full (unmasked) tile"
         return f"stored by program {program} of `{kernel}` (grid {grid}), lane {lane} of its block, at {site}; {mask}"
+
+    def program_at(self, index: tuple[int, ...]) -> tuple[str, int] | None:
+        """(kernel, linear program id) of the store that wrote element `index` last; None when none watched did."""
+        flat = self._flat(index)
+        pid = -1 if flat is None else int(np.frombuffer(self.pid, dtype=np.int32)[flat])
+        if flat is None or pid < 0:
+            return None
+        return self.kernels[int(np.frombuffer(self.kernel, dtype=np.int16)[flat])], pid
+
+    def programs_over(self, ratio: np.ndarray) -> list[tuple[str, int]]:
+        """(kernel, linear program id) of the programs that stored the elements whose `ratio` (error / allowance,
+        the output's shape) is over 1, the program of the largest ratio first."""
+        if tuple(ratio.shape) != self.shape:
+            return []
+        flat = np.asarray(ratio, dtype=np.float64).reshape(-1)
+        pids = np.frombuffer(self.pid, dtype=np.int32)
+        kernels = np.frombuffer(self.kernel, dtype=np.int16)
+        bad = np.flatnonzero((flat > 1.0) & (pids >= 0))
+        order = bad[np.argsort(-flat[bad], kind="stable")]
+        found = dict.fromkeys(zip(kernels[order].tolist(), pids[order].tolist(), strict=True))
+        return [(self.kernels[kernel], pid) for kernel, pid in found]
 
     def tiles(self) -> dict[int, int]:
         """The extent of one program's stores along the last two axes, where the programs tile them evenly

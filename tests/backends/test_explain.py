@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import numpy as np
 
 from gpuemu_ci.backends.explain import explained
 from gpuemu_ci.calls import CaseReport
 from gpuemu_ci.oracle.model import Comparator, ErrorStats
 from gpuemu_ci.triton_cpu.report import Explained, TritonReport
+from gpuemu_ci.triton_cpu.shadow import ShadowFinding
 from gpuemu_ci.triton_cpu.where import StoreLog
 
 
@@ -121,3 +123,41 @@ def test_a_masked_load_is_named_only_when_exactly_one_value_fixes_the_failing_el
     # every value fixes them (a degenerate row): not the load's doing
     assert "fixes" not in where(_what_if(-np.inf, reference), _what_if(1.0, reference))
     assert "fixes" not in where(_what_if(1.0, got))  # nothing fixes them
+
+
+def _parted(pid: int, line: int) -> ShadowFinding:
+    return ShadowFinding("k", (pid, 0, 0), pid, f"k.py:{line} (in k)", "var = a - b", "parted", 3.1e4, 0.2, 1.25,
+                         1.0, 0.06)  # fmt: skip
+
+
+def test_the_shadow_names_the_line_where_the_worst_elements_program_parted_from_float64(
+    tmp_path: Path,
+) -> None:
+    out = np.zeros(100, dtype=np.float32)
+    ratio = np.full(100, 0.5)
+    ratio[40] = 9.0  # stored by program 1 (blocks of 32)
+    triton = msgspec.structs.replace(_stored([out], 32), shadow=(_parted(3, 9), _parted(1, 50)), shadowed=4)
+    report = explained(CaseReport(outcome="failed"), _stats(ratio), {"N": 100}, None, triton, explain=True)
+    assert report.where is not None
+    assert report.where.endswith(
+        "; first parted from float64 at k.py:50 (in k) `var = a - b`: ×3.1e+04 at program (1, 0, 0) (kernel 1.25, "
+        "float64 1)"
+    )
+    # The worst element's program agreed with its shadow (no finding for it): nothing is said, not another's.
+    ratio[40], ratio[70] = 0.5, 9.0  # program 2
+    report = explained(CaseReport(outcome="failed"), _stats(ratio), {"N": 100}, None, triton, explain=True)
+    assert report.where is not None and "float64" not in report.where
+
+
+def test_a_non_finite_failure_is_traced_to_a_failing_programs_shadow_when_the_worst_index_agreed() -> None:
+    out = np.zeros(100, dtype=np.float32)
+    ratio = np.full(100, 0.5)
+    ratio[40], ratio[70] = np.inf, 2.0  # element 40 (program 1) has the wrong non-finite class
+    stats = ErrorStats(Comparator.BOUND, 2.0, 1.0, (70,), 2, 100, 1.0, ratio=ratio)  # figures of finite ones
+    triton = msgspec.structs.replace(_stored([out], 32), shadow=(_parted(1, 50),), shadowed=4)
+    report = explained(CaseReport(outcome="failed"), stats, {"N": 100}, None, triton, explain=True)
+    assert report.where is not None and report.where.startswith("stored by program (2, 0, 0)")
+    assert (
+        "first parted from float64 at k.py:50 (in k) `var = a - b`: ×3.1e+04 at program (1, 0, 0)"
+        in report.where
+    )

@@ -59,7 +59,8 @@ def test_op_and_judge_build_the_same_inputs_in_fresh_workers_that_die(tmp_path, 
     op = config.op("pool")
     with Session(config, RunOptions(out_dir=tmp_path / "out", jobs=2)) as session:
         refs = session.plan(op, op.dtypes, 16)
-        pool = WorkerPool(2, tmp_path, gpu=None, fork_workers=False)
+        # Each worker builds the inputs itself (as for hooks, snapshots and large cases), not the pool once.
+        pool = WorkerPool(2, tmp_path, gpu=None, fork_workers=False, ship_inputs=False)
         with pool:
             task = session.task(op)
             futures = [(ref, pool.submit(task, CaseSpec(ref.seed, ref.index))) for ref in refs]

@@ -143,10 +143,12 @@ def test_float16_softmax_backward_from_a_saved_output_of_subnormals_passes(upstr
     assert float(np.max(np.abs(got - r) / bound)) < 1
     assert not _findings(op, case, got, "float16")
     # The relative-only term in its place: this correct backward is over the bound.
-    y = gradients._forward(case).reference[0]
+    forward = gradients._forward(case)
+    assert forward is not None
+    y = forward.reference[0]
     u_y = float(np.finfo(np.float16).eps) / 2
     relative_only = u_y * (np.abs(r) + np.abs(y) * (np.abs(g) * np.abs(y)).sum(axis=-1, keepdims=True))
-    term = saved_softmax.term(op, "float16", gradients._forward(case), "x", r)
+    term = saved_softmax.term(op, "float16", forward, "x", r)
     assert term is not None
     without = bound - op.error_model.bound_c * (term - relative_only)
     assert float(np.max(np.abs(got - r) / without)) > 1

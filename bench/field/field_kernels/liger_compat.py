@@ -9,7 +9,8 @@ Out of the box most Liger forward kernels do not run there at all (measured in F
 
 `install()` patches both, only under the interpreter, the way a user who wants these kernels in a CPU CI job
 would have to: float arguments become fp32 scalars (what the GPU launcher passes) and rsqrt/tanh are computed
-in the operand's dtype with NumPy (fp32 for every Liger call site), like the interpreter's own math functions.
+in the operand's dtype with NumPy (fp32 for every Liger call site), like the interpreter's own math functions
+(rsqrt through the interpreter's builder, which computes it so).
 It must run before `liger_kernel.ops` is imported, because Liger binds `rsqrt`/`tanh` at import time.
 Nothing here touches the interpreter's bf16 handling (it holds bf16 as uint16 bit patterns): that stays as
 shipped, on purpose.
@@ -56,6 +57,11 @@ def install() -> None:
 
         return fn
 
-    libdevice.rsqrt = unary(lambda x: 1.0 / np.sqrt(x))  # type: ignore[attr-defined]
+    def rsqrt(arg0: Any, _semantic: Any = None) -> Any:
+        # Through the interpreter's own builder method (1 / np.sqrt in the operand's dtype, as `unary` would
+        # compute it), so that what wraps the builder sees it: gpuemu-ci's float64 shadow run follows it.
+        return tl.tensor(interpreter.interpreter_builder.create_rsqrt(arg0.handle), arg0.type)
+
+    libdevice.rsqrt = rsqrt  # type: ignore[attr-defined]
     libdevice.tanh = unary(np.tanh)  # type: ignore[attr-defined]
     _INSTALLED[0] = True

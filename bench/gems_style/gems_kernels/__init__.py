@@ -1,0 +1,1 @@
+"""Triton kernels written the way FlagGems writes its operators (issue #48's second Triton suite)."""
