@@ -22,14 +22,30 @@ def _triton_dir() -> str:
 
 def site(launch: Launch | None) -> str:
     """`kernel.py:42 (in _fwd)`: the innermost frame of user code (the kernel or a jit helper it called); during
-    a replay of the launch, the line the traced pass was at."""
+    a replay of the launch, the line the traced pass was at. Inside a helper, the kernel's line that called it
+    follows (`helpers.py:7 (in _rsqrt), called at kernel.py:42 (in _fwd)`): the bug may be in either."""
     if launch is not None and launch.replay_site is not None:
         return launch.replay_site
     found = user_frame()
     if found is None:
         return "an unknown line"
     path, line, function = found
-    return f"{os.path.basename(path)}:{line} (in {function})"
+    text = f"{os.path.basename(path)}:{line} (in {function})"
+    if launch is not None and function != launch.kernel:
+        caller = _kernel_frame(launch.kernel)
+        if caller is not None:
+            text += f", called at {os.path.basename(caller[0])}:{caller[1]} (in {caller[2]})"
+    return text
+
+
+def _kernel_frame(kernel: str) -> tuple[str, int, str] | None:
+    """(file, line, function) of the running kernel's own frame (outside any helper), None when not found."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_name == kernel:
+            return os.path.abspath(frame.f_code.co_filename), frame.f_lineno, kernel
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
 
 
 def user_frame() -> tuple[str, int, str] | None:

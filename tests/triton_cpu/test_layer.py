@@ -47,6 +47,15 @@ SCRIPT = textwrap.dedent("""
         tl.store(y_ptr + c, tl.load(x_ptr + c, mask=c < n))
 
     @triton.jit
+    def _load_head(ptr, offs, n):
+        return tl.load(ptr + offs, mask=offs < n)
+
+    @triton.jit
+    def helped(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        c = tl.arange(0, BLOCK)
+        tl.store(y_ptr + c, _load_head(x_ptr, c, n))
+
+    @triton.jit
     def dot(a_ptr, b_ptr, c_ptr, N: tl.constexpr, PRECISION: tl.constexpr):
         r = tl.arange(0, N)
         a = tl.load(a_ptr + r[:, None] * N + r[None, :])
@@ -118,6 +127,8 @@ SCRIPT = textwrap.dedent("""
     src, got = torch.ones(8), torch.full((8,), 5.0)
     out["zero"] = run(CallSettings(1), lambda: masked[(1,)](src, got, 5, BLOCK=8))
     out["zero_values"] = got.tolist()
+    src, got = torch.ones(8), torch.full((8,), 5.0)
+    out["helper"] = run(CallSettings(1), lambda: helped[(1,)](src, got, 5, BLOCK=8))
     src, got = torch.zeros(8), torch.zeros(8)
     masked[(1,)](src, got, 5, BLOCK=8)  # outside a call: the plain interpreter
     out["poison_outside"] = got.tolist()
@@ -201,6 +212,14 @@ def test_masked_lanes_without_other_read_zero_as_on_nvidia_and_amd_and_their_lin
 ) -> None:
     assert seen["zero_values"] == [1.0] * 5 + [0.0] * 3  # a register zeroed before the predicated load
     assert seen["zero"]["findings"] == [] and "kernels.py:" in seen["zero"]["undefined"][0]
+
+
+def test_a_line_inside_a_jit_helper_is_named_with_the_kernels_line_that_called_it(seen: dict) -> None:
+    [site] = seen["helper"]["undefined"]
+    helper, _, caller = site.partition(", called at ")
+    assert helper.startswith("`helped` at kernels.py:") and helper.endswith("(in _load_head)")
+    assert caller.startswith("kernels.py:") and caller.endswith("(in helped)")
+    assert "called at" not in seen["zero"]["undefined"][0]  # a line of the kernel itself: named alone
 
 
 def test_masked_lanes_without_other_are_poisoned_per_seed_in_the_poison_mode(seen: dict) -> None:
