@@ -56,9 +56,9 @@ def make_inputs(task: OpTask, case: CaseSpec, contain: type[BaseException] = Bas
     """The case's inputs (fuzz/inputs.case_inputs: from its seed, byte for byte what any process builds, or
     from its snapshot, or as the pool built and shipped them), with what user code may raise while making them
     turned into InputsFailed."""
-    if case.inputs is not None:
-        return unpack(case.inputs)  # this process's own copy: what the op does to it reaches no other side
     try:
+        if case.inputs is not None:  # this process's own copy: what the op does to it reaches no other side
+            return unpack(case.inputs)
         return case_inputs(
             task.op,
             case.seed,
