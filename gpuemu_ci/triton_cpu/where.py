@@ -10,11 +10,14 @@ that travels to the judge in the call's TritonReport. The judge reads, for the w
 allowance are exactly those of partial stores (`StoreMap.partial_only`).
 
 Bounded: a call logs at most `MAX_LOGGED` lanes, and an output over `MAX_ELEMENTS` elements gets no map (the
-failure then says "where: not recorded" and why).
+failure then says "where: not recorded" and why). A map's arrays travel compressed (a tiled kernel's program ids and
+lanes repeat, and shrink a hundredfold), and the maps of one call stop at `MAX_MAP_BYTES` in all: the reply that
+carries them to the judge has a size limit (backends/process.py), and a re-run that overflowed it would crash.
 """
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -28,7 +31,10 @@ if TYPE_CHECKING:
     from gpuemu_ci.triton_cpu.call import Launch
 
 MAX_LOGGED = 1 << 23  # lanes a call logs at most (about 17 bytes each)
-MAX_ELEMENTS = 1 << 21  # elements of an output that get a map (7 bytes each to the judge)
+MAX_ELEMENTS = 1 << 21  # elements of an output that get a map (12 bytes each before compression)
+MAX_MAP_BYTES = (
+    4 << 20
+)  # compressed bytes of all of one call's maps (the worker's reply holds at most 16 MiB)
 
 
 def note_store(
@@ -63,6 +69,8 @@ class StoreLog:
     kernels: dict[tuple[str, tuple[int, int, int]], int] = field(default_factory=dict)
     logged: int = 0
     overflowed: bool = False
+    mapped_bytes: int = 0  # compressed bytes of the maps made so far
+    too_large: bool = False  # an output's map would have passed MAX_MAP_BYTES: it has none
 
     def note(
         self,
@@ -117,6 +125,10 @@ class StoreLog:
         """Why no output can have a map, or ""."""
         if self.overflowed:
             return f"where not recorded: the call stored over {MAX_LOGGED} lanes"
+        if self.too_large:
+            return (
+                f"where not recorded: the outputs' store maps are over {MAX_MAP_BYTES >> 20} MiB compressed"
+            )
         return ""
 
     def maps(self, outputs: list[np.ndarray]) -> tuple[StoreMap | None, ...]:
@@ -145,17 +157,33 @@ class StoreLog:
             kernel[index] = store.kernel
         if not (pid >= 0).any():
             return None
+        packed = [_pack(a) for a in (pid, lane, site, kernel, np.packbits(partial))]
+        size = sum(len(b) for b in packed)
+        if self.mapped_bytes + size > MAX_MAP_BYTES:
+            self.too_large = True
+            return None
+        self.mapped_bytes += size
         return StoreMap(
             shape=tuple(int(n) for n in output.shape),
             sites=tuple(self.sites),
             kernels=tuple(name for name, _ in self.kernels),
             grids=tuple(grid for _, grid in self.kernels),
-            pid=pid.tobytes(),
-            lane=lane.tobytes(),
-            site=site.tobytes(),
-            kernel=kernel.tobytes(),
-            partial=np.packbits(partial).tobytes(),
+            pid=packed[0],
+            lane=packed[1],
+            site=packed[2],
+            kernel=packed[3],
+            partial=packed[4],
         )
+
+
+def _pack(values: np.ndarray) -> bytes:
+    """An array's bytes, compressed for the trip to the judge. Level 6, not 1: level 1 misses a block's lane
+    numbers repeating every few KiB (2.9 MB against 51 KB for 2**21 lanes of 1024-wide blocks)."""
+    return zlib.compress(values.tobytes(), 6)
+
+
+def _unpack(packed: bytes, dtype: type[np.generic]) -> np.ndarray:
+    return np.frombuffer(zlib.decompress(packed), dtype=dtype)
 
 
 # The stored lanes that wrote elements of an output, and those elements' flat (C order) indices.
@@ -199,7 +227,8 @@ def _strided(output: np.ndarray) -> Locate:
 
 class StoreMap(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Per element of one output: the program (linear id, -1: no watched store wrote it), its lane, the store's
-    line and kernel (indices into `sites`, `kernels`), and whether that program's store was partial."""
+    line and kernel (indices into `sites`, `kernels`), and whether that program's store was partial; each array
+    zlib-compressed (`_pack`)."""
 
     shape: tuple[int, ...]
     sites: tuple[str, ...]
@@ -212,15 +241,11 @@ class StoreMap(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     partial: bytes
 
     def _pids(self) -> np.ndarray:
-        return np.frombuffer(self.pid, dtype=np.int32).reshape(self.shape)
+        return _unpack(self.pid, np.int32).reshape(self.shape)
 
     def _partial(self) -> np.ndarray:
         size = int(np.prod(self.shape)) if self.shape else 1
-        return (
-            np.unpackbits(np.frombuffer(self.partial, dtype=np.uint8), count=size)
-            .astype(bool)
-            .reshape(self.shape)
-        )
+        return np.unpackbits(_unpack(self.partial, np.uint8), count=size).astype(bool).reshape(self.shape)
 
     def _flat(self, index: tuple[int, ...]) -> int | None:
         """The flat position of element `index` (None when it is not an element of the output)."""
@@ -235,12 +260,12 @@ class StoreMap(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         flat = self._flat(index)
         if flat is None:
             return None
-        pid = int(np.frombuffer(self.pid, dtype=np.int32)[flat])
+        pid = int(_unpack(self.pid, np.int32)[flat])
         if pid < 0:
             return f"element {tuple(index)} was written by no watched Triton store (another kernel, or torch)"
-        lane = int(np.frombuffer(self.lane, dtype=np.int32)[flat])
-        site = self.sites[int(np.frombuffer(self.site, dtype=np.int16)[flat])]
-        which = int(np.frombuffer(self.kernel, dtype=np.int16)[flat])
+        lane = int(_unpack(self.lane, np.int32)[flat])
+        site = self.sites[int(_unpack(self.site, np.int16)[flat])]
+        which = int(_unpack(self.kernel, np.int16)[flat])
         kernel, grid = self.kernels[which], self.grids[which]
         gy, gz = grid[1], grid[2]
         program = (pid // (gy * gz), (pid // gz) % gy, pid % gz)
@@ -251,10 +276,10 @@ class StoreMap(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     def program_at(self, index: tuple[int, ...]) -> tuple[str, int] | None:
         """(kernel, linear program id) of the store that wrote element `index` last; None when none watched did."""
         flat = self._flat(index)
-        pid = -1 if flat is None else int(np.frombuffer(self.pid, dtype=np.int32)[flat])
+        pid = -1 if flat is None else int(_unpack(self.pid, np.int32)[flat])
         if flat is None or pid < 0:
             return None
-        return self.kernels[int(np.frombuffer(self.kernel, dtype=np.int16)[flat])], pid
+        return self.kernels[int(_unpack(self.kernel, np.int16)[flat])], pid
 
     def programs_over(self, ratio: np.ndarray) -> list[tuple[str, int]]:
         """(kernel, linear program id) of the programs that stored the elements whose `ratio` (error / allowance,
@@ -262,8 +287,8 @@ class StoreMap(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         if tuple(ratio.shape) != self.shape:
             return []
         flat = np.asarray(ratio, dtype=np.float64).reshape(-1)
-        pids = np.frombuffer(self.pid, dtype=np.int32)
-        kernels = np.frombuffer(self.kernel, dtype=np.int16)
+        pids = _unpack(self.pid, np.int32)
+        kernels = _unpack(self.kernel, np.int16)
         bad = np.flatnonzero((flat > 1.0) & (pids >= 0))
         order = bad[np.argsort(-flat[bad], kind="stable")]
         found = dict.fromkeys(zip(kernels[order].tolist(), pids[order].tolist(), strict=True))

@@ -72,3 +72,55 @@ def test_the_worst_element_is_traced_to_its_program_lane_and_store_line(tmp_path
         assert seen["partial_only"] is True and seen["not_only"] is False
         assert seen["other"] is True
         assert seen["transposed"] == seen["describe"]
+
+
+LARGE = textwrap.dedent("""
+    import json
+    import msgspec
+    import torch
+    import triton
+    import triton.language as tl
+    from gpuemu_ci.triton_cpu import where
+    from gpuemu_ci.triton_cpu.layer import CallSettings, intercepted
+
+    @triton.jit
+    def double(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        at = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y_ptr + at, tl.load(x_ptr + at, mask=at < n) * 2, mask=at < n)
+
+    # Two outputs as large as get a map (Liger's RoPE returns q of 2**21 elements and k): 12 bytes an element
+    # uncompressed, 31 MB, twice what a worker's reply may hold.
+    x = torch.ones(where.MAX_ELEMENTS, dtype=torch.float32)
+    y, z = torch.empty_like(x), torch.empty(x.numel() // 4)
+    with intercepted(CallSettings(seed=5, vectorise=True, log_stores=True)) as call:
+        double[(x.numel() // 1024,)](x, y, x.numel(), BLOCK=1024)
+        double[(z.numel() // 1024,)](x, z, z.numel(), BLOCK=1024)
+    maps = call.stores.maps([y.numpy(), z.numpy()])
+    found = {
+        "bytes": len(msgspec.msgpack.encode(maps)),
+        "describe": maps[0].describe((1024 * 7 + 5,)),
+        "note": call.stores.why_none(),
+    }
+    first = sum(len(getattr(maps[0], name)) for name in ("pid", "lane", "site", "kernel", "partial"))
+    where.MAX_MAP_BYTES = first + 1  # a budget the first map alone fills
+    small = where.StoreLog(stores=call.stores.stores, sites=call.stores.sites, kernels=call.stores.kernels)
+    found["over_budget"] = [m is not None for m in small.maps([y.numpy(), z.numpy()])]
+    found["over_note"] = small.why_none()
+    print(json.dumps(found))
+""")
+
+
+@pytest.mark.slow  # a fresh interpreter with Triton, two outputs of 2**21 and 2**19 elements
+def test_the_maps_of_the_largest_outputs_fit_in_a_workers_reply(tmp_path: Path) -> None:
+    """A failing RoPE case's explain re-run crashed: its maps were 31 MB, over the 16 MiB reply limit."""
+    from gpuemu_ci.backends.process import REPLY_LIMIT
+
+    found = run_interpreted(LARGE, tmp_path)
+    assert found["bytes"] < REPLY_LIMIT // 16
+    assert found["describe"].startswith(
+        "stored by program (7, 0, 0) of `double` (grid (2048, 1, 1)), lane 5 "
+    )
+    assert found["note"] == ""
+    # Over the budget, an output gets no map and the call says why, rather than a reply the pool refuses.
+    assert found["over_budget"] == [True, False]
+    assert found["over_note"].startswith("where not recorded: the outputs' store maps are over")
