@@ -18,6 +18,11 @@ its worst store, provided that store parted from its twin beyond rounding (`agre
 non-finite where its twin stayed finite is explained by the first operation that did so from finite operands.
 A program whose stores agree with their twins within rounding has no finding: a logic bug (a wrong index, a
 dropped loop tail) is the same wrong code in float64, and the shadow says nothing of it.
+
+An underflow or a non-finite value from finite operands is a question of range: why was the operand so large or so
+small? Its finding also names the lines its operands came from (`Origin`, followed back through the operations on
+the finding's own line): for a running max that started at 0 instead of -inf, the exp of `x - m` underflows, and
+its operand came from the `tl.maximum` that kept the 0.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ import numpy as np
 from gpuemu_ci.triton_cpu import active, lowp, sites
 
 SHADOW = "_gpuemu_shadow"  # the attribute of an interpreter value that holds its twin (`Carried`)
+ORIGIN = "_gpuemu_origin"  # ... and of a loaded value, the line that loaded it (`Line`; it carries no twin)
+MAX_ORIGINS = 4  # lines a finding names its operands came from (the earliest)
 GROW = 64.0  # an operation is a candidate when it grows the divergence by this much beyond its own rounding
 SHARE = 16.0  # ... and the finding when its divergence is at least 1/SHARE of its program's worst store's
 AGREE_FP32_BITS = 14  # a store within 2^-14 of its twin (about 10 bits lost in fp32) agrees with it ...
@@ -47,7 +54,8 @@ class ShadowFinding(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Where one program of a kernel first parted from its float64 shadow: the operation's line (`site`, as
     `kernel.py:50 (in _fwd)`) and source text, what happened (`kind`: "parted", "non_finite" or "underflow"),
     how much it grew the divergence its operands carried (`factor`), the divergence it reached, the kernel's
-    value and the shadow's at the element that parted most; and the divergence of the program's worst store."""
+    value and the shadow's at the element that parted most; and the divergence of the program's worst store.
+    For an underflow or a non-finite value, `origins`: the lines its operands came from, as `site` with source."""
 
     kernel: str
     program: tuple[int, int, int]
@@ -60,6 +68,7 @@ class ShadowFinding(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     kernel_value: float
     shadow_value: float
     store_divergence: float
+    origins: tuple[str, ...] = ()
 
     def describe(self) -> str:
         """One line: "first parted from float64 at ln.py:50 (in _fwd) `var = ...`: ×3.1e+04 at program (3, 0, 0)
@@ -67,28 +76,59 @@ class ShadowFinding(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         code = f" `{self.source}`" if self.source else ""
         where = f"at {self.site}{code}"
         values = f"kernel {self.kernel_value:.6g}, float64 {self.shadow_value:.6g}"
+        made = " and at ".join(self.origins)
+        came = f"; its operands came from the values made at {made}" if self.origins else ""
         if self.kind == "non_finite":
             what = f"{where}: finite operands gave {self.kernel_value:g} where float64 gives {self.shadow_value:.6g}"
-            return f"first parted from float64 {what} at program {self.program}"
+            return f"first parted from float64 {what} at program {self.program}{came}"
         if self.kind == "underflow":
             what = f"{where}: underflowed to 0 where float64 gives {self.shadow_value:.6g}"
-            return f"first parted from float64 {what} at program {self.program}"
+            return f"first parted from float64 {what} at program {self.program}{came}"
         return f"first parted from float64 {where}: ×{self.factor:.2g} at program {self.program} ({values})"
+
+
+Line = tuple[str, int, str]  # (file, line, function) of user code
+
+
+@dataclass(frozen=True)
+class Origin:
+    """The line that made a value, and the lines its operands came from (the first operations of other lines
+    that fed it through operations on this one)."""
+
+    line: Line | None
+    sources: frozenset[Line] = frozenset()
+
+    def of_operand(self, made_at: Line | None) -> frozenset[Line]:
+        """What this operand brings to a value made at `made_at`: its own sources when it was made on that line
+        too, else its line."""
+        if self.line is None:
+            return frozenset()
+        return self.sources if self.line == made_at else frozenset({self.line})
 
 
 @dataclass
 class Carried:
-    """What an interpreter value carries beside its data during a shadow run: its float64 twin, and the
-    normwise divergence of the data from it (inf where the data turned non-finite and the twin did not)."""
+    """What an interpreter value carries beside its data during a shadow run: its float64 twin, the normwise
+    divergence of the data from it (inf where the data turned non-finite and the twin did not), and its origin."""
 
     values: np.ndarray
     divergence: float
+    origin: Origin = field(default_factory=lambda: Origin(None))
 
 
 def carried(handle: Any) -> Carried | None:
     """The twin a value carries (None: its data is its own twin, as a loaded value's)."""
     found = getattr(handle, SHADOW, None)
     return found if isinstance(found, Carried) else None
+
+
+def origin(handle: Any) -> Origin:
+    """Where a value was made: its twin's record, or a loaded value's line."""
+    found = carried(handle)
+    if found is not None:
+        return found.origin
+    loaded = getattr(handle, ORIGIN, None)
+    return Origin(loaded) if isinstance(loaded, tuple) else Origin(None)
 
 
 def twin(handle: Any) -> tuple[np.ndarray, float]:
@@ -156,6 +196,7 @@ class _Event:
     divergence: float
     kernel: float
     shadow: float
+    origins: tuple[str, ...] = ()
 
 
 @dataclass
@@ -212,7 +253,9 @@ class ShadowRun:
         broke = np.isfinite(values) & ~np.isfinite(kernel)
         if broke.any():
             parted = math.inf
-        setattr(made, SHADOW, Carried(values, parted))
+        frame = sites.user_frame()
+        made_from = Origin(frame, frozenset().union(*(origin(o).of_operand(frame) for o in operands)))
+        setattr(made, SHADOW, Carried(values, parted, made_from))
         program = self._program()
         if program is None or len(program.candidates) >= MAX_CANDIDATES or math.isinf(carried_in):
             return
@@ -237,12 +280,11 @@ class ShadowRun:
                 kind = "underflow"
                 at = int(np.argmax(lost.reshape(-1)))
         at = 0 if at is None else at
-        frame = sites.user_frame()
-        site, source = "an unknown line", ""
-        if frame is not None:
-            path, line, function = frame
-            site = f"{os.path.basename(path)}:{line} (in {function})"
-            source = linecache.getline(path, line).strip()
+        site, source = _said(frame) if frame is not None else ("an unknown line", "")
+        origins: tuple[str, ...] = ()
+        if kind in ("underflow", "non_finite"):
+            ranked = sorted(made_from.sources, key=lambda line: (line[0], line[1]))[:MAX_ORIGINS]
+            origins = tuple(f"{said} `{code}`" if code else said for said, code in map(_said, ranked))
         factor = parted / allowed if allowed > 0 else math.inf
         program.candidates.append(
             _Event(
@@ -253,8 +295,13 @@ class ShadowRun:
                 parted,
                 float(kernel.reshape(-1)[at]),
                 float(values.reshape(-1)[at]),
+                origins,
             )
         )
+
+    def loaded(self, value: Any) -> None:
+        """A load made `value` (a float value, its own twin): its line, for the findings its operands feed."""
+        setattr(value, ORIGIN, sites.user_frame())
 
     def stored(self, value: Any, mask: Any) -> None:
         """A store of `value` under `mask`: how far the stored values part from their twins."""
@@ -286,7 +333,7 @@ class ShadowRun:
             self._done.append(
                 ShadowFinding(
                     program.kernel, program.program, program.pid, found.site, found.source, found.kind,
-                    found.factor, found.divergence, found.kernel, found.shadow, program.store,
+                    found.factor, found.divergence, found.kernel, found.shadow, program.store, found.origins,
                 )
             )  # fmt: skip
 
@@ -305,3 +352,9 @@ class ShadowRun:
         self._close()
         ranked = sorted(self._done, key=lambda f: (-f.store_divergence, f.kernel, f.pid))
         return tuple(ranked[:MAX_REPORTED])
+
+
+def _said(line: Line) -> tuple[str, str]:
+    """("kernel.py:50 (in _fwd)", its source text) of a line of user code."""
+    path, number, function = line
+    return f"{os.path.basename(path)}:{number} (in {function})", linecache.getline(path, number).strip()

@@ -109,6 +109,9 @@ def _follow(run: ShadowRun, name: str, original: Method, builder: Any, args: tup
         run.stored(value, mask)
         return
     if any(word in name for word in _OWN_TWIN):
+        if "load" in name:
+            for result in _results(made):
+                run.loaded(result)
         return
     results = _results(made)
     if not results:

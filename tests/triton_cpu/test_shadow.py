@@ -55,8 +55,9 @@ SCRIPT = textwrap.dedent("""
     def logsumexp_max_at_zero(x_ptr, y_ptr, N, BLOCK: tl.constexpr):
         row = tl.program_id(0)
         cols = tl.arange(0, BLOCK)
-        x = tl.load(x_ptr + row * N + cols, mask=cols < N, other=float("-inf"))
-        m = 0.0  # the running max should start at -inf (or the row's max)
+        x = tl.load(x_ptr + row * N + cols, mask=cols < N, other=float("-inf"))  # LOAD LINE
+        m = 0.0  # the running max should start at -inf
+        m = tl.maximum(m, tl.max(x, axis=0))  # MAX LINE: keeps the 0
         e = tl.exp(x - m)  # EXP LINE
         tl.store(y_ptr + row, tl.log(tl.sum(e, axis=0)) + m)
 
@@ -79,7 +80,7 @@ SCRIPT = textwrap.dedent("""
         row = tl.program_id(0)
         cols = tl.arange(0, BLOCK)
         mask = cols < N
-        x = tl.load(x_ptr + row * N + cols, mask=mask, other=float("-inf"))
+        x = tl.load(x_ptr + row * N + cols, mask=mask, other=float("-inf"))  # SOFTMAX LOAD
         e = tl.exp(x)  # OVERFLOW LINE: no max subtracted
         tl.store(y_ptr + row * N + cols, e / tl.sum(e, axis=0), mask=mask)
 
@@ -151,6 +152,14 @@ def test_the_shadow_names_the_first_line_that_parts_from_float64_and_nothing_els
         assert site == f"kernels.py:{_line('# EXP LINE')} (in logsumexp_max_at_zero)"
         assert kind == "underflow" and source.startswith("e = tl.exp(x - m)")
         assert "underflowed to 0 where float64 gives" in line
+        # Why so small: the exp's operand came from the load and from the max that kept the 0, and is said so.
+        load, kept = _line("# LOAD LINE"), _line("# MAX LINE")
+        assert line.endswith(
+            f"; its operands came from the values made at kernels.py:{load} (in logsumexp_max_at_zero) "
+            f'`x = tl.load(x_ptr + row * N + cols, mask=cols < N, other=float("-inf"))  # LOAD LINE` and at '
+            f"kernels.py:{kept} (in logsumexp_max_at_zero) `m = tl.maximum(m, tl.max(x, axis=0))  # MAX LINE: "
+            "keeps the 0`"
+        ), line
     assert found["no shadow"] == {"shadowed": 0, "findings": []}  # only when asked for
     # A correct TF32 matmul: the dots' input rounding is their own (allowed), nothing parted beyond it.
     assert found["matmul"] == [4, 0]
@@ -161,4 +170,8 @@ def test_the_shadow_names_the_first_line_that_parts_from_float64_and_nothing_els
     for site, _source, kind, _factor, _program, line in seen:
         assert (site, kind) == (f"kernels.py:{_line('# OVERFLOW LINE')} (in softmax_unshifted)", "non_finite")
         assert "finite operands gave inf where float64 gives" in line
+        assert line.endswith(
+            f"its operands came from the values made at kernels.py:{_line('# SOFTMAX LOAD')} (in softmax_unshifted) "
+            f'`x = tl.load(x_ptr + row * N + cols, mask=mask, other=float("-inf"))  # SOFTMAX LOAD`'
+        ), line
     assert found["same outputs"] == [True] * 10
