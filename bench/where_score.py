@@ -67,10 +67,22 @@ EXPECTED: dict[str, tuple[str, frozenset[int], str]] = {
         frozenset(range(120, 140)),
         "other",
     ),
-    "liger_cross_entropy.bug.max_init_zero": ("liger_cross_entropy_kernel", frozenset({110}), "m = 0"),
+    "liger_cross_entropy.bug.max_init_zero": (
+        "liger_cross_entropy_kernel",
+        frozenset({110, 154}),
+        "m = 0; the tl.maximum that keeps it",
+    ),
     "liger_cross_entropy.bug.row_stride_n": ("liger_cross_entropy_kernel", frozenset({102}), "X_ptr stride"),
-    "liger_rope.upstream.size1_stride": ("_triton_rope", frozenset(), "a stride of a size-1 dim (launcher)"),
-    "liger_rope.bug.partial_rotary_offset": ("_triton_rope", frozenset(), "rotary offset (see FINDINGS)"),
+    "liger_rope.upstream.size1_stride": (
+        "_triton_rope",
+        frozenset({40, 41}),
+        "the launcher's row stride of a size-1 dim; its use",
+    ),
+    "liger_rope.bug.partial_rotary_offset": (
+        "_triton_rope",
+        frozenset({82, 83, 86, 87}),
+        "second-half offsets; their loads",
+    ),
 }
 
 

@@ -159,3 +159,6 @@ class CaseReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     error_map: ErrorMapPath | None = None
     error_map_note: str | None = None
     where: str | None = None
+    # The parts of `where` that say what made the failure (an explain probe's line, the float64 shadow's, a layer
+    # probe's), not only where its worst element was stored: what another failure of the op may borrow.
+    causes: tuple[str, ...] = ()

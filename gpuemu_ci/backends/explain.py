@@ -62,15 +62,24 @@ def explained(
             where = stored.describe(tuple(stats.worst_index))
     elif explain and triton is not None and triton.launches:
         where = triton.stores_note or "where not recorded: no output of the call matched a watched store"
-    found = [where, _decided_at(triton, position, ratio.shape, stats.worst_index)]
-    if (
-        explain and triton is not None and report.output is None
-    ):  # the cause first: the comment shows one line
-        found[:0] = _probed(_for(triton, report), ratio > 1.0, rejudge)
-    found.append(_parted_at(triton, stored, ratio, stats.worst_index))
-    where = "; ".join(filter(None, found)) or None
+    probed = (
+        _probed(_for(triton, report), ratio > 1.0, rejudge)
+        if explain and triton is not None and report.output is None
+        else []
+    )
+    decided = _decided_at(triton, position, ratio.shape, stats.worst_index)
+    parted = _parted_at(triton, stored, ratio, stats.worst_index)
+    found = [*probed, where, decided, parted]  # the cause first: the comment shows one line
+    causes = tuple(filter(None, [*probed, decided, parted]))
     path, note = error_map.write_error_map(out_dir, ratio, tiles) if out_dir is not None else (None, None)
-    return msgspec.structs.replace(report, pattern=pattern, error_map=path, error_map_note=note, where=where)
+    return msgspec.structs.replace(
+        report,
+        pattern=pattern,
+        error_map=path,
+        error_map_note=note,
+        where="; ".join(filter(None, found)) or None,
+        causes=causes,
+    )
 
 
 def _map_of(
@@ -163,7 +172,8 @@ def found_by_layer(report: CaseReport, triton: TritonReport | None, explain: boo
     said = [item.text for item in _for(triton, report) if not item.outputs]
     if not said:
         return report
-    return msgspec.structs.replace(report, where="; ".join(filter(None, [report.where, *said])))
+    where = "; ".join(filter(None, [report.where, *said]))
+    return msgspec.structs.replace(report, where=where, causes=tuple(said))
 
 
 def _for(triton: TritonReport, report: CaseReport) -> tuple[Explained, ...]:

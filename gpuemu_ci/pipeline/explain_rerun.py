@@ -4,7 +4,12 @@ more with `CaseSpec.explain`, where the op side logs where each store wrote and 
 recorded failures pay for it; a passing case never logs a store.
 
 The re-run explains the recorded failure only when it failed the same way (same kind, same failing output, same
-worst element): a kernel whose outputs change from run to run keeps its first failure, and says so."""
+worst element): a kernel whose outputs change from run to run keeps its first failure, and says so.
+
+A failure whose re-run found nothing that made it (only where its worst element was stored) borrows what the
+re-run of another failure of the op, of the same output, found (`borrowed`), saying which case it comes from: the
+op's worst failure may be one whose error the kernel's own rounding explains at that case (a bfloat16 sum), where a
+float32 case of the same op shows the line that made the error large."""
 
 from __future__ import annotations
 
@@ -64,7 +69,31 @@ def with_explanation(original: CaseReport, rerun: CaseReport | None, why_not: st
         error_map=rerun.error_map,
         error_map_note=rerun.error_map_note,
         where=rerun.where,
+        causes=rerun.causes,
     )
+
+
+def borrowed(failing: list[tuple[CaseRef, CaseReport]]) -> list[tuple[CaseRef, CaseReport]]:
+    """The op's failures, each explained one without a cause of its own given the first cause the explain re-run
+    of another failure of the same output found, with that case's index and dtype."""
+    lenders = [(ref, report) for ref, report in failing if report.causes]
+    shared: list[tuple[CaseRef, CaseReport]] = []
+    for ref, report in failing:
+        lender = next(
+            (
+                (other, found)
+                for other, found in lenders
+                if other.index != ref.index and found.output == report.output
+            ),
+            None,
+        )
+        if report.causes or not report.where or report.where.startswith(NOT_SAME) or lender is None:
+            shared.append((ref, report))
+            continue
+        other, found = lender
+        said = f"the explain re-run of case {other.index} of this op ({found.dtype}) found: {found.causes[0]}"
+        shared.append((ref, msgspec.structs.replace(report, where=f"{report.where}; {said}")))
+    return shared
 
 
 def _how(rerun: CaseReport) -> str:

@@ -247,6 +247,11 @@ class OpCollector:
                 self._drop_map(report.error_map)
             return
 
+    def share_causes(self) -> None:
+        """Once every explain re-run is in: a failure they found no cause for borrows another's
+        (pipeline/explain_rerun.py)."""
+        self.failing = explain_rerun.borrowed(self.failing)
+
     def _drop_map(self, path: str) -> None:
         if self.out_dir is None or any(r.error_map == path for _, r in self.failing):
             return
@@ -545,6 +550,7 @@ class SuiteRun:
                 else:
                     for ref in state.collector.to_explain():
                         state.collector.take_explanation(ref, None, STOPPED_BEFORE_EXPLAINING)
+            state.collector.share_causes()
             state.done = True
             short = state.finished < len(state.plan.cases) and not state.skipped
             result = state.collector.result(cut_short=short)
