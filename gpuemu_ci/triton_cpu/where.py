@@ -126,9 +126,7 @@ class StoreLog:
         if self.overflowed:
             return f"where not recorded: the call stored over {MAX_LOGGED} lanes"
         if self.too_large:
-            return (
-                f"where not recorded: the outputs' store maps are over {MAX_MAP_BYTES >> 20} MiB compressed"
-            )
+            return f"where not recorded: the outputs' store maps are over {MAX_MAP_BYTES:,} bytes compressed"
         return ""
 
     def maps(self, outputs: list[np.ndarray]) -> tuple[StoreMap | None, ...]:
