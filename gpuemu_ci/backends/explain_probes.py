@@ -1,12 +1,13 @@
-"""The explain probes: further calls of the op, made only in the explain re-run of a recorded failure (a
-`CaseSpec` with `explain`), each with one setting of the Triton layer changed, that say which kernel line made
-the failing elements wrong. A probe is a module with a `probe` function; `EXPLAIN_PROBES` lists them.
+"""The explain probes, run only in the explain re-run of a recorded failure (a `CaseSpec` with `explain`), that say
+which kernel line made the failing elements wrong: a what-if calls the op again with one setting of the Triton
+layer changed (masked_other.py); another reads what the judged call's layer noted (nonfinite_probe.py: the float64
+shadow's first non-finite value). A probe is a module with a `probe` function; `EXPLAIN_PROBES` lists them.
 
 A probe gets the op's spec, the layer's report of the judged call, the judged call's result, and a
 `ProbeCaller` (backends/probe_caller.py: the op called again on the same inputs with some `CallSettings`
-changed, and the layer's report of that last call); it returns what it found (`Explained`: the line, what it
-says, and for a what-if the outputs the judge must find fixed) and whether the worker must retire. Probes never
-change a verdict: the judged call's outputs and findings are the case's.
+changed); it returns what it found (`Explained`: the line, what it says, and for a what-if the outputs the judge
+must find fixed) and whether the worker must retire. Probes never change a verdict: the judged call's outputs and
+findings are the case's.
 """
 
 from __future__ import annotations

@@ -1,40 +1,34 @@
-"""The first non-finite value (an explain probe, backends/explain_probes.py): when the judged call returned NaN or
-infinite values, the op is called again one program at a time with the interpreter's float operations watched
-(triton_cpu/nonfinite.py), and the first operation that made a NaN or an infinity from finite operands is named
-with its line and program: "the first non-finite value the kernels made from finite operands: `div` at
-rms.py:63 (in _rms_norm), program (0, 0, 0)". It explains a `nonfinite` or `mismatch` failure alone, and only
-when the watched call computed exactly the judged call's outputs."""
+"""The first non-finite value (an explain probe, backends/explain_probes.py): when the judged call of an explain
+re-run returned NaN or infinite values, the first operation that made a NaN or an infinity from finite operands is
+named with its line and program: "the first non-finite value the kernels made from finite operands: `fdiv` at
+rms.py:63 (in _rms_norm), program (0, 0, 0)". The float64 shadow that runs in that call notes it
+(triton_cpu/shadow.py, `ShadowRun.made`): no call of its own. It explains a `nonfinite` or `mismatch` failure
+alone (an exact comparison calls a NaN a mismatch), and only when the judged call's outputs hold a non-finite
+value: one the kernel made and then masked away explains nothing."""
 
 from __future__ import annotations
 
 import msgspec
 import numpy as np
 
-from gpuemu_ci.backends.masked_other import output_bytes
 from gpuemu_ci.backends.probe_caller import ProbeCaller
 from gpuemu_ci.backends.transport import is_float_like
 from gpuemu_ci.calls import CallResult
 from gpuemu_ci.config.model import OpSpec
 from gpuemu_ci.results.model import FailureKind
-from gpuemu_ci.triton_cpu.report import NONFINITE, Explained, TritonReport
+from gpuemu_ci.triton_cpu.report import Explained, TritonReport
+
+KINDS = (FailureKind.NONFINITE.value, FailureKind.MISMATCH.value)
 
 
 def probe(
     op: OpSpec, seen: TritonReport, judged: CallResult, call: ProbeCaller
 ) -> tuple[tuple[Explained, ...], bool]:
     """The first non-finite value's line, where the judged call returned any."""
-    if not any(_nonfinite(y) for y in judged.outputs):
+    found = seen.first_nonfinite
+    if found is None or not any(_nonfinite(y) for y in judged.outputs):
         return (), False
-    result, retire = call(first_nonfinite=True, vectorise=False, replay=False)
-    report = call.report()
-    if retire or report is None or output_bytes(result, judged) != output_bytes(judged, judged):
-        return (), retire
-    kind = (
-        FailureKind.NONFINITE.value,
-        FailureKind.MISMATCH.value,
-    )  # an exact comparison calls a NaN a mismatch
-    found = (msgspec.structs.replace(e, kinds=kind) for e in report.explained if e.by == NONFINITE)
-    return tuple(found), False
+    return (msgspec.structs.replace(found, kinds=KINDS),), False
 
 
 def _nonfinite(y: object) -> bool:

@@ -186,7 +186,6 @@ def run_op_side(
         returned.clear()
         if layer and seen.internal_error:
             raise _LayerFailed(seen.internal_error)
-        probed[:] = [seen] if layer else []
         if not layer:
             kept = seen.launches or seen.notes or seen.interpreter_gaps or seen.findings
             reports.append(seen if kept else None)
@@ -206,7 +205,6 @@ def run_op_side(
         return one_call(Stage.PROBE, **layer)
 
     reports: list[TritonReport | None] = []
-    probed: list[TritonReport] = []  # the layer's report of the last probe call
     launches_before = triton_probe.mark()
     first, retire = one_call(Stage.OP)
     modified = tuple(
@@ -231,8 +229,7 @@ def run_op_side(
         and first.status is CallStatus.OK
     ):
         try:
-            last = ProbeCaller(probe_call, lambda: probed[0] if probed else None)
-            explained, retire = explain_probes.run(op, judged, first, last)
+            explained, retire = explain_probes.run(op, judged, first, ProbeCaller(probe_call))
         except _LayerFailed as exc:  # the tool's error in an explain probe: the failure stands, unexplained
             explained = (Explained(explain_probes.FAILED, "", f"an explain probe could not run: {exc}"),)
     rerun: CallResult | None = None

@@ -15,8 +15,9 @@ layer over Triton's interpreter, a module per job.
   from the kernel's; sites.py names the kernel's source line; report.py is what the judge reads; spent.py meters
   the seconds spent preparing launches, for the run's time split (never read by a check);
 - shadow.py and shadow_ops.py: the float64 shadow run that explains a failure (`CallSettings.shadow64`): where a
-  kernel's values first parted from float64 beyond rounding.
+  kernel's values first parted from float64 beyond rounding, and the first non-finite value made from finite
+  operands.
 - for the explain re-run of a recorded failure only (`CallSettings.log_stores` and the explain probes' settings):
   where.py logs where each store wrote, what_if.py notes and replaces a masked load's `other`, provenance.py
-  keeps the lines a pointer's offset was computed on, nonfinite.py finds the first non-finite value.
+  keeps the lines a pointer's offset was computed on.
 """

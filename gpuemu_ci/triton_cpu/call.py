@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from gpuemu_ci.triton_cpu import sites
 from gpuemu_ci.triton_cpu.boundary import Patch
 from gpuemu_ci.triton_cpu.memory import Memory
-from gpuemu_ci.triton_cpu.report import Explained, TritonReport
+from gpuemu_ci.triton_cpu.report import NONFINITE, Explained, TritonReport
 from gpuemu_ci.triton_cpu.shadow import ShadowRun
 from gpuemu_ci.triton_cpu.where import StoreLog
 
@@ -52,7 +52,6 @@ class CallSettings:
     # A what-if of the explain re-run (what_if.py): masked-off lanes of the loads with `other` at this line
     # read this value instead.
     other_override: tuple[str, float] | None = None
-    first_nonfinite: bool = False  # an explain probe: note the first non-finite value made (nonfinite.py)
     # True: a float64 shadow of every float value, compared operation by operation (shadow.py); programs run one
     # at a time. Only while a failure is being explained: it costs several times the call.
     shadow64: bool = False
@@ -171,7 +170,12 @@ class CallRecord:
             explained=tuple(self.explained),
             shadow=() if self.shadow is None else self.shadow.findings(),
             shadowed=0 if self.shadow is None else self.shadow.programs,
+            first_nonfinite=self._first_nonfinite(),
         )
+
+    def _first_nonfinite(self) -> Explained | None:
+        found = None if self.shadow is None else self.shadow.first_nonfinite
+        return None if found is None else Explained(NONFINITE, *found)
 
     def poisons(self, site: str) -> bool:
         """Whether masked-off lanes at this site read poison in this call (else 0, as on the GPU)."""

@@ -24,7 +24,6 @@ once when the interpreter module is imported (backends/triton_probe.py).
 
 from __future__ import annotations
 
-import functools
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -40,7 +39,6 @@ from gpuemu_ci.triton_cpu import (
     language,
     launch,
     lowp_builder,
-    nonfinite,
     shadow_ops,
 )
 from gpuemu_ci.triton_cpu.call import POISON, ZERO, CallRecord, CallSettings, KernelFault, KernelMemory
@@ -129,9 +127,6 @@ def _hooks(module: ModuleType, settings: CallSettings) -> list[tuple[Any, str, W
     }
     replaced.extend((builder, name, wrap) for name, wrap in gaps.items() if name in builder.__dict__)
     replaced.extend(autotune.replaced(_autotune_draw))
-    if settings.first_nonfinite:  # an explain probe's call alone
-        found = [name for name in nonfinite.FLOAT_OPS if name in builder.__dict__]
-        replaced.extend((builder, name, functools.partial(nonfinite.watched, name=name)) for name in found)
     return replaced
 
 

@@ -27,7 +27,7 @@ TF32 = "tf32"  # every fp32 `tl.dot` at full precision
 POINTER = (
     "pointer"  # an explain re-run's out-of-bounds access: the lines its pointer's offset was computed on
 )
-NONFINITE = "nonfinite"  # an explain probe's: the first non-finite value made from finite operands
+NONFINITE = "nonfinite"  # the shadow run's: the first non-finite value made from finite operands
 
 
 class Decided(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -104,6 +104,8 @@ class TritonReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # programs shadowed (0: no shadow ran).
     shadow: tuple[ShadowFinding, ...] = ()
     shadowed: int = 0
+    # ... and the call's first operation that made a NaN or an infinity from finite operands (NONFINITE).
+    first_nonfinite: Explained | None = None
 
     def dot_input_roundoff(self) -> float:
         """The largest input roundoff among the dots the kernels ran (0.0: none, or all ieee)."""
@@ -144,6 +146,7 @@ class TritonReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             self.masked_others,
             shadow=self.shadow,
             shadowed=self.shadowed,
+            first_nonfinite=self.first_nonfinite,
         )
 
 

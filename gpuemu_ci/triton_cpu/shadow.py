@@ -19,6 +19,10 @@ non-finite where its twin stayed finite is explained by the first operation that
 A program whose stores agree with their twins within rounding has no finding: a logic bug (a wrong index, a
 dropped loop tail) is the same wrong code in float64, and the shadow says nothing of it.
 
+Whatever the twins say, the run also notes the call's first operation that made a NaN or an infinity from finite
+operands (`first_nonfinite`: a division by zero, a log of 0, an exp that overflows; 1/0 is inf in float64 too, so
+no twin parts there), for the failures with non-finite outputs (backends/nonfinite_probe.py).
+
 An underflow or a non-finite value from finite operands is a question of range: why was the operand so large or so
 small? Its finding also names the lines its operands came from (`Origin`, followed back through the operations on
 the finding's own line): for a running max that started at 0 instead of -inf, the exp of `x - m` underflows, and
@@ -218,6 +222,8 @@ class ShadowRun:
     programs: int = 0  # programs shadowed
     operations: int = 0  # float operations followed
     unshadowed: dict[str, int] = field(default_factory=dict)  # operations whose twin could not be computed
+    # The call's first non-finite value made from finite operands: (its line, what to say of it).
+    first_nonfinite: tuple[str, str] | None = None
     _key: tuple[int, int] = (-1, -1)
     _current: _Program | None = None
     _done: list[ShadowFinding] = field(default_factory=list)
@@ -235,6 +241,28 @@ class ShadowRun:
             self._current = _Program(launch.kernel, launch.grid, launch.program, launch.pid)
             self.programs += 1
         return self._current
+
+    def made(self, what: str, results: list[Any], operands: list[Any]) -> None:
+        """The kernel's operation `what` (a builder method's name) made the float values `results` from
+        `operands`: the call's first NaN or infinity made where every operand was finite is noted."""
+        if self.first_nonfinite is not None:
+            return
+        for result in results:
+            data = np.asarray(result.data).astype(np.float64)
+            fresh = ~np.isfinite(data)
+            if not fresh.any() or not (fresh & _finite_operands(operands, data.shape)).any():
+                continue
+            call = active.call()
+            launch = None if call is None else call.launch
+            if launch is None:
+                return
+            site = sites.site(launch)
+            text = (
+                "the first non-finite value the kernels made from finite operands: "
+                f"`{what.removeprefix('create_')}` at {site}, program {launch.program} of `{launch.kernel}`"
+            )
+            self.first_nonfinite = (site, text)
+            return
 
     def skipped(self, what: str) -> None:
         """An operation whose twin could not be computed: its result's data is its own twin."""
