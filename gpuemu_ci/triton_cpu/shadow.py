@@ -248,8 +248,8 @@ class ShadowRun:
         if self.first_nonfinite is not None:
             return
         for result in results:
-            data = np.asarray(result.data).astype(np.float64)
-            fresh = ~np.isfinite(data)
+            data = np.asarray(result.data)
+            fresh = ~np.isfinite(data if data.dtype.kind == "f" else data.astype(np.float32))  # bf16, fp8
             if not fresh.any() or not (fresh & _finite_operands(operands, data.shape)).any():
                 continue
             call = active.call()
