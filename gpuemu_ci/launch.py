@@ -1,6 +1,6 @@
-"""Starting other processes: the environment that makes this very gpuemu-ci importable in another Python
-process (a worker, the Action's gate), and running a tool (a compiler, nvidia-smi) so that a timeout or a
-signal stops it at once."""
+"""Starting other processes: how many cores they may share, the environment that makes this very gpuemu-ci
+importable in another Python process (a worker, the Action's gate), and running a tool (a compiler, nvidia-smi)
+so that a timeout or a signal stops it at once."""
 
 from __future__ import annotations
 
@@ -21,6 +21,21 @@ import gpuemu_ci
 # How a Python process gpuemu-ci starts runs a module: `-P` keeps its working directory (the workspace: code
 # under test) off sys.path, so that no `gpuemu_ci/`, `numpy/` or `jinja2/` there is imported instead of the tool's.
 PYTHON_FLAGS = ("-P",)
+
+
+def available_cores() -> int:
+    """The cores this process may use: its CPU affinity, capped by a cgroup v2 CPU quota (containers)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            cores = min(cores, max(1, int(int(quota) / int(period) + 0.5)))
+    except (OSError, ValueError):
+        pass
+    return max(1, cores)
 
 
 def python_env(env: Mapping[str, str]) -> dict[str, str]:

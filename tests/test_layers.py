@@ -71,8 +71,8 @@ ALLOWED: dict[str, frozenset[str]] = {
         "onboard": "dtypes errors",
         "backends": "calls config dtypes errors fuzz launch oracle plan results rng triton_cpu",
         "render": "errors files results terminal",
-        "pipeline": f"{TOP} backends calls clock config corpus diff dtypes early_signals errors files fuzz lint oracle "
-        "plan progress results",
+        "pipeline": f"{TOP} backends calls clock config corpus diff dtypes early_signals errors files fuzz launch lint "
+        "oracle plan progress results",
         "github": f"{TOP} errors render results",
         "api": "backends config errors pipeline plan render results",
         "shadow": f"{TOP} backends calls clock config dtypes errors fuzz oracle pipeline plan results",

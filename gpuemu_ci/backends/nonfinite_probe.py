@@ -11,7 +11,7 @@ from __future__ import annotations
 import msgspec
 import numpy as np
 
-from gpuemu_ci.backends.probe_caller import ProbeCaller
+from gpuemu_ci.backends.layer_probes import Caller
 from gpuemu_ci.backends.transport import is_float_like
 from gpuemu_ci.calls import CallResult
 from gpuemu_ci.config.model import OpSpec
@@ -22,7 +22,7 @@ KINDS = (FailureKind.NONFINITE.value, FailureKind.MISMATCH.value)
 
 
 def probe(
-    op: OpSpec, seen: TritonReport, judged: CallResult, call: ProbeCaller
+    op: OpSpec, seen: TritonReport, judged: CallResult, call: Caller
 ) -> tuple[tuple[Explained, ...], bool]:
     """The first non-finite value's line, where the judged call returned any."""
     found = seen.first_nonfinite

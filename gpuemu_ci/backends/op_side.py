@@ -22,7 +22,6 @@ from gpuemu_ci.backends.frameworks import Bridge, get_bridge
 from gpuemu_ci.backends.interface import SETUP, CallTarget, CaseSpec, OpTask, TargetKind
 from gpuemu_ci.backends.loaded import Loaded, LoadError
 from gpuemu_ci.backends.loading import load_target
-from gpuemu_ci.backends.probe_caller import ProbeCaller
 from gpuemu_ci.backends.protocol import Stage
 from gpuemu_ci.backends.transport import is_float_like, memory_region, region_of, resolve_dtype
 from gpuemu_ci.calls import CallResult, CallStatus, LaunchedKernel
@@ -229,7 +228,7 @@ def run_op_side(
         and first.status is CallStatus.OK
     ):
         try:
-            explained, retire = explain_probes.run(op, judged, first, ProbeCaller(probe_call))
+            explained, retire = explain_probes.run(op, judged, first, probe_call)
         except _LayerFailed as exc:  # the tool's error in an explain probe: the failure stands, unexplained
             explained = (Explained(explain_probes.FAILED, "", f"an explain probe could not run: {exc}"),)
     rerun: CallResult | None = None

@@ -55,7 +55,7 @@ from gpuemu_ci.backends.transport import Arena, check_outputs
 from gpuemu_ci.backends.zygote import ForkCancelled, ForkServer, ZygoteError
 from gpuemu_ci.calls import CallStatus, CaseReport
 from gpuemu_ci.errors import InfraError
-from gpuemu_ci.launch import python_env
+from gpuemu_ci.launch import available_cores, python_env
 
 _AUTO = object()
 _STATUSES = frozenset(s.value for s in CallStatus)
@@ -73,12 +73,6 @@ def _settle(future: Future[CaseReport], error: BaseException, *, cancel_queued: 
         if not future.running() and not future.set_running_or_notify_cancel():
             return  # cancelled, and now notified
     future.set_exception(error)
-
-
-def _cores() -> int:
-    """The cores this process may run on."""
-    affinity = getattr(os, "sched_getaffinity", None)
-    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
 
 
 def _worker_env(extra: Mapping[str, str] | None, gpu: GpuInfo | None, jobs: int) -> dict[str, str]:
@@ -162,7 +156,7 @@ class WorkerPool:
         # Build a small case's inputs here once for both sides (shipped_inputs.py). By default only where a core
         # is left for this process: with as many jobs as cores, building here delays every dispatch behind
         # the workers, and the run is slower although it computes less (docs/benchmarks.md, issue #48).
-        self.ship_inputs = self.jobs < _cores() if ship_inputs is None else ship_inputs
+        self.ship_inputs = self.jobs < available_cores() if ship_inputs is None else ship_inputs
         self.worker_starts = 0
         self.side_s = 0.0  # seconds sides ran, summed over slots: side_s / (jobs x wall) is how busy it kept
         self._lock = threading.Lock()

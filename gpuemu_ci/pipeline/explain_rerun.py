@@ -79,20 +79,13 @@ def borrowed(failing: list[tuple[CaseRef, CaseReport]]) -> list[tuple[CaseRef, C
     lenders = [(ref, report) for ref, report in failing if report.causes]
     shared: list[tuple[CaseRef, CaseReport]] = []
     for ref, report in failing:
-        lender = next(
-            (
-                (other, found)
-                for other, found in lenders
-                if other.index != ref.index and found.output == report.output
-            ),
-            None,
-        )
-        if report.causes or not report.where or report.where.startswith(NOT_SAME) or lender is None:
-            shared.append((ref, report))
-            continue
-        other, found = lender
-        said = f"the explain re-run of case {other.index} of this op ({found.dtype}) found: {found.causes[0]}"
-        shared.append((ref, msgspec.structs.replace(report, where=f"{report.where}; {said}")))
+        wants = not report.causes and report.where and not report.where.startswith(NOT_SAME)
+        lender = next(((o, f) for o, f in lenders if f.output == report.output), None) if wants else None
+        if lender is not None:
+            other, found = lender
+            said = f"the explain re-run of case {other.index} of this op ({found.dtype}) found: {found.causes[0]}"
+            report = msgspec.structs.replace(report, where=f"{report.where}; {said}")
+        shared.append((ref, report))
     return shared
 
 

@@ -5,7 +5,6 @@ here, for every command that runs ops."""
 from __future__ import annotations
 
 import difflib
-import os
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -13,6 +12,7 @@ from pathlib import Path
 
 from gpuemu_ci.config.model import Config, OpSpec, Suite
 from gpuemu_ci.errors import ConfigError
+from gpuemu_ci.launch import available_cores
 from gpuemu_ci.pipeline.shard import Shard
 from gpuemu_ci.plan.expand import suite_dtypes
 from gpuemu_ci.results.model import RunInfo
@@ -95,21 +95,6 @@ class Settings:
     def dtypes_for(self, config: Config, op: OpSpec) -> tuple[str, ...]:
         """The dtypes this run covers for `op`."""
         return suite_dtypes(op, config, self.suite, self.dtypes)
-
-
-def available_cores() -> int:
-    """The cores this process may use: its CPU affinity, capped by a cgroup v2 CPU quota (containers)."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    try:
-        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
-        if quota != "max":
-            cores = min(cores, max(1, int(int(quota) / int(period) + 0.5)))
-    except (OSError, ValueError):
-        pass
-    return max(1, cores)
 
 
 def master_seed(config: Config, seed: int | None, suite: Suite) -> int:

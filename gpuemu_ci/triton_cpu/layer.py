@@ -102,8 +102,8 @@ def unsupported(module: ModuleType) -> str:
     return ""
 
 
-def _hooks(module: ModuleType, settings: CallSettings) -> list[tuple[Any, str, Wrap]]:
-    """(owner, name, wrap) for every hook the layer sets on this interpreter for a call with these settings."""
+def _hooks(module: ModuleType) -> list[tuple[Any, str, Wrap]]:
+    """(owner, name, wrap) for every hook the layer sets on this interpreter."""
     executor = module.GridExecutor
     builder = module.InterpreterBuilder
     replaced: list[tuple[Any, str, Wrap]] = [
@@ -136,7 +136,7 @@ def _patch(call: CallRecord, module: ModuleType) -> None:
     if reason:
         call.unsupported = reason
         return
-    hooks = _hooks(module, call.settings)
+    hooks = _hooks(module)
     if call.shadow is not None:  # around the layer's own hooks: the shadow sees what the kernel got
         hooks.extend(shadow_ops.replaced(module))
     for owner, name, wrap in hooks:

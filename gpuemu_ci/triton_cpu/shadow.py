@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import linecache
 import math
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,7 +43,9 @@ import numpy as np
 from gpuemu_ci.triton_cpu import active, lowp, sites
 
 SHADOW = "_gpuemu_shadow"  # the attribute of an interpreter value that holds its twin (`Carried`)
-ORIGIN = "_gpuemu_origin"  # ... and of a loaded value, the line that loaded it (`Line`; it carries no twin)
+ORIGIN = (
+    "_gpuemu_origin"  # ... and of a loaded value, the line that loaded it (`sites.Frame`; it carries no twin)
+)
 MAX_ORIGINS = 4  # lines a finding names its operands came from (the earliest)
 GROW = 64.0  # an operation is a candidate when it grows the divergence by this much beyond its own rounding
 SHARE = 16.0  # ... and the finding when its divergence is at least 1/SHARE of its program's worst store's
@@ -91,18 +92,15 @@ class ShadowFinding(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         return f"first parted from float64 {where}: ×{self.factor:.2g} at program {self.program} ({values})"
 
 
-Line = tuple[str, int, str]  # (file, line, function) of user code
-
-
 @dataclass(frozen=True)
 class Origin:
     """The line that made a value, and the lines its operands came from (the first operations of other lines
     that fed it through operations on this one)."""
 
-    line: Line | None
-    sources: frozenset[Line] = frozenset()
+    line: sites.Frame | None
+    sources: frozenset[sites.Frame] = frozenset()
 
-    def of_operand(self, made_at: Line | None) -> frozenset[Line]:
+    def of_operand(self, made_at: sites.Frame | None) -> frozenset[sites.Frame]:
         """What this operand brings to a value made at `made_at`: its own sources when it was made on that line
         too, else its line."""
         if self.line is None:
@@ -382,7 +380,6 @@ class ShadowRun:
         return tuple(ranked[:MAX_REPORTED])
 
 
-def _said(line: Line) -> tuple[str, str]:
-    """("kernel.py:50 (in _fwd)", its source text) of a line of user code."""
-    path, number, function = line
-    return f"{os.path.basename(path)}:{number} (in {function})", linecache.getline(path, number).strip()
+def _said(frame: sites.Frame) -> tuple[str, str]:
+    """("kernel.py:50 (in _fwd)", its source text) of a frame of user code."""
+    return sites.named(frame), linecache.getline(frame[0], frame[1]).strip()

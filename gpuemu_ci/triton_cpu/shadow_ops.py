@@ -116,11 +116,10 @@ def _follow(run: ShadowRun, name: str, original: Method, builder: Any, args: tup
     results = _results(made)
     if not results:
         return
-    if name not in CONSTANTS:  # before the twin, which may not be computable
-        run.made(name, results, [a for a in args if _is_float(a)])
     if name in CONSTANTS:
         run.follow(results[0], np.array([float(args[0])], dtype=np.float64), 0.0, 1.0, [])
         return
+    run.made(name, results, [a for a in args if _is_float(a)])  # before the twin, which may not be computable
     if name in CASTS:
         source = args[0]
         values, parted = (

@@ -20,6 +20,15 @@ def _triton_dir() -> str:
     return str(os.path.dirname(os.path.abspath(triton.__file__)))  # triton is untyped here
 
 
+Frame = tuple[str, int, str]  # (file, line, function) of a frame of user code
+
+
+def named(frame: Frame) -> str:
+    """`kernel.py:42 (in _fwd)`: a frame of user code as findings name it."""
+    path, line, function = frame
+    return f"{os.path.basename(path)}:{line} (in {function})"
+
+
 def site(launch: Launch | None) -> str:
     """`kernel.py:42 (in _fwd)`: the innermost frame of user code (the kernel or a jit helper it called); during
     a replay of the launch, the line the traced pass was at. Inside a helper, the kernel's line that called it
@@ -29,16 +38,15 @@ def site(launch: Launch | None) -> str:
     found = user_frame()
     if found is None:
         return "an unknown line"
-    path, line, function = found
-    text = f"{os.path.basename(path)}:{line} (in {function})"
-    if launch is not None and function != launch.kernel:
+    text = named(found)
+    if launch is not None and found[2] != launch.kernel:
         caller = _kernel_frame(launch.kernel)
         if caller is not None:
-            text += f", called at {os.path.basename(caller[0])}:{caller[1]} (in {caller[2]})"
+            text += f", called at {named(caller)}"
     return text
 
 
-def _kernel_frame(kernel: str) -> tuple[str, int, str] | None:
+def _kernel_frame(kernel: str) -> Frame | None:
     """(file, line, function) of the running kernel's own frame (outside any helper), None when not found."""
     frame = sys._getframe(2)
     while frame is not None:
@@ -48,7 +56,7 @@ def _kernel_frame(kernel: str) -> tuple[str, int, str] | None:
     return None
 
 
-def user_frame() -> tuple[str, int, str] | None:
+def user_frame() -> Frame | None:
     """(file, line, function) of the innermost frame of user code running now, None when there is none."""
     skip = (_triton_dir(), _HERE, os.path.dirname(np.__file__))
     frame = sys._getframe(1)
