@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from gpuemu_ci.backends import backward, explain_probes, layer_probes, mutant, triton_probe
+from gpuemu_ci.backends import backward, explain_probes, explain_shadow, layer_probes, mutant, triton_probe
 from gpuemu_ci.backends.calling import UNUSABLE, InputsFailed, Invoke, Stager, call, make_inputs, no_stage
 from gpuemu_ci.backends.cuda import OUTPUT_DTYPE_KWARG
 from gpuemu_ci.backends.frameworks import Bridge, get_bridge
@@ -151,11 +151,9 @@ def run_op_side(
             int(which is Stage.RERUN),
             op.execution.triton_sanitize,
             masked_lanes=triton_layer.POISON if poison else triton_layer.ZERO,
-            # Where each store wrote: only the explain re-run's judged call maps its outputs to their stores.
+            # Where each store wrote: only the explain re-run's judged call maps its outputs to their stores
+            # (its float64 shadow is a call of its own after it: explain_shadow.py).
             log_stores=spec.explain and which is Stage.OP and not layer,
-            # ... and runs beside a float64 shadow (triton_cpu/shadow.py): its outputs are the same, programs run
-            # one at a time, and the report says where each program first parted from float64.
-            shadow64=spec.explain and which is Stage.OP and not layer,
         )
         if layer:
             settings = replace(settings, **layer)
@@ -185,7 +183,9 @@ def run_op_side(
         returned.clear()
         if layer and seen.internal_error:
             raise _LayerFailed(seen.internal_error)
-        if not layer:
+        if layer:
+            probed[:] = [seen]
+        else:
             kept = seen.launches or seen.notes or seen.interpreter_gaps or seen.findings
             reports.append(seen if kept else None)
         if not retire:
@@ -203,7 +203,13 @@ def run_op_side(
         restored()
         return one_call(Stage.PROBE, **layer)
 
+    def shadow_call(**layer: Any) -> tuple[CallResult, bool, TritonReport | None]:
+        probed.clear()
+        result, retire = probe_call(**layer)
+        return result, retire, probed[0] if probed else None
+
     reports: list[TritonReport | None] = []
+    probed: list[TritonReport] = []  # the layer's report of the last probe call
     launches_before = triton_probe.mark()
     first, retire = one_call(Stage.OP)
     modified = tuple(
@@ -228,7 +234,10 @@ def run_op_side(
         and first.status is CallStatus.OK
     ):
         try:
-            explained, retire = explain_probes.run(op, judged, first, probe_call)
+            judged, retire = explain_shadow.shadowed(judged, spec.explain_worst, shadow_call)
+            reports[0] = judged
+            if not retire:
+                explained, retire = explain_probes.run(op, judged, first, probe_call)
         except _LayerFailed as exc:  # the tool's error in an explain probe: the failure stands, unexplained
             explained = (Explained(explain_probes.FAILED, "", f"an explain probe could not run: {exc}"),)
     rerun: CallResult | None = None

@@ -44,10 +44,13 @@ def wants_explaining(report: CaseReport) -> bool:
     return report.outcome == "failed" and ran_triton and explainable
 
 
-def explain_spec(ref: CaseRef) -> CaseSpec:
+def explain_spec(ref: CaseRef, failure: CaseReport) -> CaseSpec:
     """The case again, from its seed or its corpus snapshot, explained; its inputs' snapshot is already
-    written."""
-    return CaseSpec(ref.seed, ref.index, snapshot=ref.snapshot, snapshot_wanted=False, explain=True)
+    written. Its shadow follows the programs that stored the failure's worst element."""
+    worst = tuple(failure.worst_index) if failure.worst_index is not None else None
+    return CaseSpec(
+        ref.seed, ref.index, snapshot=ref.snapshot, snapshot_wanted=False, explain=True, explain_worst=worst
+    )
 
 
 def with_explanation(original: CaseReport, rerun: CaseReport | None, why_not: str = "") -> CaseReport:

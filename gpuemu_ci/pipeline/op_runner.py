@@ -222,6 +222,11 @@ class OpCollector:
         for phase, seconds in report.phases.items():
             self.phase_us[phase] = self.phase_us.get(phase, 0) + round(seconds * 1e6)
 
+    def _time_explained(self, rerun: CaseReport) -> None:
+        """An explain re-run's seconds, all of them the explanation's (its case was timed when it was judged)."""
+        spent = sum(round(seconds * 1e6) for seconds in rerun.phases.values())
+        self.phase_us["explain"] = self.phase_us.get("explain", 0) + spent
+
     def timings(self) -> OpTimings | None:
         """The op's time split over the reports that carried one; None when none did (a run cut short early)."""
         return OpTimings.of_micros(self.timed, self.phase_us) if self.timed else None
@@ -231,13 +236,15 @@ class OpCollector:
         self.failing.sort(key=lambda item: item[0].index)
         return self.failing[:MAX_RECORDED_FAILURES]
 
-    def to_explain(self) -> list[CaseRef]:
+    def to_explain(self) -> list[tuple[CaseRef, CaseReport]]:
         """The recorded failures that get an explain re-run (pipeline/explain_rerun.py)."""
-        return [ref for ref, report in self.recorded() if explain_rerun.wants_explaining(report)]
+        return [(ref, report) for ref, report in self.recorded() if explain_rerun.wants_explaining(report)]
 
     def take_explanation(self, ref: CaseRef, rerun: CaseReport | None, why_not: str = "") -> None:
         """Case `ref`'s failure with what its explain re-run found (`rerun`; None: it did not finish, `why_not`).
         The error map the first run drew gives way to the explained one's (it marks the tiles)."""
+        if rerun is not None:
+            self._time_explained(rerun)
         for position, (known, report) in enumerate(self.failing):
             if known.index != ref.index:
                 continue
@@ -523,8 +530,8 @@ class SuiteRun:
     def _explain(self, state: _OpState, owner: dict[Future[CaseReport], tuple[_OpState, CaseRef]]) -> None:
         """Submits the explain re-runs of the op's recorded failures, once, when all its cases are judged."""
         state.explain_started = True
-        for ref in state.collector.to_explain():
-            future = self.pool.submit(state.plan.task, explain_rerun.explain_spec(ref))
+        for ref, failure in state.collector.to_explain():
+            future = self.pool.submit(state.plan.task, explain_rerun.explain_spec(ref, failure))
             state.pending.add(future)
             state.explaining[future] = ref
             owner[future] = (state, ref)
@@ -548,7 +555,7 @@ class SuiteRun:
                     if state.pending:
                         continue
                 else:
-                    for ref in state.collector.to_explain():
+                    for ref, _ in state.collector.to_explain():
                         state.collector.take_explanation(ref, None, STOPPED_BEFORE_EXPLAINING)
             state.collector.share_causes()
             state.done = True

@@ -19,6 +19,7 @@ _HEADINGS = {
     "reference": "ref",
     "judge": "judge",
     "transport": "transport",
+    "explain": "explain",
 }
 
 

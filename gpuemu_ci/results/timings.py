@@ -20,6 +20,7 @@ PHASES: dict[str, str] = {
     "reference": "the fp64 reference's calls (also on |inputs|, on moved inputs) and the naive implementation",
     "judge": "judging the outputs with the error model, snapshots of failures",
     "transport": "the pool's scheduling, messages and output arenas (a side's time in the pool less its worker's)",
+    "explain": "the explain re-runs of the recorded failures, every phase of theirs (store maps, shadow, probes)",
 }
 
 
@@ -37,6 +38,7 @@ class OpTimings(Record, frozen=True):
     reference_s: float = 0.0
     judge_s: float = 0.0
     transport_s: float = 0.0
+    explain_s: float = 0.0
 
     @classmethod
     def of_micros(cls, cases: int, micros: Mapping[str, int]) -> OpTimings:

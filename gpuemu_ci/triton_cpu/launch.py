@@ -112,11 +112,15 @@ def run_grid(original: Callable[..., Any]) -> Callable[..., Any]:
             rng = np.random.default_rng([call.settings.seed & (2**64 - 1), call.settings.call, call.launches])
             call.launches += 1
             call.launch = launch
-            gy, gz = dims[1], dims[2]
-            order = rng.permutation(dims[0] * gy * gz)
+            order = rng.permutation(dims[0] * dims[1] * dims[2])
             if not call.settings.seeded_order:
                 order = np.arange(order.size)
             try:
+                followed = order[:0] if call.shadow is None else call.shadow.alone(launch, order)
+                if followed.size:  # the shadow's programs first, alone; the others as in any call
+                    order = order[~np.isin(order, followed)]
+                    patch_scope.apply()
+                    _one_at_a_time(self.fn, module, args, launch, followed)
                 if call.vectorise and order.size > 1:
                     why = _vectorised(self, module, args, call, call_args, launch, order, patch_scope.apply)
                     if why is None:
@@ -125,11 +129,7 @@ def run_grid(original: Callable[..., Any]) -> Callable[..., Any]:
                         call.per_program[why] = call.per_program.get(why, 0) + 1
                 if order.size:
                     patch_scope.apply()
-                for pid in order.tolist():
-                    program = (pid // (gy * gz), (pid // gz) % gy, pid % gz)
-                    module.interpreter_builder.set_grid_idx(*program)
-                    launch.program, launch.pid, launch.synchronised = program, pid, False
-                    self.fn(**args)
+                _one_at_a_time(self.fn, module, args, launch, order)
             except Exception as exc:
                 fault = _fault_in(exc)
                 if fault is not None:
@@ -151,6 +151,17 @@ def run_grid(original: Callable[..., Any]) -> Callable[..., Any]:
         self._restore_args_dev(args_dev, args_hst, kwargs, kwargs_hst)
 
     return run
+
+
+def _one_at_a_time(
+    fn: Callable[..., Any], module: ModuleType, args: dict[str, Any], launch: Launch, pids: np.ndarray
+) -> None:
+    gy, gz = launch.grid[1], launch.grid[2]
+    for pid in pids.tolist():
+        program = (pid // (gy * gz), (pid // gz) % gy, pid % gz)
+        module.interpreter_builder.set_grid_idx(*program)
+        launch.program, launch.pid, launch.synchronised = program, pid, False
+        fn(**args)
 
 
 def _vectorised(

@@ -175,11 +175,11 @@ def on_import(module: ModuleType) -> None:
 def intercepted(settings: CallSettings) -> Iterator[CallRecord]:
     """The layer around one op call; the yielded record's `report()` says what it saw."""
     vectorise = PROCESS.vectorise if settings.vectorise is None else settings.vectorise
-    if settings.shadow64:
-        vectorise = False  # the shadow follows one program at a time
+    if settings.shadow64 and settings.shadow_programs is None:
+        vectorise = False  # the shadow follows every program, one at a time
     call = CallRecord(settings, PROCESS.kernels, vectorise)
     if settings.shadow64:
-        call.shadow = ShadowRun()
+        call.shadow = ShadowRun(follows=settings.shadow_programs)
     if not settings.sanitize or active.call() is not None:
         yield call
         return

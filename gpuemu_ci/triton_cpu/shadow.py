@@ -34,13 +34,16 @@ from __future__ import annotations
 import linecache
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ml_dtypes
 import msgspec
 import numpy as np
 
 from gpuemu_ci.triton_cpu import active, lowp, sites
+
+if TYPE_CHECKING:
+    from gpuemu_ci.triton_cpu.call import Launch
 
 SHADOW = "_gpuemu_shadow"  # the attribute of an interpreter value that holds its twin (`Carried`)
 ORIGIN = (
@@ -52,6 +55,10 @@ SHARE = 16.0  # ... and the finding when its divergence is at least 1/SHARE of i
 AGREE_FP32_BITS = 14  # a store within 2^-14 of its twin (about 10 bits lost in fp32) agrees with it ...
 AGREE_UNITS = 4.0  # ... or within 4 units of rounding of its own type, where that is wider (fp16, bf16, fp8)
 MAX_CANDIDATES = 64  # candidates a program keeps (the earliest)
+# A launch of at most this many programs is followed whole even where the call names the programs to follow: the
+# judge reads other programs' findings when the worst element's program has none (backends/explain.py), and the
+# first non-finite value may be made in another; past it, following every program costs seconds a case.
+FOLLOW_WHOLE = 64
 MAX_REPORTED = 256  # programs whose findings the report carries (those whose stores parted most)
 
 
@@ -216,6 +223,8 @@ class _Program:
 class ShadowRun:
     """The shadow run of one op call: the program running now, and the findings of those done."""
 
+    # The (kernel, linear program id) followed (CallSettings.shadow_programs); None: every program.
+    follows: frozenset[tuple[str, int]] | None = None
     depth: int = 0  # > 0 inside a shadowed operation: what it calls itself is not shadowed again
     programs: int = 0  # programs shadowed
     operations: int = 0  # float operations followed
@@ -225,6 +234,25 @@ class ShadowRun:
     _key: tuple[int, int] = (-1, -1)
     _current: _Program | None = None
     _done: list[ShadowFinding] = field(default_factory=list)
+
+    def watching(self, launch: Launch | None) -> bool:
+        """Whether the shadow follows what runs now: a program run alone that it follows (a vectorised pass runs
+        the programs it does not)."""
+        if launch is None:
+            return True
+        return launch.batch is None and (
+            self.follows is None or _whole(launch.grid) or (launch.kernel, launch.pid) in self.follows
+        )
+
+    def alone(self, launch: Launch, order: np.ndarray) -> np.ndarray:
+        """The programs of the launch, in its order, that run one at a time before the others for the shadow to
+        follow them: none where it follows every program (then the whole launch runs one at a time)."""
+        if self.follows is None:
+            return order[:0]
+        if _whole(launch.grid):
+            return order
+        pids = [pid for kernel, pid in self.follows if kernel == launch.kernel]
+        return order[np.isin(order, pids)]
 
     def _program(self) -> _Program | None:
         """The program running now (its record is started when the launch moves on to it)."""
@@ -383,3 +411,7 @@ class ShadowRun:
 def _said(frame: sites.Frame) -> tuple[str, str]:
     """("kernel.py:50 (in _fwd)", its source text) of a frame of user code."""
     return sites.named(frame), linecache.getline(frame[0], frame[1]).strip()
+
+
+def _whole(grid: tuple[int, int, int]) -> bool:
+    return grid[0] * grid[1] * grid[2] <= FOLLOW_WHOLE

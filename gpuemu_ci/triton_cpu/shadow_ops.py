@@ -50,8 +50,11 @@ _FUNCTIONS = frozenset({"create_exp", "create_exp2", "create_log", "create_log2"
 
 
 def _run() -> ShadowRun | None:
+    """The call's shadow run, where it follows the program running now."""
     call = active.call()
-    return None if call is None else call.shadow
+    if call is None or call.shadow is None:
+        return None
+    return call.shadow if call.shadow.watching(call.launch) else None
 
 
 def _is_float(handle: Any) -> bool:

@@ -319,3 +319,12 @@ class StoreMap(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             return False
         partial = self._partial()
         return bool(partial.any() and np.all(partial[bad]) and not np.all(partial))
+
+
+def stored_by(maps: tuple[StoreMap | None, ...], index: tuple[int, ...] | None) -> frozenset[tuple[str, int]]:
+    """(kernel, linear program id) of the stores that wrote element `index` last, in every output whose map has
+    such an element (the judge knows which output failed, the op's side only the index): empty when none did."""
+    if index is None:
+        return frozenset()
+    found = (stored.program_at(tuple(index)) for stored in maps if stored is not None)
+    return frozenset(program for program in found if program is not None)

@@ -78,9 +78,12 @@ def test_every_run_records_its_split_and_profile_prints_it(tmp_path: Path) -> No
     # both sides generate inputs; the op, its reference and the judge each ran for every case
     assert min(seconds["inputs"], seconds["op"], seconds["reference"], seconds["judge"]) > 0.0
     header = next(line for line in done.stderr.splitlines() if line.startswith("op "))
-    assert header.split()[2:10] == ["start", "load", "inputs", "triton", "op", "ref", "judge", "transport"]
+    assert header.split()[2:11] == [
+        "start", "load", "inputs", "triton", "op", "ref", "judge", "transport", "explain"
+    ]  # fmt: skip
     assert any(line.startswith("rmsnorm ") and " 24 " in line for line in done.stderr.splitlines())
-    assert len(PHASES) == 8
+    assert len(PHASES) == 9
+    assert seconds["explain"] == 0.0  # a passing op has no failure to explain
     # Without --profile nothing is printed, and the document still has the split.
     quiet = run_cli(["run", "--config", str(config), "--out", str(tmp_path / "q"), "--op", "gelu"])
     assert "transport" not in quiet.stderr

@@ -121,3 +121,37 @@ def test_a_one_pass_variance_is_named_at_its_subtraction_and_a_logic_bug_at_no_f
     assert shift["status"] == "failed" and shift["failures"]
     for failure in shift["failures"]:
         assert failure["where"].startswith("stored by program") and "float64" not in failure["where"]
+
+
+@pytest.mark.slow
+@runs_a_gate
+def test_on_a_large_grid_the_gate_shadows_the_worst_elements_program_and_says_what_a_full_shadow_says(
+    tmp_path: Path,
+) -> None:
+    """A launch of more programs than `shadow.FOLLOW_WHOLE`: the gate's explain re-run follows only the program
+    that stored the worst element (backends/explain_shadow.py), `replay --explain` every program; both name the
+    same line at the same program, and the re-runs' seconds are in the op's time split."""
+    (tmp_path / "kernels.py").write_text(KERNELS)
+    config = tmp_path / "gpuemu.toml"
+    op = OP.format(name="norm_one_pass", ref="ref_norm", family="norm")
+    op = op.replace("M = {{ min = 1, max = 16, typical = [8] }}".replace("{{", "{").replace("}}", "}"),
+                    "M = { min = 65, max = 160, typical = [100] }")  # fmt: skip
+    assert "min = 65" in op
+    config.write_text('[project]\nname = "t"\n[ci]\nquick_iterations = 6\n' + op)
+    gpuemu("run", "--config", str(config), "--seed", "3", "--out", "out", "--jobs", "2", cwd=tmp_path)
+    document = json.loads((tmp_path / "out" / "results.json").read_text())
+    (found,) = document["ops"]
+    assert found["status"] == "failed" and found["failures"]
+    assert found["timings"]["explain_s"] > 0.0  # the explain re-runs are timed, apart from the cases
+    line = next(i for i, text in enumerate(KERNELS.splitlines(), 1) if "# ONE PASS" in text)
+    failure = found["failures"][0]
+    grid = int(failure["where"].split("(grid (", 1)[1].split(",", 1)[0])
+    assert grid > 64  # named programs, not the whole launch
+    assert f"first parted from float64 at kernels.py:{line} (in _norm)" in failure["where"]
+    replayed = gpuemu(
+        "replay", "--config", str(config), "--op", "norm_one_pass", "--seed", str(failure["case_seed"]),
+        "--explain", "--out", "replayed", cwd=tmp_path,
+    )  # fmt: skip
+    assert replayed.returncode == 1, replayed.stderr
+    said = next(x for x in (replayed.stdout + replayed.stderr).splitlines() if "where in the kernel:" in x)
+    assert said.split("where in the kernel: ", 1)[1] == failure["where"]
