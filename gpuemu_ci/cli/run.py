@@ -89,7 +89,8 @@ from gpuemu_ci.results.codec import to_json, write_results
     "--profile",
     is_flag=True,
     help="Print where each op's seconds went (input generation, op and reference calls, judging, Triton launch "
-    "preparation, worker start-up, transport); results.json records it either way (ops[].timings).",
+    "preparation, worker start-up, transport, explaining failures); results.json records it either way "
+    "(ops[].timings).",
 )
 def run_command(
     config_path: Path | None,
