@@ -1,7 +1,8 @@
 """The explain probes, run only in the explain re-run of a recorded failure (a `CaseSpec` with `explain`), that say
 which kernel line made the failing elements wrong: a what-if calls the op again with one setting of the Triton
-layer changed (masked_other.py); another reads what the judged call's layer noted (nonfinite_probe.py: the float64
-shadow's first non-finite value). A probe is a module with a `probe` function; `EXPLAIN_PROBES` lists them.
+layer changed (masked_other.py); another reads what the float64 shadow call noted (nonfinite_probe.py: the first
+non-finite value; explain_shadow.py runs that call before the probes). A probe is a module with a `probe` function;
+`EXPLAIN_PROBES` lists them.
 
 A probe gets the op's spec, the layer's report of the judged call, the judged call's result, and a `Caller`
 (backends/layer_probes.py: the op called again on the same inputs with some `CallSettings` changed); it returns what

@@ -1,8 +1,9 @@
 """The first non-finite value (an explain probe, backends/explain_probes.py): when the judged call of an explain
 re-run returned NaN or infinite values, the first operation that made a NaN or an infinity from finite operands is
 named with its line and program: "the first non-finite value the kernels made from finite operands: `fdiv` at
-rms.py:63 (in _rms_norm), program (0, 0, 0)". The float64 shadow that runs in that call notes it
-(triton_cpu/shadow.py, `ShadowRun.made`): no call of its own. It explains a `nonfinite` or `mismatch` failure
+rms.py:63 (in _rms_norm), program (0, 0, 0)". The re-run's float64 shadow call notes it (explain_shadow.py,
+triton_cpu/shadow.py `ShadowRun.made`, in the programs it follows) and hands it to the judged call's report: no
+call of its own. It explains a `nonfinite` or `mismatch` failure
 alone (an exact comparison calls a NaN a mismatch), and only when the judged call's outputs hold a non-finite
 value: one the kernel made and then masked away explains nothing."""
 
