@@ -162,3 +162,8 @@ class CaseReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # The parts of `where` that say what made the failure (an explain probe's line, the float64 shadow's, a layer
     # probe's), not only where its worst element was stored: what another failure of the op may borrow.
     causes: tuple[str, ...] = ()
+    # The failing output's elements over their allowance (flat indices, the largest error first, at most
+    # backends/explain.MAX_OVER) and its shape: the order in which an explain re-run's float64 shadow follows
+    # the programs that stored them (backends/explain_shadow.py).
+    over: tuple[int, ...] = ()
+    over_shape: tuple[int, ...] | None = None

@@ -18,6 +18,10 @@ from gpuemu_ci.triton_cpu.report import MASKED_LANES, PROGRAM_ORDER, TF32, Expla
 from gpuemu_ci.triton_cpu.shadow import ShadowFinding
 from gpuemu_ci.triton_cpu.where import StoreMap
 
+# Elements over their allowance a failure names for its explain re-run's shadow (CaseReport.over): enough to reach
+# the few programs it follows before one explains the failure.
+MAX_OVER = 4096
+
 # Judges a what-if's outputs (an explain probe's, `Explained.outputs`) with the case's reference: the per-element
 # ratio of their failing output (error / allowance), None when they cannot be judged; and whether they passed.
 Rejudge = Callable[[Explained], tuple[np.ndarray | None, bool]]
@@ -79,7 +83,20 @@ def explained(
         error_map_note=note,
         where="; ".join(filter(None, found)) or None,
         causes=causes,
+        over=over_order(ratio),
+        over_shape=tuple(ratio.shape),
     )
+
+
+def over_order(ratio: np.ndarray) -> tuple[int, ...]:
+    """The flat indices of the elements over their allowance (`ratio` > 1), the largest first (ties in index
+    order, as `StoreMap.programs_over` ranks them), at most MAX_OVER of them."""
+    flat = np.asarray(ratio, dtype=np.float64).reshape(-1)
+    over = np.flatnonzero(flat > 1.0)
+    if over.size > MAX_OVER:
+        over = np.sort(over[np.argpartition(-flat[over], MAX_OVER - 1)[:MAX_OVER]])
+    ranked = over[np.argsort(-flat[over], kind="stable")]
+    return tuple(int(i) for i in ranked)
 
 
 def _map_of(

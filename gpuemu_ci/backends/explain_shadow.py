@@ -1,13 +1,18 @@
 """The float64 shadow of an explain re-run (triton_cpu/shadow.py), in a call of its own after the judged one.
 
 The judged call runs as the failing run did (every program at once where it can) and maps its outputs to their
-stores; the shadow call then follows, one at a time, every program of a launch of at most `shadow.FOLLOW_WHOLE`
-programs, and of a larger launch only the programs that stored the failure's worst element (`CaseSpec.explain_worst`,
-found in that map), running the others as any call does. The judge reads the shadow of the program that stored the
-worst element first (backends/explain.py); a shadow of every program, one at a time, costs 50 calls and more, which
-on a grid of thousands of programs is tens of seconds a failure. Where no program is known (no worst element, or
-none a watched store wrote: "where" then names the program that parted most), the shadow follows every program, as
-`replay --explain` does. The shadow call's outputs are not judged: the judged call's are."""
+stores. The judge reads the shadow's findings in one order (backends/explain.py): the program that stored the worst
+element, then those that stored elements over their allowance, the largest error first, and takes the first
+finding. So the shadow call follows the programs in that order (`CaseSpec.explain_worst`, `explain_over`, found in
+the judged call's store map), at most `MAX_FOLLOWED` of them, each alone, and stops at the first that has a
+finding; the others run as any call runs them, all at once where they can. A shadow of every program, one at a
+time, costs 50 calls and more: on a RoPE launch of 2,048 programs, 18 s a failure.
+
+It follows every program, as before and as `replay --explain` does, where the judged call returned a NaN or an
+infinity (the first non-finite value made from finite operands is the call's first, in whichever program: the
+explain probe that names it, nonfinite_probe.py, reads it from this call), and where no program is known (no worst
+element, or none a watched store wrote: "where" then names the program that parted most). The shadow call's
+outputs are not judged: the judged call's are."""
 
 from __future__ import annotations
 
@@ -15,9 +20,15 @@ from collections.abc import Callable
 
 import msgspec
 
+from gpuemu_ci.backends.interface import CaseSpec
+from gpuemu_ci.backends.nonfinite_probe import holds_nonfinite
 from gpuemu_ci.calls import CallResult
 from gpuemu_ci.triton_cpu.report import TritonReport
-from gpuemu_ci.triton_cpu.where import stored_by
+from gpuemu_ci.triton_cpu.where import follow_order
+
+# Programs the shadow follows at most before it gives up: where none of the worst element's and the worst
+# errors' programs parts from float64, the failure is the same wrong code in float64 (a logic bug).
+MAX_FOLLOWED = 8
 
 # The op called again on the same inputs with the layer's settings changed: its result, whether the worker must
 # retire, and the layer's report of that call.
@@ -25,11 +36,13 @@ ShadowCaller = Callable[..., tuple[CallResult, bool, TritonReport | None]]
 
 
 def shadowed(
-    judged: TritonReport, worst: tuple[int, ...] | None, call: ShadowCaller
+    judged: TritonReport, result: CallResult, spec: CaseSpec, call: ShadowCaller
 ) -> tuple[TritonReport, bool]:
-    """The judged call's report with what the shadow call found, and whether the worker must retire."""
-    programs = stored_by(judged.stores, worst)
-    _, retire, seen = call(shadow64=True, shadow_programs=programs or None)
+    """The judged call's report (`judged`, of the call that returned `result`) with what the shadow call found, and
+    whether the worker must retire."""
+    programs = follow_order(judged.stores, spec.explain_worst, spec.explain_over, spec.explain_shape)
+    every = not programs or holds_nonfinite(result)
+    _, retire, seen = call(shadow64=True, shadow_programs=None if every else programs[:MAX_FOLLOWED])
     if seen is None:
         return judged, retire
     found = msgspec.structs.replace(

@@ -114,9 +114,12 @@ class CaseSpec:
     # The explain re-run of a recorded failure (pipeline/op_runner.py, `replay --explain`): the op side logs
     # where each store wrote and runs the explain probes (backends/explain_probes.py); never for a verdict.
     explain: bool = False
-    # ... and the recorded failure's worst element: its shadow follows the programs that stored it
-    # (backends/explain_shadow.py); None: every program.
+    # ... and the recorded failure's worst element, its elements over their allowance (flat indices, the largest
+    # error first) and the failing output's shape: its shadow follows the programs that stored them, in that
+    # order (backends/explain_shadow.py); no worst element: every program.
     explain_worst: tuple[int, ...] | None = None
+    explain_over: tuple[int, ...] = field(default=(), repr=False)
+    explain_shape: tuple[int, ...] | None = None
     # The case's inputs as the pool built them (backends/shipped_inputs.py), each worker unpacking its own
     # copy; None: each worker builds them from the seed (or snapshot).
     inputs: bytes | None = field(default=None, repr=False, compare=False)

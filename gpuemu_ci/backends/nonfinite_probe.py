@@ -27,9 +27,14 @@ def probe(
 ) -> tuple[tuple[Explained, ...], bool]:
     """The first non-finite value's line, where the judged call returned any."""
     found = seen.first_nonfinite
-    if found is None or not any(_nonfinite(y) for y in judged.outputs):
+    if found is None or not holds_nonfinite(judged):
         return (), False
     return (msgspec.structs.replace(found, kinds=KINDS),), False
+
+
+def holds_nonfinite(result: CallResult) -> bool:
+    """Whether the call returned a NaN or an infinity."""
+    return any(_nonfinite(y) for y in result.outputs)
 
 
 def _nonfinite(y: object) -> bool:

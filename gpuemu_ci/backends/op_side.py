@@ -234,7 +234,7 @@ def run_op_side(
         and first.status is CallStatus.OK
     ):
         try:
-            judged, retire = explain_shadow.shadowed(judged, spec.explain_worst, shadow_call)
+            judged, retire = explain_shadow.shadowed(judged, first, spec, shadow_call)
             reports[0] = judged
             if not retire:
                 explained, retire = explain_probes.run(op, judged, first, probe_call)

@@ -46,11 +46,13 @@ def wants_explaining(report: CaseReport) -> bool:
 
 def explain_spec(ref: CaseRef, failure: CaseReport) -> CaseSpec:
     """The case again, from its seed or its corpus snapshot, explained; its inputs' snapshot is already
-    written. Its shadow follows the programs that stored the failure's worst element."""
+    written. Its shadow follows the programs that stored the failure's worst element and the elements over their
+    allowance, in that order."""
     worst = tuple(failure.worst_index) if failure.worst_index is not None else None
     return CaseSpec(
-        ref.seed, ref.index, snapshot=ref.snapshot, snapshot_wanted=False, explain=True, explain_worst=worst
-    )
+        ref.seed, ref.index, snapshot=ref.snapshot, snapshot_wanted=False, explain=True, explain_worst=worst,
+        explain_over=failure.over, explain_shape=failure.over_shape,
+    )  # fmt: skip
 
 
 def with_explanation(original: CaseReport, rerun: CaseReport | None, why_not: str = "") -> CaseReport:

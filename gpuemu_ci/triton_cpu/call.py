@@ -55,10 +55,10 @@ class CallSettings:
     # True: a float64 shadow of every float value, compared operation by operation (shadow.py); programs run one
     # at a time. Only while a failure is being explained: it costs several times the call.
     shadow64: bool = False
-    # The (kernel, linear program id) the shadow follows; None: every program. The followed programs of each
-    # launch run first, one at a time, and the others as in any call (every program at once where it can):
-    # a shadow of the few programs that stored a failure's worst element costs about a call, not 50.
-    shadow_programs: frozenset[tuple[str, int]] | None = None
+    # The (kernel, linear program id) the shadow follows, in order, each alone before the launch's others, until
+    # one has a finding; the rest run as in any call (every program at once where it can). None: every program,
+    # one at a time (shadow.py, backends/explain_shadow.py).
+    shadow_programs: tuple[tuple[str, int], ...] | None = None
 
 
 @dataclass

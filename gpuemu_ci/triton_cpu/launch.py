@@ -24,6 +24,7 @@ from gpuemu_ci.triton_cpu import active, internal, language, sites, spent, tape,
 from gpuemu_ci.triton_cpu.call import Backoff, CallRecord, KernelFault, Launch
 from gpuemu_ci.triton_cpu.memory import Allocation, Memory
 from gpuemu_ci.triton_cpu.provenance import BASE, is_pointer
+from gpuemu_ci.triton_cpu.shadow import ShadowRun
 from gpuemu_ci.triton_cpu.tracer import Tracer
 
 MODULE = "triton.runtime.interpreter"
@@ -116,12 +117,10 @@ def run_grid(original: Callable[..., Any]) -> Callable[..., Any]:
             if not call.settings.seeded_order:
                 order = np.arange(order.size)
             try:
-                followed = order[:0] if call.shadow is None else call.shadow.alone(launch, order)
-                if followed.size:  # the shadow's programs first, alone; the others as in any call
-                    order = order[~np.isin(order, followed)]
-                    patch_scope.apply()
-                    _one_at_a_time(self.fn, module, args, launch, followed)
-                if call.vectorise and order.size > 1:
+                shadow = call.shadow
+                if shadow is not None:  # the programs it follows first, alone; the others as in any call
+                    order = _shadowed_first(shadow, self.fn, module, args, launch, order, patch_scope.apply)
+                if call.vectorise and order.size > 1 and (shadow is None or not shadow.every_program()):
                     why = _vectorised(self, module, args, call, call_args, launch, order, patch_scope.apply)
                     if why is None:
                         order = order[:0]
@@ -151,6 +150,33 @@ def run_grid(original: Callable[..., Any]) -> Callable[..., Any]:
         self._restore_args_dev(args_dev, args_hst, kwargs, kwargs_hst)
 
     return run
+
+
+def _shadowed_first(
+    shadow: ShadowRun,
+    fn: Callable[..., Any],
+    module: ModuleType,
+    args: dict[str, Any],
+    launch: Launch,
+    order: np.ndarray,
+    patch_language: Callable[[], None],
+) -> np.ndarray:
+    """Runs the programs the shadow names, alone and in its order, until one has a finding (shadow.py); returns
+    the launch's order without those that ran."""
+    ran: list[int] = []
+    named = shadow.alone(launch, order.size)
+    for pid in named:
+        if shadow.settled:
+            break
+        patch_language()
+        shadow.alone_now = True
+        try:
+            _one_at_a_time(fn, module, args, launch, np.array([pid]))
+        finally:
+            shadow.alone_now = False
+        shadow.ran_alone()
+        ran.append(pid)
+    return order[~np.isin(order, ran)] if ran else order
 
 
 def _one_at_a_time(

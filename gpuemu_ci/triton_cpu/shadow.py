@@ -55,10 +55,6 @@ SHARE = 16.0  # ... and the finding when its divergence is at least 1/SHARE of i
 AGREE_FP32_BITS = 14  # a store within 2^-14 of its twin (about 10 bits lost in fp32) agrees with it ...
 AGREE_UNITS = 4.0  # ... or within 4 units of rounding of its own type, where that is wider (fp16, bf16, fp8)
 MAX_CANDIDATES = 64  # candidates a program keeps (the earliest)
-# A launch of at most this many programs is followed whole even where the call names the programs to follow: the
-# judge reads other programs' findings when the worst element's program has none (backends/explain.py), and the
-# first non-finite value may be made in another; past it, following every program costs seconds a case.
-FOLLOW_WHOLE = 64
 MAX_REPORTED = 256  # programs whose findings the report carries (those whose stores parted most)
 
 
@@ -223,8 +219,10 @@ class _Program:
 class ShadowRun:
     """The shadow run of one op call: the program running now, and the findings of those done."""
 
-    # The (kernel, linear program id) followed (CallSettings.shadow_programs); None: every program.
-    follows: frozenset[tuple[str, int]] | None = None
+    # The (kernel, linear program id) followed, in order (CallSettings.shadow_programs); None: every program.
+    follows: tuple[tuple[str, int], ...] | None = None
+    alone_now: bool = False  # a followed program is running alone (launch.py)
+    settled: bool = False  # a followed program had a finding: the programs left run as in any call
     depth: int = 0  # > 0 inside a shadowed operation: what it calls itself is not shadowed again
     programs: int = 0  # programs shadowed
     operations: int = 0  # float operations followed
@@ -235,24 +233,29 @@ class ShadowRun:
     _current: _Program | None = None
     _done: list[ShadowFinding] = field(default_factory=list)
 
+    def every_program(self) -> bool:
+        """Whether every program runs alone beside the shadow (none named)."""
+        return self.follows is None
+
     def watching(self, launch: Launch | None) -> bool:
         """Whether the shadow follows what runs now: a program run alone that it follows (a vectorised pass runs
         the programs it does not)."""
         if launch is None:
             return True
-        return launch.batch is None and (
-            self.follows is None or _whole(launch.grid) or (launch.kernel, launch.pid) in self.follows
-        )
+        return launch.batch is None and (self.alone_now or self.every_program())
 
-    def alone(self, launch: Launch, order: np.ndarray) -> np.ndarray:
-        """The programs of the launch, in its order, that run one at a time before the others for the shadow to
-        follow them: none where it follows every program (then the whole launch runs one at a time)."""
-        if self.follows is None:
-            return order[:0]
-        if _whole(launch.grid):
-            return order
-        pids = [pid for kernel, pid in self.follows if kernel == launch.kernel]
-        return order[np.isin(order, pids)]
+    def alone(self, launch: Launch, size: int) -> list[int]:
+        """The programs of the launch (of `size`) to run alone, one at a time and in the order named, before the
+        others: none once one had a finding, or where every program is followed anyway."""
+        if self.follows is None or self.settled:
+            return []
+        return [pid for kernel, pid in self.follows if kernel == launch.kernel and 0 <= pid < size]
+
+    def ran_alone(self) -> None:
+        """A named program ran alone: it is done, and a finding of its settles the search."""
+        before = len(self._done)
+        self._close()
+        self.settled = self.settled or len(self._done) > before
 
     def _program(self) -> _Program | None:
         """The program running now (its record is started when the launch moves on to it)."""
@@ -411,7 +414,3 @@ class ShadowRun:
 def _said(frame: sites.Frame) -> tuple[str, str]:
     """("kernel.py:50 (in _fwd)", its source text) of a frame of user code."""
     return sites.named(frame), linecache.getline(frame[0], frame[1]).strip()
-
-
-def _whole(grid: tuple[int, int, int]) -> bool:
-    return grid[0] * grid[1] * grid[2] <= FOLLOW_WHOLE

@@ -321,10 +321,30 @@ class StoreMap(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         return bool(partial.any() and np.all(partial[bad]) and not np.all(partial))
 
 
-def stored_by(maps: tuple[StoreMap | None, ...], index: tuple[int, ...] | None) -> frozenset[tuple[str, int]]:
-    """(kernel, linear program id) of the stores that wrote element `index` last, in every output whose map has
-    such an element (the judge knows which output failed, the op's side only the index): empty when none did."""
-    if index is None:
-        return frozenset()
-    found = (stored.program_at(tuple(index)) for stored in maps if stored is not None)
-    return frozenset(program for program in found if program is not None)
+def follow_order(
+    maps: tuple[StoreMap | None, ...],
+    worst: tuple[int, ...] | None,
+    over: tuple[int, ...] = (),
+    shape: tuple[int, ...] | None = None,
+) -> tuple[tuple[str, int], ...]:
+    """(kernel, linear program id) of the store that wrote element `worst` last, then of those that wrote the
+    elements `over` (flat indices, the largest error first), each program once, in the outputs whose map has the
+    failing output's `shape` (any that has element `worst` when it is not known): the order in which the judge
+    reads the float64 shadow's findings (backends/explain.py)."""
+    found: dict[tuple[str, int], None] = {}
+    for stored in maps:
+        if stored is None or (shape is not None and stored.shape != tuple(shape)):
+            continue
+        if worst is not None and (program := stored.program_at(tuple(worst))) is not None:
+            found.setdefault(program)
+    for stored in maps:
+        if stored is None or shape is None or stored.shape != tuple(shape) or not over:
+            continue
+        flat = np.asarray(over, dtype=np.int64)
+        flat = flat[(flat >= 0) & (flat < (int(np.prod(stored.shape)) if stored.shape else 1))]
+        pids = _unpack(stored.pid, np.int32)[flat]
+        kernels = _unpack(stored.kernel, np.int16)[flat]
+        for kernel, pid in zip(kernels.tolist(), pids.tolist(), strict=True):
+            if pid >= 0:
+                found.setdefault((stored.kernels[kernel], pid))
+    return tuple(found)

@@ -8,12 +8,12 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from gpuemu_ci.backends.explain import explained
+from gpuemu_ci.backends.explain import MAX_OVER, explained, over_order
 from gpuemu_ci.calls import CaseReport
 from gpuemu_ci.oracle.model import Comparator, ErrorStats
 from gpuemu_ci.triton_cpu.report import Explained, TritonReport
 from gpuemu_ci.triton_cpu.shadow import ShadowFinding
-from gpuemu_ci.triton_cpu.where import StoreLog
+from gpuemu_ci.triton_cpu.where import StoreLog, follow_order
 
 
 def _stats(ratio: np.ndarray) -> ErrorStats:
@@ -161,3 +161,24 @@ def test_a_non_finite_failure_is_traced_to_a_failing_programs_shadow_when_the_wo
         "first parted from float64 at k.py:50 (in k) `var = a - b`: ×3.1e+04 at program (1, 0, 0)"
         in report.where
     )
+
+
+def test_a_failure_names_its_worst_errors_and_the_shadow_follows_their_programs_in_the_judges_order() -> None:
+    """The first run's failure carries its elements over the allowance, the largest first (CaseReport.over); the
+    explain re-run's shadow follows the programs that stored the worst element and then those (where.follow_order),
+    the order `_parted_at` reads findings in, each program once."""
+    ratio = np.full(100, 0.5)
+    ratio[[5, 70, 71, 40]] = [3.0, 9.0, np.inf, 2.0]
+    ratio[90] = np.nan  # not over: the judge's programs_over does not count it either
+    failed = explained(CaseReport(outcome="failed"), _stats(ratio), {"N": 100}, None)
+    assert failed.over == (71, 70, 5, 40) and failed.over_shape == (100,)
+    stores = _stored([np.zeros(100, dtype=np.float32)], 32).stores
+    # worst element 71 -> program 2; then 70 (2 again), 5 (0), 40 (1)
+    assert follow_order(stores, (71,), failed.over, failed.over_shape) == (("k", 2), ("k", 0), ("k", 1))
+    assert (
+        follow_order(stores, (71,), failed.over, (10, 10)) == ()
+    )  # another output's shape: none of its stores
+    assert follow_order(stores, None, (), None) == ()  # nothing known: the shadow then follows every program
+    many = np.linspace(2.0, 3.0, 10_000)
+    ranked = over_order(many)
+    assert len(ranked) == MAX_OVER and ranked[0] == 9_999 and list(ranked) == sorted(ranked, reverse=True)
