@@ -76,6 +76,9 @@ def explained(
     found = [*probed, where, decided, parted]  # the cause first: the comment shows one line
     causes = tuple(filter(None, [*probed, decided, parted]))
     path, note = error_map.write_error_map(out_dir, ratio, tiles) if out_dir is not None else (None, None)
+    rerun_wanted = (
+        triton is not None and not explain
+    )  # its explain re-run's shadow follows them (CaseReport.over)
     return msgspec.structs.replace(
         report,
         pattern=pattern,
@@ -83,8 +86,8 @@ def explained(
         error_map_note=note,
         where="; ".join(filter(None, found)) or None,
         causes=causes,
-        over=over_order(ratio),
-        over_shape=tuple(ratio.shape),
+        over=over_order(ratio) if rerun_wanted else (),
+        over_shape=tuple(ratio.shape) if rerun_wanted else None,
     )
 
 

@@ -120,7 +120,7 @@ def run_grid(original: Callable[..., Any]) -> Callable[..., Any]:
                 shadow = call.shadow
                 if shadow is not None:  # the programs it follows first, alone; the others as in any call
                     order = _shadowed_first(shadow, self.fn, module, args, launch, order, patch_scope.apply)
-                if call.vectorise and order.size > 1 and (shadow is None or not shadow.every_program()):
+                if call.vectorise and order.size > 1:  # a shadow of every program turned it off (layer.py)
                     why = _vectorised(self, module, args, call, call_args, launch, order, patch_scope.apply)
                     if why is None:
                         order = order[:0]
@@ -165,10 +165,11 @@ def _shadowed_first(
     the launch's order without those that ran."""
     ran: list[int] = []
     named = shadow.alone(launch, order.size)
+    if named:
+        patch_language()
     for pid in named:
         if shadow.settled:
             break
-        patch_language()
         shadow.alone_now = True
         try:
             _one_at_a_time(fn, module, args, launch, np.array([pid]))

@@ -233,16 +233,12 @@ class ShadowRun:
     _current: _Program | None = None
     _done: list[ShadowFinding] = field(default_factory=list)
 
-    def every_program(self) -> bool:
-        """Whether every program runs alone beside the shadow (none named)."""
-        return self.follows is None
-
     def watching(self, launch: Launch | None) -> bool:
         """Whether the shadow follows what runs now: a program run alone that it follows (a vectorised pass runs
         the programs it does not)."""
         if launch is None:
             return True
-        return launch.batch is None and (self.alone_now or self.every_program())
+        return launch.batch is None and (self.alone_now or self.follows is None)
 
     def alone(self, launch: Launch, size: int) -> list[int]:
         """The programs of the launch (of `size`) to run alone, one at a time and in the order named, before the

@@ -170,9 +170,10 @@ def test_a_failure_names_its_worst_errors_and_the_shadow_follows_their_programs_
     ratio = np.full(100, 0.5)
     ratio[[5, 70, 71, 40]] = [3.0, 9.0, np.inf, 2.0]
     ratio[90] = np.nan  # not over: the judge's programs_over does not count it either
-    failed = explained(CaseReport(outcome="failed"), _stats(ratio), {"N": 100}, None)
+    triton = _stored([np.zeros(100, dtype=np.float32)], 32)  # the first run of an op whose Triton kernels ran
+    failed = explained(CaseReport(outcome="failed"), _stats(ratio), {"N": 100}, None, triton)
     assert failed.over == (71, 70, 5, 40) and failed.over_shape == (100,)
-    stores = _stored([np.zeros(100, dtype=np.float32)], 32).stores
+    stores = triton.stores
     # worst element 71 -> program 2; then 70 (2 again), 5 (0), 40 (1)
     assert follow_order(stores, (71,), failed.over, failed.over_shape) == (("k", 2), ("k", 0), ("k", 1))
     assert (
