@@ -102,6 +102,19 @@ def generating_party(task: OpTask) -> str:
 
 
 @dataclass(frozen=True)
+class ExplainFocus:
+    """What the judge read of a recorded failure: its worst element, its elements over their allowance (flat
+    indices, the largest error first, at most backends/explain.MAX_OVER of them), the failing output's shape, and
+    whether that output is a gradient (the judge finds a gradient's store map by its place among the outputs, a
+    forward output's by its shape)."""
+
+    worst: tuple[int, ...] | None = None
+    over: tuple[int, ...] = field(default=(), repr=False)
+    shape: tuple[int, ...] | None = None
+    gradient: bool = False
+
+
+@dataclass(frozen=True)
 class CaseSpec:
     """One case: its seed (and iteration index), with the minimizer's overrides, or a snapshot to replay."""
 
@@ -114,12 +127,9 @@ class CaseSpec:
     # The explain re-run of a recorded failure (pipeline/op_runner.py, `replay --explain`): the op side logs
     # where each store wrote and runs the explain probes (backends/explain_probes.py); never for a verdict.
     explain: bool = False
-    # ... and the recorded failure's worst element, its elements over their allowance (flat indices, the largest
-    # error first) and the failing output's shape: its shadow follows the programs that stored them, in that
-    # order (backends/explain_shadow.py); no worst element: every program.
-    explain_worst: tuple[int, ...] | None = None
-    explain_over: tuple[int, ...] = field(default=(), repr=False)
-    explain_shape: tuple[int, ...] | None = None
+    # ... and what the judge read of the recorded failure, for the re-run's float64 shadow to follow
+    # (backends/explain_shadow.py); None (`replay --explain`): every program.
+    explain_focus: ExplainFocus | None = None
     # The case's inputs as the pool built them (backends/shipped_inputs.py), each worker unpacking its own
     # copy; None: each worker builds them from the seed (or snapshot).
     inputs: bytes | None = field(default=None, repr=False, compare=False)

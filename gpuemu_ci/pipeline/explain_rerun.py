@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import msgspec
 
-from gpuemu_ci.backends.interface import CaseSpec
+from gpuemu_ci.backends.interface import CaseSpec, ExplainFocus
 from gpuemu_ci.calls import CaseReport
 from gpuemu_ci.plan.model import CaseRef
 from gpuemu_ci.results.model import FailureKind
@@ -48,11 +48,15 @@ def explain_spec(ref: CaseRef, failure: CaseReport) -> CaseSpec:
     """The case again, from its seed or its corpus snapshot, explained; its inputs' snapshot is already
     written. Its shadow follows the programs that stored the failure's worst element and the elements over their
     allowance, in that order."""
-    worst = tuple(failure.worst_index) if failure.worst_index is not None else None
+    focus = ExplainFocus(
+        worst=tuple(failure.worst_index) if failure.worst_index is not None else None,
+        over=failure.over,
+        shape=failure.over_shape,
+        gradient=failure.output is not None,
+    )
     return CaseSpec(
-        ref.seed, ref.index, snapshot=ref.snapshot, snapshot_wanted=False, explain=True, explain_worst=worst,
-        explain_over=failure.over, explain_shape=failure.over_shape,
-    )  # fmt: skip
+        ref.seed, ref.index, snapshot=ref.snapshot, snapshot_wanted=False, explain=True, explain_focus=focus
+    )
 
 
 def with_explanation(original: CaseReport, rerun: CaseReport | None, why_not: str = "") -> CaseReport:
