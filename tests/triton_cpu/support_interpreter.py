@@ -43,3 +43,14 @@ def gpuemu(*args: str, cwd: Path, first_on_path: Path | None = None) -> subproce
         [sys.executable, "-m", "gpuemu_ci", *args], cwd=cwd, env=env, capture_output=True, text=True,
         timeout=1200, check=False,
     )  # fmt: skip
+
+
+def replayed_where(config: Path, op: str, seed: int, cwd: Path) -> str:
+    """The "where" `gpuemu-ci replay --explain` prints for a failing case (its shadow follows every program)."""
+    replayed = gpuemu(
+        "replay", "--config", str(config), "--op", op, "--seed", str(seed), "--explain", "--out", "replayed",
+        cwd=cwd,
+    )  # fmt: skip
+    assert replayed.returncode == 1, replayed.stderr
+    said = next(x for x in (replayed.stdout + replayed.stderr).splitlines() if "where in the kernel:" in x)
+    return said.split("where in the kernel: ", 1)[1]

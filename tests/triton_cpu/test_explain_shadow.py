@@ -13,7 +13,7 @@ import pytest
 
 from gpuemu_ci.backends.explain_shadow import MAX_FOLLOWED
 from tests.support_tiers import runs_a_gate
-from tests.triton_cpu.support_interpreter import gpuemu, run_interpreted
+from tests.triton_cpu.support_interpreter import gpuemu, replayed_where, run_interpreted
 
 pytest.importorskip("torch")
 pytest.importorskip("triton")
@@ -110,10 +110,4 @@ def test_where_torch_wrote_the_failing_elements_the_gate_says_what_a_shadow_of_e
     assert found["status"] == "failed" and found["failures"]
     failure = found["failures"][0]
     assert "written by no watched Triton store" in failure["where"], failure["where"]
-    replayed = gpuemu(
-        "replay", "--config", str(config), "--op", "half_in_torch", "--seed", str(failure["case_seed"]),
-        "--explain", "--out", "replayed", cwd=tmp_path,
-    )  # fmt: skip
-    assert replayed.returncode == 1, replayed.stderr
-    said = next(x for x in (replayed.stdout + replayed.stderr).splitlines() if "where in the kernel:" in x)
-    assert said.split("where in the kernel: ", 1)[1] == failure["where"]
+    assert replayed_where(config, "half_in_torch", failure["case_seed"], tmp_path) == failure["where"]

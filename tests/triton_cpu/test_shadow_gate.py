@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.support_tiers import runs_a_gate
-from tests.triton_cpu.support_interpreter import gpuemu
+from tests.triton_cpu.support_interpreter import gpuemu, replayed_where
 
 pytest.importorskip("torch")
 pytest.importorskip("triton")
@@ -148,10 +148,4 @@ def test_on_a_large_grid_the_gate_shadows_the_worst_elements_program_and_says_wh
     grid = int(failure["where"].split("(grid (", 1)[1].split(",", 1)[0])
     assert grid >= 65  # a launch of many programs, of which the shadow followed one
     assert f"first parted from float64 at kernels.py:{line} (in _norm)" in failure["where"]
-    replayed = gpuemu(
-        "replay", "--config", str(config), "--op", "norm_one_pass", "--seed", str(failure["case_seed"]),
-        "--explain", "--out", "replayed", cwd=tmp_path,
-    )  # fmt: skip
-    assert replayed.returncode == 1, replayed.stderr
-    said = next(x for x in (replayed.stdout + replayed.stderr).splitlines() if "where in the kernel:" in x)
-    assert said.split("where in the kernel: ", 1)[1] == failure["where"]
+    assert replayed_where(config, "norm_one_pass", failure["case_seed"], tmp_path) == failure["where"]
