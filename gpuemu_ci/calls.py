@@ -167,3 +167,6 @@ class CaseReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # the programs that stored them (backends/explain_shadow.py).
     over: tuple[int, ...] = ()
     over_shape: tuple[int, ...] | None = None
+    # ... and, where `over` could not name them all, every element over its allowance as a bit mask
+    # (backends/explain.py `over_mask`; empty past MASK_LIMIT elements).
+    over_mask: bytes = b""

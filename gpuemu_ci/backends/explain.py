@@ -4,6 +4,7 @@ stored (the program, lane and line, triton_cpu/where.py), whose programs' tiles 
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -21,6 +22,9 @@ from gpuemu_ci.triton_cpu.where import StoreMap
 # Elements over their allowance a failure names for its explain re-run's shadow (CaseReport.over): enough to reach
 # the few programs it follows before one explains the failure.
 MAX_OVER = 4096
+# Where more are over, a bit mask says which (CaseReport.over_mask), for outputs of at most this many elements (a
+# 2 MiB mask before compression).
+MASK_LIMIT = 1 << 24
 
 # Judges a what-if's outputs (an explain probe's, `Explained.outputs`) with the case's reference: the per-element
 # ratio of their failing output (error / allowance), None when they cannot be judged; and whether they passed.
@@ -88,6 +92,7 @@ def explained(
         causes=causes,
         over=over_order(ratio) if rerun_wanted else (),
         over_shape=tuple(ratio.shape) if rerun_wanted else None,
+        over_mask=over_mask(ratio) if rerun_wanted else b"",
     )
 
 
@@ -100,6 +105,27 @@ def over_order(ratio: np.ndarray) -> tuple[int, ...]:
         over = np.sort(over[np.argpartition(-flat[over], MAX_OVER - 1)[:MAX_OVER]])
     ranked = over[np.argsort(-flat[over], kind="stable")]
     return tuple(int(i) for i in ranked)
+
+
+def over_mask(ratio: np.ndarray) -> bytes:
+    """Every element over its allowance (`ratio` > 1) as a compressed bit mask in C order, where more than MAX_OVER
+    are (`over_order` names only the largest); empty where fewer are, or the output has over MASK_LIMIT elements."""
+    flat = np.asarray(ratio, dtype=np.float64).reshape(-1)
+    if flat.size > MASK_LIMIT:
+        return b""
+    over = flat > 1.0
+    if int(np.count_nonzero(over)) <= MAX_OVER:
+        return b""
+    return zlib.compress(np.packbits(over).tobytes())
+
+
+def over_from_mask(mask: bytes, shape: tuple[int, ...]) -> np.ndarray | None:
+    """`over_mask`'s elements as a boolean array of `shape` (None: no mask was sent)."""
+    if not mask:
+        return None
+    size = int(np.prod(shape)) if shape else 1
+    bits = np.frombuffer(zlib.decompress(mask), dtype=np.uint8)
+    return np.unpackbits(bits, count=size).astype(bool).reshape(shape)
 
 
 def _map_of(

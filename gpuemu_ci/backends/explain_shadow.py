@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 import msgspec
 
-from gpuemu_ci.backends.explain import MAX_OVER
+from gpuemu_ci.backends.explain import MAX_OVER, over_from_mask
 from gpuemu_ci.backends.interface import CaseSpec, ExplainFocus
 from gpuemu_ci.backends.nonfinite_probe import holds_nonfinite
 from gpuemu_ci.calls import CallResult
@@ -60,9 +60,16 @@ def shadowed(
 
 
 def _written_elsewhere(maps: tuple[StoreMap | None, ...], focus: ExplainFocus) -> bool:
-    """Whether the map the judge reads (a forward output's: the first with its shape) exists while no program of any
-    map of that shape stored the worst element or an element over its allowance (`follow_order` found none), every
-    one of them named (fewer than MAX_OVER)."""
-    named_all = len(focus.over) < MAX_OVER
-    mapped = focus.shape is not None and any(m is not None and m.shape == tuple(focus.shape) for m in maps)
-    return not focus.gradient and named_all and mapped
+    """Whether the map the judge reads (a forward output's: the first with its shape) exists while no watched store
+    of any map of that shape wrote the worst element or an element over its allowance: `follow_order` found no
+    program for those `over` names, and it named them all, or the mask of them all shows no such store."""
+    if focus.gradient or focus.shape is None:
+        return False
+    shape = tuple(focus.shape)
+    same = [m for m in maps if m is not None and m.shape == shape]
+    if not same:
+        return False
+    if len(focus.over) < MAX_OVER:
+        return True
+    over = over_from_mask(focus.over_mask, shape)
+    return over is not None and not any(m.wrote_any(over) for m in same)

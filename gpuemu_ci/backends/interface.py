@@ -104,14 +104,15 @@ def generating_party(task: OpTask) -> str:
 @dataclass(frozen=True)
 class ExplainFocus:
     """What the judge read of a recorded failure: its worst element, its elements over their allowance (flat
-    indices, the largest error first, at most backends/explain.MAX_OVER of them), the failing output's shape, and
-    whether that output is a gradient (the judge finds a gradient's store map by its place among the outputs, a
-    forward output's by its shape)."""
+    indices, the largest error first, at most backends/explain.MAX_OVER of them, and a bit mask of them all where
+    there are more), the failing output's shape, and whether that output is a gradient (the judge finds a
+    gradient's store map by its place among the outputs, a forward output's by its shape)."""
 
     worst: tuple[int, ...] | None = None
     over: tuple[int, ...] = field(default=(), repr=False)
     shape: tuple[int, ...] | None = None
     gradient: bool = False
+    over_mask: bytes = field(default=b"", repr=False)  # every element over, where `over` names only MAX_OVER
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,7 @@ def explain_spec(ref: CaseRef, failure: CaseReport) -> CaseSpec:
         over=failure.over,
         shape=failure.over_shape,
         gradient=failure.output is not None,
+        over_mask=failure.over_mask,
     )
     return CaseSpec(
         ref.seed, ref.index, snapshot=ref.snapshot, snapshot_wanted=False, explain=True, explain_focus=focus

@@ -279,6 +279,12 @@ class StoreMap(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             return None
         return self.kernels[int(_unpack(self.kernel, np.int16)[flat])], pid
 
+    def wrote_any(self, elements: np.ndarray) -> bool:
+        """Whether a watched store wrote any of `elements` (a boolean array of the output's shape)."""
+        if tuple(elements.shape) != self.shape:
+            return False
+        return bool(np.any(_unpack(self.pid, np.int32)[elements.reshape(-1)] >= 0))
+
     def programs_over(self, ratio: np.ndarray) -> list[tuple[str, int]]:
         """(kernel, linear program id) of the programs that stored the elements whose `ratio` (error / allowance,
         the output's shape) is over 1, the program of the largest ratio first."""

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuemu_ci.backends.explain import MAX_OVER
 from gpuemu_ci.backends.explain_shadow import MAX_FOLLOWED
 from tests.support_tiers import runs_a_gate
 from tests.triton_cpu.support_interpreter import gpuemu, replayed_where, run_interpreted
@@ -47,6 +48,8 @@ KERNELS = textwrap.dedent("""
 SCRIPT = textwrap.dedent("""
     import json
     from pathlib import Path
+    import numpy as np
+    from gpuemu_ci.backends.explain import over_mask, over_order
     from gpuemu_ci.backends.interface import CaseSpec, ExplainFocus
     from gpuemu_ci.backends.op_side import run_op_side
     from gpuemu_ci.fuzz.case import build_case
@@ -54,22 +57,32 @@ SCRIPT = textwrap.dedent("""
 
     root = Path(__file__).parent
     (root / "halves.py").write_text(KERNELS)
-    schema = '[ops.dims]\\nM = { min = 12, max = 12 }\\nN = { min = 40, max = 40 }\\n[ops.inputs]\\nx = ["M", "N"]\\n'
+    schema = '[ops.dims]\\nM = { min = 12, max = 12 }\\nN = { min = 800, max = 800 }\\n[ops.inputs]\\nx = ["M", "N"]\\n'
     task = op_task(root, "halves:half_in_torch", "halves:ref_double", schema=schema,
                    extra='family = "elementwise"\\nframework = "torch"')
     case = first_case(task)
     rows, n = build_case(task.op, case.seed, task.root).arrays["x"].shape
-    in_torch = tuple(r * n + c for r in range(rows) for c in range(n // 2, n))
-    in_kernel = tuple(r * n + c for r in range(rows) for c in range(n // 2))
+
+    def focus(ratio, worst, gradient=False, mask=True):
+        # What the first run's judge sends for a failure whose errors / allowances are `ratio`.
+        return ExplainFocus(worst, over_order(ratio), ratio.shape, gradient, over_mask(ratio) if mask else b"")
+
+    few = np.zeros((rows, n)); few[:2, n // 2 :] = 2.0  # 800 elements over, all written by torch
+    half = np.zeros((rows, n)); half[:, n // 2 :] = 2.0  # 4,800 over: more than the first run names
+    and_one = half.copy(); and_one[5, 0] = 1.5  # ... and one the kernel wrote, not among the largest named
+    kernel = np.zeros((rows, n)); kernel[:, : n // 2] = 2.0
     focuses = {
-        "torch wrote them": ExplainFocus((3, n - 1), in_torch, (rows, n)),
-        "a kernel wrote the worst": ExplainFocus((3, 0), in_kernel, (rows, n)),
-        "a gradient": ExplainFocus((3, n - 1), in_torch, (rows, n), gradient=True),
+        "torch wrote them": focus(few, (0, n - 1)),
+        "torch wrote them, more than named": focus(half, (0, n - 1)),
+        "more than named, no mask": focus(half, (0, n - 1), mask=False),
+        "a kernel wrote one not named": focus(and_one, (0, n - 1)),
+        "a kernel wrote the worst": focus(kernel, (3, 0)),
+        "a gradient": focus(few, (0, n - 1), gradient=True),
         "replay --explain": None,
     }
-    seen = {"rows": rows}
-    for name, focus in focuses.items():
-        side = run_op_side(task, CaseSpec(case.seed, case.index, explain=True, explain_focus=focus))
+    seen = {"rows": rows, "named": [len(f.over) for f in focuses.values() if f is not None]}
+    for name, chosen in focuses.items():
+        side = run_op_side(task, CaseSpec(case.seed, case.index, explain=True, explain_focus=chosen))
         seen[name] = {"shadowed": side.triton.shadowed, "mapped": [s is not None for s in side.triton.stores]}
     print(json.dumps(seen))
 """)
@@ -82,14 +95,21 @@ def test_the_shadow_follows_the_programs_the_judge_reads_and_none_where_torch_wr
     seen = run_interpreted(f"KERNELS = {KERNELS!r}\n" + SCRIPT, tmp_path)
     rows = seen["rows"]
     assert rows == 12
-    for name in seen.keys() - {"rows"}:
+    assert MAX_OVER < 4800  # half the output over is more than the first run's judge names
+    assert seen["named"] == [800, MAX_OVER, MAX_OVER, MAX_OVER, MAX_OVER, 800]
+    for name in seen.keys() - {"rows", "named"}:
         assert seen[name]["mapped"] == [True], name  # the judged call mapped its output's stores every time
-    assert seen["torch wrote them"]["shadowed"] == 0  # the judge would read no finding: no shadow ran
-    # The worst element's program, then those of the other errors, each alone, none with a finding (x * 2 is exact
-    # in float32), up to the cap...
+    # No watched store wrote an element the judge would read a finding for: no shadow ran.
+    assert seen["torch wrote them"]["shadowed"] == 0
+    assert seen["torch wrote them, more than named"]["shadowed"] == 0  # the mask says so of those not named
+    # Where nothing says which elements, or a kernel wrote one of them, every program is shadowed...
+    assert seen["more than named, no mask"]["shadowed"] == rows
+    assert seen["a kernel wrote one not named"]["shadowed"] == rows
+    assert seen["replay --explain"]["shadowed"] == rows
+    assert seen["a gradient"]["shadowed"] == rows  # (a gradient's map is found by its place, not its shape)
+    # ... and where one wrote the worst element, its program, then those of the other errors, each alone, none with
+    # a finding (x * 2 is exact in float32), up to the cap.
     assert seen["a kernel wrote the worst"]["shadowed"] == MAX_FOLLOWED < rows
-    assert seen["replay --explain"]["shadowed"] == rows  # ...every program where nothing says which
-    assert seen["a gradient"]["shadowed"] == rows  # a gradient's map is found by its place: every program
 
 
 @pytest.mark.slow
@@ -102,12 +122,15 @@ def test_where_torch_wrote_the_failing_elements_the_gate_says_what_a_shadow_of_e
     config.write_text(
         '[project]\nname = "t"\n[ci]\nquick_iterations = 4\n[[ops]]\nname = "half_in_torch"\n'
         'op = "halves:half_in_torch"\nreference = "halves:ref_double"\nframework = "torch"\n'
-        'family = "elementwise"\ndtypes = ["float32"]\n[ops.dims]\nM = { min = 1, max = 16, typical = [8] }\n'
-        'N = { min = 2, max = 512, typical = [256] }\n[ops.inputs]\nx = ["M", "N"]\n'
+        'family = "elementwise"\ndtypes = ["float32"]\n[ops.dims]\nM = { min = 16, max = 16 }\n'
+        'N = { min = 1024, max = 1024 }\n[ops.inputs]\nx = ["M", "N"]\n'
     )
     gpuemu("run", "--config", str(config), "--seed", "3", "--out", "out", cwd=tmp_path)
     (found,) = json.loads((tmp_path / "out" / "results.json").read_text())["ops"]
     assert found["status"] == "failed" and found["failures"]
     failure = found["failures"][0]
     assert "written by no watched Triton store" in failure["where"], failure["where"]
+    assert (
+        failure["exceeded"] > MAX_OVER
+    )  # more over than the first run names: the mask says where the rest are
     assert replayed_where(config, "half_in_torch", failure["case_seed"], tmp_path) == failure["where"]
