@@ -8,7 +8,7 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from gpuemu_ci.backends.explain import MAX_OVER, explained, over_order
+from gpuemu_ci.backends.explain import MAX_OVER, explained, over_from_mask, over_mask, over_order
 from gpuemu_ci.calls import CaseReport
 from gpuemu_ci.oracle.model import Comparator, ErrorStats
 from gpuemu_ci.triton_cpu.report import Explained, TritonReport
@@ -183,3 +183,22 @@ def test_a_failure_names_its_worst_errors_and_the_shadow_follows_their_programs_
     many = np.linspace(2.0, 3.0, 10_000)
     ranked = over_order(many)
     assert len(ranked) == MAX_OVER and ranked[0] == 9_999 and list(ranked) == sorted(ranked, reverse=True)
+
+
+def test_where_more_elements_are_over_than_the_first_run_names_a_mask_says_which_they_all_are() -> None:
+    """CaseReport.over names the MAX_OVER largest errors; past that, over_mask keeps every element over (NaN not
+    counted, as the judge does not), so the explain re-run can tell whether any watched store wrote one."""
+    few = np.full((4, 10), 0.5)
+    few[1, 2] = 3.0
+    assert over_mask(few) == b""  # over_order names them all
+    many = np.full((100, 200), 0.5)
+    many[:, 150:] = 2.0  # 5,000 over
+    many[0, 0] = np.nan
+    mask = over_mask(many)
+    decoded = over_from_mask(mask, (100, 200))
+    assert decoded is not None and decoded.shape == (100, 200)
+    assert np.array_equal(decoded, many > 1.0) and int(decoded.sum()) == 5_000 > MAX_OVER
+    assert over_from_mask(b"", (100, 200)) is None  # none sent: the re-run cannot tell
+    triton = _stored([np.zeros(100 * 200, dtype=np.float32).reshape(100, 200)], 32)
+    failed = explained(CaseReport(outcome="failed"), _stats(many), {"M": 100, "N": 200}, None, triton)
+    assert failed.over_mask == mask and len(failed.over) == MAX_OVER
