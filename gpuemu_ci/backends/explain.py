@@ -108,13 +108,13 @@ def over_order(ratio: np.ndarray) -> tuple[int, ...]:
 
 
 def over_mask(ratio: np.ndarray) -> bytes:
-    """Every element over its allowance (`ratio` > 1) as a compressed bit mask in C order, where more than MAX_OVER
-    are (`over_order` names only the largest); empty where fewer are, or the output has over MASK_LIMIT elements."""
+    """Every element over its allowance (`ratio` > 1) as a compressed bit mask in C order, where MAX_OVER or more are
+    (`over_order` names at most MAX_OVER: the largest); empty where fewer are, or past MASK_LIMIT elements."""
     flat = np.asarray(ratio, dtype=np.float64).reshape(-1)
     if flat.size > MASK_LIMIT:
         return b""
     over = flat > 1.0
-    if int(np.count_nonzero(over)) <= MAX_OVER:
+    if int(np.count_nonzero(over)) < MAX_OVER:
         return b""
     return zlib.compress(np.packbits(over).tobytes())
 

@@ -199,6 +199,9 @@ def test_where_more_elements_are_over_than_the_first_run_names_a_mask_says_which
     assert decoded is not None and decoded.shape == (100, 200)
     assert np.array_equal(decoded, many > 1.0) and int(decoded.sum()) == 5_000 > MAX_OVER
     assert over_from_mask(b"", (100, 200)) is None  # none sent: the re-run cannot tell
+    exactly = np.full(MAX_OVER + 10, 0.5)
+    exactly[:MAX_OVER] = 2.0  # as many as over_order names: it cannot say whether it named them all
+    assert over_mask(exactly) != b"" and len(over_order(exactly)) == MAX_OVER
     triton = _stored([np.zeros(100 * 200, dtype=np.float32).reshape(100, 200)], 32)
     failed = explained(CaseReport(outcome="failed"), _stats(many), {"M": 100, "N": 200}, None, triton)
     assert failed.over_mask == mask and len(failed.over) == MAX_OVER
