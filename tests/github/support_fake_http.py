@@ -103,6 +103,9 @@ class LoopbackServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body go out in two writes; with Nagle on, the second waits for the client's delayed
+            # ACK of the first (about 40 ms a request on loopback).
+            disable_nagle_algorithm = True
 
             def log_message(self, format: str, *args: Any) -> None:  # quiet test output
                 return
