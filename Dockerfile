@@ -59,7 +59,7 @@ assert t.frontend == 'nvrtc' and t.ptxas and t.nvdisasm and t.cuobjdump, t; prin
 
 # Opt-in, `docker build --build-arg GPUEMU_HIP=1`: the toolchain of the HIP lint (HIP kernels for AMD GPUs),
 # Debian's clang 15 with its AMDGPU backend, lld and llvm-objdump/llvm-readelf, the ROCm device libraries and
-# the HIP headers (gpuemu_ci/lint/hip_toolchain.py). It makes the image 0.84 GB larger (1.02 -> 1.87 GB, measured
+# the HIP headers (gpuemu_ci/lint/hip_toolchain.py). It makes the image 0.62 GB larger (1.05 -> 1.66 GB, measured
 # by .ci/container, which builds and tests both; docs/hip.md), so the default image goes without it and a HIP
 # kernel there is linted `unavailable` (exit 3). Last, so that both images share every layer above.
 ARG GPUEMU_HIP=""
@@ -67,7 +67,7 @@ RUN if [ -n "$GPUEMU_HIP" ]; then \
       apt-get update \
       && apt-get install -y --no-install-recommends clang-15=1:15.0.6-4+b1 lld-15=1:15.0.6-4+b1 \
          llvm-15=1:15.0.6-4+b1 rocm-device-libs=5.2.3-2 libamdhip64-dev=5.2.3-8 \
-      && rm -rf /var/lib/apt/lists/* \
+      && apt-get clean && rm -rf /var/lib/apt/lists/* \
       && python -c "from gpuemu_ci.lint.hip_toolchain import discover_hip_toolchain as d; t = d(); \
 assert not t.missing and 'gfx90a' in t.supported_archs, t; print('HIP lint: clang', t.clang_version, 'HIP', t.hip_version)"; \
     fi
