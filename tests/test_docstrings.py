@@ -232,6 +232,7 @@ def coverage_by_part(definitions: list[Definition]) -> dict[str, tuple[int, int]
     return table
 
 
+@pytest.mark.slow  # parses every covered module: 1.5 s of CPU
 def test_every_public_definition_of_a_covered_part_has_a_docstring() -> None:
     covered = [path for path in public_modules() if part_of(path) in COVERED]
     missing = [d.where() for path in covered for d in definitions_in(path) if not d.documented]

@@ -216,6 +216,7 @@ def test_the_table_points_down_the_layers() -> None:
     assert all(reason.strip() for reason in EXCEPTIONS.values())
 
 
+@pytest.mark.slow  # parses every module of the package: 1.2 s of CPU
 def test_no_import_outside_the_table() -> None:
     allowed = {(source, target) for source, targets in ALLOWED.items() for target in targets} | set(
         EXCEPTIONS

@@ -10,6 +10,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.oracle.allowance_grid import _floats, grid
 
 GOLDEN = Path(__file__).with_name("allowance_golden.json")
@@ -27,6 +29,7 @@ def _same(golden: Any, now: Any) -> bool:
     return bool(golden == now)
 
 
+@pytest.mark.slow  # the whole grid: 0.8 s of CPU
 def test_every_allowance_figure_and_message_of_the_grid_matches_the_golden():
     golden = json.loads(GOLDEN.read_text())
     now = json.loads(json.dumps(_floats(grid())))
